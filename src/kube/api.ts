@@ -1,0 +1,103 @@
+// Metadata-only access to one resource kind: list, watch and server-side apply of labels,
+// all projected to meta.k8s.io/v1 PartialObjectMetadata so no spec or data crosses the wire.
+import type { KubeClient } from './client.ts';
+import type { LabelsApplyConfiguration, PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from './objects.ts';
+import type { ApiResource } from './resource.ts';
+import { readWatchStream } from './watchstream.ts';
+
+const ACCEPT_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json';
+const ACCEPT_OBJECT = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json';
+
+export interface ListOptions {
+  readonly labelSelector?: string | undefined;
+  readonly limit?: number | undefined;
+  readonly continue?: string | undefined;
+  readonly resourceVersion?: string | undefined;
+  readonly resourceVersionMatch?: 'NotOlderThan' | 'Exact' | undefined;
+  readonly signal?: AbortSignal | undefined;
+}
+
+export interface WatchOptions {
+  readonly labelSelector?: string | undefined;
+  readonly resourceVersion?: string | undefined;
+  /** Server-side timeout; the server ends the watch cleanly after it. */
+  readonly timeoutSeconds: number;
+  /** Client-side: no byte for this long means the connection is dead. */
+  readonly idleMs: number;
+  /** Streaming list (WatchList): the server first sends the current state, ending with a bookmark. */
+  readonly sendInitialEvents?: boolean | undefined;
+  readonly signal?: AbortSignal | undefined;
+}
+
+export interface ApplyOptions {
+  readonly fieldManager: string;
+  readonly force: boolean;
+  readonly dryRun?: boolean | undefined;
+  readonly signal?: AbortSignal | undefined;
+}
+
+export class MetadataApi {
+  readonly resource: ApiResource;
+  /** Empty for all namespaces (or a cluster-scoped resource). */
+  readonly namespace: string;
+  readonly #client: KubeClient;
+
+  constructor(client: KubeClient, resource: ApiResource, namespace = '') {
+    this.#client = client;
+    this.resource = resource;
+    this.namespace = resource.namespaced ? namespace : '';
+  }
+
+  /** One page of a list. */
+  list(options: ListOptions = {}): Promise<PartialObjectMetadataList> {
+    return this.#client.json<PartialObjectMetadataList>('GET', this.path(), {
+      headers: { accept: ACCEPT_LIST },
+      query: {
+        labelSelector: options.labelSelector,
+        limit: options.limit,
+        continue: options.continue,
+        resourceVersion: options.resourceVersion,
+        resourceVersionMatch: options.resourceVersionMatch,
+      },
+      signal: options.signal,
+    });
+  }
+
+  /** A watch stream; ends when the server closes it or `signal` aborts, throws WatchIdleError when it stalls. */
+  async *watch(options: WatchOptions): AsyncGenerator<WatchEvent> {
+    const path = this.path();
+    const response = await this.#client.request('GET', path, {
+      headers: { accept: ACCEPT_OBJECT },
+      query: {
+        watch: true,
+        allowWatchBookmarks: true,
+        labelSelector: options.labelSelector,
+        resourceVersion: options.resourceVersion,
+        timeoutSeconds: options.timeoutSeconds,
+        ...(options.sendInitialEvents ? { sendInitialEvents: true, resourceVersionMatch: 'NotOlderThan' } : {}),
+      },
+      signal: options.signal,
+    });
+    if (!response.body) return;
+    yield* readWatchStream<WatchEvent>(response.body, { idleMs: options.idleMs, signal: options.signal, path });
+  }
+
+  /** Server-side apply of the given labels under `fieldManager`; answers with the object's metadata. */
+  apply(body: LabelsApplyConfiguration, options: ApplyOptions): Promise<PartialObjectMetadata> {
+    const namespace = body.metadata.namespace ?? '';
+    return this.#client.json<PartialObjectMetadata>('PATCH', this.path(body.metadata.name, namespace), {
+      headers: { accept: ACCEPT_OBJECT, 'content-type': 'application/apply-patch+yaml' },
+      query: { fieldManager: options.fieldManager, force: options.force || undefined, dryRun: options.dryRun ? 'All' : undefined },
+      body: JSON.stringify(body),
+      signal: options.signal,
+    });
+  }
+
+  /** The collection path, or an object's path when `name` is given. */
+  path(name?: string, namespace = this.namespace): string {
+    const r = this.resource;
+    const base = r.group ? `/apis/${r.group}/${r.version}` : `/api/${r.version}`;
+    const ns = r.namespaced && namespace ? `/namespaces/${encodeURIComponent(namespace)}` : '';
+    return `${base}${ns}/${r.resource}${name === undefined ? '' : `/${encodeURIComponent(name)}`}`;
+  }
+}

@@ -1,0 +1,167 @@
+// The authenticated HTTP transport to the API server. @kubernetes/client-node is used only to
+// load kubeconfig and authenticate; requests go through undici's fetch so we control headers,
+// streaming and timeouts (the client's own Watch/informer cannot ask for metadata-only objects).
+import { KubeConfig, RequestContext } from '@kubernetes/client-node';
+import { fetch, type Dispatcher, type Response } from 'undici';
+import { ApiError, ConnectionError, type Status } from './errors.ts';
+
+export interface ClientOptions {
+  /** Path to a kubeconfig file; default: $KUBECONFIG, ~/.kube/config, then in-cluster. */
+  readonly kubeconfig?: string | undefined;
+  /** kubeconfig context to use instead of the current one. */
+  readonly context?: string | undefined;
+  readonly userAgent?: string | undefined;
+}
+
+export interface RequestOptions {
+  readonly query?: Readonly<Record<string, string | number | boolean | undefined>>;
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly body?: string;
+  readonly signal?: AbortSignal | undefined;
+}
+
+/** Observes every request, for metrics (rest_client_requests_total) and tests. */
+export type RequestObserver = (method: string, status: number | 'error', seconds: number) => void;
+
+/** Credentials can rotate (exec plugins, projected service-account tokens): re-read them this often. */
+const AUTH_REFRESH_MS = 60_000;
+
+export class KubeConfigError extends Error {
+  override readonly name = 'KubeConfigError';
+}
+
+export class KubeClient {
+  readonly server: string;
+  readonly context: string;
+  /** The namespace of the kubeconfig context (or the pod's own namespace in-cluster), if any. */
+  readonly defaultNamespace: string | undefined;
+  readonly #kc: KubeConfig;
+  readonly #dispatcher: Dispatcher | undefined;
+  readonly #userAgent: string;
+  readonly #observers: RequestObserver[] = [];
+  #headers: Record<string, string>;
+  #headersAt: number;
+
+  private constructor(kc: KubeConfig, server: string, auth: RequestContext, userAgent: string, defaultNamespace: string | undefined) {
+    this.#kc = kc;
+    this.server = server;
+    this.context = kc.getCurrentContext();
+    this.defaultNamespace = defaultNamespace;
+    this.#dispatcher = auth.getDispatcher();
+    this.#headers = auth.getHeaders();
+    this.#headersAt = Date.now();
+    this.#userAgent = userAgent;
+  }
+
+  static async load(options: ClientOptions = {}): Promise<KubeClient> {
+    const kc = new KubeConfig();
+    try {
+      if (options.kubeconfig) kc.loadFromFile(options.kubeconfig);
+      else kc.loadFromDefault();
+    } catch (error) {
+      throw new KubeConfigError(`cannot load kubeconfig${options.kubeconfig ? ` ${options.kubeconfig}` : ''}: ${error instanceof Error ? error.message : String(error)}. Pass --kubeconfig with a valid file`);
+    }
+    if (options.context) {
+      if (!kc.getContextObject(options.context)) {
+        const known = kc.getContexts().map((c) => c.name).join(', ') || 'none';
+        throw new KubeConfigError(`context "${options.context}" is not in the kubeconfig (contexts: ${known}). Pass one of them with --context`);
+      }
+      kc.setCurrentContext(options.context);
+    }
+    const cluster = kc.getCurrentCluster();
+    if (!cluster) {
+      throw new KubeConfigError('no cluster configured: the kubeconfig has no current context. Pass --kubeconfig and --context, or run inside a cluster');
+    }
+    const auth = await authenticate(kc, cluster.server);
+    const namespace = kc.getContextObject(kc.getCurrentContext())?.namespace;
+    return new KubeClient(kc, cluster.server.replace(/\/+$/, ''), auth, options.userAgent ?? 'labeller', namespace);
+  }
+
+  observe(observer: RequestObserver): void {
+    this.#observers.push(observer);
+  }
+
+  /**
+   * Sends one request. Non-2xx answers throw ApiError, unreachable servers ConnectionError;
+   * on success the caller owns the response body.
+   */
+  async request(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
+    const url = this.server + path + queryString(options.query);
+    const started = performance.now();
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method,
+        headers: { ...(await this.#authHeaders()), 'user-agent': this.#userAgent, ...options.headers },
+        body: options.body ?? null,
+        signal: options.signal ?? null,
+        ...(this.#dispatcher ? { dispatcher: this.#dispatcher } : {}),
+      });
+    } catch (error) {
+      this.#notify(method, 'error', started);
+      if (options.signal?.aborted) throw options.signal.reason;
+      throw new ConnectionError(this.server, error);
+    }
+    this.#notify(method, response.status, started);
+    if (!response.ok) {
+      const text = await response.text();
+      throw new ApiError(method, path, response.status, parseStatus(text), response.headers.get('retry-after'));
+    }
+    return response;
+  }
+
+  async json<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
+    const response = await this.request(method, path, options);
+    return (await response.json()) as T;
+  }
+
+  async close(): Promise<void> {
+    await this.#dispatcher?.close();
+  }
+
+  #notify(method: string, status: number | 'error', started: number): void {
+    const seconds = (performance.now() - started) / 1000;
+    for (const observer of this.#observers) observer(method, status, seconds);
+  }
+
+  async #authHeaders(): Promise<Record<string, string>> {
+    if (Date.now() - this.#headersAt > AUTH_REFRESH_MS) {
+      // Only the headers are taken; the connection pool of the first dispatcher is kept.
+      const fresh = await authenticate(this.#kc, this.server);
+      this.#headers = fresh.getHeaders();
+      this.#headersAt = Date.now();
+      await fresh.getDispatcher()?.close();
+    }
+    return this.#headers;
+  }
+}
+
+async function authenticate(kc: KubeConfig, server: string): Promise<RequestContext> {
+  const context = new RequestContext(server, 'GET' as ConstructorParameters<typeof RequestContext>[1]);
+  try {
+    await kc.applySecurityAuthentication(context);
+  } catch (error) {
+    throw new KubeConfigError(`cannot authenticate to ${server}: ${error instanceof Error ? error.message : String(error)}. Check the user in the kubeconfig`);
+  }
+  return context;
+}
+
+function queryString(query: RequestOptions['query']): string {
+  if (!query) return '';
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(query)) {
+    if (value !== undefined) params.set(key, String(value));
+  }
+  const s = params.toString();
+  return s ? `?${s}` : '';
+}
+
+function parseStatus(text: string): Status {
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (parsed && typeof parsed === 'object') return parsed as Status;
+  } catch {
+    // Not JSON (a proxy's error page): keep the text as the message.
+  }
+  return text ? { message: text.slice(0, 500) } : {};
+}

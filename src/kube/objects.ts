@@ -1,0 +1,61 @@
+// The shapes of the metadata-only API (meta.k8s.io/v1 PartialObjectMetadata) labeller reads
+// and the apply configurations it writes.
+import type { Status } from './errors.ts';
+
+export interface ManagedFieldsEntry {
+  readonly manager?: string;
+  readonly operation?: string;
+  readonly apiVersion?: string;
+  readonly time?: string;
+  readonly fieldsType?: string;
+  readonly fieldsV1?: FieldsV1;
+  readonly subresource?: string;
+}
+
+/** The structured-merge-diff field set: `{"f:metadata": {"f:labels": {"f:app": {}}}}`. */
+export interface FieldsV1 {
+  readonly [field: string]: FieldsV1;
+}
+
+export interface ObjectMeta {
+  readonly name: string;
+  readonly namespace?: string;
+  readonly uid: string;
+  readonly resourceVersion: string;
+  readonly generation?: number;
+  readonly creationTimestamp?: string;
+  readonly deletionTimestamp?: string;
+  readonly labels?: Readonly<Record<string, string>>;
+  readonly annotations?: Readonly<Record<string, string>>;
+  readonly managedFields?: readonly ManagedFieldsEntry[];
+}
+
+export interface PartialObjectMetadata {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly metadata: ObjectMeta;
+}
+
+export interface PartialObjectMetadataList {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly metadata: { readonly resourceVersion: string; readonly continue?: string; readonly remainingItemCount?: number };
+  readonly items: readonly PartialObjectMetadata[];
+}
+
+export type WatchEvent =
+  | { readonly type: 'ADDED' | 'MODIFIED' | 'DELETED'; readonly object: PartialObjectMetadata }
+  | { readonly type: 'BOOKMARK'; readonly object: { readonly metadata: { readonly resourceVersion: string; readonly annotations?: Readonly<Record<string, string>> } } }
+  | { readonly type: 'ERROR'; readonly object: Status };
+
+/** A server-side apply body that sets only labels; `uid` makes the apply fail rather than recreate a deleted object. */
+export interface LabelsApplyConfiguration {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly metadata: {
+    readonly name: string;
+    readonly namespace?: string;
+    readonly uid?: string;
+    readonly labels: Readonly<Record<string, string>>;
+  };
+}

@@ -1,0 +1,34 @@
+/** A resource the API server serves, as discovery describes it: one entry per group, version and resource. */
+export interface ApiResource {
+  /** API group; '' for the core group. */
+  readonly group: string;
+  readonly version: string;
+  /** Plural name used in URLs, e.g. 'deployments'. */
+  readonly resource: string;
+  readonly singular: string;
+  readonly kind: string;
+  readonly shortNames: readonly string[];
+  readonly namespaced: boolean;
+  readonly verbs: readonly string[];
+  /** Whether version is the group's preferred version. */
+  readonly preferred: boolean;
+}
+
+/** The apiVersion objects of this resource carry: 'v1' for the core group, 'apps/v1' otherwise. */
+export function apiVersion(r: Pick<ApiResource, 'group' | 'version'>): string {
+  return r.group === '' ? r.version : `${r.group}/${r.version}`;
+}
+
+/** The resource as kubectl and RBAC name it, without version: 'services', 'deployments.apps'. */
+export function groupResource(r: Pick<ApiResource, 'group' | 'resource'>): string {
+  return r.group === '' ? r.resource : `${r.resource}.${r.group}`;
+}
+
+/**
+ * The resource for messages, e.g. 'Deployment (deployments.v1.apps)'. The part in
+ * parentheses is the fully qualified name kubectl and labeller accept as an argument.
+ */
+export function describe(r: Pick<ApiResource, 'group' | 'version' | 'resource' | 'kind'>): string {
+  const qualified = r.group === '' ? `${r.resource}.${r.version}` : `${r.resource}.${r.version}.${r.group}`;
+  return `${r.kind} (${qualified})`;
+}

@@ -1,0 +1,87 @@
+// The API plumbing labeller stands on, exercised through src/kube against a real API server.
+// Shared by the Node test and the Deno smoke, so both runtimes prove the same things.
+import assert from 'node:assert/strict';
+import { MetadataApi } from '../../src/kube/api.ts';
+import type { KubeClient } from '../../src/kube/client.ts';
+import { ApiError } from '../../src/kube/errors.ts';
+import type { PartialObjectMetadata, WatchEvent } from '../../src/kube/objects.ts';
+import type { ApiResource } from '../../src/kube/resource.ts';
+
+const configmaps: ApiResource = {
+  group: '', version: 'v1', resource: 'configmaps', singular: 'configmap', kind: 'ConfigMap',
+  shortNames: ['cm'], namespaced: true, verbs: ['get', 'list', 'watch', 'patch'], preferred: true,
+};
+const deployments: ApiResource = {
+  group: 'apps', version: 'v1', resource: 'deployments', singular: 'deployment', kind: 'Deployment',
+  shortNames: ['deploy'], namespaced: true, verbs: ['get', 'list', 'watch', 'patch'], preferred: true,
+};
+
+const json = (body: object) => ({ headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+/** Runs every step, asserting as it goes; returns the server version it talked to. */
+export async function plumbing(client: KubeClient, namespace: string): Promise<string> {
+  const { gitVersion } = await client.json<{ gitVersion: string }>('GET', '/version');
+
+  const cms = new MetadataApi(client, configmaps, namespace);
+  const deploys = new MetadataApi(client, deployments, namespace);
+  await client.json('POST', cms.path(), json({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'first' }, data: { secret: 'x'.repeat(1000) } }));
+  const deployment = await client.json<PartialObjectMetadata>('POST', deploys.path(), json({
+    apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web', labels: { app: 'web' } },
+    spec: {
+      selector: { matchLabels: { app: 'web' } },
+      template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } },
+    },
+  }));
+
+  // List, metadata-only: the server projects to PartialObjectMetadata, no data or spec.
+  const list = await cms.list({ limit: 500 });
+  assert.equal(list.kind, 'PartialObjectMetadataList');
+  assert.equal(list.apiVersion, 'meta.k8s.io/v1');
+  const first = list.items.find((i) => i.metadata.name === 'first');
+  assert.ok(first, 'the ConfigMap is listed');
+  assert.equal(first.kind, 'PartialObjectMetadata');
+  assert.ok(!('data' in first), 'no data in a metadata-only list');
+  const deployList = await deploys.list();
+  assert.ok(deployList.items.every((i) => !('spec' in i)), 'no spec in a metadata-only list');
+
+  // Watch, metadata-only, from the list's resourceVersion: sees the next change only.
+  const abort = new AbortController();
+  const events: WatchEvent[] = [];
+  const watching = (async () => {
+    for await (const event of cms.watch({ resourceVersion: list.metadata.resourceVersion, timeoutSeconds: 60, idleMs: 70_000, signal: abort.signal })) {
+      events.push(event);
+      if (event.type === 'ADDED' && event.object.metadata.name === 'second') abort.abort();
+    }
+  })();
+  await client.json('POST', cms.path(), json({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'second' }, data: { big: 'y'.repeat(1000) } }));
+  await Promise.race([watching, new Promise((_, reject) => setTimeout(() => reject(new Error('no watch event within 10 s')), 10_000).unref())]);
+  const added = events.find((e) => e.type === 'ADDED' && e.object.metadata.name === 'second');
+  assert.ok(added && added.type === 'ADDED');
+  assert.equal(added.object.kind, 'PartialObjectMetadata');
+  assert.ok(!('data' in added.object), 'no data in a metadata-only watch event');
+  assert.ok(!events.some((e) => e.type !== 'BOOKMARK' && 'metadata' in e.object && e.object.metadata.name === 'first'), 'the watch starts after the list');
+
+  // Server-side apply of one label under labeller's field manager, guarded by the uid.
+  const applied = await deploys.apply(
+    { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web', namespace, uid: deployment.metadata.uid, labels: { 'example.com/managed': 'yes' } } },
+    { fieldManager: 'labeller', force: false },
+  );
+  assert.equal(applied.kind, 'PartialObjectMetadata');
+  assert.deepEqual(applied.metadata.labels, { app: 'web', 'example.com/managed': 'yes' });
+  const entry = applied.metadata.managedFields?.find((m) => m.manager === 'labeller');
+  assert.ok(entry, 'labeller has a managedFields entry');
+  assert.equal(entry.operation, 'Apply');
+  assert.deepEqual(Object.keys(entry.fieldsV1?.['f:metadata']?.['f:labels'] ?? {}), ['f:example.com/managed']);
+
+  // The uid guard: an apply for a deleted object fails instead of recreating it.
+  await client.request('DELETE', cms.path('first'));
+  const gone = await cms.apply(
+    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'first', namespace, uid: first.metadata.uid, labels: { a: 'b' } } },
+    { fieldManager: 'labeller', force: true },
+  ).then(() => undefined, (error: unknown) => error);
+  assert.ok(gone instanceof ApiError, `apply to a deleted object must fail, got ${String(gone)}`);
+  const relist = await cms.list();
+  assert.ok(!relist.items.some((i) => i.metadata.name === 'first'), 'the deleted ConfigMap was not recreated');
+
+  return gitVersion;
+}
