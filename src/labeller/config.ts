@@ -1,0 +1,390 @@
+/**
+ * The labeller configuration: kinds.yaml, overlaid with command-line flags.
+ *
+ *   labels:                        # optional: labels for every kind, constants or templates ("{{name}}")
+ *     app.kubernetes.io/managed-by: labeller
+ *   conflicts: force               # optional: force | skip a label another manager owns; default force
+ *   kinds:                         # required unless --kinds is given: at least one entry
+ *     - resource: deployments      # required: kubectl-style (deploy, Deployment, deployments.apps, Deployment.v1.apps)
+ *       namespaces: [default]      # optional: namespace names; absent = all namespaces
+ *       selector: "app in (web)"   # optional: label selector
+ *       labels: {tier: backend}    # optional: merged over the global labels; null drops a global label
+ *       conflicts: skip            # optional: overrides the global policy
+ *
+ * Precedence: flags override the file's global settings, which override the
+ * defaults; a kind's own settings win over both because they are more specific.
+ * --kinds replaces the file's kinds, keeping the file's settings for the kinds
+ * it names (matched by the exact resource string).
+ */
+import { loadAll, YAMLException } from 'js-yaml';
+import { isDns1123Label } from '../kube/names.ts';
+import type { Selector } from '../kube/selector.ts';
+import { parseSelector, SelectorError } from '../kube/selector.ts';
+import { validateLabelKey, validateLabelValue } from './labels.ts';
+import { suggest } from '../suggest.ts';
+import type { Template } from './template.ts';
+import { compileTemplate, TemplateError } from './template.ts';
+
+/** What to do when another field manager owns a label: take it over (force) or leave it (skip). */
+export type ConflictPolicy = 'force' | 'skip';
+
+export interface KindConfig {
+  /** As the user wrote it; discovery resolves it to an API resource. */
+  readonly resource: string;
+  /** Empty means all namespaces. */
+  readonly namespaces: readonly string[];
+  readonly selector: Selector | undefined;
+  /** The effective labels: the global ones merged with the kind's own. */
+  readonly labels: ReadonlyMap<string, Template>;
+  readonly conflicts: ConflictPolicy;
+}
+
+export interface Config {
+  readonly kinds: readonly KindConfig[];
+}
+
+/** A validated config file, before flags and defaults apply. */
+export interface FileConfig {
+  readonly labels: ReadonlyMap<string, Template>;
+  readonly conflicts: ConflictPolicy | undefined;
+  /** Undefined when the file lists no kinds, leaving them to --kinds. */
+  readonly kinds: readonly KindEntry[] | undefined;
+}
+
+/** A kind as listed in the file or in --kinds, before global settings and defaults apply. */
+export interface KindEntry {
+  /** Where the entry came from, for messages: 'kinds.yaml: kinds[0]' or '--kinds "secrets"'. */
+  readonly where: string;
+  readonly resource: string;
+  readonly namespaces: readonly string[] | undefined;
+  readonly selector: Selector | undefined;
+  /** A null template drops the global label with that key. */
+  readonly labels: ReadonlyMap<string, Template | null>;
+  readonly conflicts: ConflictPolicy | undefined;
+}
+
+/** Everything the command line knows; the flags are undefined when not given. */
+export interface ConfigInput {
+  readonly file?: { readonly text: string; readonly source: string } | undefined;
+  /** --kinds: replaces the file's kinds. */
+  readonly kinds?: readonly string[] | undefined;
+  /** --label key=value (see parseLabelFlag): overrides the file's global labels. */
+  readonly labels?: Readonly<Record<string, string>> | undefined;
+  /** --namespace: for kinds without namespaces of their own. */
+  readonly namespaces?: readonly string[] | undefined;
+  /** --selector: for kinds without a selector of their own. */
+  readonly selector?: string | undefined;
+  /** --conflicts: overrides the file's global policy. */
+  readonly conflicts?: ConflictPolicy | undefined;
+}
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+const CONFLICT_POLICIES: readonly ConflictPolicy[] = ['force', 'skip'];
+const DEFAULT_CONFLICT_POLICY: ConflictPolicy = 'force';
+const FILE_FIELDS = ['labels', 'conflicts', 'kinds'];
+const KIND_FIELDS = ['resource', 'namespaces', 'selector', 'labels', 'conflicts'];
+// Syntax only: whether the name exists is for discovery to say.
+const RESOURCE_PATTERN = /^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$/;
+
+/** Splits a --label flag at its first "=". */
+export function parseLabelFlag(flag: string): readonly [key: string, value: string] {
+  const separator = flag.indexOf('=');
+  if (separator < 1) {
+    throw new ConfigError(`--label ${JSON.stringify(flag)}: expected key=value, e.g. --label tier=backend`);
+  }
+  return [flag.slice(0, separator), flag.slice(separator + 1)];
+}
+
+export function buildConfig(input: ConfigInput): Config {
+  const file = input.file === undefined ? undefined : parseConfig(input.file.text, input.file.source);
+  const remedy = (field: string) =>
+    input.file === undefined ? '--config kinds.yaml' : `add "${field}:" to ${input.file.source}`;
+
+  const globalLabels = new Map(file?.labels);
+  for (const [key, value] of Object.entries(input.labels ?? {})) {
+    globalLabels.set(key, compileLabel(key, value, `--label ${JSON.stringify(`${key}=${value}`)}`));
+  }
+  const namespaces = input.namespaces === undefined ? [] : namespaceList(input.namespaces, () => '--namespace');
+  const selectorFlag = input.selector;
+  const selector = selectorFlag === undefined ? undefined : within('--selector', () => parseSelector(selectorFlag));
+  const conflicts = input.conflicts ?? file?.conflicts ?? DEFAULT_CONFLICT_POLICY;
+
+  const entries = input.kinds === undefined ? (file?.kinds ?? []) : kindsFromFlag(input.kinds, file?.kinds ?? []);
+  if (entries.length === 0) {
+    throw new ConfigError(`no kinds configured: pass --kinds deployments,services or ${remedy('kinds')}`);
+  }
+  const labelled = entries.map((entry) => [entry, mergeLabels(globalLabels, entry)] as const);
+  if (labelled.every(([, labels]) => labels.size === 0)) {
+    throw new ConfigError(
+      `no labels configured: pass --label app.kubernetes.io/managed-by=labeller or ${remedy('labels')}`,
+    );
+  }
+  const unlabelled = labelled.find(([, labels]) => labels.size === 0);
+  if (unlabelled !== undefined) {
+    throw fail(unlabelled[0].where, 'no labels to apply: give this kind labels of its own or keep a global one');
+  }
+  return {
+    kinds: labelled.map(([entry, labels]) => ({
+      resource: entry.resource,
+      namespaces: entry.namespaces ?? namespaces,
+      selector: entry.selector ?? selector,
+      labels,
+      conflicts: entry.conflicts ?? conflicts,
+    })),
+  };
+}
+
+/** Parses and validates a config file; `source` names it in messages. */
+export function parseConfig(text: string, source: string): FileConfig {
+  const document = loadDocument(text, source);
+  if (isAbsent(document)) {
+    return { labels: new Map(), conflicts: undefined, kinds: undefined };
+  }
+  const fields = expectMapping(document, source, 'a mapping with "labels:" and "kinds:"');
+  rejectUnknownFields(fields, FILE_FIELDS, source);
+  const labels = new Map<string, Template>();
+  for (const [key, value, where] of labelEntries(fields.labels, `${source}: labels`)) {
+    if (value === null) {
+      throw fail(where, "null drops a global label, so it belongs in a kind's labels: give a value here or remove the entry");
+    }
+    labels.set(key, compileLabel(key, expectString(value, where), where));
+  }
+  return {
+    labels,
+    conflicts: parseConflicts(fields.conflicts, `${source}: conflicts`),
+    kinds: parseKinds(fields.kinds, `${source}: kinds`),
+  };
+}
+
+function loadDocument(text: string, source: string): unknown {
+  let documents: unknown[];
+  try {
+    documents = loadAll(text);
+  } catch (error) {
+    if (!(error instanceof YAMLException)) throw error;
+    const { mark } = error;
+    const at = mark === undefined ? source : `${source}:${mark.line + 1}:${mark.column + 1}`;
+    const snippet = mark?.snippet ? `\n${mark.snippet}` : '';
+    throw new ConfigError(`${at}: YAML syntax error: ${error.reason}${snippet}`);
+  }
+  if (documents.length > 1) {
+    throw new ConfigError(
+      `${source}: expected one YAML document, found ${documents.length}: merge them and remove the "---" separators`,
+    );
+  }
+  return documents[0];
+}
+
+function parseKinds(value: unknown, where: string): KindEntry[] | undefined {
+  if (value === undefined || value === null) return undefined;
+  const items = expectList(value, where, 'a list of kinds, e.g. "- resource: deployments"');
+  if (items.length === 0) throw fail(where, 'empty list: add an entry such as "- resource: deployments"');
+  const indexOf = new Map<string, number>();
+  return items.map((item, index) => {
+    const kind = parseKind(item, `${where}[${index}]`);
+    const first = indexOf.get(kind.resource);
+    if (first !== undefined) {
+      throw fail(
+        `${kind.where}.resource`,
+        `${JSON.stringify(kind.resource)} is already configured at kinds[${first}]: merge the two entries`,
+      );
+    }
+    indexOf.set(kind.resource, index);
+    return kind;
+  });
+}
+
+function parseKind(value: unknown, where: string): KindEntry {
+  const fields = expectMapping(value, where, 'a mapping such as "resource: deployments"');
+  rejectUnknownFields(fields, KIND_FIELDS, where);
+
+  const resource = isAbsent(fields.resource) ? '' : expectString(fields.resource, `${where}.resource`);
+  const resourceError = resourceProblem(resource);
+  if (resourceError !== undefined) throw fail(`${where}.resource`, resourceError);
+
+  let namespaces: string[] | undefined;
+  if (!isAbsent(fields.namespaces)) {
+    const path = `${where}.namespaces`;
+    const items = expectList(fields.namespaces, path, 'a list of namespace names, e.g. [default]');
+    if (items.length === 0) throw fail(path, 'empty list: list namespaces, or remove the field for all namespaces');
+    namespaces = namespaceList(items, (index) => `${path}[${index}]`);
+  }
+
+  let selector: Selector | undefined;
+  if (!isAbsent(fields.selector)) {
+    const path = `${where}.selector`;
+    const text = expectString(fields.selector, path);
+    selector = within(path, () => parseSelector(text));
+  }
+
+  const labels = new Map<string, Template | null>();
+  for (const [key, labelValue, path] of labelEntries(fields.labels, `${where}.labels`)) {
+    labels.set(key, labelValue === null ? null : compileLabel(key, expectString(labelValue, path), path));
+  }
+
+  return {
+    where,
+    resource,
+    namespaces,
+    selector,
+    labels,
+    conflicts: parseConflicts(fields.conflicts, `${where}.conflicts`),
+  };
+}
+
+function kindsFromFlag(resources: readonly string[], fileKinds: readonly KindEntry[]): KindEntry[] {
+  const seen = new Set<string>();
+  return resources.map((resource) => {
+    const problem = resourceProblem(resource);
+    if (problem !== undefined) throw fail('--kinds', problem);
+    if (seen.has(resource)) throw fail('--kinds', `${JSON.stringify(resource)} is listed twice: list each kind once`);
+    seen.add(resource);
+    return (
+      fileKinds.find((kind) => kind.resource === resource) ?? {
+        where: `--kinds ${JSON.stringify(resource)}`,
+        resource,
+        namespaces: undefined,
+        selector: undefined,
+        labels: new Map(),
+        conflicts: undefined,
+      }
+    );
+  });
+}
+
+function mergeLabels(global: ReadonlyMap<string, Template>, kind: KindEntry): Map<string, Template> {
+  const labels = new Map(global);
+  for (const [key, template] of kind.labels) {
+    if (template !== null) {
+      labels.set(key, template);
+    } else if (!labels.delete(key)) {
+      throw fail(
+        keyPath(`${kind.where}.labels`, key),
+        `null drops a global label, but there is no global label ${JSON.stringify(key)}: remove this entry`,
+      );
+    }
+  }
+  return labels;
+}
+
+function compileLabel(key: string, value: string, where: string): Template {
+  const keyProblem = validateLabelKey(key);
+  if (keyProblem !== undefined) throw fail(where, keyProblem);
+  const template = within(where, () => compileTemplate(value));
+  // Templated values can only be checked once rendered; constants are checked now.
+  const valueProblem = template.constantValue === undefined ? undefined : validateLabelValue(template.constantValue);
+  if (valueProblem !== undefined) throw fail(where, valueProblem);
+  return template;
+}
+
+function parseConflicts(value: unknown, where: string): ConflictPolicy | undefined {
+  if (isAbsent(value)) return undefined;
+  const policy = CONFLICT_POLICIES.find((candidate) => candidate === value);
+  if (policy === undefined) throw fail(where, `must be "force" or "skip", got ${describe(value)}`);
+  return policy;
+}
+
+function namespaceList(names: readonly unknown[], whereOf: (index: number) => string): string[] {
+  const seen = new Set<string>();
+  return names.map((value, index) => {
+    const where = whereOf(index);
+    const name = expectString(value, where);
+    if (!isDns1123Label(name)) {
+      throw fail(
+        where,
+        `${JSON.stringify(name)} is not a valid namespace name: use a lowercase DNS-1123 label of at most 63 characters (e.g. "kube-system")`,
+      );
+    }
+    if (seen.has(name)) throw fail(where, `${JSON.stringify(name)} is listed twice: list each namespace once`);
+    seen.add(name);
+    return name;
+  });
+}
+
+function resourceProblem(resource: string): string | undefined {
+  if (resource === '') return 'required, e.g. "deployments"';
+  if (!RESOURCE_PATTERN.test(resource)) {
+    return `${JSON.stringify(resource)} is not a kubectl-style resource name: write e.g. "deployments", "deployments.apps" or "Deployment.v1.apps"`;
+  }
+  return undefined;
+}
+
+function labelEntries(value: unknown, where: string): Array<readonly [key: string, value: unknown, where: string]> {
+  if (isAbsent(value)) return [];
+  const labels = expectMapping(value, where, 'a mapping of label keys to values, e.g. "tier: backend"');
+  return Object.entries(labels).map(([key, labelValue]) => [key, labelValue, keyPath(where, key)] as const);
+}
+
+function rejectUnknownFields(fields: Record<string, unknown>, known: readonly string[], where: string): void {
+  for (const field of Object.keys(fields)) {
+    if (known.includes(field)) continue;
+    const match = suggest(field, known);
+    throw fail(
+      where,
+      match === undefined
+        ? `unknown field ${JSON.stringify(field)}: use one of ${known.join(', ')}`
+        : `unknown field ${JSON.stringify(field)} (did you mean ${JSON.stringify(match)}?)`,
+    );
+  }
+}
+
+/** Runs a parser of a nested syntax, reporting its errors at `where`. */
+function within<T>(where: string, parse: () => T): T {
+  try {
+    return parse();
+  } catch (error) {
+    if (error instanceof SelectorError || error instanceof TemplateError) throw fail(where, error.message);
+    throw error;
+  }
+}
+
+// An empty YAML value ("labels:" with nothing after it) loads as null: treat it as absent.
+function isAbsent(value: unknown): value is null | undefined {
+  return value === undefined || value === null;
+}
+
+function expectMapping(value: unknown, where: string, expected: string): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw fail(where, `expected ${expected}, got ${describe(value)}`);
+  }
+  return value as Record<string, unknown>;
+}
+
+function expectList(value: unknown, where: string, expected: string): unknown[] {
+  if (!Array.isArray(value)) throw fail(where, `expected ${expected}, got ${describe(value)}`);
+  return value;
+}
+
+function expectString(value: unknown, where: string): string {
+  if (typeof value === 'string') return value;
+  // YAML reads unquoted 3, true or 1.0 as numbers and booleans.
+  const fix = typeof value === 'number' || typeof value === 'boolean' ? ': put it in quotes' : '';
+  throw fail(where, `expected a string, got ${describe(value)}${fix}`);
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'a list';
+  switch (typeof value) {
+    case 'string':
+      return `the string ${JSON.stringify(value)}`;
+    case 'number':
+    case 'boolean':
+      return `the ${typeof value} ${String(value)}`;
+    case 'object':
+      return 'a mapping';
+    default:
+      return typeof value;
+  }
+}
+
+function keyPath(where: string, key: string): string {
+  return `${where}[${JSON.stringify(key)}]`;
+}
+
+function fail(where: string, problem: string): ConfigError {
+  return new ConfigError(`${where}: ${problem}`);
+}
