@@ -8,7 +8,13 @@ export interface Status {
   readonly message?: string;
   readonly reason?: string;
   readonly code?: number;
-  readonly details?: { readonly retryAfterSeconds?: number; readonly causes?: readonly { readonly message?: string; readonly field?: string }[] };
+  readonly details?: { readonly retryAfterSeconds?: number; readonly causes?: readonly StatusCause[] };
+}
+
+export interface StatusCause {
+  readonly reason?: string;
+  readonly message?: string;
+  readonly field?: string;
 }
 
 /** The API server answered with an error status. */
@@ -18,12 +24,15 @@ export class ApiError extends Error {
   readonly reason: string;
   /** Seconds the server asked us to wait (429 and some 5xx), from Retry-After or the Status details. */
   readonly retryAfterSeconds: number | undefined;
+  /** Field-level causes, e.g. one FieldManagerConflict per contested field of an apply. */
+  readonly causes: readonly StatusCause[];
 
   constructor(method: string, path: string, status: number, body: Status | undefined, retryAfterHeader?: string | null) {
     const reason = body?.reason ?? '';
     super(`${method} ${path}: ${status}${reason ? ` ${reason}` : ''}: ${body?.message ?? 'no message'}${hint(status)}`);
     this.status = status;
     this.reason = reason;
+    this.causes = body?.details?.causes ?? [];
     const header = retryAfterHeader ? Number(retryAfterHeader) : NaN;
     this.retryAfterSeconds = Number.isFinite(header) ? header : body?.details?.retryAfterSeconds;
   }

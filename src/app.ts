@@ -1,0 +1,151 @@
+// The composition root: config → discovery → one controller per kind (and namespace), each a
+// metadata-only watcher feeding a store and a work queue whose workers run the label reconciler,
+// all under one shutdown coordinator.
+import { MetadataApi } from './kube/api.ts';
+import type { KubeClient } from './kube/client.ts';
+import { discover } from './kube/discovery.ts';
+import { ConnectionError } from './kube/errors.ts';
+import { resolveResource, ResolveError } from './kube/resolve.ts';
+import { apiVersion, groupResource, type ApiResource } from './kube/resource.ts';
+import type { Config, KindConfig } from './labeller/config.ts';
+import { projector } from './labeller/object.ts';
+import { Reconciler, type Outcome } from './labeller/reconcile.ts';
+import { labelClient } from './labelclient.ts';
+import type { Logger } from './log.ts';
+import { Backoff } from './runtime/backoff.ts';
+import { Controller } from './runtime/controller.ts';
+import { Shutdown } from './runtime/shutdown.ts';
+
+export interface AppOptions {
+  readonly fieldManager: string;
+  readonly concurrency: number;
+  readonly requeueAfterMs: number;
+  readonly gracePeriodMs: number;
+  readonly dryRun: boolean;
+  readonly once: boolean;
+  /** Server-side watch timeout; tests shorten it. */
+  readonly watchTimeoutSeconds?: number;
+}
+
+/** The config cannot work against this cluster (ambiguous kind, missing verb, nothing to watch): exit status 2. */
+export class KindError extends Error {
+  override readonly name = 'KindError';
+}
+
+export type Counts = Record<Outcome | 'failed', number>;
+
+/** Runs until a signal (or, with `once`, until every object was seen once). Returns the exit status. */
+export async function runApp(client: KubeClient, config: Config, options: AppOptions, log: Logger): Promise<number> {
+  const shutdown = new Shutdown({
+    graceMs: options.gracePeriodMs,
+    onSignal: (signal, first) =>
+      first
+        ? log.info('shutting down: stopping watches, letting running patches finish', { signal, gracePeriodMs: options.gracePeriodMs })
+        : log.warn('second signal: exiting now', { signal }),
+  });
+  try {
+    const resources = await discoverWithRetry(client, log, shutdown.intake);
+    const { resolved, unknown } = resolveKinds(config.kinds, resources);
+    if (resolved.length > 0) for (const { kind, error } of unknown) log.error(error.message, { kind: kind.resource });
+    else {
+      throw new KindError(unknown.length === 1 ? unknown[0]!.error.message : `none of the configured kinds is served by the API server: ${unknown.map((u) => u.kind.resource).join(', ')}`);
+    }
+
+    const counts: Counts = { unchanged: 0, patched: 0, conflict: 0, invalid: 0, gone: 0, failed: 0 };
+    const controllers = resolved.flatMap(({ kind, resource }) => controllersFor(client, kind, resource, options, log, counts));
+    const started = controllers.length;
+    log.info('starting', { controllers: controllers.map((c) => c.name), dryRun: options.dryRun || undefined, once: options.once || undefined });
+
+    if (options.once) {
+      let unlisted = 0;
+      await Promise.all(
+        controllers.map((c) =>
+          c.runOnce(shutdown.intake).catch((error: unknown) => {
+            unlisted++;
+            log.error('cannot list; kind skipped', { controller: c.name, error });
+          }),
+        ),
+      );
+      const seen = counts.unchanged + counts.patched + counts.conflict + counts.invalid + counts.gone + counts.failed;
+      process.stdout.write(
+        `${options.dryRun ? 'dry run: ' : ''}seen ${seen}, ${options.dryRun ? 'would patch' : 'patched'} ${counts.patched}, unchanged ${counts.unchanged}, conflicts ${counts.conflict}, failed ${counts.failed + counts.invalid}` +
+          ` (${started} controller${started === 1 ? '' : 's'}${unlisted ? `, ${unlisted} could not list` : ''}${unknown.length ? `, ${unknown.length} unknown kind${unknown.length === 1 ? '' : 's'}` : ''})\n`,
+      );
+      return counts.failed + counts.invalid + unlisted + unknown.length > 0 || shutdown.intake.aborted ? 1 : 0;
+    }
+
+    const running = Promise.all(controllers.map((c) => c.run(shutdown.intake)));
+    const drained = await shutdown.drain(running);
+    if (!drained) log.warn('grace period over with patches still running; exiting', { gracePeriodMs: options.gracePeriodMs });
+    log.info('stopped', counts);
+    return 0;
+  } finally {
+    shutdown.dispose();
+  }
+}
+
+async function discoverWithRetry(client: KubeClient, log: Logger, signal: AbortSignal): Promise<ApiResource[]> {
+  const backoff = new Backoff({ initialMs: 500, maxMs: 4000 });
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await discover(client, signal);
+    } catch (error) {
+      // An API server that is still starting (or restarting) gets a few seconds, not forever.
+      if (!(error instanceof ConnectionError) || attempt === 4 || signal.aborted) throw error;
+      const retryInMs = backoff.next();
+      log.warn('API server unreachable; retrying discovery', { error, retryInMs });
+      await new Promise((resolve) => setTimeout(resolve, retryInMs));
+    }
+  }
+}
+
+function resolveKinds(kinds: readonly KindConfig[], resources: readonly ApiResource[]) {
+  const resolved: { kind: KindConfig; resource: ApiResource }[] = [];
+  const unknown: { kind: KindConfig; error: ResolveError }[] = [];
+  for (const kind of kinds) {
+    try {
+      resolved.push({ kind, resource: resolveResource(kind.resource, resources) });
+    } catch (error) {
+      // A kind that is not served (yet) is reported and the others run; a kind that is
+      // ambiguous or lacks a verb is a mistake in the config.
+      if (error instanceof ResolveError && error.reason === 'unknown') unknown.push({ kind, error });
+      else throw error instanceof ResolveError ? new KindError(error.message) : error;
+    }
+  }
+  return { resolved, unknown };
+}
+
+function controllersFor(client: KubeClient, kind: KindConfig, resource: ApiResource, options: AppOptions, log: Logger, counts: Counts): Controller<ReturnType<ReturnType<typeof projector>>>[] {
+  const name = groupResource(resource);
+  const namespaces = resource.namespaced && kind.namespaces.length > 0 ? kind.namespaces : [''];
+  const annotations = new Set([...kind.labels.values()].flatMap((t) => t.annotations));
+  return namespaces.map((namespace) => {
+    const api = new MetadataApi(client, resource, namespace);
+    const kindLog = log.child({ kind: resource.kind });
+    const reconciler = new Reconciler({
+      kind: { apiVersion: apiVersion(resource), kind: resource.kind, resource: resource.resource, group: resource.group },
+      labels: kind.labels,
+      conflicts: kind.conflicts,
+      dryRun: options.dryRun,
+      client: labelClient(api, options.fieldManager),
+      log: kindLog,
+    });
+    return new Controller({
+      name: namespace ? `${name}/${namespace}` : name,
+      api,
+      project: projector(options.fieldManager, annotations),
+      reconcile: async (object) => {
+        try {
+          counts[(await reconciler.reconcile(object)).outcome]++;
+        } catch (error) {
+          counts.failed++;
+          throw error;
+        }
+      },
+      concurrency: options.concurrency,
+      requeueAfterMs: options.once ? 0 : options.requeueAfterMs,
+      watch: { labelSelector: kind.selector?.toString(), ...(options.watchTimeoutSeconds ? { watchTimeoutSeconds: options.watchTimeoutSeconds } : {}) },
+      log: kindLog.child({ controller: namespace ? `${name}/${namespace}` : name }),
+    });
+  });
+}

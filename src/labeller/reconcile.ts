@@ -1,0 +1,135 @@
+// Keeping one object's labels right. The desired labels are rendered from the config; if the
+// object already carries them and labeller owns no label it no longer wants, nothing is sent.
+// Otherwise one server-side apply sends the whole desired set: keys labeller owned and left out
+// are removed by the API server where no other manager also owns them.
+import jsonpatch from 'fast-json-patch';
+import type { Logger } from '../log.ts';
+import type { ConflictPolicy } from './config.ts';
+import { validateLabelValue } from './labels.ts';
+import type { LabelledObject } from './object.ts';
+import type { Template, TemplateContext } from './template.ts';
+
+/** The kind being reconciled, for apply bodies and templates. */
+export interface KindInfo {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly resource: string;
+  readonly group: string;
+}
+
+export interface ApplyTarget {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly name: string;
+  readonly namespace: string;
+  /** Guards the apply: it fails instead of recreating an object deleted meanwhile. */
+  readonly uid: string;
+}
+
+/** The only access the reconciler needs: apply a label set, answer the object's labels after it. */
+export interface LabelClient {
+  applyLabels(target: ApplyTarget, labels: Readonly<Record<string, string>>, options: { readonly force: boolean; readonly dryRun: boolean }): Promise<Readonly<Record<string, string>>>;
+}
+
+/** Another field manager owns a label with a different value (a 409 from server-side apply). */
+export class LabelConflict extends Error {
+  override readonly name = 'LabelConflict';
+}
+
+/** The object no longer exists (or was replaced by one with another uid). */
+export class ObjectGone extends Error {
+  override readonly name = 'ObjectGone';
+}
+
+export type Outcome = 'unchanged' | 'patched' | 'conflict' | 'invalid' | 'gone';
+
+export interface ReconcilerOptions {
+  readonly kind: KindInfo;
+  readonly labels: ReadonlyMap<string, Template>;
+  readonly conflicts: ConflictPolicy;
+  readonly dryRun: boolean;
+  readonly client: LabelClient;
+  readonly log: Logger;
+}
+
+export interface Result {
+  readonly outcome: Outcome;
+  /** The label change as JSON Patch operations on the object (empty when unchanged). */
+  readonly patch: readonly jsonpatch.Operation[];
+}
+
+export class Reconciler {
+  readonly #options: ReconcilerOptions;
+
+  constructor(options: ReconcilerOptions) {
+    this.#options = options;
+  }
+
+  /** Converges one object; throws only for failures worth retrying (API errors, outages). */
+  async reconcile(object: LabelledObject): Promise<Result> {
+    const { kind, client, conflicts, dryRun } = this.#options;
+    const log = this.#options.log.child({ namespace: object.namespace || undefined, name: object.name });
+
+    const desired = this.#render(object);
+    if (typeof desired === 'string') {
+      log.error('label value invalid for this object; not labelling it', { problem: desired });
+      return { outcome: 'invalid', patch: [] };
+    }
+
+    // Under `skip`, a label another manager set to another value stays theirs.
+    const contested = conflicts === 'skip'
+      ? [...desired.keys()].filter((key) => key in object.labels && object.labels[key] !== desired.get(key) && !object.owned.includes(key))
+      : [];
+    for (const key of contested) desired.delete(key);
+    if (contested.length > 0) {
+      log.warn('label set by another manager; left alone (conflicts: skip)', { labels: contested.map((key) => `${key}=${object.labels[key]}`) });
+    }
+
+    const stale = object.owned.filter((key) => !desired.has(key));
+    const missing = [...desired].filter(([key, value]) => object.labels[key] !== value);
+    if (stale.length === 0 && missing.length === 0) return { outcome: contested.length > 0 ? 'conflict' : 'unchanged', patch: [] };
+
+    const target = { apiVersion: kind.apiVersion, kind: kind.kind, name: object.name, namespace: object.namespace, uid: object.uid };
+    let after: Readonly<Record<string, string>>;
+    try {
+      after = await client.applyLabels(target, Object.fromEntries(desired), { force: conflicts === 'force', dryRun });
+    } catch (error) {
+      if (error instanceof ObjectGone) {
+        log.debug('object gone before its labels were applied');
+        return { outcome: 'gone', patch: [] };
+      }
+      if (error instanceof LabelConflict) {
+        log.warn('label conflict with another field manager; left alone (conflicts: skip)', { error });
+        return { outcome: 'conflict', patch: [] };
+      }
+      throw error;
+    }
+    const patch = jsonpatch.compare({ metadata: { labels: object.labels } }, { metadata: { labels: after } });
+    log.info(dryRun ? 'would apply labels (dry run)' : 'labels applied', { patch });
+    return { outcome: 'patched', patch };
+  }
+
+  /** The desired labels for this object, or the reason one of them cannot be rendered. */
+  #render(object: LabelledObject): Map<string, string> | string {
+    const { kind, labels } = this.#options;
+    const context: TemplateContext = {
+      name: object.name,
+      namespace: object.namespace,
+      kind: kind.kind,
+      resource: kind.resource,
+      group: kind.group,
+      apiVersion: kind.apiVersion,
+      uid: object.uid,
+      labels: object.labels,
+      annotations: object.annotations,
+    };
+    const desired = new Map<string, string>();
+    for (const [key, template] of labels) {
+      const value = template.constantValue ?? template.render(context);
+      const problem = template.constantValue === undefined ? validateLabelValue(value) : undefined;
+      if (problem) return `label ${key}: "${template.source}" rendered "${value}": ${problem}`;
+      desired.set(key, value);
+    }
+    return desired;
+  }
+}

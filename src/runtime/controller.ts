@@ -1,0 +1,140 @@
+// One controller: watcher → store → queue → a bounded pool of workers calling `reconcile`.
+// Like kube-rs's runner: no reconcile before the first list is complete, an object is reconciled
+// by one worker at a time, failures retry with per-object backoff, successes requeue
+// periodically (jittered) so drift that no event reports is still corrected.
+import { ApiError } from '../kube/errors.ts';
+import type { PartialObjectMetadata } from '../kube/objects.ts';
+import type { Logger } from '../log.ts';
+import { WorkQueue, type QueueMetrics } from './queue.ts';
+import { Store } from './store.ts';
+import { watcher, type ListWatch, type WatcherOptions } from './watcher.ts';
+
+/** Reconciles one object; throwing retries it with backoff. */
+export type Reconcile<T> = (object: T, key: string) => Promise<void>;
+
+export interface ControllerOptions<T> {
+  /** Names the controller in logs and metrics, e.g. "deployments.apps". */
+  readonly name: string;
+  readonly api: ListWatch;
+  /** Keeps only what `reconcile` needs of an object (see Store). */
+  readonly project: (object: PartialObjectMetadata) => T;
+  readonly reconcile: Reconcile<T>;
+  /** Workers reconciling at the same time. */
+  readonly concurrency: number;
+  /** Period of the re-check of every object, jittered by ±10 %; 0 disables it. */
+  readonly requeueAfterMs: number;
+  readonly watch?: Omit<WatcherOptions, 'signal'>;
+  readonly queueMetrics?: QueueMetrics;
+  readonly log: Logger;
+}
+
+export class Controller<T> {
+  readonly name: string;
+  readonly store: Store<T>;
+  readonly #options: ControllerOptions<T>;
+  readonly #queue: WorkQueue;
+  #markSynced!: () => void;
+  /** Resolves when the first list is complete. */
+  readonly synced = new Promise<void>((resolve) => {
+    this.#markSynced = resolve;
+  });
+
+  constructor(options: ControllerOptions<T>) {
+    this.name = options.name;
+    this.#options = options;
+    this.store = new Store(options.project);
+    this.#queue = new WorkQueue(options.queueMetrics ? { metrics: options.queueMetrics } : {});
+  }
+
+  /** Objects waiting for a worker. */
+  get pending(): number {
+    return this.#queue.length;
+  }
+
+  /**
+   * Runs until `intake` aborts: then stops watching and handing out work, and resolves once the
+   * reconciles already running have finished (the caller bounds that wait with a grace period).
+   */
+  async run(intake: AbortSignal): Promise<void> {
+    const log = this.#options.log;
+    const stopQueue = (): void => this.#queue.shutDown();
+    intake.addEventListener('abort', stopQueue, { once: true });
+    const workers: Promise<void>[] = [];
+    try {
+      for await (const event of watcher(this.#options.api, { ...this.#options.watch, signal: intake })) {
+        if (event.type === 'error') {
+          log.warn('watch failed; retrying', { error: event.error, retryInMs: event.retryInMs });
+          continue;
+        }
+        const change = this.store.apply(event);
+        if (!change) continue;
+        if (change.type === 'upsert') this.#queue.add(change.key);
+        else if (change.type === 'delete') this.#queue.forget(change.key);
+        else {
+          for (const key of change.keys) this.#queue.add(key);
+          for (const key of change.removed) this.#queue.forget(key);
+          if (workers.length === 0) {
+            log.info('initial list complete', { objects: change.keys.length });
+            for (let i = 0; i < this.#options.concurrency; i++) workers.push(this.#work());
+            this.#markSynced();
+          }
+        }
+      }
+    } finally {
+      intake.removeEventListener('abort', stopQueue);
+      stopQueue();
+      await Promise.all(workers);
+    }
+  }
+
+  /**
+   * Lists once and reconciles every object once, `concurrency` at a time, without watching or
+   * retrying (failures are logged). Rejects if the list fails.
+   */
+  async runOnce(signal: AbortSignal): Promise<void> {
+    for await (const event of watcher(this.#options.api, { ...this.#options.watch, signal })) {
+      if (event.type === 'error') throw event.error;
+      this.store.apply(event);
+      if (event.type === 'initDone') break;
+    }
+    this.#markSynced();
+    const keys = [...this.store.keys()];
+    const worker = async (): Promise<void> => {
+      for (let key = keys.pop(); key !== undefined && !signal.aborted; key = keys.pop()) {
+        const object = this.store.get(key);
+        if (object === undefined) continue;
+        try {
+          await this.#options.reconcile(object, key);
+        } catch (error) {
+          this.#options.log.error('reconcile failed', { key, error });
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: this.#options.concurrency }, worker));
+  }
+
+  async #work(): Promise<void> {
+    const { reconcile, requeueAfterMs, log } = this.#options;
+    for (let key = await this.#queue.get(); key !== undefined; key = await this.#queue.get()) {
+      const object = this.store.get(key);
+      try {
+        // Gone from the store: deleted while queued. Nothing to do, and nothing may recreate it.
+        if (object === undefined) {
+          this.#queue.forget(key);
+          continue;
+        }
+        await reconcile(object, key);
+        this.#queue.forget(key);
+        if (requeueAfterMs > 0) this.#queue.addAfter(key, requeueAfterMs * (0.9 + Math.random() * 0.2));
+      } catch (error) {
+        const retryAfterMs = error instanceof ApiError && error.retryAfterSeconds ? error.retryAfterSeconds * 1000 : 0;
+        log.error('reconcile failed; retrying with backoff', { key, error });
+        // A throttled request comes back no sooner than the server asked.
+        if (retryAfterMs > 0) this.#queue.addAfter(key, retryAfterMs);
+        else this.#queue.addRateLimited(key);
+      } finally {
+        this.#queue.done(key);
+      }
+    }
+  }
+}

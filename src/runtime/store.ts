@@ -1,0 +1,79 @@
+// The reflector's cache: the watcher's events applied to a map from object key to a compact
+// projection of the object. A relist is buffered and swapped in whole, so readers never see a
+// half-listed state, and objects missing from it (deleted while we were away) leave the cache.
+import type { PartialObjectMetadata } from '../kube/objects.ts';
+import type { WatcherEvent } from './watcher.ts';
+
+/** `namespace/name`, or `name` for cluster-scoped objects (client-go's MetaNamespaceKeyFunc). */
+export function objectKey(meta: { readonly name: string; readonly namespace?: string | undefined }): string {
+  return meta.namespace ? `${meta.namespace}/${meta.name}` : meta.name;
+}
+
+/** What the store reports back so the controller can queue work. */
+export type StoreChange<T> =
+  | { readonly type: 'upsert'; readonly key: string; readonly object: T }
+  | { readonly type: 'delete'; readonly key: string }
+  /** A list completed: every key in it must be (re)considered, removed ones are gone. */
+  | { readonly type: 'resync'; readonly keys: readonly string[]; readonly removed: readonly string[] };
+
+export class Store<T> {
+  readonly #project: (object: PartialObjectMetadata) => T;
+  #objects = new Map<string, T>();
+  #buffer: Map<string, T> | undefined;
+  #synced = false;
+
+  /** `project` keeps only what the controller needs of an object: it is what bounds memory. */
+  constructor(project: (object: PartialObjectMetadata) => T) {
+    this.#project = project;
+  }
+
+  /** True once the first complete list has been applied. */
+  get synced(): boolean {
+    return this.#synced;
+  }
+
+  get size(): number {
+    return this.#objects.size;
+  }
+
+  get(key: string): T | undefined {
+    return this.#objects.get(key);
+  }
+
+  keys(): IterableIterator<string> {
+    return this.#objects.keys();
+  }
+
+  /** Applies one watcher event; returns the change for the controller, if any. */
+  apply(event: WatcherEvent): StoreChange<T> | undefined {
+    switch (event.type) {
+      case 'init':
+        this.#buffer = new Map();
+        return undefined;
+      case 'initApply':
+        this.#buffer?.set(objectKey(event.object.metadata), this.#project(event.object));
+        return undefined;
+      case 'initDone': {
+        const next = this.#buffer ?? new Map<string, T>();
+        const removed = [...this.#objects.keys()].filter((key) => !next.has(key));
+        this.#objects = next;
+        this.#buffer = undefined;
+        this.#synced = true;
+        return { type: 'resync', keys: [...next.keys()], removed };
+      }
+      case 'apply': {
+        const key = objectKey(event.object.metadata);
+        const object = this.#project(event.object);
+        this.#objects.set(key, object);
+        return { type: 'upsert', key, object };
+      }
+      case 'delete': {
+        const key = objectKey(event.object.metadata);
+        this.#objects.delete(key);
+        return { type: 'delete', key };
+      }
+      case 'error':
+        return undefined;
+    }
+  }
+}

@@ -1,0 +1,105 @@
+// The list+watch loop for one resource, as a stream of events (kube-rs's watcher): a paginated
+// list, then a watch with bookmarks that resumes from the newest resourceVersion, a relist when
+// that version has expired (410), and jittered backoff on errors. It never ends on its own.
+import { ApiError } from '../kube/errors.ts';
+import type { ListOptions, WatchOptions } from '../kube/api.ts';
+import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
+import { Backoff } from './backoff.ts';
+
+/** What the watcher needs of a resource API (MetadataApi provides it). */
+export interface ListWatch {
+  list(options: ListOptions): Promise<PartialObjectMetadataList>;
+  watch(options: WatchOptions): AsyncIterable<WatchEvent>;
+}
+
+export type WatcherEvent =
+  /** A (re)list starts: the store buffers what follows until `initDone`. */
+  | { readonly type: 'init' }
+  | { readonly type: 'initApply'; readonly object: PartialObjectMetadata }
+  /** The list is complete: the buffered objects are now the whole truth. */
+  | { readonly type: 'initDone' }
+  | { readonly type: 'apply'; readonly object: PartialObjectMetadata }
+  | { readonly type: 'delete'; readonly object: PartialObjectMetadata }
+  /** Something failed; the watcher retries by itself after `retryInMs`. */
+  | { readonly type: 'error'; readonly error: Error; readonly retryInMs: number };
+
+export interface WatcherOptions {
+  readonly labelSelector?: string | undefined;
+  /** Page size of lists (client-go and kube-rs: 500). */
+  readonly pageSize?: number;
+  /** Server-side watch timeout; the server ends the watch cleanly and we resume (kube-rs: 290 s). */
+  readonly watchTimeoutSeconds?: number;
+  /** Client-side: a watch silent for this long is dead (default: the server timeout + 30 s). */
+  readonly idleMs?: number;
+  readonly backoff?: Backoff;
+  readonly signal: AbortSignal;
+}
+
+/** Yields events until `signal` aborts. */
+export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGenerator<WatcherEvent> {
+  const { signal, labelSelector } = options;
+  const pageSize = options.pageSize ?? 500;
+  const timeoutSeconds = options.watchTimeoutSeconds ?? 290;
+  const idleMs = options.idleMs ?? (timeoutSeconds + 30) * 1000;
+  const backoff = options.backoff ?? new Backoff();
+  /** Where the watch resumes; undefined = a list is needed. */
+  let resourceVersion: string | undefined;
+  /** The newest version we saw, so a relist can be served from the watch cache. */
+  let lastSeen: string | undefined;
+
+  while (!signal.aborted) {
+    try {
+      if (resourceVersion === undefined) {
+        yield { type: 'init' };
+        let page: PartialObjectMetadataList | undefined;
+        do {
+          page = await api.list({
+            labelSelector,
+            limit: pageSize,
+            continue: page?.metadata.continue,
+            // A relist after 410 first asks the watch cache for a version not older than the
+            // last one we saw (a relist storm after upgrades hit client-go); later pages follow the continue token.
+            ...(page === undefined && lastSeen !== undefined ? { resourceVersion: lastSeen, resourceVersionMatch: 'NotOlderThan' as const } : {}),
+            signal,
+          });
+          for (const object of page.items) yield { type: 'initApply', object };
+        } while (page.metadata.continue);
+        resourceVersion = lastSeen = page.metadata.resourceVersion;
+        yield { type: 'initDone' };
+      }
+
+      for await (const event of api.watch({ labelSelector, resourceVersion, timeoutSeconds, idleMs, signal })) {
+        if (event.type === 'ERROR') {
+          throw new ApiError('WATCH', '', event.object.code ?? 500, event.object);
+        }
+        resourceVersion = lastSeen = event.object.metadata.resourceVersion;
+        if (event.type === 'ADDED' || event.type === 'MODIFIED') yield { type: 'apply', object: event.object };
+        else if (event.type === 'DELETED') yield { type: 'delete', object: event.object };
+      }
+      // A clean end (the server's timeout): resume from the newest version, no relist.
+    } catch (error) {
+      if (signal.aborted) return;
+      const failure = error instanceof Error ? error : new Error(String(error));
+      if (failure instanceof ApiError && failure.expired) {
+        // Expired version: relist. If the relist from the watch cache expired too, list from etcd.
+        if (resourceVersion === undefined) lastSeen = undefined;
+        resourceVersion = undefined;
+      }
+      const retryInMs = Math.max(backoff.next(), failure instanceof ApiError ? (failure.retryAfterSeconds ?? 0) * 1000 : 0);
+      yield { type: 'error', error: failure, retryInMs };
+      await sleep(retryInMs, signal);
+    }
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}

@@ -1,0 +1,10 @@
+// `npm run controlplane`: starts the test control plane and keeps it up until Ctrl-C, for trying
+// labeller by hand: KUBECONFIG=<printed path> npx labeller --kinds deploy
+import { startControlPlane } from './controlplane.ts';
+
+const cp = await startControlPlane();
+console.log(`kube-apiserver at ${cp.server}\nexport KUBECONFIG=${cp.kubeconfig}\n(Ctrl-C stops it and removes ${cp.dir})`);
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => void cp.stop().then(() => process.exit(0)));
+}
+setInterval(() => {}, 1 << 30);
