@@ -8,7 +8,7 @@ import { ConnectionError } from './kube/errors.ts';
 import { resolveResource, ResolveError } from './kube/resolve.ts';
 import { apiVersion, groupResource, type ApiResource } from './kube/resource.ts';
 import type { Config, KindConfig } from './labeller/config.ts';
-import { projector } from './labeller/object.ts';
+import { projector, type LabelledObject } from './labeller/object.ts';
 import { Reconciler, type Outcome } from './labeller/reconcile.ts';
 import { labelClient } from './labelclient.ts';
 import type { Logger } from './log.ts';
@@ -115,7 +115,8 @@ function resolveKinds(kinds: readonly KindConfig[], resources: readonly ApiResou
   return { resolved, unknown };
 }
 
-function controllersFor(client: KubeClient, kind: KindConfig, resource: ApiResource, options: AppOptions, log: Logger, counts: Counts): Controller<ReturnType<ReturnType<typeof projector>>>[] {
+/** The controllers of one configured kind: one per namespace, or one for all namespaces. */
+export function controllersFor(client: KubeClient, kind: KindConfig, resource: ApiResource, options: AppOptions, log: Logger, counts: Counts): Controller<LabelledObject>[] {
   const name = groupResource(resource);
   const namespaces = resource.namespaced && kind.namespaces.length > 0 ? kind.namespaces : [''];
   const annotations = new Set([...kind.labels.values()].flatMap((t) => t.annotations));

@@ -12,9 +12,12 @@ import { delimiter, join } from 'node:path';
 import { ControlPlaneUnavailable, startControlPlane, type ControlPlane } from './controlplane/controlplane.ts';
 import { ensureTools } from './tools.ts';
 
+// `node --import tsx test/run.ts [--unit-only | --e2e-only] [test files…]`
 const args = new Set(process.argv.slice(2));
-const unit = args.has('--e2e-only') ? [] : [...globSync('src/**/*.test.ts'), ...globSync('test/unit/**/*.test.ts')];
-const e2e = args.has('--unit-only') ? [] : globSync('test/e2e/**/*.test.ts');
+const only = [...args].filter((a) => a.endsWith('.ts'));
+const pick = (files: string[]): string[] => (only.length ? files.filter((f) => only.includes(f)) : files);
+const unit = args.has('--e2e-only') ? [] : pick([...globSync('src/**/*.test.ts'), ...globSync('test/unit/**/*.test.ts')]);
+const e2e = args.has('--unit-only') ? [] : pick(globSync('test/e2e/**/*.test.ts'));
 const ci = process.env['CI'] === 'true';
 
 const abort = new AbortController();
@@ -58,6 +61,7 @@ if (e2e.length > 0) {
       const cp = await controlPlane;
       env['LABELLER_TEST_KUBECONFIG'] = cp.kubeconfig;
       env['LABELLER_TEST_ETCD'] = cp.etcd;
+      env['LABELLER_TEST_AUDIT_LOG'] = cp.auditLog;
       const version = execFileSync(join(tools, 'kubectl'), ['--kubeconfig', cp.kubeconfig, 'version', '-o', 'json'], { encoding: 'utf8' });
       const server = (JSON.parse(version) as { serverVersion?: { gitVersion?: string } }).serverVersion?.gitVersion;
       console.log(`control plane: kube-apiserver ${server} at ${cp.server}, ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);

@@ -78,7 +78,7 @@ export class Reconciler {
 
     // Under `skip`, a label another manager set to another value stays theirs.
     const contested = conflicts === 'skip'
-      ? [...desired.keys()].filter((key) => key in object.labels && object.labels[key] !== desired.get(key) && !object.owned.includes(key))
+      ? [...desired.keys()].filter((key) => Object.hasOwn(object.labels, key) && object.labels[key] !== desired.get(key) && !object.owned.includes(key))
       : [];
     for (const key of contested) desired.delete(key);
     if (contested.length > 0) {

@@ -17,11 +17,21 @@ export interface ControlPlane {
   /** etcd's client URL, for tests that compact or inspect storage. */
   readonly etcd: string;
   readonly dir: string;
+  /** The API server's audit log (JSON lines, Metadata level): tests count requests with it. */
+  readonly auditLog: string;
   /** Stops kube-apiserver only (etcd keeps the data), for outage tests. */
   stopApiServer(): Promise<void>;
   startApiServer(): Promise<void>;
   stop(): Promise<void>;
 }
+
+// Every request, at Metadata level (who, verb, object, status), written when it completes.
+const AUDIT_POLICY = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+`;
 
 export class ControlPlaneUnavailable extends Error {
   override readonly name = 'ControlPlaneUnavailable';
@@ -91,6 +101,8 @@ export async function startControlPlane(signal?: AbortSignal): Promise<ControlPl
     const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
     writeFileSync(join(dir, 'sa.key'), privateKey.export({ type: 'pkcs1', format: 'pem' }));
     const server = `https://127.0.0.1:${securePort}`;
+    const auditLog = join(dir, 'audit.log');
+    writeFileSync(join(dir, 'audit-policy.yaml'), AUDIT_POLICY);
     const apiserverArgs = [
       `--etcd-servers=${etcd}`,
       `--cert-dir=${join(dir, 'certs')}`,
@@ -105,6 +117,10 @@ export async function startControlPlane(signal?: AbortSignal): Promise<ControlPl
       '--service-cluster-ip-range=10.0.0.0/24',
       '--disable-admission-plugins=ServiceAccount',
       '--allow-privileged=true',
+      `--audit-policy-file=${join(dir, 'audit-policy.yaml')}`,
+      `--audit-log-path=${auditLog}`,
+      '--audit-log-format=json',
+      '--audit-log-mode=blocking',
       '--v=1',
     ];
     const startApiServer = async (): Promise<void> => {
@@ -140,6 +156,7 @@ export async function startControlPlane(signal?: AbortSignal): Promise<ControlPl
       server,
       etcd,
       dir,
+      auditLog,
       stop,
       startApiServer,
       async stopApiServer() {

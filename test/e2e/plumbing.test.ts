@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { createRequire } from 'node:module';
 import { describe, test } from 'node:test';
 import { promisify } from 'node:util';
+import { denoPath } from '../tools.ts';
 import { adminClient, createNamespace, kubeconfig, skip } from './cluster.ts';
 import { plumbing } from './plumbing.ts';
 
@@ -14,8 +14,7 @@ describe('API plumbing through src/kube', { skip }, () => {
 
   test('on Deno: the same steps', async (t) => {
     const namespace = await createNamespace('plumbing-deno');
-    const deno = createRequire(import.meta.url).resolve('deno/bin.cjs');
-    const { stdout } = await promisify(execFile)(process.execPath, [deno, 'run', '-A', 'test/e2e/plumbing.deno.ts', kubeconfig(), namespace], { encoding: 'utf8' });
+    const { stdout } = await promisify(execFile)(denoPath(), ['run', '-A', 'test/e2e/plumbing.deno.ts', kubeconfig(), namespace], { encoding: 'utf8' });
     assert.match(stdout, /^plumbing ok: kube-apiserver v\d+\.\d+\.\d+ on Deno 2\./m);
     t.diagnostic(stdout.trim());
   });

@@ -1,0 +1,63 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { ManagedFieldsEntry, PartialObjectMetadata } from '../kube/objects.ts';
+import { ownedLabels, projector } from './object.ts';
+
+/** A managedFields entry owning the given label keys. */
+function entry(manager: string, operation: string, keys: readonly string[], extra: Partial<ManagedFieldsEntry> = {}): ManagedFieldsEntry {
+  const labels = Object.fromEntries(keys.map((key) => [`f:${key}`, {}]));
+  return { manager, operation, apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:metadata': { 'f:labels': labels } }, ...extra };
+}
+
+test('ownedLabels reads only the manager\'s Apply entries on the main resource', () => {
+  const managedFields: ManagedFieldsEntry[] = [
+    entry('labeller', 'Apply', ['team', 'example.com/tier']),
+    entry('labeller', 'Update', ['via-update']),
+    entry('kubectl', 'Apply', ['theirs']),
+    entry('labeller', 'Apply', ['on-status'], { subresource: 'status' }),
+  ];
+  assert.deepEqual(ownedLabels(managedFields, 'labeller'), ['team', 'example.com/tier']);
+  assert.deepEqual(ownedLabels(managedFields, 'kubectl'), ['theirs']);
+  assert.deepEqual(ownedLabels(managedFields, 'nobody'), []);
+});
+
+test('ownedLabels ignores non-label fields and tolerates entries without labels or fields', () => {
+  const managedFields: ManagedFieldsEntry[] = [
+    { manager: 'labeller', operation: 'Apply', fieldsV1: { 'f:metadata': { 'f:labels': { '.': {}, 'f:app': {} }, 'f:annotations': { 'f:note': {} } }, 'f:spec': { 'f:replicas': {} } } },
+    { manager: 'labeller', operation: 'Apply', fieldsV1: { 'f:metadata': {} } },
+    { manager: 'labeller', operation: 'Apply' },
+  ];
+  assert.deepEqual(ownedLabels(managedFields, 'labeller'), ['app']);
+  assert.deepEqual(ownedLabels(undefined, 'labeller'), []);
+});
+
+test('the projection keeps identity, labels, owned keys and only the annotations templates read', () => {
+  const object: PartialObjectMetadata = {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: {
+      name: 'web',
+      namespace: 'shop',
+      uid: 'u1',
+      resourceVersion: '7',
+      labels: { app: 'web' },
+      annotations: { 'example.com/owner': 'alice', 'kubectl.kubernetes.io/last-applied-configuration': '{"huge":true}' },
+      managedFields: [entry('labeller', 'Apply', ['team']), entry('kubectl', 'Update', ['app'])],
+    },
+  };
+  const project = projector('labeller', new Set(['example.com/owner', 'example.com/missing']));
+  assert.deepEqual(project(object), {
+    name: 'web',
+    namespace: 'shop',
+    uid: 'u1',
+    labels: { app: 'web' },
+    annotations: { 'example.com/owner': 'alice' },
+    owned: ['team'],
+  });
+  assert.ok(!('managedFields' in project(object)));
+});
+
+test('the projection of a bare cluster-scoped object has empty namespace, labels and annotations', () => {
+  const node: PartialObjectMetadata = { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1', uid: 'u2', resourceVersion: '1', annotations: { a: 'b' } } };
+  assert.deepEqual(projector('labeller', new Set())(node), { name: 'n1', namespace: '', uid: 'u2', labels: {}, annotations: {}, owned: [] });
+});

@@ -1,0 +1,183 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { createLogger } from '../log.ts';
+import type { ConflictPolicy } from './config.ts';
+import type { LabelledObject } from './object.ts';
+import { LabelConflict, ObjectGone, Reconciler, type ApplyTarget, type LabelClient } from './reconcile.ts';
+import { compileTemplate } from './template.ts';
+
+type Labels = Readonly<Record<string, string>>;
+
+interface Call {
+  readonly target: ApplyTarget;
+  readonly labels: Labels;
+  readonly options: { readonly force: boolean; readonly dryRun: boolean };
+}
+
+/** Records every apply; answers `after` (default: the object's labels overlaid with the applied ones) or throws `failure`. */
+class FakeClient implements LabelClient {
+  readonly calls: Call[] = [];
+  failure: Error | undefined;
+  after: Labels | undefined;
+  base: Labels = {};
+
+  async applyLabels(target: ApplyTarget, labels: Labels, options: Call['options']): Promise<Labels> {
+    this.calls.push({ target, labels, options });
+    if (this.failure) throw this.failure;
+    return this.after ?? { ...this.base, ...labels };
+  }
+}
+
+interface Setup {
+  readonly labels: Readonly<Record<string, string>>;
+  readonly conflicts?: ConflictPolicy;
+  readonly dryRun?: boolean;
+}
+
+function setup({ labels, conflicts = 'force', dryRun = false }: Setup) {
+  const client = new FakeClient();
+  const lines: Array<Record<string, unknown>> = [];
+  const log = createLogger({ level: 'debug', format: 'json', write: (line) => lines.push(JSON.parse(line) as Record<string, unknown>) });
+  const reconciler = new Reconciler({
+    kind: { apiVersion: 'apps/v1', kind: 'Deployment', resource: 'deployments', group: 'apps' },
+    labels: new Map(Object.entries(labels).map(([key, source]) => [key, compileTemplate(source)])),
+    conflicts,
+    dryRun,
+    client,
+    log,
+  });
+  const reconcile = (object: LabelledObject) => {
+    client.base = object.labels;
+    return reconciler.reconcile(object);
+  };
+  return { client, lines, reconcile };
+}
+
+function object(fields: Partial<LabelledObject> = {}): LabelledObject {
+  return { name: 'web', namespace: 'shop', uid: 'u1', labels: {}, annotations: {}, owned: [], ...fields };
+}
+
+test('nothing is sent when the labels are right and no stale label is owned', async () => {
+  const { client, reconcile } = setup({ labels: { team: 'payments' } });
+  const result = await reconcile(object({ labels: { team: 'payments', app: 'web' }, owned: ['team'] }));
+  assert.deepEqual(result, { outcome: 'unchanged', patch: [] });
+  assert.equal(client.calls.length, 0);
+});
+
+test('a missing or different label is fixed by one apply of the whole desired set, guarded by uid', async () => {
+  const desired = { team: 'payments', 'example.com/tier': 'web' };
+  const cases: Array<[string, Labels, unknown[]]> = [
+    ['missing', { team: 'payments' }, [{ op: 'add', path: '/metadata/labels/example.com~1tier', value: 'web' }]],
+    ['different', { team: 'search', 'example.com/tier': 'web' }, [{ op: 'replace', path: '/metadata/labels/team', value: 'payments' }]],
+  ];
+  for (const [name, labels, patch] of cases) {
+    const { client, reconcile } = setup({ labels: desired });
+    const result = await reconcile(object({ labels }));
+    assert.deepEqual(result, { outcome: 'patched', patch }, name);
+    assert.deepEqual(client.calls, [
+      {
+        target: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'web', namespace: 'shop', uid: 'u1' },
+        labels: desired,
+        options: { force: true, dryRun: false },
+      },
+    ], name);
+  }
+});
+
+test('a label labeller owns but no longer wants is left out of the apply, and the patch removes it', async () => {
+  const { client, reconcile } = setup({ labels: { team: 'payments' } });
+  client.after = { team: 'payments', app: 'web' };
+  const result = await reconcile(object({ labels: { team: 'payments', app: 'web', retired: 'yes' }, owned: ['team', 'retired'] }));
+  assert.deepEqual(client.calls.map((c) => c.labels), [{ team: 'payments' }]);
+  assert.deepEqual(result, { outcome: 'patched', patch: [{ op: 'remove', path: '/metadata/labels/retired' }] });
+});
+
+test('templates render from the object\'s name, namespace, labels and annotations', async () => {
+  const { client, reconcile } = setup({
+    labels: {
+      'app.kubernetes.io/instance': '{{name}}',
+      'example.com/team': 'team-{{ namespace }}',
+      'example.com/app': '{{labels.app}}',
+      'example.com/owner': '{{annotations.example.com/owner}}',
+      fixed: 'yes',
+    },
+  });
+  await reconcile(object({ labels: { app: 'storefront' }, annotations: { 'example.com/owner': 'alice' } }));
+  assert.deepEqual(client.calls.map((c) => c.labels), [
+    { 'app.kubernetes.io/instance': 'web', 'example.com/team': 'team-shop', 'example.com/app': 'storefront', 'example.com/owner': 'alice', fixed: 'yes' },
+  ]);
+});
+
+test('a template that renders an invalid value makes the object invalid: logged, nothing sent, no throw', async () => {
+  const { client, lines, reconcile } = setup({ labels: { team: 'payments', owner: '{{annotations.example.com/owner}}' } });
+  const result = await reconcile(object({ annotations: { 'example.com/owner': 'Alice Smith' } }));
+  assert.deepEqual(result, { outcome: 'invalid', patch: [] });
+  assert.equal(client.calls.length, 0);
+  const [line] = lines;
+  assert.equal(line?.['level'], 'error');
+  assert.equal(line?.['name'], 'web');
+  assert.equal(line?.['namespace'], 'shop');
+  assert.match(String(line?.['problem']), /label owner: .*"Alice Smith"/);
+});
+
+test('conflict policy: skip leaves a label another manager set to another value; force takes it over', async () => {
+  const cases: Array<{ name: string; conflicts: ConflictPolicy; owned: string[]; desired: Labels; outcome: string; sent: Array<{ labels: Labels; force: boolean }> }> = [
+    { name: 'skip, only the contested label', conflicts: 'skip', owned: [], desired: { team: 'payments' }, outcome: 'conflict', sent: [] },
+    { name: 'skip, with another missing label', conflicts: 'skip', owned: [], desired: { team: 'payments', tier: 'web' }, outcome: 'patched', sent: [{ labels: { tier: 'web' }, force: false }] },
+    { name: 'skip, but labeller owns it', conflicts: 'skip', owned: ['team'], desired: { team: 'payments' }, outcome: 'patched', sent: [{ labels: { team: 'payments' }, force: false }] },
+    { name: 'force', conflicts: 'force', owned: [], desired: { team: 'payments' }, outcome: 'patched', sent: [{ labels: { team: 'payments' }, force: true }] },
+  ];
+  for (const { name, conflicts, owned, desired, outcome, sent } of cases) {
+    const { client, reconcile } = setup({ labels: desired, conflicts });
+    const result = await reconcile(object({ labels: { team: 'search' }, owned }));
+    assert.equal(result.outcome, outcome, name);
+    assert.deepEqual(client.calls.map((c) => ({ labels: c.labels, force: c.options.force })), sent, name);
+  }
+});
+
+test('skip does not mistake a label key named like an Object.prototype member for one another manager set', async () => {
+  for (const key of ['constructor', 'toString', 'hasOwnProperty']) {
+    const { client, reconcile } = setup({ labels: { [key]: 'x' }, conflicts: 'skip' });
+    const result = await reconcile(object({ labels: { app: 'web' } }));
+    assert.equal(result.outcome, 'patched', key);
+    assert.deepEqual(client.calls.map((c) => c.labels), [{ [key]: 'x' }], key);
+  }
+});
+
+test('client failures: LabelConflict is a conflict, ObjectGone is gone, anything else is rethrown', async () => {
+  const cases: Array<[Error, string | undefined]> = [
+    [new LabelConflict('conflict with "kubectl": .metadata.labels.team'), 'conflict'],
+    [new ObjectGone('uid mismatch'), 'gone'],
+    [new Error('503 Service Unavailable'), undefined],
+  ];
+  for (const [failure, outcome] of cases) {
+    const { client, reconcile } = setup({ labels: { team: 'payments' } });
+    client.failure = failure;
+    const result = reconcile(object());
+    if (outcome === undefined) await assert.rejects(result, failure);
+    else assert.deepEqual(await result, { outcome, patch: [] });
+    assert.equal(client.calls.length, 1);
+  }
+});
+
+test('dry run is passed to the client and logged as what would be applied', async () => {
+  for (const dryRun of [true, false]) {
+    const { client, lines, reconcile } = setup({ labels: { team: 'payments' }, dryRun });
+    await reconcile(object());
+    assert.equal(client.calls[0]?.options.dryRun, dryRun);
+    const line = lines.find((l) => l['level'] === 'info');
+    assert.equal(line?.['msg'], dryRun ? 'would apply labels (dry run)' : 'labels applied');
+    assert.deepEqual(line?.['patch'], [{ op: 'add', path: '/metadata/labels/team', value: 'payments' }]);
+  }
+});
+
+test('the patch describes the change the server reported, as JSON Patch operations on metadata.labels', async () => {
+  const { client, reconcile } = setup({ labels: { 'example.com/x': 'new' } });
+  // The server's answer, not the request, is the truth: another manager's label went meanwhile.
+  client.after = { 'example.com/x': 'new' };
+  const result = await reconcile(object({ labels: { 'example.com/x': 'old', other: 'v' } }));
+  assert.deepEqual(result.patch, [
+    { op: 'remove', path: '/metadata/labels/other' },
+    { op: 'replace', path: '/metadata/labels/example.com~1x', value: 'new' },
+  ]);
+});

@@ -1,0 +1,183 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { envName, parseDuration, parseOptions, unknownEnv, UsageError } from './options.ts';
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+const parse = (argv: readonly string[], env: Env = {}) => parseOptions(argv, env, '1.2.3');
+
+test('defaults when nothing is set', async () => {
+  assert.deepEqual(await parse([]), {
+    kinds: undefined,
+    config: undefined,
+    labels: undefined,
+    namespaces: undefined,
+    selector: undefined,
+    conflicts: undefined,
+    kubeconfig: undefined,
+    context: undefined,
+    fieldManager: 'labeller',
+    concurrency: 8,
+    requeueAfterMs: 300_000,
+    gracePeriodMs: 30_000,
+    dryRun: false,
+    once: false,
+    logLevel: 'info',
+    logFormat: 'auto',
+  });
+});
+
+test('envName is LABELLER_ and the option in upper snake case', () => {
+  assert.equal(envName('field-manager'), 'LABELLER_FIELD_MANAGER');
+  assert.equal(envName('kinds'), 'LABELLER_KINDS');
+});
+
+test('every option can come from the environment', async () => {
+  const options = await parse([], {
+    LABELLER_KINDS: 'deploy,svc',
+    LABELLER_CONFIG: 'kinds.yaml',
+    LABELLER_SELECTOR: 'app=web',
+    LABELLER_CONFLICTS: 'skip',
+    LABELLER_FIELD_MANAGER: 'mine',
+    LABELLER_CONCURRENCY: '3',
+    LABELLER_REQUEUE_AFTER: '1h',
+    LABELLER_GRACE_PERIOD: '10s',
+    LABELLER_DRY_RUN: 'true',
+    LABELLER_ONCE: '1',
+    LABELLER_LOG_LEVEL: 'debug',
+    LABELLER_LOG_FORMAT: 'json',
+  });
+  assert.deepEqual(
+    { ...options },
+    {
+      kinds: ['deploy', 'svc'],
+      config: 'kinds.yaml',
+      labels: undefined,
+      namespaces: undefined,
+      selector: 'app=web',
+      conflicts: 'skip',
+      kubeconfig: undefined,
+      context: undefined,
+      fieldManager: 'mine',
+      concurrency: 3,
+      requeueAfterMs: 3_600_000,
+      gracePeriodMs: 10_000,
+      dryRun: true,
+      once: true,
+      logLevel: 'debug',
+      logFormat: 'json',
+    },
+  );
+});
+
+test('flags win over the environment; an empty variable counts as unset', async () => {
+  const env = { LABELLER_CONCURRENCY: '3', LABELLER_DRY_RUN: 'true', LABELLER_KINDS: 'svc', LABELLER_CONFLICTS: 'bogus', LABELLER_SELECTOR: '' };
+  const options = await parse(['--concurrency', '5', '--dry-run=false', '--kinds', 'deploy', '--conflicts', 'force'], env);
+  assert.equal(options?.concurrency, 5);
+  assert.equal(options?.dryRun, false);
+  assert.deepEqual(options?.kinds, ['deploy']);
+  assert.equal(options?.conflicts, 'force', 'a bad variable that a flag overrides is not an error');
+  assert.equal(options?.selector, undefined);
+});
+
+test('lists come from comma-separated values and repeated flags, trimmed, without empty items', async () => {
+  const cases: Array<[readonly string[], Env, readonly string[] | undefined]> = [
+    [['-n', 'a', '--namespace', 'b,c'], {}, ['a', 'b', 'c']],
+    [[], { LABELLER_NAMESPACE: ' a , b,,c ' }, ['a', 'b', 'c']],
+    [[], { LABELLER_NAMESPACE: ',' }, undefined],
+    [['--namespace', 'x'], { LABELLER_NAMESPACE: 'a,b' }, ['x']],
+  ];
+  for (const [argv, env, namespaces] of cases) {
+    assert.deepEqual((await parse(argv, env))?.namespaces, namespaces, JSON.stringify([argv, env]));
+  }
+  assert.deepEqual((await parse(['--label', 'team=a', '--label', 'tier=web']))?.labels, ['team=a', 'tier=web']);
+});
+
+test('booleans from the environment accept 1/true/yes and 0/false/no', async () => {
+  const cases: Array<[string, boolean]> = [['1', true], ['TRUE', true], ['yes', true], ['0', false], ['false', false], ['No', false]];
+  for (const [value, expected] of cases) {
+    assert.equal((await parse([], { LABELLER_ONCE: value }))?.once, expected, value);
+  }
+});
+
+test('parseDuration reads Go-style durations and bare seconds', () => {
+  const cases: Array<[string, number | undefined]> = [
+    ['30s', 30_000],
+    ['5m', 300_000],
+    ['1h30m', 5_400_000],
+    ['500ms', 500],
+    ['1m500ms', 60_500],
+    ['1.5s', 1500],
+    ['45', 45_000],
+    ['0', 0],
+    [' 2m ', 120_000],
+    ['', undefined],
+    ['abc', undefined],
+    ['5x', undefined],
+    ['1h 30m', undefined],
+    ['-5s', undefined],
+    ['s', undefined],
+    ['1m30', undefined],
+  ];
+  for (const [text, ms] of cases) assert.equal(parseDuration(text), ms, JSON.stringify(text));
+});
+
+test('a bad value is a UsageError naming the flag or variable it came from', async () => {
+  const cases: Array<[readonly string[], Env, RegExp]> = [
+    [['--concurrency', '0'], {}, /^--concurrency: "0" is not a positive whole number/],
+    [[], { LABELLER_CONCURRENCY: '2.5' }, /^LABELLER_CONCURRENCY: "2.5" is not a positive whole number/],
+    [['--grace-period', 'soon'], {}, /^--grace-period: "soon" is not a duration/],
+    [[], { LABELLER_REQUEUE_AFTER: '5 minutes' }, /^LABELLER_REQUEUE_AFTER: "5 minutes" is not a duration/],
+    [[], { LABELLER_CONFLICTS: 'overwrite' }, /^LABELLER_CONFLICTS: "overwrite" is not one of force, skip/],
+    [[], { LABELLER_LOG_LEVEL: 'trace' }, /^LABELLER_LOG_LEVEL: "trace" is not one of debug, info, warn, error/],
+    [[], { LABELLER_DRY_RUN: 'maybe' }, /^LABELLER_DRY_RUN: "maybe" is not a boolean/],
+    [['--log-format', 'xml'], {}, /log-format.*xml/s],
+  ];
+  for (const [argv, env, message] of cases) {
+    await assert.rejects(parse(argv, env), (error: unknown) => {
+      assert.ok(error instanceof UsageError, String(error));
+      assert.match(error.message, message);
+      return true;
+    }, JSON.stringify([argv, env]));
+  }
+});
+
+test('unknown flags and stray arguments are UsageErrors', async () => {
+  for (const argv of [['--kind', 'deploy'], ['--bogus'], ['deploy']]) {
+    await assert.rejects(parse(argv), UsageError, JSON.stringify(argv));
+  }
+});
+
+test('unknownEnv reports LABELLER_* typos but not the variables Kubernetes injects for a Service named labeller', () => {
+  const env = {
+    LABELLER_KIND: 'deploy',
+    LABELLER_DRYRUN: 'true',
+    LABELLER_KINDS: 'deploy',
+    LABELLER_SERVICE_HOST: '10.0.0.1',
+    LABELLER_SERVICE_PORT: '8080',
+    LABELLER_SERVICE_PORT_METRICS: '8080',
+    LABELLER_PORT: 'tcp://10.0.0.1:8080',
+    LABELLER_PORT_8080_TCP: 'tcp://10.0.0.1:8080',
+    LABELLER_PORT_8080_TCP_ADDR: '10.0.0.1',
+    LABELLER_PORTS: 'x',
+    HOME: '/root',
+  };
+  assert.deepEqual(unknownEnv(env), ['LABELLER_KIND', 'LABELLER_DRYRUN', 'LABELLER_PORTS']);
+});
+
+test('--help and --version print and return undefined', async (t) => {
+  const cases: Array<[string, RegExp]> = [
+    ['--help', /--kinds[\s\S]*LABELLER_KINDS/],
+    ['--version', /^1\.2\.3\n$/],
+  ];
+  for (const [flag, printed] of cases) {
+    const write = t.mock.method(process.stdout, 'write', () => true);
+    try {
+      assert.equal(await parse([flag]), undefined, flag);
+    } finally {
+      write.mock.restore();
+    }
+    assert.equal(write.mock.callCount(), 1, flag);
+    assert.match(String(write.mock.calls[0]?.arguments[0]), printed, flag);
+  }
+});

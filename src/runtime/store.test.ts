@@ -1,0 +1,96 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { PartialObjectMetadata } from '../kube/objects.ts';
+import { objectKey, Store } from './store.ts';
+
+function pod(name: string, namespace?: string, labels: Record<string, string> = {}): PartialObjectMetadata {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, ...(namespace === undefined ? {} : { namespace }), uid: `uid-${name}`, resourceVersion: '1', labels },
+  };
+}
+
+/** A store whose projection is the label `app`, so tests see that the projection is what is cached. */
+function appStore(): Store<string> {
+  return new Store((object) => object.metadata.labels?.['app'] ?? '');
+}
+
+/** Runs a complete relist of `objects` and returns the resync change. */
+function relist(store: Store<string>, objects: readonly PartialObjectMetadata[]): ReturnType<Store<string>['apply']> {
+  store.apply({ type: 'init' });
+  for (const object of objects) store.apply({ type: 'initApply', object });
+  return store.apply({ type: 'initDone' });
+}
+
+test('objectKey is namespace/name, or the bare name for cluster-scoped objects', () => {
+  assert.equal(objectKey({ name: 'web', namespace: 'shop' }), 'shop/web');
+  assert.equal(objectKey({ name: 'node-1' }), 'node-1');
+  assert.equal(objectKey({ name: 'node-1', namespace: '' }), 'node-1');
+  assert.equal(objectKey({ name: 'node-1', namespace: undefined }), 'node-1');
+});
+
+test('apply upserts the projection and reports it; delete removes the key and reports it', () => {
+  const store = appStore();
+  assert.deepEqual(store.apply({ type: 'apply', object: pod('web', 'shop', { app: 'a' }) }), { type: 'upsert', key: 'shop/web', object: 'a' });
+  assert.deepEqual(store.apply({ type: 'apply', object: pod('web', 'shop', { app: 'b' }) }), { type: 'upsert', key: 'shop/web', object: 'b' });
+  assert.equal(store.get('shop/web'), 'b');
+  assert.equal(store.size, 1);
+
+  assert.deepEqual(store.apply({ type: 'delete', object: pod('web', 'shop') }), { type: 'delete', key: 'shop/web' });
+  assert.equal(store.get('shop/web'), undefined);
+  assert.equal(store.size, 0);
+});
+
+test('a relist is buffered: reads during it see the old state, initDone swaps the new one in whole', () => {
+  const store = appStore();
+  relist(store, [pod('old', 'ns', { app: 'o' }), pod('kept', 'ns', { app: 'k1' })]);
+
+  store.apply({ type: 'init' });
+  store.apply({ type: 'initApply', object: pod('kept', 'ns', { app: 'k2' }) });
+  store.apply({ type: 'initApply', object: pod('new', 'ns', { app: 'n' }) });
+  assert.deepEqual([...store.keys()].sort(), ['ns/kept', 'ns/old']);
+  assert.equal(store.get('ns/kept'), 'k1');
+  assert.equal(store.get('ns/new'), undefined);
+
+  const change = store.apply({ type: 'initDone' });
+  assert.deepEqual(change, { type: 'resync', keys: ['ns/kept', 'ns/new'], removed: ['ns/old'] });
+  assert.deepEqual([...store.keys()].sort(), ['ns/kept', 'ns/new']);
+  assert.equal(store.get('ns/kept'), 'k2');
+  assert.equal(store.get('ns/old'), undefined);
+});
+
+test('a relist restarted by a new init drops what the interrupted one buffered', () => {
+  const store = appStore();
+  store.apply({ type: 'init' });
+  store.apply({ type: 'initApply', object: pod('partial', 'ns') });
+  assert.deepEqual(relist(store, [pod('a', 'ns')]), { type: 'resync', keys: ['ns/a'], removed: [] });
+  assert.deepEqual([...store.keys()], ['ns/a']);
+});
+
+test('an empty relist removes everything', () => {
+  const store = appStore();
+  relist(store, [pod('a', 'ns'), pod('node')]);
+  assert.deepEqual(relist(store, []), { type: 'resync', keys: [], removed: ['ns/a', 'node'] });
+  assert.equal(store.size, 0);
+});
+
+test('synced flips after the first initDone, not at init', () => {
+  const store = appStore();
+  assert.equal(store.synced, false);
+  store.apply({ type: 'apply', object: pod('a', 'ns') });
+  store.apply({ type: 'init' });
+  store.apply({ type: 'initApply', object: pod('a', 'ns') });
+  assert.equal(store.synced, false);
+  store.apply({ type: 'initDone' });
+  assert.equal(store.synced, true);
+  store.apply({ type: 'init' });
+  assert.equal(store.synced, true, 'a later relist does not unsync the store');
+});
+
+test('error events change nothing', () => {
+  const store = appStore();
+  relist(store, [pod('a', 'ns', { app: 'x' })]);
+  assert.equal(store.apply({ type: 'error', error: new Error('boom'), retryInMs: 10 }), undefined);
+  assert.equal(store.get('ns/a'), 'x');
+});

@@ -1,0 +1,257 @@
+import assert from 'node:assert/strict';
+import { test, type TestContext } from 'node:test';
+import type { ListOptions, WatchOptions } from '../kube/api.ts';
+import { ApiError, WatchIdleError } from '../kube/errors.ts';
+import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
+import { Backoff } from './backoff.ts';
+import { watcher, type ListWatch, type WatcherEvent } from './watcher.ts';
+
+function pod(name: string, resourceVersion = '1'): PartialObjectMetadata {
+  return { apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'ns', uid: `uid-${name}`, resourceVersion } };
+}
+
+function page(resourceVersion: string, items: PartialObjectMetadata[], next?: string): PartialObjectMetadataList {
+  return { apiVersion: 'meta.k8s.io/v1', kind: 'PartialObjectMetadataList', metadata: { resourceVersion, ...(next ? { continue: next } : {}) }, items };
+}
+
+const bookmark = (resourceVersion: string): WatchEvent => ({ type: 'BOOKMARK', object: { metadata: { resourceVersion } } });
+const expiredEvent: WatchEvent = { type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' } };
+const expired = (): ApiError => new ApiError('GET', '/api/v1/pods', 410, { code: 410, reason: 'Expired', message: 'too old resource version' });
+
+/** One scripted watch: its events, then a clean end or `end` thrown. */
+interface WatchStep {
+  readonly events: readonly WatchEvent[];
+  readonly end?: Error;
+}
+
+/** Rejects once `signal` aborts, as the real API calls do; what a call past the end of the script does. */
+function untilAborted(signal: AbortSignal | undefined): Promise<never> {
+  return new Promise((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason), { once: true }));
+}
+
+/** A ListWatch that plays a script and records the options of every call. */
+class ScriptedApi implements ListWatch {
+  readonly lists: ListOptions[] = [];
+  readonly watches: WatchOptions[] = [];
+  readonly #lists: Array<PartialObjectMetadataList | Error>;
+  readonly #watches: WatchStep[];
+
+  constructor(lists: Array<PartialObjectMetadataList | Error>, watches: WatchStep[] = []) {
+    this.#lists = [...lists];
+    this.#watches = [...watches];
+  }
+
+  async list(options: ListOptions): Promise<PartialObjectMetadataList> {
+    this.lists.push(options);
+    const step = this.#lists.shift();
+    if (step === undefined) return untilAborted(options.signal);
+    if (step instanceof Error) throw step;
+    return step;
+  }
+
+  async *watch(options: WatchOptions): AsyncGenerator<WatchEvent> {
+    this.watches.push(options);
+    const step = this.#watches.shift();
+    if (step === undefined) return await untilAborted(options.signal);
+    yield* step.events;
+    if (step.end) throw step.end;
+  }
+}
+
+/** Deterministic backoff: 1000 ms doubling, plus half of it as jitter (random = 0.5): 1500, 3000, 6000, ... */
+function fixedBackoff(): Backoff {
+  return new Backoff({ initialMs: 1000, factor: 2, maxMs: 60_000, jitter: 1, random: () => 0.5, now: () => 0 });
+}
+
+const immediate = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+function start(t: TestContext, api: ListWatch, options: { pageSize?: number; labelSelector?: string } = {}) {
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  const controller = new AbortController();
+  const events = watcher(api, { ...options, watchTimeoutSeconds: 60, backoff: fixedBackoff(), signal: controller.signal });
+  t.after(async () => {
+    controller.abort();
+    await events.return(undefined);
+  });
+  return {
+    controller,
+    events,
+    /** The next event; `waitMs` of mocked time pass first (for a watcher backing off after an error). */
+    async next(waitMs = 0): Promise<WatcherEvent> {
+      const pending = events.next();
+      if (waitMs > 0) {
+        await immediate();
+        t.mock.timers.tick(waitMs);
+      }
+      const result = await pending;
+      assert.equal(result.done, false, 'the watcher ended');
+      return result.value as WatcherEvent;
+    },
+    async take(n: number): Promise<WatcherEvent[]> {
+      const taken: WatcherEvent[] = [];
+      for (let i = 0; i < n; i++) taken.push(await this.next());
+      return taken;
+    },
+  };
+}
+
+/** Events with objects reduced to their names, errors to their status, for readable comparisons. */
+function summary(events: readonly WatcherEvent[]): string[] {
+  return events.map((event) => {
+    switch (event.type) {
+      case 'initApply':
+      case 'apply':
+      case 'delete':
+        return `${event.type} ${event.object.metadata.name}`;
+      case 'error':
+        return `error ${event.error instanceof ApiError ? event.error.status : event.error.message} ${event.retryInMs}`;
+      default:
+        return event.type;
+    }
+  });
+}
+
+test('a paginated list follows continue tokens: init, initApply per item, initDone', async (t) => {
+  const api = new ScriptedApi([page('9', [pod('a'), pod('b')], 'p2'), page('9', [pod('c'), pod('d')], 'p3'), page('9', [pod('e')])]);
+  const run = start(t, api, { pageSize: 2, labelSelector: 'app=web' });
+
+  assert.deepEqual(summary(await run.take(7)), ['init', 'initApply a', 'initApply b', 'initApply c', 'initApply d', 'initApply e', 'initDone']);
+  assert.deepEqual(api.lists.map((o) => o.continue), [undefined, 'p2', 'p3']);
+  for (const options of api.lists) {
+    assert.equal(options.limit, 2);
+    assert.equal(options.labelSelector, 'app=web');
+    assert.equal(options.resourceVersion, undefined, 'the first list is a consistent read');
+  }
+});
+
+test('the watch starts at the list\'s version and resumes from the newest one seen, bookmarks included, without a relist after a clean end', async (t) => {
+  const api = new ScriptedApi(
+    [page('10', [pod('a'), pod('b')])],
+    [
+      { events: [{ type: 'ADDED', object: pod('c', '11') }, { type: 'MODIFIED', object: pod('a', '12') }, { type: 'DELETED', object: pod('b', '13') }, bookmark('14')] },
+      { events: [{ type: 'ADDED', object: pod('d', '15') }] },
+    ],
+  );
+  const run = start(t, api, { labelSelector: 'app=web' });
+
+  assert.deepEqual(summary(await run.take(8)), ['init', 'initApply a', 'initApply b', 'initDone', 'apply c', 'apply a', 'delete b', 'apply d']);
+  const pending = run.events.next();
+  await immediate();
+  assert.deepEqual(api.watches.map((o) => o.resourceVersion), ['10', '14', '15']);
+  assert.equal(api.lists.length, 1, 'no relist after the watch ended cleanly');
+  assert.deepEqual(api.watches[0], { labelSelector: 'app=web', resourceVersion: '10', timeoutSeconds: 60, idleMs: 90_000, signal: run.controller.signal });
+  run.controller.abort();
+  assert.equal((await pending).done, true);
+});
+
+test('410 relists from the watch cache: the first page asks NotOlderThan the last seen version, later pages only continue', async (t) => {
+  const api = new ScriptedApi(
+    [page('10', [pod('a')]), page('20', [pod('a')], 'p2'), page('20', [pod('c')])],
+    [{ events: [{ type: 'ADDED', object: pod('b', '11') }, bookmark('12'), expiredEvent] }],
+  );
+  const run = start(t, api);
+
+  assert.deepEqual(summary(await run.take(5)), ['init', 'initApply a', 'initDone', 'apply b', 'error 410 1500']);
+  assert.deepEqual(summary([await run.next(1500), ...(await run.take(3))]), ['init', 'initApply a', 'initApply c', 'initDone']);
+
+  const [, relist, second] = api.lists;
+  assert.equal(relist?.resourceVersion, '12');
+  assert.equal(relist?.resourceVersionMatch, 'NotOlderThan');
+  assert.equal(relist?.continue, undefined);
+  assert.equal(second?.continue, 'p2');
+  assert.equal(second?.resourceVersion, undefined);
+  assert.equal(second?.resourceVersionMatch, undefined);
+
+  const pending = run.events.next();
+  await immediate();
+  assert.equal(api.watches[1]?.resourceVersion, '20', 'the watch resumes from the relist\'s version');
+  run.controller.abort();
+  await pending;
+});
+
+test('when the relist from the watch cache is 410 too, the next list is a consistent one', async (t) => {
+  const api = new ScriptedApi([page('10', []), expired(), page('30', [pod('a')])], [{ events: [bookmark('12'), expiredEvent] }]);
+  const run = start(t, api);
+
+  assert.deepEqual(summary(await run.take(3)), ['init', 'initDone', 'error 410 1500']);
+  assert.deepEqual(summary([await run.next(1500), await run.next()]), ['init', 'error 410 3000']);
+  assert.deepEqual(summary([await run.next(3000), ...(await run.take(2))]), ['init', 'initApply a', 'initDone']);
+
+  assert.deepEqual(
+    api.lists.map((o) => [o.resourceVersion, o.resourceVersionMatch]),
+    [[undefined, undefined], ['12', 'NotOlderThan'], [undefined, undefined]],
+  );
+});
+
+test('other errors yield an error event with the backoff\'s delay, or the server\'s Retry-After when longer, and retry after it', async (t) => {
+  const cases: Array<{ error: Error; retryInMs: number; shown: string }> = [
+    { error: new ApiError('GET', '/api/v1/pods', 500, { message: 'etcd timeout' }), retryInMs: 1500, shown: 'error 500 1500' },
+    { error: new Error('socket hang up'), retryInMs: 3000, shown: 'error socket hang up 3000' },
+    { error: new ApiError('GET', '/api/v1/pods', 429, { reason: 'TooManyRequests' }, '10'), retryInMs: 10_000, shown: 'error 429 10000' },
+    { error: new ApiError('GET', '/api/v1/pods', 503, { details: { retryAfterSeconds: 20 } }), retryInMs: 20_000, shown: 'error 503 20000' },
+    { error: new ApiError('GET', '/api/v1/pods', 429, {}, '1'), retryInMs: 24_000, shown: 'error 429 24000' },
+  ];
+  const api = new ScriptedApi([...cases.map((c) => c.error), page('1', [])]);
+  const run = start(t, api);
+
+  assert.deepEqual(summary(await run.take(2)), ['init', cases[0]?.shown]);
+  for (const [i, { retryInMs }] of cases.entries()) {
+    const pending = run.events.next();
+    await immediate();
+    t.mock.timers.tick(retryInMs - 1);
+    await immediate();
+    assert.equal(api.lists.length, i + 1, `case ${i}: retried before ${retryInMs} ms`);
+    t.mock.timers.tick(1);
+    assert.equal((await pending).value?.type, 'init');
+    const next = cases[i + 1];
+    assert.deepEqual(summary([await run.next()]), [next ? next.shown : 'initDone']);
+  }
+});
+
+test('a watch failure other than 410 resumes the watch from the newest version, without a relist', async (t) => {
+  const api = new ScriptedApi(
+    [page('10', [])],
+    [
+      { events: [bookmark('11')], end: new WatchIdleError('/api/v1/pods', 90_000) },
+      { events: [{ type: 'ERROR', object: { code: 500, message: 'internal error' } }] },
+    ],
+  );
+  const run = start(t, api);
+
+  assert.deepEqual(summary(await run.take(3)), ['init', 'initDone', `error watch /api/v1/pods was silent for 90 s; reconnecting 1500`]);
+  assert.deepEqual(summary([await run.next(1500)]), ['error 500 3000']);
+  const pending = run.events.next();
+  await immediate();
+  t.mock.timers.tick(3000);
+  await immediate();
+  assert.equal(api.lists.length, 1);
+  assert.deepEqual(api.watches.map((o) => o.resourceVersion), ['10', '11', '11']);
+  run.controller.abort();
+  assert.equal((await pending).done, true);
+});
+
+test('aborting the signal ends the generator, whether it is listing, watching or waiting to retry', async (t) => {
+  const scripts: Record<string, () => ScriptedApi> = {
+    listing: () => new ScriptedApi([]),
+    watching: () => new ScriptedApi([page('1', [])]),
+    'waiting to retry': () => new ScriptedApi([new Error('refused')]),
+  };
+  for (const [phase, script] of Object.entries(scripts)) {
+    await t.test(phase, async (t) => {
+      const run = start(t, script());
+      const seen: string[] = [];
+      let pending = run.events.next();
+      // Pull events until the watcher blocks (its next event does not arrive by itself).
+      for (;;) {
+        const result = await Promise.race([pending, immediate().then(() => 'blocked' as const)]);
+        if (result === 'blocked') break;
+        assert.equal(result.done, false);
+        seen.push(result.value.type);
+        pending = run.events.next();
+      }
+      assert.ok(seen.includes('init'), `${phase}: saw ${seen.join(', ')}`);
+      run.controller.abort();
+      assert.equal((await pending).done, true);
+    });
+  }
+});

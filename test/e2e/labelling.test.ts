@@ -1,0 +1,199 @@
+// The labeller against the real API server: labels arrive, come back when removed, go away when
+// dropped from the config, and a restart over a labelled cluster sends nothing.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { adminClient, auditEvents, auditSkip, create, createCrd, createNamespace, eventually, labelsOf, patchLabels, skip } from './cluster.ts';
+import { controllersFor, type Counts } from '../../src/app.ts';
+import { discover } from '../../src/kube/discovery.ts';
+import { resolveResource } from '../../src/kube/resolve.ts';
+import { buildConfig } from '../../src/labeller/config.ts';
+import { createLogger } from '../../src/log.ts';
+import { Labeller, type Runtime } from './labeller.ts';
+
+const configDir = mkdtempSync(join(tmpdir(), 'labeller-e2e-config-'));
+after(() => rmSync(configDir, { recursive: true, force: true }));
+let configs = 0;
+function configFile(yaml: string): string {
+  const path = join(configDir, `kinds-${++configs}.yaml`);
+  writeFileSync(path, yaml);
+  return path;
+}
+
+const deployment = (name: string) => ({
+  apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name, labels: { app: name } },
+  spec: { selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'c', image: 'nginx' }] } } },
+});
+const service = (name: string) => ({ apiVersion: 'v1', kind: 'Service', metadata: { name, labels: { app: name } }, spec: { ports: [{ port: 80 }] } });
+const configMap = (name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } });
+
+describe('labelling', { skip }, () => {
+  for (const runtime of ['node', 'deno'] as Runtime[]) {
+    test(`existing and new objects of two built-in kinds and a CRD get the labels, templates rendered (${runtime})`, async () => {
+      const ns = await createNamespace(`labelling-${runtime}`);
+      const group = `${ns}.example.com`;
+      await createCrd(group, 'widgets', 'Widget');
+      const widget = (name: string) => ({ apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name, annotations: { 'example.com/owner': `${name}-owner` } } });
+      await create(`/apis/apps/v1/namespaces/${ns}/deployments`, deployment('web'));
+      await create(`/api/v1/namespaces/${ns}/services`, service('web'));
+      await create(`/apis/${group}/v1/namespaces/${ns}/widgets`, widget('w1'));
+      const config = configFile(`
+labels:
+  team: platform
+  example.com/name: "{{name}}"
+kinds:
+  - resource: deploy
+    labels:
+      example.com/app: "{{labels.app}}"
+      example.com/kind: "{{kind}}.{{group}}"
+  - resource: svc
+  - resource: widgets.${group}
+    labels:
+      example.com/owner: "{{annotations.example.com/owner}}"
+      example.com/where: "{{namespace}}"
+`);
+      const labeller = new Labeller(['--config', config, '--namespace', ns], { runtime });
+      try {
+        const expectations = (name: string) => [
+          [`/apis/apps/v1/namespaces/${ns}/deployments/${name}`, { app: name, team: 'platform', 'example.com/name': name, 'example.com/app': name, 'example.com/kind': 'Deployment.apps' }],
+          [`/api/v1/namespaces/${ns}/services/${name}`, { app: name, team: 'platform', 'example.com/name': name }],
+          [`/apis/${group}/v1/namespaces/${ns}/widgets/${name === 'web' ? 'w1' : 'w2'}`, { team: 'platform', 'example.com/name': name === 'web' ? 'w1' : 'w2', 'example.com/owner': `${name === 'web' ? 'w1' : 'w2'}-owner`, 'example.com/where': ns }],
+        ] as const;
+        for (const [path, labels] of expectations('web')) {
+          await eventually(async () => JSON.stringify(await labelsOf(path)) === JSON.stringify(sorted(labels)), `labels on existing ${path}`);
+        }
+        // Objects created while labeller runs.
+        await create(`/apis/apps/v1/namespaces/${ns}/deployments`, deployment('api'));
+        await create(`/api/v1/namespaces/${ns}/services`, service('api'));
+        await create(`/apis/${group}/v1/namespaces/${ns}/widgets`, widget('w2'));
+        for (const [path, labels] of expectations('api')) {
+          await eventually(async () => JSON.stringify(await labelsOf(path)) === JSON.stringify(sorted(labels)), `labels on new ${path}`);
+        }
+      } finally {
+        const exit = await labeller.stop();
+        assert.equal(exit.code, 0, exit.stderr);
+      }
+    });
+  }
+
+  test('a removed or changed label is restored under force, and reported and left alone under skip', async () => {
+    const ns = await createNamespace('conflicts');
+    await create(`/api/v1/namespaces/${ns}/configmaps`, configMap('forced'));
+    await create(`/api/v1/namespaces/${ns}/configmaps`, configMap('skipped'));
+    const config = configFile(`
+labels: { team: platform }
+kinds:
+  - resource: configmaps
+    selector: "!skip"
+    conflicts: force
+`);
+    const forced = new Labeller(['--config', config, '--namespace', ns]);
+    const skipped = new Labeller(['--kinds', 'cm', '--label', 'owner=labeller', '--conflicts', 'skip', '--selector', 'skip', '--namespace', ns]);
+    try {
+      const path = `/api/v1/namespaces/${ns}/configmaps/forced`;
+      await eventually(async () => (await labelsOf(path))['team'] === 'platform', 'the label');
+      await patchLabels(path, { team: null });
+      let started = Date.now();
+      await eventually(async () => (await labelsOf(path))['team'] === 'platform', 'the removed label to come back', 1000);
+      const restoredAfterRemoval = Date.now() - started;
+      await patchLabels(path, { team: 'hijacked' });
+      started = Date.now();
+      await eventually(async () => (await labelsOf(path))['team'] === 'platform', 'the changed label to come back', 1000);
+      const restoredAfterChange = Date.now() - started;
+      assert.ok(restoredAfterRemoval < 1000 && restoredAfterChange < 1000);
+
+      const skippedPath = `/api/v1/namespaces/${ns}/configmaps/skipped`;
+      await patchLabels(skippedPath, { skip: 'yes' });
+      await eventually(async () => (await labelsOf(skippedPath))['owner'] === 'labeller', 'the label under skip');
+      await patchLabels(skippedPath, { owner: 'someone' });
+      await skipped.waitForLog((l) => l.level === 'warn' && l.name === 'skipped' && /left alone/.test(l.msg));
+      assert.equal((await labelsOf(skippedPath))['owner'], 'someone', 'skip leaves the other manager\'s value');
+    } finally {
+      assert.equal((await forced.stop()).code, 0);
+      assert.equal((await skipped.stop()).code, 0);
+    }
+  });
+
+  test('a label dropped from the config is removed on restart where only labeller owned it', async () => {
+    const ns = await createNamespace('dropped');
+    await create(`/api/v1/namespaces/${ns}/configmaps`, configMap('only-labeller'));
+    await create(`/api/v1/namespaces/${ns}/configmaps`, configMap('shared'));
+    const first = await new Labeller(['--kinds', 'configmaps', '--label', 'keep=1', '--label', 'drop=1', '--namespace', ns, '--once']).exited;
+    assert.equal(first.code, 0, first.stderr);
+    // Another manager also applies drop=1 on one object: it co-owns the label. (An update that
+    // sets an unchanged value would own nothing, so the other manager uses server-side apply too.)
+    await (await adminClient()).json('PATCH', `/api/v1/namespaces/${ns}/configmaps/shared?fieldManager=someone-else`, {
+      headers: { 'content-type': 'application/apply-patch+yaml' },
+      body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'shared', labels: { drop: '1' } } }),
+    });
+    const second = await new Labeller(['--kinds', 'configmaps', '--label', 'keep=1', '--namespace', ns, '--once']).exited;
+    assert.equal(second.code, 0, second.stderr);
+    assert.deepEqual(await labelsOf(`/api/v1/namespaces/${ns}/configmaps/only-labeller`), { keep: '1' });
+    assert.deepEqual(await labelsOf(`/api/v1/namespaces/${ns}/configmaps/shared`), { drop: '1', keep: '1' });
+  });
+
+  test('a restart over fully labelled objects sends no PATCH', { skip: auditSkip }, async () => {
+    const ns = await createNamespace('restart');
+    await Promise.all(Array.from({ length: 20 }, (_, i) => create(`/api/v1/namespaces/${ns}/configmaps`, configMap(`cm-${i}`))));
+    await Promise.all(Array.from({ length: 5 }, (_, i) => create(`/apis/apps/v1/namespaces/${ns}/deployments`, deployment(`d-${i}`))));
+    const args = ['--kinds', 'configmaps,deployments', '--label', 'team=platform', '--label', 'example.com/name={{name}}', '--namespace', ns];
+    const patches = () => auditEvents((e) => e.verb === 'patch' && e.objectRef?.namespace === ns && (e.userAgent ?? '').startsWith('labeller/')).length;
+
+    const first = new Labeller(args);
+    await eventually(async () => (await labelsOf(`/api/v1/namespaces/${ns}/configmaps/cm-19`))['team'] === 'platform', 'the first run to label');
+    await eventually(async () => patches() === 25 && 'done', 'one patch per object', 10_000);
+    assert.equal((await first.stop()).code, 0);
+
+    const second = new Labeller(args);
+    await second.waitForLog((l) => l.msg === 'initial list complete' && l.kind === 'ConfigMap');
+    await second.waitForLog((l) => l.msg === 'initial list complete' && l.kind === 'Deployment');
+    // Every object is reconciled right after the list; give that time to happen, then count.
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    const exit = await second.stop();
+    assert.equal(exit.code, 0);
+    assert.equal(patches(), 25, 'the restart sent no PATCH');
+    assert.match(exit.stderr, /"msg":"stopped".*"unchanged":25/);
+  });
+
+  test('requests are metadata-only and the cache holds no managedFields', async () => {
+    const ns = await createNamespace('metadata-only');
+    await create(`/api/v1/namespaces/${ns}/configmaps`, { ...configMap('big'), data: { payload: 'x'.repeat(10_000) } });
+    // The app's own controllers, in this process, so the requests and the cache can be inspected.
+    const client = await adminClient();
+    const requests: { method: string; path: string; accept: string }[] = [];
+    const request = client.request.bind(client);
+    client.request = (method, path, options = {}) => {
+      requests.push({ method, path, accept: options.headers?.['accept'] ?? '' });
+      return request(method, path, options);
+    };
+    const config = buildConfig({ kinds: ['configmaps'], labels: { team: 'platform' }, namespaces: [ns] });
+    const resource = resolveResource('configmaps', await discover(client));
+    const counts: Counts = { unchanged: 0, patched: 0, conflict: 0, invalid: 0, gone: 0, failed: 0 };
+    const log = createLogger({ level: 'error', format: 'json', write: () => {} });
+    const options = { fieldManager: 'labeller', concurrency: 2, requeueAfterMs: 0, gracePeriodMs: 1000, dryRun: false, once: true };
+    const [controller] = controllersFor(client, config.kinds[0]!, resource, options, log, counts);
+    assert.ok(controller);
+    await controller.runOnce(new AbortController().signal);
+    assert.equal(counts.patched, 1);
+    // A second pass sees labeller's ownership through the pruned cache: nothing to do.
+    const [again] = controllersFor(client, config.kinds[0]!, resource, options, log, counts);
+    await again!.runOnce(new AbortController().signal);
+    client.request = request;
+    assert.equal(counts.unchanged, 1);
+    const cached = again!.store;
+    assert.deepEqual(cached.get(`${ns}/big`)?.owned, ['team']);
+    const resourceRequests = requests.filter((r) => r.path.includes('/configmaps'));
+    assert.ok(resourceRequests.length >= 2, 'a list and a patch at least');
+    for (const r of resourceRequests) assert.match(r.accept, /^application\/json;as=PartialObjectMetadata(List)?;g=meta\.k8s\.io;v=v1/, `${r.method} ${r.path}`);
+    const object = cached.get(`${ns}/big`);
+    assert.ok(object);
+    assert.ok(!('managedFields' in object) && !('data' in object), 'only the projection is cached');
+    assert.deepEqual(Object.keys(object).sort(), ['annotations', 'labels', 'name', 'namespace', 'owned', 'uid']);
+  });
+});
+
+function sorted(labels: Readonly<Record<string, string>>): Record<string, string> {
+  return Object.fromEntries(Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
