@@ -75,8 +75,11 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     }
 
     const running = Promise.all(controllers.map((c) => c.run(shutdown.intake)));
-    const drained = await shutdown.drain(running);
-    if (!drained) log.warn('grace period over with patches still running; exiting', { gracePeriodMs: options.gracePeriodMs });
+    if (!(await shutdown.drain(running))) {
+      // As controller-runtime does: work cut short is a failed shutdown.
+      log.error('grace period over with patches still running; exiting', { gracePeriodMs: options.gracePeriodMs });
+      return 1;
+    }
     log.info('stopped', counts);
     return 0;
   } finally {
