@@ -74,14 +74,20 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
       return counts.failed + counts.invalid + unlisted + unknown.length > 0 || shutdown.intake.aborted ? 1 : 0;
     }
 
-    const running = Promise.all(controllers.map((c) => c.run(shutdown.intake)));
+    let crashed = false;
+    const running = Promise.all(controllers.map((c) => c.run(shutdown.intake))).catch((error: unknown) => {
+      // A bug, not an API failure (those are retried inside): stop everything rather than run half-blind.
+      crashed = true;
+      log.error('controller crashed; shutting down', { error: error instanceof Error ? error.stack : String(error) });
+      shutdown.stop('crash');
+    });
     if (!(await shutdown.drain(running))) {
       // As controller-runtime does: work cut short is a failed shutdown.
       log.error('grace period over with patches still running; exiting', { gracePeriodMs: options.gracePeriodMs });
       return 1;
     }
     log.info('stopped', counts);
-    return 0;
+    return crashed ? 1 : 0;
   } finally {
     shutdown.dispose();
   }

@@ -1,7 +1,7 @@
 // The test command: starts one control plane for the whole run, runs the unit and e2e tests
 // with node:test against it, and always tears it down (on failure and on Ctrl-C too).
 //
-//   LABELLER_TEST_KUBECONFIG=path  run the e2e tests against an existing cluster instead
+//   E2E_KUBECONFIG=path  run the e2e tests against an existing cluster instead
 //   USE_EXISTING_CLUSTER=true      the same, with $KUBECONFIG or ~/.kube/config (envtest's convention)
 //   KUBEBUILDER_ASSETS=dir         use ready kube-apiserver and etcd binaries instead of building them
 //   CI=true                        a control plane that cannot start fails the run
@@ -46,22 +46,22 @@ for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
 const env: Record<string, string | undefined> = { ...process.env };
 let notRun: string | undefined;
 if (e2e.length > 0) {
-  const existing = process.env['LABELLER_TEST_KUBECONFIG'] ??
+  const existing = process.env['E2E_KUBECONFIG'] ??
     (process.env['USE_EXISTING_CLUSTER'] === 'true' ? (process.env['KUBECONFIG'] ?? join(homedir(), '.kube', 'config')) : undefined);
   try {
     const tools = ensureTools();
     env['PATH'] = `${tools}${delimiter}${process.env['PATH'] ?? ''}`;
     console.log(`helm and kubectl from ${tools}`);
     if (existing) {
-      env['LABELLER_TEST_KUBECONFIG'] = existing;
+      env['E2E_KUBECONFIG'] = existing;
       console.log(`e2e tests run against the existing cluster in ${existing}`);
     } else {
       const started = performance.now();
       controlPlane = startControlPlane(abort.signal);
       const cp = await controlPlane;
-      env['LABELLER_TEST_KUBECONFIG'] = cp.kubeconfig;
-      env['LABELLER_TEST_ETCD'] = cp.etcd;
-      env['LABELLER_TEST_AUDIT_LOG'] = cp.auditLog;
+      env['E2E_KUBECONFIG'] = cp.kubeconfig;
+      env['E2E_ETCD'] = cp.etcd;
+      env['E2E_AUDIT_LOG'] = cp.auditLog;
       const version = execFileSync(join(tools, 'kubectl'), ['--kubeconfig', cp.kubeconfig, 'version', '-o', 'json'], { encoding: 'utf8' });
       const server = (JSON.parse(version) as { serverVersion?: { gitVersion?: string } }).serverVersion?.gitVersion;
       console.log(`control plane: kube-apiserver ${server} at ${cp.server}, ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
@@ -70,7 +70,7 @@ if (e2e.length > 0) {
     if (abort.signal.aborted) await finish(130);
     if (error instanceof ControlPlaneUnavailable && !ci) {
       notRun = error.message;
-      env['LABELLER_TEST_NOT_RUN'] = notRun;
+      env['E2E_NOT_RUN'] = notRun;
     } else {
       console.error(error);
       await finish(1);

@@ -37,6 +37,9 @@ export class Shutdown {
    * the grace period. Returns false when the grace period ran out first.
    */
   async drain(work: Promise<unknown>): Promise<boolean> {
+    // Settled here at once, so work that fails before shutdown is no unhandled rejection;
+    // the caller watches `work` for failures itself.
+    const finished = work.then(() => true, () => true);
     await new Promise<void>((resolve) => {
       if (this.#intake.signal.aborted) resolve();
       else this.#intake.signal.addEventListener('abort', () => resolve(), { once: true });
@@ -46,7 +49,7 @@ export class Shutdown {
       timer = setTimeout(() => resolve(false), this.#options.graceMs);
     });
     try {
-      return await Promise.race([work.then(() => true, () => true), graceOver]);
+      return await Promise.race([finished, graceOver]);
     } finally {
       clearTimeout(timer);
     }

@@ -8,15 +8,15 @@ import { after } from 'node:test';
 import { KubeClient } from '../../src/kube/client.ts';
 
 /** Why the e2e tests cannot run, or false when a cluster is there. Pass it as `{ skip }` to describe(). */
-export const skip: string | false = process.env['LABELLER_TEST_NOT_RUN']
-  ? `e2e not run: ${process.env['LABELLER_TEST_NOT_RUN'].split('\n')[0]}`
-  : process.env['LABELLER_TEST_KUBECONFIG']
+export const skip: string | false = process.env['E2E_NOT_RUN']
+  ? `e2e not run: ${process.env['E2E_NOT_RUN'].split('\n')[0]}`
+  : process.env['E2E_KUBECONFIG']
     ? false
     : 'e2e not run: no cluster (run the tests with `npm test`, which starts one)';
 
 export function kubeconfig(): string {
-  const path = process.env['LABELLER_TEST_KUBECONFIG'];
-  if (!path) throw new Error('LABELLER_TEST_KUBECONFIG is not set: run the tests with `npm test`');
+  const path = process.env['E2E_KUBECONFIG'];
+  if (!path) throw new Error('E2E_KUBECONFIG is not set: run the tests with `npm test`');
   return path;
 }
 
@@ -159,12 +159,12 @@ export interface AuditEvent {
 }
 
 /** Why request counting is impossible here (an existing cluster has no audit log we can read), or false. */
-export const auditSkip: string | false = skip || (process.env['LABELLER_TEST_AUDIT_LOG'] ? false : 'needs the audit log of the project\'s own control plane');
+export const auditSkip: string | false = skip || (process.env['E2E_AUDIT_LOG'] ? false : 'needs the audit log of the project\'s own control plane');
 
 /** The API server's audit events (one per completed request) that match `filter`. */
 export function auditEvents(filter: (event: AuditEvent) => boolean): AuditEvent[] {
-  const path = process.env['LABELLER_TEST_AUDIT_LOG'];
-  if (!path) throw new Error('LABELLER_TEST_AUDIT_LOG is not set');
+  const path = process.env['E2E_AUDIT_LOG'];
+  if (!path) throw new Error('E2E_AUDIT_LOG is not set');
   return readFileSync(path, 'utf8')
     .split('\n')
     .filter((line) => line.startsWith('{'))

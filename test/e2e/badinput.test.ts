@@ -1,0 +1,96 @@
+// Bad input gets a message that names the problem and the fix, and the right exit status; a
+// kind that fails at run time (403) leaves the other kinds working.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { createServer, type AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { create, createCrd, createNamespace, eventually, labelsOf, serviceAccountKubeconfig, skip, writeKubeconfig } from './cluster.ts';
+import { Labeller, runLabeller } from './labeller.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'labeller-e2e-bad-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** A loopback port nothing listens on. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+describe('bad input', { skip }, () => {
+  const cases: [what: string, args: string[] | (() => Promise<string[]> | string[]), status: number, message: RegExp][] = [
+    ['unknown kind', ['--kinds', 'deploymnts', '--label', 'a=b'], 2, /unknown resource "deploymnts": not served by the API server\. Did you mean "deployments"\?/],
+    ['invalid label key', ['--kinds', 'deploy', '--label', 'bad key=x'], 2, /--label "bad key=x": name part must consist of alphanumeric characters/],
+    ['invalid label value', ['--kinds', 'deploy', '--label', 'a=-x-'], 2, /a value must .*alphanumeric|must start and end with an alphanumeric/],
+    ['no kinds', ['--label', 'a=b'], 2, /no kinds configured: pass --kinds deployments,services or --config kinds\.yaml/],
+    ['unknown flag', ['--kinds', 'deploy', '--label', 'a=b', '--server-side'], 2, /Unknown argument: server-side\. Run labeller --help/],
+    ['missing config file', ['--config', '/nonexistent/kinds.yaml'], 2, /\/nonexistent\/kinds\.yaml: cannot read the config file \(ENOENT\)/],
+    [
+      'malformed YAML',
+      () => {
+        const file = join(dir, 'bad.yaml');
+        writeFileSync(file, 'kinds:\n  - resource: deploy\n   labels: {a: b}\n');
+        return ['--config', file];
+      },
+      2,
+      /bad\.yaml:3:4: YAML syntax error: bad indentation/,
+    ],
+    [
+      'a config field with a typo',
+      () => {
+        const file = join(dir, 'typo.yaml');
+        writeFileSync(file, 'labels: {a: b}\nkinds:\n  - resource: deploy\n    namespace: [x]\n');
+        return ['--config', file];
+      },
+      2,
+      /typo\.yaml: kinds\[0\]: unknown field "namespace" \(did you mean "namespaces"\?\)/,
+    ],
+    [
+      'ambiguous kind',
+      async () => {
+        const ns = await createNamespace('ambiguous');
+        await createCrd(`a-${ns}.example.com`, `gadgets${ns.replaceAll('-', '')}`, 'Gadget');
+        await createCrd(`b-${ns}.example.com`, `gadgets${ns.replaceAll('-', '')}`, 'Gadget');
+        return ['--kinds', `gadgets${ns.replaceAll('-', '')}`, '--label', 'a=b'];
+      },
+      2,
+      /resource "gadgets\w+" is ambiguous: gadgets\w+\.a-[\w-]+\.example\.com, gadgets\w+\.b-[\w-]+\.example\.com\. Qualify it with its group/,
+    ],
+    [
+      'unreachable API server',
+      async () => ['--kinds', 'deploy', '--label', 'a=b', '--kubeconfig', writeKubeconfig({ server: `https://127.0.0.1:${await closedPort()}` })],
+      1,
+      /cannot reach the API server at https:\/\/127\.0\.0\.1:\d+: .*ECONNREFUSED.*Check that it is up and that --kubeconfig\/--context point at it/,
+    ],
+  ];
+  for (const [what, args, status, message] of cases) {
+    test(`${what}: exit ${status} and a message that says what to do`, async () => {
+      const exit = await runLabeller(typeof args === 'function' ? await args() : args);
+      assert.equal(exit.code, status, exit.stderr);
+      assert.match(exit.stderr, message);
+      assert.doesNotMatch(exit.stderr, /^\s+at /m, 'no stack trace');
+    });
+  }
+
+  test('a forbidden kind is reported and retried while the other kinds are labelled', async () => {
+    const ns = await createNamespace('forbidden');
+    await create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'cm' } });
+    // The identity may label config maps but not secrets.
+    const kubeconfig = await serviceAccountKubeconfig(ns, 'labeller', [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch', 'patch'] }]);
+    const labeller = new Labeller(['--kinds', 'configmaps,secrets', '--label', 'team=platform', '--namespace', ns], { kubeconfig });
+    try {
+      const failure = await labeller.waitForLog((l) => l.msg === 'watch failed; retrying' && l.kind === 'Secret');
+      assert.match(String(failure['error']), /403 Forbidden: .*secrets.*grant this identity get\/list\/watch\/patch/);
+      await eventually(async () => (await labelsOf(`/api/v1/namespaces/${ns}/configmaps/cm`))['team'] === 'platform', 'the config map to be labelled');
+      // Retried with backoff, not given up.
+      await labeller.waitForLog((l) => l.msg === 'watch failed; retrying' && l.kind === 'Secret' && l !== failure);
+      assert.equal(labeller.process.exitCode, null, 'still running');
+    } finally {
+      assert.equal((await labeller.stop()).code, 0);
+    }
+  });
+});
