@@ -12,9 +12,13 @@ import { projector, type LabelledObject } from './labeller/object.ts';
 import { Reconciler, type Outcome } from './labeller/reconcile.ts';
 import { labelClient } from './labelclient.ts';
 import type { Logger } from './log.ts';
+import { boundPort, serveHttp } from './http.ts';
+import { Metrics } from './metrics.ts';
 import { Backoff } from './runtime/backoff.ts';
 import { Controller } from './runtime/controller.ts';
+import { LeaderElector, type LeaderElectionOptions } from './runtime/leader.ts';
 import { Shutdown } from './runtime/shutdown.ts';
+import { sleep } from './runtime/sleep.ts';
 
 export interface AppOptions {
   readonly fieldManager: string;
@@ -23,8 +27,11 @@ export interface AppOptions {
   readonly gracePeriodMs: number;
   readonly dryRun: boolean;
   readonly once: boolean;
-  /** Server-side watch timeout; tests shorten it. */
-  readonly watchTimeoutSeconds?: number;
+  readonly watchTimeoutSeconds: number;
+  /** 0: no HTTP server. */
+  readonly httpPort: number;
+  /** Set when several replicas elect a leader through a Lease. */
+  readonly leaderElection?: Omit<LeaderElectionOptions, 'log' | 'onLeadingChange'> | undefined;
 }
 
 /** The config cannot work against this cluster (ambiguous kind, missing verb, nothing to watch): exit status 2. */
@@ -43,8 +50,18 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
         ? log.info('shutting down: stopping watches, letting running patches finish', { signal, gracePeriodMs: options.gracePeriodMs })
         : log.warn('second signal: exiting now', { signal }),
   });
+  const metrics = new Metrics();
+  client.observe(metrics.restClient(new URL(client.server).host));
+  // Up before discovery, so probes see "not ready" rather than a refused connection.
+  const all: Controller<LabelledObject>[] = [];
+  let discovered = false;
+  const server = options.httpPort > 0 && !options.once
+    ? await serveHttp(options.httpPort, { pending: () => (discovered ? all.filter((c) => !c.store.synced).map((c) => c.name) : ['API discovery']) }, metrics.registry)
+    : undefined;
+  if (server) log.info('serving /healthz, /readyz and /metrics', { port: boundPort(server) });
   try {
     const resources = await discoverWithRetry(client, log, shutdown.intake);
+    discovered = true;
     const { resolved, unknown } = resolveKinds(config.kinds, resources);
     if (resolved.length > 0) for (const { kind, error } of unknown) log.error(error.message, { kind: kind.resource });
     else {
@@ -52,7 +69,7 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     }
 
     const counts: Counts = { unchanged: 0, patched: 0, conflict: 0, invalid: 0, gone: 0, failed: 0 };
-    const controllers = resolved.flatMap(({ kind, resource }) => controllersFor(client, kind, resource, options, log, counts));
+    const controllers = resolved.flatMap(({ kind, resource }) => controllersFor(client, kind, resource, options, log, counts, metrics));
     const started = controllers.length;
     log.info('starting', { controllers: controllers.map((c) => c.name), dryRun: options.dryRun || undefined, once: options.once || undefined });
 
@@ -74,10 +91,30 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
       return counts.failed + counts.invalid + unlisted + unknown.length > 0 || shutdown.intake.aborted ? 1 : 0;
     }
 
-    let crashed = false;
-    const running = Promise.all(controllers.map((c) => c.run(shutdown.intake))).catch((error: unknown) => {
+    all.push(...controllers);
+
+    let status = 0;
+    const elector = options.leaderElection
+      ? new LeaderElector(client, { ...options.leaderElection, log, onLeadingChange: metrics.leader(options.leaderElection.name) })
+      : undefined;
+    const leading = elector
+      ? elector.acquire(shutdown.intake, () => {
+          // Another process may be writing now: stop at once, as controller-runtime does.
+          status = 1;
+          shutdown.stop('leadership lost');
+        })
+      : Promise.resolve();
+    const run = (controller: Controller<LabelledObject>): Promise<void> => controller.run(shutdown.intake, leading);
+    const running = Promise.all([
+      ...controllers.map(run),
+      startWhenServed(unknown.map((u) => u.kind), client, log, shutdown.intake, (kind, resource) => {
+        const added = controllersFor(client, kind, resource, options, log, counts, metrics);
+        all.push(...added);
+        return Promise.all(added.map(run)).then(() => {});
+      }),
+    ]).catch((error: unknown) => {
       // A bug, not an API failure (those are retried inside): stop everything rather than run half-blind.
-      crashed = true;
+      status = 1;
       log.error('controller crashed; shutting down', { error: error instanceof Error ? error.stack : String(error) });
       shutdown.stop('crash');
     });
@@ -86,9 +123,11 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
       log.error('grace period over with patches still running; exiting', { gracePeriodMs: options.gracePeriodMs });
       return 1;
     }
+    await elector?.release();
     log.info('stopped', counts);
-    return crashed ? 1 : 0;
+    return status;
   } finally {
+    server?.close();
     shutdown.dispose();
   }
 }
@@ -103,9 +142,31 @@ async function discoverWithRetry(client: KubeClient, log: Logger, signal: AbortS
       if (!(error instanceof ConnectionError) || attempt === 4 || signal.aborted) throw error;
       const retryInMs = backoff.next();
       log.warn('API server unreachable; retrying discovery', { error, retryInMs });
-      await new Promise((resolve) => setTimeout(resolve, retryInMs));
+      await sleep(retryInMs, signal);
     }
   }
+}
+
+/**
+ * Kinds not served at start (a CRD not installed yet) are looked for again with growing
+ * pauses; each is started once discovery serves it. Resolves when `signal` aborts and the
+ * controllers it started have stopped.
+ */
+async function startWhenServed(kinds: readonly KindConfig[], client: KubeClient, log: Logger, signal: AbortSignal, start: (kind: KindConfig, resource: ApiResource) => Promise<void>): Promise<void> {
+  const started: Promise<void>[] = [];
+  let pending = kinds;
+  for (let pauseMs = 5_000; pending.length > 0 && !signal.aborted; pauseMs = Math.min(pauseMs * 2, 300_000)) {
+    await sleep(pauseMs, signal);
+    const resources = await discover(client, signal).catch(() => undefined);
+    if (!resources) continue;
+    const { resolved, unknown } = resolveKinds(pending, resources);
+    for (const { kind, resource } of resolved) {
+      log.info('kind is served now; watching it', { kind: resource.kind, resource: kind.resource });
+      started.push(start(kind, resource));
+    }
+    pending = unknown.map((u) => u.kind);
+  }
+  await Promise.all(started);
 }
 
 function resolveKinds(kinds: readonly KindConfig[], resources: readonly ApiResource[]) {
@@ -125,13 +186,23 @@ function resolveKinds(kinds: readonly KindConfig[], resources: readonly ApiResou
 }
 
 /** The controllers of one configured kind: one per namespace, or one for all namespaces. */
-export function controllersFor(client: KubeClient, kind: KindConfig, resource: ApiResource, options: AppOptions, log: Logger, counts: Counts): Controller<LabelledObject>[] {
+export function controllersFor(
+  client: KubeClient,
+  kind: KindConfig,
+  resource: ApiResource,
+  options: Pick<AppOptions, 'fieldManager' | 'concurrency' | 'requeueAfterMs' | 'dryRun' | 'once' | 'watchTimeoutSeconds'>,
+  log: Logger,
+  counts: Counts,
+  metrics?: Metrics,
+): Controller<LabelledObject>[] {
   const name = groupResource(resource);
   const namespaces = resource.namespaced && kind.namespaces.length > 0 ? kind.namespaces : [''];
   const annotations = new Set([...kind.labels.values()].flatMap((t) => t.annotations));
   return namespaces.map((namespace) => {
+    const controller = namespace ? `${name}/${namespace}` : name;
     const api = new MetadataApi(client, resource, namespace);
     const kindLog = log.child({ kind: resource.kind });
+    const labelMetrics = metrics?.labels(controller);
     const reconciler = new Reconciler({
       kind: { apiVersion: apiVersion(resource), kind: resource.kind, resource: resource.resource, group: resource.group },
       labels: kind.labels,
@@ -141,12 +212,19 @@ export function controllersFor(client: KubeClient, kind: KindConfig, resource: A
       log: kindLog,
     });
     return new Controller({
-      name: namespace ? `${name}/${namespace}` : name,
+      name: controller,
       api,
       project: projector(options.fieldManager, annotations),
       reconcile: async (object) => {
         try {
-          counts[(await reconciler.reconcile(object)).outcome]++;
+          const { outcome, patch } = await reconciler.reconcile(object);
+          counts[outcome]++;
+          if (outcome === 'conflict') labelMetrics?.conflict();
+          if (!options.dryRun && patch.length > 0) {
+            const removed = patch.filter((op) => op.op === 'remove').length;
+            labelMetrics?.applied(patch.length - removed);
+            labelMetrics?.removed(removed);
+          }
         } catch (error) {
           counts.failed++;
           throw error;
@@ -154,8 +232,9 @@ export function controllersFor(client: KubeClient, kind: KindConfig, resource: A
       },
       concurrency: options.concurrency,
       requeueAfterMs: options.once ? 0 : options.requeueAfterMs,
-      watch: { labelSelector: kind.selector?.toString(), ...(options.watchTimeoutSeconds ? { watchTimeoutSeconds: options.watchTimeoutSeconds } : {}) },
-      log: kindLog.child({ controller: namespace ? `${name}/${namespace}` : name }),
+      watch: { labelSelector: kind.selector?.toString(), watchTimeoutSeconds: options.watchTimeoutSeconds },
+      metrics: metrics?.controller(controller, options.concurrency),
+      log: kindLog.child({ controller }),
     });
   });
 }

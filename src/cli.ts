@@ -1,6 +1,8 @@
 // The `labeller` command: options → config → API client → app. Exit status 2 for usage and
 // configuration errors, 1 for failures at run time, 0 otherwise.
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { runApp, KindError } from './app.ts';
 import { KubeClient, KubeConfigError } from './kube/client.ts';
 import { buildConfig, ConfigError, parseLabelFlag } from './labeller/config.ts';
@@ -27,8 +29,18 @@ async function main(argv: readonly string[]): Promise<number> {
     conflicts: options.conflicts,
   });
   const client = await KubeClient.load({ kubeconfig: options.kubeconfig, context: options.context, userAgent: `labeller/${VERSION}` });
+  const leaderElection = options.leaderElect
+    ? {
+        namespace: options.leaderElectionNamespace ?? client.defaultNamespace ?? 'default',
+        name: options.leaderElectionId,
+        identity: `${hostname()}_${randomBytes(4).toString('hex')}`,
+        leaseDurationMs: options.leaseDurationMs,
+        renewDeadlineMs: options.renewDeadlineMs,
+        retryPeriodMs: options.retryPeriodMs,
+      }
+    : undefined;
   try {
-    return await runApp(client, config, options, log);
+    return await runApp(client, config, { ...options, leaderElection }, log);
   } finally {
     await client.close();
   }

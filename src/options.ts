@@ -27,9 +27,17 @@ export interface Options {
   readonly once: boolean;
   readonly logLevel: Level;
   readonly logFormat: 'json' | 'text' | 'auto';
+  readonly watchTimeoutSeconds: number;
+  readonly httpPort: number;
+  readonly leaderElect: boolean;
+  readonly leaderElectionNamespace: string | undefined;
+  readonly leaderElectionId: string;
+  readonly leaseDurationMs: number;
+  readonly renewDeadlineMs: number;
+  readonly retryPeriodMs: number;
 }
 
-type Kind = 'list' | 'string' | 'duration' | 'count' | 'boolean';
+type Kind = 'list' | 'string' | 'duration' | 'count' | 'port' | 'boolean';
 
 interface Spec {
   readonly kind: Kind;
@@ -57,6 +65,14 @@ const SPECS = {
   once: { kind: 'boolean', describe: 'converge every matching object once, print a summary and exit (0: all done, 1: failures)' },
   'log-level': { kind: 'string', default: 'info', choices: LEVELS, describe: 'least severe level logged' },
   'log-format': { kind: 'string', default: 'auto', choices: ['auto', 'json', 'text'], describe: 'json lines, or readable text (auto: text on a terminal)' },
+  'watch-timeout': { kind: 'duration', default: '290s', describe: 'server-side timeout of each watch; a watch silent for longer (plus a margin) is treated as dead and reopened' },
+  'http-port': { kind: 'port', default: '0', describe: 'port for /healthz, /readyz and /metrics on all interfaces; 0 turns the server off' },
+  'leader-elect': { kind: 'boolean', describe: 'run several replicas: only the holder of a Lease writes' },
+  'leader-election-namespace': { kind: 'string', describe: 'namespace of the Lease (default: the pod\'s namespace in a cluster, else the kubeconfig context\'s, else default)' },
+  'leader-election-id': { kind: 'string', default: 'labeller', describe: 'name of the Lease' },
+  'lease-duration': { kind: 'duration', default: '15s', describe: 'how long a standby waits before taking over a lease that is no longer renewed' },
+  'renew-deadline': { kind: 'duration', default: '10s', describe: 'how long the leader retries renewing before it gives up leadership and exits' },
+  'retry-period': { kind: 'duration', default: '2s', describe: 'how often leader election acts' },
 } as const satisfies Record<string, Spec>;
 
 type Name = keyof typeof SPECS;
@@ -147,12 +163,23 @@ export async function parseOptions(argv: readonly string[], env: Readonly<Record
     if (!Number.isInteger(n) || n < 1) throw new UsageError(`${where(name)}: "${text}" is not a positive whole number`);
     return n;
   };
+  const port = (name: Name): number => {
+    const text = string(name) ?? '';
+    const n = Number(text);
+    if (!Number.isInteger(n) || n < 0 || n > 65535) throw new UsageError(`${where(name)}: "${text}" is not a port number (0 to 65535)`);
+    return n;
+  };
   const duration = (name: Name): number => {
     const text = string(name) ?? '';
     const ms = parseDuration(text);
     if (ms === undefined) throw new UsageError(`${where(name)}: "${text}" is not a duration; use e.g. 30s, 5m, 1h30m or 500ms`);
     return ms;
   };
+
+  const [lease, renew, retry] = [duration('lease-duration'), duration('renew-deadline'), duration('retry-period')];
+  if (!(retry < renew && renew < lease)) {
+    throw new UsageError(`leader election needs --retry-period < --renew-deadline < --lease-duration (got ${retry / 1000}s, ${renew / 1000}s, ${lease / 1000}s)`);
+  }
 
   return {
     kinds: list('kinds'),
@@ -171,6 +198,14 @@ export async function parseOptions(argv: readonly string[], env: Readonly<Record
     once: flag('once'),
     logLevel: string('log-level') as Level,
     logFormat: string('log-format') as Options['logFormat'],
+    watchTimeoutSeconds: Math.max(1, Math.round(duration('watch-timeout') / 1000)),
+    httpPort: port('http-port'),
+    leaderElect: flag('leader-elect'),
+    leaderElectionNamespace: string('leader-election-namespace'),
+    leaderElectionId: string('leader-election-id') ?? 'labeller',
+    leaseDurationMs: lease,
+    renewDeadlineMs: renew,
+    retryPeriodMs: retry,
   };
 }
 

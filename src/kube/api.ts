@@ -49,8 +49,8 @@ export class MetadataApi {
   }
 
   /** One page of a list. */
-  list(options: ListOptions = {}): Promise<PartialObjectMetadataList> {
-    return this.#client.json<PartialObjectMetadataList>('GET', this.path(), {
+  async list(options: ListOptions = {}): Promise<PartialObjectMetadataList> {
+    const list = await this.#client.json<PartialObjectMetadataList>('GET', this.path(), {
       headers: { accept: ACCEPT_LIST },
       query: {
         labelSelector: options.labelSelector,
@@ -61,6 +61,8 @@ export class MetadataApi {
       },
       signal: options.signal,
     });
+    // An empty metadata-only list comes back with `"items": null`.
+    return list.items ? list : { ...list, items: [] };
   }
 
   /** A watch stream; ends when the server closes it or `signal` aborts, throws WatchIdleError when it stalls. */

@@ -7,10 +7,20 @@ import type { PartialObjectMetadata } from '../kube/objects.ts';
 import type { Logger } from '../log.ts';
 import { WorkQueue, type QueueMetrics } from './queue.ts';
 import { Store } from './store.ts';
-import { watcher, type ListWatch, type WatcherOptions } from './watcher.ts';
+import { watcher, type ListWatch, type WatcherEvent, type WatcherOptions } from './watcher.ts';
 
 /** Reconciles one object; throwing retries it with backoff. */
 export type Reconcile<T> = (object: T, key: string) => Promise<void>;
+
+/** What a controller reports (metrics.ts maps it to controller-runtime's metric names). */
+export interface ControllerMetrics {
+  reconciled(result: 'success' | 'error', seconds: number): void;
+  activeWorkers(delta: number): void;
+  cached(size: number): void;
+  watchRestarted(): void;
+  relisted(): void;
+  readonly queue: QueueMetrics;
+}
 
 export interface ControllerOptions<T> {
   /** Names the controller in logs and metrics, e.g. "deployments.apps". */
@@ -24,7 +34,7 @@ export interface ControllerOptions<T> {
   /** Period of the re-check of every object, jittered by ±10 %; 0 disables it. */
   readonly requeueAfterMs: number;
   readonly watch?: Omit<WatcherOptions, 'signal'>;
-  readonly queueMetrics?: QueueMetrics;
+  readonly metrics?: ControllerMetrics | undefined;
   readonly log: Logger;
 }
 
@@ -33,6 +43,7 @@ export class Controller<T> {
   readonly store: Store<T>;
   readonly #options: ControllerOptions<T>;
   readonly #queue: WorkQueue;
+  #lists = 0;
   #markSynced!: () => void;
   /** Resolves when the first list is complete. */
   readonly synced = new Promise<void>((resolve) => {
@@ -43,47 +54,41 @@ export class Controller<T> {
     this.name = options.name;
     this.#options = options;
     this.store = new Store(options.project);
-    this.#queue = new WorkQueue(options.queueMetrics ? { metrics: options.queueMetrics } : {});
-  }
-
-  /** Objects waiting for a worker. */
-  get pending(): number {
-    return this.#queue.length;
+    this.#queue = new WorkQueue(options.metrics ? { metrics: options.metrics.queue } : {});
   }
 
   /**
-   * Runs until `intake` aborts: then stops watching and handing out work, and resolves once the
-   * reconciles already running have finished (the caller bounds that wait with a grace period).
+   * Watches until `intake` aborts, reconciling once `leading` resolves (at once without leader
+   * election; a standby keeps its cache warm meanwhile). On abort it stops watching and handing
+   * out work, and resolves once the reconciles already running have finished (the caller
+   * bounds that wait with a grace period).
    */
-  async run(intake: AbortSignal): Promise<void> {
-    const log = this.#options.log;
+  async run(intake: AbortSignal, leading: Promise<void> = Promise.resolve()): Promise<void> {
     const stopQueue = (): void => this.#queue.shutDown();
     intake.addEventListener('abort', stopQueue, { once: true });
-    const workers: Promise<void>[] = [];
+    // Workers start once the first list is complete and this process leads.
+    let workers: Promise<unknown> = Promise.resolve();
+    void this.synced.then(() => leading).then(() => {
+      if (!intake.aborted) workers = Promise.all(Array.from({ length: this.#options.concurrency }, () => this.#work()));
+    });
     try {
-      for await (const event of watcher(this.#options.api, { ...this.#options.watch, signal: intake })) {
-        if (event.type === 'error') {
-          log.warn('watch failed; retrying', { error: event.error, retryInMs: event.retryInMs });
-          continue;
-        }
+      for await (const event of this.#events(intake)) {
         const change = this.store.apply(event);
+        this.#options.metrics?.cached(this.store.size);
         if (!change) continue;
         if (change.type === 'upsert') this.#queue.add(change.key);
         else if (change.type === 'delete') this.#queue.forget(change.key);
         else {
           for (const key of change.keys) this.#queue.add(key);
           for (const key of change.removed) this.#queue.forget(key);
-          if (workers.length === 0) {
-            log.info('initial list complete', { objects: change.keys.length });
-            for (let i = 0; i < this.#options.concurrency; i++) workers.push(this.#work());
-            this.#markSynced();
-          }
+          this.#options.log.info(this.#lists === 1 ? 'initial list complete' : 'relist complete', { objects: change.keys.length, removed: change.removed.length || undefined });
+          this.#markSynced();
         }
       }
     } finally {
       intake.removeEventListener('abort', stopQueue);
       stopQueue();
-      await Promise.all(workers);
+      await workers;
     }
   }
 
@@ -113,26 +118,45 @@ export class Controller<T> {
     await Promise.all(Array.from({ length: this.#options.concurrency }, worker));
   }
 
+  /** The watcher's events, with failures logged and counted. */
+  async *#events(intake: AbortSignal): AsyncGenerator<WatcherEvent> {
+    for await (const event of watcher(this.#options.api, { ...this.#options.watch, signal: intake })) {
+      if (event.type === 'error') {
+        this.#options.log.warn('watch failed; retrying', { error: event.error, retryInMs: Math.round(event.retryInMs) });
+        this.#options.metrics?.watchRestarted();
+        continue;
+      }
+      if (event.type === 'init' && this.#lists++ > 0) this.#options.metrics?.relisted();
+      yield event;
+    }
+  }
+
   async #work(): Promise<void> {
-    const { reconcile, requeueAfterMs, log } = this.#options;
+    const { reconcile, requeueAfterMs, log, metrics } = this.#options;
     for (let key = await this.#queue.get(); key !== undefined; key = await this.#queue.get()) {
       const object = this.store.get(key);
+      // Gone from the store: deleted while queued. Nothing to do, and nothing may recreate it.
+      if (object === undefined) {
+        this.#queue.forget(key);
+        this.#queue.done(key);
+        continue;
+      }
+      const started = performance.now();
+      metrics?.activeWorkers(1);
       try {
-        // Gone from the store: deleted while queued. Nothing to do, and nothing may recreate it.
-        if (object === undefined) {
-          this.#queue.forget(key);
-          continue;
-        }
         await reconcile(object, key);
+        metrics?.reconciled('success', (performance.now() - started) / 1000);
         this.#queue.forget(key);
         if (requeueAfterMs > 0) this.#queue.addAfter(key, requeueAfterMs * (0.9 + Math.random() * 0.2));
       } catch (error) {
+        metrics?.reconciled('error', (performance.now() - started) / 1000);
         const retryAfterMs = error instanceof ApiError && error.retryAfterSeconds ? error.retryAfterSeconds * 1000 : 0;
         log.error('reconcile failed; retrying with backoff', { key, error });
         // A throttled request comes back no sooner than the server asked.
         if (retryAfterMs > 0) this.#queue.addAfter(key, retryAfterMs);
         else this.#queue.addRateLimited(key);
       } finally {
+        metrics?.activeWorkers(-1);
         this.#queue.done(key);
       }
     }

@@ -5,6 +5,7 @@ import { ApiError } from '../kube/errors.ts';
 import type { ListOptions, WatchOptions } from '../kube/api.ts';
 import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
 import { Backoff } from './backoff.ts';
+import { sleep } from './sleep.ts';
 
 /** What the watcher needs of a resource API (MetadataApi provides it). */
 export interface ListWatch {
@@ -29,7 +30,7 @@ export interface WatcherOptions {
   readonly pageSize?: number;
   /** Server-side watch timeout; the server ends the watch cleanly and we resume (kube-rs: 290 s). */
   readonly watchTimeoutSeconds?: number;
-  /** Client-side: a watch silent for this long is dead (default: the server timeout + 30 s). */
+  /** Client-side: a watch silent for this long is dead (default: the server timeout plus the smaller of itself and 30 s). */
   readonly idleMs?: number;
   readonly backoff?: Backoff;
   readonly signal: AbortSignal;
@@ -40,7 +41,7 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
   const { signal, labelSelector } = options;
   const pageSize = options.pageSize ?? 500;
   const timeoutSeconds = options.watchTimeoutSeconds ?? 290;
-  const idleMs = options.idleMs ?? (timeoutSeconds + 30) * 1000;
+  const idleMs = options.idleMs ?? (timeoutSeconds + Math.min(timeoutSeconds, 30)) * 1000;
   const backoff = options.backoff ?? new Backoff();
   /** Where the watch resumes; undefined = a list is needed. */
   let resourceVersion: string | undefined;
@@ -90,16 +91,4 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
       await sleep(retryInMs, signal);
     }
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
 }

@@ -172,7 +172,7 @@ kinds:
     const resource = resolveResource('configmaps', await discover(client));
     const counts: Counts = { unchanged: 0, patched: 0, conflict: 0, invalid: 0, gone: 0, failed: 0 };
     const log = createLogger({ level: 'error', format: 'json', write: () => {} });
-    const options = { fieldManager: 'labeller', concurrency: 2, requeueAfterMs: 0, gracePeriodMs: 1000, dryRun: false, once: true };
+    const options = { fieldManager: 'labeller', concurrency: 2, requeueAfterMs: 0, dryRun: false, once: true, watchTimeoutSeconds: 290 };
     const [controller] = controllersFor(client, config.kinds[0]!, resource, options, log, counts);
     assert.ok(controller);
     await controller.runOnce(new AbortController().signal);

@@ -1,10 +1,13 @@
 // A TCP proxy in front of the API server that a test can freeze: while paused it keeps every
-// connection open but forwards nothing, like a load balancer that silently drops traffic.
+// connection open but forwards nothing (it holds the bytes back until resumed), like a load
+// balancer that silently stops passing traffic.
 import { connect, createServer, type Server, type Socket } from 'node:net';
 
 export class StallingProxy {
   readonly #server: Server;
   readonly #sockets = new Set<Socket>();
+  /** Bytes held back while paused, with the socket to deliver them to. */
+  readonly #held: [Socket, Buffer][] = [];
   #paused = false;
 
   private constructor(server: Server) {
@@ -29,12 +32,16 @@ export class StallingProxy {
 
   pause(): void {
     this.#paused = true;
-    for (const socket of this.#sockets) socket.pause();
   }
 
   resume(): void {
     this.#paused = false;
-    for (const socket of this.#sockets) socket.resume();
+    for (const [to, chunk] of this.#held.splice(0)) if (!to.destroyed) to.write(chunk);
+  }
+
+  /** Closes every open connection (both ends), as a restarting load balancer would. */
+  dropConnections(): void {
+    for (const socket of this.#sockets) socket.destroy();
   }
 
   async close(): Promise<void> {
@@ -50,9 +57,14 @@ export class StallingProxy {
         client.destroy();
         upstream.destroy();
       });
-      if (this.#paused) socket.pause();
     }
-    client.pipe(upstream);
-    upstream.pipe(client);
+    const forward = (to: Socket) => (chunk: Buffer) => {
+      if (this.#paused) this.#held.push([to, chunk]);
+      else to.write(chunk);
+    };
+    client.on('data', forward(upstream));
+    upstream.on('data', forward(client));
+    client.on('end', () => upstream.end());
+    upstream.on('end', () => client.end());
   }
 }

@@ -1,0 +1,69 @@
+// The HTTP endpoints a cluster uses: /readyz turns ready only after the initial lists, /metrics
+// carries controller-runtime's names (so existing dashboards work) and labeller's own.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { adminClient, create, createNamespace, eventually, labelsOf, skip, writeKubeconfig } from './cluster.ts';
+import { Labeller } from './labeller.ts';
+import { StallingProxy } from './proxy.ts';
+
+async function get(port: number, path: string): Promise<{ status: number; body: string }> {
+  const response = await fetch(`http://127.0.0.1:${port}${path}`);
+  return { status: response.status, body: await response.text() };
+}
+
+/** The value of one sample, e.g. sample(text, 'controller_runtime_reconcile_total', { result: 'success' }). */
+function sample(metrics: string, name: string, labels: Record<string, string> = {}): number | undefined {
+  const line = metrics.split('\n').find((l) => l.startsWith(`${name}{`) && Object.entries(labels).every(([k, v]) => l.includes(`${k}="${v}"`)));
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+describe('HTTP endpoints', { skip }, () => {
+  test('/readyz is 503 until every kind\'s first list is complete, then 200; /healthz is 200 throughout', async () => {
+    const ns = await createNamespace('readyz');
+    const proxy = await StallingProxy.start((await adminClient()).server);
+    proxy.pause();
+    const labeller = new Labeller(['--kinds', 'configmaps', '--label', 'a=1', '--namespace', ns, '--http-port', '18391'], { kubeconfig: writeKubeconfig({ server: proxy.url }) });
+    try {
+      await labeller.waitForLog((l) => l.msg === 'serving /healthz, /readyz and /metrics');
+      const notReady = await get(18391, '/readyz');
+      assert.equal(notReady.status, 503);
+      assert.match(notReady.body, /waiting for the first list of: API discovery/);
+      assert.equal((await get(18391, '/healthz')).status, 200);
+      proxy.resume();
+      await eventually(async () => (await get(18391, '/readyz')).status === 200, '/readyz to turn ready');
+      assert.ok(labeller.logs.some((l) => l.msg === 'initial list complete'), 'ready only after the list');
+    } finally {
+      proxy.resume();
+      assert.equal((await labeller.stop()).code, 0);
+      await proxy.close();
+    }
+  });
+
+  test('/metrics exposes controller-runtime\'s and labeller\'s metrics with plausible values', async () => {
+    const ns = await createNamespace('metrics');
+    for (const name of ['a', 'b', 'c']) await create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } });
+    const labeller = new Labeller(['--kinds', 'configmaps', '--label', 'team=platform', '--namespace', ns, '--http-port', '18392']);
+    try {
+      await eventually(async () => (await labelsOf(`/api/v1/namespaces/${ns}/configmaps/c`))['team'] === 'platform', 'the labels');
+      const { status, body } = await get(18392, '/metrics');
+      assert.equal(status, 200);
+      const controller = { controller: `configmaps/${ns}` };
+      assert.equal(sample(body, 'labeller_objects_cached', controller), 3);
+      assert.equal(sample(body, 'labeller_labels_applied_total', controller), 3);
+      assert.equal(sample(body, 'labeller_labels_removed_total', controller), 0);
+      assert.equal(sample(body, 'controller_runtime_reconcile_errors_total', controller), 0);
+      assert.ok((sample(body, 'controller_runtime_reconcile_total', { ...controller, result: 'success' }) ?? 0) >= 3);
+      assert.ok((sample(body, 'controller_runtime_reconcile_time_seconds_count', controller) ?? 0) >= 3);
+      assert.equal(sample(body, 'controller_runtime_max_concurrent_reconciles', controller), 8);
+      assert.equal(sample(body, 'controller_runtime_active_workers', controller), 0);
+      assert.ok((sample(body, 'workqueue_adds_total', { name: `configmaps/${ns}` }) ?? 0) >= 3);
+      assert.equal(sample(body, 'workqueue_depth', { name: `configmaps/${ns}` }), 0);
+      assert.equal(sample(body, 'rest_client_requests_total', { code: '200', method: 'PATCH' }), 3);
+      for (const name of ['workqueue_queue_duration_seconds_count', 'workqueue_work_duration_seconds_count', 'workqueue_retries_total', 'labeller_watch_restarts_total', 'labeller_relists_total', 'labeller_conflicts_total', 'process_resident_memory_bytes']) {
+        assert.match(body, new RegExp(`^${name}`, 'm'), name);
+      }
+    } finally {
+      assert.equal((await labeller.stop()).code, 0);
+    }
+  });
+});
