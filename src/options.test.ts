@@ -24,6 +24,14 @@ test('defaults when nothing is set', async () => {
     once: false,
     logLevel: 'info',
     logFormat: 'auto',
+    watchTimeoutSeconds: 290,
+    httpPort: 0,
+    leaderElect: false,
+    leaderElectionNamespace: undefined,
+    leaderElectionId: 'labeller',
+    leaseDurationMs: 15_000,
+    renewDeadlineMs: 10_000,
+    retryPeriodMs: 2_000,
   });
 });
 
@@ -50,6 +58,14 @@ test('every option can come from the environment', async () => {
     LABELLER_ONCE: '1',
     LABELLER_LOG_LEVEL: 'debug',
     LABELLER_LOG_FORMAT: 'json',
+    LABELLER_WATCH_TIMEOUT: '1m',
+    LABELLER_HTTP_PORT: '8080',
+    LABELLER_LEADER_ELECT: 'true',
+    LABELLER_LEADER_ELECTION_NAMESPACE: 'ops',
+    LABELLER_LEADER_ELECTION_ID: 'lbl',
+    LABELLER_LEASE_DURATION: '30s',
+    LABELLER_RENEW_DEADLINE: '20s',
+    LABELLER_RETRY_PERIOD: '4s',
   });
   assert.deepEqual(
     options,
@@ -70,6 +86,14 @@ test('every option can come from the environment', async () => {
       once: true,
       logLevel: 'debug',
       logFormat: 'json',
+      watchTimeoutSeconds: 60,
+      httpPort: 8080,
+      leaderElect: true,
+      leaderElectionNamespace: 'ops',
+      leaderElectionId: 'lbl',
+      leaseDurationMs: 30_000,
+      renewDeadlineMs: 20_000,
+      retryPeriodMs: 4_000,
     },
   );
 });
@@ -184,4 +208,12 @@ test('--help and --version print and return undefined', async (t) => {
     assert.equal(write.mock.callCount(), 1, flag);
     assert.match(String(write.mock.calls[0]?.arguments[0]), printed, flag);
   }
+});
+
+test('leader election timings must nest: retry period < renew deadline < lease duration', async () => {
+  await assert.rejects(parse(['--renew-deadline', '20s']), /--retry-period < --renew-deadline < --lease-duration \(got 2s, 20s, 15s\)/);
+});
+
+test('--http-port takes 0 to 65535', async () => {
+  await assert.rejects(parse(['--http-port', '70000']), /--http-port: "70000" is not a port number/);
 });

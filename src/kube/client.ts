@@ -18,6 +18,8 @@ export interface RequestOptions {
   readonly headers?: Readonly<Record<string, string>>;
   readonly body?: string;
   readonly signal?: AbortSignal | undefined;
+  /** For json(): give up after this long (default 60 s); a hung request must not block a worker forever. */
+  readonly timeoutMs?: number;
 }
 
 /** Observes every request, for metrics (rest_client_requests_total) and tests. */
@@ -99,7 +101,9 @@ export class KubeClient {
       });
     } catch (error) {
       this.#notify(method, 'error', started);
-      if (options.signal?.aborted) throw options.signal.reason;
+      const reason: unknown = options.signal?.reason;
+      if (reason instanceof DOMException && reason.name === 'TimeoutError') throw new ConnectionError(this.server, new Error(`${method} ${path}: no answer in time`));
+      if (options.signal?.aborted) throw reason;
       throw new ConnectionError(this.server, error);
     }
     this.#notify(method, response.status, started);
@@ -110,13 +114,17 @@ export class KubeClient {
     return response;
   }
 
+  /** One request whose JSON answer is read whole, within `timeoutMs`. */
   async json<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
-    const response = await this.request(method, path, options);
+    const timeout = AbortSignal.timeout(options.timeoutMs ?? 60_000);
+    const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+    const response = await this.request(method, path, { ...options, signal });
     return (await response.json()) as T;
   }
 
+  /** Drops open connections: called on the way out, after the work that mattered has drained. */
   async close(): Promise<void> {
-    await this.#dispatcher?.close();
+    await this.#dispatcher?.destroy();
   }
 
   #notify(method: string, status: number | 'error', started: number): void {

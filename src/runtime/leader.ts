@@ -32,6 +32,9 @@ interface Lease {
   };
 }
 
+const JSON_CONTENT = { 'content-type': 'application/json' };
+
+/** Requests are bounded by the renew deadline, so a hung connection cannot stall a renewal past it. */
 export class LeaderElector {
   readonly #client: KubeClient;
   readonly #options: LeaderElectionOptions;
@@ -141,7 +144,7 @@ export class LeaderElector {
 
   async #read(): Promise<Lease | undefined> {
     try {
-      this.#observe(await this.#client.json<Lease>('GET', `${this.#path}/${encodeURIComponent(this.#options.name)}`));
+      this.#observe(await this.#client.json<Lease>('GET', `${this.#path}/${encodeURIComponent(this.#options.name)}`, { timeoutMs: this.#options.renewDeadlineMs }));
     } catch (error) {
       if (error instanceof ApiError && error.status === 404) return undefined;
       throw error;
@@ -150,12 +153,12 @@ export class LeaderElector {
   }
 
   async #create(lease: Lease): Promise<void> {
-    this.#observe(await this.#client.json<Lease>('POST', this.#path, { headers: { 'content-type': 'application/json' }, body: JSON.stringify({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', ...lease }) }));
+    this.#observe(await this.#client.json<Lease>('POST', this.#path, { headers: JSON_CONTENT, body: JSON.stringify({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', ...lease }), timeoutMs: this.#options.renewDeadlineMs }));
   }
 
   async #write(lease: Lease): Promise<void> {
     // The resourceVersion in the body makes this a compare-and-swap: a 409 if the lease changed.
-    this.#observe(await this.#client.json<Lease>('PUT', `${this.#path}/${encodeURIComponent(this.#options.name)}`, { headers: { 'content-type': 'application/json' }, body: JSON.stringify({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', ...lease }) }));
+    this.#observe(await this.#client.json<Lease>('PUT', `${this.#path}/${encodeURIComponent(this.#options.name)}`, { headers: JSON_CONTENT, body: JSON.stringify({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', ...lease }), timeoutMs: this.#options.renewDeadlineMs }));
   }
 
   #observe(lease: Lease): void {
