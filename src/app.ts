@@ -74,6 +74,14 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     log.info('starting', { controllers: controllers.map((c) => c.name), dryRun: options.dryRun || undefined, once: options.once || undefined });
 
     if (options.once) {
+      const seenSoFar = () => counts.unchanged + counts.patched + counts.conflict + counts.invalid + counts.gone + counts.failed;
+      // On a terminal, one line that keeps count; logs and pipes get just the summary.
+      const progress = process.stderr.isTTY
+        ? setInterval(() => {
+            const total = controllers.reduce((n, c) => n + c.store.size, 0);
+            process.stderr.write(`\r\x1b[2K${seenSoFar()}/${total} objects: ${counts.patched} ${options.dryRun ? 'to patch' : 'patched'}, ${counts.failed + counts.invalid} failed`);
+          }, 250)
+        : undefined;
       let unlisted = 0;
       await Promise.all(
         controllers.map((c) =>
@@ -83,7 +91,11 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
           }),
         ),
       );
-      const seen = counts.unchanged + counts.patched + counts.conflict + counts.invalid + counts.gone + counts.failed;
+      if (progress) {
+        clearInterval(progress);
+        process.stderr.write('\r\x1b[2K');
+      }
+      const seen = seenSoFar();
       process.stdout.write(
         `${options.dryRun ? 'dry run: ' : ''}seen ${seen}, ${options.dryRun ? 'would patch' : 'patched'} ${counts.patched}, unchanged ${counts.unchanged}, conflicts ${counts.conflict}, failed ${counts.failed + counts.invalid}` +
           ` (${started} controller${started === 1 ? '' : 's'}${unlisted ? `, ${unlisted} could not list` : ''}${unknown.length ? `, ${unknown.length} unknown kind${unknown.length === 1 ? '' : 's'}` : ''})\n`,

@@ -157,6 +157,38 @@ kinds:
     assert.match(exit.stderr, /"msg":"stopped".*"unchanged":25/);
   });
 
+  test('--dry-run writes nothing and prints each change as JSON Patch operations', { skip: auditSkip }, async () => {
+    const ns = await createNamespace('dry-run');
+    await create(`/api/v1/namespaces/${ns}/configmaps`, { ...configMap('cm'), metadata: { name: 'cm', labels: { old: 'x', team: 'other' } } });
+    const exit = await new Labeller(['--kinds', 'configmaps', '--label', 'team=platform', '--label', 'example.com/name={{name}}', '--namespace', ns, '--once', '--dry-run']).exited;
+    assert.equal(exit.code, 0, exit.stderr);
+    assert.match(exit.stdout, /^dry run: seen 1, would patch 1, unchanged 0, conflicts 0, failed 0/m);
+    const line = exit.stderr.split('\n').find((l) => l.includes('would apply labels (dry run)'));
+    assert.ok(line, exit.stderr);
+    assert.deepEqual((JSON.parse(line) as { patch: unknown }).patch, [
+      { op: 'replace', path: '/metadata/labels/team', value: 'platform' },
+      { op: 'add', path: '/metadata/labels/example.com~1name', value: 'cm' },
+    ]);
+    assert.deepEqual(await labelsOf(`/api/v1/namespaces/${ns}/configmaps/cm`), { old: 'x', team: 'other' }, 'nothing written');
+    const writes = auditEvents((e) => e.objectRef?.namespace === ns && (e.userAgent ?? '').startsWith('labeller/') && e.verb !== 'list' && e.verb !== 'watch' && e.verb !== 'get');
+    assert.ok(writes.every((e) => e.requestURI.includes('dryRun=All')), 'only server-side dry runs');
+  });
+
+  test('a kind that is not served at start is picked up once its CRD is installed', async () => {
+    const ns = await createNamespace('late-crd');
+    const group = `${ns}.example.com`;
+    const labeller = new Labeller(['--kinds', `configmaps,gizmos.${group}`, '--label', 'team=platform', '--namespace', ns]);
+    try {
+      await labeller.waitForLog((l) => l.level === 'error' && /unknown resource "gizmos/.test(l.msg));
+      await createCrd(group, 'gizmos', 'Gizmo');
+      await create(`/apis/${group}/v1/namespaces/${ns}/gizmos`, { apiVersion: `${group}/v1`, kind: 'Gizmo', metadata: { name: 'g' } });
+      await labeller.waitForLog((l) => l.msg === 'kind is served now; watching it', 20_000);
+      await eventually(async () => (await labelsOf(`/apis/${group}/v1/namespaces/${ns}/gizmos/g`))['team'] === 'platform', 'the late kind to be labelled');
+    } finally {
+      assert.equal((await labeller.stop()).code, 0);
+    }
+  });
+
   test('requests are metadata-only and the cache holds no managedFields', async () => {
     const ns = await createNamespace('metadata-only');
     await create(`/api/v1/namespaces/${ns}/configmaps`, { ...configMap('big'), data: { payload: 'x'.repeat(10_000) } });
