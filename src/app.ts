@@ -63,85 +63,106 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     const resources = await discoverWithRetry(client, log, shutdown.intake);
     discovered = true;
     const { resolved, unknown } = resolveKinds(config.kinds, resources);
-    if (resolved.length > 0) for (const { kind, error } of unknown) log.error(error.message, { kind: kind.resource });
-    else {
+    if (resolved.length === 0) {
       throw new KindError(unknown.length === 1 ? unknown[0]!.error.message : `none of the configured kinds is served by the API server: ${unknown.map((u) => u.kind.resource).join(', ')}`);
     }
+    for (const { kind, error } of unknown) log.error(error.message, { kind: kind.resource });
 
     const counts: Counts = { unchanged: 0, patched: 0, conflict: 0, invalid: 0, gone: 0, failed: 0 };
     const controllers = resolved.flatMap(({ kind, resource }) => controllersFor(client, kind, resource, options, log, counts, metrics));
-    const started = controllers.length;
     log.info('starting', { controllers: controllers.map((c) => c.name), dryRun: options.dryRun || undefined, once: options.once || undefined });
 
-    if (options.once) {
-      const seenSoFar = () => counts.unchanged + counts.patched + counts.conflict + counts.invalid + counts.gone + counts.failed;
-      // On a terminal, one line that keeps count; logs and pipes get just the summary.
-      const progress = process.stderr.isTTY
-        ? setInterval(() => {
-            const total = controllers.reduce((n, c) => n + c.store.size, 0);
-            process.stderr.write(`\r\x1b[2K${seenSoFar()}/${total} objects: ${counts.patched} ${options.dryRun ? 'to patch' : 'patched'}, ${counts.failed + counts.invalid} failed`);
-          }, 250)
-        : undefined;
-      let unlisted = 0;
-      await Promise.all(
-        controllers.map((c) =>
-          c.runOnce(shutdown.intake).catch((error: unknown) => {
-            unlisted++;
-            log.error('cannot list; kind skipped', { controller: c.name, error });
-          }),
-        ),
-      );
-      if (progress) {
-        clearInterval(progress);
-        process.stderr.write('\r\x1b[2K');
-      }
-      const seen = seenSoFar();
-      process.stdout.write(
-        `${options.dryRun ? 'dry run: ' : ''}seen ${seen}, ${options.dryRun ? 'would patch' : 'patched'} ${counts.patched}, unchanged ${counts.unchanged}, conflicts ${counts.conflict}, failed ${counts.failed + counts.invalid}` +
-          ` (${started} controller${started === 1 ? '' : 's'}${unlisted ? `, ${unlisted} could not list` : ''}${unknown.length ? `, ${unknown.length} unknown kind${unknown.length === 1 ? '' : 's'}` : ''})\n`,
-      );
-      return counts.failed + counts.invalid + unlisted + unknown.length > 0 || shutdown.intake.aborted ? 1 : 0;
-    }
-
+    if (options.once) return await converge(controllers, counts, unknown.length, options, shutdown, log);
     all.push(...controllers);
-
-    let status = 0;
-    const elector = options.leaderElection
-      ? new LeaderElector(client, { ...options.leaderElection, log, onLeadingChange: metrics.leader(options.leaderElection.name) })
-      : undefined;
-    const leading = elector
-      ? elector.acquire(shutdown.intake, () => {
-          // Another process may be writing now: stop at once, as controller-runtime does.
-          status = 1;
-          shutdown.stop('leadership lost');
-        })
-      : Promise.resolve();
-    const run = (controller: Controller<LabelledObject>): Promise<void> => controller.run(shutdown.intake, leading);
-    const running = Promise.all([
-      ...controllers.map(run),
-      startWhenServed(unknown.map((u) => u.kind), client, log, shutdown.intake, (kind, resource) => {
-        const added = controllersFor(client, kind, resource, options, log, counts, metrics);
-        all.push(...added);
-        return Promise.all(added.map(run)).then(() => {});
-      }),
-    ]).catch((error: unknown) => {
-      // A bug, not an API failure (those are retried inside): stop everything rather than run half-blind.
-      status = 1;
-      log.error('controller crashed; shutting down', { error: error instanceof Error ? error.stack : String(error) });
-      shutdown.stop('crash');
-    });
-    if (!(await shutdown.drain(running))) {
-      // As controller-runtime does: work cut short is a failed shutdown.
-      log.error('grace period over with patches still running; exiting', { gracePeriodMs: options.gracePeriodMs });
-      return 1;
-    }
-    await elector?.release();
-    log.info('stopped', counts);
-    return status;
+    return await runUntilStopped(controllers, unknown, { client, options, counts, metrics, shutdown, log, all });
   } finally {
     server?.close();
     shutdown.dispose();
   }
+}
+
+/** --once: every object reconciled once, a summary on stdout; 1 if anything failed. */
+async function converge(controllers: readonly Controller<LabelledObject>[], counts: Counts, unknownKinds: number, options: AppOptions, shutdown: Shutdown, log: Logger): Promise<number> {
+  const seen = () => Object.values(counts).reduce((a, b) => a + b, 0);
+  const failed = () => counts.failed + counts.invalid;
+  // On a terminal, one line that keeps count; logs and pipes get just the summary.
+  const progress = process.stderr.isTTY
+    ? setInterval(() => {
+        const total = controllers.reduce((n, c) => n + c.store.size, 0);
+        process.stderr.write(`\r\x1b[2K${seen()}/${total} objects: ${counts.patched} ${options.dryRun ? 'to patch' : 'patched'}, ${failed()} failed`);
+      }, 250)
+    : undefined;
+  let unlisted = 0;
+  await Promise.all(
+    controllers.map((c) =>
+      c.runOnce(shutdown.intake).catch((error: unknown) => {
+        unlisted++;
+        log.error('cannot list; kind skipped', { controller: c.name, error });
+      }),
+    ),
+  );
+  if (progress) {
+    clearInterval(progress);
+    process.stderr.write('\r\x1b[2K');
+  }
+  const notes = [
+    `${controllers.length} controller${controllers.length === 1 ? '' : 's'}`,
+    ...(unlisted ? [`${unlisted} could not list`] : []),
+    ...(unknownKinds ? [`${unknownKinds} unknown kind${unknownKinds === 1 ? '' : 's'}`] : []),
+  ];
+  process.stdout.write(
+    `${options.dryRun ? 'dry run: ' : ''}seen ${seen()}, ${options.dryRun ? 'would patch' : 'patched'} ${counts.patched}, unchanged ${counts.unchanged}, conflicts ${counts.conflict}, failed ${failed()} (${notes.join(', ')})\n`,
+  );
+  return failed() + unlisted + unknownKinds > 0 || shutdown.intake.aborted ? 1 : 0;
+}
+
+interface Running {
+  readonly client: KubeClient;
+  readonly options: AppOptions;
+  readonly counts: Counts;
+  readonly metrics: Metrics;
+  readonly shutdown: Shutdown;
+  readonly log: Logger;
+  /** Every started controller, for readiness; kinds served later are added. */
+  readonly all: Controller<LabelledObject>[];
+}
+
+/** The controller mode: watch and reconcile (as the leader, with leader election) until a signal. */
+async function runUntilStopped(controllers: readonly Controller<LabelledObject>[], unknown: readonly { kind: KindConfig }[], ctx: Running): Promise<number> {
+  const { client, options, counts, metrics, shutdown, log } = ctx;
+  let status = 0;
+  const elector = options.leaderElection
+    ? new LeaderElector(client, { ...options.leaderElection, log, onLeadingChange: metrics.leader(options.leaderElection.name) })
+    : undefined;
+  const leading = elector
+    ? elector.acquire(shutdown.intake, () => {
+        // Another process may be writing now: stop at once, as controller-runtime does.
+        status = 1;
+        shutdown.stop('leadership lost');
+      })
+    : Promise.resolve();
+  const run = (controller: Controller<LabelledObject>): Promise<void> => controller.run(shutdown.intake, leading);
+  const running = Promise.all([
+    ...controllers.map(run),
+    startWhenServed(unknown.map((u) => u.kind), client, log, shutdown.intake, (kind, resource) => {
+      const added = controllersFor(client, kind, resource, options, log, counts, metrics);
+      ctx.all.push(...added);
+      return Promise.all(added.map(run)).then(() => {});
+    }),
+  ]).catch((error: unknown) => {
+    // A bug, not an API failure (those are retried inside): stop everything rather than run half-blind.
+    status = 1;
+    log.error('controller crashed; shutting down', { error: error instanceof Error ? error.stack : String(error) });
+    shutdown.stop('crash');
+  });
+  if (!(await shutdown.drain(running))) {
+    // As controller-runtime does: work cut short is a failed shutdown.
+    log.error('grace period over with patches still running; exiting', { gracePeriodMs: options.gracePeriodMs });
+    return 1;
+  }
+  await elector?.release();
+  log.info('stopped', counts);
+  return status;
 }
 
 async function discoverWithRetry(client: KubeClient, log: Logger, signal: AbortSignal): Promise<ApiResource[]> {
