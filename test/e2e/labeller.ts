@@ -1,5 +1,6 @@
 // Runs the real `labeller` command (Node or Deno) against the test cluster and reads its JSON logs.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { after } from 'node:test';
 import { denoPath } from '../tools.ts';
 import { kubeconfig } from './cluster.ts';
 
@@ -21,6 +22,12 @@ export interface Exit {
 function command(runtime: Runtime): [string, string[]] {
   return runtime === 'node' ? [process.execPath, ['bin/labeller.js']] : [denoPath(), ['run', '--allow-all', 'src/cli.ts']];
 }
+
+const running = new Set<ChildProcess>();
+// A failed assertion must not leave a labeller running: it would keep the test file alive.
+after(() => {
+  for (const child of running) child.kill('SIGKILL');
+});
 
 export class Labeller {
   readonly process: ChildProcess;
@@ -52,8 +59,10 @@ export class Labeller {
       }
       for (const wake of this.#waiters) wake();
     });
+    running.add(this.process);
     this.exited = new Promise((resolve) => {
       this.process.on('exit', (code, signal) => {
+        running.delete(this.process);
         for (const wake of this.#waiters) wake();
         resolve({ code, signal, stdout: this.stdout, stderr: this.stderr });
       });

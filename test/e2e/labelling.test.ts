@@ -143,7 +143,9 @@ kinds:
 
     const first = new Labeller(args);
     await eventually(async () => (await labelsOf(`/api/v1/namespaces/${ns}/configmaps/cm-19`))['team'] === 'platform', 'the first run to label');
-    await eventually(async () => patches() === 25 && 'done', 'one patch per object', 10_000);
+    await eventually(async () => patches() === 25 && 'done', 'one patch per object').catch((error: unknown) => {
+      throw new Error(`${String(error)}; ${patches()} patches:\n${first.stderr.slice(-3000)}`);
+    });
     assert.equal((await first.stop()).code, 0);
 
     const second = new Labeller(args);
