@@ -18,6 +18,15 @@ const NONE: Readonly<Record<string, string>> = Object.freeze({});
 
 /** Returns the projection for a kind, given labeller's field manager and the annotations templates read. */
 export function projector(fieldManager: string, annotationKeys: ReadonlySet<string>): (object: PartialObjectMetadata) => LabelledObject {
+  // Namespaces and owned-key lists repeat across thousands of objects: keep one copy of each.
+  const namespaces = new Map<string, string>();
+  const ownedLists = new Map<string, readonly string[]>();
+  const shared = <T>(cache: Map<string, T>, key: string, value: T): T => {
+    const known = cache.get(key);
+    if (known !== undefined) return known;
+    cache.set(key, value);
+    return value;
+  };
   return ({ metadata }) => {
     let annotations = NONE;
     if (annotationKeys.size > 0 && metadata.annotations) {
@@ -28,13 +37,15 @@ export function projector(fieldManager: string, annotationKeys: ReadonlySet<stri
       }
       annotations = kept;
     }
+    const namespace = metadata.namespace ?? '';
+    const owned = ownedLabels(metadata.managedFields, fieldManager);
     return {
       name: metadata.name,
-      namespace: metadata.namespace ?? '',
+      namespace: shared(namespaces, namespace, namespace),
       uid: metadata.uid,
       labels: metadata.labels ?? NONE,
       annotations,
-      owned: ownedLabels(metadata.managedFields, fieldManager),
+      owned: shared(ownedLists, owned.join('\n'), Object.freeze(owned)),
     };
   };
 }

@@ -66,6 +66,9 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
           for (const object of page.items) yield { type: 'initApply', object };
         } while (page.metadata.continue);
         resourceVersion = lastSeen = page.metadata.resourceVersion;
+        // The generator's frame lives as long as the watch: holding the last page would keep up
+        // to 500 full objects (managedFields and all) per controller alive.
+        page = undefined;
         yield { type: 'initDone' };
       }
 
