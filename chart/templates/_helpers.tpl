@@ -1,0 +1,283 @@
+{{/*
+Names and labels, as `helm create` makes them.
+*/}}
+{{- define "labeller.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "labeller.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "labeller.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "labeller.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "labeller.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "labeller.labels" -}}
+helm.sh/chart: {{ include "labeller.chart" . }}
+{{ include "labeller.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/component: controller
+app.kubernetes.io/part-of: labeller
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "labeller.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "labeller.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name: name an existing ServiceAccount when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "labeller.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{- define "labeller.leaseName" -}}
+{{- .Values.leaderElection.leaseName | default (include "labeller.fullname" .) }}
+{{- end }}
+
+{{- define "labeller.configPath" -}}
+/etc/labeller/kinds.yaml
+{{- end }}
+
+{{/*
+A Go-style duration ("1m30s", "500ms", as labeller's flags take them) in seconds, as a string
+holding a float. The schema has already checked the syntax.
+*/}}
+{{- define "labeller.seconds" -}}
+{{- $units := dict "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 }}
+{{- $total := 0.0 }}
+{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(ms|h|m|s)" . -1 }}
+{{- $amount := regexFind "^[0-9.]+" . }}
+{{- $total = addf $total (mulf (float64 $amount) (get $units (trimPrefix $amount .))) }}
+{{- end }}
+{{- $total }}
+{{- end }}
+
+{{/*
+Kubernetes built-ins whose API group and scope the chart knows, so that their kinds need no
+`group`: plural → group, and the other names kubectl accepts (singular = lowercase kind, short
+names). Everything else needs `group` (and `scope: Cluster` when cluster-scoped).
+*/}}
+{{- define "labeller.builtinResources" -}}
+configmaps: {group: "", names: [configmap, cm]}
+services: {group: "", names: [service, svc]}
+secrets: {group: "", names: [secret]}
+pods: {group: "", names: [pod, po]}
+serviceaccounts: {group: "", names: [serviceaccount, sa]}
+persistentvolumeclaims: {group: "", names: [persistentvolumeclaim, pvc]}
+namespaces: {group: "", names: [namespace, ns], clusterScoped: true}
+deployments: {group: apps, names: [deployment, deploy]}
+statefulsets: {group: apps, names: [statefulset, sts]}
+daemonsets: {group: apps, names: [daemonset, ds]}
+replicasets: {group: apps, names: [replicaset, rs]}
+jobs: {group: batch, names: [job]}
+cronjobs: {group: batch, names: [cronjob, cj]}
+ingresses: {group: networking.k8s.io, names: [ingress, ing]}
+networkpolicies: {group: networking.k8s.io, names: [networkpolicy, netpol]}
+poddisruptionbudgets: {group: policy, names: [poddisruptionbudget, pdb]}
+{{- end }}
+
+{{/*
+The configured kinds, resolved for RBAC and for labeller, as YAML {kinds: [...]}; each item:
+  plural, group, clusterScoped  what RBAC needs
+  namespaces                    the namespaces the kind is watched in (empty: all)
+  config                        the kinds.yaml entry: without the chart-only fields, `resource`
+                                qualified with its group (`deployments.apps`, `widgets.example.com`)
+                                so that labeller resolves exactly what RBAC grants.
+Fails with a message that says what to write for an unknown resource, a duplicate and a kind
+without labels.
+*/}}
+{{- define "labeller.kinds" -}}
+{{- $builtins := include "labeller.builtinResources" . | fromYaml }}
+{{- $globalLabels := .Values.labels | default dict }}
+{{- $namespaced := gt (len .Values.watchNamespaces) 0 }}
+{{- $seen := dict }}
+{{- $kinds := list }}
+{{- range $i, $kind := .Values.kinds }}
+{{- $where := printf "kinds[%d] (resource: %s)" $i $kind.resource }}
+{{- /* kubectl-style: name, name.group or name.version.group */}}
+{{- $parts := splitList "." $kind.resource }}
+{{- $name := first $parts }}
+{{- $qualifiers := rest $parts }}
+{{- $qualified := gt (len $qualifiers) 0 }}
+{{- $group := "" }}
+{{- $version := "" }}
+{{- if and $qualified (regexMatch "^v[0-9]+((alpha|beta)[0-9]+)?$" (first $qualifiers)) }}
+{{- $version = first $qualifiers }}
+{{- $group = rest $qualifiers | join "." }}
+{{- else if $qualified }}
+{{- $group = join "." $qualifiers }}
+{{- end }}
+{{- if hasKey $kind "group" }}
+{{- if $qualified }}
+{{- fail (printf "%s: give the API group once: either `resource: %s` with `group: %s`, or `resource: %s.%s` without `group`" $where $name $kind.group $name $kind.group) }}
+{{- end }}
+{{- $qualified = true }}
+{{- $group = $kind.group }}
+{{- end }}
+{{- /* A built-in the chart knows, by any of its names (in the given group, if any)? */}}
+{{- $plural := "" }}
+{{- $clusterScoped := eq ($kind.scope | default "Namespaced") "Cluster" }}
+{{- range $candidate, $builtin := $builtins }}
+{{- if and (or (eq (lower $name) $candidate) (has (lower $name) $builtin.names)) (or (not $qualified) (eq $group $builtin.group)) }}
+{{- $plural = $candidate }}
+{{- $group = $builtin.group }}
+{{- $clusterScoped = $builtin.clusterScoped | default false }}
+{{- end }}
+{{- end }}
+{{- if not $plural }}
+{{- if not $qualified }}
+{{- fail (printf "%s: the chart does not know the API group of %q, so it cannot grant RBAC for it. For a custom resource, add its group and write its plural: `resource: %s` with `group: example.com` (see `kubectl api-resources`). Known without group: %s" $where $name $name (keys $builtins | sortAlpha | join ", ")) }}
+{{- end }}
+{{- if ne $name (lower $name) }}
+{{- fail (printf "%s: write the resource's plural name in lowercase (e.g. %q), not its kind: RBAC rules name plurals (see `kubectl api-resources`)" $where (printf "%ss" (lower $name))) }}
+{{- end }}
+{{- $plural = $name }}
+{{- end }}
+{{- /* Once per resource, as labeller wants it. */}}
+{{- $id := printf "%s.%s" $plural $group | trimSuffix "." }}
+{{- if hasKey $seen $id }}
+{{- fail (printf "%s: the same resource as kinds[%d] (%s): merge the two entries" $where (get $seen $id) $id) }}
+{{- end }}
+{{- $_ := set $seen $id $i }}
+{{- /* Where it is watched, and whether a Role can grant that. */}}
+{{- $namespaces := $kind.namespaces | default $.Values.watchNamespaces }}
+{{- if and $clusterScoped $kind.namespaces }}
+{{- fail (printf "%s: %s is cluster-scoped, so it has no namespaces: remove `namespaces`" $where $id) }}
+{{- end }}
+{{- if and $clusterScoped $namespaced }}
+{{- fail (printf "%s: %s is cluster-scoped and needs a ClusterRole, but namespaced mode (watchNamespaces) grants Roles only: remove this kind or install a cluster-wide release for it" $where $id) }}
+{{- end }}
+{{- if $clusterScoped }}
+{{- $namespaces = list }}
+{{- end }}
+{{- /* Labels: at least one after merging with the global ones; constants must be valid values. */}}
+{{- $effective := deepCopy $globalLabels }}
+{{- range $key, $value := $kind.labels }}
+{{- if kindIs "invalid" $value }}
+{{- if not (hasKey $globalLabels $key) }}
+{{- fail (printf "%s: labels[%q] is null, which drops a global label, but there is no global label %q: remove it" $where $key $key) }}
+{{- end }}
+{{- $_ := unset $effective $key }}
+{{- else }}
+{{- $_ := set $effective $key $value }}
+{{- end }}
+{{- end }}
+{{- if not $effective }}
+{{- fail (printf "%s: no labels to apply: give this kind `labels` or set the global `labels`" $where) }}
+{{- end }}
+{{- range $key, $value := $effective }}
+{{- if and (not (contains "{{" $value)) (or (gt (len $value) 63) (not (regexMatch "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$" $value))) }}
+{{- fail (printf "%s: label %s=%q: not a valid label value: at most 63 characters, alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric (or a template such as {{name}})" $where $key $value) }}
+{{- end }}
+{{- end }}
+{{- $resource := $plural }}
+{{- if $group }}
+{{- $resource = printf "%s.%s" $plural (list $version $group | compact | join ".") }}
+{{- end }}
+{{- $config := omit $kind "group" "scope" }}
+{{- $_ := set $config "resource" $resource }}
+{{- $kinds = append $kinds (dict "plural" $plural "group" $group "clusterScoped" $clusterScoped "namespaces" $namespaces "config" $config) }}
+{{- end }}
+{{- toYaml (dict "kinds" $kinds) }}
+{{- end }}
+
+{{/*
+labeller's config file: the kinds.yaml part of the values.
+*/}}
+{{- define "labeller.config" -}}
+{{- $kinds := list }}
+{{- range (include "labeller.kinds" . | fromYaml).kinds }}
+{{- $kinds = append $kinds .config }}
+{{- end }}
+{{- with .Values.labels }}
+{{- dict "labels" . | toYaml }}
+{{- end }}
+conflicts: {{ .Values.conflicts }}
+kinds:
+  {{- toYaml $kinds | nindent 2 }}
+{{- end }}
+
+{{/*
+RBAC rules from a map of API group → resource plurals: get/list/watch/patch, nothing more.
+*/}}
+{{- define "labeller.rules" -}}
+{{- range $group := keys . | sortAlpha }}
+- apiGroups: [{{ $group | quote }}]
+  resources: [{{ get $ $group | uniq | sortAlpha | join ", " }}]
+  verbs: [get, list, watch, patch]
+{{- end }}
+{{- end }}
+
+{{/*
+Where the kinds need rights, as YAML: {cluster: {group: [plurals]}, namespaces: {ns: {group: [plurals]}}}.
+Kinds watched in all namespaces (and cluster-scoped ones) go to the ClusterRole; kinds watched in
+given namespaces (their own `namespaces`, or `watchNamespaces`) to a Role in each.
+*/}}
+{{- define "labeller.grants" -}}
+{{- $cluster := dict }}
+{{- $namespaces := dict }}
+{{- range (include "labeller.kinds" . | fromYaml).kinds }}
+{{- $kind := . }}
+{{- if not .namespaces }}
+{{- $_ := set $cluster .group (append (get $cluster .group | default list) .plural) }}
+{{- end }}
+{{- range .namespaces }}
+{{- $groups := get $namespaces . | default dict }}
+{{- $_ := set $groups $kind.group (append (get $groups $kind.group | default list) $kind.plural) }}
+{{- $_ := set $namespaces . $groups }}
+{{- end }}
+{{- end }}
+{{- toYaml (dict "cluster" $cluster "namespaces" $namespaces) }}
+{{- end }}
+
+{{/*
+Checks across values that the schema cannot express.
+*/}}
+{{- define "labeller.validate" -}}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
+{{- fail (printf "replicaCount is %d but leaderElection.enabled is false: every replica would write. Turn leader election on (or use one replica)" (int .Values.replicaCount)) }}
+{{- end }}
+{{- if .Values.leaderElection.enabled }}
+{{- $lease := include "labeller.seconds" .Values.leaderElection.leaseDuration | float64 }}
+{{- $renew := include "labeller.seconds" .Values.leaderElection.renewDeadline | float64 }}
+{{- $retry := include "labeller.seconds" .Values.leaderElection.retryPeriod | float64 }}
+{{- if not (and (gt $lease $renew) (gt $renew $retry)) }}
+{{- fail (printf "leaderElection: need leaseDuration > renewDeadline > retryPeriod, got %s, %s, %s" .Values.leaderElection.leaseDuration .Values.leaderElection.renewDeadline .Values.leaderElection.retryPeriod) }}
+{{- end }}
+{{- end }}
+{{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) }}
+{{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled: the ServiceMonitor scrapes through the Service" }}
+{{- end }}
+{{- $_ := include "labeller.kinds" . }}
+{{- end }}
+
+{{/*
+The subjects of every binding: the chart's ServiceAccount.
+*/}}
+{{- define "labeller.subjects" -}}
+- kind: ServiceAccount
+  name: {{ include "labeller.serviceAccountName" . }}
+  namespace: {{ .Release.Namespace }}
+{{- end }}
