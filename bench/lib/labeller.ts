@@ -1,0 +1,98 @@
+// Runs the real `labeller` command (Node: bin/labeller.js, Deno: src/cli.ts) and reads its JSON
+// logs. Only the lines the bench needs are kept, so a 50k-object run does not hold 50k log lines.
+import { tsCommand, type Runtime } from './runtime.ts';
+import { start, type Child, type Exit } from './spawn.ts';
+
+export interface LogLine {
+  readonly time: string;
+  readonly level: string;
+  readonly msg: string;
+  readonly [field: string]: unknown;
+}
+
+/** Every running labeller, so Ctrl-C can stop them all. */
+export const running = new Set<LabellerProcess>();
+
+export class LabellerProcess {
+  readonly process: Child;
+  /** Epoch ms just before the process was spawned. */
+  readonly startedAt: number;
+  /** Lines other than "labels applied" (info about one object); those are only counted. */
+  readonly logs: LogLine[] = [];
+  readonly counts = { applied: 0, warn: 0, error: 0 };
+  #stderrTail = '';
+  readonly #waiters = new Set<() => void>();
+
+  constructor(runtime: Runtime, args: readonly string[]) {
+    const [bin, prefix] = tsCommand(runtime, runtime === 'node' ? 'bin/labeller.js' : 'src/cli.ts');
+    let pending = '';
+    this.startedAt = Date.now();
+    this.process = start(bin, [...prefix, '--log-format', 'json', ...args], (chunk) => {
+      this.#stderrTail = (this.#stderrTail + chunk).slice(-4000);
+      pending += chunk;
+      const lines = pending.split('\n');
+      pending = lines.pop() ?? '';
+      for (const text of lines) {
+        if (!text.startsWith('{')) continue;
+        const line = JSON.parse(text) as LogLine;
+        if (line.level === 'warn') this.counts.warn++;
+        if (line.level === 'error') this.counts.error++;
+        if (line.msg === 'labels applied') this.counts.applied++;
+        else this.logs.push(line);
+      }
+      for (const wake of this.#waiters) wake();
+    });
+    running.add(this);
+    void this.process.exited.then(() => {
+      running.delete(this);
+      for (const wake of this.#waiters) wake();
+    });
+  }
+
+  get exited(): Promise<Exit> {
+    return this.process.exited;
+  }
+
+  get stderrTail(): string {
+    return this.#stderrTail;
+  }
+
+  /** Resolves with the first kept log line matching `predicate`; rejects on timeout or exit. */
+  waitForLog(predicate: (line: LogLine) => boolean, timeoutMs: number): Promise<LogLine> {
+    return new Promise((resolve, reject) => {
+      const check = (): void => {
+        const found = this.logs.find(predicate);
+        if (found) done(() => resolve(found));
+        else if (this.process.exit) done(() => reject(new Error(`labeller exited (${describe(this.process.exit!)}) before the expected log line\n${this.#stderrTail}`)));
+      };
+      const timer = setTimeout(() => done(() => reject(new Error(`labeller: no matching log line within ${timeoutMs} ms\n${this.#stderrTail}`))), timeoutMs);
+      const done = (settle: () => void): void => {
+        clearTimeout(timer);
+        this.#waiters.delete(check);
+        settle();
+      };
+      this.#waiters.add(check);
+      check();
+    });
+  }
+
+  /** Throws if the process has exited (it never should on its own). */
+  assertRunning(): void {
+    if (this.process.exit) throw new Error(`labeller exited unexpectedly (${describe(this.process.exit)})\n${this.#stderrTail}`);
+  }
+
+  /** SIGTERM, then SIGKILL after `killAfterMs`; resolves with the exit. */
+  async stop(killAfterMs = 15_000): Promise<Exit> {
+    this.process.kill('SIGTERM');
+    const timer = setTimeout(() => this.process.kill('SIGKILL'), killAfterMs);
+    try {
+      return await this.process.exited;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+export function describe(exit: Exit): string {
+  return exit.signal ? `signal ${exit.signal}` : `status ${exit.code}`;
+}

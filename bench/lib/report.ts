@@ -1,0 +1,71 @@
+// The bench's output: a markdown table (each figure next to its target, pass or miss), the JSON
+// record, and bench/RESULTS.md, which keeps the latest table per object count and runtime.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+
+export type Verdict = 'pass' | 'miss' | 'incomplete' | '';
+
+export interface Row {
+  readonly id: string;
+  readonly measurement: string;
+  readonly result: string;
+  readonly target: string;
+  readonly verdict: Verdict;
+  /** Extra words after the verdict, e.g. the N the target is defined at. */
+  readonly verdictNote?: string;
+  /** 1-minute load average when the measurement ended. */
+  readonly load: number | undefined;
+}
+
+export function bytes(n: number): string {
+  const sign = n < 0 ? '−' : '';
+  const abs = Math.abs(n);
+  return abs < 1024 ? `${sign}${Math.round(abs)} B` : `${sign}${(abs / 1024).toFixed(2)} KiB`;
+}
+
+export function seconds(s: number): string {
+  return s < 10 ? `${s.toFixed(2)} s` : `${s.toFixed(1)} s`;
+}
+
+export function ms(value: number | undefined): string {
+  if (value === undefined) return 'n/a';
+  if (!Number.isFinite(value)) return '> 10 s (timed out)';
+  return value < 10 ? `${value.toFixed(1)} ms` : `${Math.round(value)} ms`;
+}
+
+export function table(rows: readonly Row[]): string {
+  const escape = (s: string): string => s.replaceAll('|', '\\|');
+  const lines = ['| # | measurement | result | target | verdict | load (1 min) |', '|---|---|---|---|---|---|'];
+  for (const r of rows) {
+    const verdict = r.verdict === '' ? '' : `**${r.verdict}**${r.verdictNote ? ` ${r.verdictNote}` : ''}`;
+    lines.push(`| ${r.id} | ${escape(r.measurement)} | ${escape(r.result)} | ${escape(r.target)} | ${escape(verdict)} | ${r.load === undefined ? '' : r.load.toFixed(2)} |`);
+  }
+  return lines.join('\n');
+}
+
+const HEADER = `# labeller benchmark results
+
+The latest run of \`bench/run.ts\` per object count and runtime (\`npm run bench -- --n 10k\`,
+\`deno run -A bench/run.ts --quick\`, …), each a section replaced by the next run with the same
+N and runtime. Raw numbers of every run are in \`bench/results/*.json\` (not committed). Targets are
+those of issue 5 and are never loosened; a miss is reported, not hidden.
+`;
+
+/** Replaces (or adds) the section `key` of bench/RESULTS.md; sections are kept sorted by key. */
+export function updateResultsFile(path: string, key: string, section: string): void {
+  const existing = existsSync(path) ? readFileSync(path, 'utf8') : HEADER;
+  const marker = /<!-- bench (.+?) -->\n([\s\S]*?)<!-- \/bench \1 -->\n?/g;
+  const sections = new Map<string, string>();
+  for (const [, k, body] of existing.matchAll(marker)) sections.set(k!, body!);
+  sections.set(key, `${section.trim()}\n`);
+  const order = (k: string): number => Number(/n=(\d+)/.exec(k)?.[1] ?? 0);
+  const keys = [...sections.keys()].sort((a, b) => order(a) - order(b) || a.localeCompare(b));
+  const head = existing.split('<!-- bench ')[0]!.trimEnd();
+  writeFileSync(path, `${head}\n\n${keys.map((k) => `<!-- bench ${k} -->\n${sections.get(k)}<!-- /bench ${k} -->\n`).join('\n')}`);
+}
+
+export function writeJson(dir: string, name: string, data: unknown): string {
+  mkdirSync(dir, { recursive: true });
+  const path = `${dir}/${name}.json`;
+  writeFileSync(path, `${JSON.stringify(data, null, 2)}\n`);
+  return path;
+}

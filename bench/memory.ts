@@ -1,0 +1,221 @@
+// Memory per cached object, measured in a process of its own (started by bench/run.ts with
+// --expose-gc): heap and RSS before the caches fill (at 0) and once they hold every object of
+// the bench namespace (at N), each after gc(). Prints one JSON line.
+//
+//   node --expose-gc --import tsx bench/memory.ts '{"mode":"pruned",...}'
+//   deno run -A --v8-flags=--expose-gc bench/memory.ts '{"mode":"pruned",...}'
+//
+// Modes: pruned = labeller's own controllers (src/app.ts controllersFor: the projector of
+// src/labeller/object.ts caches identity, labels and owned label keys); full = the same
+// controllers with the whole PartialObjectMetadata cached (managedFields kept); informer =
+// @kubernetes/client-node's full-object informer (makeInformer) on the same kinds.
+import { AppsV1Api, CoreV1Api, KubeConfig, makeInformer, type KubernetesObject } from '@kubernetes/client-node';
+import { controllersFor, type AppOptions, type Counts } from '../src/app.ts';
+import { MetadataApi } from '../src/kube/api.ts';
+import { KubeClient } from '../src/kube/client.ts';
+import { discover } from '../src/kube/discovery.ts';
+import type { PartialObjectMetadata } from '../src/kube/objects.ts';
+import { resolveResource } from '../src/kube/resolve.ts';
+import { apiVersion, groupResource, type ApiResource } from '../src/kube/resource.ts';
+import { buildConfig, type KindConfig } from '../src/labeller/config.ts';
+import { projector } from '../src/labeller/object.ts';
+import { Reconciler } from '../src/labeller/reconcile.ts';
+import { labelClient } from '../src/labelclient.ts';
+import { createLogger, type Logger } from '../src/log.ts';
+import { Controller } from '../src/runtime/controller.ts';
+
+export type MemoryMode = 'pruned' | 'full' | 'informer';
+
+export interface MemoryRequest {
+  readonly mode: MemoryMode;
+  readonly kubeconfig: string;
+  readonly namespace: string;
+  /** A namespace without objects: "at 0" is read with the same caches running (watches open, code warm) on it. */
+  readonly emptyNamespace: string;
+  readonly kinds: readonly string[];
+  readonly labels: Readonly<Record<string, string>>;
+  readonly fieldManager: string;
+  readonly concurrency: number;
+}
+
+export interface MemoryReading {
+  readonly rss: number;
+  readonly heapUsed: number;
+  readonly external: number;
+}
+
+export interface MemoryResult {
+  readonly mode: MemoryMode;
+  readonly objects: number;
+  readonly at0: MemoryReading;
+  readonly atN: MemoryReading;
+  readonly heapPerObject: number;
+  readonly rssPerObject: number;
+  readonly fillSeconds: number;
+}
+
+/** What the measurement needs of a Controller, whatever it caches. */
+interface Cache {
+  run(intake: AbortSignal): Promise<void>;
+  readonly synced: Promise<void>;
+  readonly store: { readonly size: number };
+}
+
+const gc = (globalThis as { gc?: () => void }).gc;
+
+async function reading(): Promise<MemoryReading> {
+  if (!gc) throw new Error('gc() is not exposed: run with --expose-gc (Node) or --v8-flags=--expose-gc (Deno)');
+  for (let i = 0; i < 4; i++) {
+    gc();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  const { rss, heapUsed, external } = process.memoryUsage();
+  return { rss, heapUsed, external };
+}
+
+async function until(check: () => boolean, what: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`memory: timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** The same controllers as controllersFor, but caching the whole PartialObjectMetadata (no pruning). */
+function fullControllers(client: KubeClient, kind: KindConfig, resource: ApiResource, options: AppOptions, log: Logger, counts: Counts): Controller<PartialObjectMetadata>[] {
+  const namespaces = resource.namespaced && kind.namespaces.length > 0 ? kind.namespaces : [''];
+  const annotations = new Set([...kind.labels.values()].flatMap((t) => t.annotations));
+  const project = projector(options.fieldManager, annotations);
+  return namespaces.map((namespace) => {
+    const api = new MetadataApi(client, resource, namespace);
+    const reconciler = new Reconciler({
+      kind: { apiVersion: apiVersion(resource), kind: resource.kind, resource: resource.resource, group: resource.group },
+      labels: kind.labels,
+      conflicts: kind.conflicts,
+      dryRun: options.dryRun,
+      client: labelClient(api, options.fieldManager),
+      log,
+    });
+    return new Controller<PartialObjectMetadata>({
+      name: `${groupResource(resource)}/${namespace}`,
+      api,
+      project: (object) => object,
+      reconcile: async (object) => {
+        counts[(await reconciler.reconcile(project(object))).outcome]++;
+      },
+      concurrency: options.concurrency,
+      requeueAfterMs: options.requeueAfterMs,
+      watch: { watchTimeoutSeconds: options.watchTimeoutSeconds },
+      log,
+    });
+  });
+}
+
+async function labellerCache(request: MemoryRequest): Promise<MemoryResult> {
+  const client = await KubeClient.load({ kubeconfig: request.kubeconfig, userAgent: 'labeller-bench-memory' });
+  const resources = await discover(client);
+  // The CLI's defaults: a re-check every 5 minutes keeps one delayed queue entry per object.
+  const options: AppOptions = { fieldManager: request.fieldManager, concurrency: request.concurrency, requeueAfterMs: 300_000, gracePeriodMs: 5000, dryRun: false, once: false, watchTimeoutSeconds: 290, httpPort: 0 };
+  const log = createLogger({ level: 'error', format: 'json', write: () => {} });
+  const start = async (namespace: string) => {
+    const counts: Counts = { unchanged: 0, patched: 0, conflict: 0, invalid: 0, gone: 0, failed: 0 };
+    const config = buildConfig({ kinds: [...request.kinds], labels: { ...request.labels }, namespaces: [namespace] });
+    const controllers: Cache[] = config.kinds.flatMap((kind): Cache[] => {
+      const resource = resolveResource(kind.resource, resources);
+      return request.mode === 'pruned' ? controllersFor(client, kind, resource, options, log, counts) : fullControllers(client, kind, resource, options, log, counts);
+    });
+    const stop = new AbortController();
+    const runs = controllers.map((c) => c.run(stop.signal));
+    await Promise.all(controllers.map((c) => c.synced));
+    const objects = controllers.reduce((n, c) => n + c.store.size, 0);
+    const seen = (): number => Object.values(counts).reduce((a, b) => a + b, 0);
+    // Every object reconciled once (all labelled already: no writes); what stays queued is the 5-minute re-check.
+    await until(() => seen() >= objects, 'every object to be reconciled', 600_000);
+    return {
+      objects,
+      stop: async () => {
+        stop.abort();
+        await Promise.all(runs);
+      },
+    };
+  };
+  // Warm-up: one full pass over the objects, so that code compiled on first use (parsing,
+  // projection, reconcile) is not counted as cache; its caches are garbage once stopped.
+  await (await start(request.namespace)).stop();
+  // At 0: the same controllers running (watches open) on an empty namespace.
+  const empty = await start(request.emptyNamespace);
+  const at0 = await reading();
+  await empty.stop();
+  const started = performance.now();
+  const full = await start(request.namespace);
+  const fillSeconds = (performance.now() - started) / 1000;
+  const atN = await reading();
+  await full.stop();
+  await client.close();
+  return result(request.mode, full.objects, at0, atN, fillSeconds);
+}
+
+async function informerCache(request: MemoryRequest): Promise<MemoryResult> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(request.kubeconfig);
+  const core = kc.makeApiClient(CoreV1Api);
+  const apps = kc.makeApiClient(AppsV1Api);
+  let stopping = false;
+  const start = async (namespace: string) => {
+    stopping = false;
+    const lists: Record<string, { path: string; list: () => Promise<{ items: KubernetesObject[] }> }> = {
+      configmaps: { path: `/api/v1/namespaces/${namespace}/configmaps`, list: () => core.listNamespacedConfigMap({ namespace }) },
+      services: { path: `/api/v1/namespaces/${namespace}/services`, list: () => core.listNamespacedService({ namespace }) },
+      deployments: { path: `/apis/apps/v1/namespaces/${namespace}/deployments`, list: () => apps.listNamespacedDeployment({ namespace }) },
+    };
+    const informers = request.kinds.map((kind) => {
+      const spec = lists[kind];
+      if (!spec) throw new Error(`memory: no informer for ${kind}`);
+      const informer = makeInformer(kc, spec.path, spec.list as never);
+      informer.on('error', (error: unknown) => {
+        if (!stopping) process.stderr.write(`informer ${kind}: ${String(error)}\n`);
+      });
+      return informer;
+    });
+    await Promise.all(informers.map((i) => i.start()));
+    return {
+      objects: informers.reduce((n, i) => n + i.list().length, 0),
+      stop: async () => {
+        stopping = true;
+        await Promise.all(informers.map((i) => i.stop()));
+      },
+    };
+  };
+  await (await start(request.namespace)).stop();
+  const empty = await start(request.emptyNamespace);
+  const at0 = await reading();
+  await empty.stop();
+  const started = performance.now();
+  const full = await start(request.namespace);
+  const fillSeconds = (performance.now() - started) / 1000;
+  const atN = await reading();
+  await full.stop();
+  return result('informer', full.objects, at0, atN, fillSeconds);
+}
+
+function result(mode: MemoryMode, objects: number, at0: MemoryReading, atN: MemoryReading, fillSeconds: number): MemoryResult {
+  return {
+    mode,
+    objects,
+    at0,
+    atN,
+    heapPerObject: objects ? (atN.heapUsed - at0.heapUsed) / objects : 0,
+    rssPerObject: objects ? (atN.rss - at0.rss) / objects : 0,
+    fillSeconds,
+  };
+}
+
+const request = JSON.parse(process.argv[2] ?? '{}') as MemoryRequest;
+try {
+  const measured = request.mode === 'informer' ? await informerCache(request) : await labellerCache(request);
+  process.stdout.write(`${JSON.stringify(measured)}\n`);
+  process.exit(0);
+} catch (error) {
+  process.stderr.write(`memory (${request.mode}): ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exit(1);
+}

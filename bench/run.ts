@@ -1,0 +1,630 @@
+// labeller's benchmarks (issue 5), against a control plane of their own (test/controlplane):
+//   1. cold convergence of N objects, and the requests it took, by verb (audit log);
+//   2. the server's limit: the same N server-side apply patches from a minimal tight loop at the
+//      same concurrency, through the same KubeClient; convergence is reported as a ratio to it;
+//   3. a restart over the labelled cluster: time to ready and PATCH requests;
+//   4. memory per cached object: labeller's pruned cache, the full PartialObjectMetadata, and
+//      @kubernetes/client-node's informer (child processes with --expose-gc);
+//   5. relabel latency, on an idle API server and under background churn;
+//   6. idle cost: requests per minute and relists while nothing changes.
+// Prints a markdown table, writes bench/results/<timestamp>.json and updates bench/RESULTS.md.
+//
+//   npm run bench -- [--quick] [--n 1k|10k|50k] [--idle-minutes 2] [--samples 200] ...
+//   deno run -A bench/run.ts [same options]
+//
+// Exit status: 0 when the bench ran (missed targets are reported, not failures), 1 when
+// something broke, 130 on Ctrl-C. Run with --help for every option.
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { cpus, loadavg, release, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { MetadataApi } from '../src/kube/api.ts';
+import { KubeClient } from '../src/kube/client.ts';
+import { discover } from '../src/kube/discovery.ts';
+import { resolveResource } from '../src/kube/resolve.ts';
+import type { ApiResource } from '../src/kube/resource.ts';
+import { labelClient } from '../src/labelclient.ts';
+import { binaries, startControlPlane, type ControlPlane } from '../test/controlplane/controlplane.ts';
+import { AuditLog, byVerb, formatVerbs, type AuditRequest } from './lib/audit.ts';
+import { describe as describeExit, LabellerProcess, running as runningLabellers } from './lib/labeller.ts';
+import type { MemoryMode, MemoryRequest, MemoryResult } from './memory.ts';
+import { createObjects, KINDS, pool, split, type BenchObject, type KindSpec } from './lib/objects.ts';
+import { bytes, ms, seconds, table, updateResultsFile, writeJson, type Row, type Verdict } from './lib/report.ts';
+import { Churn, LabelWatch, measureRelabel, percentile, type LatencySamples } from './lib/relabel.ts';
+import { host, runtimeVersion, tsCommand, type Runtime } from './lib/runtime.ts';
+import { start, type Child } from './lib/spawn.ts';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+process.chdir(root);
+
+// ---------------------------------------------------------------- options
+
+const USAGE = `usage: bench/run.ts [options]
+  --quick                 N = 300, idle 0.5 min, 50 latency samples (CI; a few minutes)
+  --n N                   objects, split over ConfigMaps, Services, Deployments (1k, 10k, 50k; default 10k)
+  --idle-minutes M        idle window (default 2; the target is about 10)
+  --samples S             relabel latency samples, idle and under churn each (default 200)
+  --concurrency C         labeller's --concurrency per kind (default 8); the tight loop uses C × kinds
+  --create-concurrency C  requests in flight while creating objects (default 50)
+  --churn-rate R          background writes per second during the churn latency samples (default 20)
+  --labeller-runtime R    node or deno: what runs labeller and the memory probes (default: this runtime)
+  --no-memory             skip the memory measurements
+  --no-results-md         do not update bench/RESULTS.md`;
+
+function parseCount(text: string, flag: string): number {
+  const m = /^(\d+(?:\.\d+)?)(k?)$/i.exec(text.trim());
+  const n = m ? Math.round(Number(m[1]) * (m[2] ? 1000 : 1)) : NaN;
+  if (!Number.isInteger(n) || n < 3) throw new Error(`${flag} ${text}: expected a whole number ≥ 3, e.g. 1k, 10k, 50k`);
+  return n;
+}
+
+function parsePositive(text: string, flag: string): number {
+  const n = Number(text);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${flag} ${text}: expected a positive number`);
+  return n;
+}
+
+interface Options {
+  readonly quick: boolean;
+  readonly n: number;
+  readonly idleMinutes: number;
+  readonly samples: number;
+  readonly concurrency: number;
+  readonly createConcurrency: number;
+  readonly churnRate: number;
+  readonly runtime: Runtime;
+  readonly memory: boolean;
+  readonly resultsMd: boolean;
+}
+
+function options(argv: string[]): Options {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      quick: { type: 'boolean', default: false },
+      n: { type: 'string' },
+      'idle-minutes': { type: 'string' },
+      samples: { type: 'string' },
+      concurrency: { type: 'string', default: '8' },
+      'create-concurrency': { type: 'string', default: '50' },
+      'churn-rate': { type: 'string', default: '20' },
+      'labeller-runtime': { type: 'string', default: host },
+      'no-memory': { type: 'boolean', default: false },
+      'no-results-md': { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    process.exit(0);
+  }
+  const runtime = values['labeller-runtime'];
+  if (runtime !== 'node' && runtime !== 'deno') throw new Error(`--labeller-runtime ${runtime}: expected node or deno`);
+  const quick = values.quick;
+  return {
+    quick,
+    n: values.n ? parseCount(values.n, '--n') : quick ? 300 : 10_000,
+    idleMinutes: values['idle-minutes'] ? parsePositive(values['idle-minutes'], '--idle-minutes') : quick ? 0.5 : 2,
+    samples: values.samples ? Math.round(parsePositive(values.samples, '--samples')) : quick ? 50 : 200,
+    concurrency: Math.round(parsePositive(values.concurrency, '--concurrency')),
+    createConcurrency: Math.round(parsePositive(values['create-concurrency'], '--create-concurrency')),
+    churnRate: parsePositive(values['churn-rate'], '--churn-rate'),
+    runtime,
+    memory: !values['no-memory'],
+    resultsMd: !values['no-results-md'],
+  };
+}
+
+// ---------------------------------------------------------------- helpers
+
+const LABELS = { 'bench.example.com/team': 'platform', 'bench.example.com/tier': 'gold' } as const;
+const TEAM = 'bench.example.com/team';
+const KIND_ARG = KINDS.map((k) => k.resource).join(',');
+const FIELD_MANAGER = 'labeller';
+
+const children = new Set<Child>();
+const load1 = (): number => loadavg()[0] ?? 0;
+const log = (message: string): void => {
+  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+};
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+function labellerArgs(kubeconfig: string, namespace: string, concurrency: number): string[] {
+  return [
+    '--kubeconfig', kubeconfig,
+    '--kinds', KIND_ARG,
+    ...Object.entries(LABELS).flatMap(([k, v]) => ['--label', `${k}=${v}`]),
+    '--namespace', namespace,
+    '--concurrency', String(concurrency),
+    '--field-manager', FIELD_MANAGER,
+    '--grace-period', '10s',
+  ];
+}
+
+async function countLabelled(api: MetadataApi, selector: string): Promise<number> {
+  let total = 0;
+  let next: string | undefined;
+  do {
+    const page = await api.list({ labelSelector: selector, limit: 500, continue: next });
+    total += page.items.length;
+    next = page.metadata.continue;
+  } while (next);
+  return total;
+}
+
+function git(args: string[]): string {
+  try {
+    return execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return '';
+  }
+}
+
+function etcdVersion(): string {
+  try {
+    const out = execFileSync(join(binaries(), 'etcd'), ['--version'], { encoding: 'utf8' });
+    return `v${/etcd Version: (\S+)/.exec(out)?.[1] ?? '?'}`;
+  } catch {
+    return 'unknown';
+  }
+}
+
+async function runMemory(request: MemoryRequest, runtime: Runtime): Promise<MemoryResult> {
+  const [bin, args] = tsCommand(runtime, 'bench/memory.ts', ['--expose-gc']);
+  let stdout = '';
+  let stderr = '';
+  const child = start(bin, [...args, JSON.stringify(request)], (c) => (stderr = (stderr + c).slice(-4000)), (c) => (stdout += c));
+  children.add(child);
+  const exit = await child.exited;
+  children.delete(child);
+  if (exit.code !== 0) throw new Error(`memory probe (${request.mode}) exited with ${describeExit(exit)}\n${stderr}`);
+  return JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as MemoryResult;
+}
+
+// ---------------------------------------------------------------- the bench
+
+type LatencySummary = LatencySamples & { readonly p50: number | undefined; readonly p99: number | undefined };
+
+interface Results {
+  meta: Record<string, unknown>;
+  options: Options;
+  setup?: { namespace: string; objects: Record<string, number>; seconds: number; load: number };
+  cold?: {
+    seconds: number;
+    confirmedSeconds: number;
+    /** Process start → its first API request: runtime and module loading. */
+    firstRequestSeconds: number | undefined;
+    /** Process start → the last kind's "initial list complete". */
+    listedSeconds: number | undefined;
+    firstPatchSeconds: number | undefined;
+    patchingSeconds: number | undefined;
+    requests: Record<string, number>;
+    patches: number;
+    failedRequests: number;
+    labelled: number;
+    logWarnings: number;
+    logErrors: number;
+    exitCode: number | null;
+    load: number;
+  };
+  loop?: { seconds: number; patches: number; concurrency: number; load: number };
+  restart?: { readySeconds: number; settleSeconds: number; requests: Record<string, number>; patches: number; load: number };
+  idle?: { minutes: number; requests: Record<string, number>; perMinute: number; relists: number; load: number };
+  latency?: {
+    idle: LatencySummary & { load: number };
+    churn: LatencySummary & { rate: number; churnErrors: number; load: number };
+    watchErrors: number;
+    restartExitCode: number | null;
+    logWarnings: number;
+    logErrors: number;
+  };
+  memory?: Partial<Record<MemoryMode, MemoryResult & { load: number }>>;
+  error?: string;
+}
+
+async function bench(cp: ControlPlane, opts: Options, results: Results, signal: AbortSignal): Promise<void> {
+  const admin = await KubeClient.load({ kubeconfig: cp.kubeconfig, userAgent: 'labeller-bench' });
+  try {
+    const version = await admin.json<{ gitVersion: string }>('GET', '/version');
+    results.meta['kubeApiserver'] = version.gitVersion;
+    const audit = new AuditLog(cp.auditLog, 'labeller/');
+    const resources = await discover(admin);
+    const resourceOf = new Map<KindSpec, ApiResource>(KINDS.map((k) => [k, resolveResource(k.resource, resources)]));
+
+    // -------- setup
+    const namespace = `labeller-bench-${Date.now().toString(36)}`;
+    await admin.json('POST', '/api/v1/namespaces', { headers: { 'content-type': 'application/json' }, body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }) });
+    const perKind = split(opts.n);
+    log(`creating ${opts.n} objects in ${namespace} (${[...perKind].map(([k, n]) => `${n} ${k.resource}`).join(', ')}), ${opts.createConcurrency} in flight`);
+    let started = performance.now();
+    const objects = await createObjects(admin, namespace, opts.n, opts.createConcurrency, signal);
+    results.setup = { namespace, objects: Object.fromEntries([...perKind].map(([k, n]) => [k.resource, n])), seconds: (performance.now() - started) / 1000, load: load1() };
+    log(`created in ${seconds(results.setup.seconds)}`);
+    const apis = new Map<KindSpec, MetadataApi>(KINDS.map((k) => [k, new MetadataApi(admin, resourceOf.get(k)!, namespace)]));
+    const args = labellerArgs(cp.kubeconfig, namespace, opts.concurrency);
+
+    // -------- 1. cold convergence
+    log(`cold convergence: starting labeller on ${opts.runtime}`);
+    const cold = new LabellerProcess(opts.runtime, args);
+    const timeoutMs = 120_000 + opts.n * 30;
+    const unlabelled = `${TEAM}!=${LABELS[TEAM]}`;
+    for (;;) {
+      cold.assertRunning();
+      signal.throwIfAborted();
+      const remaining = await Promise.all([...apis.values()].map((api) => api.list({ labelSelector: unlabelled, limit: 1 })));
+      if (remaining.every((page) => page.items.length === 0)) break;
+      if (Date.now() - cold.startedAt > timeoutMs) throw new Error(`cold convergence: not every object labelled after ${timeoutMs / 1000} s\n${cold.stderrTail}`);
+      await sleep(200, signal);
+    }
+    const confirmedAt = Date.now();
+    const coldRequests = audit.requests(cold.startedAt, confirmedAt);
+    const patches = coldRequests.filter((r) => r.verb === 'patch' && r.code !== undefined && r.code < 300);
+    const lastPatch = patches.reduce((t, r) => Math.max(t, r.completed ?? r.received), 0);
+    const firstPatch = patches.reduce((t, r) => Math.min(t, r.received), Number.POSITIVE_INFINITY);
+    const labelled = (await Promise.all([...apis.values()].map((api) => countLabelled(api, `${TEAM}=${LABELS[TEAM]}`)))).reduce((a, b) => a + b, 0);
+    if (labelled !== opts.n) throw new Error(`cold convergence: ${labelled} of ${opts.n} objects carry ${TEAM}=${LABELS[TEAM]}`);
+    const coldExit = await cold.stop();
+    const listed = cold.logs.filter((l) => l.msg === 'initial list complete').map((l) => Date.parse(l.time));
+    const convergedAt = patches.length ? lastPatch : confirmedAt;
+    results.cold = {
+      seconds: (convergedAt - cold.startedAt) / 1000,
+      confirmedSeconds: (confirmedAt - cold.startedAt) / 1000,
+      firstRequestSeconds: coldRequests.length ? (coldRequests.reduce((t, r) => Math.min(t, r.received), Number.POSITIVE_INFINITY) - cold.startedAt) / 1000 : undefined,
+      listedSeconds: listed.length === KINDS.length ? (Math.max(...listed) - cold.startedAt) / 1000 : undefined,
+      firstPatchSeconds: patches.length ? (firstPatch - cold.startedAt) / 1000 : undefined,
+      patchingSeconds: patches.length ? (lastPatch - firstPatch) / 1000 : undefined,
+      requests: byVerb(coldRequests),
+      patches: patches.length,
+      failedRequests: coldRequests.filter((r) => r.code !== undefined && r.code >= 300).length,
+      labelled,
+      logWarnings: cold.counts.warn,
+      logErrors: cold.counts.error,
+      exitCode: coldExit.code,
+      load: load1(),
+    };
+    log(`converged in ${seconds(results.cold.seconds)} (${formatVerbs(results.cold.requests)})`);
+    if (coldExit.code !== 0) throw new Error(`labeller exited with ${describeExit(coldExit)} on SIGTERM after cold convergence\n${cold.stderrTail}`);
+
+    // -------- 2. the server's limit: the same patches from a tight loop, same concurrency
+    const loopConcurrency = opts.concurrency * KINDS.length;
+    log(`tight loop: ${opts.n} server-side apply patches, ${loopConcurrency} in flight`);
+    const loopClient = await KubeClient.load({ kubeconfig: cp.kubeconfig, userAgent: 'labeller-bench-loop' });
+    try {
+      const clients = new Map([...resourceOf].map(([k, r]) => [k, labelClient(new MetadataApi(loopClient, r, namespace), 'bench-loop')]));
+      // Other keys than labeller's, with a value no object carries yet: every patch is a real write.
+      const value = `v${Date.now().toString(36)}`;
+      const loopLabels = Object.fromEntries(Object.keys(LABELS).map((k) => [`${k}-loop`, value]));
+      started = performance.now();
+      await pool(objects, loopConcurrency, async (o: BenchObject) => {
+        await clients.get(o.kind)!.applyLabels({ apiVersion: o.kind.apiVersion, kind: o.kind.kind, name: o.name, namespace, uid: o.uid }, loopLabels, { force: true, dryRun: false });
+      }, signal);
+      results.loop = { seconds: (performance.now() - started) / 1000, patches: objects.length, concurrency: loopConcurrency, load: load1() };
+    } finally {
+      await loopClient.close();
+    }
+    log(`tight loop: ${seconds(results.loop.seconds)}; ratio ${(results.cold.seconds / results.loop.seconds).toFixed(2)}×`);
+
+    // -------- 3. restart over the labelled cluster
+    log('restart over the labelled cluster');
+    const second = new LabellerProcess(opts.runtime, args);
+    const ready = await Promise.all(KINDS.map((k) => second.waitForLog((l) => l.msg === 'initial list complete' && l.kind === k.kind, 120_000 + opts.n * 5)));
+    const readyAt = Math.max(...ready.map((l) => Date.parse(l.time)));
+    // Every object is reconciled from the cache right after the list; let that happen, then count.
+    const settleMs = 3000 + opts.n / 5;
+    await sleep(settleMs, signal);
+    second.assertRunning();
+    const restartRequests = audit.requests(second.startedAt, Date.now());
+    results.restart = {
+      readySeconds: (readyAt - second.startedAt) / 1000,
+      settleSeconds: settleMs / 1000,
+      requests: byVerb(restartRequests),
+      patches: restartRequests.filter((r) => r.verb === 'patch').length,
+      load: load1(),
+    };
+    log(`ready in ${seconds(results.restart.readySeconds)}, ${results.restart.patches} PATCH`);
+
+    // -------- 6. idle cost (before the latency phase changes anything)
+    log(`idle: watching labeller's requests for ${opts.idleMinutes} min`);
+    const idleFrom = Date.now();
+    const idleUntil = idleFrom + opts.idleMinutes * 60_000;
+    while (Date.now() < idleUntil) {
+      await sleep(Math.min(5000, idleUntil - Date.now()), signal);
+      second.assertRunning();
+    }
+    const idleRequests: AuditRequest[] = audit.requests(idleFrom, idleUntil);
+    results.idle = {
+      minutes: opts.idleMinutes,
+      requests: byVerb(idleRequests),
+      perMinute: idleRequests.length / opts.idleMinutes,
+      relists: idleRequests.filter((r) => r.verb === 'list').length,
+      load: load1(),
+    };
+    log(`idle: ${formatVerbs(results.idle.requests)}`);
+
+    // -------- 5. relabel latency, idle and under churn
+    log(`relabel latency: ${opts.samples} samples idle, ${opts.samples} under churn (${opts.churnRate} writes/s)`);
+    const watch = new LabelWatch(admin, resourceOf, namespace);
+    await watch.start();
+    const label = { key: TEAM, value: LABELS[TEAM] };
+    const summarize = (s: LatencySamples): LatencySummary => {
+      const all = [...s.latenciesMs, ...Array.from({ length: s.timeouts }, () => Number.POSITIVE_INFINITY)];
+      return { ...s, p50: percentile(all, 50), p99: percentile(all, 99) };
+    };
+    const idleLatency = { ...summarize(await measureRelabel(admin, watch, namespace, objects, label, opts.samples, 0, signal)), load: load1() };
+    const churnClient = await KubeClient.load({ kubeconfig: cp.kubeconfig, userAgent: 'labeller-bench-churn' });
+    const churn = new Churn(churnClient, namespace, opts.churnRate);
+    let churnLatency;
+    try {
+      churn.start();
+      await sleep(1000, signal);
+      churnLatency = summarize(await measureRelabel(admin, watch, namespace, objects, label, opts.samples, opts.samples, signal));
+    } finally {
+      await churn.stop();
+      await churnClient.close();
+      await watch.stop();
+    }
+    const restartExit = await second.stop();
+    results.latency = {
+      idle: idleLatency,
+      churn: { ...churnLatency, rate: churn.achievedRate, churnErrors: churn.errors, load: load1() },
+      watchErrors: watch.errors,
+      restartExitCode: restartExit.code,
+      logWarnings: second.counts.warn,
+      logErrors: second.counts.error,
+    };
+    log(`relabel p50/p99: idle ${ms(idleLatency.p50)}/${ms(idleLatency.p99)}, churn ${ms(churnLatency.p50)}/${ms(churnLatency.p99)}`);
+    if (restartExit.code !== 0) throw new Error(`labeller exited with ${describeExit(restartExit)} on SIGTERM\n${second.stderrTail}`);
+    if (idleLatency.latenciesMs.length === 0 && churnLatency.latenciesMs.length === 0) throw new Error('relabel latency: no sample completed (labeller never restored the label)');
+
+    // -------- 4. memory per cached object
+    if (opts.memory) {
+      results.memory = {};
+      const emptyNamespace = `${namespace}-empty`;
+      await admin.json('POST', '/api/v1/namespaces', { headers: { 'content-type': 'application/json' }, body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: emptyNamespace } }) });
+      for (const mode of ['pruned', 'full', 'informer'] as const) {
+        log(`memory: ${mode}`);
+        const measured = await runMemory({ mode, kubeconfig: cp.kubeconfig, namespace, emptyNamespace, kinds: KINDS.map((k) => k.resource), labels: LABELS, fieldManager: FIELD_MANAGER, concurrency: opts.concurrency }, opts.runtime);
+        if (measured.objects < opts.n) throw new Error(`memory probe (${mode}) cached ${measured.objects} objects, expected at least ${opts.n}`);
+        results.memory[mode] = { ...measured, load: load1() };
+        log(`memory ${mode}: ${measured.objects} objects, heap ${bytes(measured.heapPerObject)}/object, RSS ${bytes(measured.rssPerObject)}/object`);
+      }
+    }
+  } finally {
+    await admin.close();
+  }
+}
+
+// ---------------------------------------------------------------- the table
+
+function verdict(ok: boolean): Verdict {
+  return ok ? 'pass' : 'miss';
+}
+
+const at = (s: number | undefined): string => (s === undefined ? 'n/a' : seconds(s));
+
+function rows(r: Results): Row[] {
+  const out: Row[] = [];
+  const n = r.options.n;
+  const { cold, loop, restart, idle, latency, memory } = r;
+  if (cold) {
+    out.push({
+      id: '1',
+      measurement: `Cold convergence: process start → all ${n} objects labelled`,
+      result: `${seconds(cold.seconds)} (${Math.round(n / cold.seconds)} objects/s); first request at ${at(cold.firstRequestSeconds)}, lists done at ${at(cold.listedSeconds)}, first patch at ${at(cold.firstPatchSeconds)}, patching took ${at(cold.patchingSeconds)} (${cold.patchingSeconds ? Math.round(cold.patches / cold.patchingSeconds) : 'n/a'} patches/s)`,
+      target: '',
+      verdict: '',
+      load: cold.load,
+    });
+    out.push({
+      id: '1',
+      measurement: 'Requests during convergence, by verb (audit log)',
+      result: `${formatVerbs(cold.requests)} (${(cold.patches / n).toFixed(2)} PATCH/object${cold.failedRequests ? `, ${cold.failedRequests} failed` : ''})`,
+      target: '',
+      verdict: '',
+      load: cold.load,
+    });
+  }
+  if (loop) {
+    out.push({
+      id: '2',
+      measurement: `Tight loop: ${loop.patches} server-side apply patches, ${loop.concurrency} in flight, same KubeClient`,
+      result: `${seconds(loop.seconds)} (${Math.round(loop.patches / loop.seconds)} patches/s)`,
+      target: '',
+      verdict: '',
+      load: loop.load,
+    });
+  }
+  if (cold && loop) {
+    const ratio = cold.seconds / loop.seconds;
+    out.push({
+      id: '1/2',
+      measurement: 'Convergence ÷ tight loop',
+      result: `${ratio.toFixed(2)}×`,
+      target: '≤ 1.25× at N = 10k',
+      verdict: verdict(ratio <= 1.25),
+      ...(n !== 10_000 ? { verdictNote: `(at N = ${n})` } : {}),
+      load: loop.load,
+    });
+  }
+  if (restart) {
+    out.push({ id: '3', measurement: 'Restart over the labelled cluster: process start → every kind listed', result: seconds(restart.readySeconds), target: '', verdict: '', load: restart.load });
+    out.push({
+      id: '3',
+      measurement: `Restart: PATCH requests (counted ${restart.settleSeconds.toFixed(0)} s after ready)`,
+      result: `${restart.patches} (all requests: ${formatVerbs(restart.requests)})`,
+      target: '0',
+      verdict: verdict(restart.patches === 0),
+      load: restart.load,
+    });
+  }
+  if (memory) {
+    const m = (mode: MemoryMode, what: string, target: string, check?: (heap: number) => boolean): void => {
+      const x = memory[mode];
+      if (!x) return;
+      out.push({
+        id: '4',
+        measurement: `${what} (${x.objects} objects)`,
+        result: `heap ${bytes(x.heapPerObject)}/object, RSS ${bytes(x.rssPerObject)}/object`,
+        target,
+        verdict: check ? verdict(check(x.heapPerObject)) : '',
+        load: x.load,
+      });
+    };
+    m('pruned', 'Memory, labeller’s cache (managedFields pruned)', 'heap ≤ 1 KiB/object', (heap) => heap <= 1024);
+    m('full', 'Memory, pruning off (full PartialObjectMetadata cached)', '');
+    m('informer', 'Memory, @kubernetes/client-node informer (full objects)', '');
+  }
+  if (latency) {
+    const l = (s: LatencySummary, what: string, target: string, withVerdict: boolean, load: number): void => {
+      out.push({
+        id: '5',
+        measurement: what,
+        result: `p50 ${ms(s.p50)}, p99 ${ms(s.p99)} (${s.samples} samples${s.timeouts ? `, ${s.timeouts} timed out` : ''})`,
+        target,
+        verdict: withVerdict ? verdict(s.p99 !== undefined && s.p99 <= 100) : '',
+        load,
+      });
+    };
+    l(latency.idle, 'Relabel latency, otherwise idle API server: label removed → restored', 'p99 ≤ 100 ms', true, latency.idle.load);
+    l(latency.churn, `Relabel latency under churn (${latency.churn.rate.toFixed(0)} writes/s of other objects)`, '', false, latency.churn.load);
+  }
+  if (idle) {
+    out.push({ id: '6', measurement: `Idle: labeller’s requests per minute (over ${idle.minutes} min)`, result: `${idle.perMinute.toFixed(2)} (${formatVerbs(idle.requests)})`, target: '', verdict: '', load: idle.load });
+    out.push({
+      id: '6',
+      measurement: 'Idle: relists (list requests after the initial ones)',
+      result: `${idle.relists} in ${idle.minutes} min`,
+      target: '0 in 10 idle min',
+      verdict: idle.relists > 0 ? 'miss' : idle.minutes >= 10 ? 'pass' : 'incomplete',
+      ...(idle.relists === 0 && idle.minutes < 10 ? { verdictNote: `(${idle.minutes} of 10 min observed; --idle-minutes 10)` } : {}),
+      load: idle.load,
+    });
+  }
+  return out;
+}
+
+function describeRun(r: Results): string {
+  const m = r.meta;
+  const o = r.options;
+  const lines = [
+    `## N = ${o.n}${o.quick ? ' (--quick)' : ''}, labeller on ${o.runtime === 'node' ? 'Node' : 'Deno'}`,
+    '',
+    `- run: ${String(m['startedAt'])}, ${seconds(Number(m['durationSeconds'] ?? 0))} in all; \`${String(m['command'])}\``,
+    `- labeller ${String(m['labellerVersion'])} (git ${String(m['git'])}), labeller and memory probes on ${String(m['labellerRuntime'])}; bench on ${String(m['benchRuntime'])}`,
+    `- kube-apiserver ${String(m['kubeApiserver'] ?? '?')}, etcd ${String(m['etcd'])} (test/controlplane, loopback, audit log on; every client is system:masters, so API Priority and Fairness exempts them all)`,
+    `- machine: ${String(m['cpu'])}, ${String(m['cores'])} cores, ${String(m['memoryGiB'])} GiB, Linux ${String(m['kernel'])}`,
+    `- load average (1/5/15 min): ${String(m['loadAtStart'])} at start, ${String(m['loadAtEnd'] ?? '?')} at end; other work shares the machine, so figures are noisy`,
+    `- objects: ${Object.entries(r.setup?.objects ?? {}).map(([k, v]) => `${v} ${k}`).join(', ')}, each with 6 labels, 4 annotations and managedFields of \`kubectl-create\` (Update) and \`argocd-controller\` (Apply); created in ${r.setup ? seconds(r.setup.seconds) : '?'}`,
+    `- labeller \`--concurrency ${o.concurrency}\` per kind (${o.concurrency * KINDS.length} in all; the tight loop uses the same), 2 labels; convergence ends at the last labeller PATCH in the audit log, confirmed by a metadata-only list`,
+    '',
+    table(rows(r)),
+  ];
+  const notes: string[] = [];
+  if (r.cold && (r.cold.logErrors || r.cold.logWarnings)) notes.push(`cold run logged ${r.cold.logErrors} errors and ${r.cold.logWarnings} warnings`);
+  if (r.latency && (r.latency.logErrors || r.latency.logWarnings)) notes.push(`restarted run logged ${r.latency.logErrors} errors and ${r.latency.logWarnings} warnings`);
+  if (r.latency?.churn.churnErrors) notes.push(`${r.latency.churn.churnErrors} churn writes failed`);
+  if (r.error) notes.push(`**the run failed**: ${r.error.split('\n')[0]}`);
+  if (notes.length) lines.push('', ...notes.map((n) => `- ${n}`));
+  return lines.join('\n');
+}
+
+// ---------------------------------------------------------------- main
+
+const opts = (() => {
+  try {
+    return options(process.argv.slice(2));
+  } catch (error) {
+    process.stderr.write(`bench: ${error instanceof Error ? error.message : String(error)}\n${USAGE}\n`);
+    process.exit(2);
+  }
+})();
+
+const abort = new AbortController();
+let controlPlane: Promise<ControlPlane> | undefined;
+let finishing = false;
+
+async function teardown(): Promise<void> {
+  await Promise.all([...runningLabellers].map((l) => l.stop(5000)));
+  for (const child of children) child.kill('SIGKILL');
+  await controlPlane?.then((cp) => cp.stop(), () => {});
+}
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (finishing) {
+      for (const l of runningLabellers) l.process.kill('SIGKILL');
+      for (const child of children) child.kill('SIGKILL');
+      process.exit(130);
+    }
+    finishing = true;
+    log(`${signal}: stopping labeller and the control plane`);
+    abort.abort(new Error(signal));
+    void teardown().finally(() => process.exit(130));
+  });
+}
+
+const startedAt = new Date();
+const results: Results = {
+  meta: {
+    startedAt: startedAt.toISOString(),
+    command: `${host === 'node' ? 'node --import tsx' : 'deno run -A'} bench/run.ts ${process.argv.slice(2).join(' ')}`.trim(),
+    benchRuntime: runtimeVersion(),
+    labellerRuntime: opts.runtime === host ? runtimeVersion() : opts.runtime,
+    labellerVersion: (JSON.parse(readFileSync('package.json', 'utf8')) as { version: string }).version,
+    git: `${git(['rev-parse', '--short', 'HEAD']) || '?'}${git(['status', '--porcelain', '--', 'src', 'bin', 'package.json']) ? ' + uncommitted changes' : ''}`,
+    cpu: cpus()[0]?.model ?? 'unknown',
+    cores: cpus().length,
+    memoryGiB: (totalmem() / 2 ** 30).toFixed(1),
+    kernel: release(),
+    loadAtStart: loadavg().map((x) => x.toFixed(2)).join(' / '),
+  },
+  options: opts,
+};
+
+let status = 0;
+try {
+  log(`starting the control plane (N = ${opts.n}, labeller on ${opts.runtime})`);
+  controlPlane = startControlPlane(abort.signal);
+  const cp = await controlPlane;
+  results.meta['etcd'] = etcdVersion();
+  await bench(cp, opts, results, abort.signal);
+} catch (error) {
+  if (abort.signal.aborted) await new Promise(() => {}); // the signal handler exits
+  status = 1;
+  results.error = error instanceof Error ? (error.stack ?? error.message) : String(error);
+  log(`FAILED: ${results.error}`);
+} finally {
+  if (!finishing) {
+    finishing = true;
+    await teardown();
+  }
+}
+
+results.meta['durationSeconds'] = (Date.now() - startedAt.getTime()) / 1000;
+results.meta['loadAtEnd'] = loadavg().map((x) => x.toFixed(2)).join(' / ');
+const section = describeRun(results);
+process.stdout.write(`\n${section}\n\n`);
+const name = startedAt.toISOString().replace(/[:.]/g, '-');
+const jsonPath = writeJson('bench/results', name, { ...results, rows: rows(results) });
+log(`wrote ${jsonPath}`);
+if (status === 0 && opts.resultsMd) {
+  updateResultsFile('bench/RESULTS.md', `n=${opts.n} runtime=${opts.runtime}`, section);
+  log('updated bench/RESULTS.md');
+}
+process.exit(status);
