@@ -30,6 +30,8 @@ export interface AppOptions {
   readonly watchTimeoutSeconds: number;
   /** 0: no HTTP server. */
   readonly httpPort: number;
+  /** The entry point's provisional signal handler, which the shutdown coordinator replaces. */
+  readonly earlySignalHandler?: ((signal: NodeJS.Signals) => void) | undefined;
   /** Set when several replicas elect a leader through a Lease. */
   readonly leaderElection?: Omit<LeaderElectionOptions, 'log' | 'onLeadingChange'> | undefined;
 }
@@ -49,6 +51,7 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
       first
         ? log.info('shutting down: stopping watches, letting running patches finish', { signal, gracePeriodMs: options.gracePeriodMs })
         : log.warn('second signal: exiting now', { signal }),
+    replaces: options.earlySignalHandler,
   });
   const metrics = new Metrics();
   client.observe(metrics.restClient(new URL(client.server).host));
@@ -60,7 +63,14 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     : undefined;
   if (server) log.info('serving /healthz, /readyz and /metrics', { port: boundPort(server) });
   try {
-    const resources = await discoverWithRetry(client, log, shutdown.intake);
+    const resources = await discoverWithRetry(client, log, shutdown.intake).catch((error: unknown) => {
+      if (shutdown.intake.aborted) return undefined;
+      throw error;
+    });
+    if (!resources) {
+      log.info('stopped before discovery completed');
+      return 0;
+    }
     discovered = true;
     const { resolved, unknown } = resolveKinds(config.kinds, resources);
     if (resolved.length === 0) {

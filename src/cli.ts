@@ -1,68 +1,11 @@
-// The `labeller` command: options → config → API client → app. Exit status 2 for usage and
-// configuration errors, 1 for failures at run time, 0 otherwise.
-import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { hostname } from 'node:os';
-import { runApp, KindError } from './app.ts';
-import { KubeClient, KubeConfigError } from './kube/client.ts';
-import { buildConfig, ConfigError, parseLabelFlag } from './labeller/config.ts';
-import { createLogger } from './log.ts';
-import { parseOptions, unknownEnv, UsageError, envName } from './options.ts';
+// The entry point (`node bin/labeller.js`, `deno run -A src/cli.ts`). It has no static imports,
+// so it runs at once: until the shutdown coordinator takes over, a termination signal simply
+// ends the process with status 0 (nothing has started that needs draining).
+const early = (): void => process.exit(0);
+process.on('SIGTERM', early);
+process.on('SIGINT', early);
 
-const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
-
-async function main(argv: readonly string[]): Promise<number> {
-  const options = await parseOptions(argv, process.env, VERSION);
-  if (!options) return 0;
-  const log = createLogger({
-    level: options.logLevel,
-    format: options.logFormat === 'auto' ? (process.stderr.isTTY ? 'text' : 'json') : options.logFormat,
-  });
-  for (const name of unknownEnv(process.env)) log.warn('unknown environment variable ignored', { name, hint: `options are set as ${envName('kinds')} and the like; see labeller --help` });
-
-  const config = buildConfig({
-    file: options.config === undefined ? undefined : { text: readConfig(options.config), source: options.config },
-    kinds: options.kinds,
-    labels: options.labels === undefined ? undefined : Object.fromEntries(options.labels.map(parseLabelFlag)),
-    namespaces: options.namespaces,
-    selector: options.selector,
-    conflicts: options.conflicts,
-  });
-  const client = await KubeClient.load({ kubeconfig: options.kubeconfig, context: options.context, userAgent: `labeller/${VERSION}` });
-  const leaderElection = options.leaderElect
-    ? {
-        namespace: options.leaderElectionNamespace ?? client.defaultNamespace ?? 'default',
-        name: options.leaderElectionId,
-        identity: `${hostname()}_${randomBytes(4).toString('hex')}`,
-        leaseDurationMs: options.leaseDurationMs,
-        renewDeadlineMs: options.renewDeadlineMs,
-        retryPeriodMs: options.retryPeriodMs,
-      }
-    : undefined;
-  try {
-    return await runApp(client, config, { ...options, leaderElection }, log);
-  } finally {
-    await client.close();
-  }
-}
-
-function readConfig(path: string): string {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new ConfigError(`${path}: cannot read the config file (${code ?? String(error)}); pass an existing file with --config`);
-  }
-}
-
-const USAGE_ERRORS = [UsageError, ConfigError, KubeConfigError, KindError];
-
-try {
-  process.exitCode = await main(process.argv.slice(2));
-} catch (error) {
-  const usage = USAGE_ERRORS.some((type) => error instanceof type);
-  process.stderr.write(`labeller: ${error instanceof Error ? error.message : String(error)}\n`);
-  process.exitCode = usage ? 2 : 1;
-}
+const { main } = await import('./main.ts');
+process.exitCode = await main(process.argv.slice(2), early);
 // Open handles (a watch being torn down) must not keep a finished run alive.
 process.exit();

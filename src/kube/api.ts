@@ -3,6 +3,7 @@
 import type { KubeClient } from './client.ts';
 import type { LabelsApplyConfiguration, PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from './objects.ts';
 import type { ApiResource } from './resource.ts';
+import { WatchIdleError } from './errors.ts';
 import { readWatchStream } from './watchstream.ts';
 
 const ACCEPT_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json';
@@ -65,9 +66,23 @@ export class MetadataApi {
     return list.items ? list : { ...list, items: [] };
   }
 
-  /** A watch stream; ends when the server closes it or `signal` aborts, throws WatchIdleError when it stalls. */
+  /**
+   * A watch stream; ends when the server closes it or `signal` aborts, throws WatchIdleError when
+   * it stalls (no headers, or no bytes, for `idleMs`), after replacing the client's connections.
+   */
   async *watch(options: WatchOptions): AsyncGenerator<WatchEvent> {
     const path = this.path();
+    try {
+      yield* this.#watch(path, options);
+    } catch (error) {
+      if (error instanceof WatchIdleError) await this.#client.resetConnections();
+      throw error;
+    }
+  }
+
+  async *#watch(path: string, options: WatchOptions): AsyncGenerator<WatchEvent> {
+    const headers = new AbortController();
+    const timer = setTimeout(() => headers.abort(new WatchIdleError(path, options.idleMs)), options.idleMs);
     const response = await this.#client.request('GET', path, {
       headers: { accept: ACCEPT_OBJECT },
       query: {
@@ -78,8 +93,8 @@ export class MetadataApi {
         timeoutSeconds: options.timeoutSeconds,
         ...(options.sendInitialEvents ? { sendInitialEvents: true, resourceVersionMatch: 'NotOlderThan' } : {}),
       },
-      signal: options.signal,
-    });
+      signal: options.signal ? AbortSignal.any([options.signal, headers.signal]) : headers.signal,
+    }).finally(() => clearTimeout(timer));
     if (!response.body) return;
     yield* readWatchStream<WatchEvent>(response.body, { idleMs: options.idleMs, signal: options.signal, path });
   }

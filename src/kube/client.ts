@@ -38,7 +38,8 @@ export class KubeClient {
   /** The namespace of the kubeconfig context (or the pod's own namespace in-cluster), if any. */
   readonly defaultNamespace: string | undefined;
   readonly #kc: KubeConfig;
-  readonly #dispatcher: Dispatcher | undefined;
+  #dispatcher: Dispatcher | undefined;
+  #resetAt = 0;
   readonly #userAgent: string;
   readonly #observers: RequestObserver[] = [];
   #headers: Record<string, string>;
@@ -120,6 +121,22 @@ export class KubeClient {
     const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
     const response = await this.request(method, path, { ...options, signal });
     return (await response.json()) as T;
+  }
+
+  /**
+   * Replaces the connection pool. undici speaks HTTP/2, so every request shares one connection;
+   * when it dies silently (a load balancer dropping its flows), a new request on it would hang
+   * too. Called when a watch goes silent; at most once a second however many watches notice.
+   */
+  async resetConnections(): Promise<void> {
+    if (Date.now() - this.#resetAt < 1000) return;
+    this.#resetAt = Date.now();
+    const fresh = await authenticate(this.#kc, this.server);
+    const old = this.#dispatcher;
+    this.#dispatcher = fresh.getDispatcher();
+    this.#headers = fresh.getHeaders();
+    this.#headersAt = Date.now();
+    await old?.destroy();
   }
 
   /** Drops open connections: called on the way out, after the work that mattered has drained. */

@@ -81,6 +81,8 @@ export class Controller<T> {
         else {
           for (const key of change.keys) this.#queue.add(key);
           for (const key of change.removed) this.#queue.forget(key);
+          // Counted when a list completes, so failed attempts are not relists.
+          if (this.#lists++ > 0) this.#options.metrics?.relisted();
           this.#options.log.info(this.#lists === 1 ? 'initial list complete' : 'relist complete', { objects: change.keys.length, removed: change.removed.length || undefined });
           this.#markSynced();
         }
@@ -126,7 +128,6 @@ export class Controller<T> {
         this.#options.metrics?.watchRestarted();
         continue;
       }
-      if (event.type === 'init' && this.#lists++ > 0) this.#options.metrics?.relisted();
       yield event;
     }
   }
@@ -152,9 +153,8 @@ export class Controller<T> {
         metrics?.reconciled('error', (performance.now() - started) / 1000);
         const retryAfterMs = error instanceof ApiError && error.retryAfterSeconds ? error.retryAfterSeconds * 1000 : 0;
         log.error('reconcile failed; retrying with backoff', { key, error });
-        // A throttled request comes back no sooner than the server asked.
-        if (retryAfterMs > 0) this.#queue.addAfter(key, retryAfterMs);
-        else this.#queue.addRateLimited(key);
+        // A throttled request comes back no sooner than the server asked, and still backs off.
+        this.#queue.addRateLimited(key, retryAfterMs);
       } finally {
         metrics?.activeWorkers(-1);
         this.#queue.done(key);

@@ -2,7 +2,7 @@ import timers from 'node:timers';
 import { Fifo } from './fifo.ts';
 import { MinHeap } from './heap.ts';
 import type { RateLimiter } from './ratelimit.ts';
-import { ItemExponentialRateLimiter } from './ratelimit.ts';
+import { defaultControllerRateLimiter } from './ratelimit.ts';
 
 /** Observes a {@link WorkQueue}; each method feeds the client-go workqueue metric named. */
 export interface QueueMetrics {
@@ -22,7 +22,7 @@ export interface WorkQueueOptions {
   readonly metrics?: QueueMetrics;
   /** Monotonic clock in ms. Default performance.now. */
   readonly now?: () => number;
-  /** Delays for addRateLimited. Default: per key, 5 ms doubling to 1000 s. */
+  /** Delays for addRateLimited. Default: client-go's, per key 5 ms doubling to 1000 s, overall 10 qps with bursts of 100. */
   readonly rateLimiter?: RateLimiter;
 }
 
@@ -77,7 +77,7 @@ export class WorkQueue {
   constructor(options: WorkQueueOptions = {}) {
     this.#metrics = options.metrics ?? noMetrics;
     this.#now = options.now ?? (() => performance.now());
-    this.#rateLimiter = options.rateLimiter ?? new ItemExponentialRateLimiter();
+    this.#rateLimiter = options.rateLimiter ?? defaultControllerRateLimiter();
   }
 
   /** Makes key pending, unless it already is or the queue is shut down. */
@@ -108,9 +108,12 @@ export class WorkQueue {
     this.#schedule();
   }
 
-  /** Adds key after its rate limiter's delay: call when processing key failed. */
-  addRateLimited(key: string): void {
-    this.addAfter(key, this.#rateLimiter.when(key));
+  /**
+   * Adds key after its rate limiter's delay, and no sooner than `atLeastMs` (a server's
+   * Retry-After): call when processing key failed.
+   */
+  addRateLimited(key: string, atLeastMs = 0): void {
+    this.addAfter(key, Math.max(atLeastMs, this.#rateLimiter.when(key)));
   }
 
   /** Resets key's backoff: call when processing key succeeded. */
@@ -179,7 +182,7 @@ export class WorkQueue {
     const next = this.#delayed.peek();
     if (next === undefined || (this.#timer !== undefined && this.#timer.at <= next.readyAt)) return;
     if (this.#timer !== undefined) timers.clearTimeout(this.#timer.handle);
-    const handle = timers.setTimeout(() => this.#fire(), Math.min(next.readyAt - this.#now(), maxTimerMs));
+    const handle = timers.setTimeout(() => this.#fire(), Math.max(0, Math.min(next.readyAt - this.#now(), maxTimerMs)));
     // Pending delays alone must not keep the process alive.
     handle.unref();
     this.#timer = { handle, at: next.readyAt };

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ItemExponentialRateLimiter } from './ratelimit.ts';
+import { BucketRateLimiter, ItemExponentialRateLimiter, MaxOfRateLimiter } from './ratelimit.ts';
 
 test('each failure of a key doubles its delay from 5 ms', () => {
   const limiter = new ItemExponentialRateLimiter();
@@ -32,4 +32,23 @@ test('forget starts a key over', () => {
   limiter.forget('a');
   assert.equal(limiter.retries('a'), 0);
   assert.equal(limiter.when('a'), 100);
+});
+
+test('the bucket allows a burst, then spaces calls at 1/qps', () => {
+  let now = 0;
+  const bucket = new BucketRateLimiter({ qps: 10, burst: 3, now: () => now });
+  assert.deepEqual([bucket.when(), bucket.when(), bucket.when()], [0, 0, 0]);
+  assert.equal(bucket.when(), 100);
+  assert.equal(bucket.when(), 200);
+  now = 1000; // refilled by 10 tokens, capped at the burst of 3, minus the 2 borrowed
+  assert.equal(bucket.when(), 0);
+});
+
+test('the default controller limiter takes the longer of per-key backoff and the overall bucket', () => {
+  const limiter = new MaxOfRateLimiter(new ItemExponentialRateLimiter({ initialMs: 5 }), new BucketRateLimiter({ qps: 10, burst: 1, now: () => 0 }));
+  assert.equal(limiter.when('a'), 5);
+  assert.equal(limiter.when('b'), 100);
+  assert.equal(limiter.retries('a'), 1);
+  limiter.forget('a');
+  assert.equal(limiter.retries('a'), 0);
 });

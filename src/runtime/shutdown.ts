@@ -8,6 +8,11 @@ export interface ShutdownOptions {
   /** Called on the second signal; default: process.exit. */
   readonly exit?: (code: number) => void;
   readonly onSignal?: (signal: NodeJS.Signals, first: boolean) => void;
+  /**
+   * A provisional handler that covered the signals until now; removed only after this one is
+   * registered, since removing a process's last listener drops a signal that is still pending.
+   */
+  readonly replaces?: ((signal: NodeJS.Signals) => void) | undefined;
 }
 
 export class Shutdown {
@@ -20,6 +25,7 @@ export class Shutdown {
     this.#options = options;
     this.#signals = options.signals ?? ['SIGTERM', 'SIGINT'];
     for (const signal of this.#signals) process.on(signal, this.#handler);
+    if (options.replaces) for (const signal of this.#signals) process.off(signal, options.replaces);
   }
 
   /** Aborted when shutdown begins: stop taking in work. */

@@ -69,12 +69,19 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
         // The generator's frame lives as long as the watch: holding the last page would keep up
         // to 500 full objects (managedFields and all) per controller alive.
         page = undefined;
+        // The server answered in full: the next outage backs off from the start again.
+        backoff.reset();
         yield { type: 'initDone' };
       }
 
+      let healthy = false;
       for await (const event of api.watch({ labelSelector, resourceVersion, timeoutSeconds, idleMs, signal })) {
         if (event.type === 'ERROR') {
           throw new ApiError('WATCH', '', event.object.code ?? 500, event.object);
+        }
+        if (!healthy) {
+          healthy = true;
+          backoff.reset();
         }
         resourceVersion = lastSeen = event.object.metadata.resourceVersion;
         if (event.type === 'ADDED' || event.type === 'MODIFIED') yield { type: 'apply', object: event.object };
@@ -84,14 +91,17 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
     } catch (error) {
       if (signal.aborted) return;
       const failure = error instanceof Error ? error : new Error(String(error));
+      // An expired version after a healthy watch (etcd compacted, an API server restarted) is
+      // no failure: relist at once. If the relist from the watch cache expired too, list from
+      // etcd, after a backoff.
+      const firstExpiry = failure instanceof ApiError && failure.expired && resourceVersion !== undefined;
       if (failure instanceof ApiError && failure.expired) {
-        // Expired version: relist. If the relist from the watch cache expired too, list from etcd.
         if (resourceVersion === undefined) lastSeen = undefined;
         resourceVersion = undefined;
       }
-      const retryInMs = Math.max(backoff.next(), failure instanceof ApiError ? (failure.retryAfterSeconds ?? 0) * 1000 : 0);
+      const retryInMs = firstExpiry ? 0 : Math.max(backoff.next(), failure instanceof ApiError ? (failure.retryAfterSeconds ?? 0) * 1000 : 0);
       yield { type: 'error', error: failure, retryInMs };
-      await sleep(retryInMs, signal);
+      if (retryInMs > 0) await sleep(retryInMs, signal);
     }
   }
 }

@@ -1,0 +1,232 @@
+// Faults of the control plane itself, on a control plane of this file's own: kube-apiserver
+// killed and restarted (during the initial list and in steady state), and etcd compacted while
+// labeller was away so that its watch resumes from a resourceVersion that no longer exists.
+// (Readiness during an outage, /readyz, is not covered here: it reports the first list only.)
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { ControlPlane } from '../controlplane/controlplane.ts';
+import { assertNoCrash, auditEvents, byLabeller, Cluster, compactEtcd, delay, etcdRevision, eventually, figure, ownControlPlane, ownSkip, receivedAt } from '../faults/cluster.ts';
+import { LabellerProcess, watchFailed, type LogLine } from '../faults/labeller.ts';
+import { FaultProxy } from '../faults/proxy.ts';
+
+const configMap = (name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } });
+const secret = (name: string) => ({ apiVersion: 'v1', kind: 'Secret', metadata: { name }, stringData: { k: 'v' } });
+
+/** The labels labeller must put on every object here. */
+const wanted = (name: string) => ({ team: 'platform', 'example.com/name': name });
+const isLabelled = (name: string, labels: Record<string, string> | undefined): boolean =>
+  labels !== undefined && Object.entries(wanted(name)).every(([k, v]) => labels[k] === v);
+
+describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () => {
+  let cp: ControlPlane;
+  let cluster: Cluster;
+  before(async () => {
+    cp = await ownControlPlane();
+    cluster = await Cluster.connect(cp.kubeconfig);
+  });
+  after(async () => {
+    await cluster?.close();
+    await cp?.stop();
+  });
+
+  async function allLabelled(paths: readonly string[]): Promise<boolean> {
+    for (const path of paths) {
+      const labels = await cluster.labelsByName(path);
+      for (const [name, l] of labels) if (!isLabelled(name, l)) return false;
+    }
+    return true;
+  }
+
+  /** What each outage of the restart test cost; the two tests after it judge these figures. */
+  interface Outage {
+    readonly what: string;
+    readonly ms: number;
+    /** When the API server was stopped (its graceful shutdown begun), down, and ready again. */
+    readonly stopping: number;
+    readonly down: number;
+    readonly ready: number;
+    /** When every change made after the restart had been labelled. */
+    readonly recovered: number;
+    readonly watchFailures: readonly LogLine[];
+    readonly reconcileFailures: number;
+    /** Date.now() of each failed reconcile's log line. */
+    readonly reconcileFailureTimes: readonly number[];
+    readonly requestsToRecover: number;
+  }
+  const outages: Outage[] = [];
+
+  test('restarted during the initial list and twice in steady state: no crash, watch retries back off, every object ends up labelled', async (t) => {
+    const ns = await cluster.namespace('restarts');
+    const cms = `/api/v1/namespaces/${ns}/configmaps`;
+    const secrets = `/api/v1/namespaces/${ns}/secrets`;
+    await cluster.createMany(cms, Array.from({ length: 200 }, (_, i) => `cm-${String(i).padStart(3, '0')}`), configMap);
+    await cluster.createMany(secrets, Array.from({ length: 40 }, (_, i) => `s-${String(i).padStart(3, '0')}`), secret);
+    const proxy = await FaultProxy.start(cp.server);
+    const labeller = new LabellerProcess(
+      ['--kinds', 'configmaps,secrets', '--label', 'team=platform', '--label', 'example.com/name={{name}}', '--namespace', ns, '--concurrency', '1', '--watch-timeout', '60s'],
+      { kubeconfig: cluster.writeKubeconfig({ server: proxy.url }) },
+    );
+    /** Stops kube-apiserver, keeps it down `ms`, starts it and waits until it is ready. */
+    const outage = async (ms: number) => {
+      const stopping = Date.now();
+      await cp.stopApiServer();
+      const down = Date.now();
+      await delay(ms);
+      await cp.startApiServer();
+      return { stopping, down, ready: Date.now() };
+    };
+    const failureTimes = (from: number): number[] => labeller.arrivals.slice(from).filter((_, i) => labeller.logs[from + i]!.msg.startsWith('reconcile failed'));
+    try {
+      // 1. During the initial list: the moment the controllers start listing, every connection
+      // is cut and the API server goes away for 3 s.
+      await labeller.waitForLog((l) => l.msg === 'starting');
+      proxy.drop();
+      let mark = labeller.logs.length;
+      const listedBefore = labeller.logs.filter((l) => /list complete/.test(l.msg)).length;
+      const times = await outage(3000);
+      // (After a list that failed, the first complete one may be logged as "relist complete".)
+      await labeller.waitForLog((l) => /list complete/.test(l.msg) && l.kind === 'ConfigMap', 90_000);
+      await labeller.waitForLog((l) => /list complete/.test(l.msg) && l.kind === 'Secret', 90_000);
+      await labeller.waitForLog((l) => l.msg === 'labels applied', 60_000);
+      outages.push({ what: `initial list (${listedBefore} of 2 lists done when cut)`, ms: 3000, ...times, recovered: Date.now(), watchFailures: labeller.since(mark, watchFailed), reconcileFailures: labeller.since(mark, (l) => l.msg.startsWith('reconcile failed')).length, reconcileFailureTimes: failureTimes(mark), requestsToRecover: 0 });
+
+      // 2. Mid-burst (concurrency 1 leaves most objects pending), then in steady state.
+      await labeller.waitForLog((l) => l.msg === 'labels applied' && l.kind === 'ConfigMap', 30_000, mark);
+      for (const [what, ms] of [['mid-burst', 3000], ['steady state', 5000]] as const) {
+        if (what === 'steady state') await eventually(() => allLabelled([cms, secrets]), 'every object to be labelled before the next outage', 90_000, 500);
+        mark = labeller.logs.length;
+        const times = await outage(ms);
+        // Changes made right after the restart must be seen by the re-established watches.
+        const probe = `probe-${outages.length}`;
+        await cluster.post(cms, configMap(probe));
+        await cluster.post(secrets, secret(probe));
+        await cluster.patchLabels(`${cms}/cm-000`, { team: null });
+        await eventually(async () => isLabelled(probe, await cluster.labelsOf(`${cms}/${probe}`)) && isLabelled(probe, await cluster.labelsOf(`${secrets}/${probe}`)) && isLabelled('cm-000', await cluster.labelsOf(`${cms}/cm-000`)), `the objects changed after outage "${what}" to be labelled`, 120_000, 100);
+        const recovered = Date.now();
+        const requestsToRecover = auditEvents(cp.auditLog, (e) => byLabeller(e) && receivedAt(e) >= times.ready - 5000 && receivedAt(e) <= recovered).length;
+        outages.push({ what, ms, ...times, recovered, watchFailures: labeller.since(mark, watchFailed), reconcileFailures: labeller.since(mark, (l) => l.msg.startsWith('reconcile failed')).length, reconcileFailureTimes: failureTimes(mark), requestsToRecover });
+      }
+      await eventually(() => allLabelled([cms, secrets]), 'every object to be labelled', 90_000, 500);
+      assert.ok(labeller.running, 'labeller is still running');
+    } finally {
+      const exit = await labeller.stop();
+      labeller.kill();
+      await proxy.close();
+      for (const o of outages) {
+        const byKind = new Map<string, number[]>();
+        for (const f of o.watchFailures) byKind.set(String(f['kind']), [...(byKind.get(String(f['kind'])) ?? []), Number(f['retryInMs'])]);
+        figure(t, `restart [${o.what}]: API server shutting down ${((o.down - o.stopping) / 1000).toFixed(1)} s, down ${o.ms / 1000} s, starting ${((o.ready - o.down - o.ms) / 1000).toFixed(1)} s; ` +
+          `labeller caught up ${((o.recovered - o.ready) / 1000).toFixed(1)} s after the API server was ready; ` +
+          `watch retries ${[...byKind].map(([k, v]) => `${k} ${v.length}× (${v.map((ms) => (ms / 1000).toFixed(1)).join(', ')} s)`).join(', ') || 'none'}; ` +
+          `failed reconciles ${o.reconcileFailures}; requests from ready to caught up ${o.requestsToRecover}`);
+      }
+      assert.equal(exit.code, 0, exit.stderr.slice(-3000));
+      assertNoCrash(exit.stderr);
+    }
+
+    // No tight watch retry loop: per outage and kind, the retries follow the backoff (0.8 s
+    // doubling, jittered) rather than the outage's length divided by a short fixed interval.
+    for (const o of outages) {
+      for (const kind of ['ConfigMap', 'Secret']) {
+        // An expired resourceVersion after a healthy watch is relisted at once (retryInMs 0): no
+        // failure, and at most one per outage, since a relist that expires again backs off.
+        const failures = o.watchFailures.filter((f) => f['kind'] === kind);
+        const expired = failures.filter((f) => /: 410 /.test(String(f['error'])));
+        assert.ok(expired.filter((f) => Number(f['retryInMs']) === 0).length <= 1, `${kind}, outage "${o.what}": at most one immediate relist`);
+        const retries = failures.filter((f) => Number(f['retryInMs']) > 0 || !expired.includes(f)).map((f) => Number(f['retryInMs']));
+        const downMs = o.ready - o.stopping + 1000;
+        const bound = Math.ceil(Math.log2(downMs / 800)) + 3;
+        assert.ok(retries.length <= bound, `${kind}, outage "${o.what}": ${retries.length} watch retries in ${downMs} ms (at most ${bound} expected with backoff)`);
+        assert.ok(retries.every((ms) => ms >= 800), `retry delays never below the initial backoff: ${retries.join(', ')}`);
+      }
+    }
+    const patches = auditEvents(cp.auditLog, (e) => byLabeller(e) && e.verb === 'patch' && e.objectRef?.namespace === ns);
+    figure(t, `restarts: ${outages.length} API server restarts survived; ${patches.length} PATCH requests reached the API server for 240 objects, 4 probes and 2 label removals`);
+    assert.equal(auditEvents(cp.auditLog, (e) => byLabeller(e) && e.verb === 'create').length, 0, 'labeller never creates');
+  });
+
+  test('each outage starts the watch backoff over, and labeller catches up within the backoff of that outage alone', () => {
+    assert.ok(outages.length > 0, 'the restart test ran');
+    for (const o of outages) {
+      // The first retry of an outage waits the initial delay (0.8 s, up to twice that with jitter).
+      for (const kind of ['ConfigMap', 'Secret']) {
+        const first = o.watchFailures.find((f) => f['kind'] === kind);
+        if (first) assert.ok(Number(first['retryInMs']) <= 1600, `outage "${o.what}", ${kind}: first retry after ${Number(first['retryInMs']).toFixed(0)} ms`);
+      }
+      // With full jitter the last retry of an outage of length T comes at most about 2T later (≤ 60 s).
+      const down = o.ready - o.stopping;
+      const bound = Math.min(60_000, 2 * down) + 5000;
+      assert.ok(o.recovered - o.ready <= bound, `outage "${o.what}" (${(down / 1000).toFixed(1)} s): caught up ${((o.recovered - o.ready) / 1000).toFixed(1)} s after the API server was ready (at most ${(bound / 1000).toFixed(1)} s)`);
+    }
+  });
+
+  test('while the API server is away, failed patches are rate-limited overall (after a burst, at most 15 a second per controller)', () => {
+    assert.ok(outages.length > 0, 'the restart test ran');
+    for (const o of outages) {
+      const times = o.reconcileFailureTimes;
+      if (times.length === 0) continue;
+      // Per second, after the first 3 s of failures (the burst).
+      const perSecond = new Map<number, number>();
+      for (const at of times) if (at - times[0]! >= 3000) perSecond.set(Math.floor((at - times[0]!) / 1000), (perSecond.get(Math.floor((at - times[0]!) / 1000)) ?? 0) + 1);
+      const busiest = Math.max(0, ...perSecond.values());
+      assert.ok(busiest <= 2 * 15, `outage "${o.what}": ${o.reconcileFailures} failed reconciles, up to ${busiest} a second after the burst (2 controllers)`);
+    }
+  });
+
+  test('etcd compacted while labeller was disconnected: 410, relist, changes in the gap reconciled, deleted objects leave the store', async (t) => {
+    const ns = await cluster.namespace('compaction');
+    const cms = `/api/v1/namespaces/${ns}/configmaps`;
+    const names = Array.from({ length: 60 }, (_, i) => `cm-${String(i).padStart(2, '0')}`);
+    await cluster.createMany(cms, names, configMap);
+    const proxy = await FaultProxy.start(cp.server);
+    const labeller = new LabellerProcess(
+      ['--kinds', 'configmaps', '--label', 'team=platform', '--label', 'example.com/name={{name}}', '--namespace', ns, '--watch-timeout', '60s'],
+      { kubeconfig: cluster.writeKubeconfig({ server: proxy.url }) },
+    );
+    try {
+      await eventually(async () => [...(await cluster.labelsByName(cms))].every(([name, l]) => isLabelled(name, l)), 'the first labelling', 60_000, 200);
+      // Cut labeller off (connections dropped, new ones refused), then change the world.
+      proxy.refuse(true);
+      proxy.drop();
+      const mark = labeller.logs.length;
+      await labeller.waitForLog(watchFailed, 10_000, mark);
+      const deleted = names.slice(0, 15);
+      const stripped = names.slice(15, 30);
+      const added = Array.from({ length: 10 }, (_, i) => `new-${i}`);
+      const deletedAt = Date.now();
+      await Promise.all(deleted.map((name) => cluster.delete(`${cms}/${name}`)));
+      await Promise.all(stripped.map((name) => cluster.patchLabels(`${cms}/${name}`, { team: null, 'example.com/name': null })));
+      await cluster.createMany(cms, added, configMap);
+      // Compact etcd up to now and restart the API server, so no cache can serve the old versions.
+      const revision = await etcdRevision(cp.etcd);
+      await compactEtcd(cp.etcd, revision);
+      await cp.stopApiServer();
+      await cp.startApiServer();
+      const reconnected = Date.now();
+      proxy.refuse(false);
+
+      const expired = await labeller.waitForLog((l) => watchFailed(l) && /410|too old|expired/i.test(String(l['error'])), 60_000, mark);
+      const relisted = await labeller.waitForLog((l) => /list complete/.test(l.msg), 60_000, mark);
+      await eventually(async () => {
+        const now = await cluster.labelsByName(cms);
+        return now.size === names.length - deleted.length + added.length && [...now].every(([name, l]) => isLabelled(name, l));
+      }, 'the stripped and added objects to be labelled', 60_000, 200);
+      const recovered = Date.now();
+      // Give queued work time to run against the deleted objects, then look for traces of them.
+      await delay(2000);
+      const now = await cluster.labelsByName(cms);
+      for (const name of deleted) assert.ok(!now.has(name), `${name} was not recreated`);
+      const touched = auditEvents(cp.auditLog, (e) => byLabeller(e) && e.objectRef?.namespace === ns && deleted.includes(e.objectRef?.name ?? '') && receivedAt(e) >= deletedAt);
+      assert.deepEqual(touched.map((e) => `${e.verb} ${e.objectRef?.name} ${e.responseStatus?.code}`), [], 'no request for an object deleted during the gap');
+      figure(t, `compaction: 410 seen (${String(expired['error']).slice(0, 120)}); "${relisted.msg}" ${JSON.stringify({ objects: relisted['objects'], removed: relisted['removed'] })}; ` +
+        `${stripped.length} stripped + ${added.length} added objects labelled ${((recovered - reconnected) / 1000).toFixed(1)} s after reconnecting`);
+      assert.equal(relisted['removed'] ?? deleted.length, deleted.length, 'the relist reports the deleted objects as removed');
+    } finally {
+      const exit = await labeller.stop();
+      labeller.kill();
+      await proxy.close();
+      assert.equal(exit.code, 0, exit.stderr.slice(-3000));
+      assertNoCrash(exit.stderr);
+    }
+  });
+});

@@ -1,0 +1,293 @@
+// Helpers for the fault-injection tests: an admin view of any cluster (the shared one or a
+// control plane a test file starts for itself), the API server's audit log, etcd compaction and
+// a process's memory. Nothing here changes labeller; it only observes and disturbs it.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fetch } from 'undici';
+import { KubeClient } from '../../src/kube/client.ts';
+import { startControlPlane, type ControlPlane } from '../controlplane/controlplane.ts';
+
+/** As test/e2e/cluster.ts's `skip` (not imported: it registers node:test hooks, and test/soak.ts is no test file). */
+export const skip: string | false = process.env['E2E_NOT_RUN']
+  ? `e2e not run: ${process.env['E2E_NOT_RUN'].split('\n')[0]}`
+  : process.env['E2E_KUBECONFIG']
+    ? false
+    : 'e2e not run: no cluster (run the tests with `npm test`, which starts one)';
+
+/**
+ * Why a test file that needs a control plane of its own (to kill its API server or compact its
+ * etcd) cannot run, or false. It can whenever test/run.ts could start the shared one.
+ */
+export const ownSkip: string | false = skip || (process.env['E2E_ETCD'] || process.env['KUBEBUILDER_ASSETS'] ? false : 'needs the project\'s own control plane binaries (the run uses an existing cluster)');
+
+/** The shared cluster's kubeconfig (from test/run.ts). */
+export function sharedKubeconfig(): string {
+  const path = process.env['E2E_KUBECONFIG'];
+  if (!path) throw new Error('E2E_KUBECONFIG is not set: run the tests with `npm test`');
+  return path;
+}
+
+const json = (body: object) => ({ headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+export interface PolicyRule {
+  readonly apiGroups: readonly string[];
+  readonly resources: readonly string[];
+  readonly verbs: readonly string[];
+}
+
+/** An admin's handle on one cluster. `close()` deletes what it created and closes the client. */
+export class Cluster {
+  readonly client: KubeClient;
+  readonly kubeconfig: string;
+  readonly #dir = mkdtempSync(join(tmpdir(), 'labeller-faults-'));
+  readonly #namespaces: string[] = [];
+  readonly #cleanups: (() => Promise<unknown>)[] = [];
+
+  private constructor(client: KubeClient, kubeconfig: string) {
+    this.client = client;
+    this.kubeconfig = kubeconfig;
+  }
+
+  static async connect(kubeconfig: string): Promise<Cluster> {
+    return new Cluster(await KubeClient.load({ kubeconfig, userAgent: 'labeller-faults' }), kubeconfig);
+  }
+
+  get server(): string {
+    return this.client.server;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.#namespaces.map((ns) => this.client.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => {})));
+    for (const cleanup of this.#cleanups.reverse()) await cleanup().catch(() => {});
+    await this.client.close();
+    rmSync(this.#dir, { recursive: true, force: true });
+  }
+
+  /** Runs `cleanup` at close(), for cluster-scoped objects a test created. */
+  onClose(cleanup: () => Promise<unknown>): void {
+    this.#cleanups.push(cleanup);
+  }
+
+  async namespace(prefix: string): Promise<string> {
+    const name = `${prefix}-${randomBytes(3).toString('hex')}`;
+    await this.post('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+    this.#namespaces.push(name);
+    return name;
+  }
+
+  post<T = unknown>(path: string, body: object): Promise<T> {
+    return this.client.json<T>('POST', path, json(body));
+  }
+
+  put<T = unknown>(path: string, body: object): Promise<T> {
+    return this.client.json<T>('PUT', path, json(body));
+  }
+
+  get<T = unknown>(path: string): Promise<T> {
+    return this.client.json<T>('GET', path);
+  }
+
+  async delete(path: string): Promise<void> {
+    await this.client.request('DELETE', path);
+  }
+
+  /** Creates `count` objects named `${prefix}-0000`… with `make(name)`, 25 at a time. */
+  async createMany(path: string, names: readonly string[], make: (name: string) => object): Promise<void> {
+    for (let i = 0; i < names.length; i += 25) {
+      await Promise.all(names.slice(i, i + 25).map((name) => this.post(path, make(name))));
+    }
+  }
+
+  /** name → labels of every object in a collection. */
+  async labelsByName(path: string): Promise<Map<string, Record<string, string>>> {
+    const list = await this.get<{ items: { metadata: { name: string; labels?: Record<string, string> } }[] }>(path);
+    return new Map(list.items.map((i) => [i.metadata.name, i.metadata.labels ?? {}]));
+  }
+
+  async labelsOf(path: string): Promise<Record<string, string>> {
+    return (await this.get<{ metadata: { labels?: Record<string, string> } }>(path)).metadata.labels ?? {};
+  }
+
+  /** A label change by another field manager (JSON merge patch; null removes a label). */
+  async patchLabels(path: string, labels: Record<string, string | null>, fieldManager = 'someone-else'): Promise<void> {
+    await this.client.json('PATCH', `${path}?fieldManager=${fieldManager}`, {
+      headers: { 'content-type': 'application/merge-patch+json' },
+      body: JSON.stringify({ metadata: { labels } }),
+    });
+  }
+
+  /** A copy of the kubeconfig with another server and/or identity. */
+  writeKubeconfig(change: { readonly server?: string; readonly token?: string }): string {
+    const config = JSON.parse(readFileSync(this.kubeconfig, 'utf8')) as {
+      clusters: { cluster: Record<string, unknown> }[];
+      users: { user: Record<string, unknown> }[];
+    };
+    for (const c of config.clusters) if (change.server) c.cluster['server'] = change.server;
+    for (const u of config.users) if (change.token) u.user = { token: change.token };
+    const path = join(this.#dir, `kubeconfig-${randomBytes(4).toString('hex')}`);
+    writeFileSync(path, JSON.stringify(config));
+    return path;
+  }
+
+  /** A file in this cluster's temp dir (removed at close). */
+  writeFile(name: string, text: string): string {
+    const path = join(this.#dir, name);
+    writeFileSync(path, text);
+    return path;
+  }
+
+  /** A namespaced CRD `<plural>.<group>` (v1), waited for until it is served. */
+  async createCrd(group: string, plural: string, kind: string): Promise<void> {
+    await this.post('/apis/apiextensions.k8s.io/v1/customresourcedefinitions', {
+      apiVersion: 'apiextensions.k8s.io/v1',
+      kind: 'CustomResourceDefinition',
+      metadata: { name: `${plural}.${group}` },
+      spec: {
+        group,
+        scope: 'Namespaced',
+        names: { plural, singular: kind.toLowerCase(), kind, listKind: `${kind}List` },
+        versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } }],
+      },
+    });
+    await eventually(async () => (await this.client.request('GET', `/apis/${group}/v1/${plural}`)).ok, `CRD ${plural}.${group} to be served`);
+  }
+
+  /** Deletes a CRD and waits until it (and so every object of it) is gone. */
+  async deleteCrd(group: string, plural: string): Promise<void> {
+    const path = `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${plural}.${group}`;
+    await this.delete(path);
+    await eventually(async () => {
+      try {
+        await this.get(path);
+        return false;
+      } catch {
+        return true;
+      }
+    }, `CRD ${plural}.${group} to be gone`, 60_000);
+  }
+
+  /**
+   * A ServiceAccount bound (cluster-wide) to a ClusterRole with `rules`, and a kubeconfig for it.
+   * The ClusterRole is named `${namespace}-${name}`; change it with setRules.
+   */
+  async serviceAccount(namespace: string, name: string, rules: readonly PolicyRule[], server?: string): Promise<{ kubeconfig: string; username: string; role: string }> {
+    const role = `${namespace}-${name}`;
+    await this.post(`/api/v1/namespaces/${namespace}/serviceaccounts`, { metadata: { name } });
+    await this.post('/apis/rbac.authorization.k8s.io/v1/clusterroles', { metadata: { name: role }, rules });
+    await this.post('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+      metadata: { name: role },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+      subjects: [{ kind: 'ServiceAccount', name, namespace }],
+    });
+    this.onClose(() => this.delete(`/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${role}`));
+    this.onClose(() => this.delete(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${role}`));
+    const { status } = await this.post<{ status: { token: string } }>(`/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`, {
+      apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 },
+    });
+    return { kubeconfig: this.writeKubeconfig({ token: status.token, ...(server ? { server } : {}) }), username: `system:serviceaccount:${namespace}:${name}`, role };
+  }
+
+  async setRules(role: string, rules: readonly PolicyRule[]): Promise<void> {
+    const current = await this.get<{ metadata: object }>(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${role}`);
+    await this.put(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${role}`, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: current.metadata, rules });
+  }
+}
+
+/** Starts a control plane for one test file; the caller stops it. */
+export async function ownControlPlane(): Promise<ControlPlane> {
+  return startControlPlane();
+}
+
+/** Polls `check` until it returns a truthy value; fails with `what` after `timeoutMs`. */
+export async function eventually<T>(check: () => Promise<T | undefined | false>, what: string, timeoutMs = 30_000, intervalMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await delay(intervalMs);
+  }
+}
+
+export function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+export interface AuditEvent {
+  readonly verb: string;
+  readonly userAgent?: string;
+  readonly user?: { readonly username?: string };
+  readonly requestURI: string;
+  readonly objectRef?: { readonly resource?: string; readonly namespace?: string; readonly name?: string };
+  readonly responseStatus?: { readonly code?: number };
+  readonly requestReceivedTimestamp?: string;
+  readonly stageTimestamp?: string;
+}
+
+/** The audit events (one per completed request) of the log at `path` that match `filter`. */
+export function auditEvents(path: string, filter: (event: AuditEvent) => boolean = () => true): AuditEvent[] {
+  return readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as AuditEvent)
+    .filter(filter);
+}
+
+/** Milliseconds since the epoch at which the API server received the request. */
+export function receivedAt(event: AuditEvent): number {
+  return Date.parse(event.requestReceivedTimestamp ?? event.stageTimestamp ?? '');
+}
+
+/** Requests by labeller itself (its user agent is `labeller/<version>`). */
+export const byLabeller = (event: AuditEvent): boolean => (event.userAgent ?? '').startsWith('labeller/');
+
+/** The resident set size of a process in MiB, from /proc (Linux). */
+export function rssMiB(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
+  if (!match) throw new Error(`no VmRSS for ${pid}`);
+  return Number(match[1]) / 1024;
+}
+
+/** etcd's current revision, through its HTTP/JSON gateway. */
+export async function etcdRevision(etcd: string): Promise<number> {
+  const response = await fetch(`${etcd}/v3/kv/range`, { method: 'POST', body: JSON.stringify({ key: Buffer.from('/').toString('base64') }) });
+  const body = (await response.json()) as { header?: { revision?: string } };
+  const revision = Number(body.header?.revision);
+  if (!Number.isFinite(revision)) throw new Error(`no revision from etcd: ${JSON.stringify(body)}`);
+  return revision;
+}
+
+/** Compacts etcd's history up to `revision` (physically), so older resourceVersions are gone. */
+export async function compactEtcd(etcd: string, revision: number): Promise<void> {
+  const response = await fetch(`${etcd}/v3/kv/compaction`, { method: 'POST', body: JSON.stringify({ revision: String(revision), physical: true }) });
+  if (!response.ok) throw new Error(`etcd compaction failed: ${response.status} ${await response.text()}`);
+  await response.text();
+}
+
+/** No stack trace and no unhandled rejection in a process's stderr. */
+export function assertNoCrash(stderr: string): void {
+  if (/^\s+at .+(\(|:\d+:\d+)/m.test(stderr) || /Unhandled|unhandledRejection|ERR_UNHANDLED|uncaught/i.test(stderr)) {
+    throw new Error(`stderr shows a crash:\n${stderr.slice(-3000)}`);
+  }
+}
+
+/** Summary figures of a series of samples. */
+export function stats(values: readonly number[]): { min: number; max: number; median: number } {
+  const sorted = [...values].sort((a, b) => a - b);
+  return { min: sorted[0] ?? NaN, max: sorted.at(-1) ?? NaN, median: sorted[Math.floor(sorted.length / 2)] ?? NaN };
+}
+
+/** Prints a figure both as a test diagnostic and to a shared file, so the README numbers can be collected. */
+export function figure(t: { diagnostic(message: string): void }, text: string): void {
+  t.diagnostic(text);
+  const file = process.env['FAULTS_FIGURES'];
+  if (file) writeFileSync(file, `${text}\n`, { flag: 'a' });
+}

@@ -1,0 +1,124 @@
+// The real `labeller` command (Node or Deno) as a child process, like test/e2e/labeller.ts, but
+// free of node:test hooks (test/soak.ts uses it too) and recording when each log line arrived.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { denoPath } from '../tools.ts';
+
+export type Runtime = 'node' | 'deno';
+
+export interface LogLine {
+  readonly level: string;
+  readonly msg: string;
+  readonly [field: string]: unknown;
+}
+
+export interface Exit {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+export class LabellerProcess {
+  readonly process: ChildProcess;
+  readonly logs: LogLine[] = [];
+  /** Date.now() when each line of `logs` arrived. */
+  readonly arrivals: number[] = [];
+  readonly startedAt = Date.now();
+  stdout = '';
+  stderr = '';
+  readonly exited: Promise<Exit>;
+  readonly #waiters = new Set<() => void>();
+
+  constructor(args: readonly string[], options: { readonly kubeconfig: string; readonly runtime?: Runtime; readonly env?: Record<string, string> }) {
+    const [bin, prefix] = options.runtime === 'deno' ? [denoPath(), ['run', '--allow-all', 'src/cli.ts']] : [process.execPath, ['bin/labeller.js']];
+    const withKubeconfig = args.some((a) => a.startsWith('--kubeconfig')) ? [] : ['--kubeconfig', options.kubeconfig];
+    this.process = spawn(bin, [...prefix, ...withKubeconfig, '--log-format', 'json', ...args], {
+      env: { ...process.env, ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.process.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+      this.stdout += chunk;
+    });
+    let pending = '';
+    this.process.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+      this.stderr += chunk;
+      pending += chunk;
+      const lines = pending.split('\n');
+      pending = lines.pop() ?? '';
+      for (const line of lines) {
+        if (!line.startsWith('{')) continue;
+        try {
+          this.logs.push(JSON.parse(line) as LogLine);
+          this.arrivals.push(Date.now());
+        } catch {
+          // A partial or foreign line: kept in stderr only.
+        }
+      }
+      for (const wake of this.#waiters) wake();
+    });
+    this.exited = new Promise((resolve) => {
+      this.process.on('exit', (code, signal) => {
+        // FAULTS_LOG_DIR=dir keeps every run's stderr, for looking into a failure.
+        const dir = process.env['FAULTS_LOG_DIR'];
+        if (dir) {
+          mkdirSync(dir, { recursive: true });
+          writeFileSync(join(dir, `labeller-${this.startedAt}-${this.process.pid}.log`), `${args.join(' ')}\nexit ${code} ${signal}\n${this.stdout}\n${this.stderr}`);
+        }
+        for (const wake of this.#waiters) wake();
+        resolve({ code, signal, stdout: this.stdout, stderr: this.stderr });
+      });
+    });
+  }
+
+  get pid(): number {
+    if (this.process.pid === undefined) throw new Error('labeller did not start');
+    return this.process.pid;
+  }
+
+  get running(): boolean {
+    return this.process.exitCode === null && this.process.signalCode === null;
+  }
+
+  /** Resolves with the first log line at index ≥ `from` matching `predicate`; rejects after `timeoutMs` or if the process exits. */
+  waitForLog(predicate: (line: LogLine) => boolean, timeoutMs = 30_000, from = 0): Promise<LogLine> {
+    return new Promise((resolve, reject) => {
+      let scanned = from;
+      const check = (): void => {
+        for (; scanned < this.logs.length; scanned++) {
+          const line = this.logs[scanned]!;
+          if (predicate(line)) return done(() => resolve(line));
+        }
+        if (!this.running) done(() => reject(new Error(`labeller exited (${this.process.exitCode ?? this.process.signalCode}) before the expected log line\n${this.stderr.slice(-3000)}`)));
+      };
+      const timer = setTimeout(() => done(() => reject(new Error(`no matching log line within ${timeoutMs} ms\n${this.stderr.slice(-3000)}`))), timeoutMs);
+      const done = (settle: () => void): void => {
+        clearTimeout(timer);
+        this.#waiters.delete(check);
+        settle();
+      };
+      this.#waiters.add(check);
+      check();
+    });
+  }
+
+  /** Log lines from index `from` on that match `predicate`. */
+  since(from: number, predicate: (line: LogLine) => boolean = () => true): LogLine[] {
+    return this.logs.slice(from).filter(predicate);
+  }
+
+  /** Sends a signal and waits for the exit. */
+  async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<Exit> {
+    if (this.running) this.process.kill(signal);
+    return this.exited;
+  }
+
+  /** Ends the process whatever state it is in (for `finally` blocks). */
+  kill(): void {
+    if (this.running) this.process.kill('SIGKILL');
+  }
+}
+
+/** `watch failed; retrying` lines, the watcher's report of every failed list or watch. */
+export const watchFailed = (line: LogLine): boolean => line.msg === 'watch failed; retrying';
