@@ -6,6 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after } from 'node:test';
 import { KubeClient } from '../../src/kube/client.ts';
+import { eventually } from '../eventually.ts';
+
+export { eventually };
 
 /** Why the e2e tests cannot run, or false when a cluster is there. Pass it as `{ skip }` to describe(). */
 export const skip: string | false = process.env['E2E_NOT_RUN']
@@ -68,22 +71,6 @@ export function writeKubeconfig(change: { readonly server?: string; readonly tok
   const path = join(dir, 'kubeconfig');
   writeFileSync(path, JSON.stringify(config));
   return path;
-}
-
-/** Polls `check` until it returns a truthy value; fails with `what` after `timeoutMs`. */
-export async function eventually<T>(check: () => Promise<T | undefined | false>, what: string, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value) return value;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
 
 /** The labels of one object, read with the admin client. */

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { adminClient, create, createNamespace, eventually, labelsOf, skip, writeKubeconfig } from './cluster.ts';
 import { Labeller } from './labeller.ts';
-import { StallingProxy } from './proxy.ts';
+import { FaultProxy } from './proxy.ts';
 
 async function get(port: number, path: string): Promise<{ status: number; body: string }> {
   const response = await fetch(`http://127.0.0.1:${port}${path}`);
@@ -20,7 +20,7 @@ function sample(metrics: string, name: string, labels: Record<string, string> = 
 describe('HTTP endpoints', { skip }, () => {
   test('/readyz is 503 until every kind\'s first list is complete, then 200; /healthz is 200 throughout', async () => {
     const ns = await createNamespace('readyz');
-    const proxy = await StallingProxy.start((await adminClient()).server);
+    const proxy = await FaultProxy.start((await adminClient()).server);
     proxy.pause();
     const labeller = new Labeller(['--kinds', 'configmaps', '--label', 'a=1', '--namespace', ns, '--http-port', '18391'], { kubeconfig: writeKubeconfig({ server: proxy.url }) });
     try {

@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { ControlPlane } from '../controlplane/controlplane.ts';
 import { assertNoCrash, auditEvents, byLabeller, Cluster, compactEtcd, delay, etcdRevision, eventually, figure, ownControlPlane, ownSkip, receivedAt } from '../faults/cluster.ts';
-import { LabellerProcess, watchFailed, type LogLine } from '../faults/labeller.ts';
-import { FaultProxy } from '../faults/proxy.ts';
+import { Labeller, watchFailed, type LogLine } from './labeller.ts';
+import { FaultProxy } from './proxy.ts';
 
 const configMap = (name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } });
 const secret = (name: string) => ({ apiVersion: 'v1', kind: 'Secret', metadata: { name }, stringData: { k: 'v' } });
@@ -62,7 +62,7 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
     await cluster.createMany(cms, Array.from({ length: 200 }, (_, i) => `cm-${String(i).padStart(3, '0')}`), configMap);
     await cluster.createMany(secrets, Array.from({ length: 40 }, (_, i) => `s-${String(i).padStart(3, '0')}`), secret);
     const proxy = await FaultProxy.start(cp.server);
-    const labeller = new LabellerProcess(
+    const labeller = new Labeller(
       ['--kinds', 'configmaps,secrets', '--label', 'team=platform', '--label', 'example.com/name={{name}}', '--namespace', ns, '--concurrency', '1', '--watch-timeout', '60s'],
       { kubeconfig: cluster.writeKubeconfig({ server: proxy.url }) },
     );
@@ -75,7 +75,9 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
       await cp.startApiServer();
       return { stopping, down, ready: Date.now() };
     };
-    const failureTimes = (from: number): number[] => labeller.arrivals.slice(from).filter((_, i) => labeller.logs[from + i]!.msg.startsWith('reconcile failed'));
+    // When labeller logged each failure (its own clock), not when the line reached this process:
+    // a busy machine delivers stderr in bursts.
+    const failureTimes = (from: number): number[] => labeller.since(from, (l) => l.msg.startsWith('reconcile failed')).map((l) => Date.parse(String(l['time'])));
     try {
       // 1. During the initial list: the moment the controllers start listing, every connection
       // is cut and the API server goes away for 3 s.
@@ -179,7 +181,7 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
     const names = Array.from({ length: 60 }, (_, i) => `cm-${String(i).padStart(2, '0')}`);
     await cluster.createMany(cms, names, configMap);
     const proxy = await FaultProxy.start(cp.server);
-    const labeller = new LabellerProcess(
+    const labeller = new Labeller(
       ['--kinds', 'configmaps', '--label', 'team=platform', '--label', 'example.com/name={{name}}', '--namespace', ns, '--watch-timeout', '60s'],
       { kubeconfig: cluster.writeKubeconfig({ server: proxy.url }) },
     );

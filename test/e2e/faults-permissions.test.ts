@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { assertNoCrash, auditEvents, byLabeller, Cluster, eventually, figure, receivedAt, sharedKubeconfig, skip, type PolicyRule } from '../faults/cluster.ts';
-import { LabellerProcess, watchFailed, type LogLine } from '../faults/labeller.ts';
+import { Labeller, watchFailed, type LogLine } from './labeller.ts';
 
 const verbs = ['get', 'list', 'watch', 'patch'];
 
@@ -27,7 +27,7 @@ describe('permissions and kinds changing at runtime', { skip }, () => {
     const both: PolicyRule[] = [{ apiGroups: [''], resources: ['configmaps', 'secrets'], verbs }];
     const sa = await cluster.serviceAccount(ns, 'labeller', both);
     // A short watch timeout: an open watch is not cut when RBAC changes, the next one is refused.
-    const labeller = new LabellerProcess(['--kinds', 'configmaps,secrets', '--label', 'team=platform', '--namespace', ns, '--watch-timeout', '2s'], { kubeconfig: sa.kubeconfig });
+    const labeller = new Labeller(['--kinds', 'configmaps,secrets', '--label', 'team=platform', '--namespace', ns, '--watch-timeout', '2s'], { kubeconfig: sa.kubeconfig });
     try {
       await eventually(async () => (await cluster.labelsOf(`${secrets}/s-0`))['team'] === 'platform' && (await cluster.labelsOf(`${cms}/cm-0`))['team'] === 'platform', 'both kinds labelled');
 
@@ -71,7 +71,7 @@ describe('permissions and kinds changing at runtime', { skip }, () => {
     cluster.onClose(() => cluster.delete(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.${group}`));
     const widget = (name: string) => ({ apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name } });
     await cluster.post(widgets, widget('old'));
-    const labeller = new LabellerProcess(['--kinds', `configmaps,widgets.${group}`, '--label', 'team=platform', '--namespace', ns, '--watch-timeout', '2s'], { kubeconfig: cluster.kubeconfig });
+    const labeller = new Labeller(['--kinds', `configmaps,widgets.${group}`, '--label', 'team=platform', '--namespace', ns, '--watch-timeout', '2s'], { kubeconfig: cluster.kubeconfig });
     try {
       await eventually(async () => (await cluster.labelsOf(`${widgets}/old`))['team'] === 'platform', 'the widget labelled');
       const mark = labeller.logs.length;

@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { assertNoCrash, Cluster, delay, eventually, figure, sharedKubeconfig, skip } from '../faults/cluster.ts';
-import { LabellerProcess, type Runtime } from '../faults/labeller.ts';
-import { FaultProxy } from '../faults/proxy.ts';
+import { Labeller, type Runtime } from './labeller.ts';
+import { FaultProxy } from './proxy.ts';
 
 /** Whether this labeller has leader election (another change adds it). */
 const leaderElection = (() => {
@@ -52,7 +52,7 @@ describe('signals at random points', { skip }, () => {
   test('SIGTERM within the first seconds after start (before the first log line): a clean exit 0', async (t) => {
     const outcomes: string[] = [];
     for (const ms of [200, 800 + Math.random() * 400, 1500 + Math.random() * 500]) {
-      const labeller = new LabellerProcess(args(), { kubeconfig: cluster.kubeconfig });
+      const labeller = new Labeller(args(), { kubeconfig: cluster.kubeconfig });
       await delay(ms);
       const logged = labeller.logs.length;
       const exit = await labeller.stop();
@@ -66,7 +66,7 @@ describe('signals at random points', { skip }, () => {
   test('SIGTERM while discovery waits for an API server that does not answer: a clean exit 0', async (t) => {
     const proxy = await FaultProxy.start(cluster.server);
     proxy.pause();
-    const labeller = new LabellerProcess(args(), { kubeconfig: cluster.writeKubeconfig({ server: proxy.url }) });
+    const labeller = new Labeller(args(), { kubeconfig: cluster.writeKubeconfig({ server: proxy.url }) });
     try {
       // Long enough for the process to have started and to be waiting on discovery.
       await eventually(async () => proxy.connections > 0, 'labeller to connect', 20_000);
@@ -85,7 +85,7 @@ describe('signals at random points', { skip }, () => {
 
   test('SIGTERM in the middle of the first list (its response held back): exit 0 at once', async (t) => {
     const proxy = await FaultProxy.start(cluster.server);
-    const labeller = new LabellerProcess(args(), { kubeconfig: cluster.writeKubeconfig({ server: proxy.url }) });
+    const labeller = new Labeller(args(), { kubeconfig: cluster.writeKubeconfig({ server: proxy.url }) });
     try {
       await labeller.waitForLog((l) => l.msg === 'starting', 30_000);
       proxy.pause();
@@ -109,7 +109,7 @@ describe('signals at random points', { skip }, () => {
       const outcomes: string[] = [];
       for (let run = 0; run < (runtime === 'node' ? 3 : 2); run++) {
         await unlabelAll();
-        const labeller = new LabellerProcess(args(), { kubeconfig: cluster.kubeconfig, runtime });
+        const labeller = new Labeller(args(), { kubeconfig: cluster.kubeconfig, runtime });
         try {
           await labeller.waitForLog((l) => l.msg === 'labels applied', 30_000);
           const ms = Math.random() * 600;
@@ -128,7 +128,7 @@ describe('signals at random points', { skip }, () => {
 
   test('SIGTERM as the leader: exit 0 and the Lease released (holderIdentity empty)', { skip: leaderElection ? false : 'this labeller has no --leader-elect yet' }, async (t) => {
     const lease = `labeller-${ns}`;
-    const labeller = new LabellerProcess([...args(), '--leader-elect', '--leader-election-namespace', ns, '--leader-election-id', lease], { kubeconfig: cluster.kubeconfig });
+    const labeller = new Labeller([...args(), '--leader-elect', '--leader-election-namespace', ns, '--leader-election-id', lease], { kubeconfig: cluster.kubeconfig });
     try {
       await labeller.waitForLog((l) => /became leader|leading/i.test(l.msg), 30_000);
       await labeller.waitForLog((l) => l.msg === 'labels applied', 30_000);

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { assertNoCrash, auditEvents, Cluster, eventually, figure, receivedAt, sharedKubeconfig, skip } from '../faults/cluster.ts';
-import { LabellerProcess } from '../faults/labeller.ts';
+import { Labeller } from './labeller.ts';
 
 const auditSkip = skip || (process.env['E2E_AUDIT_LOG'] ? false : 'needs the audit log of the project\'s own control plane');
 const OBJECTS = 300;
@@ -55,7 +55,7 @@ describe('throttled by API Priority and Fairness', { skip: auditSkip }, () => {
     const sa = await cluster.serviceAccount(ns, 'labeller', [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch', 'patch'] }]);
     await tinyShare(ns, ns, ['labeller']);
     const started = Date.now();
-    const labeller = new LabellerProcess(['--kinds', 'configmaps', '--label', 'team=platform', '--label', 'example.com/name={{name}}', '--namespace', ns, '--concurrency', '16'], { kubeconfig: sa.kubeconfig });
+    const labeller = new Labeller(['--kinds', 'configmaps', '--label', 'team=platform', '--label', 'example.com/name={{name}}', '--namespace', ns, '--concurrency', '16'], { kubeconfig: sa.kubeconfig });
     let converged = 0;
     try {
       await eventually(async () => [...(await cluster.labelsByName(cms)).values()].every((l) => l['team'] === 'platform'), 'every object to be labelled', 90_000, 250);

@@ -7,8 +7,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { denoPath } from '../tools.ts';
 import { assertNoCrash, Cluster, eventually, figure, sharedKubeconfig, skip } from '../faults/cluster.ts';
-import { LabellerProcess, watchFailed, type Runtime } from '../faults/labeller.ts';
-import { FaultProxy } from '../faults/proxy.ts';
+import { Labeller, watchFailed, type Runtime } from './labeller.ts';
+import { FaultProxy } from './proxy.ts';
 
 interface Printed {
   readonly t: number;
@@ -136,7 +136,7 @@ describe('a watch that goes silent', { skip }, () => {
         const cms = `/api/v1/namespaces/${ns}/configmaps`;
         await cluster.post(cms, { metadata: { name: 'before' } });
         const proxy = await FaultProxy.start(cluster.server);
-        const labeller = new LabellerProcess(['--kinds', 'configmaps', '--label', 'team=platform', '--namespace', ns, '--watch-timeout', '2s'], { kubeconfig: cluster.writeKubeconfig({ server: proxy.url }), runtime });
+        const labeller = new Labeller(['--kinds', 'configmaps', '--label', 'team=platform', '--namespace', ns, '--watch-timeout', '2s'], { kubeconfig: cluster.writeKubeconfig({ server: proxy.url }), runtime });
         try {
           await eventually(async () => (await cluster.labelsOf(`${cms}/before`))['team'] === 'platform', 'the first label', 30_000);
           const mark = labeller.logs.length;

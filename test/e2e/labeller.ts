@@ -1,8 +1,9 @@
-// Runs the real `labeller` command (Node or Deno) against the test cluster and reads its JSON logs.
+// The real `labeller` command (Node or Deno) as a child process, with its JSON logs parsed as they
+// arrive. Free of node:test hooks, so scripts (test/soak.ts) use it too.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { after } from 'node:test';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { denoPath } from '../tools.ts';
-import { kubeconfig } from './cluster.ts';
 
 export type Runtime = 'node' | 'deno';
 
@@ -19,27 +20,28 @@ export interface Exit {
   readonly stderr: string;
 }
 
-function command(runtime: Runtime): [string, string[]] {
-  return runtime === 'node' ? [process.execPath, ['bin/labeller.js']] : [denoPath(), ['run', '--allow-all', 'src/cli.ts']];
-}
-
 const running = new Set<ChildProcess>();
-// A failed assertion must not leave a labeller running: it would keep the test file alive.
-after(() => {
+// A failed assertion or a crashed script must not leave a labeller running behind it.
+process.on('exit', () => {
   for (const child of running) child.kill('SIGKILL');
 });
 
 export class Labeller {
   readonly process: ChildProcess;
   readonly logs: LogLine[] = [];
+  /** Date.now() when each line of `logs` arrived. */
+  readonly arrivals: number[] = [];
+  readonly startedAt = Date.now();
   stdout = '';
   stderr = '';
   readonly exited: Promise<Exit>;
   readonly #waiters = new Set<() => void>();
 
-  constructor(args: readonly string[], options: { runtime?: Runtime; env?: Record<string, string>; kubeconfig?: string } = {}) {
-    const [bin, prefix] = command(options.runtime ?? 'node');
-    const withKubeconfig = args.some((a) => a.startsWith('--kubeconfig')) ? [] : ['--kubeconfig', options.kubeconfig ?? kubeconfig()];
+  /** Without `kubeconfig`, the test run's shared cluster (E2E_KUBECONFIG). */
+  constructor(args: readonly string[], options: { readonly kubeconfig?: string; readonly runtime?: Runtime; readonly env?: Record<string, string> } = {}) {
+    const [bin, prefix] = options.runtime === 'deno' ? [denoPath(), ['run', '--allow-all', 'src/cli.ts']] : [process.execPath, ['bin/labeller.js']];
+    const kubeconfig = options.kubeconfig ?? process.env['E2E_KUBECONFIG'];
+    const withKubeconfig = args.some((a) => a.startsWith('--kubeconfig')) || !kubeconfig ? [] : ['--kubeconfig', kubeconfig];
     this.process = spawn(bin, [...prefix, ...withKubeconfig, '--log-format', 'json', ...args], {
       env: { ...process.env, ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -55,7 +57,12 @@ export class Labeller {
       pending = lines.pop() ?? '';
       for (const line of lines) {
         if (!line.startsWith('{')) continue;
-        this.logs.push(JSON.parse(line) as LogLine);
+        try {
+          this.logs.push(JSON.parse(line) as LogLine);
+          this.arrivals.push(Date.now());
+        } catch {
+          // A partial or foreign line: kept in stderr only.
+        }
       }
       for (const wake of this.#waiters) wake();
     });
@@ -63,19 +70,37 @@ export class Labeller {
     this.exited = new Promise((resolve) => {
       this.process.on('exit', (code, signal) => {
         running.delete(this.process);
+        // FAULTS_LOG_DIR=dir keeps every run's stderr, for looking into a failure.
+        const dir = process.env['FAULTS_LOG_DIR'];
+        if (dir) {
+          mkdirSync(dir, { recursive: true });
+          writeFileSync(join(dir, `labeller-${this.startedAt}-${this.process.pid}.log`), `${args.join(' ')}\nexit ${code} ${signal}\n${this.stdout}\n${this.stderr}`);
+        }
         for (const wake of this.#waiters) wake();
         resolve({ code, signal, stdout: this.stdout, stderr: this.stderr });
       });
     });
   }
 
-  /** Resolves with the first log line matching `predicate`; rejects after `timeoutMs` or if the process exits. */
-  waitForLog(predicate: (line: LogLine) => boolean, timeoutMs = 30_000): Promise<LogLine> {
+  get pid(): number {
+    if (this.process.pid === undefined) throw new Error('labeller did not start');
+    return this.process.pid;
+  }
+
+  get running(): boolean {
+    return this.process.exitCode === null && this.process.signalCode === null;
+  }
+
+  /** Resolves with the first log line at index ≥ `from` matching `predicate`; rejects after `timeoutMs` or if the process exits. */
+  waitForLog(predicate: (line: LogLine) => boolean, timeoutMs = 30_000, from = 0): Promise<LogLine> {
     return new Promise((resolve, reject) => {
+      let scanned = from;
       const check = (): void => {
-        const found = this.logs.find(predicate);
-        if (found) done(() => resolve(found));
-        else if (this.process.exitCode !== null || this.process.signalCode !== null) done(() => reject(new Error(`labeller exited (${this.process.exitCode ?? this.process.signalCode}) before the expected log line\n${this.stderr.slice(-3000)}`)));
+        for (; scanned < this.logs.length; scanned++) {
+          const line = this.logs[scanned]!;
+          if (predicate(line)) return done(() => resolve(line));
+        }
+        if (!this.running) done(() => reject(new Error(`labeller exited (${this.process.exitCode ?? this.process.signalCode}) before the expected log line\n${this.stderr.slice(-3000)}`)));
       };
       const timer = setTimeout(() => done(() => reject(new Error(`no matching log line within ${timeoutMs} ms\n${this.stderr.slice(-3000)}`))), timeoutMs);
       const done = (settle: () => void): void => {
@@ -88,12 +113,25 @@ export class Labeller {
     });
   }
 
+  /** Log lines from index `from` on that match `predicate`. */
+  since(from: number, predicate: (line: LogLine) => boolean = () => true): LogLine[] {
+    return this.logs.slice(from).filter(predicate);
+  }
+
   /** Sends a signal and waits for the exit. */
   async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<Exit> {
-    this.process.kill(signal);
+    if (this.running) this.process.kill(signal);
     return this.exited;
   }
+
+  /** Ends the process whatever state it is in (for `finally` blocks). */
+  kill(): void {
+    if (this.running) this.process.kill('SIGKILL');
+  }
 }
+
+/** `watch failed; retrying` lines, the watcher's report of every failed list or watch. */
+export const watchFailed = (line: LogLine): boolean => line.msg === 'watch failed; retrying';
 
 /** Runs labeller to completion (for --once and error cases). */
 export function runLabeller(args: readonly string[], options: ConstructorParameters<typeof Labeller>[1] = {}): Promise<Exit> {

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { adminClient, auditEvents, auditSkip, create, createNamespace, eventually, labelsOf, skip, writeKubeconfig } from './cluster.ts';
 import { Labeller } from './labeller.ts';
-import { StallingProxy } from './proxy.ts';
+import { FaultProxy } from './proxy.ts';
 
 // Short timings keep the test quick; the ratios are controller-runtime's (15 s / 10 s / 2 s).
 const LEASE_MS = 3000;
@@ -58,7 +58,7 @@ describe('leader election', { skip }, () => {
   test('a leader that cannot renew its lease stops writing and exits; a clean shutdown releases the lease', async () => {
     const ns = await createNamespace('lease-lost');
     await create(`/api/v1/namespaces/${ns}/configmaps`, configMap('cm'));
-    const proxy = await StallingProxy.start((await adminClient()).server);
+    const proxy = await FaultProxy.start((await adminClient()).server);
     const cut = replica(ns, { kubeconfig: writeKubeconfig({ server: proxy.url }) });
     await cut.waitForLog((l) => l.msg === 'became leader');
     const standby = replica(ns);

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { adminClient, auditEvents, auditSkip, create, createNamespace, eventually, skip, writeKubeconfig } from './cluster.ts';
 import { Labeller, type Runtime } from './labeller.ts';
-import { StallingProxy } from './proxy.ts';
+import { FaultProxy } from './proxy.ts';
 
 async function createConfigMaps(ns: string, count: number): Promise<void> {
   const names = Array.from({ length: count }, (_, i) => `cm-${String(i).padStart(4, '0')}`);
@@ -60,7 +60,7 @@ describe('lifecycle', { skip }, () => {
   test('the first signal waits for in-flight patches, a second one exits at once with status 1', async () => {
     const ns = await createNamespace('second-signal');
     await createConfigMaps(ns, 50);
-    const proxy = await StallingProxy.start((await adminClient()).server);
+    const proxy = await FaultProxy.start((await adminClient()).server);
     const labeller = new Labeller(['--kinds', 'configmaps', '--label', 'a=1', '--namespace', ns, '--grace-period', '60s'], { kubeconfig: writeKubeconfig({ server: proxy.url }) });
     try {
       await labeller.waitForLog((l) => l.msg === 'initial list complete');

@@ -1,28 +1,39 @@
-// A TCP proxy in front of the API server that a test can freeze: while paused it keeps every
-// connection open but forwards nothing (it holds the bytes back until resumed), like a load
-// balancer that silently stops passing traffic.
+// A TCP proxy in front of the API server for fault injection (TLS passes through untouched):
+//   pause()          every connection, old and new, stays open but forwards nothing (a frozen LB);
+//   freezeExisting() the open connections go silent, new ones work (an LB that lost its flows);
+//   drop()           closes every open connection (an LB or API server restart);
+//   refuse(true)     new connections are closed at once (nothing listening behind the LB).
 import { connect, createServer, type Server, type Socket } from 'node:net';
 
-export class StallingProxy {
+interface Pair {
+  readonly client: Socket;
+  readonly upstream: Socket;
+  frozen: boolean;
+}
+
+export class FaultProxy {
   readonly #server: Server;
-  readonly #sockets = new Set<Socket>();
-  /** Bytes held back while paused, with the socket to deliver them to. */
-  readonly #held: [Socket, Buffer][] = [];
+  readonly #pairs = new Set<Pair>();
   #paused = false;
+  #refusing = false;
+  /** Connections accepted so far. */
+  connections = 0;
 
   private constructor(server: Server) {
     this.#server = server;
   }
 
   /** Listens on a free loopback port and forwards to `target` (an https:// URL). */
-  static async start(target: string): Promise<StallingProxy> {
-    const { hostname, port } = new URL(target);
+  static async start(target: string): Promise<FaultProxy> {
     const server = createServer();
-    const proxy = new StallingProxy(server);
-    server.on('connection', (client) => proxy.#pipe(client, connect(Number(port), hostname)));
+    const proxy = new FaultProxy(server);
+    proxy.#target = new URL(target);
+    server.on('connection', (client) => proxy.#accept(client));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     return proxy;
   }
+
+  #target!: URL;
 
   get url(): string {
     const address = this.#server.address();
@@ -30,41 +41,77 @@ export class StallingProxy {
     return `https://127.0.0.1:${address.port}`;
   }
 
+  /** Open connections. */
+  get open(): number {
+    return this.#pairs.size;
+  }
+
   pause(): void {
     this.#paused = true;
+    for (const pair of this.#pairs) this.#freeze(pair);
   }
 
+  /** Ends pause(): every connection that is not frozen for good forwards again. */
   resume(): void {
     this.#paused = false;
-    for (const [to, chunk] of this.#held.splice(0)) if (!to.destroyed) to.write(chunk);
+    for (const pair of this.#pairs) {
+      if (pair.frozen) continue;
+      pair.client.resume();
+      pair.upstream.resume();
+    }
   }
 
-  /** Closes every open connection (both ends), as a restarting load balancer would. */
-  dropConnections(): void {
-    for (const socket of this.#sockets) socket.destroy();
+  /** The connections open now go silent for good; new ones are forwarded. */
+  freezeExisting(): void {
+    for (const pair of this.#pairs) {
+      this.#freeze(pair);
+      pair.frozen = true;
+    }
+  }
+
+  /** Closes every open connection (frozen ones too). */
+  drop(): void {
+    for (const pair of this.#pairs) {
+      pair.client.destroy();
+      pair.upstream.destroy();
+    }
+  }
+
+  refuse(refusing: boolean): void {
+    this.#refusing = refusing;
   }
 
   async close(): Promise<void> {
-    for (const socket of this.#sockets) socket.destroy();
+    this.drop();
     await new Promise((resolve) => this.#server.close(resolve));
   }
 
-  #pipe(client: Socket, upstream: Socket): void {
-    for (const socket of [client, upstream]) {
-      this.#sockets.add(socket);
-      socket.on('close', () => this.#sockets.delete(socket));
-      socket.on('error', () => {
-        client.destroy();
-        upstream.destroy();
-      });
+  #freeze(pair: Pair): void {
+    pair.client.pause();
+    pair.upstream.pause();
+  }
+
+  #accept(client: Socket): void {
+    if (this.#refusing) {
+      client.destroy();
+      return;
     }
-    const forward = (to: Socket) => (chunk: Buffer) => {
-      if (this.#paused) this.#held.push([to, chunk]);
-      else to.write(chunk);
+    this.connections++;
+    const upstream = connect(Number(this.#target.port), this.#target.hostname);
+    const pair: Pair = { client, upstream, frozen: false };
+    this.#pairs.add(pair);
+    const close = (): void => {
+      client.destroy();
+      upstream.destroy();
+      this.#pairs.delete(pair);
     };
-    client.on('data', forward(upstream));
-    upstream.on('data', forward(client));
-    client.on('end', () => upstream.end());
-    upstream.on('end', () => client.end());
+    for (const socket of [client, upstream]) {
+      socket.on('close', close);
+      socket.on('error', close);
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+    // After pipe(), which resumes its source.
+    if (this.#paused) this.#freeze(pair);
   }
 }

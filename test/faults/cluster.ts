@@ -8,6 +8,9 @@ import { join } from 'node:path';
 import { fetch } from 'undici';
 import { KubeClient } from '../../src/kube/client.ts';
 import { startControlPlane, type ControlPlane } from '../controlplane/controlplane.ts';
+import { delay, eventually } from '../eventually.ts';
+
+export { delay, eventually };
 
 /** As test/e2e/cluster.ts's `skip` (not imported: it registers node:test hooks, and test/soak.ts is no test file). */
 export const skip: string | false = process.env['E2E_NOT_RUN']
@@ -200,25 +203,6 @@ export async function ownControlPlane(): Promise<ControlPlane> {
   return startControlPlane();
 }
 
-/** Polls `check` until it returns a truthy value; fails with `what` after `timeoutMs`. */
-export async function eventually<T>(check: () => Promise<T | undefined | false>, what: string, timeoutMs = 30_000, intervalMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value) return value;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await delay(intervalMs);
-  }
-}
-
-export function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
 
 export interface AuditEvent {
   readonly verb: string;

@@ -5,8 +5,8 @@
 // Used by test/e2e/faults-soak.test.ts (about a minute) and test/soak.ts (`npm run soak`).
 import type { ControlPlane } from '../controlplane/controlplane.ts';
 import { auditEvents, byLabeller, Cluster, delay, eventually, rssMiB, stats } from './cluster.ts';
-import { LabellerProcess, watchFailed } from './labeller.ts';
-import { FaultProxy } from './proxy.ts';
+import { Labeller, watchFailed } from '../e2e/labeller.ts';
+import { FaultProxy } from '../e2e/proxy.ts';
 
 export interface SoakOptions {
   readonly controlPlane: ControlPlane;
@@ -62,7 +62,7 @@ export async function soak(options: SoakOptions): Promise<SoakResult> {
     for (const name of names) live.get(kind.path)!.add(name);
   }
 
-  const labeller = new LabellerProcess(
+  const labeller = new Labeller(
     ['--kinds', KINDS.map((k) => k.path).join(','), '--label', 'team=platform', '--label', 'example.com/name={{name}}', '--namespace', ns, '--watch-timeout', '20s'],
     { kubeconfig: cluster.writeKubeconfig({ server: proxy.url }) },
   );
