@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ApiResource } from './resource.ts';
-import { describe } from './resource.ts';
 import type { ResolveFailure } from './resolve.ts';
 import { ResolveError, resolveResource } from './resolve.ts';
 
@@ -148,10 +147,4 @@ test('a resource without a required verb names what is missing and what labeller
     ['get', 'watch'],
   );
   assert.equal(resolveResource('PodMetrics', discovery, ['list']), podMetrics);
-});
-
-test('describe() names a resource in a form that resolves back to it', () => {
-  for (const r of discovery.filter((r) => !r.resource.includes('/'))) {
-    assert.equal(resolveResource(/\((.*)\)/.exec(describe(r))?.[1] ?? '', discovery, []), r, describe(r));
-  }
 });

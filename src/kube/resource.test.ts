@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { apiVersion, describe, groupResource } from './resource.ts';
+import { apiVersion, groupResource } from './resource.ts';
 
 const core = { group: '', version: 'v1', resource: 'services', kind: 'Service' };
 const apps = { group: 'apps', version: 'v1', resource: 'deployments', kind: 'Deployment' };
@@ -13,9 +13,4 @@ test('apiVersion omits the core group', () => {
 test('groupResource names the resource as kubectl and RBAC do', () => {
   assert.equal(groupResource(core), 'services');
   assert.equal(groupResource(apps), 'deployments.apps');
-});
-
-test('describe gives the kind and the fully qualified name', () => {
-  assert.equal(describe(core), 'Service (services.v1)');
-  assert.equal(describe(apps), 'Deployment (deployments.v1.apps)');
 });

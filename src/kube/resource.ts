@@ -23,12 +23,3 @@ export function apiVersion(r: Pick<ApiResource, 'group' | 'version'>): string {
 export function groupResource(r: Pick<ApiResource, 'group' | 'resource'>): string {
   return r.group === '' ? r.resource : `${r.resource}.${r.group}`;
 }
-
-/**
- * The resource for messages, e.g. 'Deployment (deployments.v1.apps)'. The part in
- * parentheses is the fully qualified name kubectl and labeller accept as an argument.
- */
-export function describe(r: Pick<ApiResource, 'group' | 'version' | 'resource' | 'kind'>): string {
-  const qualified = r.group === '' ? `${r.resource}.${r.version}` : `${r.resource}.${r.version}.${r.group}`;
-  return `${r.kind} (${qualified})`;
-}
