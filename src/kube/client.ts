@@ -1,8 +1,9 @@
 // The authenticated HTTP transport to the API server. @kubernetes/client-node is used only to
 // load kubeconfig and authenticate; requests go through undici's fetch so we control headers,
 // streaming and timeouts (the client's own Watch/informer cannot ask for metadata-only objects).
+import type { RequestOptions as HttpsOptions } from 'node:https';
 import { KubeConfig, RequestContext } from '@kubernetes/client-node';
-import { fetch, type Dispatcher, type Response } from 'undici';
+import { Agent, fetch, type Dispatcher, type Response } from 'undici';
 import { ApiError, ConnectionError, type Status } from './errors.ts';
 
 export interface ClientOptions {
@@ -45,13 +46,13 @@ export class KubeClient {
   #headers: Record<string, string>;
   #headersAt: number;
 
-  private constructor(kc: KubeConfig, server: string, auth: RequestContext, userAgent: string, defaultNamespace: string | undefined) {
+  private constructor(kc: KubeConfig, server: string, auth: Auth, userAgent: string, defaultNamespace: string | undefined) {
     this.#kc = kc;
     this.server = server;
     this.context = kc.getCurrentContext();
     this.defaultNamespace = defaultNamespace;
-    this.#dispatcher = auth.getDispatcher();
-    this.#headers = auth.getHeaders();
+    this.#dispatcher = auth.dispatcher;
+    this.#headers = auth.headers;
     this.#headersAt = Date.now();
     this.#userAgent = userAgent;
   }
@@ -124,19 +125,20 @@ export class KubeClient {
   }
 
   /**
-   * Replaces the connection pool. undici speaks HTTP/2, so every request shares one connection;
-   * when it dies silently (a load balancer dropping its flows), a new request on it would hang
-   * too. Called when a watch goes silent; at most once a second however many watches notice.
+   * Replaces the connection pool, so no new request lands on an idle connection that died
+   * silently (a load balancer dropping its flows). Called when a watch goes silent; at most
+   * once a second however many watches notice. Requests still running on the old pool finish
+   * or time out there.
    */
   async resetConnections(): Promise<void> {
     if (Date.now() - this.#resetAt < 1000) return;
     this.#resetAt = Date.now();
     const fresh = await authenticate(this.#kc, this.server);
     const old = this.#dispatcher;
-    this.#dispatcher = fresh.getDispatcher();
-    this.#headers = fresh.getHeaders();
+    this.#dispatcher = fresh.dispatcher;
+    this.#headers = fresh.headers;
     this.#headersAt = Date.now();
-    await old?.destroy();
+    old?.close().catch(() => {});
   }
 
   /** Drops open connections: called on the way out, after the work that mattered has drained. */
@@ -153,22 +155,43 @@ export class KubeClient {
     if (Date.now() - this.#headersAt > AUTH_REFRESH_MS) {
       // Only the headers are taken; the connection pool of the first dispatcher is kept.
       const fresh = await authenticate(this.#kc, this.server);
-      this.#headers = fresh.getHeaders();
+      this.#headers = fresh.headers;
       this.#headersAt = Date.now();
-      await fresh.getDispatcher()?.close();
+      await fresh.dispatcher?.close();
     }
     return this.#headers;
   }
 }
 
-async function authenticate(kc: KubeConfig, server: string): Promise<RequestContext> {
-  const context = new RequestContext(server, 'GET' as ConstructorParameters<typeof RequestContext>[1]);
+interface Auth {
+  readonly headers: Record<string, string>;
+  readonly dispatcher: Dispatcher | undefined;
+}
+
+/**
+ * Credentials and a connection pool for the current context. The pool speaks HTTP/1.1 only:
+ * with HTTP/2 every request shares one connection, so one that dies silently stalls them all
+ * (and undici's HTTP/2 client trips an assertion on Deno when such a connection is closed).
+ * Proxied clusters keep client-node's own dispatcher, which knows the proxy.
+ */
+async function authenticate(kc: KubeConfig, server: string): Promise<Auth> {
   try {
-    await kc.applySecurityAuthentication(context);
+    if (kc.getCurrentCluster()?.proxyUrl) {
+      const context = new RequestContext(server, 'GET' as ConstructorParameters<typeof RequestContext>[1]);
+      await kc.applySecurityAuthentication(context);
+      return { headers: context.getHeaders(), dispatcher: context.getDispatcher() };
+    }
+    const options: HttpsOptions = {};
+    await kc.applyToHTTPSOptions(options);
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(options.headers ?? {})) if (value !== undefined) headers[name] = String(value);
+    if (options.auth) headers['authorization'] = `Basic ${Buffer.from(options.auth).toString('base64')}`;
+    const { ca, cert, key, pfx, passphrase, rejectUnauthorized, servername } = options as HttpsOptions & { servername?: string };
+    const tls = Object.fromEntries(Object.entries({ ca, cert, key, pfx, passphrase, rejectUnauthorized, servername }).filter(([, v]) => v !== undefined));
+    return { headers, dispatcher: new Agent({ connect: tls, allowH2: false }) };
   } catch (error) {
     throw new KubeConfigError(`cannot authenticate to ${server}: ${error instanceof Error ? error.message : String(error)}. Check the user in the kubeconfig`);
   }
-  return context;
 }
 
 function queryString(query: RequestOptions['query']): string {

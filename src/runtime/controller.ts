@@ -79,11 +79,14 @@ export class Controller<T> {
         if (change.type === 'upsert') this.#queue.add(change.key);
         else if (change.type === 'delete') this.#queue.forget(change.key);
         else {
-          for (const key of change.keys) this.#queue.add(key);
+          for (const key of change.changed) this.#queue.add(key);
           for (const key of change.removed) this.#queue.forget(key);
           // Counted when a list completes, so failed attempts are not relists.
           if (this.#lists++ > 0) this.#options.metrics?.relisted();
-          this.#options.log.info(this.#lists === 1 ? 'initial list complete' : 'relist complete', { objects: change.keys.length, removed: change.removed.length || undefined });
+          this.#options.log.info(this.#lists === 1 ? 'initial list complete' : 'relist complete', {
+            objects: this.store.size,
+            ...(this.#lists > 1 ? { changed: change.changed.length, removed: change.removed.length } : {}),
+          });
           this.#markSynced();
         }
       }

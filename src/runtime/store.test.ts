@@ -3,11 +3,11 @@ import { test } from 'node:test';
 import type { PartialObjectMetadata } from '../kube/objects.ts';
 import { objectKey, Store } from './store.ts';
 
-function pod(name: string, namespace?: string, labels: Record<string, string> = {}): PartialObjectMetadata {
+function pod(name: string, namespace?: string, labels: Record<string, string> = {}, resourceVersion = '1'): PartialObjectMetadata {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: { name, ...(namespace === undefined ? {} : { namespace }), uid: `uid-${name}`, resourceVersion: '1', labels },
+    metadata: { name, ...(namespace === undefined ? {} : { namespace }), uid: `uid-${name}`, resourceVersion, labels },
   };
 }
 
@@ -44,18 +44,20 @@ test('apply upserts the projection and reports it; delete removes the key and re
 
 test('a relist is buffered: reads during it see the old state, initDone swaps the new one in whole', () => {
   const store = appStore();
-  relist(store, [pod('old', 'ns', { app: 'o' }), pod('kept', 'ns', { app: 'k1' })]);
+  relist(store, [pod('old', 'ns', { app: 'o' }), pod('kept', 'ns', { app: 'k1' }), pod('same', 'ns', { app: 's' })]);
 
   store.apply({ type: 'init' });
-  store.apply({ type: 'initApply', object: pod('kept', 'ns', { app: 'k2' }) });
+  store.apply({ type: 'initApply', object: pod('kept', 'ns', { app: 'k2' }, '2') });
+  store.apply({ type: 'initApply', object: pod('same', 'ns', { app: 's' }) });
   store.apply({ type: 'initApply', object: pod('new', 'ns', { app: 'n' }) });
-  assert.deepEqual([...store.keys()].sort(), ['ns/kept', 'ns/old']);
+  assert.deepEqual([...store.keys()].sort(), ['ns/kept', 'ns/old', 'ns/same']);
   assert.equal(store.get('ns/kept'), 'k1');
   assert.equal(store.get('ns/new'), undefined);
 
   const change = store.apply({ type: 'initDone' });
-  assert.deepEqual(change, { type: 'resync', keys: ['ns/kept', 'ns/new'], removed: ['ns/old'] });
-  assert.deepEqual([...store.keys()].sort(), ['ns/kept', 'ns/new']);
+  // Only what changed is reported for requeueing: 'same' kept its resourceVersion.
+  assert.deepEqual(change, { type: 'resync', changed: ['ns/kept', 'ns/new'], removed: ['ns/old'] });
+  assert.deepEqual([...store.keys()].sort(), ['ns/kept', 'ns/new', 'ns/same']);
   assert.equal(store.get('ns/kept'), 'k2');
   assert.equal(store.get('ns/old'), undefined);
 });
@@ -64,14 +66,14 @@ test('a relist restarted by a new init drops what the interrupted one buffered',
   const store = appStore();
   store.apply({ type: 'init' });
   store.apply({ type: 'initApply', object: pod('partial', 'ns') });
-  assert.deepEqual(relist(store, [pod('a', 'ns')]), { type: 'resync', keys: ['ns/a'], removed: [] });
+  assert.deepEqual(relist(store, [pod('a', 'ns')]), { type: 'resync', changed: ['ns/a'], removed: [] });
   assert.deepEqual([...store.keys()], ['ns/a']);
 });
 
 test('an empty relist removes everything', () => {
   const store = appStore();
   relist(store, [pod('a', 'ns'), pod('node')]);
-  assert.deepEqual(relist(store, []), { type: 'resync', keys: [], removed: ['ns/a', 'node'] });
+  assert.deepEqual(relist(store, []), { type: 'resync', changed: [], removed: ['ns/a', 'node'] });
   assert.equal(store.size, 0);
 });
 

@@ -13,13 +13,18 @@ export function objectKey(meta: { readonly name: string; readonly namespace?: st
 export type StoreChange<T> =
   | { readonly type: 'upsert'; readonly key: string; readonly object: T }
   | { readonly type: 'delete'; readonly key: string }
-  /** A list completed: every key in it must be (re)considered, removed ones are gone. */
-  | { readonly type: 'resync'; readonly keys: readonly string[]; readonly removed: readonly string[] };
+  /**
+   * A list completed: `changed` are the keys that are new or whose resourceVersion moved since
+   * we last saw them (all of them after the first list); `removed` are gone.
+   */
+  | { readonly type: 'resync'; readonly changed: readonly string[]; readonly removed: readonly string[] };
 
 export class Store<T> {
   readonly #project: (object: PartialObjectMetadata) => T;
   #objects = new Map<string, T>();
-  #buffer: Map<string, T> | undefined;
+  /** resourceVersion per key: a relist re-queues only what changed while we were away. */
+  #versions = new Map<string, string>();
+  #buffer: { objects: Map<string, T>; versions: Map<string, string> } | undefined;
   #synced = false;
 
   /** `project` keeps only what the controller needs of an object: it is what bounds memory. */
@@ -48,28 +53,36 @@ export class Store<T> {
   apply(event: WatcherEvent): StoreChange<T> | undefined {
     switch (event.type) {
       case 'init':
-        this.#buffer = new Map();
+        this.#buffer = { objects: new Map(), versions: new Map() };
         return undefined;
-      case 'initApply':
-        this.#buffer?.set(objectKey(event.object.metadata), this.#project(event.object));
+      case 'initApply': {
+        const key = objectKey(event.object.metadata);
+        this.#buffer?.objects.set(key, this.#project(event.object));
+        this.#buffer?.versions.set(key, event.object.metadata.resourceVersion);
         return undefined;
+      }
       case 'initDone': {
-        const next = this.#buffer ?? new Map<string, T>();
-        const removed = [...this.#objects.keys()].filter((key) => !next.has(key));
-        this.#objects = next;
+        const next = this.#buffer ?? { objects: new Map<string, T>(), versions: new Map<string, string>() };
+        const removed = [...this.#objects.keys()].filter((key) => !next.objects.has(key));
+        // Unchanged objects need no new reconcile (and one waiting out a retry backoff keeps waiting).
+        const changed = [...next.versions].filter(([key, version]) => this.#versions.get(key) !== version).map(([key]) => key);
+        this.#objects = next.objects;
+        this.#versions = next.versions;
         this.#buffer = undefined;
         this.#synced = true;
-        return { type: 'resync', keys: [...next.keys()], removed };
+        return { type: 'resync', changed, removed };
       }
       case 'apply': {
         const key = objectKey(event.object.metadata);
         const object = this.#project(event.object);
         this.#objects.set(key, object);
+        this.#versions.set(key, event.object.metadata.resourceVersion);
         return { type: 'upsert', key, object };
       }
       case 'delete': {
         const key = objectKey(event.object.metadata);
         this.#objects.delete(key);
+        this.#versions.delete(key);
         return { type: 'delete', key };
       }
       case 'error':

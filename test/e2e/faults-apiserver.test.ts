@@ -75,9 +75,19 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
       await cp.startApiServer();
       return { stopping, down, ready: Date.now() };
     };
-    // When labeller logged each failure (its own clock), not when the line reached this process:
-    // a busy machine delivers stderr in bursts.
-    const failureTimes = (from: number): number[] => labeller.since(from, (l) => l.msg.startsWith('reconcile failed')).map((l) => Date.parse(String(l['time'])));
+    // When labeller logged each *retry* that failed (its own clock, not when the line reached this
+    // process: a busy machine delivers stderr in bursts). A key's first failure is no retry: the
+    // first attempts of queued objects, and the re-adds of a relist, are not rate-limited (as in
+    // client-go); what must not storm is the retrying.
+    const failureTimes = (from: number): number[] => {
+      const failed = new Set<string>();
+      return labeller.since(from, (l) => l.msg.startsWith('reconcile failed')).flatMap((l) => {
+        const key = String(l['controller']) + String(l['key']);
+        const retry = failed.has(key);
+        failed.add(key);
+        return retry ? [Date.parse(String(l['time']))] : [];
+      });
+    };
     try {
       // 1. During the initial list: the moment the controllers start listing, every connection
       // is cut and the API server goes away for 3 s.
@@ -167,11 +177,11 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
     for (const o of outages) {
       const times = o.reconcileFailureTimes;
       if (times.length === 0) continue;
-      // Per second, after the first 3 s of failures (the burst).
+      // Failed retries per second, after the first 3 s (the bucket's burst of 100 per controller).
       const perSecond = new Map<number, number>();
       for (const at of times) if (at - times[0]! >= 3000) perSecond.set(Math.floor((at - times[0]!) / 1000), (perSecond.get(Math.floor((at - times[0]!) / 1000)) ?? 0) + 1);
       const busiest = Math.max(0, ...perSecond.values());
-      assert.ok(busiest <= 2 * 15, `outage "${o.what}": ${o.reconcileFailures} failed reconciles, up to ${busiest} a second after the burst (2 controllers)`);
+      assert.ok(busiest <= 2 * 15, `outage "${o.what}": ${o.reconcileFailures} failed reconciles, up to ${busiest} failed retries a second after the burst (2 controllers)`);
     }
   });
 
