@@ -139,10 +139,18 @@ async function labellerCache(request: MemoryRequest): Promise<MemoryResult> {
       },
     };
   };
-  // Warm-up: one full pass over the objects, so that code compiled on first use (parsing,
-  // projection, reconcile) is not counted as cache; its caches are garbage once stopped.
+  const measured = await measure(request, start);
+  await client.close();
+  return measured(request.mode);
+}
+
+/**
+ * The protocol every cache is measured with: a warm-up pass over the objects (so code compiled
+ * on first use is not counted as cache; its caches are garbage once stopped), a reading with the
+ * same watches open on an empty namespace, then one with the cache full.
+ */
+async function measure(request: MemoryRequest, start: (namespace: string) => Promise<{ objects: number; stop: () => Promise<void> }>) {
   await (await start(request.namespace)).stop();
-  // At 0: the same controllers running (watches open) on an empty namespace.
   const empty = await start(request.emptyNamespace);
   const at0 = await reading();
   await empty.stop();
@@ -151,8 +159,7 @@ async function labellerCache(request: MemoryRequest): Promise<MemoryResult> {
   const fillSeconds = (performance.now() - started) / 1000;
   const atN = await reading();
   await full.stop();
-  await client.close();
-  return result(request.mode, full.objects, at0, atN, fillSeconds);
+  return (mode: MemoryResult['mode']) => result(mode, full.objects, at0, atN, fillSeconds);
 }
 
 async function informerCache(request: MemoryRequest): Promise<MemoryResult> {
@@ -186,16 +193,7 @@ async function informerCache(request: MemoryRequest): Promise<MemoryResult> {
       },
     };
   };
-  await (await start(request.namespace)).stop();
-  const empty = await start(request.emptyNamespace);
-  const at0 = await reading();
-  await empty.stop();
-  const started = performance.now();
-  const full = await start(request.namespace);
-  const fillSeconds = (performance.now() - started) / 1000;
-  const atN = await reading();
-  await full.stop();
-  return result('informer', full.objects, at0, atN, fillSeconds);
+  return (await measure(request, start))('informer');
 }
 
 function result(mode: MemoryMode, objects: number, at0: MemoryReading, atN: MemoryReading, fillSeconds: number): MemoryResult {
