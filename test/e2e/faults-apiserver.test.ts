@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { ControlPlane } from '../controlplane/controlplane.ts';
-import { assertNoCrash, auditEvents, byLabeller, Cluster, compactEtcd, delay, etcdRevision, eventually, figure, ownControlPlane, ownSkip, receivedAt } from '../faults/cluster.ts';
+import { assertNoCrash, auditEvents, byLabeller, Cluster, compactEtcd, delay, etcdRevision, eventually, figure, ownControlPlane, ownSkip, receivedAt } from '../cluster.ts';
 import { Labeller, watchFailed, type LogLine } from './labeller.ts';
 import { FaultProxy } from './proxy.ts';
 

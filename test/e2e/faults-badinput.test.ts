@@ -15,7 +15,7 @@ import fc from 'fast-check';
 import { dump } from 'js-yaml';
 import { buildConfig, ConfigError, parseLabelFlag } from '../../src/labeller/config.ts';
 import { parseOptions, UsageError } from '../../src/options.ts';
-import { figure } from '../faults/cluster.ts';
+import { figure } from '../cluster.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'labeller-faults-fuzz-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

@@ -3,7 +3,7 @@
 // backoff, leaves the other kinds working, and is watched again once it is back.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { assertNoCrash, auditEvents, byLabeller, Cluster, eventually, figure, receivedAt, sharedKubeconfig, skip, type PolicyRule } from '../faults/cluster.ts';
+import { assertNoCrash, auditEvents, byLabeller, Cluster, eventually, figure, receivedAt, sharedKubeconfig, skip, type PolicyRule } from '../cluster.ts';
 import { Labeller, watchFailed, type LogLine } from './labeller.ts';
 
 const verbs = ['get', 'list', 'watch', 'patch'];

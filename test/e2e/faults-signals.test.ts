@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
-import { assertNoCrash, Cluster, delay, eventually, figure, sharedKubeconfig, skip } from '../faults/cluster.ts';
+import { assertNoCrash, Cluster, delay, eventually, figure, sharedKubeconfig, skip } from '../cluster.ts';
 import { Labeller, type Runtime } from './labeller.ts';
 import { FaultProxy } from './proxy.ts';
 

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { ControlPlane } from '../controlplane/controlplane.ts';
-import { assertNoCrash, figure, ownControlPlane, ownSkip } from '../faults/cluster.ts';
+import { assertNoCrash, figure, ownControlPlane, ownSkip } from '../cluster.ts';
 import { describeSoak, soak } from '../faults/soak.ts';
 
 const SECONDS = Number(process.env['FAULTS_SOAK_SECONDS'] ?? 60);

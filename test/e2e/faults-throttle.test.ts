@@ -4,7 +4,7 @@
 // labeller must honour Retry-After and converge without a retry storm; the audit log counts.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { assertNoCrash, auditEvents, Cluster, eventually, figure, receivedAt, sharedKubeconfig, skip } from '../faults/cluster.ts';
+import { assertNoCrash, auditEvents, Cluster, eventually, figure, receivedAt, sharedKubeconfig, skip } from '../cluster.ts';
 import { Labeller } from './labeller.ts';
 
 const auditSkip = skip || (process.env['E2E_AUDIT_LOG'] ? false : 'needs the audit log of the project\'s own control plane');

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { denoPath } from '../tools.ts';
-import { assertNoCrash, Cluster, eventually, figure, sharedKubeconfig, skip } from '../faults/cluster.ts';
+import { assertNoCrash, Cluster, eventually, figure, sharedKubeconfig, skip } from '../cluster.ts';
 import { Labeller, watchFailed, type Runtime } from './labeller.ts';
 import { FaultProxy } from './proxy.ts';
 

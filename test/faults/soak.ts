@@ -4,7 +4,7 @@
 // the cluster must be exactly as desired, and labeller's memory must not have grown.
 // Used by test/e2e/faults-soak.test.ts (about a minute) and test/soak.ts (`npm run soak`).
 import type { ControlPlane } from '../controlplane/controlplane.ts';
-import { auditEvents, byLabeller, Cluster, delay, eventually, rssMiB, stats } from './cluster.ts';
+import { auditEvents, byLabeller, Cluster, delay, eventually, rssMiB, stats } from '../cluster.ts';
 import { Labeller, watchFailed } from '../e2e/labeller.ts';
 import { FaultProxy } from '../e2e/proxy.ts';
 

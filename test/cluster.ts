@@ -1,18 +1,19 @@
-// Helpers for the fault-injection tests: an admin view of any cluster (the shared one or a
-// control plane a test file starts for itself), the API server's audit log, etcd compaction and
-// a process's memory. Nothing here changes labeller; it only observes and disturbs it.
+// Test helpers free of node:test hooks (scripts use them too): an admin's handle on any cluster
+// (the shared one or a control plane a test file starts for itself), the API server's audit log,
+// etcd compaction and a process's memory. Nothing here changes labeller; it only observes and
+// disturbs it. test/e2e/cluster.ts binds them to the shared cluster of a test run.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fetch } from 'undici';
-import { KubeClient } from '../../src/kube/client.ts';
-import { startControlPlane, type ControlPlane } from '../controlplane/controlplane.ts';
-import { delay, eventually } from '../eventually.ts';
+import { KubeClient } from '../src/kube/client.ts';
+import { startControlPlane, type ControlPlane } from './controlplane/controlplane.ts';
+import { delay, eventually } from './eventually.ts';
 
 export { delay, eventually };
 
-/** As test/e2e/cluster.ts's `skip` (not imported: it registers node:test hooks, and test/soak.ts is no test file). */
+/** Why the e2e tests cannot run, or false when a cluster is there. Pass it as `{ skip }` to describe(). */
 export const skip: string | false = process.env['E2E_NOT_RUN']
   ? `e2e not run: ${process.env['E2E_NOT_RUN'].split('\n')[0]}`
   : process.env['E2E_KUBECONFIG']
@@ -29,6 +30,24 @@ export const ownSkip: string | false = skip || (process.env['E2E_ETCD'] || proce
 export function sharedKubeconfig(): string {
   const path = process.env['E2E_KUBECONFIG'];
   if (!path) throw new Error('E2E_KUBECONFIG is not set: run the tests with `npm test`');
+  return path;
+}
+
+export interface KubeconfigChange {
+  readonly server?: string;
+  readonly token?: string;
+}
+
+/** Writes a copy of the kubeconfig `base` into `dir`, with another server and/or identity. */
+export function copyKubeconfig(base: string, dir: string, change: KubeconfigChange): string {
+  const config = JSON.parse(readFileSync(base, 'utf8')) as {
+    clusters: { cluster: Record<string, unknown> }[];
+    users: { user: Record<string, unknown> }[];
+  };
+  for (const c of config.clusters) if (change.server) c.cluster['server'] = change.server;
+  for (const u of config.users) if (change.token) u.user = { token: change.token };
+  const path = join(dir, `kubeconfig-${randomBytes(4).toString('hex')}`);
+  writeFileSync(path, JSON.stringify(config));
   return path;
 }
 
@@ -121,17 +140,9 @@ export class Cluster {
     });
   }
 
-  /** A copy of the kubeconfig with another server and/or identity. */
-  writeKubeconfig(change: { readonly server?: string; readonly token?: string }): string {
-    const config = JSON.parse(readFileSync(this.kubeconfig, 'utf8')) as {
-      clusters: { cluster: Record<string, unknown> }[];
-      users: { user: Record<string, unknown> }[];
-    };
-    for (const c of config.clusters) if (change.server) c.cluster['server'] = change.server;
-    for (const u of config.users) if (change.token) u.user = { token: change.token };
-    const path = join(this.#dir, `kubeconfig-${randomBytes(4).toString('hex')}`);
-    writeFileSync(path, JSON.stringify(config));
-    return path;
+  /** A copy of the kubeconfig with another server and/or identity (removed at close). */
+  writeKubeconfig(change: KubeconfigChange): string {
+    return copyKubeconfig(this.kubeconfig, this.#dir, change);
   }
 
   /** A file in this cluster's temp dir (removed at close). */
