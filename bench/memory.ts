@@ -10,17 +10,13 @@
 // controllers with the whole PartialObjectMetadata cached (managedFields kept); informer =
 // @kubernetes/client-node's full-object informer (makeInformer) on the same kinds.
 import { AppsV1Api, CoreV1Api, KubeConfig, makeInformer, type KubernetesObject } from '@kubernetes/client-node';
-import { controllersFor, type AppOptions, type Counts } from '../src/app.ts';
-import { MetadataApi } from '../src/kube/api.ts';
+import { controllersFor, labellingFor, watchedNamespaces, type AppOptions, type Counts } from '../src/app.ts';
 import { KubeClient } from '../src/kube/client.ts';
 import { discover } from '../src/kube/discovery.ts';
 import type { PartialObjectMetadata } from '../src/kube/objects.ts';
 import { resolveResource } from '../src/kube/resolve.ts';
-import { apiVersion, groupResource, type ApiResource } from '../src/kube/resource.ts';
+import { groupResource, type ApiResource } from '../src/kube/resource.ts';
 import { buildConfig, type KindConfig } from '../src/labeller/config.ts';
-import { projector } from '../src/labeller/object.ts';
-import { Reconciler } from '../src/labeller/reconcile.ts';
-import { labelClient } from '../src/labelclient.ts';
 import { createLogger, type Logger } from '../src/log.ts';
 import { Controller } from '../src/runtime/controller.ts';
 
@@ -83,19 +79,8 @@ async function until(check: () => boolean, what: string, timeoutMs: number): Pro
 
 /** The same controllers as controllersFor, but caching the whole PartialObjectMetadata (no pruning). */
 function fullControllers(client: KubeClient, kind: KindConfig, resource: ApiResource, options: AppOptions, log: Logger, counts: Counts): Controller<PartialObjectMetadata>[] {
-  const namespaces = resource.namespaced && kind.namespaces.length > 0 ? kind.namespaces : [''];
-  const annotations = new Set([...kind.labels.values()].flatMap((t) => t.annotations));
-  const project = projector(options.fieldManager, annotations);
-  return namespaces.map((namespace) => {
-    const api = new MetadataApi(client, resource, namespace);
-    const reconciler = new Reconciler({
-      kind: { apiVersion: apiVersion(resource), kind: resource.kind, resource: resource.resource, group: resource.group },
-      labels: kind.labels,
-      conflicts: kind.conflicts,
-      dryRun: options.dryRun,
-      client: labelClient(api, options.fieldManager),
-      log,
-    });
+  return watchedNamespaces(kind, resource).map((namespace) => {
+    const { api, project, reconciler } = labellingFor(client, kind, resource, namespace, options, log);
     return new Controller<PartialObjectMetadata>({
       name: `${groupResource(resource)}/${namespace}`,
       api,
@@ -105,7 +90,7 @@ function fullControllers(client: KubeClient, kind: KindConfig, resource: ApiReso
       },
       concurrency: options.concurrency,
       requeueAfterMs: options.requeueAfterMs,
-      watch: { watchTimeoutSeconds: options.watchTimeoutSeconds },
+      watch: { labelSelector: kind.selector?.toString(), watchTimeoutSeconds: options.watchTimeoutSeconds },
       log,
     });
   });

@@ -12,6 +12,7 @@ import { projector, type LabelledObject } from './labeller/object.ts';
 import { Reconciler, type Outcome } from './labeller/reconcile.ts';
 import { labelClient } from './labelclient.ts';
 import type { Logger } from './log.ts';
+import type { Options } from './options.ts';
 import { boundPort, serveHttp } from './http.ts';
 import { Metrics } from './metrics.ts';
 import { Backoff } from './runtime/backoff.ts';
@@ -20,21 +21,13 @@ import { LeaderElector, type LeaderElectionOptions } from './runtime/leader.ts';
 import { Shutdown } from './runtime/shutdown.ts';
 import { sleep } from './runtime/sleep.ts';
 
-export interface AppOptions {
-  readonly fieldManager: string;
-  readonly concurrency: number;
-  readonly requeueAfterMs: number;
-  readonly gracePeriodMs: number;
-  readonly dryRun: boolean;
-  readonly once: boolean;
-  readonly watchTimeoutSeconds: number;
-  /** 0: no HTTP server. */
-  readonly httpPort: number;
+/** What the app takes of the command-line options, plus what the entry point works out. */
+export type AppOptions = Pick<Options, 'fieldManager' | 'concurrency' | 'requeueAfterMs' | 'gracePeriodMs' | 'dryRun' | 'once' | 'watchTimeoutSeconds' | 'httpPort'> & {
   /** The entry point's provisional signal handler, which the shutdown coordinator replaces. */
   readonly earlySignalHandler?: ((signal: NodeJS.Signals) => void) | undefined;
   /** Set when several replicas elect a leader through a Lease. */
   readonly leaderElection?: Omit<LeaderElectionOptions, 'log' | 'onLeadingChange'> | undefined;
-}
+};
 
 /** The config cannot work against this cluster (ambiguous kind, missing verb, nothing to watch): exit status 2. */
 export class KindError extends Error {
@@ -228,6 +221,26 @@ function resolveKinds(kinds: readonly KindConfig[], resources: readonly ApiResou
   return { resolved, unknown };
 }
 
+/** The namespaces a kind is watched in: its own, or all ('') when none are set or it is cluster-scoped. */
+export function watchedNamespaces(kind: KindConfig, resource: ApiResource): readonly string[] {
+  return resource.namespaced && kind.namespaces.length > 0 ? kind.namespaces : [''];
+}
+
+/** What labelling one kind in one namespace takes: its metadata API, the cache projection and the reconciler. */
+export function labellingFor(client: KubeClient, kind: KindConfig, resource: ApiResource, namespace: string, options: Pick<AppOptions, 'fieldManager' | 'dryRun'>, log: Logger) {
+  const api = new MetadataApi(client, resource, namespace);
+  const annotations = new Set([...kind.labels.values()].flatMap((t) => t.annotations));
+  const reconciler = new Reconciler({
+    kind: { apiVersion: apiVersion(resource), kind: resource.kind, resource: resource.resource, group: resource.group },
+    labels: kind.labels,
+    conflicts: kind.conflicts,
+    dryRun: options.dryRun,
+    client: labelClient(api, options.fieldManager),
+    log,
+  });
+  return { api, project: projector(options.fieldManager, annotations), reconciler };
+}
+
 /** The controllers of one configured kind: one per namespace, or one for all namespaces. */
 export function controllersFor(
   client: KubeClient,
@@ -239,25 +252,15 @@ export function controllersFor(
   metrics?: Metrics,
 ): Controller<LabelledObject>[] {
   const name = groupResource(resource);
-  const namespaces = resource.namespaced && kind.namespaces.length > 0 ? kind.namespaces : [''];
-  const annotations = new Set([...kind.labels.values()].flatMap((t) => t.annotations));
-  return namespaces.map((namespace) => {
+  return watchedNamespaces(kind, resource).map((namespace) => {
     const controller = namespace ? `${name}/${namespace}` : name;
-    const api = new MetadataApi(client, resource, namespace);
     const kindLog = log.child({ kind: resource.kind });
     const labelMetrics = metrics?.labels(controller);
-    const reconciler = new Reconciler({
-      kind: { apiVersion: apiVersion(resource), kind: resource.kind, resource: resource.resource, group: resource.group },
-      labels: kind.labels,
-      conflicts: kind.conflicts,
-      dryRun: options.dryRun,
-      client: labelClient(api, options.fieldManager),
-      log: kindLog,
-    });
+    const { api, project, reconciler } = labellingFor(client, kind, resource, namespace, options, kindLog);
     return new Controller({
       name: controller,
       api,
-      project: projector(options.fieldManager, annotations),
+      project,
       reconcile: async (object) => {
         try {
           const { outcome, patch } = await reconciler.reconcile(object);
