@@ -177,6 +177,30 @@ test('addRateLimited backs a key off exponentially until forget', async (t) => {
   await retryAfter(5);
 });
 
+test('retries of many failing keys never outrun the overall bucket: by time t at most 100 + 10/s × t', async (t) => {
+  const queue = mockedQueue(t);
+  const keys = Array.from({ length: 300 }, (_, i) => `k${i}`);
+  for (const key of keys) queue.add(key);
+  const failed = new Set<string>();
+  let retries = 0;
+  // Every 10 ms, every key that is ready fails at once (the fastest a worker pool could fail).
+  for (let now = 0; now <= 20_000; now += 10) {
+    while (queue.length > 0) {
+      const key = (await queue.get())!;
+      if (failed.has(key)) {
+        retries++;
+        assert.ok(retries <= 100 + now / 100, `${retries} retries by ${now} ms`);
+      }
+      failed.add(key);
+      queue.addRateLimited(key);
+      queue.done(key);
+    }
+    t.mock.timers.tick(10);
+  }
+  // The bucket is the only limit here: it is used to the full.
+  assert.ok(retries >= 290, `${retries} retries in 20 s`);
+});
+
 test('metrics follow client-go: adds, depth, retries, queue latency and work duration', async (t) => {
   const seen = { adds: 0, depth: [] as number[], retries: 0, queueLatency: [] as number[], workDuration: [] as number[] };
   const metrics: QueueMetrics = {
