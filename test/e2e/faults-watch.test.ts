@@ -108,7 +108,9 @@ describe('a watch that goes silent', { skip }, () => {
           const idle = await printer.next((e) => e.type === 'error', mark, IDLE_MS + 10_000);
           assert.match(idle.error ?? '', /WatchIdleError: watch .* was silent for \d+ s/);
           const detected = idle.t - silentAt;
-          assert.ok(detected <= IDLE_MS + 2000, `silence detected after ${detected} ms (idle timeout ${IDLE_MS} ms)`);
+          // The frozen connection never ends by itself: only the idle timeout can end it (the slack
+          // is for a loaded machine).
+          assert.ok(detected <= IDLE_MS + 5000, `silence detected after ${detected} ms (idle timeout ${IDLE_MS} ms)`);
           const resumedAt = Date.now();
           if (mode === 'frozen until resumed') proxy.resume();
           const connectionsBefore = proxy.connections;

@@ -95,14 +95,10 @@ kinds:
       const path = `/api/v1/namespaces/${ns}/configmaps/forced`;
       await eventually(async () => (await labelsOf(path))['team'] === 'platform', 'the label');
       await patchLabels(path, { team: null });
-      let started = Date.now();
-      await eventually(async () => (await labelsOf(path))['team'] === 'platform', 'the removed label to come back', 1000);
-      const restoredAfterRemoval = Date.now() - started;
+      // Within seconds, so by the watch event and not the periodic re-check (--requeue-after 5m).
+      await eventually(async () => (await labelsOf(path))['team'] === 'platform', 'the removed label to come back', 10_000);
       await patchLabels(path, { team: 'hijacked' });
-      started = Date.now();
-      await eventually(async () => (await labelsOf(path))['team'] === 'platform', 'the changed label to come back', 1000);
-      const restoredAfterChange = Date.now() - started;
-      assert.ok(restoredAfterRemoval < 1000 && restoredAfterChange < 1000);
+      await eventually(async () => (await labelsOf(path))['team'] === 'platform', 'the changed label to come back', 10_000);
 
       const skippedPath = `/api/v1/namespaces/${ns}/configmaps/skipped`;
       await patchLabels(skippedPath, { skip: 'yes' });
