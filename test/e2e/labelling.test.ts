@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { adminClient, auditEvents, auditSkip, create, createCrd, createNamespace, eventually, labelsOf, patchLabels, skip } from './cluster.ts';
+import { figure } from '../cluster.ts';
 import { controllersFor, type Counts } from '../../src/app.ts';
 import { discover } from '../../src/kube/discovery.ts';
 import { resolveResource } from '../../src/kube/resolve.ts';
@@ -78,7 +79,7 @@ kinds:
     });
   }
 
-  test('a removed or changed label is restored under force, and reported and left alone under skip', async () => {
+  test('a removed or changed label is restored under force, and reported and left alone under skip', async (t) => {
     const ns = await createNamespace('conflicts');
     await create(`/api/v1/namespaces/${ns}/configmaps`, configMap('forced'));
     await create(`/api/v1/namespaces/${ns}/configmaps`, configMap('skipped'));
@@ -96,9 +97,14 @@ kinds:
       await eventually(async () => (await labelsOf(path))['team'] === 'platform', 'the label');
       await patchLabels(path, { team: null });
       // Within seconds, so by the watch event and not the periodic re-check (--requeue-after 5m).
-      await eventually(async () => (await labelsOf(path))['team'] === 'platform', 'the removed label to come back', 10_000);
+      // The sub-second target is measured by the bench (relabel latency), not timed here.
+      let started = Date.now();
+      await eventually(async () => (await labelsOf(path))['team'] === 'platform', 'the removed label to come back', 10_000, 20);
+      const afterRemoval = Date.now() - started;
       await patchLabels(path, { team: 'hijacked' });
-      await eventually(async () => (await labelsOf(path))['team'] === 'platform', 'the changed label to come back', 10_000);
+      started = Date.now();
+      await eventually(async () => (await labelsOf(path))['team'] === 'platform', 'the changed label to come back', 10_000, 20);
+      figure(t, `force: removed label restored after ${afterRemoval} ms, changed label after ${Date.now() - started} ms (polled every 20 ms)`);
 
       const skippedPath = `/api/v1/namespaces/${ns}/configmaps/skipped`;
       await patchLabels(skippedPath, { skip: 'yes' });
