@@ -52,7 +52,7 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
   const all: Controller<LabelledObject>[] = [];
   let discovered = false;
   const server = options.httpPort > 0 && !options.once
-    ? await serveHttp(options.httpPort, { pending: () => (discovered ? all.filter((c) => !c.store.synced).map((c) => c.name) : ['API discovery']) }, metrics.registry)
+    ? await serveHttp(options.httpPort, { problems: () => (discovered ? all.flatMap(readinessProblem) : ['waiting for API discovery']) }, metrics.registry)
     : undefined;
   if (server) log.info('serving /healthz, /readyz and /metrics', { port: boundPort(server) });
   try {
@@ -85,6 +85,16 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
 }
 
 /** --once: every object reconciled once, a summary on stdout; 1 if anything failed. */
+/**
+ * Why a controller keeps the process from being ready: no first list yet, or a watch that is
+ * down (the API server away, permissions revoked) until it lists or opens again.
+ */
+function readinessProblem(controller: Controller<LabelledObject>): string[] {
+  const failure = controller.watchFailure ? `: ${controller.watchFailure.message}` : '';
+  if (!controller.store.synced) return [`${controller.name}: waiting for the first list${failure}`];
+  return failure ? [`${controller.name}: watch down${failure}`] : [];
+}
+
 async function converge(controllers: readonly Controller<LabelledObject>[], counts: Counts, unknownKinds: number, options: AppOptions, shutdown: Shutdown, log: Logger): Promise<number> {
   const seen = () => Object.values(counts).reduce((a, b) => a + b, 0);
   const failed = () => counts.failed + counts.invalid;

@@ -1,12 +1,12 @@
 // The probe and metrics endpoints: /healthz (the process and its event loop answer),
-// /readyz (every controller's first list is complete; a standby is ready too), /metrics.
+// /readyz (every controller has its first list and a live watch; a standby is ready too), /metrics.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 
 export interface Readiness {
-  /** Names of controllers whose first list is not complete yet. */
-  pending(): readonly string[];
+  /** Why the process is not ready, one line each; none when it is. */
+  problems(): readonly string[];
 }
 
 export async function serveHttp(port: number, readiness: Readiness, registry: Registry): Promise<Server> {
@@ -22,8 +22,8 @@ export async function serveHttp(port: number, readiness: Readiness, registry: Re
       case '/livez':
         return reply(200, 'ok\n');
       case '/readyz': {
-        const pending = readiness.pending();
-        return pending.length === 0 ? reply(200, 'ok\n') : reply(503, `waiting for the first list of: ${pending.join(', ')}\n`);
+        const problems = readiness.problems();
+        return problems.length === 0 ? reply(200, 'ok\n') : reply(503, `not ready:\n${problems.map((p) => `- ${p}\n`).join('')}`);
       }
       case '/metrics':
         registry.metrics().then(

@@ -69,7 +69,7 @@ export class LabelWatch {
     const signal = this.#abort.signal;
     while (!signal.aborted) {
       try {
-        for await (const event of api.watch({ resourceVersion, timeoutSeconds: 600, idleMs: 700_000, signal })) {
+        for await (const event of await api.watch({ resourceVersion, timeoutSeconds: 600, idleMs: 700_000, signal })) {
           if (event.type === 'ERROR') throw new ApiError('WATCH', api.path(), event.object.code ?? 500, event.object);
           resourceVersion = event.object.metadata.resourceVersion;
           if (event.type !== 'ADDED' && event.type !== 'MODIFIED') continue;

@@ -25,8 +25,6 @@ export interface WatchOptions {
   readonly timeoutSeconds: number;
   /** Client-side: no byte for this long means the connection is dead. */
   readonly idleMs: number;
-  /** Streaming list (WatchList): the server first sends the current state, ending with a bookmark. */
-  readonly sendInitialEvents?: boolean | undefined;
   readonly signal?: AbortSignal | undefined;
 }
 
@@ -67,23 +65,20 @@ export class MetadataApi {
   }
 
   /**
-   * A watch stream; ends when the server closes it or `signal` aborts, throws WatchIdleError when
-   * it stalls (no headers, or no bytes, for `idleMs`), after replacing the client's connections.
+   * Opens a watch: resolves once the server has answered, with the stream of its events, which
+   * ends when the server closes it or `signal` aborts. A watch that stalls (no headers, or no
+   * bytes, for `idleMs`) fails with WatchIdleError, after the client's connections are replaced.
    */
-  async *watch(options: WatchOptions): AsyncGenerator<WatchEvent> {
+  async watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>> {
     const path = this.path();
-    try {
-      yield* this.#watch(path, options);
-    } catch (error) {
-      if (error instanceof WatchIdleError) await this.#client.resetConnections();
-      throw error;
-    }
+    const response = await this.#open(path, options).catch((error: unknown) => this.#failed(error));
+    return this.#events(response, path, options);
   }
 
-  async *#watch(path: string, options: WatchOptions): AsyncGenerator<WatchEvent> {
+  async #open(path: string, options: WatchOptions): Promise<Response> {
     const headers = new AbortController();
     const timer = setTimeout(() => headers.abort(new WatchIdleError(path, options.idleMs)), options.idleMs);
-    const response = await this.#client.request('GET', path, {
+    return this.#client.request('GET', path, {
       headers: { accept: ACCEPT_OBJECT },
       query: {
         watch: true,
@@ -91,12 +86,24 @@ export class MetadataApi {
         labelSelector: options.labelSelector,
         resourceVersion: options.resourceVersion,
         timeoutSeconds: options.timeoutSeconds,
-        ...(options.sendInitialEvents ? { sendInitialEvents: true, resourceVersionMatch: 'NotOlderThan' } : {}),
       },
       signal: options.signal ? AbortSignal.any([options.signal, headers.signal]) : headers.signal,
     }).finally(() => clearTimeout(timer));
+  }
+
+  async *#events(response: Response, path: string, options: WatchOptions): AsyncGenerator<WatchEvent> {
     if (!response.body) return;
-    yield* readWatchStream<WatchEvent>(response.body, { idleMs: options.idleMs, signal: options.signal, path });
+    try {
+      yield* readWatchStream<WatchEvent>(response.body, { idleMs: options.idleMs, signal: options.signal, path });
+    } catch (error) {
+      await this.#failed(error);
+    }
+  }
+
+  /** Rethrows a watch failure; a silent watch first replaces the connections (the dead one may not be alone). */
+  async #failed(error: unknown): Promise<never> {
+    if (error instanceof WatchIdleError) await this.#client.resetConnections();
+    throw error;
   }
 
   /** Server-side apply of the given labels under `fieldManager`; answers with the object's metadata. */

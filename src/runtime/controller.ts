@@ -44,6 +44,7 @@ export class Controller<T> {
   readonly #options: ControllerOptions<T>;
   readonly #queue: WorkQueue;
   #lists = 0;
+  #watchFailure: Error | undefined;
   #markSynced!: () => void;
   /** Resolves when the first list is complete. */
   readonly synced = new Promise<void>((resolve) => {
@@ -55,6 +56,11 @@ export class Controller<T> {
     this.#options = options;
     this.store = new Store(options.project);
     this.#queue = new WorkQueue(options.metrics ? { metrics: options.metrics.queue } : {});
+  }
+
+  /** Why the watch is down: its last error, until a list completes or a watch opens again. */
+  get watchFailure(): Error | undefined {
+    return this.#watchFailure;
   }
 
   /**
@@ -123,13 +129,18 @@ export class Controller<T> {
     await Promise.all(Array.from({ length: this.#options.concurrency }, worker));
   }
 
-  /** The watcher's events, with failures logged and counted. */
+  /** The watcher's events, with failures logged, counted and kept until the watch is back. */
   async *#events(intake: AbortSignal): AsyncGenerator<WatcherEvent> {
     for await (const event of watcher(this.#options.api, { ...this.#options.watch, signal: intake })) {
       if (event.type === 'error') {
         this.#options.log.warn('watch failed; retrying', { error: event.error, retryInMs: Math.round(event.retryInMs) });
         this.#options.metrics?.watchRestarted();
+        this.#watchFailure = event.error;
         continue;
+      }
+      if ((event.type === 'watching' || event.type === 'initDone') && this.#watchFailure) {
+        this.#options.log.info('watch re-established');
+        this.#watchFailure = undefined;
       }
       yield event;
     }

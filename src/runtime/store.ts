@@ -85,6 +85,7 @@ export class Store<T> {
         this.#versions.delete(key);
         return { type: 'delete', key };
       }
+      case 'watching':
       case 'error':
         return undefined;
     }

@@ -18,9 +18,10 @@ const bookmark = (resourceVersion: string): WatchEvent => ({ type: 'BOOKMARK', o
 const expiredEvent: WatchEvent = { type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' } };
 const expired = (): ApiError => new ApiError('GET', '/api/v1/pods', 410, { code: 410, reason: 'Expired', message: 'too old resource version' });
 
-/** One scripted watch: its events, then a clean end or `end` thrown. */
+/** One scripted watch: refused with `refused`, or open with its events, then a clean end or `end` thrown. */
 interface WatchStep {
-  readonly events: readonly WatchEvent[];
+  readonly refused?: Error;
+  readonly events?: readonly WatchEvent[];
   readonly end?: Error;
 }
 
@@ -49,12 +50,15 @@ class ScriptedApi implements ListWatch {
     return step;
   }
 
-  async *watch(options: WatchOptions): AsyncGenerator<WatchEvent> {
+  async watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>> {
     this.watches.push(options);
     const step = this.#watches.shift();
-    if (step === undefined) return await untilAborted(options.signal);
-    yield* step.events;
-    if (step.end) throw step.end;
+    if (step === undefined) return untilAborted(options.signal);
+    if (step.refused) throw step.refused;
+    return (async function* () {
+      yield* step.events ?? [];
+      if (step.end) throw step.end;
+    })();
   }
 }
 
@@ -134,7 +138,7 @@ test('the watch starts at the list\'s version and resumes from the newest one se
   );
   const run = start(t, api, { labelSelector: 'app=web' });
 
-  assert.deepEqual(summary(await run.take(8)), ['init', 'initApply a', 'initApply b', 'initDone', 'apply c', 'apply a', 'delete b', 'apply d']);
+  assert.deepEqual(summary(await run.take(10)), ['init', 'initApply a', 'initApply b', 'initDone', 'watching', 'apply c', 'apply a', 'delete b', 'watching', 'apply d']);
   const pending = run.events.next();
   await immediate();
   assert.deepEqual(api.watches.map((o) => o.resourceVersion), ['10', '14', '15']);
@@ -151,7 +155,7 @@ test('410 relists at once from the watch cache: the first page asks NotOlderThan
   );
   const run = start(t, api);
 
-  assert.deepEqual(summary(await run.take(5)), ['init', 'initApply a', 'initDone', 'apply b', 'error 410 0']);
+  assert.deepEqual(summary(await run.take(6)), ['init', 'initApply a', 'initDone', 'watching', 'apply b', 'error 410 0']);
   assert.deepEqual(summary([await run.next(0), ...(await run.take(3))]), ['init', 'initApply a', 'initApply c', 'initDone']);
 
   const [, relist, second] = api.lists;
@@ -173,7 +177,7 @@ test('when the relist from the watch cache is 410 too, the next list is a consis
   const api = new ScriptedApi([page('10', []), expired(), page('30', [pod('a')])], [{ events: [bookmark('12'), expiredEvent] }]);
   const run = start(t, api);
 
-  assert.deepEqual(summary(await run.take(3)), ['init', 'initDone', 'error 410 0']);
+  assert.deepEqual(summary(await run.take(4)), ['init', 'initDone', 'watching', 'error 410 0']);
   assert.deepEqual(summary([await run.next(0), await run.next()]), ['init', 'error 410 1500']);
   assert.deepEqual(summary([await run.next(1500), ...(await run.take(2))]), ['init', 'initApply a', 'initDone']);
 
@@ -209,24 +213,26 @@ test('other errors yield an error event with the backoff\'s delay, or the server
   }
 });
 
-test('a watch failure other than 410 resumes the watch from the newest version, without a relist', async (t) => {
+test('a watch failure other than 410 resumes the watch from the newest version, without a relist; "watching" only when the server answers', async (t) => {
   const api = new ScriptedApi(
     [page('10', [])],
     [
       { events: [bookmark('11')], end: new WatchIdleError('/api/v1/pods', 90_000) },
       { events: [{ type: 'ERROR', object: { code: 500, message: 'internal error' } }] },
+      { refused: new Error('connect ECONNREFUSED') },
     ],
   );
   const run = start(t, api);
 
-  assert.deepEqual(summary(await run.take(3)), ['init', 'initDone', `error watch /api/v1/pods was silent for 90 s; reconnecting 1500`]);
-  assert.deepEqual(summary([await run.next(1500)]), ['error 500 3000']);
+  assert.deepEqual(summary(await run.take(4)), ['init', 'initDone', 'watching', `error watch /api/v1/pods was silent for 90 s; reconnecting 1500`]);
+  assert.deepEqual(summary([await run.next(1500), await run.next()]), ['watching', 'error 500 3000']);
+  assert.deepEqual(summary([await run.next(3000)]), ['error connect ECONNREFUSED 6000']);
   const pending = run.events.next();
   await immediate();
-  t.mock.timers.tick(3000);
+  t.mock.timers.tick(6000);
   await immediate();
   assert.equal(api.lists.length, 1);
-  assert.deepEqual(api.watches.map((o) => o.resourceVersion), ['10', '11', '11']);
+  assert.deepEqual(api.watches.map((o) => o.resourceVersion), ['10', '11', '11', '11']);
   run.controller.abort();
   assert.equal((await pending).done, true);
 });

@@ -10,7 +10,8 @@ import { sleep } from './sleep.ts';
 /** What the watcher needs of a resource API (MetadataApi provides it). */
 export interface ListWatch {
   list(options: ListOptions): Promise<PartialObjectMetadataList>;
-  watch(options: WatchOptions): AsyncIterable<WatchEvent>;
+  /** Resolves once the server has answered, with the watch's events. */
+  watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>>;
 }
 
 export type WatcherEvent =
@@ -21,6 +22,8 @@ export type WatcherEvent =
   | { readonly type: 'initDone' }
   | { readonly type: 'apply'; readonly object: PartialObjectMetadata }
   | { readonly type: 'delete'; readonly object: PartialObjectMetadata }
+  /** A watch is open (the server answered): changes arrive as they happen from here on. */
+  | { readonly type: 'watching' }
   /** Something failed; the watcher retries by itself after `retryInMs`. */
   | { readonly type: 'error'; readonly error: Error; readonly retryInMs: number };
 
@@ -74,8 +77,12 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
         yield { type: 'initDone' };
       }
 
+      const events = await api.watch({ labelSelector, resourceVersion, timeoutSeconds, idleMs, signal });
+      yield { type: 'watching' };
+      // The backoff starts over only once the watch delivers: a server that answers and then
+      // fails at once (410, an error event) must still be backed off from.
       let healthy = false;
-      for await (const event of api.watch({ labelSelector, resourceVersion, timeoutSeconds, idleMs, signal })) {
+      for await (const event of events) {
         if (event.type === 'ERROR') {
           throw new ApiError('WATCH', '', event.object.code ?? 500, event.object);
         }

@@ -1,4 +1,4 @@
-// The HTTP endpoints a cluster uses: /readyz turns ready only after the initial lists, /metrics
+// The HTTP endpoints a cluster uses: /readyz is ready only with the initial lists done and the watches up, /metrics
 // carries controller-runtime's names (so existing dashboards work) and labeller's own.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -18,7 +18,7 @@ function sample(metrics: string, name: string, labels: Record<string, string> = 
 }
 
 describe('HTTP endpoints', { skip }, () => {
-  test('/readyz is 503 until every kind\'s first list is complete, then 200; /healthz is 200 throughout', async () => {
+  test('/readyz is 503 until every kind\'s first list is complete and while a watch is down, else 200; /healthz is 200 throughout', async () => {
     const ns = await createNamespace('readyz');
     const proxy = await FaultProxy.start((await adminClient()).server);
     proxy.pause();
@@ -27,12 +27,26 @@ describe('HTTP endpoints', { skip }, () => {
       await labeller.waitForLog((l) => l.msg === 'serving /healthz, /readyz and /metrics');
       const notReady = await get(18391, '/readyz');
       assert.equal(notReady.status, 503);
-      assert.match(notReady.body, /waiting for the first list of: API discovery/);
+      assert.match(notReady.body, /waiting for API discovery/);
       assert.equal((await get(18391, '/healthz')).status, 200);
       proxy.resume();
       await eventually(async () => (await get(18391, '/readyz')).status === 200, '/readyz to turn ready');
       assert.ok(labeller.logs.some((l) => l.msg === 'initial list complete'), 'ready only after the list');
+
+      // The API server out of reach: the watch fails, and stays down until the server is back.
+      proxy.refuse(true);
+      proxy.drop();
+      const down = await eventually(async () => {
+        const readyz = await get(18391, '/readyz');
+        return readyz.status === 503 && readyz;
+      }, '/readyz to report the watch down');
+      assert.match(down.body, new RegExp(`^not ready:\n- configmaps/${ns}: watch down: .+`));
+      assert.equal((await get(18391, '/healthz')).status, 200, 'alive all along: a restart would not help');
+      proxy.refuse(false);
+      await eventually(async () => (await get(18391, '/readyz')).status === 200, '/readyz to turn ready again');
+      await labeller.waitForLog((l) => l.msg === 'watch re-established');
     } finally {
+      proxy.refuse(false);
       proxy.resume();
       assert.equal((await labeller.stop()).code, 0);
       await proxy.close();

@@ -1,7 +1,7 @@
 // Faults of the control plane itself, on a control plane of this file's own: kube-apiserver
 // killed and restarted (during the initial list and in steady state), and etcd compacted while
 // labeller was away so that its watch resumes from a resourceVersion that no longer exists.
-// (Readiness during an outage, /readyz, is not covered here: it reports the first list only.)
+// /readyz is sampled throughout: it must report each outage and recover after it.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { ControlPlane } from '../controlplane/controlplane.ts';
@@ -54,6 +54,9 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
     readonly requestsToRecover: number;
   }
   const outages: Outage[] = [];
+  /** labeller's /readyz, sampled every 250 ms through the restart test. */
+  const readiness: { readonly at: number; readonly ready: boolean }[] = [];
+  const HTTP_PORT = 18393;
 
   test('restarted during the initial list and twice in steady state: no crash, watch retries back off, every object ends up labelled', async (t) => {
     const ns = await cluster.namespace('restarts');
@@ -63,9 +66,16 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
     await cluster.createMany(secrets, Array.from({ length: 40 }, (_, i) => `s-${String(i).padStart(3, '0')}`), secret);
     const proxy = await FaultProxy.start(cp.server);
     const labeller = new Labeller(
-      ['--kinds', 'configmaps,secrets', '--label', 'team=platform', '--label', 'example.com/name={{name}}', '--namespace', ns, '--concurrency', '1', '--watch-timeout', '60s'],
+      ['--kinds', 'configmaps,secrets', '--label', 'team=platform', '--label', 'example.com/name={{name}}', '--namespace', ns, '--concurrency', '1', '--watch-timeout', '60s', '--http-port', String(HTTP_PORT)],
       { kubeconfig: cluster.writeKubeconfig({ server: proxy.url }) },
     );
+    const sampler = setInterval(() => {
+      const at = Date.now();
+      fetch(`http://127.0.0.1:${HTTP_PORT}/readyz`).then(async (r) => {
+        await r.body?.cancel();
+        readiness.push({ at, ready: r.ok });
+      }, () => {});
+    }, 250);
     /** Stops kube-apiserver, keeps it down `ms`, starts it and waits until it is ready. */
     const outage = async (ms: number) => {
       const stopping = Date.now();
@@ -122,6 +132,7 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
       await eventually(() => allLabelled([cms, secrets]), 'every object to be labelled', 90_000, 500);
       assert.ok(labeller.running, 'labeller is still running');
     } finally {
+      clearInterval(sampler);
       const exit = await labeller.stop();
       labeller.kill();
       await proxy.close();
@@ -170,6 +181,23 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
       const down = o.ready - o.stopping;
       const bound = Math.min(60_000, 2 * down) + 5000;
       assert.ok(o.recovered - o.ready <= bound, `outage "${o.what}" (${(down / 1000).toFixed(1)} s): caught up ${((o.recovered - o.ready) / 1000).toFixed(1)} s after the API server was ready (at most ${(bound / 1000).toFixed(1)} s)`);
+    }
+  });
+
+  test('/readyz reports each outage (503 while the API server is away) and is 200 again once labeller has caught up', (t) => {
+    assert.ok(outages.length > 0, 'the restart test ran');
+    readiness.sort((a, b) => a.at - b.at);
+    for (const [i, o] of outages.entries()) {
+      // Until the next API server is gone (it serves during its graceful shutdown).
+      const until = outages[i + 1]?.down ?? Infinity;
+      const samples = readiness.filter((r) => r.at >= o.stopping && r.at < until);
+      const changes = samples.filter((r, j) => j === 0 || r.ready !== samples[j - 1]!.ready);
+      const notReady = samples.find((r) => !r.ready && r.at >= o.down && r.at <= o.ready);
+      const readyAgain = samples.find((r) => r.ready && r.at >= o.ready);
+      figure(t, `readiness [${o.what}] (API server stopped at 0 s, down at ${((o.down - o.stopping) / 1000).toFixed(1)} s, ready at ${((o.ready - o.stopping) / 1000).toFixed(1)} s): ` +
+        changes.map((r) => `${r.ready ? 200 : 503} at ${((r.at - o.stopping) / 1000).toFixed(1)} s`).join(', '));
+      assert.ok(notReady, `outage "${o.what}": /readyz answered 503 while the API server was down`);
+      assert.ok(readyAgain && readyAgain.at <= o.recovered + 5000, `outage "${o.what}": /readyz answered 200 again once labeller had caught up`);
     }
   });
 

@@ -50,7 +50,7 @@ export async function plumbing(client: KubeClient, namespace: string): Promise<s
   const abort = new AbortController();
   const events: WatchEvent[] = [];
   const watching = (async () => {
-    for await (const event of cms.watch({ resourceVersion: list.metadata.resourceVersion, timeoutSeconds: 60, idleMs: 70_000, signal: abort.signal })) {
+    for await (const event of await cms.watch({ resourceVersion: list.metadata.resourceVersion, timeoutSeconds: 60, idleMs: 70_000, signal: abort.signal })) {
       events.push(event);
       if (event.type === 'ADDED' && event.object.metadata.name === 'second') abort.abort();
     }
