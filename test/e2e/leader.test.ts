@@ -41,10 +41,10 @@ describe('leader election', { skip }, () => {
       first.process.kill('SIGKILL');
       const killed = Date.now();
       const leads = await second.waitForLog((l) => l.msg === 'became leader', 10_000);
-      // By the standby's own clock: the lease expires LEASE_MS after the leader's last renewal,
-      // and the standby tries again every retry period (jittered). Its log may reach us late.
+      // By the standby's own clock (its log may reach us late): the lease expires LEASE_MS after
+      // the leader's last renewal, and the standby tries again every retry period (jittered).
       const takeover = Date.parse(String(leads['time'])) - killed;
-      assert.ok(takeover < LEASE_MS * 2, `took over in ${takeover} ms, lease duration ${LEASE_MS} ms`);
+      assert.ok(takeover < LEASE_MS * 1.5, `took over in ${takeover} ms, lease duration ${LEASE_MS} ms`);
 
       for (let i = 0; i < 5; i++) await create(`/api/v1/namespaces/${ns}/configmaps`, configMap(`after-${i}`));
       await eventually(async () => (await labelsOf(`/api/v1/namespaces/${ns}/configmaps/after-4`))['team'] === 'platform', 'the new leader to label');
