@@ -84,7 +84,6 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
   }
 }
 
-/** --once: every object reconciled once, a summary on stdout; 1 if anything failed. */
 /**
  * Why a controller keeps the process from being ready: no first list yet, or a watch that is
  * down (the API server away, permissions revoked) until it lists or opens again.
@@ -95,6 +94,7 @@ function readinessProblem(controller: Controller<LabelledObject>): string[] {
   return failure ? [`${controller.name}: watch down${failure}`] : [];
 }
 
+/** --once: every object reconciled once, a summary on stdout; 1 if anything failed. */
 async function converge(controllers: readonly Controller<LabelledObject>[], counts: Counts, unknownKinds: number, options: AppOptions, shutdown: Shutdown, log: Logger): Promise<number> {
   const seen = () => Object.values(counts).reduce((a, b) => a + b, 0);
   const failed = () => counts.failed + counts.invalid;
