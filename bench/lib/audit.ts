@@ -50,6 +50,7 @@ export class AuditLog {
     const fd = openSync(this.#path, 'r');
     try {
       const size = fstatSync(fd).size;
+      if (size < this.#offset) throw new Error(`${this.#path} shrank from ${this.#offset} to ${size} bytes (rotated?): the requests counted from it would be wrong`);
       const buffer = Buffer.alloc(CHUNK);
       while (this.#offset < size) {
         const n = readSync(fd, buffer, 0, Math.min(CHUNK, size - this.#offset), this.#offset);

@@ -121,6 +121,9 @@ export async function startControlPlane(signal?: AbortSignal): Promise<ControlPl
       `--audit-log-path=${auditLog}`,
       '--audit-log-format=json',
       '--audit-log-mode=blocking',
+      // Never rotate (0 means lumberjack's 100 MB): readers follow one file, and a 50k-object
+      // bench writes several hundred MB.
+      '--audit-log-maxsize=1000000',
       '--v=1',
     ];
     const startApiServer = async (): Promise<void> => {
