@@ -130,6 +130,9 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
         outages.push({ what, ms, ...times, recovered, watchFailures: labeller.since(mark, watchFailed), reconcileFailures: labeller.since(mark, (l) => l.msg.startsWith('reconcile failed')).length, retryFailures: retryFailures(mark), requestsToRecover });
       }
       await eventually(() => allLabelled([cms, secrets]), 'every object to be labelled', 90_000, 500);
+      // Keep sampling until /readyz has answered after the last outage (its test judges when).
+      const last = outages.at(-1)!;
+      await eventually(async () => readiness.some((r) => r.ready && r.at >= last.ready), '/readyz to answer 200 after the last outage', 30_000, 250);
       assert.ok(labeller.running, 'labeller is still running');
     } finally {
       clearInterval(sampler);
