@@ -2,6 +2,7 @@
 // (the shared one or a control plane a test file starts for itself), the API server's audit log,
 // etcd compaction and a process's memory. Nothing here changes labeller; it only observes and
 // disturbs it. test/e2e/cluster.ts binds them to the shared cluster of a test run.
+import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -272,6 +273,12 @@ export function assertNoCrash(stderr: string): void {
   if (/^\s+at .+(\(|:\d+:\d+)/m.test(stderr) || /Unhandled|unhandledRejection|ERR_UNHANDLED|uncaught/i.test(stderr)) {
     throw new Error(`stderr shows a crash:\n${stderr.slice(-3000)}`);
   }
+}
+
+/** Exit status 0, and no crash in stderr. */
+export function assertCleanExit(exit: { readonly code: number | null; readonly stderr: string }): void {
+  assert.equal(exit.code, 0, exit.stderr.slice(-3000));
+  assertNoCrash(exit.stderr);
 }
 
 /** Summary figures of a series of samples. */

@@ -1,5 +1,6 @@
 // Runs the real `labeller` command (Node: bin/labeller.js, Deno: src/cli.ts) and reads its JSON
 // logs. Only the lines the bench needs are kept, so a 50k-object run does not hold 50k log lines.
+import { Arrivals, lineSplitter } from '../../test/lines.ts';
 import { tsCommand, type Runtime } from './runtime.ts';
 import { start, type Child, type Exit } from './spawn.ts';
 
@@ -17,35 +18,31 @@ export class LabellerProcess {
   readonly process: Child;
   /** Epoch ms just before the process was spawned. */
   readonly startedAt: number;
+  readonly #lines = new Arrivals<LogLine>();
   /** Lines other than "labels applied" (info about one object); those are only counted. */
-  readonly logs: LogLine[] = [];
+  readonly logs: readonly LogLine[] = this.#lines.items;
   readonly counts = { applied: 0, warn: 0, error: 0 };
   #stderrTail = '';
-  readonly #waiters = new Set<() => void>();
 
   constructor(runtime: Runtime, args: readonly string[]) {
     const [bin, prefix] = tsCommand(runtime, runtime === 'node' ? 'bin/labeller.js' : 'src/cli.ts');
-    let pending = '';
+    const split = lineSplitter((text) => {
+      if (!text.startsWith('{')) return;
+      const line = JSON.parse(text) as LogLine;
+      if (line.level === 'warn') this.counts.warn++;
+      if (line.level === 'error') this.counts.error++;
+      if (line.msg === 'labels applied') this.counts.applied++;
+      else this.#lines.push(line);
+    });
     this.startedAt = Date.now();
     this.process = start(bin, [...prefix, '--log-format', 'json', ...args], (chunk) => {
       this.#stderrTail = (this.#stderrTail + chunk).slice(-4000);
-      pending += chunk;
-      const lines = pending.split('\n');
-      pending = lines.pop() ?? '';
-      for (const text of lines) {
-        if (!text.startsWith('{')) continue;
-        const line = JSON.parse(text) as LogLine;
-        if (line.level === 'warn') this.counts.warn++;
-        if (line.level === 'error') this.counts.error++;
-        if (line.msg === 'labels applied') this.counts.applied++;
-        else this.logs.push(line);
-      }
-      for (const wake of this.#waiters) wake();
+      split(chunk);
     });
     running.add(this);
-    void this.process.exited.then(() => {
+    void this.process.exited.then((exit) => {
       running.delete(this);
-      for (const wake of this.#waiters) wake();
+      this.#lines.end(`labeller exited (${describe(exit)})`);
     });
   }
 
@@ -59,21 +56,7 @@ export class LabellerProcess {
 
   /** Resolves with the first kept log line matching `predicate`; rejects on timeout or exit. */
   waitForLog(predicate: (line: LogLine) => boolean, timeoutMs: number): Promise<LogLine> {
-    return new Promise((resolve, reject) => {
-      const check = (): void => {
-        const found = this.logs.find(predicate);
-        if (found) done(() => resolve(found));
-        else if (this.process.exit) done(() => reject(new Error(`labeller exited (${describe(this.process.exit!)}) before the expected log line\n${this.#stderrTail}`)));
-      };
-      const timer = setTimeout(() => done(() => reject(new Error(`labeller: no matching log line within ${timeoutMs} ms\n${this.#stderrTail}`))), timeoutMs);
-      const done = (settle: () => void): void => {
-        clearTimeout(timer);
-        this.#waiters.delete(check);
-        settle();
-      };
-      this.#waiters.add(check);
-      check();
-    });
+    return this.#lines.waitFor(predicate, { timeoutMs, context: () => this.#stderrTail });
   }
 
   /** Throws if the process has exited (it never should on its own). */

@@ -3,7 +3,7 @@
 // backoff, leaves the other kinds working, and is watched again once it is back.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { assertNoCrash, auditEvents, byLabeller, Cluster, eventually, figure, receivedAt, sharedKubeconfig, skip, type PolicyRule } from '../cluster.ts';
+import { assertCleanExit, auditEvents, byLabeller, Cluster, eventually, figure, receivedAt, sharedKubeconfig, skip, type PolicyRule } from '../cluster.ts';
 import { Labeller, watchFailed, type LogLine } from './labeller.ts';
 
 const verbs = ['get', 'list', 'watch', 'patch'];
@@ -57,8 +57,7 @@ describe('permissions and kinds changing at runtime', { skip }, () => {
     } finally {
       const exit = await labeller.stop();
       labeller.kill();
-      assert.equal(exit.code, 0, exit.stderr.slice(-3000));
-      assertNoCrash(exit.stderr);
+      assertCleanExit(exit);
     }
   });
 
@@ -99,8 +98,7 @@ describe('permissions and kinds changing at runtime', { skip }, () => {
     } finally {
       const exit = await labeller.stop();
       labeller.kill();
-      assert.equal(exit.code, 0, exit.stderr.slice(-3000));
-      assertNoCrash(exit.stderr);
+      assertCleanExit(exit);
     }
   });
 });

@@ -5,8 +5,9 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
+import { Arrivals, lineSplitter } from '../lines.ts';
 import { denoPath } from '../tools.ts';
-import { assertNoCrash, Cluster, eventually, figure, sharedKubeconfig, skip } from '../cluster.ts';
+import { assertCleanExit, assertNoCrash, Cluster, eventually, figure, sharedKubeconfig, skip } from '../cluster.ts';
 import { Labeller, watchFailed, type Runtime } from './labeller.ts';
 import { FaultProxy } from './proxy.ts';
 
@@ -20,46 +21,25 @@ interface Printed {
 
 /** test/faults/watchprinter.ts as a child process, its events collected. */
 class WatchPrinter {
-  readonly events: Printed[] = [];
+  readonly #printed = new Arrivals<Printed>();
+  readonly events: readonly Printed[] = this.#printed.items;
   readonly child: ChildProcess;
   stderr = '';
-  readonly #waiters = new Set<() => void>();
 
   constructor(runtime: Runtime, args: readonly string[]) {
     const [bin, prefix] = runtime === 'deno' ? [denoPath(), ['run', '-A', 'test/faults/watchprinter.ts']] : [process.execPath, ['--import', 'tsx', 'test/faults/watchprinter.ts']];
     this.child = spawn(bin, [...prefix, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let pending = '';
-    this.child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-      pending += chunk;
-      const lines = pending.split('\n');
-      pending = lines.pop() ?? '';
-      for (const line of lines) if (line.startsWith('{')) this.events.push(JSON.parse(line) as Printed);
-      for (const wake of this.#waiters) wake();
-    });
+    this.child.stdout?.setEncoding('utf8').on('data', lineSplitter((line) => {
+      if (line.startsWith('{')) this.#printed.push(JSON.parse(line) as Printed);
+    }));
     this.child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
       this.stderr += chunk;
     });
-    this.child.on('exit', () => {
-      for (const wake of this.#waiters) wake();
-    });
+    this.child.on('exit', (code) => this.#printed.end(`watch printer exited (${code})`));
   }
 
   next(predicate: (e: Printed) => boolean, from: number, timeoutMs: number): Promise<Printed> {
-    return new Promise((resolve, reject) => {
-      const check = (): void => {
-        const found = this.events.slice(from).find(predicate);
-        if (found) done(() => resolve(found));
-        else if (this.child.exitCode !== null) done(() => reject(new Error(`watch printer exited\n${this.stderr}`)));
-      };
-      const timer = setTimeout(() => done(() => reject(new Error(`no such watch event within ${timeoutMs} ms; got ${JSON.stringify(this.events.slice(from))}\n${this.stderr}`))), timeoutMs);
-      const done = (settle: () => void): void => {
-        clearTimeout(timer);
-        this.#waiters.delete(check);
-        settle();
-      };
-      this.#waiters.add(check);
-      check();
-    });
+    return this.#printed.waitFor(predicate, { timeoutMs, from, context: () => `got ${JSON.stringify(this.events.slice(from))}\n${this.stderr}` });
   }
 
   async stop(): Promise<number | null> {
@@ -155,8 +135,7 @@ describe('a watch that goes silent', { skip }, () => {
           const exit = await labeller.stop();
           labeller.kill();
           await proxy.close();
-          assert.equal(exit.code, 0, exit.stderr.slice(-3000));
-          assertNoCrash(exit.stderr);
+          assertCleanExit(exit);
         }
       });
     }

@@ -3,6 +3,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Arrivals, lineSplitter } from '../lines.ts';
 import { denoPath } from '../tools.ts';
 
 export type Runtime = 'node' | 'deno';
@@ -28,14 +29,14 @@ process.on('exit', () => {
 
 export class Labeller {
   readonly process: ChildProcess;
-  readonly logs: LogLine[] = [];
+  readonly #lines = new Arrivals<LogLine>();
+  readonly logs: readonly LogLine[] = this.#lines.items;
   /** Date.now() when each line of `logs` arrived. */
   readonly arrivals: number[] = [];
   readonly startedAt = Date.now();
   stdout = '';
   stderr = '';
   readonly exited: Promise<Exit>;
-  readonly #waiters = new Set<() => void>();
 
   /** Without `kubeconfig`, the test run's shared cluster (E2E_KUBECONFIG). */
   constructor(args: readonly string[], options: { readonly kubeconfig?: string; readonly runtime?: Runtime; readonly env?: Record<string, string> } = {}) {
@@ -49,22 +50,19 @@ export class Labeller {
     this.process.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
       this.stdout += chunk;
     });
-    let pending = '';
+    const split = lineSplitter((line) => {
+      if (!line.startsWith('{')) return;
+      try {
+        const parsed = JSON.parse(line) as LogLine;
+        this.arrivals.push(Date.now());
+        this.#lines.push(parsed);
+      } catch {
+        // A partial or foreign line: kept in stderr only.
+      }
+    });
     this.process.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
       this.stderr += chunk;
-      pending += chunk;
-      const lines = pending.split('\n');
-      pending = lines.pop() ?? '';
-      for (const line of lines) {
-        if (!line.startsWith('{')) continue;
-        try {
-          this.logs.push(JSON.parse(line) as LogLine);
-          this.arrivals.push(Date.now());
-        } catch {
-          // A partial or foreign line: kept in stderr only.
-        }
-      }
-      for (const wake of this.#waiters) wake();
+      split(chunk);
     });
     running.add(this.process);
     this.exited = new Promise((resolve) => {
@@ -76,7 +74,7 @@ export class Labeller {
           mkdirSync(dir, { recursive: true });
           writeFileSync(join(dir, `labeller-${this.startedAt}-${this.process.pid}.log`), `${args.join(' ')}\nexit ${code} ${signal}\n${this.stdout}\n${this.stderr}`);
         }
-        for (const wake of this.#waiters) wake();
+        this.#lines.end(`labeller exited (${code ?? signal})`);
         resolve({ code, signal, stdout: this.stdout, stderr: this.stderr });
       });
     });
@@ -93,24 +91,7 @@ export class Labeller {
 
   /** Resolves with the first log line at index ≥ `from` matching `predicate`; rejects after `timeoutMs` or if the process exits. */
   waitForLog(predicate: (line: LogLine) => boolean, timeoutMs = 30_000, from = 0): Promise<LogLine> {
-    return new Promise((resolve, reject) => {
-      let scanned = from;
-      const check = (): void => {
-        for (; scanned < this.logs.length; scanned++) {
-          const line = this.logs[scanned]!;
-          if (predicate(line)) return done(() => resolve(line));
-        }
-        if (!this.running) done(() => reject(new Error(`labeller exited (${this.process.exitCode ?? this.process.signalCode}) before the expected log line\n${this.stderr.slice(-3000)}`)));
-      };
-      const timer = setTimeout(() => done(() => reject(new Error(`no matching log line within ${timeoutMs} ms\n${this.stderr.slice(-3000)}`))), timeoutMs);
-      const done = (settle: () => void): void => {
-        clearTimeout(timer);
-        this.#waiters.delete(check);
-        settle();
-      };
-      this.#waiters.add(check);
-      check();
-    });
+    return this.#lines.waitFor(predicate, { timeoutMs, from, context: () => this.stderr.slice(-3000) });
   }
 
   /** Log lines from index `from` on that match `predicate`. */
