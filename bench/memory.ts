@@ -5,12 +5,12 @@
 //   node --expose-gc --import tsx bench/memory.ts '{"mode":"pruned",...}'
 //   deno run -A --v8-flags=--expose-gc bench/memory.ts '{"mode":"pruned",...}'
 //
-// Modes: pruned = labeller's own controllers (src/app.ts controllersFor: the projector of
+// Modes: pruned = labeller's own controllers (src/app/controllers.ts controllersFor: the projector of
 // src/labeller/object.ts caches identity, labels and owned label keys); full = the same
 // controllers with the whole PartialObjectMetadata cached (managedFields kept); informer =
 // @kubernetes/client-node's full-object informer (makeInformer) on the same kinds.
 import { AppsV1Api, CoreV1Api, KubeConfig, makeInformer, type KubernetesObject } from '@kubernetes/client-node';
-import { controllersFor, labellingFor, watchedNamespaces, type AppOptions, type Counts } from '../src/app.ts';
+import { controllersFor, labellingFor, watchedNamespaces, type Counts, type WiringOptions } from '../src/app/controllers.ts';
 import { KubeClient } from '../src/kube/client.ts';
 import { discover } from '../src/kube/discovery.ts';
 import type { PartialObjectMetadata } from '../src/kube/objects.ts';
@@ -78,7 +78,7 @@ async function until(check: () => boolean, what: string, timeoutMs: number): Pro
 }
 
 /** The same controllers as controllersFor, but caching the whole PartialObjectMetadata (no pruning). */
-function fullControllers(client: KubeClient, kind: KindConfig, resource: ApiResource, options: AppOptions, log: Logger, counts: Counts): Controller<PartialObjectMetadata>[] {
+function fullControllers(client: KubeClient, kind: KindConfig, resource: ApiResource, options: WiringOptions, log: Logger, counts: Counts): Controller<PartialObjectMetadata>[] {
   return watchedNamespaces(kind, resource).map((namespace) => {
     const { api, project, reconciler } = labellingFor(client, kind, resource, namespace, options, log);
     return new Controller<PartialObjectMetadata>({
@@ -100,7 +100,7 @@ async function labellerCache(request: MemoryRequest): Promise<MemoryResult> {
   const client = await KubeClient.load({ kubeconfig: request.kubeconfig, userAgent: 'labeller-bench-memory' });
   const resources = await discover(client);
   // The CLI's defaults: a re-check every 5 minutes keeps one delayed queue entry per object.
-  const options: AppOptions = { fieldManager: request.fieldManager, concurrency: request.concurrency, requeueAfterMs: 300_000, gracePeriodMs: 5000, dryRun: false, once: false, watchTimeoutSeconds: 290, httpPort: 0 };
+  const options: WiringOptions = { fieldManager: request.fieldManager, concurrency: request.concurrency, requeueAfterMs: 300_000, dryRun: false, once: false, watchTimeoutSeconds: 290 };
   const log = createLogger({ level: 'error', format: 'json', write: () => {} });
   const start = async (namespace: string) => {
     const counts: Counts = { unchanged: 0, patched: 0, conflict: 0, invalid: 0, gone: 0, failed: 0 };

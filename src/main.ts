@@ -3,15 +3,17 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { runApp, KindError } from './app.ts';
+import { KindError } from './app/kinds.ts';
+import { runApp } from './app/run.ts';
 import { KubeClient, KubeConfigError } from './kube/client.ts';
 import { buildConfig, ConfigError, parseLabelFlag } from './labeller/config.ts';
 import { createLogger } from './log.ts';
 import { parseOptions, unknownEnv, UsageError, envName } from './options.ts';
+import type { Shutdown } from './runtime/shutdown.ts';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
-async function run(argv: readonly string[], earlySignalHandler: (signal: NodeJS.Signals) => void): Promise<number> {
+async function run(argv: readonly string[], shutdown: Shutdown): Promise<number> {
   const options = await parseOptions(argv, process.env, VERSION);
   if (!options) return 0;
   const log = createLogger({
@@ -40,7 +42,7 @@ async function run(argv: readonly string[], earlySignalHandler: (signal: NodeJS.
       }
     : undefined;
   try {
-    return await runApp(client, config, { ...options, leaderElection, earlySignalHandler }, log);
+    return await runApp(client, config, { ...options, leaderElection }, shutdown, log);
   } finally {
     await client.close();
   }
@@ -58,9 +60,9 @@ function readConfig(path: string): string {
 const USAGE_ERRORS = [UsageError, ConfigError, KubeConfigError, KindError];
 
 /** Runs the command; returns the exit status. Errors become one line on stderr, never a stack trace. */
-export async function main(argv: readonly string[], earlySignalHandler: (signal: NodeJS.Signals) => void): Promise<number> {
+export async function main(argv: readonly string[], shutdown: Shutdown): Promise<number> {
   try {
-    return await run(argv, earlySignalHandler);
+    return await run(argv, shutdown);
   } catch (error) {
     const usage = USAGE_ERRORS.some((type) => error instanceof type);
     process.stderr.write(`labeller: ${error instanceof Error ? error.message : String(error)}\n`);

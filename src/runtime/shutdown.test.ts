@@ -11,13 +11,8 @@ const immediate = (): Promise<void> => new Promise((resolve) => setImmediate(res
 function create(t: TestContext, options: Partial<ShutdownOptions> = {}) {
   const exits: number[] = [];
   const signals: Array<[NodeJS.Signals, boolean]> = [];
-  const shutdown = new Shutdown({
-    graceMs: 1000,
-    signals: [SIGNAL],
-    exit: (code) => exits.push(code),
-    onSignal: (signal, first) => signals.push([signal, first]),
-    ...options,
-  });
+  const shutdown = new Shutdown({ signals: [SIGNAL], exit: (code) => exits.push(code), ...options });
+  shutdown.onSignal((signal, first) => signals.push([signal, first]));
   t.after(() => shutdown.dispose());
   return { shutdown, exits, signals };
 }
@@ -56,7 +51,7 @@ test('stop() begins shutdown without a signal, once', (t) => {
 test('drain waits for intake to stop before it resolves', async (t) => {
   t.mock.timers.enable({ apis: ['setTimeout'] });
   const { shutdown } = create(t);
-  const drained = shutdown.drain(Promise.resolve());
+  const drained = shutdown.drain(Promise.resolve(), 1000);
   assert.deepEqual(await peek(drained), { settled: false });
   shutdown.stop();
   assert.deepEqual(await peek(drained), { settled: true, value: true });
@@ -67,15 +62,15 @@ test('drain resolves true when the work finishes, even by failing', async (t) =>
   for (const work of [() => Promise.resolve('done'), () => Promise.reject(new Error('failed'))]) {
     const { shutdown } = create(t);
     shutdown.stop();
-    assert.deepEqual(await peek(shutdown.drain(work())), { settled: true, value: true });
+    assert.deepEqual(await peek(shutdown.drain(work(), 1000)), { settled: true, value: true });
   }
 });
 
 test('drain resolves false when the grace period ends before the work', async (t) => {
   t.mock.timers.enable({ apis: ['setTimeout'] });
-  const { shutdown } = create(t, { graceMs: 1000 });
+  const { shutdown } = create(t);
   process.emit(SIGNAL, SIGNAL);
-  const drained = shutdown.drain(new Promise(() => {}));
+  const drained = shutdown.drain(new Promise(() => {}), 1000);
   await immediate();
   t.mock.timers.tick(999);
   assert.deepEqual(await peek(drained), { settled: false });
@@ -85,17 +80,27 @@ test('drain resolves false when the grace period ends before the work', async (t
 
 test('work that finishes within the grace period wins over the timer', async (t) => {
   t.mock.timers.enable({ apis: ['setTimeout'] });
-  const { shutdown } = create(t, { graceMs: 1000 });
+  const { shutdown } = create(t);
   let finish = (): void => {};
   const work = new Promise<void>((resolve) => (finish = resolve));
   shutdown.stop();
-  const drained = shutdown.drain(work);
+  const drained = shutdown.drain(work, 1000);
   await immediate();
   t.mock.timers.tick(500);
   finish();
   assert.deepEqual(await peek(drained), { settled: true, value: true });
   t.mock.timers.tick(1000);
   assert.equal(await drained, true);
+});
+
+test('a signal listener can unsubscribe', (t) => {
+  const { shutdown, signals } = create(t);
+  const seen: boolean[] = [];
+  const unsubscribe = shutdown.onSignal((_, first) => seen.push(first));
+  unsubscribe();
+  process.emit(SIGNAL, SIGNAL);
+  assert.deepEqual(seen, []);
+  assert.deepEqual(signals, [[SIGNAL, true]], 'other listeners still hear it');
 });
 
 test('dispose removes the signal listeners', (t) => {

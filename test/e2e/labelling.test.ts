@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { adminClient, auditEvents, auditSkip, create, createCrd, createNamespace, eventually, labelsOf, patchLabels, skip } from './cluster.ts';
 import { figure } from '../cluster.ts';
-import { controllersFor, type Counts } from '../../src/app.ts';
+import { controllersFor, type Counts } from '../../src/app/controllers.ts';
 import { discover } from '../../src/kube/discovery.ts';
 import { resolveResource } from '../../src/kube/resolve.ts';
 import { buildConfig } from '../../src/labeller/config.ts';

@@ -1,0 +1,77 @@
+// One configured kind → its controllers: the metadata API of the kind (per namespace), the cache
+// projection the labelling needs, and the label reconciler as the controller's reconcile function.
+import { MetadataApi } from '../kube/api.ts';
+import type { KubeClient } from '../kube/client.ts';
+import { apiVersion, groupResource, type ApiResource } from '../kube/resource.ts';
+import type { KindConfig } from '../labeller/config.ts';
+import { projector, type LabelledObject } from '../labeller/object.ts';
+import { Reconciler, type Outcome } from '../labeller/reconcile.ts';
+import { labelClient } from '../labelclient.ts';
+import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics.ts';
+import type { Options } from '../options.ts';
+import { Controller } from '../runtime/controller.ts';
+
+/** What wiring a kind takes of the command-line options. */
+export type WiringOptions = Pick<Options, 'fieldManager' | 'concurrency' | 'requeueAfterMs' | 'dryRun' | 'once' | 'watchTimeoutSeconds'>;
+
+/** Reconcile outcomes of every controller, counted for the `--once` summary and the final log line. */
+export type Counts = Record<Outcome | 'failed', number>;
+
+export const noCounts = (): Counts => ({ unchanged: 0, patched: 0, conflict: 0, invalid: 0, gone: 0, failed: 0 });
+
+/** The namespaces a kind is watched in: its own, or all ('') when none are set or it is cluster-scoped. */
+export function watchedNamespaces(kind: KindConfig, resource: ApiResource): readonly string[] {
+  return resource.namespaced && kind.namespaces.length > 0 ? kind.namespaces : [''];
+}
+
+/** What labelling one kind in one namespace takes: its metadata API, the cache projection and the reconciler. */
+export function labellingFor(client: KubeClient, kind: KindConfig, resource: ApiResource, namespace: string, options: Pick<WiringOptions, 'fieldManager' | 'dryRun'>, log: Logger) {
+  const api = new MetadataApi(client, resource, namespace);
+  const annotations = new Set([...kind.labels.values()].flatMap((t) => t.annotations));
+  const reconciler = new Reconciler({
+    kind: { apiVersion: apiVersion(resource), kind: resource.kind, resource: resource.resource, group: resource.group },
+    labels: kind.labels,
+    conflicts: kind.conflicts,
+    dryRun: options.dryRun,
+    client: labelClient(api, options.fieldManager),
+    log,
+  });
+  return { api, project: projector(options.fieldManager, annotations), reconciler };
+}
+
+/** The controllers of one configured kind: one per namespace, or one for all namespaces. */
+export function controllersFor(client: KubeClient, kind: KindConfig, resource: ApiResource, options: WiringOptions, log: Logger, counts: Counts, metrics?: Metrics): Controller<LabelledObject>[] {
+  const name = groupResource(resource);
+  return watchedNamespaces(kind, resource).map((namespace) => {
+    const controller = namespace ? `${name}/${namespace}` : name;
+    const kindLog = log.child({ kind: resource.kind });
+    const labelMetrics = metrics?.labels(controller);
+    const { api, project, reconciler } = labellingFor(client, kind, resource, namespace, options, kindLog);
+    return new Controller({
+      name: controller,
+      api,
+      project,
+      reconcile: async (object) => {
+        try {
+          const { outcome, patch } = await reconciler.reconcile(object);
+          counts[outcome]++;
+          if (outcome === 'conflict') labelMetrics?.conflict();
+          if (!options.dryRun && patch.length > 0) {
+            const removed = patch.filter((op) => op.op === 'remove').length;
+            labelMetrics?.applied(patch.length - removed);
+            labelMetrics?.removed(removed);
+          }
+        } catch (error) {
+          counts.failed++;
+          throw error;
+        }
+      },
+      concurrency: options.concurrency,
+      requeueAfterMs: options.once ? 0 : options.requeueAfterMs,
+      watch: { labelSelector: kind.selector?.toString(), watchTimeoutSeconds: options.watchTimeoutSeconds },
+      metrics: metrics?.controller(controller, options.concurrency),
+      log: kindLog.child({ controller }),
+    });
+  });
+}

@@ -1,0 +1,94 @@
+// The configured kinds against what the API server serves: discovery (retried while the server
+// is starting), kubectl-style name resolution, and kinds that are served only later (a CRD
+// installed after start), looked for again with growing pauses.
+import type { KubeClient } from '../kube/client.ts';
+import { discover } from '../kube/discovery.ts';
+import { ConnectionError } from '../kube/errors.ts';
+import { resolveResource, ResolveError } from '../kube/resolve.ts';
+import type { ApiResource } from '../kube/resource.ts';
+import type { KindConfig } from '../labeller/config.ts';
+import type { Logger } from '../log.ts';
+import { Backoff } from '../runtime/backoff.ts';
+import { sleep } from '../runtime/sleep.ts';
+
+/** The config cannot work against this cluster (ambiguous kind, missing verb, nothing to watch): exit status 2. */
+export class KindError extends Error {
+  override readonly name = 'KindError';
+}
+
+export interface Resolved {
+  readonly resolved: readonly { kind: KindConfig; resource: ApiResource }[];
+  /** Kinds not served (yet): reported, and started once they are. */
+  readonly unknown: readonly { kind: KindConfig; error: ResolveError }[];
+}
+
+/**
+ * Discovers the API and resolves the configured kinds. Undefined when `signal` aborts first.
+ * Throws KindError when no configured kind is served, or one is a mistake in the config.
+ */
+export async function resolveConfiguredKinds(client: KubeClient, kinds: readonly KindConfig[], log: Logger, signal: AbortSignal): Promise<Resolved | undefined> {
+  const resources = await discoverWithRetry(client, log, signal).catch((error: unknown) => {
+    if (signal.aborted) return undefined;
+    throw error;
+  });
+  if (!resources) return undefined;
+  const found = resolveKinds(kinds, resources);
+  const { resolved, unknown } = found;
+  if (resolved.length === 0) {
+    throw new KindError(unknown.length === 1 ? unknown[0]!.error.message : `none of the configured kinds is served by the API server: ${unknown.map((u) => u.kind.resource).join(', ')}`);
+  }
+  for (const { kind, error } of unknown) log.error(error.message, { kind: kind.resource });
+  return found;
+}
+
+async function discoverWithRetry(client: KubeClient, log: Logger, signal: AbortSignal): Promise<ApiResource[]> {
+  const backoff = new Backoff({ initialMs: 500, maxMs: 4000 });
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await discover(client, signal);
+    } catch (error) {
+      // An API server that is still starting (or restarting) gets a few seconds, not forever.
+      if (!(error instanceof ConnectionError) || attempt === 4 || signal.aborted) throw error;
+      const retryInMs = Math.round(backoff.next());
+      log.warn('API server unreachable; retrying discovery', { error, retryInMs });
+      await sleep(retryInMs, signal);
+    }
+  }
+}
+
+/**
+ * Kinds not served at start are looked for again with growing pauses; each is started once
+ * discovery serves it. Resolves when `signal` aborts and the controllers it started have stopped.
+ */
+export async function startWhenServed(kinds: readonly KindConfig[], client: KubeClient, log: Logger, signal: AbortSignal, start: (kind: KindConfig, resource: ApiResource) => Promise<void>): Promise<void> {
+  const started: Promise<void>[] = [];
+  let pending = kinds;
+  for (let pauseMs = 5_000; pending.length > 0 && !signal.aborted; pauseMs = Math.min(pauseMs * 2, 300_000)) {
+    await sleep(pauseMs, signal);
+    const resources = await discover(client, signal).catch(() => undefined);
+    if (!resources) continue;
+    const { resolved, unknown } = resolveKinds(pending, resources);
+    for (const { kind, resource } of resolved) {
+      log.info('kind is served now; watching it', { kind: resource.kind, resource: kind.resource });
+      started.push(start(kind, resource));
+    }
+    pending = unknown.map((u) => u.kind);
+  }
+  await Promise.all(started);
+}
+
+function resolveKinds(kinds: readonly KindConfig[], resources: readonly ApiResource[]): Resolved {
+  const resolved: { kind: KindConfig; resource: ApiResource }[] = [];
+  const unknown: { kind: KindConfig; error: ResolveError }[] = [];
+  for (const kind of kinds) {
+    try {
+      resolved.push({ kind, resource: resolveResource(kind.resource, resources) });
+    } catch (error) {
+      // A kind that is not served (yet) is reported and the others run; a kind that is
+      // ambiguous or lacks a verb is a mistake in the config.
+      if (error instanceof ResolveError && error.reason === 'unknown') unknown.push({ kind, error });
+      else throw error instanceof ResolveError ? new KindError(error.message) : error;
+    }
+  }
+  return { resolved, unknown };
+}

@@ -1,0 +1,53 @@
+// The controller mode's lifecycle: wait for leadership (when elected), run every controller and
+// the kinds served later until shutdown, drain running work within the grace period, then give
+// the lease up. Returns the exit status.
+import type { KubeClient } from '../kube/client.ts';
+import type { ApiResource } from '../kube/resource.ts';
+import type { KindConfig } from '../labeller/config.ts';
+import type { LabelledObject } from '../labeller/object.ts';
+import type { Logger } from '../log.ts';
+import type { Controller } from '../runtime/controller.ts';
+import { LeaderElector, type LeaderElectionOptions } from '../runtime/leader.ts';
+import type { Shutdown } from '../runtime/shutdown.ts';
+import { startWhenServed } from './kinds.ts';
+
+export interface Lifecycle {
+  readonly client: KubeClient;
+  readonly shutdown: Shutdown;
+  readonly gracePeriodMs: number;
+  /** Set when several replicas elect a leader through a Lease. */
+  readonly leaderElection?: Omit<LeaderElectionOptions, 'log'> | undefined;
+  /** Builds the controllers of a kind that became served after start. */
+  readonly controllersFor: (kind: KindConfig, resource: ApiResource) => Controller<LabelledObject>[];
+  readonly log: Logger;
+}
+
+export async function runUntilStopped(controllers: readonly Controller<LabelledObject>[], later: readonly KindConfig[], lifecycle: Lifecycle): Promise<number> {
+  const { client, shutdown, log } = lifecycle;
+  let status = 0;
+  const elector = lifecycle.leaderElection ? new LeaderElector(client, { ...lifecycle.leaderElection, log }) : undefined;
+  const leading = elector
+    ? elector.acquire(shutdown.intake, () => {
+        // Another process may be writing now: stop at once, as controller-runtime does.
+        status = 1;
+        shutdown.stop('leadership lost');
+      })
+    : Promise.resolve();
+  const run = (controller: Controller<LabelledObject>): Promise<void> => controller.run(shutdown.intake, leading);
+  const running = Promise.all([
+    ...controllers.map(run),
+    startWhenServed(later, client, log, shutdown.intake, (kind, resource) => Promise.all(lifecycle.controllersFor(kind, resource).map(run)).then(() => {})),
+  ]).catch((error: unknown) => {
+    // A bug, not an API failure (those are retried inside): stop everything rather than run half-blind.
+    status = 1;
+    log.error('controller crashed; shutting down', { error: error instanceof Error ? error.stack : String(error) });
+    shutdown.stop('crash');
+  });
+  if (!(await shutdown.drain(running, lifecycle.gracePeriodMs))) {
+    // As controller-runtime does: work cut short is a failed shutdown.
+    log.error('grace period over with patches still running; exiting', { gracePeriodMs: lifecycle.gracePeriodMs });
+    return 1;
+  }
+  await elector?.release();
+  return status;
+}

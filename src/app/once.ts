@@ -1,0 +1,48 @@
+// `--once`: every object of every controller reconciled once, progress on a terminal, one
+// summary line on stdout, and an exit status that says whether anything failed.
+import type { LabelledObject } from '../labeller/object.ts';
+import type { Logger } from '../log.ts';
+import type { Controller } from '../runtime/controller.ts';
+import type { Counts } from './controllers.ts';
+
+export interface OnceReport {
+  readonly dryRun: boolean;
+  /** Configured kinds the API server does not serve; they count as failures. */
+  readonly unknownKinds: number;
+}
+
+/** Returns the exit status: 1 if anything failed, could not be listed, or was cut short by `signal`. */
+export async function runOnce(controllers: readonly Controller<LabelledObject>[], counts: Counts, report: OnceReport, signal: AbortSignal, log: Logger): Promise<number> {
+  const seen = () => Object.values(counts).reduce((a, b) => a + b, 0);
+  const failed = () => counts.failed + counts.invalid;
+  const patched = report.dryRun ? 'would patch' : 'patched';
+  // On a terminal, one line that keeps count; logs and pipes get just the summary.
+  const progress = process.stderr.isTTY
+    ? setInterval(() => {
+        const total = controllers.reduce((n, c) => n + c.store.size, 0);
+        process.stderr.write(`\r\x1b[2K${seen()}/${total} objects: ${counts.patched} ${report.dryRun ? 'to patch' : 'patched'}, ${failed()} failed`);
+      }, 250)
+    : undefined;
+  let unlisted = 0;
+  await Promise.all(
+    controllers.map((c) =>
+      c.runOnce(signal).catch((error: unknown) => {
+        unlisted++;
+        log.error('cannot list; kind skipped', { controller: c.name, error });
+      }),
+    ),
+  );
+  if (progress) {
+    clearInterval(progress);
+    process.stderr.write('\r\x1b[2K');
+  }
+  const notes = [
+    `${controllers.length} controller${controllers.length === 1 ? '' : 's'}`,
+    ...(unlisted ? [`${unlisted} could not list`] : []),
+    ...(report.unknownKinds ? [`${report.unknownKinds} unknown kind${report.unknownKinds === 1 ? '' : 's'}`] : []),
+  ];
+  process.stdout.write(
+    `${report.dryRun ? 'dry run: ' : ''}seen ${seen()}, ${patched} ${counts.patched}, unchanged ${counts.unchanged}, conflicts ${counts.conflict}, failed ${failed()} (${notes.join(', ')})\n`,
+  );
+  return failed() + unlisted + report.unknownKinds > 0 || signal.aborted ? 1 : 0;
+}

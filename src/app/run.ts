@@ -1,0 +1,76 @@
+// The composition root: config → discovery → one controller per kind (and namespace), each a
+// metadata-only watcher feeding a store and a work queue whose workers run the label reconciler;
+// then either `--once` or the controller mode, all under the entry point's shutdown coordinator.
+import type { KubeClient } from '../kube/client.ts';
+import type { Config } from '../labeller/config.ts';
+import type { LabelledObject } from '../labeller/object.ts';
+import type { Logger } from '../log.ts';
+import type { Options } from '../options.ts';
+import { boundPort, serveHttp } from '../http.ts';
+import { Metrics } from '../metrics.ts';
+import type { Controller } from '../runtime/controller.ts';
+import type { LeaderElectionOptions } from '../runtime/leader.ts';
+import type { Shutdown } from '../runtime/shutdown.ts';
+import { controllersFor, noCounts, type WiringOptions } from './controllers.ts';
+import { resolveConfiguredKinds } from './kinds.ts';
+import { runUntilStopped } from './lifecycle.ts';
+import { runOnce } from './once.ts';
+
+/** What the app takes of the command-line options, plus what the entry point works out. */
+export type AppOptions = WiringOptions & Pick<Options, 'gracePeriodMs' | 'httpPort'> & {
+  /** Set when several replicas elect a leader through a Lease. */
+  readonly leaderElection?: Omit<LeaderElectionOptions, 'log' | 'onLeadingChange'> | undefined;
+};
+
+/** Runs until a signal (or, with `once`, until every object was seen once). Returns the exit status. */
+export async function runApp(client: KubeClient, config: Config, options: AppOptions, shutdown: Shutdown, log: Logger): Promise<number> {
+  const unsubscribe = shutdown.onSignal((signal, first) =>
+    first
+      ? log.info('shutting down: stopping watches, letting running patches finish', { signal, gracePeriodMs: options.gracePeriodMs })
+      : log.warn('second signal: exiting now', { signal }),
+  );
+  const metrics = new Metrics();
+  client.observe(metrics.restClient(new URL(client.server).host));
+  // Up before discovery, so probes see "not ready" rather than a refused connection.
+  const all: Controller<LabelledObject>[] = [];
+  let discovered = false;
+  const server = options.httpPort > 0 && !options.once
+    ? await serveHttp(options.httpPort, { problems: () => (discovered ? all.flatMap(readinessProblem) : ['waiting for API discovery']) }, metrics.registry)
+    : undefined;
+  if (server) log.info('serving /healthz, /readyz and /metrics', { port: boundPort(server) });
+  try {
+    const kinds = await resolveConfiguredKinds(client, config.kinds, log, shutdown.intake);
+    if (!kinds) {
+      log.info('stopped before discovery completed');
+      return 0;
+    }
+    discovered = true;
+    const counts = noCounts();
+    const wire: Parameters<typeof runUntilStopped>[2]['controllersFor'] = (kind, resource) => {
+      const added = controllersFor(client, kind, resource, options, log, counts, metrics);
+      all.push(...added);
+      return added;
+    };
+    const controllers = kinds.resolved.flatMap(({ kind, resource }) => wire(kind, resource));
+    log.info('starting', { controllers: controllers.map((c) => c.name), dryRun: options.dryRun || undefined, once: options.once || undefined });
+
+    if (options.once) return await runOnce(controllers, counts, { dryRun: options.dryRun, unknownKinds: kinds.unknown.length }, shutdown.intake, log);
+    const leaderElection = options.leaderElection && { ...options.leaderElection, onLeadingChange: metrics.leader(options.leaderElection.name) };
+    const status = await runUntilStopped(controllers, kinds.unknown.map((u) => u.kind), { client, shutdown, gracePeriodMs: options.gracePeriodMs, leaderElection, controllersFor: wire, log });
+    log.info('stopped', counts);
+    return status;
+  } finally {
+    server?.close();
+    unsubscribe();
+  }
+}
+
+/**
+ * Why a controller keeps the process from being ready: no first list yet, or a watch that is
+ * down (the API server away, permissions revoked) until it lists or opens again.
+ */
+function readinessProblem(controller: Controller<LabelledObject>): string[] {
+  const failure = controller.watchFailure ? `: ${controller.watchFailure.message}` : '';
+  if (!controller.store.synced) return [`${controller.name}: waiting for the first list${failure}`];
+  return failure ? [`${controller.name}: watch down${failure}`] : [];
+}
