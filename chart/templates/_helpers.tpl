@@ -34,6 +34,9 @@ app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | tr
 app.kubernetes.io/component: controller
 app.kubernetes.io/part-of: labeller
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{- define "labeller.serviceAccountName" -}}
@@ -58,6 +61,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{- define "labeller.configPath" -}}
 /etc/labeller/kinds.yaml
+{{- end }}
+
+{{- define "labeller.configMapName" -}}
+{{- .Values.existingConfigMap | default (include "labeller.fullname" .) }}
 {{- end }}
 
 {{/*
@@ -256,6 +263,9 @@ given namespaces (their own `namespaces`, or `watchNamespaces`) to a Role in eac
 Checks across values that the schema cannot express.
 */}}
 {{- define "labeller.validate" -}}
+{{- if not .Values.kinds }}
+{{- fail "kinds: no kinds to label. Say what to label, e.g. `--set kinds[0].resource=deployments --set labels.team=platform`, or `-f chart/examples/cluster-wide.yaml` (see values.yaml)" }}
+{{- end }}
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
 {{- fail (printf "replicaCount is %d but leaderElection.enabled is false: every replica would write. Turn leader election on (or use one replica)" (int .Values.replicaCount)) }}
 {{- end }}

@@ -77,6 +77,14 @@ export function lint(options: RenderOptions = {}): Promise<Run> {
   return tool('helm', ['lint', '--strict', CHART, '--namespace', options.namespace ?? 'labeller', ...valueArgs(options)]);
 }
 
+/** `helm install` into the shared cluster (as admin, nothing waited for); uninstalled when the file's tests end. */
+export async function install(options: RenderOptions & { release: string; namespace: string }): Promise<void> {
+  const kubeconfigArgs = ['--kubeconfig', kubeconfig(), '--namespace', options.namespace];
+  const run = await tool('helm', ['install', options.release, CHART, ...kubeconfigArgs, ...valueArgs(options)]);
+  if (run.code !== 0) throw new Error(`helm install ${options.release} failed: ${run.stderr}`);
+  after(() => tool('helm', ['uninstall', options.release, ...kubeconfigArgs]));
+}
+
 /** Renders the chart into its objects; throws with helm's message if it fails. */
 export async function render(options: RenderOptions = {}): Promise<Manifest[]> {
   const run = await template(options);
