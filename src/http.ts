@@ -1,15 +1,23 @@
 // The probe and metrics endpoints: /healthz (the process and its event loop answer),
-// /readyz (every controller has its first list and a live watch; a standby is ready too), /metrics.
+// /readyz (every controller has its first list and a live watch; a standby is ready too), /metrics;
+// on one address or two (--health-probe-bind-address, --metrics-bind-address).
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
+import type { BindAddress } from './options.ts';
 
 export interface Readiness {
   /** Why the process is not ready, one line each; none when it is. */
   problems(): readonly string[];
 }
 
-export async function serveHttp(port: number, readiness: Readiness, registry: Registry): Promise<Server> {
+/** What one server answers: the probes, the metrics, or both. */
+export interface Endpoints {
+  readonly readiness?: Readiness | undefined;
+  readonly registry?: Registry | undefined;
+}
+
+export async function serveHttp(address: BindAddress, { readiness, registry }: Endpoints): Promise<Server> {
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     const reply = (status: number, body: string, type = 'text/plain; charset=utf-8'): void => {
@@ -20,30 +28,37 @@ export async function serveHttp(port: number, readiness: Readiness, registry: Re
     switch (path) {
       case '/healthz':
       case '/livez':
+        if (!readiness) break;
         return reply(200, 'ok\n');
       case '/readyz': {
+        if (!readiness) break;
         const problems = readiness.problems();
         return problems.length === 0 ? reply(200, 'ok\n') : reply(503, `not ready:\n${problems.map((p) => `- ${p}\n`).join('')}`);
       }
       case '/metrics':
+        if (!registry) break;
         registry.metrics().then(
           (text) => reply(200, text, registry.contentType),
           (error: unknown) => reply(500, `${String(error)}\n`),
         );
         return;
-      default:
-        return reply(404, 'not found: try /healthz, /readyz or /metrics\n');
     }
+    reply(404, `not found: try ${[...(readiness ? ['/healthz', '/readyz'] : []), ...(registry ? ['/metrics'] : [])].join(' or ')}\n`);
   });
   // Probes must not be held up by keep-alive connections at shutdown.
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (error) => reject(new Error(`cannot serve /healthz, /readyz and /metrics on port ${port}: ${error.message}. Pick a free --http-port, or 0 to turn the server off`)));
-    server.listen(port, () => resolve());
+    const flag = readiness ? '--health-probe-bind-address' : '--metrics-bind-address';
+    server.once('error', (error) => reject(new Error(`cannot listen on ${formatAddress(address)}: ${error.message}. Pick a free address with ${flag}, or 0 to turn it off`)));
+    server.listen(address.port, address.host || undefined, () => resolve());
   });
   return server;
 }
 
 export function boundPort(server: Server): number {
   return (server.address() as AddressInfo).port;
+}
+
+export function formatAddress({ host, port }: BindAddress): string {
+  return `${host.includes(':') ? `[${host}]` : host}:${port}`;
 }

@@ -8,7 +8,8 @@ import { runApp } from './app/run.ts';
 import { KubeClient, KubeConfigError } from './kube/client.ts';
 import { buildConfig, ConfigError, parseLabelFlag } from './labeller/config.ts';
 import { createLogger } from './log.ts';
-import { parseOptions, unknownEnv, UsageError, envName } from './options.ts';
+import { envName } from './flags.ts';
+import { parseOptions, unknownEnv, UsageError } from './options.ts';
 import type { Shutdown } from './runtime/shutdown.ts';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;

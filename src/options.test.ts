@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { envName, parseDuration, parseOptions, unknownEnv, UsageError } from './options.ts';
+import { envName } from './flags.ts';
+import { parseDuration, parseOptions, unknownEnv, UsageError } from './options.ts';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -25,7 +26,8 @@ test('defaults when nothing is set', async () => {
     logLevel: 'info',
     logFormat: 'auto',
     watchTimeoutSeconds: 290,
-    httpPort: 0,
+    metricsBindAddress: undefined,
+    healthProbeBindAddress: undefined,
     leaderElect: false,
     leaderElectionNamespace: undefined,
     leaderElectionId: 'labeller',
@@ -40,7 +42,7 @@ test('envName is LABELLER_ and the option in upper snake case', () => {
   assert.equal(envName('kinds'), 'LABELLER_KINDS');
 });
 
-test('every option can come from the environment', async () => {
+test('every option can come from the environment (former names of options included)', async () => {
   const options = await parse([], {
     LABELLER_KINDS: 'deploy,svc',
     LABELLER_CONFIG: 'kinds.yaml',
@@ -87,7 +89,8 @@ test('every option can come from the environment', async () => {
       logLevel: 'debug',
       logFormat: 'json',
       watchTimeoutSeconds: 60,
-      httpPort: 8080,
+      metricsBindAddress: { host: '', port: 8080 },
+      healthProbeBindAddress: { host: '', port: 8080 },
       leaderElect: true,
       leaderElectionNamespace: 'ops',
       leaderElectionId: 'lbl',
@@ -211,7 +214,56 @@ test('--help and --version print and return undefined', async (t) => {
 });
 
 test('leader election timings must nest: retry period < renew deadline < lease duration', async () => {
-  await assert.rejects(parse(['--renew-deadline', '20s']), /--retry-period < --renew-deadline < --lease-duration \(got 2s, 20s, 15s\)/);
+  await assert.rejects(parse(['--renew-deadline', '20s']), /--leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration \(got 2s, 20s, 15s\)/);
+});
+
+test('flags are named as Kubernetes components name them; the former names still work', async () => {
+  const current = await parse(['-l', 'app=web', '--leader-elect-resource-namespace', 'ops', '--leader-elect-resource-name', 'lbl', '--leader-elect-lease-duration', '30s', '--leader-elect-renew-deadline', '20s', '--leader-elect-retry-period', '4s']);
+  const former = await parse(['--selector', 'app=web', '--leader-election-namespace', 'ops', '--leader-election-id', 'lbl', '--lease-duration', '30s', '--renew-deadline', '20s', '--retry-period', '4s']);
+  const fromEnv = await parse([], { LABELLER_SELECTOR: 'app=web', LABELLER_LEADER_ELECT_RESOURCE_NAMESPACE: 'ops', LABELLER_LEADER_ELECT_RESOURCE_NAME: 'lbl', LABELLER_LEADER_ELECT_LEASE_DURATION: '30s', LABELLER_LEADER_ELECT_RENEW_DEADLINE: '20s', LABELLER_LEADER_ELECT_RETRY_PERIOD: '4s' });
+  const expected = { selector: 'app=web', leaderElectionNamespace: 'ops', leaderElectionId: 'lbl', leaseDurationMs: 30_000, renewDeadlineMs: 20_000, retryPeriodMs: 4_000 };
+  for (const options of [current, former, fromEnv]) {
+    assert.deepEqual(Object.fromEntries(Object.keys(expected).map((k) => [k, options?.[k as keyof typeof expected]])), expected);
+  }
+  assert.deepEqual(unknownEnv({ LABELLER_LEASE_DURATION: '30s', LABELLER_LEADER_ELECT_LEASE_DURATION: '30s', LABELLER_HTTP_PORT: '1' }), []);
+});
+
+test('bind addresses: host:port, :port for every interface, 0 off; --http-port is the shorthand for both', async () => {
+  const cases: Array<[readonly string[], Env, object | undefined, object | undefined]> = [
+    [[], {}, undefined, undefined],
+    [['--metrics-bind-address', ':8080', '--health-probe-bind-address', '127.0.0.1:8081'], {}, { host: '', port: 8080 }, { host: '127.0.0.1', port: 8081 }],
+    [['--metrics-bind-address', '[::1]:9090'], {}, { host: '::1', port: 9090 }, undefined],
+    [['--http-port', '8080'], {}, { host: '', port: 8080 }, { host: '', port: 8080 }],
+    [['--http-port', '8080', '--metrics-bind-address', '0'], {}, undefined, { host: '', port: 8080 }],
+    [['--http-port', '0'], {}, undefined, undefined],
+    [[], { LABELLER_HEALTH_PROBE_BIND_ADDRESS: ':8081' }, undefined, { host: '', port: 8081 }],
+  ];
+  for (const [argv, env, metrics, probes] of cases) {
+    const options = await parse(argv, env);
+    assert.deepEqual([options?.metricsBindAddress, options?.healthProbeBindAddress], [metrics, probes], JSON.stringify([argv, env]));
+  }
+  for (const bad of ['8080', ':', ':0', ':70000', 'host']) {
+    await assert.rejects(parse(['--metrics-bind-address', bad]), /--metrics-bind-address: ".*" is not an address; use host:port, :port for every interface, or 0 to turn it off/, bad);
+  }
+});
+
+test('--help: the options in sections, with typed values, defaults, variables and examples', async (t) => {
+  const write = t.mock.method(process.stdout, 'write', () => true);
+  try {
+    assert.equal(await parse(['-h']), undefined);
+  } finally {
+    write.mock.restore();
+  }
+  const help = String(write.mock.calls[0]?.arguments[0]);
+  const sections = [...help.matchAll(/^(\S[^:\n]*):$/gm)].map((m) => m[1]);
+  assert.deepEqual(sections, ['What to label', 'Cluster', 'Behaviour', 'Operations', 'Other', 'Examples']);
+  assert.match(help, /--grace-period <duration> +on SIGTERM[^\n]*\n[^\n]*\(default 30s; LABELLER_GRACE_PERIOD\)/);
+  assert.match(help, /--concurrency <n> /);
+  assert.match(help, /--http-port <port> /);
+  assert.match(help, /-l, --selector <selector> /);
+  assert.doesNotMatch(help, /\[string\]|\[array\]/);
+  assert.equal([...help.matchAll(/^  labeller /gm)].length + [...help.matchAll(/^  LABELLER_/gm)].length, 5, 'five examples');
+  assert.match(help.split('Examples:')[1] ?? '', /^\s+labeller [^\n]*--once --dry-run\n/, 'the safe command first');
 });
 
 test('--http-port takes 0 to 65535', async () => {

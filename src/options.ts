@@ -2,7 +2,9 @@
 // Precedence: flags > environment > config file > defaults. The config file's part (kinds,
 // labels, conflicts) is merged by buildConfig; this file handles everything else.
 import yargs from 'yargs';
-import { LEVELS, type Level } from './log.ts';
+import { ENV_PREFIX, envNames, SPECS, type Name, type Spec } from './flags.ts';
+import { formatHelp } from './help.ts';
+import type { Level } from './log.ts';
 import type { ConflictPolicy } from './labeller/config.ts';
 
 /** Bad flags or environment: exit status 2. */
@@ -28,7 +30,10 @@ export interface Options {
   readonly logLevel: Level;
   readonly logFormat: 'json' | 'text' | 'auto';
   readonly watchTimeoutSeconds: number;
-  readonly httpPort: number;
+  /** Where /metrics is served; undefined: off. */
+  readonly metricsBindAddress: BindAddress | undefined;
+  /** Where /healthz and /readyz are served; undefined: off. The same address as metrics: one server. */
+  readonly healthProbeBindAddress: BindAddress | undefined;
   readonly leaderElect: boolean;
   readonly leaderElectionNamespace: string | undefined;
   readonly leaderElectionId: string;
@@ -37,50 +42,11 @@ export interface Options {
   readonly retryPeriodMs: number;
 }
 
-type Kind = 'list' | 'string' | 'duration' | 'count' | 'port' | 'boolean';
-
-interface Spec {
-  readonly kind: Kind;
-  readonly describe: string;
-  readonly default?: string;
-  readonly choices?: readonly string[];
-  readonly alias?: string;
-}
-
-/** Every option, named as on the command line; the environment variable is LABELLER_ + its upper snake case. */
-const SPECS = {
-  kinds: { kind: 'list', describe: 'resource kinds to label, kubectl-style (deploy, services, deployments.apps, a CRD plural)' },
-  config: { kind: 'string', alias: 'c', describe: 'kinds.yaml with labels and kinds' },
-  label: { kind: 'list', describe: 'a label for every kind, key=value; repeatable (overrides the config file\'s global labels)' },
-  namespace: { kind: 'list', alias: 'n', describe: 'namespaces to watch (default: all); repeatable or comma-separated' },
-  selector: { kind: 'string', describe: 'label selector: only label objects that match it' },
-  conflicts: { kind: 'string', choices: ['force', 'skip'], describe: 'when another field manager owns a label: take it over (force, the default) or leave it (skip)' },
-  kubeconfig: { kind: 'string', describe: 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' },
-  context: { kind: 'string', describe: 'kubeconfig context to use' },
-  'field-manager': { kind: 'string', default: 'labeller', describe: 'server-side apply field manager that owns labeller\'s labels' },
-  concurrency: { kind: 'count', default: '8', describe: 'objects reconciled at the same time, per kind' },
-  'requeue-after': { kind: 'duration', default: '5m', describe: 'period of the re-check of every object (jittered ±10 %); 0 disables it' },
-  'grace-period': { kind: 'duration', default: '30s', describe: 'on SIGTERM, how long running patches may take to finish' },
-  'dry-run': { kind: 'boolean', describe: 'write nothing; print the label changes that would be made' },
-  once: { kind: 'boolean', describe: 'converge every matching object once, print a summary and exit (0: all done, 1: failures)' },
-  'log-level': { kind: 'string', default: 'info', choices: LEVELS, describe: 'least severe level logged' },
-  'log-format': { kind: 'string', default: 'auto', choices: ['auto', 'json', 'text'], describe: 'json lines, or readable text (auto: text on a terminal)' },
-  'watch-timeout': { kind: 'duration', default: '290s', describe: 'server-side timeout of each watch; a watch silent for longer (plus a margin) is treated as dead and reopened' },
-  'http-port': { kind: 'port', default: '0', describe: 'port for /healthz, /readyz and /metrics on all interfaces; 0 turns the server off' },
-  'leader-elect': { kind: 'boolean', describe: 'run several replicas: only the holder of a Lease writes' },
-  'leader-election-namespace': { kind: 'string', describe: 'namespace of the Lease (default: the pod\'s namespace in a cluster, else the kubeconfig context\'s, else default)' },
-  'leader-election-id': { kind: 'string', default: 'labeller', describe: 'name of the Lease' },
-  'lease-duration': { kind: 'duration', default: '15s', describe: 'how long a standby waits before taking over a lease that is no longer renewed' },
-  'renew-deadline': { kind: 'duration', default: '10s', describe: 'how long the leader retries renewing before it gives up leadership and exits' },
-  'retry-period': { kind: 'duration', default: '2s', describe: 'how often leader election acts' },
-} as const satisfies Record<string, Spec>;
-
-type Name = keyof typeof SPECS;
-
-export const ENV_PREFIX = 'LABELLER_';
-
-export function envName(name: string): string {
-  return ENV_PREFIX + name.toUpperCase().replaceAll('-', '_');
+/** A listen address as Kubernetes components take it: `host:port`, `:port` for every interface. */
+export interface BindAddress {
+  /** Empty: every interface. */
+  readonly host: string;
+  readonly port: number;
 }
 
 /**
@@ -88,26 +54,26 @@ export function envName(name: string): string {
  * something and there is nothing to run.
  */
 export async function parseOptions(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, version: string): Promise<Options | undefined> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(formatHelp());
+    return undefined;
+  }
   let exited = false;
   const parser = yargs([...argv])
     .scriptName('labeller')
-    .usage('$0 [options]\n\nKeeps labels right on Kubernetes objects, metadata-only, with server-side apply.\nEvery option can also be set as LABELLER_<OPTION> (e.g. LABELLER_KINDS=deploy,svc); flags win over the environment, which wins over --config.')
-    .example('$0 --kinds deployments,services --label team=platform', 'label two kinds in all namespaces')
-    .example('$0 --config kinds.yaml --once --dry-run', 'show what would change, then exit')
     .parserConfiguration({ 'camel-case-expansion': false })
     .strict()
     .exitProcess(false)
     .version(version)
-    .help()
-    .wrap(Math.min(110, process.stdout.columns || 110))
+    .help(false)
     .fail((message: string | undefined, error: Error | undefined) => {
       throw new UsageError(`${message ?? error?.message ?? 'invalid arguments'}. Run labeller --help for the options`);
     });
   for (const [name, spec] of Object.entries(SPECS) as [Name, Spec][]) {
+    const aliases = [...(spec.short ? [spec.short] : []), ...(spec.aliases ?? [])];
     parser.option(name, {
       type: spec.kind === 'list' ? 'array' : spec.kind === 'boolean' ? 'boolean' : 'string',
-      describe: `${spec.describe} [env: ${envName(name)}]${spec.default ? ` [default: ${spec.default}]` : ''}`,
-      ...(spec.alias ? { alias: spec.alias } : {}),
+      ...(aliases.length ? { alias: aliases } : {}),
       ...(spec.choices ? { choices: [...spec.choices] } : {}),
       ...(spec.kind === 'list' ? { string: true } : {}),
     });
@@ -128,12 +94,15 @@ export async function parseOptions(argv: readonly string[], env: Readonly<Record
   const raw = (name: Name): string | readonly string[] | boolean | undefined => {
     const flag = parsed[name];
     if (flag !== undefined) return flag as string | string[] | boolean;
-    const fromEnv = env[envName(name)];
-    if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
+    const variable = envNames(name).find((n) => env[n] !== undefined && env[n] !== '');
+    if (variable !== undefined) return env[variable];
     const spec: Spec = SPECS[name];
     return spec.default;
   };
-  const where = (name: Name): string => (parsed[name] !== undefined ? `--${name}` : env[envName(name)] ? envName(name) : `--${name} default`);
+  const where = (name: Name): string => {
+    if (parsed[name] !== undefined) return `--${name}`;
+    return envNames(name).find((n) => env[n]) ?? `--${name} default`;
+  };
   const string = (name: Name): string | undefined => {
     const value = raw(name);
     if (value === undefined) return undefined;
@@ -169,6 +138,14 @@ export async function parseOptions(argv: readonly string[], env: Readonly<Record
     if (!Number.isInteger(n) || n < 0 || n > 65535) throw new UsageError(`${where(name)}: "${text}" is not a port number (0 to 65535)`);
     return n;
   };
+  const address = (name: Name): BindAddress | undefined => {
+    const text = string(name) ?? '0';
+    if (text === '0') return undefined;
+    const match = /^(.*):(\d+)$/.exec(text);
+    const port = Number(match?.[2]);
+    if (!match || port < 1 || port > 65535) throw new UsageError(`${where(name)}: "${text}" is not an address; use host:port, :port for every interface, or 0 to turn it off`);
+    return { host: match[1]!.replace(/^\[(.*)\]$/, '$1'), port };
+  };
   const duration = (name: Name): number => {
     const text = string(name) ?? '';
     const ms = parseDuration(text);
@@ -176,10 +153,15 @@ export async function parseOptions(argv: readonly string[], env: Readonly<Record
     return ms;
   };
 
-  const [lease, renew, retry] = [duration('lease-duration'), duration('renew-deadline'), duration('retry-period')];
+  const [lease, renew, retry] = [duration('leader-elect-lease-duration'), duration('leader-elect-renew-deadline'), duration('leader-elect-retry-period')];
   if (!(retry < renew && renew < lease)) {
-    throw new UsageError(`leader election needs --retry-period < --renew-deadline < --lease-duration (got ${retry / 1000}s, ${renew / 1000}s, ${lease / 1000}s)`);
+    throw new UsageError(`leader election needs --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration (got ${retry / 1000}s, ${renew / 1000}s, ${lease / 1000}s)`);
   }
+  // --http-port is the shorthand for both addresses on one port; an explicit address wins.
+  const isSet = (name: Name): boolean => parsed[name] !== undefined || envNames(name).some((n) => env[n]);
+  const httpPort = isSet('http-port') ? port('http-port') : 0;
+  const httpAddress = httpPort ? { host: '', port: httpPort } : undefined;
+  const bound = (name: Name): BindAddress | undefined => (isSet(name) ? address(name) : httpAddress);
 
   return {
     kinds: list('kinds'),
@@ -199,10 +181,11 @@ export async function parseOptions(argv: readonly string[], env: Readonly<Record
     logLevel: string('log-level') as Level,
     logFormat: string('log-format') as Options['logFormat'],
     watchTimeoutSeconds: Math.max(1, Math.round(duration('watch-timeout') / 1000)),
-    httpPort: port('http-port'),
+    metricsBindAddress: bound('metrics-bind-address'),
+    healthProbeBindAddress: bound('health-probe-bind-address'),
     leaderElect: flag('leader-elect'),
-    leaderElectionNamespace: string('leader-election-namespace'),
-    leaderElectionId: string('leader-election-id') ?? 'labeller',
+    leaderElectionNamespace: string('leader-elect-resource-namespace'),
+    leaderElectionId: string('leader-elect-resource-name') ?? 'labeller',
     leaseDurationMs: lease,
     renewDeadlineMs: renew,
     retryPeriodMs: retry,
@@ -223,7 +206,7 @@ export function parseDuration(text: string): number | undefined {
 
 /** LABELLER_* variables that name no option, ignoring those Kubernetes injects for a Service named "labeller". */
 export function unknownEnv(env: Readonly<Record<string, string | undefined>>): string[] {
-  const known = new Set(Object.keys(SPECS).map(envName));
+  const known = new Set((Object.keys(SPECS) as Name[]).flatMap(envNames));
   return Object.keys(env).filter(
     (name) => name.startsWith(ENV_PREFIX) && !known.has(name) && !/^LABELLER_(SERVICE_HOST|SERVICE_PORT|PORT)(_|$)/.test(name),
   );

@@ -5,8 +5,8 @@ import type { KubeClient } from '../kube/client.ts';
 import type { Config } from '../labeller/config.ts';
 import type { LabelledObject } from '../labeller/object.ts';
 import type { Logger } from '../log.ts';
-import type { Options } from '../options.ts';
-import { boundPort, serveHttp } from '../http.ts';
+import type { BindAddress, Options } from '../options.ts';
+import { formatAddress, serveHttp, type Endpoints } from '../http.ts';
 import { Metrics } from '../metrics.ts';
 import type { Controller } from '../runtime/controller.ts';
 import type { LeaderElectionOptions } from '../runtime/leader.ts';
@@ -17,7 +17,7 @@ import { runUntilStopped } from './lifecycle.ts';
 import { runOnce } from './once.ts';
 
 /** What the app takes of the command-line options, plus what the entry point works out. */
-export type AppOptions = WiringOptions & Pick<Options, 'gracePeriodMs' | 'httpPort'> & {
+export type AppOptions = WiringOptions & Pick<Options, 'gracePeriodMs' | 'metricsBindAddress' | 'healthProbeBindAddress'> & {
   /** Set when several replicas elect a leader through a Lease. */
   readonly leaderElection?: Omit<LeaderElectionOptions, 'log' | 'onLeadingChange'> | undefined;
 };
@@ -34,10 +34,12 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
   // Up before discovery, so probes see "not ready" rather than a refused connection.
   const all: Controller<LabelledObject>[] = [];
   let discovered = false;
-  const server = options.httpPort > 0 && !options.once
-    ? await serveHttp(options.httpPort, { problems: () => (discovered ? all.flatMap(readinessProblem) : ['waiting for API discovery']) }, metrics.registry)
-    : undefined;
-  if (server) log.info('serving /healthz, /readyz and /metrics', { port: boundPort(server) });
+  const readiness = { problems: () => (discovered ? all.flatMap(readinessProblem) : ['waiting for API discovery']) };
+  const servers = options.once ? [] : await Promise.all(serversFor(options, { readiness, registry: metrics.registry }).map(async ([address, endpoints]) => {
+    const server = await serveHttp(address, endpoints);
+    log.info('serving', { address: formatAddress(address), paths: [...(endpoints.readiness ? ['/healthz', '/readyz'] : []), ...(endpoints.registry ? ['/metrics'] : [])] });
+    return server;
+  }));
   try {
     const kinds = await resolveConfiguredKinds(client, config.kinds, log, shutdown.intake);
     if (!kinds) {
@@ -60,9 +62,16 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     log.info('stopped', counts);
     return status;
   } finally {
-    server?.close();
+    for (const server of servers) server.close();
     unsubscribe();
   }
+}
+
+/** One server per distinct address: probes and metrics share one when their addresses are the same. */
+function serversFor(options: Pick<AppOptions, 'metricsBindAddress' | 'healthProbeBindAddress'>, all: Required<Endpoints>): [BindAddress, Endpoints][] {
+  const { metricsBindAddress: metrics, healthProbeBindAddress: probes } = options;
+  if (metrics && probes && formatAddress(metrics) === formatAddress(probes)) return [[probes, all]];
+  return [...(probes ? [[probes, { readiness: all.readiness }] as [BindAddress, Endpoints]] : []), ...(metrics ? [[metrics, { registry: all.registry }] as [BindAddress, Endpoints]] : [])];
 }
 
 /**

@@ -97,7 +97,7 @@ function assertClear(message: string, source: string): void {
 
 // ---- argument lists ------------------------------------------------------------------------------
 
-const KNOWN_FLAGS = ['kinds', 'config', 'c', 'label', 'namespace', 'n', 'selector', 'conflicts', 'kubeconfig', 'context', 'field-manager', 'concurrency', 'requeue-after', 'grace-period', 'dry-run', 'once', 'log-level', 'log-format', 'watch-timeout', 'http-port', 'leader-elect', 'leader-election-namespace', 'leader-election-id', 'lease-duration', 'renew-deadline', 'retry-period', 'help', 'version'];
+const KNOWN_FLAGS = ['kinds', 'config', 'c', 'label', 'namespace', 'n', 'selector', 'conflicts', 'kubeconfig', 'context', 'field-manager', 'concurrency', 'requeue-after', 'grace-period', 'dry-run', 'once', 'log-level', 'log-format', 'watch-timeout', 'http-port', 'metrics-bind-address', 'health-probe-bind-address', 'l', 'leader-elect', 'leader-elect-resource-namespace', 'leader-elect-resource-name', 'leader-elect-lease-duration', 'leader-elect-renew-deadline', 'leader-elect-retry-period', 'leader-election-namespace', 'leader-election-id', 'lease-duration', 'renew-deadline', 'retry-period', 'help', 'h', 'version'];
 const validExtra = fc.array(fc.constantFrom<string[]>(['--dry-run'], ['--concurrency', '3'], ['--requeue-after', '10m'], ['--namespace', 'default'], ['--selector', 'app=web'], ['--conflicts', 'skip'], ['--log-level', 'debug'], ['--grace-period', '5s'], ['-n', 'a,b']), { maxLength: 3 }).map((a) => a.flat());
 /** One argument (or pair, or environment variable) that is wrong for sure. */
 type BadArg = { readonly what: string; readonly args: string[]; readonly env?: Record<string, string> };
@@ -106,6 +106,7 @@ const badArg: fc.Arbitrary<BadArg> = fc.oneof<fc.Arbitrary<BadArg>[]>(
   fc.tuple(fc.constantFrom('--requeue-after', '--grace-period', '--watch-timeout', '--lease-duration'), fc.constantFrom('5x', '-1s', 'abc', '1h-', 's', '1.5.3s', '')).map(([f, v]) => ({ what: 'bad duration', args: [f, v] })),
   fc.constantFrom('0', '-1', '1.5', 'abc', '', '1e3x').map((v) => ({ what: 'bad count', args: ['--concurrency', v] })),
   fc.constantFrom('70000', '-1', 'x', '1.5').map((v) => ({ what: 'bad port', args: ['--http-port', v] })),
+  fc.tuple(fc.constantFrom('--metrics-bind-address', '--health-probe-bind-address'), fc.constantFrom('8080', 'host', ':', ':0', ':70000', 'a:b')).map(([f, v]) => ({ what: 'bad address', args: [f, v] })),
   fc.tuple(fc.constantFrom('--conflicts', '--log-level', '--log-format'), fc.constantFrom('maybe', 'FORCE', '', 'jsonl')).map(([f, v]) => ({ what: 'bad choice', args: [f, v] })),
   badLabelKey.map((k) => ({ what: 'bad label key', args: ['--label', `${k}=v`] })),
   badLabelValue.map((v) => ({ what: 'bad label value', args: ['--label', `k=${v}`] })),
