@@ -51,6 +51,8 @@ function text(level: Level, msg: string, fields: Fields): string {
   return `${time} ${level.toUpperCase().padEnd(5)} ${msg}${pairs.length ? `  ${pairs.join(' ')}` : ''}\n`;
 }
 
-function errorReplacer(_key: string, value: unknown): unknown {
+/** Errors as their message; durations (`…Ms` fields) as whole milliseconds. */
+function errorReplacer(key: string, value: unknown): unknown {
+  if (typeof value === 'number' && key.endsWith('Ms')) return Math.round(value);
   return value instanceof Error ? value.message : value;
 }

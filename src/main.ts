@@ -7,6 +7,7 @@ import { KindError } from './app/kinds.ts';
 import { runApp } from './app/run.ts';
 import { KubeClient, KubeConfigError } from './kube/client.ts';
 import { buildConfig, ConfigError, parseLabelFlag } from './labeller/config.ts';
+import { fatal, report } from './fatal.ts';
 import { createLogger } from './log.ts';
 import { envName } from './flags.ts';
 import { parseOptions, unknownEnv, UsageError } from './options.ts';
@@ -14,13 +15,15 @@ import type { Shutdown } from './runtime/shutdown.ts';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
-async function run(argv: readonly string[], shutdown: Shutdown): Promise<number> {
+type Format = 'json' | 'text';
+const autoFormat = (): Format => (process.stderr.isTTY ? 'text' : 'json');
+
+async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (format: Format) => void): Promise<number> {
   const options = await parseOptions(argv, process.env, VERSION);
   if (!options) return 0;
-  const log = createLogger({
-    level: options.logLevel,
-    format: options.logFormat === 'auto' ? (process.stderr.isTTY ? 'text' : 'json') : options.logFormat,
-  });
+  const format = options.logFormat === 'auto' ? autoFormat() : options.logFormat;
+  setFormat(format);
+  const log = createLogger({ level: options.logLevel, format });
   for (const name of unknownEnv(process.env)) log.warn('unknown environment variable ignored', { name, hint: `options are set as ${envName('kinds')} and the like; see labeller --help` });
 
   const config = buildConfig({
@@ -62,11 +65,13 @@ const USAGE_ERRORS = [UsageError, ConfigError, KubeConfigError, KindError];
 
 /** Runs the command; returns the exit status. Errors become one line on stderr, never a stack trace. */
 export async function main(argv: readonly string[], shutdown: Shutdown): Promise<number> {
+  // Until the options are read, the format `auto` would choose.
+  let format = autoFormat();
   try {
-    return await run(argv, shutdown);
+    return await run(argv, shutdown, (chosen) => (format = chosen));
   } catch (error) {
-    const usage = USAGE_ERRORS.some((type) => error instanceof type);
-    process.stderr.write(`labeller: ${error instanceof Error ? error.message : String(error)}\n`);
-    return usage ? 2 : 1;
+    const failure = fatal(error, USAGE_ERRORS.some((type) => error instanceof type));
+    report(failure, format);
+    return failure.status;
   }
 }

@@ -2,12 +2,14 @@
 // kind that fails at run time (403) leaves the other kinds working.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { create, createCrd, createNamespace, eventually, labelsOf, serviceAccountKubeconfig, skip, writeKubeconfig } from './cluster.ts';
-import { Labeller, runLabeller } from './labeller.ts';
+import { fatalMessage, Labeller, runLabeller } from './labeller.ts';
+import { denoPath } from '../tools.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'labeller-e2e-bad-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -71,7 +73,7 @@ describe('bad input', { skip }, () => {
     test(`${what}: exit ${status} and a message that says what to do`, async () => {
       const exit = await runLabeller(typeof args === 'function' ? await args() : args);
       assert.equal(exit.code, status, exit.stderr);
-      assert.match(exit.stderr, message);
+      assert.match(exit.fatal ?? '', message, exit.stderr);
       assert.doesNotMatch(exit.stderr, /^\s+at /m, 'no stack trace');
     });
   }
@@ -92,5 +94,16 @@ describe('bad input', { skip }, () => {
     } finally {
       assert.equal((await labeller.stop()).code, 0);
     }
+  });
+});
+
+describe('Deno without permissions', () => {
+  test('one line naming the permissions, exit 2, no stack trace', async () => {
+    const exit = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = execFile(denoPath(), ['run', 'src/cli.ts', '--version'], (error, _stdout, stderr) => resolve({ code: child.exitCode ?? (error ? 1 : 0), stderr }));
+    });
+    assert.equal(exit.code, 2, exit.stderr);
+    assert.match(fatalMessage(exit.stderr) ?? '', /^Requires \w+ access to .*: Deno runs labeller only with these permissions: deno run --allow-env --allow-read --allow-net --allow-sys --allow-run src\/cli\.ts \(or -A\)$/);
+    assert.doesNotMatch(exit.stderr, /^\s+at /m);
   });
 });

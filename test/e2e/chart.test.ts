@@ -41,7 +41,7 @@ import {
 import { Labeller, runLabeller } from './labeller.ts';
 
 const LABELLER_VERBS = ['get', 'list', 'watch', 'patch'];
-const LEADER_FLAGS = ['--leader-elect', '--leader-election-namespace', '--leader-election-id', '--lease-duration', '--renew-deadline', '--retry-period'];
+const LEADER_FLAGS = ['--leader-elect', '--leader-elect-resource-namespace', '--leader-elect-resource-name', '--leader-elect-lease-duration', '--leader-elect-renew-deadline', '--leader-elect-retry-period'];
 // The defaults have no kinds (an install without kinds fails and says what to set): every example instead.
 const VALUE_FILES: readonly (string | undefined)[] = EXAMPLES;
 const shortName = (file: string | undefined) => (file ? file.slice(CHART.length + 1) : 'default values');
@@ -239,7 +239,7 @@ describe('chart: lint and render', () => {
     const user = /^USER (\d+):(\d+)$/m.exec(dockerfile);
     assert.ok(user && user[1] !== '0', 'a numeric non-root USER');
     // The chart runs the image's entry point as the image's user.
-    const pod = podSpec(only(await render(), 'Deployment'));
+    const pod = podSpec(only(await render({ files: [EXAMPLES[0]!] }), 'Deployment'));
     assert.equal(pod.containers[0]?.command, undefined);
     assert.equal(String(pod.securityContext['runAsUser']), user[1]);
     const ignore = readFileSync(join(ROOT, '.dockerignore'), 'utf8');
@@ -278,7 +278,7 @@ async function installRbac(prefix: string, values: object) {
   deleteAfter(manifests);
   await apply(manifests.filter((m) => RBAC_KINDS.has(m.kind)));
   const kubeconfig = await serviceAccountKubeconfig(namespace, only(manifests, 'ServiceAccount').metadata.name);
-  const leaseName = flagValue(containers(only(manifests, 'Deployment'))[0]?.args ?? [], '--leader-election-id') ?? '';
+  const leaseName = flagValue(containers(only(manifests, 'Deployment'))[0]?.args ?? [], '--leader-elect-resource-name') ?? '';
   return { namespace, manifests, kubeconfig, leaseName };
 }
 

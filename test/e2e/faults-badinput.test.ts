@@ -16,6 +16,7 @@ import { dump } from 'js-yaml';
 import { buildConfig, ConfigError, parseLabelFlag } from '../../src/labeller/config.ts';
 import { parseOptions, UsageError } from '../../src/options.ts';
 import { figure } from '../cluster.ts';
+import { fatalMessage } from './labeller.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'labeller-faults-fuzz-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -180,7 +181,7 @@ function assertUsageExit(exit: { code: number | null; stderr: string }, what: st
   assert.doesNotMatch(exit.stderr, /^\s+at /m, `no stack trace: ${detail}`);
   assert.equal(exit.code, 2, `exit status 2: ${detail}`);
   const lines = exit.stderr.trim().split('\n');
-  assert.match(exit.stderr.trim(), /^labeller: \S/, `a "labeller: …" message: ${detail}`);
+  assert.match(fatalMessage(exit.stderr) ?? '', /^\S/, `a fatal line with a message: ${detail}`);
   assert.ok(!/cannot reach the API server/.test(exit.stderr), `stopped before connecting: ${detail}`);
   assert.ok(lines.length <= 12, `a short message: ${detail}`);
 }

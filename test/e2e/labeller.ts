@@ -19,6 +19,23 @@ export interface Exit {
   readonly signal: NodeJS.Signals | null;
   readonly stdout: string;
   readonly stderr: string;
+  /** The message of the fatal line labeller ends a failed run with (JSON or `labeller: …`), if any. */
+  readonly fatal: string | undefined;
+}
+
+/** The message of labeller's fatal line in `stderr`: a JSON log line with `exitStatus`, or `labeller: …` text. */
+export function fatalMessage(stderr: string): string | undefined {
+  for (const line of stderr.trim().split('\n').reverse()) {
+    if (line.startsWith('labeller: ')) return line.slice('labeller: '.length);
+    if (!line.startsWith('{')) continue;
+    try {
+      const parsed = JSON.parse(line) as Partial<LogLine>;
+      if (parsed.exitStatus !== undefined) return String(parsed.msg);
+    } catch {
+      // not a log line
+    }
+  }
+  return undefined;
 }
 
 const running = new Set<ChildProcess>();
@@ -75,7 +92,7 @@ export class Labeller {
           writeFileSync(join(dir, `labeller-${this.startedAt}-${this.process.pid}.log`), `${args.join(' ')}\nexit ${code} ${signal}\n${this.stdout}\n${this.stderr}`);
         }
         this.#lines.end(`labeller exited (${code ?? signal})`);
-        resolve({ code, signal, stdout: this.stdout, stderr: this.stderr });
+        resolve({ code, signal, stdout: this.stdout, stderr: this.stderr, fatal: fatalMessage(this.stderr) });
       });
     });
   }
