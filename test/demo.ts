@@ -2,10 +2,15 @@
 // creates a few deployments, services and config maps, runs `labeller --config kinds.yaml
 // --once`, and prints every object's labels before and after.
 import { execFileSync } from 'node:child_process';
-import { startControlPlane } from './controlplane/controlplane.ts';
+import { ControlPlaneUnavailable, startControlPlane, type ControlPlane } from './controlplane/controlplane.ts';
 import { KubeClient } from '../src/kube/client.ts';
 
-const cp = await startControlPlane();
+const cp: ControlPlane = await startControlPlane().catch((error: unknown) => {
+  // No Go and no binaries (or a bad KUBEBUILDER_ASSETS): say what to do, not where it failed.
+  if (!(error instanceof ControlPlaneUnavailable)) throw error;
+  process.stderr.write(`demo: cannot start the local control plane: ${error.message}\n`);
+  process.exit(2);
+});
 const stop = () => void cp.stop().then(() => process.exit(130));
 process.once('SIGINT', stop);
 process.once('SIGTERM', stop);

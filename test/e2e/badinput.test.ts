@@ -1,7 +1,7 @@
 // Bad input gets a message that names the problem and the fix, and the right exit status; a
 // kind that fails at run time (403) leaves the other kinds working.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { execFile } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { createServer, type AddressInfo } from 'node:net';
@@ -93,6 +93,28 @@ describe('bad input', { skip }, () => {
       assert.equal(labeller.process.exitCode, null, 'still running');
     } finally {
       assert.equal((await labeller.stop()).code, 0);
+    }
+  });
+});
+
+describe('npm run demo without Go or binaries', () => {
+  test('one line saying what to install or set, exit 2, no stack trace', async () => {
+    const empty = mkdtempSync(join(tmpdir(), 'labeller-demo-cache-'));
+    after(() => rmSync(empty, { recursive: true, force: true }));
+    // The machine's PATH less Go, and a cache without binaries.
+    const path = (process.env['PATH'] ?? '').split(':').filter((dir) => !existsSync(join(dir, 'go'))).join(':');
+    const env = { ...process.env, PATH: path, LABELLER_CACHE_DIR: empty, KUBEBUILDER_ASSETS: '' };
+    const cases: [Record<string, string | undefined>, RegExp][] = [
+      [env, /^demo: cannot start the local control plane: no Go toolchain to build kube-apiserver and etcd; install Go, or set KUBEBUILDER_ASSETS to a folder with both binaries$/m],
+      [{ ...env, KUBEBUILDER_ASSETS: empty }, /^demo: cannot start the local control plane: KUBEBUILDER_ASSETS=\S+ has no kube-apiserver; point it at a folder with kube-apiserver and etcd, or unset it to build them$/m],
+    ];
+    for (const [vars, message] of cases) {
+      const exit = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        const child = execFile(process.execPath, ['--import', 'tsx', 'test/demo.ts'], { env: vars }, (error, _stdout, stderr) => resolve({ code: child.exitCode ?? (error ? 1 : 0), stderr }));
+      });
+      assert.equal(exit.code, 2, exit.stderr);
+      assert.match(exit.stderr, message);
+      assert.doesNotMatch(exit.stderr, /^\s+at /m, 'no stack trace');
     }
   });
 });
