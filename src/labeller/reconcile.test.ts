@@ -181,3 +181,21 @@ test('the patch describes the change the server reported, as JSON Patch operatio
     { op: 'replace', path: '/metadata/labels/example.com~1x', value: 'new' },
   ]);
 });
+
+test('a label whose template reads an absent value is not set, and removed when labeller owned it', async () => {
+  const { client, reconcile } = setup({ labels: { team: 'payments', app: '{{labels.name}}' } });
+  // Not set: nothing to send when the rest is right.
+  assert.deepEqual(await reconcile(object({ labels: { team: 'payments' }, owned: ['team'] })), { outcome: 'unchanged', patch: [] });
+  assert.equal(client.calls.length, 0);
+  // Owned from when the value was there: the apply leaves it out, so the API server removes it.
+  client.after = { team: 'payments' };
+  const result = await reconcile(object({ labels: { team: 'payments', app: 'old' }, owned: ['team', 'app'] }));
+  assert.deepEqual(client.calls.map((c) => c.labels), [{ team: 'payments' }]);
+  assert.deepEqual(result, { outcome: 'patched', patch: [{ op: 'remove', path: '/metadata/labels/app' }] });
+});
+
+test('| default "" keeps an explicit empty label when the value is absent', async () => {
+  const { client, reconcile } = setup({ labels: { app: '{{labels.name | default ""}}' } });
+  await reconcile(object());
+  assert.deepEqual(client.calls.map((c) => c.labels), [{ app: '' }]);
+});

@@ -126,6 +126,9 @@ export class Reconciler {
     const desired = new Map<string, string>();
     for (const [key, template] of labels) {
       const value = template.constantValue ?? template.render(context);
+      // A variable without a value (a missing label, no owner): the label is not wanted, and
+      // removed if labeller owned it.
+      if (value === undefined) continue;
       const problem = template.constantValue === undefined ? validateLabelValue(value) : undefined;
       if (problem) return `label ${key}: "${template.source}" rendered "${value}": ${problem}`;
       desired.set(key, value);

@@ -15,7 +15,7 @@ const context: TemplateContext = {
   annotations: { 'example.com/owner': 'alice' },
 };
 
-const ALLOWED = 'name, namespace, kind, resource, group, apiVersion, uid, labels.<key>, annotations.<key>';
+const ALLOWED = 'name, namespace, kind, resource, group, apiVersion, uid, labels.<key>, annotations.<key>, namespace.labels.<key>, namespace.annotations.<key>, owner.kind, owner.name, owner.labels.<key>, owner.annotations.<key>, root.kind, root.name, root.labels.<key>, root.annotations.<key>';
 
 test('a source without "{{" is a constant', () => {
   for (const source of ['labeller', '', 'a}}b']) {
@@ -44,11 +44,59 @@ test('render substitutes every variable', () => {
   }
 });
 
-test('a missing label or annotation renders as an empty string', () => {
-  assert.equal(compileTemplate('x{{labels.missing}}y').render(context), 'xy');
-  assert.equal(compileTemplate('{{annotations.missing}}').render(context), '');
+test('a missing label or annotation makes the template absent, whatever surrounds it', () => {
+  assert.equal(compileTemplate('x{{labels.missing}}y').render(context), undefined);
+  assert.equal(compileTemplate('{{annotations.missing}}').render(context), undefined);
   // Inherited properties are not labels.
-  assert.equal(compileTemplate('{{labels.constructor}}').render({ ...context, labels: {} }), '');
+  assert.equal(compileTemplate('{{labels.constructor}}').render({ ...context, labels: {} }), undefined);
+  // A label that is there but empty is a value.
+  assert.equal(compileTemplate('{{labels.empty}}').render({ ...context, labels: { empty: '' } }), '');
+});
+
+test('| default "<value>" stands in for an absent variable; "" gives an explicit empty label', () => {
+  assert.equal(compileTemplate('{{labels.missing | default "none"}}').render(context), 'none');
+  assert.equal(compileTemplate('{{ namespace.labels.team|default "" }}').render(context), '');
+  assert.equal(compileTemplate('{{labels.app | default "none"}}').render(context), 'storefront');
+  assert.equal(compileTemplate('{{owner.name | default "bare"}}-{{labels.missing}}').render(context), undefined);
+  assert.throws(() => compileTemplate('{{labels.app | upper}}'), { name: 'TemplateError', message: /unknown filter "\| upper": write "\{\{labels.app \| default \\"<value>\\"\}\}"/ });
+  assert.throws(() => compileTemplate("{{labels.app | default 'x'}}"), { name: 'TemplateError', message: /unknown filter/ });
+});
+
+const related: TemplateContext = {
+  ...context,
+  related: {
+    namespace: { kind: 'Namespace', name: 'shop', labels: { team: 'payments' }, annotations: { 'example.com/cost-center': 'cc-7' } },
+    owner: { kind: 'ReplicaSet', name: 'web-5d8f', labels: {}, annotations: {} },
+    root: { kind: 'Deployment', name: 'web', labels: { 'app.kubernetes.io/part-of': 'shop' }, annotations: { note: 'x' } },
+  },
+};
+
+test('related variables render from the namespace, the controller owner and the root of the chain', () => {
+  const cases: Array<[string, string | undefined]> = [
+    ['{{namespace.labels.team}}', 'payments'],
+    ['{{namespace.annotations.example.com/cost-center}}', 'cc-7'],
+    ['{{owner.kind}}/{{owner.name}}', 'ReplicaSet/web-5d8f'],
+    ['{{root.kind}}-{{root.name}}', 'Deployment-web'],
+    ['{{root.labels.app.kubernetes.io/part-of}}', 'shop'],
+    ['{{root.annotations.note}}', 'x'],
+    ['{{owner.labels.app.kubernetes.io/part-of}}', undefined],
+    ['{{namespace}}', 'shop'],
+  ];
+  for (const [source, rendered] of cases) assert.equal(compileTemplate(source).render(related), rendered, source);
+  // No owner, no namespace object: absent.
+  const bare = { ...context, related: {} };
+  for (const source of ['{{owner.name}}', '{{root.kind}}', '{{namespace.labels.team}}', 'x-{{owner.labels.a}}']) {
+    assert.equal(compileTemplate(source).render(bare), undefined, source);
+  }
+});
+
+test('a template lists what it reads of related objects', () => {
+  assert.deepEqual(compileTemplate('{{namespace.labels.team}}-{{owner.name}}-{{root.annotations.a}}-{{labels.x}}').related, [
+    { relation: 'namespace', field: 'labels', key: 'team' },
+    { relation: 'owner', field: 'name' },
+    { relation: 'root', field: 'annotations', key: 'a' },
+  ]);
+  assert.deepEqual(compileTemplate('{{name}}').related, []);
 });
 
 test('an empty namespace or group renders as empty', () => {
@@ -64,6 +112,10 @@ test('compileTemplate rejects unknown variables, naming them and the allowed set
       `template "x-{{label.app}}": unknown variable "label.app" (did you mean "labels.app"?); use one of ${ALLOWED}`,
     ],
     ['{{metadata.name}}', `template "{{metadata.name}}": unknown variable "metadata.name"; use one of ${ALLOWED}`],
+    ['{{ownr.labels.team}}', `template "{{ownr.labels.team}}": unknown variable "ownr.labels.team" (did you mean "owner.labels.team"?); use one of ${ALLOWED}`],
+    ['{{owner.uid}}', `template "{{owner.uid}}": unknown variable "owner.uid" (did you mean "owner.kind"?); use one of ${ALLOWED}`],
+    ['{{namespace.name}}', 'template "{{namespace.name}}": unknown variable "namespace.name": the namespace\'s name is "{{namespace}}"'],
+    ['{{root.labels}}', 'template "{{root.labels}}": "root.labels" needs a key, e.g. "{{root.labels.app}}"'],
     ['{{ }}', `template "{{ }}": empty variable "{{}}"; use one of ${ALLOWED}`],
     ['{{labels}}', 'template "{{labels}}": "labels" needs a key, e.g. "{{labels.app}}"'],
     ['{{annotations.}}', 'template "{{annotations.}}": "annotations" needs a key, e.g. "{{annotations.app}}"'],

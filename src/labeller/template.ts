@@ -1,13 +1,28 @@
 /**
- * Label value templates such as "{{name}}", "team-{{ namespace }}",
- * "{{labels.app}}" or "{{annotations.example.com/owner}}". They compile once,
- * at config load, so a typo fails at startup rather than on every object.
+ * Label value templates such as "{{name}}", "team-{{ namespace }}", "{{labels.app}}",
+ * "{{namespace.labels.team}}", "{{root.name}}" or "{{owner.labels.tier | default \"none\"}}".
+ * They compile once, at config load, so a typo fails at startup rather than on every object.
  * Rendering does not validate: only the rendered value can be checked, with
  * validateLabelValue, by the caller.
+ *
+ * A variable whose value is absent (a label or annotation the object does not carry, a
+ * namespace, owner or root that does not exist) makes the whole template absent: the label is
+ * not set, and removed if labeller owned it. `| default "<value>"` gives such a variable a value
+ * instead ("" for an explicit empty label).
  */
 import type { Labels } from './labels.ts';
 import { validateLabelKey } from './labels.ts';
 import { suggest } from '../suggest.ts';
+
+/** A related object as templates see it (the namespace, the controller owner, the root of the chain). */
+export interface RelatedObject {
+  readonly kind: string;
+  readonly name: string;
+  readonly labels: Labels;
+  readonly annotations: Readonly<Record<string, string>>;
+}
+
+export type Relation = 'namespace' | 'owner' | 'root';
 
 /** What a template can refer to about the object being labelled. */
 export interface TemplateContext {
@@ -23,15 +38,28 @@ export interface TemplateContext {
   readonly uid: string;
   readonly labels: Labels;
   readonly annotations: Readonly<Record<string, string>>;
+  /** Related objects, undefined where absent; only the relations the templates read need be given. */
+  readonly related?: Readonly<Partial<Record<Relation, RelatedObject>>> | undefined;
+}
+
+/** A field of a related object that a template reads: what decides whether a change to it matters. */
+export interface RelatedRead {
+  readonly relation: Relation;
+  readonly field: 'kind' | 'name' | 'labels' | 'annotations';
+  /** The label or annotation key, for `labels` and `annotations`. */
+  readonly key?: string;
 }
 
 export interface Template {
   readonly source: string;
   /** The value when the source has no "{{", so it can be validated at load time; undefined otherwise. */
   readonly constantValue: string | undefined;
-  /** The annotation keys it reads, so the cache keeps just those of each object. */
+  /** The annotation keys it reads of the object itself, so the cache keeps just those of each object. */
   readonly annotations: readonly string[];
-  render(context: TemplateContext): string;
+  /** What it reads of related objects. */
+  readonly related: readonly RelatedRead[];
+  /** The value, or undefined when a variable it reads is absent (and has no default). */
+  render(context: TemplateContext): string | undefined;
 }
 
 export class TemplateError extends Error {
@@ -40,36 +68,56 @@ export class TemplateError extends Error {
 
 const FIELD_VARIABLES = ['name', 'namespace', 'kind', 'resource', 'group', 'apiVersion', 'uid'] as const;
 const MAP_VARIABLES = ['labels', 'annotations'] as const;
-const ALLOWED = [...FIELD_VARIABLES, ...MAP_VARIABLES.map((map) => `${map}.<key>`)].join(', ');
+const RELATIONS = ['namespace', 'owner', 'root'] as const satisfies readonly Relation[];
+/** Fields of a related object; a namespace's kind and name say nothing `{{namespace}}` does not. */
+const RELATED_FIELDS: Readonly<Record<Relation, readonly ('kind' | 'name')[]>> = { namespace: [], owner: ['kind', 'name'], root: ['kind', 'name'] };
+const ALLOWED = [
+  ...FIELD_VARIABLES,
+  ...MAP_VARIABLES.map((map) => `${map}.<key>`),
+  ...RELATIONS.flatMap((relation) => [...RELATED_FIELDS[relation].map((field) => `${relation}.${field}`), ...MAP_VARIABLES.map((map) => `${relation}.${map}.<key>`)]),
+].join(', ');
+/** Related variables up to their key, for suggestions: "owner.name", "namespace.labels". */
+const RELATED_NAMES = RELATIONS.flatMap((r) => [...RELATED_FIELDS[r], ...MAP_VARIABLES].map((f) => `${r}.${f}`));
 
-type Part = (context: TemplateContext) => string;
+type Part = (context: TemplateContext) => string | undefined;
 
 export function compileTemplate(source: string): Template {
-  if (!source.includes('{{')) return { source, constantValue: source, annotations: [], render: () => source };
+  if (!source.includes('{{')) return { source, constantValue: source, annotations: [], related: [], render: () => source };
   const annotations: string[] = [];
-  const parts = parse(source, annotations);
+  const related: RelatedRead[] = [];
+  const parts = parse(source, annotations, related);
   return {
     source,
     constantValue: undefined,
     annotations,
-    render: (context) => parts.map((part) => part(context)).join(''),
+    related,
+    render: (context) => {
+      let value = '';
+      for (const part of parts) {
+        const rendered = part(context);
+        if (rendered === undefined) return undefined;
+        value += rendered;
+      }
+      return value;
+    },
   };
 }
 
-/** The template's parts; annotation keys it reads are added to `annotations`. */
-function parse(source: string, annotations: string[]): Part[] {
+/** The template's parts; what it reads is added to `annotations` and `related`. */
+function parse(source: string, annotations: string[], related: RelatedRead[]): Part[] {
+  const fail = (problem: string) => new TemplateError(`template ${JSON.stringify(source)}: ${problem}`);
   const parts: Part[] = [];
   let position = 0;
   for (let open = source.indexOf('{{'); open !== -1; open = source.indexOf('{{', position)) {
     const close = source.indexOf('}}', open + 2);
-    if (close === -1) {
-      throw new TemplateError(`template ${JSON.stringify(source)}: "{{" is not closed: add "}}" after the variable`);
-    }
+    if (close === -1) throw fail('"{{" is not closed: add "}}" after the variable');
     const literal = source.slice(position, open);
     if (literal !== '') parts.push(() => literal);
-    const name = source.slice(open + 2, close).trim();
-    parts.push(variable(source, name));
-    if (name.startsWith('annotations.')) annotations.push(name.slice('annotations.'.length));
+    const [expression = '', ...pipes] = source.slice(open + 2, close).split('|');
+    const name = expression.trim();
+    const lookup = variable(name, fail, annotations, related);
+    const fallback = defaultValue(pipes, name, fail);
+    parts.push(fallback === undefined ? lookup : (context) => lookup(context) ?? fallback);
     position = close + 2;
   }
   const tail = source.slice(position);
@@ -77,26 +125,79 @@ function parse(source: string, annotations: string[]): Part[] {
   return parts;
 }
 
-function variable(source: string, name: string): Part {
-  const fail = (problem: string) => new TemplateError(`template ${JSON.stringify(source)}: ${problem}`);
+/** The value of `| default "<value>"`, if given. */
+function defaultValue(pipes: readonly string[], name: string, fail: (problem: string) => TemplateError): string | undefined {
+  if (pipes.length === 0) return undefined;
+  const usage = `write "{{${name} | default \\"<value>\\"}}" (one default, a double-quoted value)`;
+  const match = pipes.length === 1 ? /^\s*default\s+("(?:[^"\\]|\\.)*")\s*$/.exec(pipes[0]!) : null;
+  if (!match) throw fail(`unknown filter "|${pipes.join('|')}": ${usage}`);
+  try {
+    return JSON.parse(match[1]!) as string;
+  } catch {
+    throw fail(`bad default value ${match[1]}: ${usage}`);
+  }
+}
+
+function variable(name: string, fail: (problem: string) => TemplateError, annotations: string[], related: RelatedRead[]): Part {
   const field = FIELD_VARIABLES.find((candidate) => candidate === name);
   if (field !== undefined) return (context) => context[field];
 
-  const dot = name.indexOf('.');
-  const head = dot === -1 ? name : name.slice(0, dot);
-  const map = MAP_VARIABLES.find((candidate) => candidate === head);
-  if (map === undefined) {
-    const match = dot === -1 ? suggest(name, FIELD_VARIABLES) : suggest(head, MAP_VARIABLES);
-    const hint = match === undefined ? '' : ` (did you mean "${match}${name.slice(head.length)}"?)`;
-    const shown = name === '' ? 'empty variable "{{}}"' : `unknown variable ${JSON.stringify(name)}`;
-    throw fail(`${shown}${hint}; use one of ${ALLOWED}`);
+  const [head = '', second = '', ...rest] = name.split('.');
+  const relation = RELATIONS.find((candidate) => candidate === head);
+  if (relation !== undefined) {
+    const relatedField = RELATED_FIELDS[relation].find((candidate) => candidate === second);
+    if (relatedField !== undefined && rest.length === 0) {
+      related.push({ relation, field: relatedField });
+      return (context) => context.related?.[relation]?.[relatedField];
+    }
+    if (relation === 'namespace' && rest.length === 0 && (second === 'name' || second === 'kind')) {
+      throw fail(`unknown variable ${JSON.stringify(name)}: the namespace's name is "{{namespace}}"`);
+    }
+    const map = MAP_VARIABLES.find((candidate) => candidate === second);
+    if (map === undefined) throw unknown(name, fail);
+    const key = mapKey(`${relation}.${map}`, rest.join('.'), name, fail);
+    related.push({ relation, field: map, key });
+    return (context) => {
+      const object = context.related?.[relation];
+      return object === undefined ? undefined : lookupKey(object[map], key);
+    };
   }
+  const map = MAP_VARIABLES.find((candidate) => candidate === head);
+  if (map === undefined) throw unknown(name, fail);
+  const key = mapKey(map, name.slice(map.length + 1), name, fail);
+  if (map === 'annotations') annotations.push(key);
+  return (context) => lookupKey(context[map], key);
+}
 
-  const key = dot === -1 ? '' : name.slice(dot + 1);
+/** A missing label or annotation is absent; inherited properties are not labels. */
+function lookupKey(map: Readonly<Record<string, string>>, key: string): string | undefined {
+  return Object.hasOwn(map, key) ? map[key] : undefined;
+}
+
+function mapKey(map: string, key: string, name: string, fail: (problem: string) => TemplateError): string {
   if (key === '') throw fail(`"${map}" needs a key, e.g. "{{${map}.app}}"`);
   // Annotation keys follow the label key syntax too, so a key that fails it could never match.
   const keyProblem = validateLabelKey(key);
   if (keyProblem !== undefined) throw fail(`variable ${JSON.stringify(name)}: ${keyProblem}`);
-  // A missing label or annotation renders as "", like an unset field.
-  return (context) => (Object.hasOwn(context[map], key) ? (context[map][key] ?? '') : '');
+  return key;
+}
+
+function unknown(name: string, fail: (problem: string) => TemplateError): TemplateError {
+  if (name === '') return fail(`empty variable "{{}}"; use one of ${ALLOWED}`);
+  return fail(`unknown variable ${JSON.stringify(name)}${didYouMean(name)}; use one of ${ALLOWED}`);
+}
+
+/** A likely typo's fix: "nmae" → "name", "ownr.labels.team" → "owner.labels.team", "label.app" → "labels.app". */
+function didYouMean(name: string): string {
+  const parts = name.split('.');
+  const [head = '', second] = parts;
+  if (second === undefined) {
+    const match = suggest(name, FIELD_VARIABLES);
+    return match === undefined ? '' : ` (did you mean "${match}"?)`;
+  }
+  const twoSegments = `${head}.${second}`;
+  const related = suggest(twoSegments, RELATED_NAMES);
+  if (related !== undefined) return ` (did you mean "${related}${name.slice(twoSegments.length)}"?)`;
+  const map = suggest(head, MAP_VARIABLES);
+  return map === undefined ? '' : ` (did you mean "${map}${name.slice(head.length)}"?)`;
 }
