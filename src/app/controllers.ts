@@ -11,6 +11,7 @@ import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Options } from '../options.ts';
 import { Controller } from '../runtime/controller.ts';
+import type { KindRelations, Relations } from './related.ts';
 
 /** What wiring a kind takes of the command-line options. */
 export type WiringOptions = Pick<Options, 'fieldManager' | 'concurrency' | 'requeueAfterMs' | 'dryRun' | 'once' | 'watchTimeoutSeconds'>;
@@ -25,8 +26,11 @@ export function watchedNamespaces(kind: KindConfig, resource: ApiResource): read
   return resource.namespaced && kind.namespaces.length > 0 ? kind.namespaces : [''];
 }
 
-/** What labelling one kind in one namespace takes: its metadata API, the cache projection and the reconciler. */
-export function labellingFor(client: KubeClient, kind: KindConfig, resource: ApiResource, namespace: string, options: Pick<WiringOptions, 'fieldManager' | 'dryRun'>, log: Logger) {
+/**
+ * What labelling one kind in one namespace takes: its metadata API, the cache projection and the
+ * reconciler; with `relations`, the related objects its templates read come from their caches.
+ */
+export function labellingFor(client: KubeClient, kind: KindConfig, resource: ApiResource, namespace: string, options: Pick<WiringOptions, 'fieldManager' | 'dryRun'>, log: Logger, relations?: KindRelations) {
   const api = new MetadataApi(client, resource, namespace);
   const annotations = new Set([...kind.labels.values()].flatMap((t) => t.annotations));
   const reconciler = new Reconciler({
@@ -36,22 +40,26 @@ export function labellingFor(client: KubeClient, kind: KindConfig, resource: Api
     dryRun: options.dryRun,
     client: labelClient(api, options.fieldManager),
     log,
+    related: relations?.related,
   });
-  return { api, project: projector(options.fieldManager, annotations), reconciler };
+  return { api, project: relations?.project ?? projector(options.fieldManager, annotations), reconciler };
 }
 
 /** The controllers of one configured kind: one per namespace, or one for all namespaces. */
-export function controllersFor(client: KubeClient, kind: KindConfig, resource: ApiResource, options: WiringOptions, log: Logger, counts: Counts, metrics?: Metrics): Controller<LabelledObject>[] {
+export function controllersFor(client: KubeClient, kind: KindConfig, resource: ApiResource, options: WiringOptions, log: Logger, counts: Counts, metrics?: Metrics, relations?: Relations): Controller<LabelledObject>[] {
   const name = groupResource(resource);
   return watchedNamespaces(kind, resource).map((namespace) => {
     const controller = namespace ? `${name}/${namespace}` : name;
     const kindLog = log.child({ kind: resource.kind });
     const labelMetrics = metrics?.labels(controller);
-    const { api, project, reconciler } = labellingFor(client, kind, resource, namespace, options, kindLog);
-    return new Controller({
+    const related = relations?.forKind(kind, resource, namespace);
+    const { api, project, reconciler } = labellingFor(client, kind, resource, namespace, options, kindLog, related);
+    const built = new Controller({
       name: controller,
       api,
       project,
+      indexes: related?.indexes,
+      dependencies: related?.dependencies,
       reconcile: async (object) => {
         try {
           const { outcome, patch } = await reconciler.reconcile(object);
@@ -73,5 +81,7 @@ export function controllersFor(client: KubeClient, kind: KindConfig, resource: A
       metrics: metrics?.controller(controller, options.concurrency),
       log: kindLog.child({ controller }),
     });
+    related?.attach(built);
+    return built;
   });
 }

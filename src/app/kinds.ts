@@ -22,11 +22,16 @@ export interface Resolved {
   readonly unknown: readonly { kind: KindConfig; error: ResolveError }[];
 }
 
+/** The resolved kinds, and every resource discovery found (owner kinds are looked up there). */
+export interface Discovered extends Resolved {
+  readonly resources: readonly ApiResource[];
+}
+
 /**
  * Discovers the API and resolves the configured kinds. Undefined when `signal` aborts first.
  * Throws KindError when no configured kind is served, or one is a mistake in the config.
  */
-export async function resolveConfiguredKinds(client: KubeClient, kinds: readonly KindConfig[], log: Logger, signal: AbortSignal): Promise<Resolved | undefined> {
+export async function resolveConfiguredKinds(client: KubeClient, kinds: readonly KindConfig[], log: Logger, signal: AbortSignal): Promise<Discovered | undefined> {
   const resources = await discoverWithRetry(client, log, signal).catch((error: unknown) => {
     if (signal.aborted) return undefined;
     throw error;
@@ -38,7 +43,7 @@ export async function resolveConfiguredKinds(client: KubeClient, kinds: readonly
     throw new KindError(unknown.length === 1 ? unknown[0]!.error.message : `none of the configured kinds is served by the API server: ${unknown.map((u) => u.kind.resource).join(', ')}`);
   }
   for (const { kind, error } of unknown) log.error(error.message, { kind: kind.resource });
-  return found;
+  return { ...found, resources };
 }
 
 async function discoverWithRetry(client: KubeClient, log: Logger, signal: AbortSignal): Promise<ApiResource[]> {

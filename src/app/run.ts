@@ -13,6 +13,7 @@ import type { LeaderElectionOptions } from '../runtime/leader.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';
 import { controllersFor, noCounts, type WiringOptions } from './controllers.ts';
 import { resolveConfiguredKinds } from './kinds.ts';
+import { Relations } from './related.ts';
 import { runUntilStopped } from './lifecycle.ts';
 import { runOnce } from './once.ts';
 
@@ -33,8 +34,8 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
   client.observe(metrics.restClient(new URL(client.server).host));
   // Up before discovery, so probes see "not ready" rather than a refused connection.
   const all: Controller<LabelledObject>[] = [];
-  let discovered = false;
-  const readiness = { problems: () => (discovered ? all.flatMap(readinessProblem) : ['waiting for API discovery']) };
+  let relations: Relations | undefined;
+  const readiness = { problems: () => (relations ? [...all.flatMap(readinessProblem), ...relations.problems()] : ['waiting for API discovery']) };
   const servers = options.once ? [] : await Promise.all(serversFor(options, { readiness, registry: metrics.registry }).map(async ([address, endpoints]) => {
     const server = await serveHttp(address, endpoints);
     log.info('serving', { address: formatAddress(address), paths: [...(endpoints.readiness ? ['/healthz', '/readyz'] : []), ...(endpoints.registry ? ['/metrics'] : [])] });
@@ -46,10 +47,11 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
       log.info('stopped before discovery completed');
       return 0;
     }
-    discovered = true;
+    const related = new Relations(client, config.kinds, kinds.resources, { fieldManager: options.fieldManager, once: options.once, watchTimeoutSeconds: options.watchTimeoutSeconds, signal: shutdown.intake }, log);
+    relations = related;
     const counts = noCounts();
     const wire: Parameters<typeof runUntilStopped>[2]['controllersFor'] = (kind, resource) => {
-      const added = controllersFor(client, kind, resource, options, log, counts, metrics);
+      const added = controllersFor(client, kind, resource, options, log, counts, metrics, related);
       all.push(...added);
       return added;
     };

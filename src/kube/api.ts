@@ -11,6 +11,7 @@ const ACCEPT_OBJECT = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v
 
 export interface ListOptions {
   readonly labelSelector?: string | undefined;
+  readonly fieldSelector?: string | undefined;
   readonly limit?: number | undefined;
   readonly continue?: string | undefined;
   readonly resourceVersion?: string | undefined;
@@ -20,6 +21,7 @@ export interface ListOptions {
 
 export interface WatchOptions {
   readonly labelSelector?: string | undefined;
+  readonly fieldSelector?: string | undefined;
   readonly resourceVersion?: string | undefined;
   /** Server-side timeout; the server ends the watch cleanly after it. */
   readonly timeoutSeconds: number;
@@ -53,6 +55,7 @@ export class MetadataApi {
       headers: { accept: ACCEPT_LIST },
       query: {
         labelSelector: options.labelSelector,
+        fieldSelector: options.fieldSelector,
         limit: options.limit,
         continue: options.continue,
         resourceVersion: options.resourceVersion,
@@ -84,6 +87,7 @@ export class MetadataApi {
         watch: true,
         allowWatchBookmarks: true,
         labelSelector: options.labelSelector,
+        fieldSelector: options.fieldSelector,
         resourceVersion: options.resourceVersion,
         timeoutSeconds: options.timeoutSeconds,
       },

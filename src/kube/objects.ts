@@ -17,6 +17,15 @@ export interface FieldsV1 {
   readonly [field: string]: FieldsV1;
 }
 
+export interface OwnerReference {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly name: string;
+  readonly uid: string;
+  readonly controller?: boolean;
+  readonly blockOwnerDeletion?: boolean;
+}
+
 export interface ObjectMeta {
   readonly name: string;
   readonly namespace?: string;
@@ -28,6 +37,7 @@ export interface ObjectMeta {
   readonly labels?: Readonly<Record<string, string>>;
   readonly annotations?: Readonly<Record<string, string>>;
   readonly managedFields?: readonly ManagedFieldsEntry[];
+  readonly ownerReferences?: readonly OwnerReference[];
 }
 
 export interface PartialObjectMetadata {

@@ -61,3 +61,26 @@ test('the projection of a bare cluster-scoped object has empty namespace, labels
   const node: PartialObjectMetadata = { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1', uid: 'u2', resourceVersion: '1', annotations: { a: 'b' } } };
   assert.deepEqual(projector('labeller', new Set())(node), { name: 'n1', namespace: '', uid: 'u2', labels: {}, annotations: {}, owned: [] });
 });
+
+test('with owners, the projection keeps the controller reference only, its type strings shared', () => {
+  const pod = (name: string): PartialObjectMetadata => ({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name,
+      namespace: 'shop',
+      uid: `u-${name}`,
+      resourceVersion: '1',
+      ownerReferences: [
+        { apiVersion: 'v1', kind: 'Node', name: 'n1', uid: 'n' },
+        { apiVersion: JSON.parse('"apps/v1"') as string, kind: 'ReplicaSet', name: 'web-1', uid: 'rs', controller: true },
+      ],
+    },
+  });
+  const project = projector('labeller', new Set(), true);
+  const [a, b] = [project(pod('a')), project(pod('b'))];
+  assert.deepEqual(a.owner, { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-1', uid: 'rs' });
+  assert.equal(a.owner?.apiVersion, b.owner?.apiVersion);
+  assert.equal(project({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'bare', uid: 'x', resourceVersion: '1' } }).owner, undefined);
+  assert.ok(!('owner' in projector('labeller', new Set())(pod('c'))), 'no owner field unless templates read owners');
+});

@@ -1,5 +1,6 @@
 // What labeller keeps of each watched object: identity, labels, the annotations its templates
-// read, and the label keys its own field manager owns. managedFields, often half of an object's
+// read, the label keys its own field manager owns, and its controller owner when templates read
+// owners. managedFields, often half of an object's
 // metadata, are reduced to that list of keys before the object is cached.
 import type { FieldsV1, PartialObjectMetadata } from '../kube/objects.ts';
 
@@ -12,15 +13,30 @@ export interface LabelledObject {
   readonly annotations: Readonly<Record<string, string>>;
   /** Label keys that labeller's field manager owns (server-side apply). */
   readonly owned: readonly string[];
+  /** The controller ownerReference; kept only when templates read owners (see projector). */
+  readonly owner?: ControllerRef | undefined;
+}
+
+/** An object's controller (the ownerReference with `controller: true`). */
+export interface ControllerRef {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly name: string;
+  readonly uid: string;
 }
 
 const NONE: Readonly<Record<string, string>> = Object.freeze({});
 
-/** Returns the projection for a kind, given labeller's field manager and the annotations templates read. */
-export function projector(fieldManager: string, annotationKeys: ReadonlySet<string>): (object: PartialObjectMetadata) => LabelledObject {
+/**
+ * Returns the projection for a kind, given labeller's field manager and the annotations templates
+ * read; `owners` keeps each object's controller reference, for `owner.*` and `root.*`.
+ */
+export function projector(fieldManager: string, annotationKeys: ReadonlySet<string>, owners = false): (object: PartialObjectMetadata) => LabelledObject {
   // Namespaces and owned-key lists repeat across thousands of objects: keep one copy of each.
   const namespaces = new Map<string, string>();
   const ownedLists = new Map<string, readonly string[]>();
+  // apiVersion and kind of owners repeat as much: one string each.
+  const ownerTypes = new Map<string, string>();
   const shared = <T>(cache: Map<string, T>, key: string, value: T): T => {
     const known = cache.get(key);
     if (known !== undefined) return known;
@@ -39,7 +55,7 @@ export function projector(fieldManager: string, annotationKeys: ReadonlySet<stri
     }
     const namespace = metadata.namespace ?? '';
     const owned = ownedLabels(metadata.managedFields, fieldManager);
-    return {
+    const object: LabelledObject = {
       name: metadata.name,
       namespace: shared(namespaces, namespace, namespace),
       uid: metadata.uid,
@@ -47,6 +63,10 @@ export function projector(fieldManager: string, annotationKeys: ReadonlySet<stri
       annotations,
       owned: shared(ownedLists, owned.join('\n'), Object.freeze(owned)),
     };
+    if (!owners) return object;
+    const ref = metadata.ownerReferences?.find((candidate) => candidate.controller === true);
+    const owner = ref && { apiVersion: shared(ownerTypes, ref.apiVersion, ref.apiVersion), kind: shared(ownerTypes, ref.kind, ref.kind), name: ref.name, uid: ref.uid };
+    return { ...object, owner };
   };
 }
 

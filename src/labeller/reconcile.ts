@@ -50,6 +50,8 @@ export interface ReconcilerOptions {
   readonly dryRun: boolean;
   readonly client: LabelClient;
   readonly log: Logger;
+  /** The related objects templates read (see related.ts); throws RelatedPending while a cache has not listed. */
+  readonly related?: ((object: LabelledObject) => TemplateContext['related']) | undefined;
 }
 
 export interface Result {
@@ -122,6 +124,7 @@ export class Reconciler {
       uid: object.uid,
       labels: object.labels,
       annotations: object.annotations,
+      related: this.#options.related?.(object),
     };
     const desired = new Map<string, string>();
     for (const [key, template] of labels) {

@@ -5,9 +5,11 @@
 import { ApiError } from '../kube/errors.ts';
 import type { PartialObjectMetadata } from '../kube/objects.ts';
 import type { Logger } from '../log.ts';
+import type { StoreIndex } from './index.ts';
+import { Informer } from './informer.ts';
 import { WorkQueue, type QueueMetrics } from './queue.ts';
-import { Store } from './store.ts';
-import { watcher, type ListWatch, type WatcherEvent, type WatcherOptions } from './watcher.ts';
+import type { Store } from './store.ts';
+import type { ListWatch, WatcherOptions } from './watcher.ts';
 
 /** Reconciles one object; throwing retries it with backoff. */
 export type Reconcile<T> = (object: T, key: string) => Promise<void>;
@@ -28,6 +30,13 @@ export interface ControllerOptions<T> {
   readonly api: ListWatch;
   /** Keeps only what `reconcile` needs of an object (see Store). */
   readonly project: (object: PartialObjectMetadata) => T;
+  readonly indexes?: readonly StoreIndex<T>[] | undefined;
+  /**
+   * Resolves once every other cache `reconcile` reads has listed once (controller-runtime's
+   * WaitForCacheSync over the watched kinds); no reconcile starts before. Rejects when one
+   * cannot be listed (`runOnce` then fails).
+   */
+  readonly dependencies?: (() => Promise<void>) | undefined;
   readonly reconcile: Reconcile<T>;
   /** Workers reconciling at the same time. */
   readonly concurrency: number;
@@ -40,27 +49,43 @@ export interface ControllerOptions<T> {
 
 export class Controller<T> {
   readonly name: string;
-  readonly store: Store<T>;
+  /** The controller's own cache, which controllers reading this resource may share. */
+  readonly informer: Informer<T>;
   readonly #options: ControllerOptions<T>;
   readonly #queue: WorkQueue;
-  #lists = 0;
-  #watchFailure: Error | undefined;
-  #markSynced!: () => void;
-  /** Resolves when the first list is complete. */
-  readonly synced = new Promise<void>((resolve) => {
-    this.#markSynced = resolve;
-  });
 
   constructor(options: ControllerOptions<T>) {
     this.name = options.name;
     this.#options = options;
-    this.store = new Store(options.project);
+    this.informer = new Informer({ name: options.name, api: options.api, project: options.project, indexes: options.indexes, watch: options.watch, metrics: options.metrics, log: options.log });
     this.#queue = new WorkQueue(options.metrics ? { metrics: options.metrics.queue } : {});
+    this.informer.subscribe((change) => {
+      if (change.type === 'upsert') this.#queue.add(change.key);
+      else if (change.type === 'delete') this.#queue.forget(change.key);
+      else {
+        for (const key of change.changed) this.#queue.add(key);
+        for (const key of change.removed) this.#queue.forget(key);
+      }
+    });
+  }
+
+  get store(): Store<T> {
+    return this.informer.store;
+  }
+
+  /** Resolves when the first list is complete. */
+  get synced(): Promise<void> {
+    return this.informer.synced;
   }
 
   /** Why the watch is down: its last error, until a list completes or a watch opens again. */
   get watchFailure(): Error | undefined {
-    return this.#watchFailure;
+    return this.informer.watchFailure;
+  }
+
+  /** Queues an object whose related objects changed (a mapper of `Watches`). */
+  enqueue(key: string): void {
+    this.#queue.add(key);
   }
 
   /**
@@ -74,28 +99,12 @@ export class Controller<T> {
     intake.addEventListener('abort', stopQueue, { once: true });
     // Workers start once the first list is complete and this process leads.
     let workers: Promise<unknown> = Promise.resolve();
-    void this.synced.then(() => leading).then(() => {
+    const dependencies = this.#options.dependencies ?? (() => Promise.resolve());
+    void this.synced.then(dependencies).then(() => leading).then(() => {
       if (!intake.aborted) workers = Promise.all(Array.from({ length: this.#options.concurrency }, () => this.#work()));
-    });
+    }, () => {});
     try {
-      for await (const event of this.#events(intake)) {
-        const change = this.store.apply(event);
-        this.#options.metrics?.cached(this.store.size);
-        if (!change) continue;
-        if (change.type === 'upsert') this.#queue.add(change.key);
-        else if (change.type === 'delete') this.#queue.forget(change.key);
-        else {
-          for (const key of change.changed) this.#queue.add(key);
-          for (const key of change.removed) this.#queue.forget(key);
-          // Counted when a list completes, so failed attempts are not relists.
-          if (this.#lists++ > 0) this.#options.metrics?.relisted();
-          this.#options.log.info(this.#lists === 1 ? 'initial list complete' : 'relist complete', {
-            objects: this.store.size,
-            ...(this.#lists > 1 ? { changed: change.changed.length, removed: change.removed.length } : {}),
-          });
-          this.#markSynced();
-        }
-      }
+      await this.informer.run(intake);
     } finally {
       intake.removeEventListener('abort', stopQueue);
       stopQueue();
@@ -105,15 +114,11 @@ export class Controller<T> {
 
   /**
    * Lists once and reconciles every object once, `concurrency` at a time, without watching or
-   * retrying (failures are logged). Rejects if the list fails.
+   * retrying (failures are logged). Rejects if the list, or one of its dependencies, fails.
    */
   async runOnce(signal: AbortSignal): Promise<void> {
-    for await (const event of watcher(this.#options.api, { ...this.#options.watch, signal })) {
-      if (event.type === 'error') throw event.error;
-      this.store.apply(event);
-      if (event.type === 'initDone') break;
-    }
-    this.#markSynced();
+    await this.informer.listOnce(signal);
+    await this.#options.dependencies?.();
     const keys = [...this.store.keys()];
     const worker = async (): Promise<void> => {
       for (let key = keys.pop(); key !== undefined && !signal.aborted; key = keys.pop()) {
@@ -127,23 +132,6 @@ export class Controller<T> {
       }
     };
     await Promise.all(Array.from({ length: this.#options.concurrency }, worker));
-  }
-
-  /** The watcher's events, with failures logged, counted and kept until the watch is back. */
-  async *#events(intake: AbortSignal): AsyncGenerator<WatcherEvent> {
-    for await (const event of watcher(this.#options.api, { ...this.#options.watch, signal: intake })) {
-      if (event.type === 'error') {
-        this.#options.log.warn('watch failed; retrying', { error: event.error, retryInMs: Math.round(event.retryInMs) });
-        this.#options.metrics?.watchRestarted();
-        this.#watchFailure = event.error;
-        continue;
-      }
-      if ((event.type === 'watching' || event.type === 'initDone') && this.#watchFailure) {
-        this.#options.log.info('watch re-established');
-        this.#watchFailure = undefined;
-      }
-      yield event;
-    }
   }
 
   async #work(): Promise<void> {

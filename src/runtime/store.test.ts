@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { PartialObjectMetadata } from '../kube/objects.ts';
+import { StoreIndex } from './index.ts';
 import { objectKey, Store } from './store.ts';
 
 function pod(name: string, namespace?: string, labels: Record<string, string> = {}, resourceVersion = '1'): PartialObjectMetadata {
@@ -32,12 +33,12 @@ test('objectKey is namespace/name, or the bare name for cluster-scoped objects',
 
 test('apply upserts the projection and reports it; delete removes the key and reports it', () => {
   const store = appStore();
-  assert.deepEqual(store.apply({ type: 'apply', object: pod('web', 'shop', { app: 'a' }) }), { type: 'upsert', key: 'shop/web', object: 'a' });
-  assert.deepEqual(store.apply({ type: 'apply', object: pod('web', 'shop', { app: 'b' }) }), { type: 'upsert', key: 'shop/web', object: 'b' });
+  assert.deepEqual(store.apply({ type: 'apply', object: pod('web', 'shop', { app: 'a' }) }), { type: 'upsert', key: 'shop/web', object: 'a', previous: undefined });
+  assert.deepEqual(store.apply({ type: 'apply', object: pod('web', 'shop', { app: 'b' }) }), { type: 'upsert', key: 'shop/web', object: 'b', previous: 'a' });
   assert.equal(store.get('shop/web'), 'b');
   assert.equal(store.size, 1);
 
-  assert.deepEqual(store.apply({ type: 'delete', object: pod('web', 'shop') }), { type: 'delete', key: 'shop/web' });
+  assert.deepEqual(store.apply({ type: 'delete', object: pod('web', 'shop') }), { type: 'delete', key: 'shop/web', previous: 'b' });
   assert.equal(store.get('shop/web'), undefined);
   assert.equal(store.size, 0);
 });
@@ -56,7 +57,9 @@ test('a relist is buffered: reads during it see the old state, initDone swaps th
 
   const change = store.apply({ type: 'initDone' });
   // Only what changed is reported for requeueing: 'same' kept its resourceVersion.
-  assert.deepEqual(change, { type: 'resync', changed: ['ns/kept', 'ns/new'], removed: ['ns/old'] });
+  assert.ok(change?.type === 'resync');
+  assert.deepEqual({ changed: change.changed, removed: change.removed }, { changed: ['ns/kept', 'ns/new'], removed: ['ns/old'] });
+  assert.deepEqual([...change.previous.keys()].sort(), ['ns/kept', 'ns/old', 'ns/same'], 'what the store held before the relist');
   assert.deepEqual([...store.keys()].sort(), ['ns/kept', 'ns/new', 'ns/same']);
   assert.equal(store.get('ns/kept'), 'k2');
   assert.equal(store.get('ns/old'), undefined);
@@ -66,14 +69,14 @@ test('a relist restarted by a new init drops what the interrupted one buffered',
   const store = appStore();
   store.apply({ type: 'init' });
   store.apply({ type: 'initApply', object: pod('partial', 'ns') });
-  assert.deepEqual(relist(store, [pod('a', 'ns')]), { type: 'resync', changed: ['ns/a'], removed: [] });
+  assert.deepEqual(relist(store, [pod('a', 'ns')]), { type: 'resync', changed: ['ns/a'], removed: [], previous: new Map() });
   assert.deepEqual([...store.keys()], ['ns/a']);
 });
 
 test('an empty relist removes everything', () => {
   const store = appStore();
   relist(store, [pod('a', 'ns'), pod('node')]);
-  assert.deepEqual(relist(store, []), { type: 'resync', changed: [], removed: ['ns/a', 'node'] });
+  assert.deepEqual(relist(store, []), { type: 'resync', changed: [], removed: ['ns/a', 'node'], previous: new Map([['ns/a', ''], ['node', '']]) });
   assert.equal(store.size, 0);
 });
 
@@ -95,4 +98,21 @@ test('error events change nothing', () => {
   relist(store, [pod('a', 'ns', { app: 'x' })]);
   assert.equal(store.apply({ type: 'error', error: new Error('boom'), retryInMs: 10 }), undefined);
   assert.equal(store.get('ns/a'), 'x');
+});
+
+test('indexes follow upserts, deletes and relists', () => {
+  const byApp = new StoreIndex<string>((app) => app || undefined);
+  const store = new Store((object) => object.metadata.labels?.['app'] ?? '', [byApp]);
+  store.apply({ type: 'apply', object: pod('a', 'ns', { app: 'web' }) });
+  store.apply({ type: 'apply', object: pod('b', 'ns', { app: 'web' }) });
+  store.apply({ type: 'apply', object: pod('c', 'ns', {}) });
+  assert.deepEqual([...byApp.get('web')], ['ns/a', 'ns/b']);
+  store.apply({ type: 'apply', object: pod('a', 'ns', { app: 'api' }) });
+  assert.deepEqual([...byApp.get('web')], ['ns/b']);
+  assert.deepEqual([...byApp.get('api')], ['ns/a']);
+  store.apply({ type: 'delete', object: pod('b', 'ns') });
+  assert.deepEqual([...byApp.get('web')], []);
+  relist(store, [pod('d', 'ns', { app: 'web' }), pod('e', 'ns', { app: 'web' }), pod('f', 'ns', { app: 'web' })]);
+  assert.deepEqual([...byApp.get('web')], ['ns/d', 'ns/e', 'ns/f']);
+  assert.deepEqual([...byApp.get('api')], []);
 });

@@ -2,6 +2,7 @@
 // projection of the object. A relist is buffered and swapped in whole, so readers never see a
 // half-listed state, and objects missing from it (deleted while we were away) leave the cache.
 import type { PartialObjectMetadata } from '../kube/objects.ts';
+import type { StoreIndex } from './index.ts';
 import type { WatcherEvent } from './watcher.ts';
 
 /** `namespace/name`, or `name` for cluster-scoped objects (client-go's MetaNamespaceKeyFunc). */
@@ -11,13 +12,15 @@ export function objectKey(meta: { readonly name: string; readonly namespace?: st
 
 /** What the store reports back so the controller can queue work. */
 export type StoreChange<T> =
-  | { readonly type: 'upsert'; readonly key: string; readonly object: T }
-  | { readonly type: 'delete'; readonly key: string }
+  /** `previous`: what the store held under the key before, for listeners that compare. */
+  | { readonly type: 'upsert'; readonly key: string; readonly object: T; readonly previous: T | undefined }
+  | { readonly type: 'delete'; readonly key: string; readonly previous: T | undefined }
   /**
    * A list completed: `changed` are the keys that are new or whose resourceVersion moved since
-   * we last saw them (all of them after the first list); `removed` are gone.
+   * we last saw them (all of them after the first list); `removed` are gone; `previous` is what
+   * the store held before, for listeners that compare.
    */
-  | { readonly type: 'resync'; readonly changed: readonly string[]; readonly removed: readonly string[] };
+  | { readonly type: 'resync'; readonly changed: readonly string[]; readonly removed: readonly string[]; readonly previous: ReadonlyMap<string, T> };
 
 export class Store<T> {
   readonly #project: (object: PartialObjectMetadata) => T;
@@ -26,10 +29,12 @@ export class Store<T> {
   #versions = new Map<string, string>();
   #buffer: { objects: Map<string, T>; versions: Map<string, string> } | undefined;
   #synced = false;
+  readonly #indexes: readonly StoreIndex<T>[];
 
   /** `project` keeps only what the controller needs of an object: it is what bounds memory. */
-  constructor(project: (object: PartialObjectMetadata) => T) {
+  constructor(project: (object: PartialObjectMetadata) => T, indexes: readonly StoreIndex<T>[] = []) {
     this.#project = project;
+    this.#indexes = indexes;
   }
 
   /** True once the first complete list has been applied. */
@@ -66,24 +71,30 @@ export class Store<T> {
         const removed = [...this.#objects.keys()].filter((key) => !next.objects.has(key));
         // Unchanged objects need no new reconcile (and one waiting out a retry backoff keeps waiting).
         const changed = [...next.versions].filter(([key, version]) => this.#versions.get(key) !== version).map(([key]) => key);
+        const previous = this.#objects;
+        for (const index of this.#indexes) index.rebuild(next.objects);
         this.#objects = next.objects;
         this.#versions = next.versions;
         this.#buffer = undefined;
         this.#synced = true;
-        return { type: 'resync', changed, removed };
+        return { type: 'resync', changed, removed, previous };
       }
       case 'apply': {
         const key = objectKey(event.object.metadata);
         const object = this.#project(event.object);
+        const previous = this.#objects.get(key);
+        for (const index of this.#indexes) index.update(key, previous, object);
         this.#objects.set(key, object);
         this.#versions.set(key, event.object.metadata.resourceVersion);
-        return { type: 'upsert', key, object };
+        return { type: 'upsert', key, object, previous };
       }
       case 'delete': {
         const key = objectKey(event.object.metadata);
+        const previous = this.#objects.get(key);
+        for (const index of this.#indexes) index.update(key, previous, undefined);
         this.#objects.delete(key);
         this.#versions.delete(key);
-        return { type: 'delete', key };
+        return { type: 'delete', key, previous };
       }
       case 'watching':
       case 'error':

@@ -29,6 +29,8 @@ export type WatcherEvent =
 
 export interface WatcherOptions {
   readonly labelSelector?: string | undefined;
+  /** E.g. `metadata.name=shop`: what RBAC rules limited by resourceNames allow to list and watch. */
+  readonly fieldSelector?: string | undefined;
   /** Page size of lists (client-go and kube-rs: 500). */
   readonly pageSize?: number;
   /** Server-side watch timeout; the server ends the watch cleanly and we resume (kube-rs: 290 s). */
@@ -41,7 +43,7 @@ export interface WatcherOptions {
 
 /** Yields events until `signal` aborts. */
 export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGenerator<WatcherEvent> {
-  const { signal, labelSelector } = options;
+  const { signal, labelSelector, fieldSelector } = options;
   const pageSize = options.pageSize ?? 500;
   const timeoutSeconds = options.watchTimeoutSeconds ?? 290;
   const idleMs = options.idleMs ?? (timeoutSeconds + Math.min(timeoutSeconds, 30)) * 1000;
@@ -59,6 +61,7 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
         do {
           page = await api.list({
             labelSelector,
+            ...(fieldSelector ? { fieldSelector } : {}),
             limit: pageSize,
             continue: page?.metadata.continue,
             // A relist after 410 first asks the watch cache for a version not older than the
@@ -77,7 +80,7 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
         yield { type: 'initDone' };
       }
 
-      const events = await api.watch({ labelSelector, resourceVersion, timeoutSeconds, idleMs, signal });
+      const events = await api.watch({ labelSelector, ...(fieldSelector ? { fieldSelector } : {}), resourceVersion, timeoutSeconds, idleMs, signal });
       yield { type: 'watching' };
       // The backoff starts over only once the watch delivers: a server that answers and then
       // fails at once (410, an error event) must still be backed off from.

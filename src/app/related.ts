@@ -1,0 +1,250 @@
+// The related objects templates read (issue 12), wired: namespaces and each owner kind that
+// labelled objects point at (found through discovery from their ownerReferences) are watched
+// metadata-only once, whoever reads them, sharing a labelled kind's own cache when it covers
+// the same resource and namespaces; their changes are mapped back to the labelled objects that
+// read them; and a labelled kind reconciles only once every cache it reads has listed.
+import { MetadataApi } from '../kube/api.ts';
+import type { KubeClient } from '../kube/client.ts';
+import type { PartialObjectMetadata } from '../kube/objects.ts';
+import { groupResource, type ApiResource } from '../kube/resource.ts';
+import type { KindConfig } from '../labeller/config.ts';
+import { projector, type ControllerRef, type LabelledObject } from '../labeller/object.ts';
+import { namespaceRequeues, ownerRequeues, RelatedPending, relatedReads, resolveRelated, type ChainLink, type Consumer, type RelatedCaches, type RelatedReads } from '../labeller/related.ts';
+import type { TemplateContext } from '../labeller/template.ts';
+import type { Logger } from '../log.ts';
+import type { Controller } from '../runtime/controller.ts';
+import { StoreIndex } from '../runtime/index.ts';
+import { Informer } from '../runtime/informer.ts';
+import { SharedInformers, watches } from '../runtime/shared.ts';
+import { objectKey } from '../runtime/store.ts';
+
+export interface RelationsOptions {
+  readonly fieldManager: string;
+  /** List related resources once (`--once`) instead of watching them. */
+  readonly once: boolean;
+  readonly watchTimeoutSeconds: number;
+  readonly signal: AbortSignal;
+}
+
+/** What a labelled kind's controller takes from the relations: its cache's shape, and how it reads related objects. */
+export interface KindRelations {
+  readonly project: (object: PartialObjectMetadata) => LabelledObject;
+  readonly indexes: readonly StoreIndex<LabelledObject>[];
+  /** Undefined when its templates read no related object. */
+  readonly related: ((object: LabelledObject) => TemplateContext['related']) | undefined;
+  readonly dependencies: (() => Promise<void>) | undefined;
+  /** Registers the controller once built: its cache is shared, its objects are requeued by related changes. */
+  attach(controller: Controller<LabelledObject>): void;
+}
+
+const NAMESPACES = 'namespaces';
+
+export class Relations implements RelatedCaches {
+  readonly #client: KubeClient;
+  readonly #resources: readonly ApiResource[];
+  readonly #options: RelationsOptions;
+  readonly #log: Logger;
+  readonly #informers: SharedInformers<LabelledObject>;
+  /** Informers created here (not a controller's own), for readiness. */
+  readonly #created: Informer<LabelledObject>[] = [];
+  /** Namespaces related objects are watched in, when every kind is limited to some; undefined = cluster-wide. */
+  readonly #namespaces: ReadonlySet<string> | undefined;
+  /** Some template reads owner.* or root.*: caches keep controller references and index children by owner. */
+  readonly #owners: boolean;
+  /** Some template reads root.*: owners' own owners are watched too. */
+  readonly #roots: boolean;
+  /** Annotation keys templates read of related objects, kept by the caches related objects live in. */
+  readonly #annotations: ReadonlySet<string>;
+  readonly #consumers: Consumer[] = [];
+  readonly #chain: ChainLink[] = [];
+  /** For each tracked informer, the informers its objects' controllers live in. */
+  readonly #ownerIds = new Map<Informer<LabelledObject>, Set<string>>();
+  /** ownerReference apiVersion + kind → its resource, or null when not served. */
+  readonly #ownerResources = new Map<string, ApiResource | null>();
+
+  constructor(client: KubeClient, kinds: readonly KindConfig[], resources: readonly ApiResource[], options: RelationsOptions, log: Logger) {
+    this.#client = client;
+    this.#resources = resources;
+    this.#options = options;
+    this.#log = log;
+    const reads = relatedReads(kinds.flatMap((kind) => [...kind.labels.values()]));
+    this.#owners = reads.has('owner') || reads.has('root');
+    this.#roots = reads.has('root');
+    this.#annotations = new Set([...reads.values()].flat().flatMap((read) => (read.field === 'annotations' && read.key !== undefined ? [read.key] : [])));
+    this.#namespaces = kinds.every((kind) => kind.namespaces.length > 0) ? new Set(kinds.flatMap((kind) => kind.namespaces)) : undefined;
+    this.#informers = new SharedInformers((informer) => {
+      if (!options.once) return void informer.run(options.signal);
+      // Reported here; the kinds that read it fail through their dependencies.
+      informer.listOnce(options.signal).catch((error: unknown) => log.error('cannot list related objects', { controller: informer.name, error }));
+    });
+  }
+
+  /** Readiness problems of the caches created for related objects. */
+  problems(): string[] {
+    return this.#created.flatMap((informer) => {
+      const failure = informer.watchFailure ? `: ${informer.watchFailure.message}` : '';
+      if (!informer.store.synced) return [`${informer.name} (read by templates): waiting for the first list${failure}`];
+      return failure ? [`${informer.name} (read by templates): watch down${failure}`] : [];
+    });
+  }
+
+  /** The relations of one labelled kind's controller in `namespace` ('' for all). */
+  forKind(kind: KindConfig, resource: ApiResource, namespace: string): KindRelations {
+    const reads = relatedReads(kind.labels.values());
+    const own = [...kind.labels.values()].flatMap((template) => template.annotations);
+    // Any labelled object may be another's owner or root: its cache keeps what they read.
+    const annotations = new Set([...own, ...(this.#owners || resource.resource === NAMESPACES ? this.#annotations : [])]);
+    const byNamespace = reads.has('namespace') ? new StoreIndex<LabelledObject>((object) => object.namespace || undefined) : undefined;
+    const byOwner = this.#owners ? new StoreIndex<LabelledObject>((object) => object.owner?.uid) : undefined;
+    let informer: Informer<LabelledObject> | undefined;
+    return {
+      project: projector(this.#options.fieldManager, annotations, this.#owners),
+      indexes: [byNamespace, byOwner].filter((index) => index !== undefined),
+      related: reads.size === 0 ? undefined : (object) => resolveRelated(object, resource.kind, reads, this),
+      dependencies: reads.size === 0 ? undefined : () => this.#dependencies(informer!, reads, namespace),
+      attach: (controller) => {
+        informer = controller.informer;
+        if (!kind.selector) this.#informers.share(this.#id(resource, namespace), controller.informer);
+        if (reads.size > 0) this.#consumers.push({ reads, store: controller.store, target: controller, byNamespace, byOwner });
+        if (byOwner) this.#link(controller.informer, byOwner);
+        if (reads.has('owner') || reads.has('root')) this.#track(controller.informer);
+        if (reads.has('namespace')) this.#namespaceInformer(namespace);
+        if (resource.group === '' && resource.resource === NAMESPACES) this.#watchNamespaces(controller.informer);
+      },
+    };
+  }
+
+  namespace(name: string): LabelledObject | undefined {
+    const informer = this.#informers.get(this.#namespaceId(name));
+    if (!informer?.store.synced) throw new RelatedPending(`waiting for the first list of namespaces (read by templates)`);
+    return informer.store.get(name);
+  }
+
+  owner(ref: ControllerRef, namespace: string): LabelledObject | undefined {
+    const found = this.#ownerInformer(ref, namespace);
+    if (!found) throw new RelatedPending(`owner kind ${ref.kind} (${ref.apiVersion}) is not served with list and watch; the objects it controls are left alone`);
+    const { informer, resource } = found;
+    if (!informer.store.synced) throw new RelatedPending(`waiting for the first list of ${informer.name} (owners read by templates)`);
+    const object = informer.store.get(objectKey({ name: ref.name, namespace: resource.namespaced ? namespace : '' }));
+    // Another object under the owner's old name is not the owner.
+    return object?.uid === ref.uid ? object : undefined;
+  }
+
+  /** The informer id of `resource` watched in `namespace` ('' = all namespaces). */
+  #id(resource: ApiResource, namespace: string): string {
+    const name = groupResource(resource);
+    return resource.namespaced && namespace ? `${name}/${namespace}` : name;
+  }
+
+  #namespaceId(name: string): string {
+    return this.#namespaces ? `${NAMESPACES}/${name}` : NAMESPACES;
+  }
+
+  /** The cache of the namespace(s) a controller in `namespace` reads: one namespace, by name, or all. */
+  #namespaceInformer(namespace: string): void {
+    const resource = this.#resources.find((r) => r.group === '' && r.resource === NAMESPACES);
+    if (!resource) return;
+    const only = this.#namespaces ? namespace : '';
+    // RBAC limited by resourceNames allows a list or watch that selects that one name.
+    this.#create(this.#namespaceId(only), resource, '', only ? `metadata.name=${only}` : undefined, (informer) => this.#watchNamespaces(informer));
+  }
+
+  #watchNamespaces(informer: Informer<LabelledObject>): void {
+    watches(informer, (change) => namespaceRequeues(change, informer.store, this.#consumers));
+  }
+
+  /** Makes `informer` a link of owner chains: a change to one of its objects requeues what reads it as owner or root. */
+  #link(informer: Informer<LabelledObject>, byOwner: StoreIndex<LabelledObject>): void {
+    this.#chain.push({ store: informer.store, byOwner });
+    watches(informer, (change) => ownerRequeues(change, informer.store, this.#consumers, this.#chain));
+  }
+
+  /** Watches the owners of `informer`'s objects, as they appear. */
+  #track(informer: Informer<LabelledObject>): void {
+    if (this.#ownerIds.has(informer)) return;
+    const ids = new Set<string>();
+    this.#ownerIds.set(informer, ids);
+    const note = (object: LabelledObject | undefined): void => {
+      if (object?.owner) {
+        const found = this.#ownerInformer(object.owner, object.namespace);
+        if (found) ids.add(found.id);
+      }
+    };
+    for (const key of informer.store.keys()) note(informer.store.get(key));
+    informer.subscribe((change) => {
+      if (change.type === 'upsert') note(change.object);
+      else if (change.type === 'resync') for (const key of change.changed) note(informer.store.get(key));
+    });
+  }
+
+  /** The cache an owner reference points into, created on first use; undefined when its kind is not served. */
+  #ownerInformer(ref: ControllerRef, namespace: string): { informer: Informer<LabelledObject>; resource: ApiResource; id: string } | undefined {
+    const resource = this.#ownerResource(ref);
+    if (!resource) return undefined;
+    const scope = resource.namespaced && this.#namespaces ? namespace : '';
+    const id = this.#id(resource, scope);
+    const informer = this.#informers.get(id) ?? this.#create(id, resource, scope, undefined, (created, byOwner) => {
+      // With root.*, an owner is a link further down chains; otherwise only its own children read it.
+      if (byOwner) this.#link(created, byOwner);
+      else watches(created, (change) => ownerRequeues(change, created.store, this.#consumers, this.#chain));
+    });
+    // Owners of owners, for root.*: a shared labelled cache is tracked when first reached as an owner.
+    if (this.#roots) this.#track(informer);
+    return { informer, resource, id };
+  }
+
+  #ownerResource(ref: ControllerRef): ApiResource | undefined {
+    const type = `${ref.apiVersion} ${ref.kind}`;
+    let resource = this.#ownerResources.get(type);
+    if (resource === undefined) {
+      const slash = ref.apiVersion.indexOf('/');
+      const [group, version] = slash === -1 ? ['', ref.apiVersion] : [ref.apiVersion.slice(0, slash), ref.apiVersion.slice(slash + 1)];
+      const candidates = this.#resources.filter((r) => r.group === group && r.kind === ref.kind && !r.resource.includes('/') && r.verbs.includes('list') && r.verbs.includes('watch'));
+      resource = candidates.find((r) => r.version === version) ?? candidates.find((r) => r.preferred) ?? candidates[0] ?? null;
+      this.#ownerResources.set(type, resource);
+      if (resource === null) this.#log.error('owner kind not served with list and watch; objects it controls are left alone', { ownerKind: ref.kind, ownerApiVersion: ref.apiVersion });
+    }
+    return resource ?? undefined;
+  }
+
+  /** Creates (once) and starts the informer `id` of related objects. */
+  #create(id: string, resource: ApiResource, namespace: string, fieldSelector: string | undefined, setUp: (informer: Informer<LabelledObject>, byOwner: StoreIndex<LabelledObject> | undefined) => void): Informer<LabelledObject> {
+    return this.#informers.ensure(id, () => {
+      const byOwner = this.#roots && resource.resource !== NAMESPACES ? new StoreIndex<LabelledObject>((object) => object.owner?.uid) : undefined;
+      const informer = new Informer<LabelledObject>({
+        name: id,
+        api: new MetadataApi(this.#client, resource, namespace),
+        project: projector(this.#options.fieldManager, this.#annotations, byOwner !== undefined),
+        indexes: byOwner ? [byOwner] : [],
+        watch: { fieldSelector, watchTimeoutSeconds: this.#options.watchTimeoutSeconds },
+        log: this.#log.child({ kind: resource.kind, controller: id }),
+      });
+      this.#created.push(informer);
+      setUp(informer, byOwner);
+      return informer;
+    });
+  }
+
+  /** Resolves once every cache the controller's templates read has listed, including caches found meanwhile. */
+  async #dependencies(informer: Informer<LabelledObject>, reads: RelatedReads, namespace: string): Promise<void> {
+    for (;;) {
+      const ids = this.#dependencyIds(informer, reads, namespace);
+      await Promise.all([...ids].map((id) => this.#informers.get(id)?.synced));
+      if ([...this.#dependencyIds(informer, reads, namespace)].every((id) => ids.has(id))) return;
+    }
+  }
+
+  #dependencyIds(informer: Informer<LabelledObject>, reads: RelatedReads, namespace: string): Set<string> {
+    const ids = new Set<string>();
+    if (reads.has('namespace')) ids.add(this.#namespaceId(this.#namespaces ? namespace : ''));
+    if (!reads.has('owner') && !reads.has('root')) return ids;
+    const pending = [...(this.#ownerIds.get(informer) ?? [])];
+    for (let id = pending.pop(); id !== undefined; id = pending.pop()) {
+      if (ids.has(id)) continue;
+      ids.add(id);
+      const owner = this.#informers.get(id);
+      if (reads.has('root') && owner) pending.push(...(this.#ownerIds.get(owner) ?? []));
+    }
+    return ids;
+  }
+}

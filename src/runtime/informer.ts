@@ -1,0 +1,110 @@
+// One resource's cache kept current: watcher → store, with listeners told of every change (the
+// controller's queue, and the mappers of controllers that read this resource as a related one).
+// client-go's shared informer: several controllers read one cache, so a resource is listed and
+// watched once however many read it.
+import type { PartialObjectMetadata } from '../kube/objects.ts';
+import type { Logger } from '../log.ts';
+import type { StoreIndex } from './index.ts';
+import { Store, type StoreChange } from './store.ts';
+import { watcher, type ListWatch, type WatcherEvent, type WatcherOptions } from './watcher.ts';
+
+/** What an informer reports (a subset of ControllerMetrics). */
+export interface InformerMetrics {
+  cached(size: number): void;
+  watchRestarted(): void;
+  relisted(): void;
+}
+
+export interface InformerOptions<T> {
+  /** Names it in logs and metrics, e.g. "deployments.apps". */
+  readonly name: string;
+  readonly api: ListWatch;
+  /** Keeps only what readers need of an object (see Store). */
+  readonly project: (object: PartialObjectMetadata) => T;
+  readonly indexes?: readonly StoreIndex<T>[] | undefined;
+  readonly watch?: Omit<WatcherOptions, 'signal'> | undefined;
+  readonly metrics?: InformerMetrics | undefined;
+  readonly log: Logger;
+}
+
+export type InformerListener<T> = (change: StoreChange<T>) => void;
+
+export class Informer<T> {
+  readonly name: string;
+  readonly store: Store<T>;
+  readonly #options: InformerOptions<T>;
+  readonly #listeners: InformerListener<T>[] = [];
+  #lists = 0;
+  #watchFailure: Error | undefined;
+  #listed!: () => void;
+  #listFailed!: (error: Error) => void;
+  /** Resolves when the first list is complete; rejects only when a `listOnce` fails. */
+  readonly synced = new Promise<void>((resolve, reject) => {
+    this.#listed = resolve;
+    this.#listFailed = reject;
+  });
+
+  constructor(options: InformerOptions<T>) {
+    this.name = options.name;
+    this.#options = options;
+    this.store = new Store(options.project, options.indexes);
+    // A failed listOnce is the caller's to handle; readers of `synced` may come later or never.
+    this.synced.catch(() => {});
+  }
+
+  /** Why the watch is down: its last error, until a list completes or a watch opens again. */
+  get watchFailure(): Error | undefined {
+    return this.#watchFailure;
+  }
+
+  /** Every change from now on, in order, after the store has applied it. */
+  subscribe(listener: InformerListener<T>): void {
+    this.#listeners.push(listener);
+  }
+
+  /** Lists, then watches until `signal` aborts; failures are logged, counted and retried. */
+  async run(signal: AbortSignal): Promise<void> {
+    for await (const event of watcher(this.#options.api, { ...this.#options.watch, signal })) {
+      if (event.type === 'error') {
+        this.#options.log.warn('watch failed; retrying', { error: event.error, retryInMs: Math.round(event.retryInMs) });
+        this.#options.metrics?.watchRestarted();
+        this.#watchFailure = event.error;
+        continue;
+      }
+      if ((event.type === 'watching' || event.type === 'initDone') && this.#watchFailure) {
+        this.#options.log.info('watch re-established');
+        this.#watchFailure = undefined;
+      }
+      this.#apply(event);
+    }
+  }
+
+  /** Lists once, without watching; rejects (and so does `synced`) if the list fails. */
+  async listOnce(signal: AbortSignal): Promise<void> {
+    try {
+      for await (const event of watcher(this.#options.api, { ...this.#options.watch, signal })) {
+        if (event.type === 'error') throw event.error;
+        this.#apply(event);
+        if (event.type === 'initDone') return;
+      }
+    } catch (error) {
+      this.#listFailed(error instanceof Error ? error : new Error(String(error)));
+      throw error;
+    }
+  }
+
+  #apply(event: WatcherEvent): void {
+    const change = this.store.apply(event);
+    this.#options.metrics?.cached(this.store.size);
+    if (!change) return;
+    for (const listener of this.#listeners) listener(change);
+    if (change.type !== 'resync') return;
+    // Counted when a list completes, so failed attempts are not relists.
+    if (this.#lists++ > 0) this.#options.metrics?.relisted();
+    this.#options.log.info(this.#lists === 1 ? 'initial list complete' : 'relist complete', {
+      objects: this.store.size,
+      ...(this.#lists > 1 ? { changed: change.changed.length, removed: change.removed.length } : {}),
+    });
+    this.#listed();
+  }
+}
