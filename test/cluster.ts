@@ -58,6 +58,7 @@ export interface PolicyRule {
   readonly apiGroups: readonly string[];
   readonly resources: readonly string[];
   readonly verbs: readonly string[];
+  readonly resourceNames?: readonly string[];
 }
 
 /** An admin's handle on one cluster. `close()` deletes what it created and closes the client. */

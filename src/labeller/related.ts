@@ -110,7 +110,8 @@ type Requeue = readonly [Enqueue, string];
 function* changes(change: StoreChange<LabelledObject>, store: Store<LabelledObject>): Generator<[string, LabelledObject | undefined, LabelledObject | undefined]> {
   if (change.type === 'upsert') yield [change.key, change.previous, change.object];
   else if (change.type === 'delete') yield [change.key, change.previous, undefined];
-  else {
+  // A first list: its readers have waited for it (Controller dependencies), so none has read it yet.
+  else if (change.previous.size > 0) {
     for (const key of change.changed) yield [key, change.previous.get(key), store.get(key)];
     for (const key of change.removed) yield [key, change.previous.get(key), undefined];
   }
