@@ -1,13 +1,16 @@
 // A store index (client-go's Indexer): the keys of a store's objects by one value derived from
 // each object, such as its namespace or its owner's uid, so a change to a related object finds
-// the objects that depend on it without scanning the store. A value with one key holds the key
-// itself, not a Set: most owners (a Job's pod, a one-replica ReplicaSet) have a single child.
+// the objects that depend on it without scanning the store. Small groups are kept small, as most
+// owners have a few children: one key is held as itself, up to SMALL keys in an array of exactly
+// that length, and only larger groups (a namespace's objects) in a Set.
 
 const NONE: ReadonlySet<string> = new Set();
+const SMALL = 8;
+type Keys = string | readonly string[] | Set<string>;
 
 export class StoreIndex<T> {
   readonly #valueOf: (object: T) => string | undefined;
-  readonly #keys = new Map<string, string | Set<string>>();
+  readonly #keys = new Map<string, Keys>();
 
   /** `valueOf` answers the value an object is indexed under, or undefined for none. */
   constructor(valueOf: (object: T) => string | undefined) {
@@ -15,7 +18,7 @@ export class StoreIndex<T> {
   }
 
   /** The keys of the objects indexed under `value`. */
-  get(value: string): ReadonlySet<string> | readonly [string] {
+  get(value: string): Iterable<string> {
     const keys = this.#keys.get(value);
     if (keys === undefined) return NONE;
     return typeof keys === 'string' ? [keys] : keys;
@@ -42,13 +45,20 @@ export class StoreIndex<T> {
   #add(value: string, key: string): void {
     const keys = this.#keys.get(value);
     if (keys === undefined) this.#keys.set(value, key);
-    else if (typeof keys !== 'string') keys.add(key);
-    else if (keys !== key) this.#keys.set(value, new Set([keys, key]));
+    else if (keys instanceof Set) keys.add(key);
+    else if (typeof keys === 'string') {
+      if (keys !== key) this.#keys.set(value, [keys, key]);
+    } else if (!keys.includes(key)) this.#keys.set(value, keys.length < SMALL ? keys.concat(key) : new Set(keys).add(key));
   }
 
   #remove(value: string, key: string): void {
     const keys = this.#keys.get(value);
     if (keys === key) this.#keys.delete(value);
-    else if (typeof keys !== 'string' && keys?.delete(key) && keys.size === 0) this.#keys.delete(value);
+    else if (keys instanceof Set) {
+      if (keys.delete(key) && keys.size === 0) this.#keys.delete(value);
+    } else if (Array.isArray(keys) && keys.includes(key)) {
+      const rest = keys.filter((other) => other !== key);
+      this.#keys.set(value, rest.length === 1 ? rest[0]! : rest);
+    }
   }
 }
