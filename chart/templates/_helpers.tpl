@@ -109,6 +109,7 @@ poddisruptionbudgets: {group: policy, names: [poddisruptionbudget, pdb]}
 The configured kinds, resolved for RBAC and for labeller, as YAML {kinds: [...]}; each item:
   plural, group, clusterScoped  what RBAC needs
   namespaces                    the namespaces the kind is watched in (empty: all)
+  reads                         {namespace, owner, root}: the related objects its templates read
   config                        the kinds.yaml entry: without the chart-only fields, `resource`
                                 qualified with its group (`deployments.apps`, `widgets.example.com`)
                                 so that labeller resolves exactly what RBAC grants.
@@ -199,13 +200,22 @@ without labels.
 {{- fail (printf "%s: label %s=%q: not a valid label value: at most 63 characters, alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric (or a template such as {{name}})" $where $key $value) }}
 {{- end }}
 {{- end }}
+{{- /* Which related objects its templates read: they need read access too. */}}
+{{- $reads := dict "namespace" false "owner" false "root" false }}
+{{- range $key, $value := $effective }}
+{{- range $relation := list "namespace" "owner" "root" }}
+{{- if regexMatch (printf "\\{\\{\\s*%s\\." $relation) $value }}
+{{- $_ := set $reads $relation true }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- $resource := $plural }}
 {{- if $group }}
 {{- $resource = printf "%s.%s" $plural (list $version $group | compact | join ".") }}
 {{- end }}
 {{- $config := omit $kind "group" "scope" }}
 {{- $_ := set $config "resource" $resource }}
-{{- $kinds = append $kinds (dict "plural" $plural "group" $group "clusterScoped" $clusterScoped "namespaces" $namespaces "config" $config) }}
+{{- $kinds = append $kinds (dict "plural" $plural "group" $group "clusterScoped" $clusterScoped "namespaces" $namespaces "config" $config "reads" $reads) }}
 {{- end }}
 {{- toYaml (dict "kinds" $kinds) }}
 {{- end }}
@@ -238,13 +248,44 @@ RBAC rules from a map of API group → resource plurals: get/list/watch/patch, n
 {{- end }}
 
 {{/*
-Where the kinds need rights, as YAML: {cluster: {group: [plurals]}, namespaces: {ns: {group: [plurals]}}}.
+RBAC rules from a map of API group → resource plurals, for related objects templates read:
+get/list/watch only.
+*/}}
+{{- define "labeller.readRules" -}}
+{{- range $group := keys . | sortAlpha }}
+- apiGroups: [{{ $group | quote }}]
+  resources: [{{ get $ $group | uniq | sortAlpha | join ", " }}]
+  verbs: [get, list, watch]
+{{- end }}
+{{- end }}
+
+{{/*
+The controllers of built-in kinds (`resource.group` → what its objects' controller
+ownerReferences point at), so that `owner.*` and `root.*` get read access to them. Other owner
+kinds (an operator's custom resources) need `rbac.extraRules`.
+*/}}
+{{- define "labeller.builtinOwners" -}}
+pods: [replicasets.apps, statefulsets.apps, daemonsets.apps, jobs.batch]
+replicasets.apps: [deployments.apps]
+jobs.batch: [cronjobs.batch]
+{{- end }}
+
+{{/*
+Where the kinds need rights, as YAML: {cluster: {group: [plurals]}, namespaces: {ns: {group:
+[plurals]}}, clusterRead, namespacesRead (the same, read-only, for related objects), and
+namespaceNames: the namespaces whose labels templates read in namespaced mode}.
 Kinds watched in all namespaces (and cluster-scoped ones) go to the ClusterRole; kinds watched in
-given namespaces (their own `namespaces`, or `watchNamespaces`) to a Role in each.
+given namespaces (their own `namespaces`, or `watchNamespaces`) to a Role in each. Related
+objects are read where the kind is watched: namespaces (`namespace.*`) cluster-wide, or by name
+in namespaced mode; owner kinds (`owner.*`: the direct controllers, `root.*`: the whole chain).
 */}}
 {{- define "labeller.grants" -}}
+{{- $owners := include "labeller.builtinOwners" . | fromYaml }}
 {{- $cluster := dict }}
 {{- $namespaces := dict }}
+{{- $clusterRead := dict }}
+{{- $namespacesRead := dict }}
+{{- $namespaceNames := list }}
 {{- range (include "labeller.kinds" . | fromYaml).kinds }}
 {{- $kind := . }}
 {{- if not .namespaces }}
@@ -255,8 +296,41 @@ given namespaces (their own `namespaces`, or `watchNamespaces`) to a Role in eac
 {{- $_ := set $groups $kind.group (append (get $groups $kind.group | default list) $kind.plural) }}
 {{- $_ := set $namespaces . $groups }}
 {{- end }}
+{{- /* Related resources it reads, as plural.group ids. */}}
+{{- $read := list }}
+{{- if and .reads.namespace (not .namespaces) }}
+{{- $read = append $read "namespaces" }}
+{{- else if .reads.namespace }}
+{{- $namespaceNames = concat $namespaceNames .namespaces }}
 {{- end }}
-{{- toYaml (dict "cluster" $cluster "namespaces" $namespaces) }}
+{{- if or .reads.owner .reads.root }}
+{{- $level := get $owners (printf "%s.%s" .plural .group | trimSuffix ".") | default list }}
+{{- $read = concat $read $level }}
+{{- if .reads.root }}
+{{- range until 3 }}
+{{- $next := list }}
+{{- range $level }}
+{{- $next = concat $next (get $owners . | default list) }}
+{{- end }}
+{{- $read = concat $read $next }}
+{{- $level = $next }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $id := $read | uniq }}
+{{- $plural := regexReplaceAll "\\..*$" $id "" }}
+{{- $group := trimPrefix (printf "%s." $plural) $id | trimPrefix $plural }}
+{{- if not $kind.namespaces }}
+{{- $_ := set $clusterRead $group (append (get $clusterRead $group | default list) $plural) }}
+{{- end }}
+{{- range $kind.namespaces }}
+{{- $groups := get $namespacesRead . | default dict }}
+{{- $_ := set $groups $group (append (get $groups $group | default list) $plural) }}
+{{- $_ := set $namespacesRead . $groups }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toYaml (dict "cluster" $cluster "namespaces" $namespaces "clusterRead" $clusterRead "namespacesRead" $namespacesRead "namespaceNames" ($namespaceNames | uniq | sortAlpha)) }}
 {{- end }}
 
 {{/*

@@ -174,6 +174,24 @@ describe('chart: lint and render', () => {
         for (const rule of rulesOf(role)) assert.deepEqual(rule.verbs, LABELLER_VERBS, `${shortName(file)}: ${role.kind} ${role.metadata.name}`);
       }
     }
+    // Templates reading related objects: read access to them, and only then.
+    const read = (group: string, ...resources: string[]): Rule => ({ apiGroups: [group], resources, verbs: ['get', 'list', 'watch'] });
+    const related = {
+      labels: { team: '{{namespace.labels.team}}' },
+      kinds: [{ resource: 'pods', labels: { 'example.com/part-of': '{{ root.labels.app.kubernetes.io/part-of }}' } }, { resource: 'jobs', labels: { 'example.com/cron': '{{owner.name}}' } }],
+    };
+    assert.deepEqual(rulesOf(only(await render({ values: related }), 'ClusterRole')), [
+      grant('', 'pods'), grant('batch', 'jobs'),
+      read('', 'namespaces'), read('apps', 'daemonsets', 'deployments', 'replicasets', 'statefulsets'), read('batch', 'cronjobs', 'jobs'),
+    ]);
+    // Namespaced: owner kinds in each Role; namespaces by name in a ClusterRole of their own.
+    const relatedNamespaced = await render({ values: { ...related, watchNamespaces: ['a', 'b'] } });
+    assert.deepEqual(rulesOf(only(relatedNamespaced, 'ClusterRole')), [{ apiGroups: [''], resources: ['namespaces'], resourceNames: ['a', 'b'], verbs: ['get', 'list', 'watch'] }]);
+    assert.deepEqual(rulesOf(relatedNamespaced.find((m) => m.kind === 'Role' && m.metadata.namespace === 'a' && !m.metadata.name.endsWith('-leader-election'))!), [
+      grant('', 'pods'), grant('batch', 'jobs'), read('apps', 'daemonsets', 'deployments', 'replicasets', 'statefulsets'), read('batch', 'cronjobs', 'jobs'),
+    ]);
+    assert.ok(only(relatedNamespaced, 'ClusterRoleBinding').metadata.name.endsWith('-namespaces'));
+
     // Leader election off: no Lease rights.
     const off = await render({ files: [EXAMPLES[0]!], values: { leaderElection: { enabled: false } } });
     assert.ok(!off.some((m) => m.metadata.name.endsWith('-leader-election')));
