@@ -32,6 +32,7 @@ import { describe as describeExit, LabellerProcess, running as runningLabellers 
 import type { MemoryMode, MemoryRequest, MemoryResult } from './memory.ts';
 import { createObjects, KINDS, pool, split, type BenchObject, type KindSpec } from './lib/objects.ts';
 import { bytes, ms, seconds, table, updateResultsFile, writeJson, type Row, type Verdict } from './lib/report.ts';
+import { benchRelated, relatedRows, type RelatedResults } from './lib/related.ts';
 import { Churn, LabelWatch, measureRelabel, percentile, type LatencySamples } from './lib/relabel.ts';
 import { host, runtimeVersion, tsCommand, type Runtime } from './lib/runtime.ts';
 import { start, type Child } from './lib/spawn.ts';
@@ -50,6 +51,7 @@ const USAGE = `usage: bench/run.ts [options]
   --create-concurrency C  requests in flight while creating objects (default 50)
   --churn-rate R          background writes per second during the churn latency samples (default 20)
   --labeller-runtime R    node or deno: what runs labeller and the memory probes (default: this runtime)
+  --related               only the rows of labels from related objects (bench/lib/related.ts)
   --no-memory             skip the memory measurements
   --no-results-md         do not update bench/RESULTS.md`;
 
@@ -77,6 +79,7 @@ interface Options {
   readonly runtime: Runtime;
   readonly memory: boolean;
   readonly resultsMd: boolean;
+  readonly related: boolean;
 }
 
 function options(argv: string[]): Options {
@@ -93,6 +96,7 @@ function options(argv: string[]): Options {
       'churn-rate': { type: 'string', default: '20' },
       'labeller-runtime': { type: 'string', default: host },
       'no-memory': { type: 'boolean', default: false },
+      related: { type: 'boolean', default: false },
       'no-results-md': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
@@ -115,6 +119,7 @@ function options(argv: string[]): Options {
     runtime,
     memory: !values['no-memory'],
     resultsMd: !values['no-results-md'],
+    related: values.related,
   };
 }
 
@@ -235,6 +240,7 @@ interface Results {
     logErrors: number;
   };
   memory?: Partial<Record<MemoryMode, MemoryResult & { load: number }>>;
+  related?: RelatedResults & { load: number };
   error?: string;
 }
 
@@ -246,6 +252,10 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     const audit = new AuditLog(cp.auditLog, 'labeller/');
     const resources = await discover(admin);
     const resourceOf = new Map<KindSpec, ApiResource>(KINDS.map((k) => [k, resolveResource(k.resource, resources)]));
+    if (opts.related) {
+      results.related = { ...(await benchRelated(admin, cp.kubeconfig, audit, resourceOf, opts, signal, log)), load: load1() };
+      return;
+    }
 
     // -------- setup
     const namespace = `labeller-bench-${Date.now().toString(36)}`;
@@ -421,7 +431,8 @@ const at = (s: number | undefined): string => (s === undefined ? 'n/a' : seconds
 function rows(r: Results): Row[] {
   const out: Row[] = [];
   const n = r.options.n;
-  const { cold, loop, restart, idle, latency, memory } = r;
+  const { cold, loop, restart, idle, latency, memory, related } = r;
+  if (related) out.push(...relatedRows(related, related.load));
   if (cold) {
     out.push({
       id: '1',
@@ -523,7 +534,7 @@ function describeRun(r: Results): string {
   const m = r.meta;
   const o = r.options;
   const lines = [
-    `## N = ${o.n}${o.quick ? ' (--quick)' : ''}, labeller on ${o.runtime === 'node' ? 'Node' : 'Deno'}`,
+    `## N = ${o.n}${o.quick ? ' (--quick)' : ''}${o.related ? ', labels from related objects (--related)' : ''}, labeller on ${o.runtime === 'node' ? 'Node' : 'Deno'}`,
     '',
     `- run: ${String(m['startedAt'])}, ${seconds(Number(m['durationSeconds'] ?? 0))} in all; \`${String(m['command'])}\``,
     `- labeller ${String(m['labellerVersion'])} (git ${String(m['git'])}), labeller and memory probes on ${String(m['labellerRuntime'])}; bench on ${String(m['benchRuntime'])}`,
@@ -624,7 +635,7 @@ const name = startedAt.toISOString().replace(/[:.]/g, '-');
 const jsonPath = writeJson('bench/results', name, { ...results, rows: rows(results) });
 log(`wrote ${jsonPath}`);
 if (status === 0 && opts.resultsMd) {
-  updateResultsFile('bench/RESULTS.md', `n=${opts.n} runtime=${opts.runtime}`, section);
+  updateResultsFile('bench/RESULTS.md', `n=${opts.n} runtime=${opts.runtime}${opts.related ? ' related' : ''}`, section);
   log('updated bench/RESULTS.md');
 }
 process.exit(status);
