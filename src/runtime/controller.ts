@@ -59,14 +59,6 @@ export class Controller<T> {
     this.#options = options;
     this.informer = new Informer({ name: options.name, api: options.api, project: options.project, indexes: options.indexes, watch: options.watch, metrics: options.metrics, log: options.log });
     this.#queue = new WorkQueue(options.metrics ? { metrics: options.metrics.queue } : {});
-    this.informer.subscribe((change) => {
-      if (change.type === 'upsert') this.#queue.add(change.key);
-      else if (change.type === 'delete') this.#queue.forget(change.key);
-      else {
-        for (const key of change.changed) this.#queue.add(key);
-        for (const key of change.removed) this.#queue.forget(key);
-      }
-    });
   }
 
   get store(): Store<T> {
@@ -95,6 +87,14 @@ export class Controller<T> {
    * bounds that wait with a grace period).
    */
   async run(intake: AbortSignal, leading: Promise<void> = Promise.resolve()): Promise<void> {
+    this.informer.subscribe((change) => {
+      if (change.type === 'upsert') this.#queue.add(change.key);
+      else if (change.type === 'delete') this.#queue.forget(change.key);
+      else {
+        for (const key of change.changed) this.#queue.add(key);
+        for (const key of change.removed) this.#queue.forget(key);
+      }
+    });
     const stopQueue = (): void => this.#queue.shutDown();
     intake.addEventListener('abort', stopQueue, { once: true });
     // Workers start once the first list is complete and this process leads.

@@ -1,0 +1,37 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { StoreIndex } from './index.ts';
+
+test('a group grows from one key to an array to a Set and shrinks back, keeping every key once', () => {
+  const index = new StoreIndex<string>((group) => group);
+  const keys = Array.from({ length: 12 }, (_, i) => `k${i}`);
+  for (const key of keys) index.update(key, undefined, 'g');
+  index.update('k0', undefined, 'g');
+  assert.deepEqual([...index.get('g')], keys, 'past the small-group size');
+  for (const key of keys.slice(1)) index.update(key, 'g', undefined);
+  assert.deepEqual([...index.get('g')], ['k0']);
+  index.update('k0', 'g', 'h');
+  assert.deepEqual([...index.get('g')], []);
+  assert.deepEqual([...index.get('h')], ['k0']);
+});
+
+test('small groups: add, re-add and remove in any order', () => {
+  const index = new StoreIndex<string>((group) => group);
+  for (const key of ['a', 'b', 'c', 'b']) index.update(key, undefined, 'g');
+  assert.deepEqual([...index.get('g')], ['a', 'b', 'c']);
+  index.update('b', 'g', undefined);
+  index.update('x', 'g', undefined);
+  assert.deepEqual([...index.get('g')], ['a', 'c']);
+  index.update('a', 'g', undefined);
+  assert.deepEqual([...index.get('g')], ['c']);
+  index.rebuild(new Map([['p', 'g'], ['q', 'h'], ['r', 'g']]));
+  assert.deepEqual([[...index.get('g')], [...index.get('h')]], [['p', 'r'], ['q']]);
+});
+
+test('an object indexed under no value is not indexed', () => {
+  const index = new StoreIndex<string | undefined>((value) => value);
+  index.update('k', undefined, undefined);
+  index.update('k', undefined, 'v');
+  index.update('k', 'v', undefined);
+  assert.deepEqual([...index.get('v')], []);
+});
