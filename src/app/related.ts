@@ -109,7 +109,8 @@ export class Relations implements RelatedCaches {
         if (byOwner) this.#link(controller.informer, byOwner);
         if (reads.has('owner') || reads.has('root')) this.#track(controller.informer);
         if (reads.has('namespace')) this.#namespaceInformer(namespace);
-        if (resource.group === '' && resource.resource === NAMESPACES) this.#watchNamespaces(controller.informer);
+        // Labelled namespaces that are also the namespace cache: their changes map to what reads them.
+        if (resource.group === '' && resource.resource === NAMESPACES && this.#informers.get(NAMESPACES) === controller.informer) this.#watchNamespaces(controller.informer);
       },
     };
   }
@@ -143,7 +144,8 @@ export class Relations implements RelatedCaches {
   /** The cache of the namespace(s) a controller in `namespace` reads: one namespace, by name, or all. */
   #namespaceInformer(namespace: string): void {
     const resource = this.#resources.find((r) => r.group === '' && r.resource === NAMESPACES);
-    if (!resource) return;
+    // A cluster-scoped kind has no namespace to read, and namespaced mode may list none but its own.
+    if (!resource || (this.#namespaces && !namespace)) return;
     const only = this.#namespaces ? namespace : '';
     // RBAC limited by resourceNames allows a list or watch that selects that one name.
     this.#create(this.#namespaceId(only), resource, '', only ? `metadata.name=${only}` : undefined, (informer) => this.#watchNamespaces(informer));
