@@ -541,7 +541,7 @@ function describeRun(r: Results): string {
     `- kube-apiserver ${String(m['kubeApiserver'] ?? '?')}, etcd ${String(m['etcd'])} (test/controlplane, loopback, audit log on; every client is system:masters, so API Priority and Fairness exempts them all)`,
     `- machine: ${String(m['cpu'])}, ${String(m['cores'])} cores, ${String(m['memoryGiB'])} GiB, Linux ${String(m['kernel'])}`,
     `- load average (1/5/15 min): ${String(m['loadAtStart'])} at start, ${String(m['loadAtEnd'] ?? '?')} at end; other work shares the machine, so figures are noisy`,
-    `- objects: ${Object.entries(r.setup?.objects ?? {}).map(([k, v]) => `${v} ${k}`).join(', ')}, each with 6 labels, 4 annotations and managedFields of \`kubectl-create\` (Update) and \`argocd-controller\` (Apply); created in ${r.setup ? seconds(r.setup.seconds) : '?'}`,
+    r.related ? `- objects: ${o.n} ConfigMaps, Services and Deployments in one namespace, with the same metadata as the main bench; one label, \`{{namespace.labels.team}}\`` : `- objects: ${Object.entries(r.setup?.objects ?? {}).map(([k, v]) => `${v} ${k}`).join(', ')}, each with 6 labels, 4 annotations and managedFields of \`kubectl-create\` (Update) and \`argocd-controller\` (Apply); created in ${r.setup ? seconds(r.setup.seconds) : '?'}`,
     `- labeller \`--concurrency ${o.concurrency}\` per kind (${o.concurrency * KINDS.length} in all; the tight loop uses the same), 2 labels; convergence ends at the last labeller PATCH in the audit log, confirmed by a metadata-only list`,
     '',
     table(rows(r)),
