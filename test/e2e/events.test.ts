@@ -30,6 +30,14 @@ async function labellerEvents(namespace: string): Promise<Event[]> {
   return list.items.filter((e) => e.reportingController === 'labeller');
 }
 
+/** labeller's Events in a namespace, once there is one. */
+function someEvents(namespace: string, what: string): Promise<Event[]> {
+  return eventually(async () => {
+    const events = await labellerEvents(namespace);
+    return events.length > 0 && events;
+  }, what, 60_000, 200);
+}
+
 /** Event writes (create, patch) by labeller in a namespace, from the audit log. */
 const eventWrites = (namespace: string) => (e: AuditEvent) =>
   e.objectRef?.resource === 'events' && e.objectRef.namespace === namespace && (e.verb === 'create' || e.verb === 'patch') && (e.userAgent ?? '').startsWith('labeller/');
@@ -108,10 +116,7 @@ describe('events', { skip }, () => {
     await create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'fine', annotations: { 'example.com/x': 'ok' } } });
     const labeller = new Labeller(['--kinds', 'configmaps', '--label', 'example.com/x={{annotations.example.com/x}}', '--namespace', ns]);
     try {
-      const [event] = await eventually(async () => {
-        const events = await labellerEvents(ns);
-        return events.length > 0 && events;
-      }, 'an InvalidLabelValue Event', 60_000, 200);
+      const [event] = await someEvents(ns, 'an InvalidLabelValue Event');
       assert.equal(event?.reason, 'InvalidLabelValue');
       assert.equal(event.type, 'Warning');
       assert.deepEqual(event.regarding, { apiVersion: 'v1', kind: 'ConfigMap', name: 'long', namespace: ns, uid });
@@ -158,17 +163,11 @@ describe('events', { skip }, () => {
       env: { POD_NAME: 'labeller-0', POD_NAMESPACE: release, POD_UID: pod.metadata.uid },
     });
     try {
-      const [conflict] = await eventually(async () => {
-        const events = await labellerEvents(watched);
-        return events.length > 0 && events;
-      }, 'a LabelConflict Event in the watched namespace', 60_000, 200);
+      const [conflict] = await someEvents(watched, 'a LabelConflict Event in the watched namespace');
       assert.equal(conflict?.reason, 'LabelConflict');
       assert.equal(conflict.regarding.name, 'taken');
       assert.equal(conflict.reportingInstance, 'labeller-0');
-      const [refused] = await eventually(async () => {
-        const events = await labellerEvents(release);
-        return events.length > 0 && events;
-      }, 'a KindForbidden Event on the Pod', 60_000, 200);
+      const [refused] = await someEvents(release, 'a KindForbidden Event on the Pod');
       assert.equal(refused?.reason, 'KindForbidden');
       assert.equal(refused.type, 'Warning');
       assert.deepEqual(refused.regarding, { apiVersion: 'v1', kind: 'Pod', name: 'labeller-0', namespace: release, uid: pod.metadata.uid });
