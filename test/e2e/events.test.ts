@@ -9,7 +9,7 @@ import { figure, receivedAt } from '../cluster.ts';
 import { delay } from '../eventually.ts';
 import { adminClient, auditEvents, auditSkip, create, createNamespace, eventually, kubeconfig as adminKubeconfig, labelsOf, patchLabels, skip, type AuditEvent } from './cluster.ts';
 import { apply, deleteAfter, only, render, serviceAccountKubeconfig, tool } from './helm.ts';
-import { Labeller } from './labeller.ts';
+import { Labeller, type Runtime } from './labeller.ts';
 
 interface Event {
   readonly metadata: { readonly name: string; readonly namespace: string };
@@ -109,26 +109,28 @@ describe('events', { skip }, () => {
     }
   });
 
-  test('a value that cannot be rendered: an InvalidLabelValue Event on that object only', async () => {
-    const ns = await createNamespace('events-invalid');
-    const long = 'x'.repeat(70);
-    const uid = (await create<{ metadata: { uid: string } }>(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'long', annotations: { 'example.com/x': long } } })).metadata.uid;
-    await create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'fine', annotations: { 'example.com/x': 'ok' } } });
-    const labeller = new Labeller(['--kinds', 'configmaps', '--label', 'example.com/x={{annotations.example.com/x}}', '--namespace', ns]);
-    try {
-      const [event] = await someEvents(ns, 'an InvalidLabelValue Event');
-      assert.equal(event?.reason, 'InvalidLabelValue');
-      assert.equal(event.type, 'Warning');
-      assert.deepEqual(event.regarding, { apiVersion: 'v1', kind: 'ConfigMap', name: 'long', namespace: ns, uid });
-      assert.match(event.note, new RegExp(`^label example\\.com/x: "\\{\\{annotations\\.example\\.com/x\\}\\}" rendered "${long}": .*; the object is not labelled$`));
-      assert.equal((await labelsOf(`/api/v1/namespaces/${ns}/configmaps/fine`))['example.com/x'], 'ok');
-      await delay(1_000);
-      assert.deepEqual((await labellerEvents(ns)).map((e) => e.regarding.name), ['long']);
-    } finally {
-      const exit = await labeller.stop();
-      assert.equal(exit.code, 0, exit.stderr.slice(-3000));
-    }
-  });
+  for (const runtime of ['node', 'deno'] as Runtime[]) {
+    test(`a value that cannot be rendered: an InvalidLabelValue Event on that object only (${runtime})`, async () => {
+      const ns = await createNamespace(`events-invalid-${runtime}`);
+      const long = 'x'.repeat(70);
+      const uid = (await create<{ metadata: { uid: string } }>(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'long', annotations: { 'example.com/x': long } } })).metadata.uid;
+      await create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'fine', annotations: { 'example.com/x': 'ok' } } });
+      const labeller = new Labeller(['--kinds', 'configmaps', '--label', 'example.com/x={{annotations.example.com/x}}', '--namespace', ns], { runtime });
+      try {
+        const [event] = await someEvents(ns, 'an InvalidLabelValue Event');
+        assert.equal(event?.reason, 'InvalidLabelValue');
+        assert.equal(event.type, 'Warning');
+        assert.deepEqual(event.regarding, { apiVersion: 'v1', kind: 'ConfigMap', name: 'long', namespace: ns, uid });
+        assert.match(event.note, new RegExp(`^label example\\.com/x: "\\{\\{annotations\\.example\\.com/x\\}\\}" rendered "${long}": .*; the object is not labelled$`));
+        assert.equal((await labelsOf(`/api/v1/namespaces/${ns}/configmaps/fine`))['example.com/x'], 'ok');
+        await delay(1_000);
+        assert.deepEqual((await labellerEvents(ns)).map((e) => e.regarding.name), ['long']);
+      } finally {
+        const exit = await labeller.stop();
+        assert.equal(exit.code, 0, exit.stderr.slice(-3000));
+      }
+    });
+  }
 
   test('--events=false writes no Event', { skip: auditSkip }, async () => {
     const ns = await createNamespace('events-off');
