@@ -62,7 +62,7 @@ export class EventsApi {
   }
 
   /** Writes the series of the Event `namespace/name` (a merge patch: nothing else changes). */
-  async update(handle: string, _event: EventContent, times: EventTimes, signal: AbortSignal): Promise<void> {
+  async update(handle: string, times: EventTimes, signal: AbortSignal): Promise<void> {
     const [namespace = '', name = ''] = handle.split('/');
     const path = `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events/${encodeURIComponent(name)}`;
     await this.#send('PATCH', path, { series: series(times) }, 'application/merge-patch+json', signal);

@@ -50,7 +50,7 @@ class FakeSink implements EventSink {
   readonly writes: Write[] = [];
   failing = false;
   readonly #clock: Clock;
-  #created = 0;
+  readonly #events: EventContent[] = [];
 
   constructor(clock: Clock) {
     this.#clock = clock;
@@ -58,10 +58,12 @@ class FakeSink implements EventSink {
 
   async create(event: EventContent, series: Series): Promise<string> {
     this.#write('create', event, series);
-    return `event-${++this.#created}`;
+    return String(this.#events.push(event) - 1);
   }
 
-  async update(_handle: string, event: EventContent, series: Series): Promise<void> {
+  async update(handle: string, series: Series): Promise<void> {
+    const event = this.#events[Number(handle)];
+    assert.ok(event, `no Event ${handle}`);
     this.#write('update', event, series);
   }
 

@@ -20,7 +20,7 @@ export interface EventSink {
   /** Writes the Event of a new series (count 1: seen once so far); answers the handle it is updated by. */
   create(event: EventContent, series: Series, signal: AbortSignal): Promise<string>;
   /** Writes a series' count and last observation to its Event. */
-  update(handle: string, event: EventContent, series: Series, signal: AbortSignal): Promise<void>;
+  update(handle: string, series: Series, signal: AbortSignal): Promise<void>;
 }
 
 /** Wall-clock time (Event times are wall-clock) and waiting, so tests can drive both. */
@@ -190,7 +190,7 @@ export class EventRecorder {
         // Seen again while it was being created.
         entry.dirty = entry.count > series.count;
       } else {
-        await this.#sink.update(entry.handle, entry.event, series, signal);
+        await this.#sink.update(entry.handle, series, signal);
       }
       this.#failing = false;
     } catch (error) {
