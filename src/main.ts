@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { KindError } from './app/kinds.ts';
+import { eventsIdentity } from './app/events.ts';
 import { runApp } from './app/run.ts';
 import { KubeClient, KubeConfigError } from './kube/client.ts';
 import { buildConfig, ConfigError, parseLabelFlag } from './labeller/config.ts';
@@ -46,7 +47,9 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
       }
     : undefined;
   try {
-    return await runApp(client, config, { ...options, leaderElection }, shutdown, log);
+    // A dry run writes nothing, Events included.
+    const events = options.events && !options.dryRun ? eventsIdentity(process.env) : undefined;
+    return await runApp(client, config, { ...options, leaderElection, events }, shutdown, log);
   } finally {
     await client.close();
   }

@@ -238,6 +238,17 @@ RBAC rules from a map of API group → resource plurals: get/list/watch/patch, n
 {{- end }}
 
 {{/*
+Kubernetes Events (when on): create a series' Event, patch its count. Goes into the ClusterRole
+when there is one, else into each namespace's Role (and a Role in the release namespace for
+Events on labeller's Pod).
+*/}}
+{{- define "labeller.eventRules" -}}
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+{{- end }}
+
+{{/*
 Where the kinds need rights, as YAML: {cluster: {group: [plurals]}, namespaces: {ns: {group: [plurals]}}}.
 Kinds watched in all namespaces (and cluster-scoped ones) go to the ClusterRole; kinds watched in
 given namespaces (their own `namespaces`, or `watchNamespaces`) to a Role in each.

@@ -11,6 +11,7 @@ import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Options } from '../options.ts';
 import { Controller } from '../runtime/controller.ts';
+import type { LabellerEvents } from './events.ts';
 
 /** What wiring a kind takes of the command-line options. */
 export type WiringOptions = Pick<Options, 'fieldManager' | 'concurrency' | 'requeueAfterMs' | 'dryRun' | 'once' | 'watchTimeoutSeconds'>;
@@ -41,21 +42,24 @@ export function labellingFor(client: KubeClient, kind: KindConfig, resource: Api
 }
 
 /** The controllers of one configured kind: one per namespace, or one for all namespaces. */
-export function controllersFor(client: KubeClient, kind: KindConfig, resource: ApiResource, options: WiringOptions, log: Logger, counts: Counts, metrics?: Metrics): Controller<LabelledObject>[] {
+export function controllersFor(client: KubeClient, kind: KindConfig, resource: ApiResource, options: WiringOptions, log: Logger, counts: Counts, metrics?: Metrics, events?: LabellerEvents): Controller<LabelledObject>[] {
   const name = groupResource(resource);
   return watchedNamespaces(kind, resource).map((namespace) => {
     const controller = namespace ? `${name}/${namespace}` : name;
     const kindLog = log.child({ kind: resource.kind });
     const labelMetrics = metrics?.labels(controller);
     const { api, project, reconciler } = labellingFor(client, kind, resource, namespace, options, kindLog);
+    const kindEvents = events?.forKind(controller);
     return new Controller({
       name: controller,
       api,
       project,
       reconcile: async (object) => {
         try {
-          const { outcome, patch } = await reconciler.reconcile(object);
+          const result = await reconciler.reconcile(object);
+          const { outcome, patch } = result;
           counts[outcome]++;
+          kindEvents?.reconciled({ apiVersion: apiVersion(resource), kind: resource.kind, name: object.name, namespace: object.namespace, uid: object.uid }, result);
           if (outcome === 'conflict') labelMetrics?.conflict();
           if (!options.dryRun && patch.length > 0) {
             const removed = patch.filter((op) => op.op === 'remove').length;
@@ -71,6 +75,7 @@ export function controllersFor(client: KubeClient, kind: KindConfig, resource: A
       requeueAfterMs: options.once ? 0 : options.requeueAfterMs,
       watch: { labelSelector: kind.selector?.toString(), watchTimeoutSeconds: options.watchTimeoutSeconds },
       metrics: metrics?.controller(controller, options.concurrency),
+      onWatchError: kindEvents?.watchFailed,
       log: kindLog.child({ controller }),
     });
   });

@@ -12,6 +12,7 @@ import type { Controller } from '../runtime/controller.ts';
 import type { LeaderElectionOptions } from '../runtime/leader.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';
 import { controllersFor, noCounts, type WiringOptions } from './controllers.ts';
+import { LabellerEvents, type EventsIdentity } from './events.ts';
 import { resolveConfiguredKinds } from './kinds.ts';
 import { runUntilStopped } from './lifecycle.ts';
 import { runOnce } from './once.ts';
@@ -20,6 +21,8 @@ import { runOnce } from './once.ts';
 export type AppOptions = WiringOptions & Pick<Options, 'gracePeriodMs' | 'metricsBindAddress' | 'healthProbeBindAddress'> & {
   /** Set when several replicas elect a leader through a Lease. */
   readonly leaderElection?: Omit<LeaderElectionOptions, 'log' | 'onLeadingChange'> | undefined;
+  /** Set when Kubernetes Events are written. */
+  readonly events?: EventsIdentity | undefined;
 };
 
 /** Runs until a signal (or, with `once`, until every object was seen once). Returns the exit status. */
@@ -31,6 +34,10 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
   );
   const metrics = new Metrics();
   client.observe(metrics.restClient(new URL(client.server).host));
+  // Events go out in the background and never hold up a reconcile; pending ones get a moment at exit.
+  const events = options.events && new LabellerEvents(client, options.events, log);
+  const stopEvents = new AbortController();
+  const recording = events?.run(stopEvents.signal);
   // Up before discovery, so probes see "not ready" rather than a refused connection.
   const all: Controller<LabelledObject>[] = [];
   let discovered = false;
@@ -49,7 +56,7 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     discovered = true;
     const counts = noCounts();
     const wire: Parameters<typeof runUntilStopped>[2]['controllersFor'] = (kind, resource) => {
-      const added = controllersFor(client, kind, resource, options, log, counts, metrics);
+      const added = controllersFor(client, kind, resource, options, log, counts, metrics, events);
       all.push(...added);
       return added;
     };
@@ -62,6 +69,9 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     log.info('stopped', counts);
     return status;
   } finally {
+    stopEvents.abort();
+    await recording;
+    await events?.drain();
     for (const server of servers) server.close();
     unsubscribe();
   }

@@ -35,6 +35,8 @@ export interface ControllerOptions<T> {
   readonly requeueAfterMs: number;
   readonly watch?: Omit<WatcherOptions, 'signal'>;
   readonly metrics?: ControllerMetrics | undefined;
+  /** Told of every failed list or watch (it is logged and retried anyway). */
+  readonly onWatchError?: ((error: Error) => void) | undefined;
   readonly log: Logger;
 }
 
@@ -109,7 +111,10 @@ export class Controller<T> {
    */
   async runOnce(signal: AbortSignal): Promise<void> {
     for await (const event of watcher(this.#options.api, { ...this.#options.watch, signal })) {
-      if (event.type === 'error') throw event.error;
+      if (event.type === 'error') {
+        this.#options.onWatchError?.(event.error);
+        throw event.error;
+      }
       this.store.apply(event);
       if (event.type === 'initDone') break;
     }
@@ -135,6 +140,7 @@ export class Controller<T> {
       if (event.type === 'error') {
         this.#options.log.warn('watch failed; retrying', { error: event.error, retryInMs: Math.round(event.retryInMs) });
         this.#options.metrics?.watchRestarted();
+        this.#options.onWatchError?.(event.error);
         this.#watchFailure = event.error;
         continue;
       }

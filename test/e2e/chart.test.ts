@@ -54,6 +54,9 @@ interface Rule {
 }
 const rulesOf = (role: Manifest) => role['rules'] as Rule[];
 const grant = (group: string, ...resources: string[]): Rule => ({ apiGroups: [group], resources, verbs: LABELLER_VERBS });
+/** Kubernetes Events: create a series' Event, patch its count. */
+const EVENTS_RULE: Rule = { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] };
+const EVENTS_VERBS = EVENTS_RULE.verbs;
 
 /** A flag's value in an argument list (`--flag=value`), or undefined. */
 function flagValue(args: readonly string[], flag: string): string | undefined {
@@ -143,7 +146,8 @@ describe('chart: lint and render', () => {
     // CRDs carry their group; a built-in without a table entry takes group ""; a kind with its own
     // namespaces gets Roles there instead of the ClusterRole.
     const crd = await render({ release: 'rel', namespace: 'ops', files: [join(CHART, 'examples', 'crd.yaml')] });
-    assert.deepEqual(rulesOf(only(crd, 'ClusterRole')), [grant('apps', 'deployments'), grant('cert-manager.io', 'certificates', 'clusterissuers'), grant('example.com', 'widgets')]);
+    // Events go with the ClusterRole when there is one.
+    assert.deepEqual(rulesOf(only(crd, 'ClusterRole')), [grant('apps', 'deployments'), grant('cert-manager.io', 'certificates', 'clusterissuers'), grant('example.com', 'widgets'), EVENTS_RULE]);
     assert.deepEqual(rulesOf(only(crd, 'Role', 'rel-labeller')), [grant('', 'resourcequotas')]);
     assert.equal(only(crd, 'Role', 'rel-labeller').metadata.namespace, 'default');
     const kinds = load((only(crd, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '') as { kinds: { resource: string }[] };
@@ -163,16 +167,27 @@ describe('chart: lint and render', () => {
     const roles = namespaced.filter((m) => m.kind === 'Role' && m.metadata.name === 'rel-labeller');
     assert.deepEqual(roles.map((r) => r.metadata.namespace), ['team-a', 'team-a-staging']);
     for (const role of roles) {
-      assert.deepEqual(rulesOf(role), [grant('', 'configmaps', 'persistentvolumeclaims', 'services'), grant('apps', 'deployments'), grant('networking.k8s.io', 'ingresses')]);
+      assert.deepEqual(rulesOf(role), [grant('', 'configmaps', 'persistentvolumeclaims', 'services'), grant('apps', 'deployments'), grant('networking.k8s.io', 'ingresses'), EVENTS_RULE]);
     }
-    assert.equal(namespaced.filter((m) => m.kind === 'RoleBinding').length, 3);
+    // Events on labeller's own Pod: a Role in the release namespace, which is not watched.
+    assert.deepEqual(rulesOf(only(namespaced, 'Role', 'rel-labeller-events')), [EVENTS_RULE]);
+    assert.equal(only(namespaced, 'Role', 'rel-labeller-events').metadata.namespace, 'labeller');
+    assert.equal(namespaced.filter((m) => m.kind === 'RoleBinding').length, 4);
     assert.equal(flagValue(containers(only(namespaced, 'Deployment'))[0]?.args ?? [], '--namespace'), 'team-a,team-a-staging');
 
-    // Every example: labeller's roles grant its four verbs and nothing else.
+    // Every example: labeller's roles grant its four verbs and, on events, create and patch; nothing else.
     for (const file of VALUE_FILES) {
       for (const role of (await render({ files: file ? [file] : [] })).filter((m) => /^(Cluster)?Role$/.test(m.kind) && !m.metadata.name.endsWith('-leader-election'))) {
-        for (const rule of rulesOf(role)) assert.deepEqual(rule.verbs, LABELLER_VERBS, `${shortName(file)}: ${role.kind} ${role.metadata.name}`);
+        for (const rule of rulesOf(role)) {
+          assert.deepEqual(rule.verbs, rule.apiGroups[0] === 'events.k8s.io' ? EVENTS_VERBS : LABELLER_VERBS, `${shortName(file)}: ${role.kind} ${role.metadata.name}`);
+        }
       }
+    }
+    // Events off: no rights on events, and --events=false.
+    for (const file of [EXAMPLES[0]!, EXAMPLES[1]!]) {
+      const quiet = await render({ files: [file], values: { events: { enabled: false } } });
+      assert.deepEqual(quiet.filter((m) => /Role$/.test(m.kind) && rulesOf(m).some((r) => r.apiGroups.includes('events.k8s.io'))).map((m) => m.metadata.name), [], shortName(file));
+      assert.ok((containers(only(quiet, 'Deployment'))[0]?.args ?? []).includes('--events=false'), shortName(file));
     }
     // Leader election off: no Lease rights.
     const off = await render({ files: [EXAMPLES[0]!], values: { leaderElection: { enabled: false } } });
@@ -344,6 +359,7 @@ describe('chart: RBAC against the API server', { skip }, () => {
         ...each(LABELLER_VERBS, { ...deployments, namespace: target }),
         { verb: 'create', ...leases },
         ...each(['get', 'update'], { ...leases, name: leaseName }),
+        ...each(EVENTS_VERBS, { group: 'events.k8s.io', resource: 'events', namespace: target }),
       ],
       [
         ...each(['create', 'update', 'delete', 'deletecollection'], configmaps),
@@ -402,7 +418,7 @@ describe('chart: RBAC against the API server', { skip }, () => {
     const other = await createNamespace('chart-other');
     const { manifests, kubeconfig } = await installRbac('chart-ns', { labels: LABELS, watchNamespaces: [watched], kinds: [{ resource: 'cm' }] });
     assert.deepEqual(manifests.filter((m) => m.kind.startsWith('Cluster')), [], 'no cluster-wide RBAC');
-    assert.deepEqual(manifests.filter((m) => m.kind === 'Role' && m.metadata.namespace === watched).map((r) => rulesOf(r)), [[grant('', 'configmaps')]]);
+    assert.deepEqual(manifests.filter((m) => m.kind === 'Role' && m.metadata.namespace === watched).map((r) => rulesOf(r)), [[grant('', 'configmaps'), EVENTS_RULE]]);
     await createConfigMap(watched, 'app-config');
     await createConfigMap(other, 'app-config');
 
@@ -418,7 +434,7 @@ describe('chart: RBAC against the API server', { skip }, () => {
     const configmaps = { resource: 'configmaps' };
     await assertAccess(
       kubeconfig,
-      each(LABELLER_VERBS, { ...configmaps, namespace: watched }),
+      [...each(LABELLER_VERBS, { ...configmaps, namespace: watched }), ...each(EVENTS_VERBS, { group: 'events.k8s.io', resource: 'events', namespace: watched })],
       [...each(['list', 'watch'], configmaps), ...each(LABELLER_VERBS, { ...configmaps, namespace: other }), ...each(['create', 'delete'], { ...configmaps, namespace: watched })],
     );
     // Without --namespace, labeller's cluster-wide list is refused.
@@ -465,12 +481,14 @@ describe('sidecar example', { skip }, () => {
     assert.equal(sidecar.command, undefined, 'the image\'s entry point');
     // The container's environment as the kubelet would resolve it; fieldRef metadata.namespace is the pod's namespace.
     const env: Record<string, string> = {};
+    const downward: Record<string, string> = { 'metadata.namespace': namespace, 'metadata.name': 'shop-0', 'metadata.uid': '' };
     for (const variable of sidecar.env ?? []) {
-      if (variable.valueFrom?.fieldRef?.fieldPath === 'metadata.namespace') env[variable.name] = namespace;
+      const field = variable.valueFrom?.fieldRef?.fieldPath;
+      if (field !== undefined && field in downward) env[variable.name] = downward[field] ?? '';
       else if (variable.value !== undefined) env[variable.name] = variable.value;
       else assert.fail(`unexpected env source for ${variable.name}`);
     }
-    assert.ok(Object.keys(env).every((name) => name.startsWith('LABELLER_') || name === 'NODE_OPTIONS'), Object.keys(env).join(', '));
+    assert.ok(Object.keys(env).every((name) => name.startsWith('LABELLER_') || name === 'NODE_OPTIONS' || name.startsWith('POD_')), Object.keys(env).join(', '));
     // Hardened like the chart's container, and Kubernetes waits for labeller's own grace period.
     assert.deepEqual(sidecar['securityContext'].capabilities, { drop: ['ALL'] });
     assert.equal(sidecar['securityContext'].readOnlyRootFilesystem, true);
