@@ -37,6 +37,8 @@ export function sharedKubeconfig(): string {
 export interface KubeconfigChange {
   readonly server?: string;
   readonly token?: string;
+  /** Replaces the user entry whole (tokenFile, client certificate files, exec…). */
+  readonly user?: Readonly<Record<string, unknown>>;
 }
 
 /** Writes a copy of the kubeconfig `base` into `dir`, with another server and/or identity. */
@@ -47,6 +49,7 @@ export function copyKubeconfig(base: string, dir: string, change: KubeconfigChan
   };
   for (const c of config.clusters) if (change.server) c.cluster['server'] = change.server;
   for (const u of config.users) if (change.token) u.user = { token: change.token };
+  for (const u of config.users) if (change.user) u.user = { ...change.user };
   const path = join(dir, `kubeconfig-${randomBytes(4).toString('hex')}`);
   writeFileSync(path, JSON.stringify(config));
   return path;
@@ -202,6 +205,20 @@ export class Cluster {
       apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 },
     });
     return { kubeconfig: this.writeKubeconfig({ token: status.token, ...(server ? { server } : {}) }), username: `system:serviceaccount:${namespace}:${name}`, role };
+  }
+
+  /**
+   * A TokenRequest token for a ServiceAccount, bound to a new Secret `secret`: deleting the
+   * Secret revokes the token (once the API server's ~10 s authentication cache has expired).
+   */
+  async boundToken(namespace: string, serviceAccount: string, secret: string): Promise<string> {
+    const created = await this.post<{ metadata: { uid: string } }>(`/api/v1/namespaces/${namespace}/secrets`, { metadata: { name: secret }, stringData: { purpose: 'token binding' } });
+    const { status } = await this.post<{ status: { token: string } }>(`/api/v1/namespaces/${namespace}/serviceaccounts/${serviceAccount}/token`, {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenRequest',
+      spec: { expirationSeconds: 3600, boundObjectRef: { apiVersion: 'v1', kind: 'Secret', name: secret, uid: created.metadata.uid } },
+    });
+    return status.token;
   }
 
   async setRules(role: string, rules: readonly PolicyRule[]): Promise<void> {
