@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fetch } from 'undici';
 import { KubeClient } from '../src/kube/client.ts';
+import { SERVICE_ACCOUNT_DIR } from '../src/kube/incluster.ts';
 import { startControlPlane, type ControlPlane } from './controlplane/controlplane.ts';
 import { delay, eventually } from './eventually.ts';
 
@@ -261,11 +262,29 @@ export function receivedAt(event: AuditEvent): number {
 /** Requests by labeller itself (its user agent is `labeller/<version>`). */
 export const byLabeller = (event: AuditEvent): boolean => (event.userAgent ?? '').startsWith('labeller/');
 
+/**
+ * A command prefix that runs a command as in a pod with its service account mounted: the
+ * folder `serviceAccountDir` (token, ca.crt, namespace) appears at the kubelet's mount point for
+ * that process only (a private mount namespace with a tmpfs over /var/run; as root, or as root of
+ * a user namespace otherwise). Add KUBERNETES_SERVICE_HOST/PORT to its environment.
+ */
+export function inClusterWrapper(serviceAccountDir: string): string[] {
+  return [
+    'unshare', '--mount', '--propagation', 'private', ...(process.getuid?.() === 0 ? [] : ['--map-root-user']),
+    'sh', '-c', `mount -t tmpfs tmpfs /var/run && mkdir -p ${SERVICE_ACCOUNT_DIR} && mount --bind "$0" ${SERVICE_ACCOUNT_DIR} && exec "$@"`, serviceAccountDir,
+  ];
+}
+
 /** The resident set size of a process in MiB, from /proc (Linux). */
 export function rssMiB(pid: number): number {
+  return procStatusMiB(pid, 'VmRSS');
+}
+
+/** A memory figure of /proc/<pid>/status in MiB (VmRSS now, VmHWM its peak). */
+export function procStatusMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
-  if (!match) throw new Error(`no VmRSS for ${pid}`);
+  const match = new RegExp(`^${field}:\\s+(\\d+)\\s+kB`, 'm').exec(status);
+  if (!match) throw new Error(`no ${field} for ${pid}`);
   return Number(match[1]) / 1024;
 }
 

@@ -223,7 +223,8 @@ function launch(dir: string, name: string, path: string, args: string[]): ChildP
   return child;
 }
 
-async function freePorts(n: number): Promise<number[]> {
+/** `n` TCP ports free on loopback right now. */
+export async function freePorts(n: number): Promise<number[]> {
   const servers = await Promise.all(
     Array.from({ length: n }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
       const s = createServer();

@@ -6,8 +6,7 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync, w
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
-import { SERVICE_ACCOUNT_DIR } from '../../src/kube/incluster.ts';
-import { assertCleanExit, auditEvents, byLabeller, Cluster, delay, eventually, figure, receivedAt, sharedKubeconfig, skip, type AuditEvent, type PolicyRule } from '../cluster.ts';
+import { assertCleanExit, auditEvents, byLabeller, Cluster, delay, eventually, figure, inClusterWrapper, receivedAt, sharedKubeconfig, skip, type AuditEvent, type PolicyRule } from '../cluster.ts';
 import { clientCAFiles, signClientCertificate } from '../controlplane/controlplane.ts';
 import { Labeller } from './labeller.ts';
 
@@ -229,16 +228,10 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
     writeFileSync(join(sa, 'namespace'), ns);
     writeFileSync(join(sa, 'token'), await cluster.boundToken(ns, 'labeller', 'token-1'));
     const home = mkdtempSync(join(tmpdir(), 'labeller-home-'));
-    // The folder appears at the real mount point only for this process: a private mount
-    // namespace with a tmpfs over /var/run (as root, or as root of a user namespace otherwise).
-    const wrapper = [
-      'unshare', '--mount', '--propagation', 'private', ...(process.getuid?.() === 0 ? [] : ['--map-root-user']),
-      'sh', '-c', `mount -t tmpfs tmpfs /var/run && mkdir -p ${SERVICE_ACCOUNT_DIR} && mount --bind "$0" ${SERVICE_ACCOUNT_DIR} && exec "$@"`, sa,
-    ];
     await cluster.post(cms, { metadata: { name: 'before' } });
     const labeller = new Labeller([...ARGS, '--leader-elect'], {
       kubeconfig: '',
-      wrapper,
+      wrapper: inClusterWrapper(sa),
       env: { KUBERNETES_SERVICE_HOST: url.hostname, KUBERNETES_SERVICE_PORT: url.port || '443', KUBECONFIG: '', HOME: home },
     });
     try {
