@@ -4,11 +4,13 @@
 // table (median of --repeat runs): VmRSS once /readyz is 200 and --rest-seconds have passed,
 // and VmHWM (the peak) at that moment.
 //
-//   node --import tsx bench/credentials.ts [--repeat 3] [--rest-seconds 10] [--checkout DIR]
+//   node --import tsx bench/credentials.ts [--repeat 3] [--rest-seconds 10] [--checkout DIR] [--preload MODULE]
 //
-// --checkout runs `bin/labeller.js` of another checkout (e.g. `git worktree add /tmp/before
-// main` with node_modules linked), for before/after figures; the control plane and the
-// credentials are this one's. Nothing is timed as a pass/fail: the figures go in bench/README.md.
+// --checkout runs `bin/labeller.js` of another checkout (e.g. `git archive main | tar -x -C
+// /tmp/before` with node_modules linked), for before/after figures; the control plane and the
+// credentials are this one's. --preload MODULE starts Node with `--import MODULE`: with
+// @kubernetes/client-node it shows what loading that library for every kubeconfig would cost.
+// Nothing is pass/fail: the figures go in the README.
 import { spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,7 +21,9 @@ import { Cluster, delay, eventually, inClusterWrapper, procStatusMiB, stats, typ
 import { freePorts, signClientCertificate, startControlPlane } from '../test/controlplane/controlplane.ts';
 import { executable } from './lib/runtime.ts';
 
-const { values } = parseArgs({ options: { repeat: { type: 'string', default: '3' }, 'rest-seconds': { type: 'string', default: '10' }, checkout: { type: 'string', default: '.' } } });
+const { values } = parseArgs({
+  options: { repeat: { type: 'string', default: '3' }, 'rest-seconds': { type: 'string', default: '10' }, checkout: { type: 'string', default: '.' }, preload: { type: 'string' } },
+});
 const repeat = Number(values.repeat);
 const restMs = Number(values['rest-seconds']) * 1000;
 const checkout = resolve(values.checkout);
@@ -80,7 +84,7 @@ try {
     { name: 'kubeconfig, exec plugin', kubeconfig: cluster.writeKubeconfig({ user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: plugin, interactiveMode: 'Never' } } }) },
   ];
 
-  console.log(`labeller of ${checkout}; ${KINDS.join(', ')} watched in an empty namespace; RSS ${restMs / 1000} s after /readyz is 200; median of ${repeat}`);
+  console.log(`labeller of ${checkout}${values.preload ? ` with ${values.preload} preloaded` : ''}; ${KINDS.join(', ')} watched in an empty namespace; RSS ${restMs / 1000} s after /readyz is 200; median of ${repeat}`);
   console.log('\n| credentials | RSS at rest (MiB) | peak RSS (MiB) | runs (RSS) |\n|---|---|---|---|');
   for (const mode of modes) {
     const rss: number[] = [];
@@ -101,7 +105,7 @@ try {
 /** Starts labeller, waits for /readyz and the rest period, reads its memory, stops it. */
 async function atRest(mode: Mode, ns: string): Promise<{ rss: number; hwm: number }> {
   const [port = 0] = await freePorts(1);
-  const args = ['bin/labeller.js', ...(mode.kubeconfig ? ['--kubeconfig', mode.kubeconfig] : []), '--kinds', KINDS.join(','), '--namespace', ns, '--label', 'team=platform', '--log-format', 'json', '--http-port', String(port)];
+  const args = [...(values.preload ? ['--import', values.preload] : []), 'bin/labeller.js', ...(mode.kubeconfig ? ['--kubeconfig', mode.kubeconfig] : []), '--kinds', KINDS.join(','), '--namespace', ns, '--label', 'team=platform', '--log-format', 'json', '--http-port', String(port)];
   const node = executable('node');
   const [command = node, ...prefix] = mode.wrapper ?? [];
   const child = spawn(command, mode.wrapper ? [...prefix, node, ...args] : args, { cwd: checkout, env: { ...process.env, ...mode.env }, stdio: ['ignore', 'ignore', 'pipe'] });

@@ -3,6 +3,8 @@
 // config (token, CA and namespace at the kubelet's mount point) with a rotated token.
 import assert from 'node:assert/strict';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
@@ -246,6 +248,44 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
       assertCleanExit(exit);
       rmSync(sa, { recursive: true, force: true });
       rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  test('kubeconfig proxy-url: handed to client-node, loaded on demand; labelling goes through the proxy', async () => {
+    const ns = await cluster.namespace('proxy');
+    const cms = `/api/v1/namespaces/${ns}/configmaps`;
+    // A plain HTTP CONNECT proxy, as corporate networks have them.
+    let tunnels = 0;
+    const proxy = createServer();
+    proxy.on('connect', (request, client, head) => {
+      tunnels++;
+      const [host = '', port = ''] = (request.url ?? '').split(':');
+      const upstream = connect(Number(port), host, () => {
+        client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+        upstream.write(head);
+        upstream.pipe(client).pipe(upstream);
+      });
+      upstream.on('error', () => client.destroy());
+      client.on('error', () => upstream.destroy());
+    });
+    await new Promise<void>((done) => proxy.listen(0, '127.0.0.1', done));
+    const address = proxy.address();
+    const port = typeof address === 'object' && address ? address.port : 0;
+    const config = JSON.parse(readFileSync(sharedKubeconfig(), 'utf8')) as { clusters: { cluster: Record<string, unknown> }[] };
+    for (const c of config.clusters) c.cluster['proxy-url'] = `http://127.0.0.1:${port}`;
+    const kubeconfig = cluster.writeFile(`kubeconfig-proxy-${ns}`, JSON.stringify(config));
+    await cluster.post(cms, { metadata: { name: 'through-proxy' } });
+    const labeller = new Labeller([...ARGS, '--namespace', ns], { kubeconfig });
+    try {
+      await labelled(`${cms}/through-proxy`);
+      assert.ok(tunnels > 0, 'requests went through the proxy');
+      assert.ok(labeller.running);
+    } finally {
+      const exit = await labeller.stop();
+      labeller.kill();
+      assertCleanExit(exit);
+      proxy.closeAllConnections();
+      proxy.close();
     }
   });
 });
