@@ -14,8 +14,6 @@ export interface ClientOptions {
   /** kubeconfig context to use instead of the current one. */
   readonly context?: string | undefined;
   readonly userAgent?: string | undefined;
-  /** The service-account folder for in-cluster config (default: the kubelet's mount point); for tests. */
-  readonly serviceAccountDir?: string | undefined;
 }
 
 export interface RequestOptions {
@@ -58,7 +56,7 @@ export class KubeClient {
    */
   static async load(options: ClientOptions = {}): Promise<KubeClient> {
     const connection = await connect(options);
-    const first = await connection.credentials.current();
+    const first = await connection.credentials.current().catch(rethrowAsConfig);
     return new KubeClient(connection.server, connection.context, connection.namespace, connection.credentials, first.transport, options.userAgent ?? 'labeller');
   }
 
