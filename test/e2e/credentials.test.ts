@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
 import { assertCleanExit, auditEvents, byLabeller, Cluster, delay, eventually, figure, inClusterWrapper, receivedAt, sharedKubeconfig, skip, type AuditEvent, type PolicyRule } from '../cluster.ts';
 import { clientCAFiles, signClientCertificate } from '../controlplane/controlplane.ts';
-import { Labeller } from './labeller.ts';
+import { Labeller, type Runtime } from './labeller.ts';
 
 const RULES: PolicyRule[] = [
   { apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch', 'patch'] },
@@ -89,8 +89,13 @@ describe('credentials that rotate', { skip }, () => {
   const ca = clientCAFiles(dirname(sharedKubeconfig()));
   const noCA = skip || noAudit || (existsSync(ca.key) ? false : 'needs the project\'s own control plane (its client CA)');
 
-  test('(b) client certificate files: user A, then user B with the RBAC moved to B; labelling goes on within a minute', { skip: noCA }, async (t) => {
-    const ns = await cluster.namespace('clientcert');
+  /**
+   * Labelling as user A with a client certificate, then the RBAC moved to user B and A's
+   * certificate replaced by B's: in files named by the kubeconfig, or in what an exec plugin
+   * prints (with a 15 s expiry, so it runs again every 7.5 s).
+   */
+  async function certificateSwap(t: TestContext, source: 'files' | 'exec', runtime: Runtime): Promise<void> {
+    const ns = await cluster.namespace(`cert-${source}`);
     const cms = `/api/v1/namespaces/${ns}/configmaps`;
     const [userA, userB] = [`labeller-a-${ns}`, `labeller-b-${ns}`];
     const role = `${ns}-labeller`;
@@ -105,24 +110,38 @@ describe('credentials that rotate', { skip }, () => {
     cluster.onClose(() => cluster.delete(binding));
     cluster.onClose(() => cluster.delete(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${role}`));
     const a = signClientCertificate(ca, userA);
-    const certPath = cluster.writeFile(`cert-${ns}.pem`, a.cert);
-    const keyPath = cluster.writeFile(`key-${ns}.pem`, a.key);
-    const kubeconfig = cluster.writeKubeconfig({ user: { 'client-certificate': certPath, 'client-key': keyPath } });
+    let kubeconfig: string;
+    let swap: (pair: { cert: string; key: string }) => void;
+    if (source === 'files') {
+      const certPath = cluster.writeFile(`cert-${ns}.pem`, a.cert);
+      const keyPath = cluster.writeFile(`key-${ns}.pem`, a.key);
+      kubeconfig = cluster.writeKubeconfig({ user: { 'client-certificate': certPath, 'client-key': keyPath } });
+      swap = (pair) => {
+        replaceFile(certPath, pair.cert);
+        replaceFile(keyPath, pair.key);
+      };
+    } else {
+      const credential = (pair: { cert: string; key: string }) =>
+        JSON.stringify({ apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential', status: { clientCertificateData: pair.cert, clientKeyData: pair.key, expirationTimestamp: 'EXPIRY' } });
+      const credentialPath = cluster.writeFile(`credential-${ns}.json`, credential(a));
+      const plugin = cluster.writeFile(`plugin-${ns}.sh`, `#!/bin/sh\nsed "s/EXPIRY/$(date -u -d '+15 seconds' +%Y-%m-%dT%H:%M:%SZ)/" ${credentialPath}\n`);
+      chmodSync(plugin, 0o755);
+      kubeconfig = cluster.writeKubeconfig({ user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: plugin, interactiveMode: 'Never' } } });
+      swap = (pair) => replaceFile(credentialPath, credential(pair));
+    }
     await cluster.post(cms, { metadata: { name: 'before' } });
-    const labeller = new Labeller([...ARGS, '--namespace', ns], { kubeconfig });
+    const labeller = new Labeller([...ARGS, '--namespace', ns], { kubeconfig, runtime });
     try {
       await labelled(`${cms}/before`);
       const current = await cluster.get<{ metadata: object; roleRef: object }>(binding);
       await cluster.put(binding, { ...current, subjects: subject(userB) });
-      const b = signClientCertificate(ca, userB);
-      replaceFile(certPath, b.cert);
-      replaceFile(keyPath, b.key);
+      swap(signClientCertificate(ca, userB));
       const swappedAt = Date.now();
       await cluster.post(cms, { metadata: { name: 'after' } });
       await labelled(`${cms}/after`, 60_000);
       const seconds = (Date.now() - swappedAt) / 1000;
       const patchedBy = labellerRequests(swappedAt, (e) => e.verb === 'patch' && e.objectRef?.name === 'after' && e.responseStatus?.code === 200).map((e) => e.user?.username);
-      figure(t, `client certificate swapped (user A → B, RBAC moved): a new object labelled ${seconds.toFixed(1)} s later, by ${patchedBy.join(', ')}`);
+      figure(t, `client certificate from ${source === 'files' ? 'files' : 'an exec plugin'} swapped (user A → B, RBAC moved), ${runtime}: a new object labelled ${seconds.toFixed(1)} s later, by ${patchedBy.join(', ')}`);
       assert.deepEqual(patchedBy, [userB]);
       assert.ok(labeller.running);
     } finally {
@@ -130,7 +149,12 @@ describe('credentials that rotate', { skip }, () => {
       labeller.kill();
       assertCleanExit(exit);
     }
-  });
+  }
+
+  for (const runtime of ['node', 'deno'] as const) {
+    test(`(b) client certificate files: user A, then user B with the RBAC moved to B; labelling goes on within a minute (${runtime})`, { skip: noCA }, (t) => certificateSwap(t, 'files', runtime));
+  }
+  test('(b) client certificate from an exec plugin: user A, then user B; the plugin run before expiry brings a new pool', { skip: noCA }, (t) => certificateSwap(t, 'exec', 'node'));
 
   test('(c) exec plugin with short-lived tokens: one run per expiry, never two at once, no 401 once refreshed; a revoked token is refreshed once', { skip: noAudit }, async (t) => {
     const ns = await cluster.namespace('exec');
