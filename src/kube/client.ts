@@ -70,40 +70,48 @@ export class KubeClient {
    */
   async request(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
     const url = this.server + path + queryString(options.query);
-    let credential = await this.#credential();
-    for (let attempt = 1; ; attempt++) {
-      const started = performance.now();
-      let response: Response;
-      try {
-        response = await fetch(url, {
-          method,
-          headers: { ...credential.headers, 'user-agent': this.#userAgent, ...options.headers },
-          body: options.body ?? null,
-          signal: options.signal ?? null,
-          dispatcher: this.#dispatcher,
-        });
-      } catch (error) {
-        this.#notify(method, 'error', started);
-        const reason: unknown = options.signal?.reason;
-        if (reason instanceof DOMException && reason.name === 'TimeoutError') throw new ConnectionError(this.server, new Error(`${method} ${path}: no answer in time`));
-        if (options.signal?.aborted) throw reason;
-        throw new ConnectionError(this.server, error);
-      }
-      this.#notify(method, response.status, started);
-      if (response.status === 401 && attempt === 1) {
-        const fresh = await this.#refreshed(credential);
-        if (fresh !== credential) {
-          await response.body?.cancel();
-          credential = fresh;
-          continue;
-        }
-      }
-      if (!response.ok) {
-        const text = await response.text();
-        throw new ApiError(method, path, response.status, parseStatus(text), response.headers.get('retry-after'));
-      }
-      return response;
+    const credential = await this.#credential();
+    let response = await this.#send(method, path, url, credential, options);
+    if (response.status === 401) response = await this.#retryUnauthorized(method, path, url, credential, options, response);
+    if (!response.ok) {
+      const text = await response.text();
+      throw new ApiError(method, path, response.status, parseStatus(text), response.headers.get('retry-after'));
     }
+    return response;
+  }
+
+  /** One attempt with `credential`, whatever its status; unreachable servers throw ConnectionError. */
+  async #send(method: string, path: string, url: string, credential: Credential, options: RequestOptions): Promise<Response> {
+    const started = performance.now();
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method,
+        headers: { ...credential.headers, 'user-agent': this.#userAgent, ...options.headers },
+        body: options.body ?? null,
+        signal: options.signal ?? null,
+        dispatcher: this.#dispatcher,
+      });
+    } catch (error) {
+      this.#notify(method, 'error', started);
+      const reason: unknown = options.signal?.reason;
+      if (reason instanceof DOMException && reason.name === 'TimeoutError') throw new ConnectionError(this.server, new Error(`${method} ${path}: no answer in time`));
+      if (options.signal?.aborted) throw reason;
+      throw new ConnectionError(this.server, error);
+    }
+    this.#notify(method, response.status, started);
+    return response;
+  }
+
+  /**
+   * After a 401, as client-go does: one credential refresh (shared by every request refused with
+   * the same credential) and one retry; the 401 stands when nothing changed or the retry fails too.
+   */
+  async #retryUnauthorized(method: string, path: string, url: string, rejected: Credential, options: RequestOptions, response: Response): Promise<Response> {
+    const fresh = await this.#credentials.refresh(rejected).catch(rethrowAsConfig);
+    if (fresh === rejected) return response;
+    await response.body?.cancel();
+    return this.#send(method, path, url, this.#use(fresh), options);
   }
 
   /** One request whose JSON answer is read whole, within `timeoutMs`. */
@@ -138,16 +146,13 @@ export class KubeClient {
 
   /** The credential for the next request, on a pool made for it. */
   async #credential(): Promise<Credential> {
-    const credential = await this.#credentials.current().catch(rethrowAsConfig);
-    if (credential.transport !== this.#transport) this.#swapPool(credential.transport);
-    return credential;
+    return this.#use(await this.#credentials.current().catch(rethrowAsConfig));
   }
 
-  /** After a 401: the refreshed credential, or the same one when there was nothing to refresh. */
-  async #refreshed(rejected: Credential): Promise<Credential> {
-    const fresh = await this.#credentials.refresh(rejected).catch(rethrowAsConfig);
-    if (fresh.transport !== this.#transport) this.#swapPool(fresh.transport);
-    return fresh;
+  /** Makes the pool match `credential` (a new client certificate needs new connections). */
+  #use(credential: Credential): Credential {
+    if (credential.transport !== this.#transport) this.#swapPool(credential.transport);
+    return credential;
   }
 
   /** New requests go to a new pool; requests still running on the old one finish there, then it closes. */
