@@ -49,6 +49,7 @@ test('errors name the problem and the fix', () => {
   assert.throws(() => loadKubeconfig([a], 'nope'), /context "nope" is not in the kubeconfig \(contexts: one\). Pass one of them with --context/);
   assert.throws(() => loadKubeconfig([join(dir, 'missing')], undefined), /cannot load kubeconfig .*missing: ENOENT.*Pass --kubeconfig with a valid file/);
   assert.throws(() => loadKubeconfig([write('empty', {})], undefined), /no current context/);
+  assert.throws(() => loadKubeconfig([write('dangling', { 'current-context': 'gone' })], undefined), /current-context "gone" is not in the kubeconfig \(contexts: none\)/);
   assert.throws(() => loadKubeconfig([write('nocluster', { contexts: [{ name: 'x', context: { cluster: 'gone' } }], 'current-context': 'x' })], undefined), /names cluster "gone", which the kubeconfig does not define/);
   assert.throws(() => loadKubeconfig([write('noserver', { clusters: [{ name: 'c', cluster: {} }] })], undefined), /clusters\[0\].cluster.server is missing/);
   const bad = join(dir, 'bad');

@@ -95,9 +95,9 @@ export function loadKubeconfig(files: readonly string[], context: string | undef
   if (read === 0) throw kubeconfigError(files.join(delimiter), 'none of these files exists');
 
   const name = context ?? current;
-  if (context !== undefined && !contexts.has(context)) {
+  if (name !== undefined && !contexts.has(name)) {
     const known = [...contexts.keys()].join(', ') || 'none';
-    throw new KubeConfigError(`context "${context}" is not in the kubeconfig (contexts: ${known}). Pass one of them with --context`);
+    throw new KubeConfigError(`${context === undefined ? 'current-context' : 'context'} "${name}" is not in the kubeconfig (contexts: ${known}). Pass one of them with --context`);
   }
   const selected = name === undefined ? undefined : contexts.get(name);
   if (name === undefined || !selected) {
