@@ -81,3 +81,8 @@ function describeCause(cause: unknown): string {
   const code = inner && 'code' in inner ? ` (${String(inner.code)})` : '';
   return inner ? `${inner.message}${code}` : cause.message;
 }
+
+/** The kubeconfig, the in-cluster service account or a credential plugin cannot give us a usable identity. */
+export class KubeConfigError extends Error {
+  override readonly name = 'KubeConfigError';
+}
