@@ -13,14 +13,15 @@ import { fatal, report } from './fatal.ts';
 import { createLogger } from './log.ts';
 import { envName } from './flags.ts';
 import { parseOptions, unknownEnv, UsageError } from './options.ts';
+import { version } from './version.ts';
 import type { Shutdown } from './runtime/shutdown.ts';
 
-const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 type Format = 'json' | 'text';
 const autoFormat = (): Format => (process.stderr.isTTY ? 'text' : 'json');
 
 async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (format: Format) => void): Promise<number> {
+  const VERSION = version();
   const options = await parseOptions(argv, process.env, VERSION);
   if (!options) return 0;
   const format = options.logFormat === 'auto' ? autoFormat() : options.logFormat;
