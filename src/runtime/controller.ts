@@ -5,7 +5,7 @@
 import { ApiError } from '../kube/errors.ts';
 import type { PartialObjectMetadata } from '../kube/objects.ts';
 import type { Logger } from '../log.ts';
-import { WorkQueue, type QueueMetrics } from './queue.ts';
+import { WorkQueue, type QueueMetrics, type WorkQueueOptions } from './queue.ts';
 import { Store } from './store.ts';
 import { watcher, type ListWatch, type WatcherEvent, type WatcherOptions } from './watcher.ts';
 
@@ -34,6 +34,8 @@ export interface ControllerOptions<T> {
   /** Period of the re-check of every object, jittered by ±10 %; 0 disables it. */
   readonly requeueAfterMs: number;
   readonly watch?: Omit<WatcherOptions, 'signal'>;
+  /** The work queue's clock and retry delays (client-go's by default). */
+  readonly queue?: Omit<WorkQueueOptions, 'metrics'>;
   readonly metrics?: ControllerMetrics | undefined;
   readonly log: Logger;
 }
@@ -55,7 +57,7 @@ export class Controller<T> {
     this.name = options.name;
     this.#options = options;
     this.store = new Store(options.project);
-    this.#queue = new WorkQueue(options.metrics ? { metrics: options.metrics.queue } : {});
+    this.#queue = new WorkQueue({ ...options.queue, ...(options.metrics ? { metrics: options.metrics.queue } : {}) });
   }
 
   /** Why the watch is down: its last error, until a list completes or a watch opens again. */
