@@ -3,10 +3,9 @@
 // by one worker at a time, failures retry with per-object backoff, successes requeue
 // periodically (jittered) so drift that no event reports is still corrected.
 import { ApiError } from '../kube/errors.ts';
-import type { PartialObjectMetadata } from '../kube/objects.ts';
 import type { Logger } from '../log.ts';
 import { WorkQueue, type QueueMetrics, type WorkQueueOptions } from './queue.ts';
-import { Store } from './store.ts';
+import { Store, type Projection } from './store.ts';
 import { watcher, type ListWatch, type WatcherEvent, type WatcherOptions } from './watcher.ts';
 
 /** Reconciles one object; throwing retries it with backoff. */
@@ -27,7 +26,7 @@ export interface ControllerOptions<T> {
   readonly name: string;
   readonly api: ListWatch;
   /** Keeps only what `reconcile` needs of an object (see Store). */
-  readonly project: (object: PartialObjectMetadata) => T;
+  readonly project: Projection<T>;
   readonly reconcile: Reconcile<T>;
   /** Workers reconciling at the same time. */
   readonly concurrency: number;
