@@ -3,20 +3,10 @@
 // exit: status 0, no stack trace or unhandled rejection, no half-labelled object, and no Lease
 // left held.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { assertCleanExit, assertNoCrash, Cluster, delay, eventually, figure, sharedKubeconfig, skip } from '../cluster.ts';
 import { Labeller, type Runtime } from './labeller.ts';
 import { FaultProxy } from './proxy.ts';
-
-/** Whether this labeller has leader election (another change adds it). */
-const leaderElection = (() => {
-  try {
-    return execFileSync(process.execPath, ['bin/labeller.js', '--help'], { encoding: 'utf8' }).includes('--leader-elect');
-  } catch {
-    return false;
-  }
-})();
 
 describe('signals at random points', { skip }, () => {
   let cluster: Cluster;
@@ -124,7 +114,7 @@ describe('signals at random points', { skip }, () => {
     });
   }
 
-  test('SIGTERM as the leader: exit 0 and the Lease released (holderIdentity empty)', { skip: leaderElection ? false : 'this labeller has no --leader-elect yet' }, async (t) => {
+  test('SIGTERM as the leader: exit 0 and the Lease released (holderIdentity empty)', async (t) => {
     const lease = `labeller-${ns}`;
     const labeller = new Labeller([...args(), '--leader-elect', '--leader-election-namespace', ns, '--leader-election-id', lease], { kubeconfig: cluster.kubeconfig });
     try {
