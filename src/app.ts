@@ -46,6 +46,8 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
         : log.warn('second signal: exiting now', { signal }),
     replaces: options.earlySignalHandler,
   });
+  // The first line, once signals drain cleanly: whoever waits for labeller to start may signal from here on.
+  log.info('connecting to the API server', { server: client.server, kinds: config.kinds.map((kind) => kind.resource) });
   const metrics = new Metrics();
   client.observe(metrics.restClient(new URL(client.server).host));
   // Up before discovery, so probes see "not ready" rather than a refused connection.
