@@ -3,7 +3,7 @@
 // all under one shutdown coordinator.
 import { MetadataApi } from './kube/api.ts';
 import type { KubeClient } from './kube/client.ts';
-import { discover } from './kube/discovery.ts';
+import { discover, type Discovery } from './kube/discovery.ts';
 import { ConnectionError } from './kube/errors.ts';
 import { resolveResource, ResolveError } from './kube/resolve.ts';
 import { apiVersion, groupResource, type ApiResource } from './kube/resource.ts';
@@ -58,17 +58,19 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     : undefined;
   if (server) log.info('serving /healthz, /readyz and /metrics', { port: boundPort(server) });
   try {
-    const resources = await discoverWithRetry(client, log, shutdown.intake).catch((error: unknown) => {
+    const discovery = await discoverWithRetry(client, log, shutdown.intake).catch((error: unknown) => {
       if (shutdown.intake.aborted) return undefined;
       throw error;
     });
-    if (!resources) {
+    if (!discovery) {
       log.info('stopped before discovery completed');
       return 0;
     }
     discovered = true;
-    const { resolved, unknown } = resolveKinds(config.kinds, resources);
-    if (resolved.length === 0) {
+    for (const { groupVersion, error } of discovery.failedGroups) log.warn('API group unavailable; kinds it serves are looked for again later', { groupVersion, error });
+    const { resolved, unknown } = resolveKinds(config.kinds, discovery.resources);
+    // A kind may belong to a group that failed discovery: it is retried with the unknown kinds.
+    if (resolved.length === 0 && discovery.failedGroups.length === 0) {
       throw new KindError(unknown.length === 1 ? unknown[0]!.error.message : `none of the configured kinds is served by the API server: ${unknown.map((u) => u.kind.resource).join(', ')}`);
     }
     for (const { kind, error } of unknown) log.error(error.message, { kind: kind.resource });
@@ -180,7 +182,7 @@ async function runUntilStopped(controllers: readonly Controller<LabelledObject>[
   return status;
 }
 
-async function discoverWithRetry(client: KubeClient, log: Logger, signal: AbortSignal): Promise<ApiResource[]> {
+async function discoverWithRetry(client: KubeClient, log: Logger, signal: AbortSignal): Promise<Discovery> {
   const backoff = new Backoff({ initialMs: 500, maxMs: 4000 });
   for (let attempt = 1; ; attempt++) {
     try {
@@ -205,7 +207,7 @@ async function startWhenServed(kinds: readonly KindConfig[], client: KubeClient,
   let pending = kinds;
   for (let pauseMs = 5_000; pending.length > 0 && !signal.aborted; pauseMs = Math.min(pauseMs * 2, 300_000)) {
     await sleep(pauseMs, signal);
-    const resources = await discover(client, signal).catch(() => undefined);
+    const resources = (await discover(client, signal).catch(() => undefined))?.resources;
     if (!resources) continue;
     const { resolved, unknown } = resolveKinds(pending, resources);
     for (const { kind, resource } of resolved) {
