@@ -85,7 +85,8 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
       const events = await api.watch({ labelSelector, resourceVersion, timeoutSeconds, idleMs, signal });
       yield { type: 'watching' };
       // The backoff starts over only once the watch delivers: a server that answers and then
-      // fails at once (410, an error event) must still be backed off from.
+      // fails at once (410, an error event) must still be backed off from. Bookmarks count, and
+      // the API server sends them to quiet watches too, so a watch that runs a while is healthy.
       let healthy = false;
       for await (const event of events) {
         if (event.type === 'ERROR') {
