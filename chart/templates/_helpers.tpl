@@ -215,6 +215,9 @@ labeller's config file: the kinds.yaml part of the values.
 {{- dict "labels" . | toYaml }}
 {{- end }}
 conflicts: {{ .Values.conflicts }}
+{{- if .Values.allowProtectedPrefixes }}
+allowProtectedPrefixes: true
+{{- end }}
 kinds:
   {{- toYaml $kinds | nindent 2 }}
 {{- end }}

@@ -229,6 +229,17 @@ describe('chart: lint and render', () => {
     });
   }
 
+  test('allowProtectedPrefixes reaches the ConfigMap: only with it does labeller accept a copied label in a kubernetes.io key', async () => {
+    const values = { labels: { 'app.kubernetes.io/name': '{{labels.app}}' } };
+    const configOf = async (extra: object) => {
+      const manifests = await render({ release: 'rel', values: { ...values, ...extra } });
+      return (only(manifests, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '';
+    };
+    const [without, opted] = [await configOf({}), await configOf({ allowProtectedPrefixes: true })];
+    assert.throws(() => parseConfig(without, 'ConfigMap'), /allowProtectedPrefixes: true/);
+    assert.doesNotThrow(() => parseConfig(opted, 'ConfigMap'));
+  });
+
   test('the Dockerfile: Node 24 base, production dependencies only, non-root, the chart\'s entry point', async () => {
     const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
     assert.match(dockerfile, /^ARG NODE_IMAGE=node:24[-\w.]*$/m);
