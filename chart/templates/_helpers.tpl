@@ -222,18 +222,21 @@ labeller's config file: the kinds.yaml part of the values.
 {{- dict "labels" . | toYaml }}
 {{- end }}
 conflicts: {{ .Values.conflicts }}
+{{- if .Values.allowProtectedPrefixes }}
+allowProtectedPrefixes: true
+{{- end }}
 kinds:
   {{- toYaml $kinds | nindent 2 }}
 {{- end }}
 
 {{/*
-RBAC rules from a map of API group → resource plurals: get/list/watch/patch, nothing more.
+RBAC rules from a map of API group → resource plurals: list/watch/patch, nothing more (labeller never reads one object by name).
 */}}
 {{- define "labeller.rules" -}}
 {{- range $group := keys . | sortAlpha }}
 - apiGroups: [{{ $group | quote }}]
   resources: [{{ get $ $group | uniq | sortAlpha | join ", " }}]
-  verbs: [get, list, watch, patch]
+  verbs: [list, watch, patch]
 {{- end }}
 {{- end }}
 

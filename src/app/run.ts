@@ -32,6 +32,9 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
       ? log.info('shutting down: stopping watches, letting running patches finish', { signal, gracePeriodMs: options.gracePeriodMs })
       : log.warn('second signal: exiting now', { signal }),
   );
+  // The shutdown coordinator has covered signals since the entry point; this first line tells
+  // whoever waits for labeller to start that it is under way.
+  log.info('connecting to the API server', { server: client.server, kinds: config.kinds.map((kind) => kind.resource) });
   const metrics = new Metrics();
   client.observe(metrics.restClient(new URL(client.server).host));
   // Events go out in the background and never hold up a reconcile; pending ones get a moment at exit.

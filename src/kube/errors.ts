@@ -48,7 +48,7 @@ function hint(status: number): string {
     case 401:
       return ' (the credentials in the kubeconfig were rejected: refresh them or pick another --context)';
     case 403:
-      return ' (grant this identity get/list/watch/patch on the resource, e.g. with the Helm chart\'s RBAC)';
+      return ' (grant this identity list/watch/patch on the resource, e.g. with the Helm chart\'s RBAC)';
     case 429:
       return ' (the API server is throttling us; labeller backs off)';
     default:

@@ -3,10 +3,9 @@
 // by one worker at a time, failures retry with per-object backoff, successes requeue
 // periodically (jittered) so drift that no event reports is still corrected.
 import { ApiError } from '../kube/errors.ts';
-import type { PartialObjectMetadata } from '../kube/objects.ts';
 import type { Logger } from '../log.ts';
-import { WorkQueue, type QueueMetrics } from './queue.ts';
-import { Store } from './store.ts';
+import { WorkQueue, type QueueMetrics, type WorkQueueOptions } from './queue.ts';
+import { Store, type Projection } from './store.ts';
 import { watcher, type ListWatch, type WatcherEvent, type WatcherOptions } from './watcher.ts';
 
 /** Reconciles one object; throwing retries it with backoff. */
@@ -27,13 +26,15 @@ export interface ControllerOptions<T> {
   readonly name: string;
   readonly api: ListWatch;
   /** Keeps only what `reconcile` needs of an object (see Store). */
-  readonly project: (object: PartialObjectMetadata) => T;
+  readonly project: Projection<T>;
   readonly reconcile: Reconcile<T>;
   /** Workers reconciling at the same time. */
   readonly concurrency: number;
   /** Period of the re-check of every object, jittered by ±10 %; 0 disables it. */
   readonly requeueAfterMs: number;
   readonly watch?: Omit<WatcherOptions, 'signal'>;
+  /** The work queue's clock and retry delays (client-go's by default). */
+  readonly queue?: Omit<WorkQueueOptions, 'metrics'>;
   readonly metrics?: ControllerMetrics | undefined;
   /** Told of every failed list or watch (it is logged and retried anyway). */
   readonly onWatchError?: ((error: Error) => void) | undefined;
@@ -57,7 +58,7 @@ export class Controller<T> {
     this.name = options.name;
     this.#options = options;
     this.store = new Store(options.project);
-    this.#queue = new WorkQueue(options.metrics ? { metrics: options.metrics.queue } : {});
+    this.#queue = new WorkQueue({ ...options.queue, ...(options.metrics ? { metrics: options.metrics.queue } : {}) });
   }
 
   /** Why the watch is down: its last error, until a list completes or a watch opens again. */
