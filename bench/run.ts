@@ -250,7 +250,7 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     const version = await admin.json<{ gitVersion: string }>('GET', '/version');
     results.meta['kubeApiserver'] = version.gitVersion;
     const audit = new AuditLog(cp.auditLog, 'labeller/');
-    const resources = await discover(admin);
+    const { resources } = await discover(admin);
     const resourceOf = new Map<KindSpec, ApiResource>(KINDS.map((k) => [k, resolveResource(k.resource, resources)]));
     if (opts.related) {
       results.related = { ...(await benchRelated(admin, cp.kubeconfig, audit, resourceOf, opts, signal, log)), load: load1() };

@@ -44,6 +44,7 @@ export const SPECS = {
   'watch-timeout': { kind: 'duration', group: 'Behaviour', default: '290s', describe: 'server-side timeout of each watch; a watch silent for longer (plus a margin) is reopened' },
   'log-level': { kind: 'string', group: 'Operations', default: 'info', choices: LEVELS, describe: 'least severe level logged' },
   'log-format': { kind: 'string', group: 'Operations', default: 'auto', choices: ['auto', 'json', 'text'], describe: 'json lines, or readable text (auto: text on a terminal)' },
+  events: { kind: 'boolean', group: 'Operations', default: 'true', describe: 'write Kubernetes Events (events.k8s.io/v1) on objects whose labels are left to another manager or cannot be rendered, and on labeller\'s Pod for kinds refused; aggregated and rate-limited; --events=false turns them off (off with --dry-run)' },
   'metrics-bind-address': { kind: 'address', group: 'Operations', default: '0', describe: 'where /metrics is served, host:port (:8080 = every interface); 0 turns it off' },
   'health-probe-bind-address': { kind: 'address', group: 'Operations', default: '0', describe: 'where /healthz and /readyz are served; the same address as metrics shares one server; 0 turns it off' },
   'http-port': { kind: 'port', group: 'Operations', describe: 'shorthand: metrics and probes on :<port>, every interface (either bind address wins over it)' },

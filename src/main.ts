@@ -4,21 +4,24 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { KindError } from './app/kinds.ts';
+import { eventsIdentity } from './app/events.ts';
 import { runApp } from './app/run.ts';
-import { KubeClient, KubeConfigError } from './kube/client.ts';
+import { KubeClient } from './kube/client.ts';
+import { KubeConfigError } from './kube/errors.ts';
 import { buildConfig, ConfigError, parseLabelFlag } from './labeller/config.ts';
 import { fatal, report } from './fatal.ts';
 import { createLogger } from './log.ts';
 import { envName } from './flags.ts';
 import { parseOptions, unknownEnv, UsageError } from './options.ts';
+import { version } from './version.ts';
 import type { Shutdown } from './runtime/shutdown.ts';
 
-const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 type Format = 'json' | 'text';
 const autoFormat = (): Format => (process.stderr.isTTY ? 'text' : 'json');
 
 async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (format: Format) => void): Promise<number> {
+  const VERSION = version();
   const options = await parseOptions(argv, process.env, VERSION);
   if (!options) return 0;
   const format = options.logFormat === 'auto' ? autoFormat() : options.logFormat;
@@ -46,7 +49,9 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
       }
     : undefined;
   try {
-    return await runApp(client, config, { ...options, leaderElection }, shutdown, log);
+    // A dry run writes nothing, Events included.
+    const events = options.events && !options.dryRun ? eventsIdentity(process.env) : undefined;
+    return await runApp(client, config, { ...options, leaderElection, events }, shutdown, log);
   } finally {
     await client.close();
   }

@@ -30,6 +30,8 @@ export interface Options {
   readonly logLevel: Level;
   readonly logFormat: 'json' | 'text' | 'auto';
   readonly watchTimeoutSeconds: number;
+  /** Write Kubernetes Events (--events). */
+  readonly events: boolean;
   /** Where /metrics is served; undefined: off. */
   readonly metricsBindAddress: BindAddress | undefined;
   /** Where /healthz and /readyz are served; undefined: off. The same address as metrics: one server. */
@@ -181,6 +183,7 @@ export async function parseOptions(argv: readonly string[], env: Readonly<Record
     logLevel: string('log-level') as Level,
     logFormat: string('log-format') as Options['logFormat'],
     watchTimeoutSeconds: Math.max(1, Math.round(duration('watch-timeout') / 1000)),
+    events: flag('events'),
     metricsBindAddress: bound('metrics-bind-address'),
     healthProbeBindAddress: bound('health-probe-bind-address'),
     leaderElect: flag('leader-elect'),

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fetch } from 'undici';
 import { KubeClient } from '../src/kube/client.ts';
+import { SERVICE_ACCOUNT_DIR } from '../src/kube/incluster.ts';
 import { startControlPlane, type ControlPlane } from './controlplane/controlplane.ts';
 import { delay, eventually } from './eventually.ts';
 
@@ -37,6 +38,8 @@ export function sharedKubeconfig(): string {
 export interface KubeconfigChange {
   readonly server?: string;
   readonly token?: string;
+  /** Replaces the user entry whole (tokenFile, client certificate files, exec…). */
+  readonly user?: Readonly<Record<string, unknown>>;
 }
 
 /** Writes a copy of the kubeconfig `base` into `dir`, with another server and/or identity. */
@@ -47,6 +50,7 @@ export function copyKubeconfig(base: string, dir: string, change: KubeconfigChan
   };
   for (const c of config.clusters) if (change.server) c.cluster['server'] = change.server;
   for (const u of config.users) if (change.token) u.user = { token: change.token };
+  for (const u of config.users) if (change.user) u.user = { ...change.user };
   const path = join(dir, `kubeconfig-${randomBytes(4).toString('hex')}`);
   writeFileSync(path, JSON.stringify(config));
   return path;
@@ -205,6 +209,20 @@ export class Cluster {
     return { kubeconfig: this.writeKubeconfig({ token: status.token, ...(server ? { server } : {}) }), username: `system:serviceaccount:${namespace}:${name}`, role };
   }
 
+  /**
+   * A TokenRequest token for a ServiceAccount, bound to a new Secret `secret`: deleting the
+   * Secret revokes the token (once the API server's ~10 s authentication cache has expired).
+   */
+  async boundToken(namespace: string, serviceAccount: string, secret: string): Promise<string> {
+    const created = await this.post<{ metadata: { uid: string } }>(`/api/v1/namespaces/${namespace}/secrets`, { metadata: { name: secret }, stringData: { purpose: 'token binding' } });
+    const { status } = await this.post<{ status: { token: string } }>(`/api/v1/namespaces/${namespace}/serviceaccounts/${serviceAccount}/token`, {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenRequest',
+      spec: { expirationSeconds: 3600, boundObjectRef: { apiVersion: 'v1', kind: 'Secret', name: secret, uid: created.metadata.uid } },
+    });
+    return status.token;
+  }
+
   async setRules(role: string, rules: readonly PolicyRule[]): Promise<void> {
     const current = await this.get<{ metadata: object }>(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${role}`);
     await this.put(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${role}`, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: current.metadata, rules });
@@ -245,11 +263,29 @@ export function receivedAt(event: AuditEvent): number {
 /** Requests by labeller itself (its user agent is `labeller/<version>`). */
 export const byLabeller = (event: AuditEvent): boolean => (event.userAgent ?? '').startsWith('labeller/');
 
+/**
+ * A command prefix that runs a command as in a pod with its service account mounted: the
+ * folder `serviceAccountDir` (token, ca.crt, namespace) appears at the kubelet's mount point for
+ * that process only (a private mount namespace with a tmpfs over /var/run; as root, or as root of
+ * a user namespace otherwise). Add KUBERNETES_SERVICE_HOST/PORT to its environment.
+ */
+export function inClusterWrapper(serviceAccountDir: string): string[] {
+  return [
+    'unshare', '--mount', '--propagation', 'private', ...(process.getuid?.() === 0 ? [] : ['--map-root-user']),
+    'sh', '-c', `mount -t tmpfs tmpfs /var/run && mkdir -p ${SERVICE_ACCOUNT_DIR} && mount --bind "$0" ${SERVICE_ACCOUNT_DIR} && exec "$@"`, serviceAccountDir,
+  ];
+}
+
 /** The resident set size of a process in MiB, from /proc (Linux). */
 export function rssMiB(pid: number): number {
+  return procStatusMiB(pid, 'VmRSS');
+}
+
+/** A memory figure of /proc/<pid>/status in MiB (VmRSS now, VmHWM its peak). */
+export function procStatusMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
-  if (!match) throw new Error(`no VmRSS for ${pid}`);
+  const match = new RegExp(`^${field}:\\s+(\\d+)\\s+kB`, 'm').exec(status);
+  if (!match) throw new Error(`no ${field} for ${pid}`);
   return Number(match[1]) / 1024;
 }
 

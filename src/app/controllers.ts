@@ -11,6 +11,7 @@ import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Options } from '../options.ts';
 import { Controller } from '../runtime/controller.ts';
+import type { LabellerEvents } from './events.ts';
 import type { KindRelations, Relations } from './related.ts';
 
 /** What wiring a kind takes of the command-line options. */
@@ -46,7 +47,7 @@ export function labellingFor(client: KubeClient, kind: KindConfig, resource: Api
 }
 
 /** The controllers of one configured kind: one per namespace, or one for all namespaces. */
-export function controllersFor(client: KubeClient, kind: KindConfig, resource: ApiResource, options: WiringOptions, log: Logger, counts: Counts, metrics?: Metrics, relations?: Relations): Controller<LabelledObject>[] {
+export function controllersFor(client: KubeClient, kind: KindConfig, resource: ApiResource, options: WiringOptions, log: Logger, counts: Counts, metrics?: Metrics, events?: LabellerEvents, relations?: Relations): Controller<LabelledObject>[] {
   const name = groupResource(resource);
   return watchedNamespaces(kind, resource).map((namespace) => {
     const controller = namespace ? `${name}/${namespace}` : name;
@@ -54,6 +55,7 @@ export function controllersFor(client: KubeClient, kind: KindConfig, resource: A
     const labelMetrics = metrics?.labels(controller);
     const related = relations?.forKind(kind, resource, namespace);
     const { api, project, reconciler } = labellingFor(client, kind, resource, namespace, options, kindLog, related);
+    const kindEvents = events?.forKind(controller);
     const built = new Controller({
       name: controller,
       api,
@@ -62,8 +64,10 @@ export function controllersFor(client: KubeClient, kind: KindConfig, resource: A
       dependencies: related?.dependencies,
       reconcile: async (object) => {
         try {
-          const { outcome, patch } = await reconciler.reconcile(object);
+          const result = await reconciler.reconcile(object);
+          const { outcome, patch } = result;
           counts[outcome]++;
+          kindEvents?.reconciled({ apiVersion: apiVersion(resource), kind: resource.kind, name: object.name, namespace: object.namespace, uid: object.uid }, result);
           if (outcome === 'conflict') labelMetrics?.conflict();
           if (!options.dryRun && patch.length > 0) {
             const removed = patch.filter((op) => op.op === 'remove').length;
@@ -79,6 +83,7 @@ export function controllersFor(client: KubeClient, kind: KindConfig, resource: A
       requeueAfterMs: options.once ? 0 : options.requeueAfterMs,
       watch: { labelSelector: kind.selector?.toString(), watchTimeoutSeconds: options.watchTimeoutSeconds },
       metrics: metrics?.controller(controller, options.concurrency),
+      onWatchError: kindEvents?.watchFailed,
       log: kindLog.child({ controller }),
     });
     related?.attach(built);

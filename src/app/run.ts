@@ -12,6 +12,7 @@ import type { Controller } from '../runtime/controller.ts';
 import type { LeaderElectionOptions } from '../runtime/leader.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';
 import { controllersFor, noCounts, type WiringOptions } from './controllers.ts';
+import { LabellerEvents, type EventsIdentity } from './events.ts';
 import { resolveConfiguredKinds } from './kinds.ts';
 import { Relations } from './related.ts';
 import { runUntilStopped } from './lifecycle.ts';
@@ -21,6 +22,8 @@ import { runOnce } from './once.ts';
 export type AppOptions = WiringOptions & Pick<Options, 'gracePeriodMs' | 'metricsBindAddress' | 'healthProbeBindAddress'> & {
   /** Set when several replicas elect a leader through a Lease. */
   readonly leaderElection?: Omit<LeaderElectionOptions, 'log' | 'onLeadingChange'> | undefined;
+  /** Set when Kubernetes Events are written. */
+  readonly events?: EventsIdentity | undefined;
 };
 
 /** Runs until a signal (or, with `once`, until every object was seen once). Returns the exit status. */
@@ -30,8 +33,15 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
       ? log.info('shutting down: stopping watches, letting running patches finish', { signal, gracePeriodMs: options.gracePeriodMs })
       : log.warn('second signal: exiting now', { signal }),
   );
+  // The shutdown coordinator has covered signals since the entry point; this first line tells
+  // whoever waits for labeller to start that it is under way.
+  log.info('connecting to the API server', { server: client.server, kinds: config.kinds.map((kind) => kind.resource) });
   const metrics = new Metrics();
   client.observe(metrics.restClient(new URL(client.server).host));
+  // Events go out in the background and never hold up a reconcile; pending ones get a moment at exit.
+  const events = options.events && new LabellerEvents(client, options.events, log);
+  const stopEvents = new AbortController();
+  const recording = events?.run(stopEvents.signal);
   // Up before discovery, so probes see "not ready" rather than a refused connection.
   const all: Controller<LabelledObject>[] = [];
   let relations: Relations | undefined;
@@ -51,7 +61,7 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     relations = related;
     const counts = noCounts();
     const wire: Parameters<typeof runUntilStopped>[2]['controllersFor'] = (kind, resource) => {
-      const added = controllersFor(client, kind, resource, options, log, counts, metrics, related);
+      const added = controllersFor(client, kind, resource, options, log, counts, metrics, events, related);
       all.push(...added);
       return added;
     };
@@ -64,6 +74,9 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     log.info('stopped', counts);
     return status;
   } finally {
+    stopEvents.abort();
+    await recording;
+    await events?.drain();
     for (const server of servers) server.close();
     unsubscribe();
   }

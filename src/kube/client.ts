@@ -1,10 +1,11 @@
-// The authenticated HTTP transport to the API server. @kubernetes/client-node is used only to
-// load kubeconfig and authenticate; requests go through undici's fetch so we control headers,
-// streaming and timeouts (the client's own Watch/informer cannot ask for metadata-only objects).
-import type { RequestOptions as HttpsOptions } from 'node:https';
-import { KubeConfig, RequestContext } from '@kubernetes/client-node';
-import { Agent, fetch, type Dispatcher, type Response } from 'undici';
-import { ApiError, ConnectionError, type Status } from './errors.ts';
+// The authenticated HTTP transport to the API server. Requests go through undici's fetch so we
+// control headers, streaming and timeouts (client-node's Watch/informer cannot ask for
+// metadata-only objects); credentials.ts says who we are, and this file keeps a connection pool
+// that matches: a new pool when the client certificate changes, one refresh and one retry on a 401.
+import { fetch, type Dispatcher, type Response } from 'undici';
+import { connect, type Credential, type CredentialSource, type Transport } from './credentials.ts';
+import { ApiError, ConnectionError, KubeConfigError, type Status } from './errors.ts';
+
 
 export interface ClientOptions {
   /** Path to a kubeconfig file; default: $KUBECONFIG, ~/.kube/config, then in-cluster. */
@@ -26,59 +27,36 @@ export interface RequestOptions {
 /** Observes every request, for metrics (rest_client_requests_total) and tests. */
 export type RequestObserver = (method: string, status: number | 'error', seconds: number) => void;
 
-/** Credentials can rotate (exec plugins, projected service-account tokens): re-read them this often. */
-const AUTH_REFRESH_MS = 60_000;
-
-export class KubeConfigError extends Error {
-  override readonly name = 'KubeConfigError';
-}
-
 export class KubeClient {
   readonly server: string;
   readonly context: string;
   /** The namespace of the kubeconfig context (or the pod's own namespace in-cluster), if any. */
   readonly defaultNamespace: string | undefined;
-  readonly #kc: KubeConfig;
-  #dispatcher: Dispatcher | undefined;
+  readonly #credentials: CredentialSource;
+  #transport: Transport;
+  #dispatcher: Dispatcher;
   #resetAt = 0;
   readonly #userAgent: string;
   readonly #observers: RequestObserver[] = [];
-  #headers: Record<string, string>;
-  #headersAt: number;
 
-  private constructor(kc: KubeConfig, server: string, auth: Auth, userAgent: string, defaultNamespace: string | undefined) {
-    this.#kc = kc;
+  private constructor(server: string, context: string, namespace: string | undefined, credentials: CredentialSource, transport: Transport, userAgent: string) {
     this.server = server;
-    this.context = kc.getCurrentContext();
-    this.defaultNamespace = defaultNamespace;
-    this.#dispatcher = auth.dispatcher;
-    this.#headers = auth.headers;
-    this.#headersAt = Date.now();
+    this.context = context;
+    this.defaultNamespace = namespace;
+    this.#credentials = credentials;
+    this.#transport = transport;
+    this.#dispatcher = transport.pool();
     this.#userAgent = userAgent;
   }
 
+  /**
+   * Finds the cluster and identity (credentials.ts) and fetches the first credential, so a
+   * broken kubeconfig or plugin is a KubeConfigError here, not a failed request later.
+   */
   static async load(options: ClientOptions = {}): Promise<KubeClient> {
-    const kc = new KubeConfig();
-    try {
-      if (options.kubeconfig) kc.loadFromFile(options.kubeconfig);
-      else kc.loadFromDefault();
-    } catch (error) {
-      throw new KubeConfigError(`cannot load kubeconfig${options.kubeconfig ? ` ${options.kubeconfig}` : ''}: ${error instanceof Error ? error.message : String(error)}. Pass --kubeconfig with a valid file`);
-    }
-    if (options.context) {
-      if (!kc.getContextObject(options.context)) {
-        const known = kc.getContexts().map((c) => c.name).join(', ') || 'none';
-        throw new KubeConfigError(`context "${options.context}" is not in the kubeconfig (contexts: ${known}). Pass one of them with --context`);
-      }
-      kc.setCurrentContext(options.context);
-    }
-    const cluster = kc.getCurrentCluster();
-    if (!cluster) {
-      throw new KubeConfigError('no cluster configured: the kubeconfig has no current context. Pass --kubeconfig and --context, or run inside a cluster');
-    }
-    const auth = await authenticate(kc, cluster.server);
-    const namespace = kc.getContextObject(kc.getCurrentContext())?.namespace;
-    return new KubeClient(kc, cluster.server.replace(/\/+$/, ''), auth, options.userAgent ?? 'labeller', namespace);
+    const connection = await connect(options);
+    const first = await connection.credentials.current().catch(rethrowAsConfig);
+    return new KubeClient(connection.server, connection.context, connection.namespace, connection.credentials, first.transport, options.userAgent ?? 'labeller');
   }
 
   observe(observer: RequestObserver): void {
@@ -91,15 +69,27 @@ export class KubeClient {
    */
   async request(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
     const url = this.server + path + queryString(options.query);
+    const credential = await this.#credential();
+    let response = await this.#send(method, path, url, credential, options);
+    if (response.status === 401) response = await this.#retryUnauthorized(method, path, url, credential, options, response);
+    if (!response.ok) {
+      const text = await response.text();
+      throw new ApiError(method, path, response.status, parseStatus(text), response.headers.get('retry-after'));
+    }
+    return response;
+  }
+
+  /** One attempt with `credential`, whatever its status; unreachable servers throw ConnectionError. */
+  async #send(method: string, path: string, url: string, credential: Credential, options: RequestOptions): Promise<Response> {
     const started = performance.now();
     let response: Response;
     try {
       response = await fetch(url, {
         method,
-        headers: { ...(await this.#authHeaders()), 'user-agent': this.#userAgent, ...options.headers },
+        headers: { ...credential.headers, 'user-agent': this.#userAgent, ...options.headers },
         body: options.body ?? null,
         signal: options.signal ?? null,
-        ...(this.#dispatcher ? { dispatcher: this.#dispatcher } : {}),
+        dispatcher: this.#dispatcher,
       });
     } catch (error) {
       this.#notify(method, 'error', started);
@@ -109,11 +99,18 @@ export class KubeClient {
       throw new ConnectionError(this.server, error);
     }
     this.#notify(method, response.status, started);
-    if (!response.ok) {
-      const text = await response.text();
-      throw new ApiError(method, path, response.status, parseStatus(text), response.headers.get('retry-after'));
-    }
     return response;
+  }
+
+  /**
+   * After a 401, as client-go does: one credential refresh (shared by every request refused with
+   * the same credential) and one retry; the 401 stands when nothing changed or the retry fails too.
+   */
+  async #retryUnauthorized(method: string, path: string, url: string, rejected: Credential, options: RequestOptions, response: Response): Promise<Response> {
+    const fresh = await this.#credentials.refresh(rejected).catch(rethrowAsConfig);
+    if (fresh === rejected) return response;
+    await response.body?.cancel();
+    return this.#send(method, path, url, this.#use(fresh), options);
   }
 
   /** One request whose JSON answer is read whole, within `timeoutMs`. */
@@ -133,17 +130,12 @@ export class KubeClient {
   async resetConnections(): Promise<void> {
     if (Date.now() - this.#resetAt < 1000) return;
     this.#resetAt = Date.now();
-    const fresh = await authenticate(this.#kc, this.server);
-    const old = this.#dispatcher;
-    this.#dispatcher = fresh.dispatcher;
-    this.#headers = fresh.headers;
-    this.#headersAt = Date.now();
-    old?.close().catch(() => {});
+    this.#swapPool(this.#transport);
   }
 
   /** Drops open connections: called on the way out, after the work that mattered has drained. */
   async close(): Promise<void> {
-    await this.#dispatcher?.destroy();
+    await this.#dispatcher.destroy();
   }
 
   #notify(method: string, status: number | 'error', started: number): void {
@@ -151,47 +143,28 @@ export class KubeClient {
     for (const observer of this.#observers) observer(method, status, seconds);
   }
 
-  async #authHeaders(): Promise<Record<string, string>> {
-    if (Date.now() - this.#headersAt > AUTH_REFRESH_MS) {
-      // Only the headers are taken; the connection pool of the first dispatcher is kept.
-      const fresh = await authenticate(this.#kc, this.server);
-      this.#headers = fresh.headers;
-      this.#headersAt = Date.now();
-      await fresh.dispatcher?.close();
-    }
-    return this.#headers;
+  /** The credential for the next request, on a pool made for it. */
+  async #credential(): Promise<Credential> {
+    return this.#use(await this.#credentials.current().catch(rethrowAsConfig));
+  }
+
+  /** Makes the pool match `credential` (a new client certificate needs new connections). */
+  #use(credential: Credential): Credential {
+    if (credential.transport !== this.#transport) this.#swapPool(credential.transport);
+    return credential;
+  }
+
+  /** New requests go to a new pool; requests still running on the old one finish there, then it closes. */
+  #swapPool(transport: Transport): void {
+    const old = this.#dispatcher;
+    this.#transport = transport;
+    this.#dispatcher = transport.pool();
+    if (old !== this.#dispatcher) old.close().catch(() => {});
   }
 }
 
-interface Auth {
-  readonly headers: Record<string, string>;
-  readonly dispatcher: Dispatcher | undefined;
-}
-
-/**
- * Credentials and a connection pool for the current context. The pool speaks HTTP/1.1 only:
- * with HTTP/2 every request shares one connection, so one that dies silently stalls them all
- * (and undici's HTTP/2 client trips an assertion on Deno when such a connection is closed).
- * Proxied clusters keep client-node's own dispatcher, which knows the proxy.
- */
-async function authenticate(kc: KubeConfig, server: string): Promise<Auth> {
-  try {
-    if (kc.getCurrentCluster()?.proxyUrl) {
-      const context = new RequestContext(server, 'GET' as ConstructorParameters<typeof RequestContext>[1]);
-      await kc.applySecurityAuthentication(context);
-      return { headers: context.getHeaders(), dispatcher: context.getDispatcher() };
-    }
-    const options: HttpsOptions = {};
-    await kc.applyToHTTPSOptions(options);
-    const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(options.headers ?? {})) if (value !== undefined) headers[name] = String(value);
-    if (options.auth) headers['authorization'] = `Basic ${Buffer.from(options.auth).toString('base64')}`;
-    const { ca, cert, key, pfx, passphrase, rejectUnauthorized, servername } = options as HttpsOptions & { servername?: string };
-    const tls = Object.fromEntries(Object.entries({ ca, cert, key, pfx, passphrase, rejectUnauthorized, servername }).filter(([, v]) => v !== undefined));
-    return { headers, dispatcher: new Agent({ connect: tls, allowH2: false }) };
-  } catch (error) {
-    throw new KubeConfigError(`cannot authenticate to ${server}: ${error instanceof Error ? error.message : String(error)}. Check the user in the kubeconfig`);
-  }
+function rethrowAsConfig(error: unknown): never {
+  throw error instanceof KubeConfigError ? error : new KubeConfigError(`cannot get credentials: ${error instanceof Error ? error.message : String(error)}`);
 }
 
 function queryString(query: RequestOptions['query']): string {

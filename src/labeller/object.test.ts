@@ -84,3 +84,21 @@ test('with owners, the projection keeps the controller reference only, its type 
   assert.equal(project({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'bare', uid: 'x', resourceVersion: '1' } }).owner, undefined);
   assert.ok(!('owner' in projector('labeller', new Set())(pod('c'))), 'no owner field unless templates read owners');
 });
+
+test('projections share one owned-key list while cached, and release lets it go', () => {
+  const project = projector('labeller', new Set());
+  const meta = (name: string, namespace: string): PartialObjectMetadata => ({
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name, namespace, uid: name, resourceVersion: '1', managedFields: [entry('labeller', 'Apply', ['team'])] },
+  });
+  const a = project(meta('a', 'gone'));
+  const b = project(meta('b', 'gone'));
+  assert.equal(a.owned, b.owned, 'one copy of the list');
+  project.release(a);
+  const c = project(meta('c', 'other'));
+  assert.equal(c.owned, b.owned, 'still shared while b is cached');
+  project.release(b);
+  project.release(c);
+  assert.notEqual(project(meta('d', 'gone')).owned, a.owned, 'the list was dropped with its last projection');
+});

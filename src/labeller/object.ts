@@ -3,6 +3,7 @@
 // owners. managedFields, often half of an object's
 // metadata, are reduced to that list of keys before the object is cached.
 import type { FieldsV1, PartialObjectMetadata } from '../kube/objects.ts';
+import { Interner } from './interner.ts';
 
 export interface LabelledObject {
   readonly name: string;
@@ -29,21 +30,19 @@ const NONE: Readonly<Record<string, string>> = Object.freeze({});
 
 /**
  * Returns the projection for a kind, given labeller's field manager and the annotations templates
- * read; `owners` keeps each object's controller reference, for `owner.*` and `root.*`.
+ * read; `owners` keeps each object's controller reference, for `owner.*` and `root.*`. The store
+ * releases each projection when it leaves the cache.
  */
-export function projector(fieldManager: string, annotationKeys: ReadonlySet<string>, owners = false): (object: PartialObjectMetadata) => LabelledObject {
+export function projector(fieldManager: string, annotationKeys: ReadonlySet<string>, owners = false): {
+  (object: PartialObjectMetadata): LabelledObject;
+  readonly release: (object: LabelledObject) => void;
+} {
   // Namespaces and owned-key lists repeat across thousands of objects: keep one copy of each.
-  const namespaces = new Map<string, string>();
-  const ownedLists = new Map<string, readonly string[]>();
-  // apiVersion and kind of owners repeat as much: one string each.
-  const ownerTypes = new Map<string, string>();
-  const shared = <T>(cache: Map<string, T>, key: string, value: T): T => {
-    const known = cache.get(key);
-    if (known !== undefined) return known;
-    cache.set(key, value);
-    return value;
-  };
-  return ({ metadata }) => {
+  const namespaces = new Interner<string>();
+  const ownedLists = new Interner<readonly string[]>();
+  // So do the apiVersion and kind of owners.
+  const ownerTypes = new Interner<string>();
+  const project = ({ metadata }: PartialObjectMetadata): LabelledObject => {
     let annotations = NONE;
     if (annotationKeys.size > 0 && metadata.annotations) {
       const kept: Record<string, string> = {};
@@ -58,14 +57,23 @@ export function projector(fieldManager: string, annotationKeys: ReadonlySet<stri
     const name = metadata.name;
     const uid = metadata.uid;
     const labels = metadata.labels ?? NONE;
-    const ownedKeys = shared(ownedLists, owned.join('\n'), Object.freeze(owned));
-    const ns = shared(namespaces, namespace, namespace);
+    const ownedKeys = ownedLists.take(owned.join('\n'), Object.freeze(owned));
+    const ns = namespaces.take(namespace, namespace);
     if (!owners) return { name, namespace: ns, uid, labels, annotations, owned: ownedKeys };
     // One literal with every field: an object spread into a new one costs hundreds of bytes more.
     const ref = metadata.ownerReferences?.find((candidate) => candidate.controller === true);
-    const owner = ref && { apiVersion: shared(ownerTypes, ref.apiVersion, ref.apiVersion), kind: shared(ownerTypes, ref.kind, ref.kind), name: ref.name, uid: ref.uid };
+    const owner = ref && { apiVersion: ownerTypes.take(ref.apiVersion, ref.apiVersion), kind: ownerTypes.take(ref.kind, ref.kind), name: ref.name, uid: ref.uid };
     return { name, namespace: ns, uid, labels, annotations, owned: ownedKeys, owner };
   };
+  const release = (object: LabelledObject): void => {
+    namespaces.release(object.namespace);
+    ownedLists.release(object.owned.join('\n'));
+    if (object.owner) {
+      ownerTypes.release(object.owner.apiVersion);
+      ownerTypes.release(object.owner.kind);
+    }
+  };
+  return Object.assign(project, { release });
 }
 
 /** The label keys `manager` owns through apply, read from managedFields (`f:metadata` → `f:labels` → `f:<key>`). */

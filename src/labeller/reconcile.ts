@@ -34,6 +34,13 @@ export interface LabelClient {
 /** Another field manager owns a label with a different value (a 409 from server-side apply). */
 export class LabelConflict extends Error {
   override readonly name = 'LabelConflict';
+  /** The contested label keys and their owners, as far as the API server named them. */
+  readonly owners: readonly { readonly key: string; readonly manager: string }[];
+
+  constructor(message: string, owners: LabelConflict['owners'] = [], options?: ErrorOptions) {
+    super(message, options);
+    this.owners = owners;
+  }
 }
 
 /** The object no longer exists (or was replaced by one with another uid). */
@@ -54,10 +61,24 @@ export interface ReconcilerOptions {
   readonly related?: ((object: LabelledObject) => TemplateContext['related']) | undefined;
 }
 
+/** A label left to another field manager (conflicts: skip). */
+export interface ContestedLabel {
+  readonly key: string;
+  readonly wanted: string;
+  /** Its value on the object, when the cache knows it. */
+  readonly value?: string;
+  /** The field manager that owns it, when the API server said. */
+  readonly manager?: string;
+}
+
 export interface Result {
   readonly outcome: Outcome;
   /** The label change as JSON Patch operations on the object (empty when unchanged). */
   readonly patch: readonly jsonpatch.Operation[];
+  /** Labels left alone under `skip` (also when others were patched); absent when none. */
+  readonly contested?: readonly ContestedLabel[];
+  /** Why a label value cannot be rendered (outcome `invalid`). */
+  readonly problem?: string;
 }
 
 export class Reconciler {
@@ -75,13 +96,15 @@ export class Reconciler {
     const desired = this.#render(object);
     if (typeof desired === 'string') {
       log.error('label value invalid for this object; not labelling it', { problem: desired });
-      return { outcome: 'invalid', patch: [] };
+      return { outcome: 'invalid', patch: [], problem: desired };
     }
 
     // Under `skip`, a label another manager set to another value stays theirs.
     const contested = conflicts === 'skip'
       ? [...desired.keys()].filter((key) => Object.hasOwn(object.labels, key) && object.labels[key] !== desired.get(key) && !object.owned.includes(key))
       : [];
+    const left = contested.map((key): ContestedLabel => ({ key, wanted: desired.get(key) ?? '', value: object.labels[key] ?? '' }));
+    const reported = left.length > 0 ? { contested: left } : {};
     for (const key of contested) desired.delete(key);
     if (contested.length > 0) {
       log.warn('label set by another manager; left alone (conflicts: skip)', { labels: contested.map((key) => `${key}=${object.labels[key]}`) });
@@ -89,7 +112,7 @@ export class Reconciler {
 
     const stale = object.owned.filter((key) => !desired.has(key));
     const missing = [...desired].filter(([key, value]) => object.labels[key] !== value);
-    if (stale.length === 0 && missing.length === 0) return { outcome: contested.length > 0 ? 'conflict' : 'unchanged', patch: [] };
+    if (stale.length === 0 && missing.length === 0) return { outcome: contested.length > 0 ? 'conflict' : 'unchanged', patch: [], ...reported };
 
     const target = { apiVersion: kind.apiVersion, kind: kind.kind, name: object.name, namespace: object.namespace, uid: object.uid };
     let after: Readonly<Record<string, string>>;
@@ -102,13 +125,14 @@ export class Reconciler {
       }
       if (error instanceof LabelConflict) {
         log.warn('label conflict with another field manager; left alone (conflicts: skip)', { error });
-        return { outcome: 'conflict', patch: [] };
+        const owned = error.owners.map(({ key, manager }): ContestedLabel => ({ key, wanted: desired.get(key) ?? '', manager }));
+        return { outcome: 'conflict', patch: [], contested: [...left, ...owned] };
       }
       throw error;
     }
     const patch = jsonpatch.compare({ metadata: { labels: object.labels } }, { metadata: { labels: after } });
     log.info(dryRun ? 'would apply labels (dry run)' : 'labels applied', { patch });
-    return { outcome: 'patched', patch };
+    return { outcome: 'patched', patch, ...reported };
   }
 
   /** The desired labels for this object, or the reason one of them cannot be rendered. */

@@ -58,6 +58,11 @@ export interface Template {
   readonly annotations: readonly string[];
   /** What it reads of related objects. */
   readonly related: readonly RelatedRead[];
+  /**
+   * True when it copies labels or annotations, of the object or a related one: values whoever
+   * writes that object chose.
+   */
+  readonly readsObjectMetadata: boolean;
   /** The value, or undefined when a variable it reads is absent (and has no default). */
   render(context: TemplateContext): string | undefined;
 }
@@ -82,7 +87,7 @@ const RELATED_NAMES = RELATIONS.flatMap((r) => [...RELATED_FIELDS[r], ...MAP_VAR
 type Part = (context: TemplateContext) => string | undefined;
 
 export function compileTemplate(source: string): Template {
-  if (!source.includes('{{')) return { source, constantValue: source, annotations: [], related: [], render: () => source };
+  if (!source.includes('{{')) return { source, constantValue: source, annotations: [], related: [], readsObjectMetadata: false, render: () => source };
   const annotations: string[] = [];
   const related: RelatedRead[] = [];
   const parts = parse(source, annotations, related);
@@ -91,6 +96,7 @@ export function compileTemplate(source: string): Template {
     constantValue: undefined,
     annotations,
     related,
+    readsObjectMetadata: related.some((read) => read.field === 'labels' || read.field === 'annotations') || parts.readsMaps,
     render: (context) => {
       let value = '';
       for (const part of parts) {
@@ -103,10 +109,10 @@ export function compileTemplate(source: string): Template {
   };
 }
 
-/** The template's parts; what it reads is added to `annotations` and `related`. */
-function parse(source: string, annotations: string[], related: RelatedRead[]): Part[] {
+/** The template's parts, and whether it reads the object's own labels or annotations; what it reads is added to `annotations` and `related`. */
+function parse(source: string, annotations: string[], related: RelatedRead[]): Part[] & { readsMaps: boolean } {
   const fail = (problem: string) => new TemplateError(`template ${JSON.stringify(source)}: ${problem}`);
-  const parts: Part[] = [];
+  const parts: Part[] & { readsMaps: boolean } = Object.assign([], { readsMaps: false });
   let position = 0;
   for (let open = source.indexOf('{{'); open !== -1; open = source.indexOf('{{', position)) {
     const close = source.indexOf('}}', open + 2);
@@ -116,6 +122,7 @@ function parse(source: string, annotations: string[], related: RelatedRead[]): P
     const [expression = '', ...pipes] = source.slice(open + 2, close).split('|');
     const name = expression.trim();
     const lookup = variable(name, fail, annotations, related);
+    if (MAP_VARIABLES.some((map) => name.startsWith(`${map}.`))) parts.readsMaps = true;
     const fallback = defaultValue(pipes, name, fail);
     parts.push(fallback === undefined ? lookup : (context) => lookup(context) ?? fallback);
     position = close + 2;

@@ -3,12 +3,11 @@
 // by one worker at a time, failures retry with per-object backoff, successes requeue
 // periodically (jittered) so drift that no event reports is still corrected.
 import { ApiError } from '../kube/errors.ts';
-import type { PartialObjectMetadata } from '../kube/objects.ts';
 import type { Logger } from '../log.ts';
 import type { StoreIndex } from './index.ts';
 import { Informer } from './informer.ts';
-import { WorkQueue, type QueueMetrics } from './queue.ts';
-import type { Store } from './store.ts';
+import { WorkQueue, type QueueMetrics, type WorkQueueOptions } from './queue.ts';
+import type { Projection, Store } from './store.ts';
 import type { ListWatch, WatcherOptions } from './watcher.ts';
 
 /** Reconciles one object; throwing retries it with backoff. */
@@ -29,7 +28,7 @@ export interface ControllerOptions<T> {
   readonly name: string;
   readonly api: ListWatch;
   /** Keeps only what `reconcile` needs of an object (see Store). */
-  readonly project: (object: PartialObjectMetadata) => T;
+  readonly project: Projection<T>;
   readonly indexes?: readonly StoreIndex<T>[] | undefined;
   /**
    * Resolves once every other cache `reconcile` reads has listed once (controller-runtime's
@@ -43,7 +42,11 @@ export interface ControllerOptions<T> {
   /** Period of the re-check of every object, jittered by ±10 %; 0 disables it. */
   readonly requeueAfterMs: number;
   readonly watch?: Omit<WatcherOptions, 'signal'>;
+  /** The work queue's clock and retry delays (client-go's by default). */
+  readonly queue?: Omit<WorkQueueOptions, 'metrics'>;
   readonly metrics?: ControllerMetrics | undefined;
+  /** Told of every failed list or watch (it is logged and retried anyway). */
+  readonly onWatchError?: ((error: Error) => void) | undefined;
   readonly log: Logger;
 }
 
@@ -57,8 +60,8 @@ export class Controller<T> {
   constructor(options: ControllerOptions<T>) {
     this.name = options.name;
     this.#options = options;
-    this.informer = new Informer({ name: options.name, api: options.api, project: options.project, indexes: options.indexes, watch: options.watch, metrics: options.metrics, log: options.log });
-    this.#queue = new WorkQueue(options.metrics ? { metrics: options.metrics.queue } : {});
+    this.informer = new Informer({ name: options.name, api: options.api, project: options.project, indexes: options.indexes, watch: options.watch, metrics: options.metrics, onWatchError: options.onWatchError, log: options.log });
+    this.#queue = new WorkQueue({ ...options.queue, ...(options.metrics ? { metrics: options.metrics.queue } : {}) });
   }
 
   get store(): Store<T> {

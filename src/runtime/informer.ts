@@ -2,10 +2,9 @@
 // controller's queue, and the mappers of controllers that read this resource as a related one).
 // client-go's shared informer: several controllers read one cache, so a resource is listed and
 // watched once however many read it.
-import type { PartialObjectMetadata } from '../kube/objects.ts';
 import type { Logger } from '../log.ts';
 import type { StoreIndex } from './index.ts';
-import { Store, type StoreChange } from './store.ts';
+import { Store, type Projection, type StoreChange } from './store.ts';
 import { watcher, type ListWatch, type WatcherEvent, type WatcherOptions } from './watcher.ts';
 
 /** What an informer reports (a subset of ControllerMetrics). */
@@ -20,10 +19,12 @@ export interface InformerOptions<T> {
   readonly name: string;
   readonly api: ListWatch;
   /** Keeps only what readers need of an object (see Store). */
-  readonly project: (object: PartialObjectMetadata) => T;
+  readonly project: Projection<T>;
   readonly indexes?: readonly StoreIndex<T>[] | undefined;
   readonly watch?: Omit<WatcherOptions, 'signal'> | undefined;
   readonly metrics?: InformerMetrics | undefined;
+  /** Told of every failed list or watch (it is logged and retried anyway). */
+  readonly onWatchError?: ((error: Error) => void) | undefined;
   readonly log: Logger;
 }
 
@@ -68,6 +69,7 @@ export class Informer<T> {
       if (event.type === 'error') {
         this.#options.log.warn('watch failed; retrying', { error: event.error, retryInMs: Math.round(event.retryInMs) });
         this.#options.metrics?.watchRestarted();
+        this.#options.onWatchError?.(event.error);
         this.#watchFailure = event.error;
         continue;
       }
@@ -83,7 +85,10 @@ export class Informer<T> {
   async listOnce(signal: AbortSignal): Promise<void> {
     try {
       for await (const event of watcher(this.#options.api, { ...this.#options.watch, signal })) {
-        if (event.type === 'error') throw event.error;
+        if (event.type === 'error') {
+          this.#options.onWatchError?.(event.error);
+          throw event.error;
+        }
         this.#apply(event);
         if (event.type === 'initDone') return;
       }

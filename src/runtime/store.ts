@@ -10,6 +10,16 @@ export function objectKey(meta: { readonly name: string; readonly namespace?: st
   return meta.namespace ? `${meta.namespace}/${meta.name}` : meta.name;
 }
 
+/** Keeps only what the controller needs of an object: it is what bounds memory. */
+export interface Projection<T> {
+  (object: PartialObjectMetadata): T;
+  /**
+   * Told when a projection leaves the cache (replaced, deleted, missing from a relist, or part of a
+   * relist that failed half-way), so that parts it shares with others can be freed.
+   */
+  readonly release?: (projected: T) => void;
+}
+
 /** What the store reports back so the controller can queue work. */
 export type StoreChange<T> =
   /** `previous`: what the store held under the key before, for listeners that compare. */
@@ -23,7 +33,7 @@ export type StoreChange<T> =
   | { readonly type: 'resync'; readonly changed: readonly string[]; readonly removed: readonly string[]; readonly previous: ReadonlyMap<string, T> };
 
 export class Store<T> {
-  readonly #project: (object: PartialObjectMetadata) => T;
+  readonly #project: Projection<T>;
   #objects = new Map<string, T>();
   /** resourceVersion per key: a relist re-queues only what changed while we were away. */
   #versions = new Map<string, string>();
@@ -31,8 +41,7 @@ export class Store<T> {
   #synced = false;
   readonly #indexes: readonly StoreIndex<T>[];
 
-  /** `project` keeps only what the controller needs of an object: it is what bounds memory. */
-  constructor(project: (object: PartialObjectMetadata) => T, indexes: readonly StoreIndex<T>[] = []) {
+  constructor(project: Projection<T>, indexes: readonly StoreIndex<T>[] = []) {
     this.#project = project;
     this.#indexes = indexes;
   }
@@ -58,12 +67,16 @@ export class Store<T> {
   apply(event: WatcherEvent): StoreChange<T> | undefined {
     switch (event.type) {
       case 'init':
+        // A relist that failed half-way is started over.
+        this.#releaseAll(this.#buffer?.objects);
         this.#buffer = { objects: new Map(), versions: new Map() };
         return undefined;
       case 'initApply': {
         const key = objectKey(event.object.metadata);
-        this.#buffer?.objects.set(key, this.#project(event.object));
-        this.#buffer?.versions.set(key, event.object.metadata.resourceVersion);
+        if (this.#buffer === undefined) return undefined;
+        this.#release(this.#buffer.objects.get(key));
+        this.#buffer.objects.set(key, this.#project(event.object));
+        this.#buffer.versions.set(key, event.object.metadata.resourceVersion);
         return undefined;
       }
       case 'initDone': {
@@ -73,6 +86,8 @@ export class Store<T> {
         const changed = [...next.versions].filter(([key, version]) => this.#versions.get(key) !== version).map(([key]) => key);
         const previous = this.#objects;
         for (const index of this.#indexes) index.rebuild(next.objects);
+        // Every object is projected anew by the relist: the old projections all leave.
+        this.#releaseAll(this.#objects);
         this.#objects = next.objects;
         this.#versions = next.versions;
         this.#buffer = undefined;
@@ -84,6 +99,7 @@ export class Store<T> {
         const object = this.#project(event.object);
         const previous = this.#objects.get(key);
         for (const index of this.#indexes) index.update(key, previous, object);
+        this.#release(previous);
         this.#objects.set(key, object);
         this.#versions.set(key, event.object.metadata.resourceVersion);
         return { type: 'upsert', key, object, previous };
@@ -92,6 +108,7 @@ export class Store<T> {
         const key = objectKey(event.object.metadata);
         const previous = this.#objects.get(key);
         for (const index of this.#indexes) index.update(key, previous, undefined);
+        this.#release(previous);
         this.#objects.delete(key);
         this.#versions.delete(key);
         return { type: 'delete', key, previous };
@@ -100,5 +117,14 @@ export class Store<T> {
       case 'error':
         return undefined;
     }
+  }
+
+  #release(object: T | undefined): void {
+    if (object !== undefined) this.#project.release?.(object);
+  }
+
+  #releaseAll(objects: ReadonlyMap<string, T> | undefined): void {
+    if (this.#project.release === undefined || objects === undefined) return;
+    for (const object of objects.values()) this.#project.release(object);
   }
 }

@@ -205,7 +205,7 @@ kinds:
       return request(method, path, options);
     };
     const config = buildConfig({ kinds: ['configmaps'], labels: { team: 'platform' }, namespaces: [ns] });
-    const resource = resolveResource('configmaps', await discover(client));
+    const resource = resolveResource('configmaps', (await discover(client)).resources);
     const counts: Counts = { unchanged: 0, patched: 0, conflict: 0, invalid: 0, gone: 0, failed: 0 };
     const log = createLogger({ level: 'error', format: 'json', write: () => {} });
     const options = { fieldManager: 'labeller', concurrency: 2, requeueAfterMs: 0, dryRun: false, once: true, watchTimeoutSeconds: 290 };

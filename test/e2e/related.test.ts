@@ -176,7 +176,7 @@ kinds:
     // Pods and config maps, and only this one namespace (by name); no replicasets.
     const kubeconfig = await serviceAccountKubeconfig(ns, 'labeller', [
       { apiGroups: [''], resources: ['pods', 'configmaps'], verbs },
-      { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'], resourceNames: [ns] },
+      { apiGroups: [''], resources: ['namespaces'], verbs: ['list', 'watch'], resourceNames: [ns] },
     ]);
     const config = `
 kinds:
