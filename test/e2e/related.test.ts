@@ -20,8 +20,15 @@ const KINDS = [
   ['serviceaccounts', (name: string) => ({ metadata: { name } })],
 ] as const;
 
-/** Labeller's requests since `since` (ms) matching `filter`. */
-const requests = (since: number, filter: (event: AuditEvent) => boolean): AuditEvent[] => auditEvents((e) => byLabeller(e) && receivedAt(e) >= since && filter(e));
+/** This file's labellers write as their own field manager, so a labeller another test file runs cluster-wide is not counted. */
+const FIELD_MANAGER = 'labeller-related-e2e';
+
+/**
+ * The requests since `since` (ms) of this file's labellers about `namespaces` (each test's own:
+ * their names are random) that match `filter`.
+ */
+const requests = (since: number, namespaces: readonly string[], filter: (event: AuditEvent) => boolean): AuditEvent[] =>
+  auditEvents((e) => byLabeller(e) && receivedAt(e) >= since && namespaces.some((n) => e.requestURI.includes(n)) && (e.verb !== 'patch' || e.requestURI.includes(`fieldManager=${FIELD_MANAGER}`)) && filter(e));
 
 async function createMany(ns: string, count: number): Promise<void> {
   for (const [resource, make] of KINDS) {
@@ -49,9 +56,10 @@ describe('labels from related objects', { skip: auditSkip }, () => {
     await createMany(ns, PER_KIND);
     await createMany(other, 5);
     const total = PER_KIND * KINDS.length;
-    const args = ['--kinds', KINDS.map(([r]) => r).join(','), '--label', 'team={{namespace.labels.team}}', '--namespace', `${ns},${other}`];
+    const args = ['--kinds', KINDS.map(([r]) => r).join(','), '--label', 'team={{namespace.labels.team}}', '--namespace', `${ns},${other}`, '--field-manager', FIELD_MANAGER];
+    const both = [ns, other];
     const inOther = (e: AuditEvent) => e.objectRef?.namespace === other;
-    const patchesIn = (since: number, namespace: string) => requests(since, (e) => e.verb === 'patch' && e.objectRef?.namespace === namespace && e.objectRef.resource !== 'namespaces').length;
+    const patchesIn = (since: number, namespace: string) => requests(since, [namespace], (e) => e.verb === 'patch' && e.objectRef?.namespace === namespace && e.objectRef.resource !== 'namespaces').length;
 
     let labeller = new Labeller(args);
     try {
@@ -65,8 +73,8 @@ describe('labels from related objects', { skip: auditSkip }, () => {
       const changed = (Date.now() - mark) / 1000;
       await eventually(async () => patchesIn(mark, ns) >= total, 'the audit log to record the patches', 10_000);
       assert.equal(patchesIn(mark, ns), total, 'one PATCH per object');
-      assert.equal(requests(mark, (e) => e.verb === 'get' || e.verb === 'list').length, 0, 'no GET, no LIST: related objects come from the caches');
-      assert.equal(requests(mark, (e) => e.verb === 'patch' && inOther(e)).length, 0, 'objects in the other namespace untouched');
+      assert.equal(requests(mark, both, (e) => e.verb === 'get' || e.verb === 'list').length, 0, 'no GET, no LIST: related objects come from the caches');
+      assert.equal(requests(mark, both, (e) => e.verb === 'patch' && inOther(e)).length, 0, 'objects in the other namespace untouched');
 
       // Removal: the derived label goes from every object.
       mark = Date.now();
@@ -75,7 +83,7 @@ describe('labels from related objects', { skip: auditSkip }, () => {
       const removed = (Date.now() - mark) / 1000;
       await eventually(async () => patchesIn(mark, ns) >= total, 'the audit log to record the patches', 10_000);
       assert.equal(patchesIn(mark, ns), total, 'one PATCH per object');
-      assert.equal(requests(mark, (e) => e.verb === 'patch' && inOther(e)).length, 0, 'objects in the other namespace untouched');
+      assert.equal(requests(mark, both, (e) => e.verb === 'patch' && inOther(e)).length, 0, 'objects in the other namespace untouched');
       figure(t, `namespace label on ${total} objects (3 kinds): changed on all in ${changed.toFixed(1)} s, removed from all in ${removed.toFixed(1)} s, 1 PATCH per object, 0 GET/LIST, 0 PATCH in the other namespace`);
       assertCleanExit(await labeller.stop());
 
@@ -95,7 +103,7 @@ describe('labels from related objects', { skip: auditSkip }, () => {
         await labeller.waitForLog((l) => l.msg === 'initial list complete' && l.kind === kind, 60_000);
       }
       await new Promise((resolve) => setTimeout(resolve, 3000));
-      assert.equal(requests(mark, (e) => e.verb === 'patch').length, 0, 'the restart sent no PATCH');
+      assert.equal(requests(mark, both, (e) => e.verb === 'patch').length, 0, 'the restart sent no PATCH');
     } finally {
       assertCleanExit(await labeller.stop());
     }
@@ -131,7 +139,7 @@ kinds:
       example.com/owner: "{{owner.kind}}.{{owner.name}}"
   - resource: pods
 `;
-    const labeller = new Labeller(['--config', writeConfig(config), '--namespace', ns]);
+    const labeller = new Labeller(['--config', writeConfig(config), '--namespace', ns, '--field-manager', FIELD_MANAGER]);
     const rsPath = (name: string) => `${apps}/replicasets/${name}`;
     const podPaths = (rs: string) => ['a', 'b'].map((p) => `${core}/pods/${rs}-${p}`);
     const all = ['web-1', 'web-2'].flatMap((rs) => [rsPath(rs), ...podPaths(rs)]);
@@ -141,14 +149,14 @@ kinds:
       await eventually(() => partOf(all, 'shop'), 'the Deployment\'s label on its ReplicaSets and Pods');
       assert.equal((await labelsOf(rsPath('web-1')))['example.com/owner'], 'Deployment.web');
       // A labelled kind that is also an owner (replicasets) is listed once; deployments, only read, once.
-      assert.equal(requests(started, (e) => e.verb === 'list' && e.objectRef?.resource === 'replicasets').length, 1, 'replicasets listed once');
-      assert.equal(requests(started, (e) => e.verb === 'list' && e.objectRef?.resource === 'deployments').length, 1, 'deployments listed once');
+      assert.equal(requests(started, [ns], (e) => e.verb === 'list' && e.objectRef?.resource === 'replicasets').length, 1, 'replicasets listed once');
+      assert.equal(requests(started, [ns], (e) => e.verb === 'list' && e.objectRef?.resource === 'deployments').length, 1, 'deployments listed once');
 
       let mark = Date.now();
       await patchLabels(`${apps}/deployments/web`, { 'app.kubernetes.io/part-of': 'mall' });
       await eventually(() => partOf(all, 'mall'), 'the changed label on every ReplicaSet and Pod');
       const followed = Date.now() - mark;
-      assert.equal(requests(mark, (e) => e.verb === 'get').length, 0, 'no GET');
+      assert.equal(requests(mark, [ns], (e) => e.verb === 'get').length, 0, 'no GET');
 
       // Orphan web-2 (as `kubectl delete --cascade=orphan` does): its derived labels go, from it and its Pods.
       mark = Date.now();
@@ -156,7 +164,7 @@ kinds:
       await eventually(() => partOf([rsPath('web-2'), ...podPaths('web-2')], undefined), 'the orphaned ReplicaSet and its Pods to lose the derived label');
       assert.equal((await labelsOf(rsPath('web-2')))['example.com/owner'], undefined, 'no owner, no owner label');
       assert.ok(await partOf([rsPath('web-1'), ...podPaths('web-1')], 'mall'), 'the other ReplicaSet keeps it');
-      assert.equal(requests(mark, (e) => e.verb === 'patch').length, 3, 'one PATCH each for the orphan and its two Pods');
+      assert.equal(requests(mark, [ns], (e) => e.verb === 'patch').length, 3, 'one PATCH each for the orphan and its two Pods');
       figure(t, `owner chain: Deployment label change on its 2 ReplicaSets and 4 Pods in ${followed} ms; orphaning a ReplicaSet: 3 PATCHes`);
     } finally {
       assertCleanExit(await labeller.stop());
@@ -185,7 +193,7 @@ kinds:
   - resource: pods
     labels: { example.com/root: "{{root.name}}" }
 `;
-    const labeller = new Labeller(['--config', writeConfig(config), '--namespace', ns], { kubeconfig });
+    const labeller = new Labeller(['--config', writeConfig(config), '--namespace', ns, '--field-manager', FIELD_MANAGER], { kubeconfig });
     try {
       const refused = await labeller.waitForLog((l) => watchFailed(l) && l.kind === 'ReplicaSet', 30_000);
       assert.match(String(refused['error']), /403 Forbidden: .*replicasets/);
