@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { assertCleanExit, byLabeller, figure, receivedAt, type AuditEvent } from '../cluster.ts';
 import { adminClient, auditEvents, auditSkip, create, createNamespace, eventually, labelsOf, patchLabels, serviceAccountKubeconfig } from './cluster.ts';
-import { Labeller, watchFailed } from './labeller.ts';
+import { Labeller, watchFailed, type Runtime } from './labeller.ts';
 
 /** Objects per kind in the namespace whose label changes (3 kinds); the bench runs 10 000. */
 const PER_KIND = 200;
@@ -109,67 +109,69 @@ describe('labels from related objects', { skip: auditSkip }, () => {
     }
   });
 
-  test('a Deployment label reaches its ReplicaSets and Pods, follows a change, and leaves an orphaned ReplicaSet and its Pods', async (t) => {
-    const ns = await createNamespace('related-owner');
-    const apps = `/apis/apps/v1/namespaces/${ns}`;
-    const core = `/api/v1/namespaces/${ns}`;
-    const podSpec = { containers: [{ name: 'c', image: 'nginx' }] };
-    const deployment = await create<{ metadata: { uid: string } }>(`${apps}/deployments`, {
-      metadata: { name: 'web', labels: { app: 'web', 'app.kubernetes.io/part-of': 'shop' } },
-      spec: { selector: { matchLabels: { app: 'web' } }, template: { metadata: { labels: { app: 'web' } }, spec: podSpec } },
-    });
-    const controllerRef = (kind: string, name: string, uid: string, apiVersion = 'apps/v1') => [{ apiVersion, kind, name, uid, controller: true, blockOwnerDeletion: true }];
-    const replicaSets: { name: string; uid: string }[] = [];
-    for (const name of ['web-1', 'web-2']) {
-      const rs = await create<{ metadata: { uid: string } }>(`${apps}/replicasets`, {
-        metadata: { name, labels: { app: 'web' }, ownerReferences: controllerRef('Deployment', 'web', deployment.metadata.uid) },
+  for (const runtime of ['node', 'deno'] as Runtime[]) {
+    test(`a Deployment label reaches its ReplicaSets and Pods, follows a change, and leaves an orphaned ReplicaSet and its Pods (${runtime})`, async (t) => {
+      const ns = await createNamespace(`related-owner-${runtime}`);
+      const apps = `/apis/apps/v1/namespaces/${ns}`;
+      const core = `/api/v1/namespaces/${ns}`;
+      const podSpec = { containers: [{ name: 'c', image: 'nginx' }] };
+      const deployment = await create<{ metadata: { uid: string } }>(`${apps}/deployments`, {
+        metadata: { name: 'web', labels: { app: 'web', 'app.kubernetes.io/part-of': 'shop' } },
         spec: { selector: { matchLabels: { app: 'web' } }, template: { metadata: { labels: { app: 'web' } }, spec: podSpec } },
       });
-      replicaSets.push({ name, uid: rs.metadata.uid });
-      for (const pod of ['a', 'b']) {
-        await create(`${core}/pods`, { metadata: { name: `${name}-${pod}`, labels: { app: 'web' }, ownerReferences: controllerRef('ReplicaSet', name, rs.metadata.uid) }, spec: podSpec });
+      const controllerRef = (kind: string, name: string, uid: string, apiVersion = 'apps/v1') => [{ apiVersion, kind, name, uid, controller: true, blockOwnerDeletion: true }];
+      const replicaSets: { name: string; uid: string }[] = [];
+      for (const name of ['web-1', 'web-2']) {
+        const rs = await create<{ metadata: { uid: string } }>(`${apps}/replicasets`, {
+          metadata: { name, labels: { app: 'web' }, ownerReferences: controllerRef('Deployment', 'web', deployment.metadata.uid) },
+          spec: { selector: { matchLabels: { app: 'web' } }, template: { metadata: { labels: { app: 'web' } }, spec: podSpec } },
+        });
+        replicaSets.push({ name, uid: rs.metadata.uid });
+        for (const pod of ['a', 'b']) {
+          await create(`${core}/pods`, { metadata: { name: `${name}-${pod}`, labels: { app: 'web' }, ownerReferences: controllerRef('ReplicaSet', name, rs.metadata.uid) }, spec: podSpec });
+        }
       }
-    }
-    const config = `
-labels:
-  example.com/part-of: "{{root.labels.app.kubernetes.io/part-of}}"
-kinds:
-  - resource: replicasets
-    labels:
-      example.com/owner: "{{owner.kind}}.{{owner.name}}"
-  - resource: pods
-`;
-    const labeller = new Labeller(['--config', writeConfig(config), '--namespace', ns, '--field-manager', FIELD_MANAGER]);
-    const rsPath = (name: string) => `${apps}/replicasets/${name}`;
-    const podPaths = (rs: string) => ['a', 'b'].map((p) => `${core}/pods/${rs}-${p}`);
-    const all = ['web-1', 'web-2'].flatMap((rs) => [rsPath(rs), ...podPaths(rs)]);
-    const partOf = async (paths: readonly string[], value: string | undefined) => (await Promise.all(paths.map(labelsOf))).every((l) => l['example.com/part-of'] === value);
-    try {
-      const started = Date.now();
-      await eventually(() => partOf(all, 'shop'), 'the Deployment\'s label on its ReplicaSets and Pods');
-      assert.equal((await labelsOf(rsPath('web-1')))['example.com/owner'], 'Deployment.web');
-      // A labelled kind that is also an owner (replicasets) is listed once; deployments, only read, once.
-      assert.equal(requests(started, [ns], (e) => e.verb === 'list' && e.objectRef?.resource === 'replicasets').length, 1, 'replicasets listed once');
-      assert.equal(requests(started, [ns], (e) => e.verb === 'list' && e.objectRef?.resource === 'deployments').length, 1, 'deployments listed once');
+      const config = `
+  labels:
+    example.com/part-of: "{{root.labels.app.kubernetes.io/part-of}}"
+  kinds:
+    - resource: replicasets
+      labels:
+        example.com/owner: "{{owner.kind}}.{{owner.name}}"
+    - resource: pods
+  `;
+      const labeller = new Labeller(['--config', writeConfig(config), '--namespace', ns, '--field-manager', FIELD_MANAGER], { runtime });
+      const rsPath = (name: string) => `${apps}/replicasets/${name}`;
+      const podPaths = (rs: string) => ['a', 'b'].map((p) => `${core}/pods/${rs}-${p}`);
+      const all = ['web-1', 'web-2'].flatMap((rs) => [rsPath(rs), ...podPaths(rs)]);
+      const partOf = async (paths: readonly string[], value: string | undefined) => (await Promise.all(paths.map(labelsOf))).every((l) => l['example.com/part-of'] === value);
+      try {
+        const started = Date.now();
+        await eventually(() => partOf(all, 'shop'), 'the Deployment\'s label on its ReplicaSets and Pods');
+        assert.equal((await labelsOf(rsPath('web-1')))['example.com/owner'], 'Deployment.web');
+        // A labelled kind that is also an owner (replicasets) is listed once; deployments, only read, once.
+        assert.equal(requests(started, [ns], (e) => e.verb === 'list' && e.objectRef?.resource === 'replicasets').length, 1, 'replicasets listed once');
+        assert.equal(requests(started, [ns], (e) => e.verb === 'list' && e.objectRef?.resource === 'deployments').length, 1, 'deployments listed once');
 
-      let mark = Date.now();
-      await patchLabels(`${apps}/deployments/web`, { 'app.kubernetes.io/part-of': 'mall' });
-      await eventually(() => partOf(all, 'mall'), 'the changed label on every ReplicaSet and Pod');
-      const followed = Date.now() - mark;
-      assert.equal(requests(mark, [ns], (e) => e.verb === 'get').length, 0, 'no GET');
+        let mark = Date.now();
+        await patchLabels(`${apps}/deployments/web`, { 'app.kubernetes.io/part-of': 'mall' });
+        await eventually(() => partOf(all, 'mall'), 'the changed label on every ReplicaSet and Pod');
+        const followed = Date.now() - mark;
+        assert.equal(requests(mark, [ns], (e) => e.verb === 'get').length, 0, 'no GET');
 
-      // Orphan web-2 (as `kubectl delete --cascade=orphan` does): its derived labels go, from it and its Pods.
-      mark = Date.now();
-      await (await adminClient()).json('PATCH', rsPath('web-2'), { headers: { 'content-type': 'application/merge-patch+json' }, body: JSON.stringify({ metadata: { ownerReferences: null } }) });
-      await eventually(() => partOf([rsPath('web-2'), ...podPaths('web-2')], undefined), 'the orphaned ReplicaSet and its Pods to lose the derived label');
-      assert.equal((await labelsOf(rsPath('web-2')))['example.com/owner'], undefined, 'no owner, no owner label');
-      assert.ok(await partOf([rsPath('web-1'), ...podPaths('web-1')], 'mall'), 'the other ReplicaSet keeps it');
-      assert.equal(requests(mark, [ns], (e) => e.verb === 'patch').length, 3, 'one PATCH each for the orphan and its two Pods');
-      figure(t, `owner chain: Deployment label change on its 2 ReplicaSets and 4 Pods in ${followed} ms; orphaning a ReplicaSet: 3 PATCHes`);
-    } finally {
-      assertCleanExit(await labeller.stop());
-    }
-  });
+        // Orphan web-2 (as `kubectl delete --cascade=orphan` does): its derived labels go, from it and its Pods.
+        mark = Date.now();
+        await (await adminClient()).json('PATCH', rsPath('web-2'), { headers: { 'content-type': 'application/merge-patch+json' }, body: JSON.stringify({ metadata: { ownerReferences: null } }) });
+        await eventually(() => partOf([rsPath('web-2'), ...podPaths('web-2')], undefined), 'the orphaned ReplicaSet and its Pods to lose the derived label');
+        assert.equal((await labelsOf(rsPath('web-2')))['example.com/owner'], undefined, 'no owner, no owner label');
+        assert.ok(await partOf([rsPath('web-1'), ...podPaths('web-1')], 'mall'), 'the other ReplicaSet keeps it');
+        assert.equal(requests(mark, [ns], (e) => e.verb === 'patch').length, 3, 'one PATCH each for the orphan and its two Pods');
+        figure(t, `owner chain (${runtime}): Deployment label change on its 2 ReplicaSets and 4 Pods in ${followed} ms; orphaning a ReplicaSet: 3 PATCHes`);
+      } finally {
+        assertCleanExit(await labeller.stop());
+      }
+    });
+  }
 
   test('an owner kind labeller may not read is reported; the kind waits and the other kinds go on; namespaces by resourceNames', async () => {
     const ns = await createNamespace('related-forbidden');
