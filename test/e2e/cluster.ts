@@ -1,7 +1,7 @@
 // What every e2e test file needs, bound to the shared cluster of the test run (test/run.ts): an
 // admin handle (test/cluster.ts's Cluster) closed when the file's tests end, namespaces of its
 // own, and the API server's audit log.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after } from 'node:test';
@@ -58,6 +58,14 @@ export async function serviceAccountKubeconfig(namespace: string, name: string, 
 
 const dir = mkdtempSync(join(tmpdir(), 'labeller-e2e-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
+
+let configs = 0;
+/** A kinds.yaml with `yaml` in it, removed when the file's tests end. */
+export function configFile(yaml: string): string {
+  const path = join(dir, `kinds-${++configs}.yaml`);
+  writeFileSync(path, yaml);
+  return path;
+}
 
 /** A copy of the shared kubeconfig with another server address and/or identity. */
 export function writeKubeconfig(change: KubeconfigChange): string {

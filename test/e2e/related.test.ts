@@ -4,12 +4,9 @@
 // related object changes, with one PATCH per affected object and none elsewhere; a restart
 // sends nothing; an owner kind labeller may not read is reported and the other kinds go on.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { assertCleanExit, byLabeller, figure, receivedAt, type AuditEvent } from '../cluster.ts';
-import { adminClient, auditEvents, auditSkip, create, createNamespace, eventually, labelsOf, patchLabels, serviceAccountKubeconfig } from './cluster.ts';
+import { adminClient, auditEvents, auditSkip, configFile, create, createNamespace, eventually, labelsOf, patchLabels, serviceAccountKubeconfig } from './cluster.ts';
 import { Labeller, watchFailed, type Runtime } from './labeller.ts';
 
 /** Objects per kind in the namespace whose label changes (3 kinds); the bench runs 10 000. */
@@ -140,7 +137,7 @@ describe('labels from related objects', { skip: auditSkip }, () => {
         example.com/owner: "{{owner.kind}}.{{owner.name}}"
     - resource: pods
   `;
-      const labeller = new Labeller(['--config', writeConfig(config), '--namespace', ns, '--field-manager', FIELD_MANAGER], { runtime });
+      const labeller = new Labeller(['--config', configFile(config), '--namespace', ns, '--field-manager', FIELD_MANAGER], { runtime });
       const rsPath = (name: string) => `${apps}/replicasets/${name}`;
       const podPaths = (rs: string) => ['a', 'b'].map((p) => `${core}/pods/${rs}-${p}`);
       const all = ['web-1', 'web-2'].flatMap((rs) => [rsPath(rs), ...podPaths(rs)]);
@@ -195,25 +192,21 @@ kinds:
   - resource: pods
     labels: { example.com/root: "{{root.name}}" }
 `;
-    const labeller = new Labeller(['--config', writeConfig(config), '--namespace', ns, '--field-manager', FIELD_MANAGER], { kubeconfig });
+    const port = 18473;
+    const labeller = new Labeller(['--config', configFile(config), '--namespace', ns, '--field-manager', FIELD_MANAGER, '--health-probe-bind-address', `127.0.0.1:${port}`], { kubeconfig });
     try {
       const refused = await labeller.waitForLog((l) => watchFailed(l) && l.kind === 'ReplicaSet', 30_000);
       assert.match(String(refused['error']), /403 Forbidden: .*replicasets/);
       await eventually(async () => (await labelsOf(`${core}/configmaps/cm`))['team'] === 'payments', 'config maps labelled from their namespace, read by name');
       await new Promise((resolve) => setTimeout(resolve, 2000));
       assert.equal((await labelsOf(`${core}/pods/p`))['example.com/root'], undefined, 'pods wait for the owner cache');
+      const readyz = await fetch(`http://127.0.0.1:${port}/readyz`);
+      const body = await readyz.text();
+      assert.equal(readyz.status, 503, body);
+      assert.match(body, new RegExp(`replicasets\\.apps/${ns} \\(read by templates\\): waiting for the first list: .*403`), 'readiness names the cache the pods wait for');
       assert.ok(labeller.running);
     } finally {
       assertCleanExit(await labeller.stop());
     }
   });
 });
-
-const configDir = mkdtempSync(join(tmpdir(), 'labeller-related-'));
-after(() => rmSync(configDir, { recursive: true, force: true }));
-let configs = 0;
-function writeConfig(yaml: string): string {
-  const path = join(configDir, `kinds-${++configs}.yaml`);
-  writeFileSync(path, yaml);
-  return path;
-}
