@@ -17,6 +17,7 @@ import { StoreIndex } from '../runtime/index.ts';
 import { Informer } from '../runtime/informer.ts';
 import { SharedInformers, watches } from '../runtime/shared.ts';
 import { objectKey } from '../runtime/store.ts';
+import type { LabellerEvents } from './events.ts';
 
 export interface RelationsOptions {
   readonly fieldManager: string;
@@ -24,6 +25,8 @@ export interface RelationsOptions {
   readonly once: boolean;
   readonly watchTimeoutSeconds: number;
   readonly signal: AbortSignal;
+  /** Reports a related kind labeller may not read (KindForbidden on its Pod), as for labelled kinds. */
+  readonly events?: LabellerEvents | undefined;
 }
 
 /** What a labelled kind's controller takes from the relations: its cache's shape, and how it reads related objects. */
@@ -219,6 +222,7 @@ export class Relations implements RelatedCaches {
         project: projector(this.#options.fieldManager, this.#annotations, byOwner !== undefined),
         indexes: byOwner ? [byOwner] : [],
         watch: { fieldSelector, watchTimeoutSeconds: this.#options.watchTimeoutSeconds },
+        onWatchError: this.#options.events?.forKind(id).watchFailed,
         log: this.#log.child({ kind: resource.kind, controller: id }),
       });
       this.#created.push(informer);

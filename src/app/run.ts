@@ -57,7 +57,7 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
       log.info('stopped before discovery completed');
       return 0;
     }
-    const related = new Relations(client, config.kinds, kinds.resources, { fieldManager: options.fieldManager, once: options.once, watchTimeoutSeconds: options.watchTimeoutSeconds, signal: shutdown.intake }, log);
+    const related = new Relations(client, config.kinds, kinds.resources, { fieldManager: options.fieldManager, once: options.once, watchTimeoutSeconds: options.watchTimeoutSeconds, signal: shutdown.intake, events }, log);
     relations = related;
     const counts = noCounts();
     const wire: Parameters<typeof runUntilStopped>[2]['controllersFor'] = (kind, resource) => {
