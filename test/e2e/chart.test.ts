@@ -253,7 +253,7 @@ describe('chart: lint and render', () => {
   }
 
   test('allowProtectedPrefixes reaches the ConfigMap: only with it does labeller accept a copied label in a kubernetes.io key', async () => {
-    const values = { labels: { 'app.kubernetes.io/name': '{{labels.app}}' } };
+    const values = { labels: { 'app.kubernetes.io/name': '{{labels.app}}' }, kinds: [{ resource: 'deployments' }] };
     const configOf = async (extra: object) => {
       const manifests = await render({ release: 'rel', values: { ...values, ...extra } });
       return (only(manifests, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '';
@@ -263,20 +263,23 @@ describe('chart: lint and render', () => {
     assert.doesNotThrow(() => parseConfig(opted, 'ConfigMap'));
   });
 
-  test('the Dockerfile: Node 24 base, production dependencies only, non-root, the chart\'s entry point', async () => {
+  test('the Dockerfile builds the layout image/build.sh builds: same script, scratch base, non-root, the same entry point', async () => {
     const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
-    assert.match(dockerfile, /^ARG NODE_IMAGE=node:24[-\w.]*$/m);
-    assert.equal(dockerfile.match(/^FROM /gm)?.length, 2, 'multi-stage');
-    assert.match(dockerfile, /npm install --omit=dev --omit=optional/);
-    assert.match(dockerfile, /^ENTRYPOINT \["node", "bin\/labeller\.js"\]$/m);
+    const build = readFileSync(join(ROOT, 'image', 'build.sh'), 'utf8');
+    assert.match(dockerfile, /^FROM node:24[-\w.]* AS build$/m, 'built on Node 24');
+    assert.match(dockerfile, /bash image\/rootfs\.sh \/layers$/m, 'the root filesystem from the image build\'s own script');
+    assert.match(dockerfile, /^FROM scratch$/m, 'nothing but the layers');
     const user = /^USER (\d+):(\d+)$/m.exec(dockerfile);
     assert.ok(user && user[1] !== '0', 'a numeric non-root USER');
+    assert.match(build, new RegExp(`--user ${user[1]}:${user[2]}`), 'the same user as the OCI image');
+    const entrypoint = /^ENTRYPOINT \[(.*)\]$/m.exec(dockerfile)?.[1]?.split(', ').map((part) => JSON.parse(part) as string);
+    assert.deepEqual(entrypoint, /--entrypoint (\S+)/.exec(build)?.[1]?.split(','), 'the same entry point as the OCI image');
     // The chart runs the image's entry point as the image's user.
     const pod = podSpec(only(await render({ files: [EXAMPLES[0]!] }), 'Deployment'));
     assert.equal(pod.containers[0]?.command, undefined);
     assert.equal(String(pod.securityContext['runAsUser']), user[1]);
     const ignore = readFileSync(join(ROOT, '.dockerignore'), 'utf8');
-    for (const path of ['package.json', 'package-lock.json', 'bin/', 'src/']) assert.match(ignore, new RegExp(`^!${path.replace('.', '\\.')}$`, 'm'));
+    for (const path of ['package.json', 'package-lock.json', 'scripts/', 'src/', 'image/']) assert.match(ignore, new RegExp(`^!${path.replace('.', '\\.')}$`, 'm'));
   });
 });
 
