@@ -52,9 +52,9 @@ export function controllersFor(client: KubeClient, kind: KindConfig, resource: A
       name: controller,
       api,
       project,
-      reconcile: async (object) => {
+      reconcile: async (object, _key, writes) => {
         try {
-          const { outcome, patch } = await reconciler.reconcile(object);
+          const { outcome, patch } = await reconciler.reconcile(object, writes);
           counts[outcome]++;
           if (outcome === 'conflict') labelMetrics?.conflict();
           if (!options.dryRun && patch.length > 0) {

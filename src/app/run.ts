@@ -9,17 +9,16 @@ import type { Options } from '../options.ts';
 import { boundPort, serveHttp } from '../http.ts';
 import { Metrics } from '../metrics.ts';
 import type { Controller } from '../runtime/controller.ts';
-import type { LeaderElectionOptions } from '../runtime/leader.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';
 import { controllersFor, noCounts, type WiringOptions } from './controllers.ts';
 import { resolveConfiguredKinds } from './kinds.ts';
-import { runUntilStopped } from './lifecycle.ts';
+import { runUntilStopped, type LeaderElectionConfig } from './lifecycle.ts';
 import { runOnce } from './once.ts';
 
 /** What the app takes of the command-line options, plus what the entry point works out. */
 export type AppOptions = WiringOptions & Pick<Options, 'gracePeriodMs' | 'httpPort'> & {
   /** Set when several replicas elect a leader through a Lease. */
-  readonly leaderElection?: Omit<LeaderElectionOptions, 'log' | 'onLeadingChange'> | undefined;
+  readonly leaderElection?: Omit<LeaderElectionConfig, 'onLeadingChange'> | undefined;
 };
 
 /** Runs until a signal (or, with `once`, until every object was seen once). Returns the exit status. */
