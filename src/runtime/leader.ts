@@ -183,7 +183,10 @@ export class LeaderElector {
       this.#observe(current);
       const holder = current.holderIdentity ?? '';
       const expired = this.#clock.now() > this.#observedAt + (current.leaseDurationSeconds ?? 0) * 1000;
-      if (holder !== '' && holder !== identity && !expired) return false;
+      if (holder !== '' && holder !== identity && !expired) {
+        log.debug('lease held by another candidate', { lease: this.#lock.description, holder });
+        return false;
+      }
       const transition = holder !== identity;
       const next: LeaseSpec = {
         holderIdentity: identity,
@@ -192,10 +195,13 @@ export class LeaderElector {
         renewTime: now,
         leaseTransitions: (current.leaseTransitions ?? 0) + (transition && holder !== '' ? 1 : 0),
       };
-      return (await this.#lock.update(next, signal)) && this.#observe(next);
+      if (await this.#lock.update(next, signal)) return this.#observe(next);
+      log.debug('lease changed since it was read; the next round decides', { lease: this.#lock.description });
+      return false;
     } catch (error) {
       // The API server is not reachable, or the round ran out of time; the next round decides.
-      if (!signal.aborted) log.warn('leader election round failed', { error });
+      if (signal.aborted) log.debug('leader election round cut short', { lease: this.#lock.description, reason: String(signal.reason) });
+      else log.warn('leader election round failed', { error });
       return false;
     }
   }
