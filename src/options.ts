@@ -29,6 +29,7 @@ export interface Options {
   readonly logFormat: 'json' | 'text' | 'auto';
   readonly watchTimeoutSeconds: number;
   readonly httpPort: number;
+  readonly ignoreFieldManagerGuard: boolean;
   readonly leaderElect: boolean;
   readonly leaderElectionNamespace: string | undefined;
   readonly leaderElectionId: string;
@@ -58,6 +59,7 @@ const SPECS = {
   kubeconfig: { kind: 'string', describe: 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' },
   context: { kind: 'string', describe: 'kubeconfig context to use' },
   'field-manager': { kind: 'string', default: 'labeller', describe: 'server-side apply field manager that owns labeller\'s labels' },
+  'ignore-field-manager-guard': { kind: 'boolean', describe: 'write even when a running labeller with another config holds --field-manager (the two will remove each other\'s labels)' },
   concurrency: { kind: 'count', default: '8', describe: 'objects reconciled at the same time, per kind' },
   'requeue-after': { kind: 'duration', default: '5m', describe: 'period of the re-check of every object (jittered ±10 %); 0 disables it' },
   'grace-period': { kind: 'duration', default: '30s', describe: 'on SIGTERM, how long running patches may take to finish' },
@@ -191,6 +193,7 @@ export async function parseOptions(argv: readonly string[], env: Readonly<Record
     kubeconfig: string('kubeconfig'),
     context: string('context'),
     fieldManager: string('field-manager') ?? 'labeller',
+    ignoreFieldManagerGuard: flag('ignore-field-manager-guard'),
     concurrency: count('concurrency'),
     requeueAfterMs: duration('requeue-after'),
     gracePeriodMs: duration('grace-period'),

@@ -63,6 +63,17 @@ export class LeaseApi {
     return conflictAsUndefined(this.#client.json<Lease>('PUT', path(namespace, lease.metadata.name), { headers: JSON_CONTENT, body: JSON.stringify({ ...TYPE, ...lease }), signal }));
   }
 
+  /** Deletes the lease if it still has `resourceVersion` (so a lease someone else wrote meanwhile stays). */
+  async delete(lease: Lease, signal?: AbortSignal): Promise<void> {
+    const precondition = lease.metadata.resourceVersion ? { preconditions: { resourceVersion: lease.metadata.resourceVersion } } : {};
+    try {
+      await this.#client.json('DELETE', path(lease.metadata.namespace ?? '', lease.metadata.name), { headers: JSON_CONTENT, body: JSON.stringify(precondition), signal });
+    } catch (error) {
+      if (error instanceof ApiError && (error.status === 404 || error.status === 409)) return;
+      throw error;
+    }
+  }
+
   /** The leases matching `labelSelector` in `namespace`, or in every namespace when it is ''. */
   async list(namespace: string, labelSelector: string, signal?: AbortSignal): Promise<readonly Lease[]> {
     const list = await this.#client.json<LeaseList>('GET', path(namespace), { query: { labelSelector }, signal });
