@@ -35,6 +35,7 @@ describe('field-manager guard', { skip }, () => {
       const refused = await runLabeller([...config('laptop'), '--once']);
       const refusedInMs = Date.now() - started;
       assert.equal(refused.code, 2, refused.stderr);
+      t.diagnostic(refused.stderr.trim());
       assert.match(refused.stderr, new RegExp(`field manager "${fieldManager}" is held by another labeller with a different config`));
       assert.match(refused.stderr, new RegExp(`Lease ${release}/labeller-field-manager, leader election ${release}/labeller`));
       assert.match(refused.stderr, /also writes configmaps@/);
@@ -62,7 +63,7 @@ describe('field-manager guard', { skip }, () => {
       const replica = new Labeller(config('platform'));
       await replica.waitForLog((l) => l.msg === 'initial list complete');
       assert.equal((await replica.stop()).code, 0);
-      figure(t, `field-manager guard: a --once with another config refused in ${refusedInMs} ms (exit 2), ${laptopPatches.length} PATCHes from it; the same config and a replica of it ran`);
+      figure(t, `field-manager guard: a --once with another config exited 2 after ${refusedInMs} ms (process start included), ${laptopPatches.length} PATCHes from it; a second instance with another config exited 2; the same config (--once and a second instance) ran`);
 
       // The holder dies without releasing: once its Lease has expired (3 s), it blocks nobody.
       instance.process.kill('SIGKILL');
