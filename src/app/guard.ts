@@ -178,6 +178,8 @@ export class FieldManagerGuard {
       try {
         return await this.#api.list(namespace, selector, signal);
       } catch (error) {
+        // Shutting down before the first write: nothing to guard.
+        if (signal?.aborted) return undefined;
         if (!(error instanceof ApiError && error.status === 403)) throw error;
       }
     }
