@@ -132,6 +132,7 @@ export class FieldManagerGuard {
    */
   async hold(signal: AbortSignal): Promise<void> {
     const { namespace, leaseDurationMs, log } = this.#options;
+    const renewMs = Math.ceil(leaseDurationMs / 3);
     let held: Lease | undefined;
     while (!signal.aborted) {
       try {
@@ -145,10 +146,10 @@ export class FieldManagerGuard {
         }
         log.warn('field-manager guard: could not renew its Lease; retrying', { lease: `${namespace}/${this.#name}`, error });
       }
-      await sleep(leaseDurationMs / 3, signal);
+      await sleep(renewMs, signal);
     }
     // Given up, so a new config can start at once; bounded, as the API server may be away.
-    if (held?.spec.holderIdentity === this.#claim.identity) await this.#api.delete(held, AbortSignal.timeout(leaseDurationMs / 3)).catch(() => {});
+    if (held?.spec.holderIdentity === this.#claim.identity) await this.#api.delete(held, AbortSignal.timeout(renewMs)).catch(() => {});
   }
 
   /** Writes the claim: over the Lease as last written, or as it is now when that failed. */

@@ -52,7 +52,8 @@ describe('leader handover', { skip }, () => {
     await Promise.all(Array.from({ length: OBJECTS }, (_, i) => create(`/api/v1/namespaces/${ns}/configmaps`, { metadata: { name: `cm-${i}` } })));
     const rules = [
       { apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'watch', 'patch'] },
-      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update'] },
+      // Leader election, and the field-manager guard (which lets replicas of one group differ).
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'create', 'update', 'delete'] },
     ];
     let started = 0;
     const replica = async (): Promise<Replica> => {
