@@ -9,6 +9,7 @@
 //    still in flight are aborted. A standby takes over no earlier than that renewal's start plus
 //    the lease duration, so the difference is the margin for aborted requests still on the wire.
 //  - Renewal goes on until release() (after a shutdown has drained), which gives the lease up.
+import { setMaxListeners } from 'node:events';
 import type { LeaseSpec } from '../kube/lease.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from './sleep.ts';
@@ -65,6 +66,8 @@ export class LeaderElector {
     this.#lock = lock;
     this.#options = options;
     this.#clock = clock;
+    // Every controller listens for the end of leadership: not a leak, however many kinds.
+    setMaxListeners(0, this.#leadership.signal);
   }
 
   get leading(): boolean {
