@@ -160,11 +160,15 @@ describe('chart: lint and render', () => {
     assert.deepEqual(kinds.kinds.map((k) => k.resource), ['widgets.example.com', 'certificates.cert-manager.io', 'clusterissuers.cert-manager.io', 'resourcequotas', 'deployments.apps']);
     assert.ok(kinds.kinds.every((k) => !('group' in k) && !('scope' in k)), 'chart-only fields are stripped');
 
-    // The leader-election Role: create any Lease, read and renew only labeller's.
+    // The leader-election Role: create any Lease, read and renew only labeller's; list the guard
+    // Leases of other labellers, hold the release's own.
     assert.deepEqual(rulesOf(only(crd, 'Role', 'rel-labeller-leader-election')), [
-      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create', 'list'] },
       { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['rel-labeller'], verbs: ['get', 'update'] },
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['rel-labeller-field-manager'], verbs: ['get', 'update', 'delete'] },
     ]);
+    // The field manager is the release's name unless set.
+    assert.ok((containers(only(crd, 'Deployment'))[0]?.args ?? []).includes('--field-manager=rel'));
     assert.equal(only(crd, 'Role', 'rel-labeller-leader-election').metadata.namespace, 'ops');
 
     // Namespaced mode: a Role in each watched namespace, no ClusterRole, and --namespace.
@@ -184,7 +188,7 @@ describe('chart: lint and render', () => {
     // Every example: labeller's roles grant its three verbs (no get: it never reads one object by
     // name) and, on events, create and patch; nothing else.
     for (const file of VALUE_FILES) {
-      for (const role of (await render({ files: file ? [file] : [] })).filter((m) => /^(Cluster)?Role$/.test(m.kind) && !m.metadata.name.endsWith('-leader-election'))) {
+      for (const role of (await render({ files: file ? [file] : [] })).filter((m) => /^(Cluster)?Role$/.test(m.kind) && !/-(leader-election|field-manager-guard)$/.test(m.metadata.name))) {
         for (const rule of rulesOf(role)) {
           assert.deepEqual(rule.verbs, rule.apiGroups[0] === 'events.k8s.io' ? EVENTS_VERBS : LABELLER_VERBS, `${shortName(file)}: ${role.kind} ${role.metadata.name}`);
         }
@@ -196,9 +200,12 @@ describe('chart: lint and render', () => {
       assert.deepEqual(quiet.filter((m) => /Role$/.test(m.kind) && rulesOf(m).some((r) => r.apiGroups.includes('events.k8s.io'))).map((m) => m.metadata.name), [], shortName(file));
       assert.ok((containers(only(quiet, 'Deployment'))[0]?.args ?? []).includes('--events=false'), shortName(file));
     }
-    // Leader election off: no Lease rights.
+    // Leader election off: no leader-election Lease rights; the field-manager guard's, in the release namespace.
     const off = await render({ files: [EXAMPLES[0]!], values: { leaderElection: { enabled: false } } });
     assert.ok(!off.some((m) => m.metadata.name.endsWith('-leader-election')));
+    assert.deepEqual(rulesOf(only(off, 'Role', 'labeller-field-manager-guard')), [
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create', 'list', 'get', 'update', 'delete'] },
+    ]);
     assert.ok(!(containers(only(off, 'Deployment'))[0]?.args ?? []).some((a) => a.startsWith('--lease')));
   });
 
@@ -354,7 +361,8 @@ describe('chart: RBAC against the API server', { skip }, () => {
     await create(`/api/v1/namespaces/${target}/secrets`, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'token' }, stringData: { a: 'b' } });
 
     // Enough: labeller, as the chart's ServiceAccount with the chart's arguments, labels both kinds.
-    const labeller = new Labeller(localArgs(manifests, { leaderElection: false }), { kubeconfig });
+    // As deployed: with leader election, so the field-manager guard holds the Lease the RBAC names.
+    const labeller = new Labeller(localArgs(manifests, { leaderElection: true }), { kubeconfig });
     try {
       const expected = { 'example.com/team': 'platform', 'example.com/namespace': target };
       await eventually(() => labelled(`/api/v1/namespaces/${target}/configmaps/app-config`, expected), 'the config map to be labelled');
@@ -375,9 +383,10 @@ describe('chart: RBAC against the API server', { skip }, () => {
         ...each(LABELLER_VERBS, configmaps),
         ...each(LABELLER_VERBS, deployments),
         ...each(LABELLER_VERBS, { ...deployments, namespace: target }),
-        { verb: 'create', ...leases },
+        ...each(['create', 'list'], leases),
         ...each(['get', 'update'], { ...leases, name: leaseName }),
         ...each(EVENTS_VERBS, { group: 'events.k8s.io', resource: 'events', namespace: target }),
+        ...each(['get', 'update', 'delete'], { ...leases, name: `${leaseName}-field-manager` }),
       ],
       [
         ...each(['get', 'create', 'update', 'delete', 'deletecollection'], configmaps),
@@ -389,7 +398,8 @@ describe('chart: RBAC against the API server', { skip }, () => {
         ...each(['list', 'patch'], { resource: 'pods' }),
         ...each(['list', 'patch'], { group: 'apps', resource: 'statefulsets' }),
         ...each(['list'], { resource: 'namespaces' }),
-        ...each(['list', 'watch', 'delete'], leases),
+        ...each(['watch', 'delete'], leases),
+        ...each(['list'], { ...leases, namespace: target }),
         ...each(['get', 'update', 'delete'], { ...leases, name: 'someone-elses' }),
         ...each(['create'], { ...leases, namespace: target }),
         ...each(['create'], { group: 'rbac.authorization.k8s.io', resource: 'rolebindings', namespace }),
