@@ -36,6 +36,7 @@ export const SPECS = {
   kubeconfig: { kind: 'string', group: 'Cluster', value: '<file>', describe: 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' },
   context: { kind: 'string', group: 'Cluster', value: '<name>', describe: 'kubeconfig context to use' },
   'field-manager': { kind: 'string', group: 'Cluster', value: '<name>', default: 'labeller', describe: 'server-side apply field manager that owns labeller\'s labels' },
+  'ignore-field-manager-guard': { kind: 'boolean', group: 'Cluster', describe: 'write even when a running labeller with another config holds --field-manager (the two will remove each other\'s labels)' },
   'dry-run': { kind: 'boolean', group: 'Behaviour', describe: 'write nothing; print the label changes that would be made' },
   once: { kind: 'boolean', group: 'Behaviour', describe: 'converge every matching object once, print a summary and exit (0: all done, 1: failures)' },
   concurrency: { kind: 'count', group: 'Behaviour', default: '8', describe: 'objects reconciled at the same time, per kind' },

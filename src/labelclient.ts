@@ -6,11 +6,11 @@ import { LabelConflict, ObjectGone, type LabelClient } from './labeller/reconcil
 
 export function labelClient(api: MetadataApi, fieldManager: string): LabelClient {
   return {
-    async applyLabels(target, labels, { force, dryRun }) {
+    async applyLabels(target, labels, { force, dryRun, signal }) {
       try {
         const applied = await api.apply(
           { apiVersion: target.apiVersion, kind: target.kind, metadata: { name: target.name, ...(target.namespace ? { namespace: target.namespace } : {}), uid: target.uid, labels } },
-          { fieldManager, force, dryRun },
+          { fieldManager, force, dryRun, signal },
         );
         return applied.metadata.labels ?? {};
       } catch (error) {

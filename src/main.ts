@@ -3,6 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { FieldManagerTaken } from './app/guard.ts';
 import { KindError } from './app/kinds.ts';
 import { eventsIdentity } from './app/events.ts';
 import { runApp } from './app/run.ts';
@@ -38,20 +39,24 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
     conflicts: options.conflicts,
   });
   const client = await KubeClient.load({ kubeconfig: options.kubeconfig, context: options.context, userAgent: `labeller/${VERSION}` });
+  const identity = `${hostname()}_${randomBytes(4).toString('hex')}`;
+  // The process's own namespace: its Leases (leader election, field-manager guard) live there.
+  const namespace = options.leaderElectionNamespace ?? client.defaultNamespace ?? 'default';
   const leaderElection = options.leaderElect
     ? {
-        namespace: options.leaderElectionNamespace ?? client.defaultNamespace ?? 'default',
+        namespace,
         name: options.leaderElectionId,
-        identity: `${hostname()}_${randomBytes(4).toString('hex')}`,
+        identity,
         leaseDurationMs: options.leaseDurationMs,
         renewDeadlineMs: options.renewDeadlineMs,
         retryPeriodMs: options.retryPeriodMs,
       }
     : undefined;
+  const guard = { namespace, identity, leaseDurationMs: options.leaseDurationMs, ignore: options.ignoreFieldManagerGuard };
   try {
     // A dry run writes nothing, Events included.
     const events = options.events && !options.dryRun ? eventsIdentity(process.env) : undefined;
-    return await runApp(client, config, { ...options, leaderElection, events }, shutdown, log);
+    return await runApp(client, config, { ...options, leaderElection, events, guard }, shutdown, log);
   } finally {
     await client.close();
   }
@@ -66,7 +71,7 @@ function readConfig(path: string): string {
   }
 }
 
-const USAGE_ERRORS = [UsageError, ConfigError, KubeConfigError, KindError];
+const USAGE_ERRORS = [UsageError, ConfigError, KubeConfigError, KindError, FieldManagerTaken];
 
 /** Runs the command; returns the exit status. Errors become one line on stderr, never a stack trace. */
 export async function main(argv: readonly string[], shutdown: Shutdown): Promise<number> {

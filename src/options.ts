@@ -36,6 +36,8 @@ export interface Options {
   readonly metricsBindAddress: BindAddress | undefined;
   /** Where /healthz and /readyz are served; undefined: off. The same address as metrics: one server. */
   readonly healthProbeBindAddress: BindAddress | undefined;
+  /** Write even when a running labeller with another config holds the field manager. */
+  readonly ignoreFieldManagerGuard: boolean;
   readonly leaderElect: boolean;
   readonly leaderElectionNamespace: string | undefined;
   readonly leaderElectionId: string;
@@ -175,6 +177,7 @@ export async function parseOptions(argv: readonly string[], env: Readonly<Record
     kubeconfig: string('kubeconfig'),
     context: string('context'),
     fieldManager: string('field-manager') ?? 'labeller',
+    ignoreFieldManagerGuard: flag('ignore-field-manager-guard'),
     concurrency: count('concurrency'),
     requeueAfterMs: duration('requeue-after'),
     gracePeriodMs: duration('grace-period'),

@@ -4,7 +4,7 @@
 // disturbs it. test/e2e/cluster.ts binds them to the shared cluster of a test run.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, fstatSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fetch } from 'undici';
@@ -253,6 +253,40 @@ export function auditEvents(path: string, filter: (event: AuditEvent) => boolean
     .filter((line) => line.startsWith('{'))
     .map((line) => JSON.parse(line) as AuditEvent)
     .filter(filter);
+}
+
+/**
+ * The audit log as it grows: each call answers the events (matching `filter`) written since the
+ * previous call, the first since now. Cheap where auditEvents() parses the whole log, which
+ * stalls the calling process (and a fault proxy running in it) for seconds on a long run.
+ */
+export function auditTail(path: string, filter: (event: AuditEvent) => boolean = () => true): () => AuditEvent[] {
+  let offset = statSize(path);
+  let partial = '';
+  return () => {
+    const fd = openSync(path, 'r');
+    try {
+      const size = fstatSync(fd).size;
+      if (size < offset) throw new Error(`${path} shrank from ${offset} to ${size} bytes`);
+      const buffer = Buffer.alloc(size - offset);
+      const n = readSync(fd, buffer, 0, buffer.length, offset);
+      offset += n;
+      const lines = (partial + buffer.toString('utf8', 0, n)).split('\n');
+      partial = lines.pop() ?? '';
+      return lines.filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as AuditEvent).filter(filter);
+    } finally {
+      closeSync(fd);
+    }
+  };
+}
+
+function statSize(path: string): number {
+  const fd = openSync(path, 'r');
+  try {
+    return fstatSync(fd).size;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** Milliseconds since the epoch at which the API server received the request. */

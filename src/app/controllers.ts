@@ -62,9 +62,9 @@ export function controllersFor(client: KubeClient, kind: KindConfig, resource: A
       project,
       indexes: related?.indexes,
       dependencies: related?.dependencies,
-      reconcile: async (object) => {
+      reconcile: async (object, _key, writes) => {
         try {
-          const result = await reconciler.reconcile(object);
+          const result = await reconciler.reconcile(object, writes);
           const { outcome, patch } = result;
           counts[outcome]++;
           kindEvents?.reconciled({ apiVersion: apiVersion(resource), kind: resource.kind, name: object.name, namespace: object.namespace, uid: object.uid }, result);

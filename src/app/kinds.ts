@@ -3,7 +3,7 @@
 // installed after start), looked for again with growing pauses.
 import type { KubeClient } from '../kube/client.ts';
 import { discover, type Discovery } from '../kube/discovery.ts';
-import { ConnectionError } from '../kube/errors.ts';
+import { ApiError, ConnectionError, KubeConfigError } from '../kube/errors.ts';
 import { resolveResource, ResolveError } from '../kube/resolve.ts';
 import type { ApiResource } from '../kube/resource.ts';
 import type { KindConfig } from '../labeller/config.ts';
@@ -34,6 +34,10 @@ export interface Discovered extends Resolved {
 export async function resolveConfiguredKinds(client: KubeClient, kinds: readonly KindConfig[], log: Logger, signal: AbortSignal): Promise<Discovered | undefined> {
   const discovery = await discoverWithRetry(client, log, signal).catch((error: unknown) => {
     if (signal.aborted) return undefined;
+    // Refused before anything ran: the identity is wrong (expired, revoked), not the cluster.
+    if (error instanceof ApiError && error.status === 401) {
+      throw new KubeConfigError(`the API server at ${client.server} rejected the credentials of context "${client.context}" (401 Unauthorized): they have expired or were revoked. Log in again or refresh the kubeconfig, or pick another --context`);
+    }
     throw error;
   });
   if (!discovery) return undefined;

@@ -2,28 +2,33 @@
 // metadata-only watcher feeding a store and a work queue whose workers run the label reconciler;
 // then either `--once` or the controller mode, all under the entry point's shutdown coordinator.
 import type { KubeClient } from '../kube/client.ts';
+import { LeaseApi } from '../kube/lease.ts';
+import { groupResource } from '../kube/resource.ts';
 import type { Config } from '../labeller/config.ts';
+import { configFingerprint } from '../labeller/fingerprint.ts';
 import type { LabelledObject } from '../labeller/object.ts';
 import type { Logger } from '../log.ts';
 import type { BindAddress, Options } from '../options.ts';
 import { formatAddress, serveHttp, type Endpoints } from '../http.ts';
 import { Metrics } from '../metrics.ts';
 import type { Controller } from '../runtime/controller.ts';
-import type { LeaderElectionOptions } from '../runtime/leader.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';
-import { controllersFor, noCounts, type WiringOptions } from './controllers.ts';
+import { controllersFor, noCounts, watchedNamespaces, type WiringOptions } from './controllers.ts';
 import { LabellerEvents, type EventsIdentity } from './events.ts';
+import { FieldManagerGuard, type GuardOptions } from './guard.ts';
 import { resolveConfiguredKinds } from './kinds.ts';
-import { Relations } from './related.ts';
-import { runUntilStopped } from './lifecycle.ts';
+import { runUntilStopped, type LeaderElectionConfig } from './lifecycle.ts';
 import { runOnce } from './once.ts';
+import { Relations } from './related.ts';
 
 /** What the app takes of the command-line options, plus what the entry point works out. */
 export type AppOptions = WiringOptions & Pick<Options, 'gracePeriodMs' | 'metricsBindAddress' | 'healthProbeBindAddress'> & {
   /** Set when several replicas elect a leader through a Lease. */
-  readonly leaderElection?: Omit<LeaderElectionOptions, 'log' | 'onLeadingChange'> | undefined;
+  readonly leaderElection?: Omit<LeaderElectionConfig, 'onLeadingChange'> | undefined;
   /** Set when Kubernetes Events are written. */
   readonly events?: EventsIdentity | undefined;
+  /** The field-manager guard (off with --dry-run, which writes nothing). */
+  readonly guard: Omit<GuardOptions, 'log'> & { readonly identity: string };
 };
 
 /** Runs until a signal (or, with `once`, until every object was seen once). Returns the exit status. */
@@ -57,6 +62,19 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
       log.info('stopped before discovery completed');
       return 0;
     }
+    // Before the first write: refuse to fight a labeller of another config under this field manager.
+    const scope = [
+      ...kinds.resolved.flatMap(({ kind, resource }) => watchedNamespaces(kind, resource).map((ns) => `${groupResource(resource)}@${ns || '*'}`)),
+      ...kinds.unknown.flatMap(({ kind }) => (kind.namespaces.length > 0 ? kind.namespaces : ['*']).map((ns) => `${kind.resource}@${ns}`)),
+    ];
+    const guard = options.dryRun
+      ? undefined
+      : new FieldManagerGuard(
+          new LeaseApi(client),
+          { fieldManager: options.fieldManager, fingerprint: configFingerprint(config), scope, group: options.leaderElection && `${options.leaderElection.namespace}/${options.leaderElection.name}`, identity: options.guard.identity },
+          { ...options.guard, log },
+        );
+    await guard?.check(shutdown.intake);
     const related = new Relations(client, config.kinds, kinds.resources, { fieldManager: options.fieldManager, once: options.once, watchTimeoutSeconds: options.watchTimeoutSeconds, signal: shutdown.intake, events }, log);
     relations = related;
     const counts = noCounts();
@@ -70,9 +88,17 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
 
     if (options.once) return await runOnce(controllers, counts, { dryRun: options.dryRun, unknownKinds: kinds.unknown.length }, shutdown.intake, log);
     const leaderElection = options.leaderElection && { ...options.leaderElection, onLeadingChange: metrics.leader(options.leaderElection.name) };
-    const status = await runUntilStopped(controllers, kinds.unknown.map((u) => u.kind), { client, shutdown, gracePeriodMs: options.gracePeriodMs, leaderElection, controllersFor: wire, log });
-    log.info('stopped', counts);
-    return status;
+    // Held until everything has drained, so other labellers see this one while it may write.
+    const holding = new AbortController();
+    const held = guard?.hold(holding.signal);
+    try {
+      const status = await runUntilStopped(controllers, kinds.unknown.map((u) => u.kind), { client, shutdown, gracePeriodMs: options.gracePeriodMs, leaderElection, controllersFor: wire, log });
+      log.info('stopped', counts);
+      return status;
+    } finally {
+      holding.abort();
+      await held;
+    }
   } finally {
     stopEvents.abort();
     await recording;

@@ -57,7 +57,11 @@ export async function connect(options: ConnectOptions = {}): Promise<Connection>
   if (!files) {
     const dir = options.serviceAccountDir ?? SERVICE_ACCOUNT_DIR;
     if (!inClusterAvailable(env, dir)) {
-      throw new KubeConfigError('no kubeconfig ($KUBECONFIG is unset and ~/.kube/config does not exist) and not inside a cluster (no KUBERNETES_SERVICE_HOST/PORT and service-account token). Pass --kubeconfig');
+      // In a pod (the service variables are there) without a token: say so, not "no kubeconfig".
+      if (env['KUBERNETES_SERVICE_HOST']) {
+        throw new KubeConfigError(`running in a pod without a service-account token (${dir}/token is missing): set automountServiceAccountToken: true on the pod or its ServiceAccount, or mount a projected token there, or pass --kubeconfig`);
+      }
+      throw new KubeConfigError('no kubeconfig ($KUBECONFIG is unset and ~/.kube/config does not exist) and not inside a cluster (no KUBERNETES_SERVICE_HOST/PORT and service-account token). Pass --kubeconfig, or run where kubectl works');
     }
     if (options.context) throw new KubeConfigError(`--context ${options.context} needs a kubeconfig, and none was found (in-cluster config has no contexts). Pass --kubeconfig, or drop --context`);
     const pod = inCluster(env, dir);

@@ -11,7 +11,7 @@ type Labels = Readonly<Record<string, string>>;
 interface Call {
   readonly target: ApplyTarget;
   readonly labels: Labels;
-  readonly options: { readonly force: boolean; readonly dryRun: boolean };
+  readonly options: { readonly force: boolean; readonly dryRun: boolean; readonly signal?: AbortSignal | undefined };
 }
 
 /** Records every apply; answers `after` (default: the object's labels overlaid with the applied ones) or throws `failure`. */
@@ -46,11 +46,13 @@ function setup({ labels, conflicts = 'force', dryRun = false }: Setup) {
     client,
     log,
   });
+  // What the controller hands each reconcile: aborted when this process may no longer write.
+  const writes = new AbortController().signal;
   const reconcile = (object: LabelledObject) => {
     client.base = object.labels;
-    return reconciler.reconcile(object);
+    return reconciler.reconcile(object, writes);
   };
-  return { client, lines, reconcile };
+  return { client, lines, reconcile, writes };
 }
 
 function object(fields: Partial<LabelledObject> = {}): LabelledObject {
@@ -71,14 +73,14 @@ test('a missing or different label is fixed by one apply of the whole desired se
     ['different', { team: 'search', 'example.com/tier': 'web' }, [{ op: 'replace', path: '/metadata/labels/team', value: 'payments' }]],
   ];
   for (const [name, labels, patch] of cases) {
-    const { client, reconcile } = setup({ labels: desired });
+    const { client, reconcile, writes } = setup({ labels: desired });
     const result = await reconcile(object({ labels }));
     assert.deepEqual(result, { outcome: 'patched', patch }, name);
     assert.deepEqual(client.calls, [
       {
         target: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'web', namespace: 'shop', uid: 'u1' },
         labels: desired,
-        options: { force: true, dryRun: false },
+        options: { force: true, dryRun: false, signal: writes },
       },
     ], name);
   }

@@ -28,7 +28,7 @@ export interface ApplyTarget {
 
 /** The only access the reconciler needs: apply a label set, answer the object's labels after it. */
 export interface LabelClient {
-  applyLabels(target: ApplyTarget, labels: Readonly<Record<string, string>>, options: { readonly force: boolean; readonly dryRun: boolean }): Promise<Readonly<Record<string, string>>>;
+  applyLabels(target: ApplyTarget, labels: Readonly<Record<string, string>>, options: { readonly force: boolean; readonly dryRun: boolean; readonly signal?: AbortSignal | undefined }): Promise<Readonly<Record<string, string>>>;
 }
 
 /** Another field manager owns a label with a different value (a 409 from server-side apply). */
@@ -88,8 +88,11 @@ export class Reconciler {
     this.#options = options;
   }
 
-  /** Converges one object; throws only for failures worth retrying (API errors, outages). */
-  async reconcile(object: LabelledObject): Promise<Result> {
+  /**
+   * Converges one object; throws only for failures worth retrying (API errors, outages).
+   * `signal` aborts the write (this process may no longer write).
+   */
+  async reconcile(object: LabelledObject, signal?: AbortSignal): Promise<Result> {
     const { kind, client, conflicts, dryRun } = this.#options;
     const log = this.#options.log.child({ namespace: object.namespace || undefined, name: object.name });
 
@@ -117,7 +120,7 @@ export class Reconciler {
     const target = { apiVersion: kind.apiVersion, kind: kind.kind, name: object.name, namespace: object.namespace, uid: object.uid };
     let after: Readonly<Record<string, string>>;
     try {
-      after = await client.applyLabels(target, Object.fromEntries(desired), { force: conflicts === 'force', dryRun });
+      after = await client.applyLabels(target, Object.fromEntries(desired), { force: conflicts === 'force', dryRun, signal });
     } catch (error) {
       if (error instanceof ObjectGone) {
         log.debug('object gone before its labels were applied');

@@ -35,9 +35,9 @@ function start(t: TestContext, api: ScriptedApi, options: { reconcile?: Reconcil
     name: 'pods',
     api,
     project: (object) => object.metadata,
-    reconcile: async (object, key) => {
+    reconcile: async (object, key, writes) => {
       calls.push(key);
-      await options.reconcile?.(object, key);
+      await options.reconcile?.(object, key, writes);
     },
     concurrency: 1,
     requeueAfterMs: 0,

@@ -10,8 +10,14 @@ import { WorkQueue, type QueueMetrics, type WorkQueueOptions } from './queue.ts'
 import type { Projection, Store } from './store.ts';
 import type { ListWatch, WatcherOptions } from './watcher.ts';
 
-/** Reconciles one object; throwing retries it with backoff. */
-export type Reconcile<T> = (object: T, key: string) => Promise<void>;
+/**
+ * Reconciles one object; throwing retries it with backoff. `writes` aborts when this process
+ * may no longer write (leadership lost): writes still running are to be aborted.
+ */
+export type Reconcile<T> = (object: T, key: string, writes: AbortSignal) => Promise<void>;
+
+/** For runs without leader election: writing is never taken away. */
+const ALWAYS = new AbortController().signal;
 
 /** What a controller reports (metrics.ts maps it to controller-runtime's metric names). */
 export interface ControllerMetrics {
@@ -87,9 +93,10 @@ export class Controller<T> {
    * Watches until `intake` aborts, reconciling once `leading` resolves (at once without leader
    * election; a standby keeps its cache warm meanwhile). On abort it stops watching and handing
    * out work, and resolves once the reconciles already running have finished (the caller
-   * bounds that wait with a grace period).
+   * bounds that wait with a grace period). When `writes` aborts (leadership lost) it stops
+   * handing out work at once and the reconciles running get the aborted signal.
    */
-  async run(intake: AbortSignal, leading: Promise<void> = Promise.resolve()): Promise<void> {
+  async run(intake: AbortSignal, leading: Promise<unknown> = Promise.resolve(), writes: AbortSignal = ALWAYS): Promise<void> {
     this.informer.subscribe((change) => {
       if (change.type === 'upsert') this.#queue.add(change.key);
       else if (change.type === 'delete') this.#queue.forget(change.key);
@@ -100,16 +107,18 @@ export class Controller<T> {
     });
     const stopQueue = (): void => this.#queue.shutDown();
     intake.addEventListener('abort', stopQueue, { once: true });
+    writes.addEventListener('abort', stopQueue, { once: true });
     // Workers start once the first list is complete and this process leads.
     let workers: Promise<unknown> = Promise.resolve();
     const dependencies = this.#options.dependencies ?? (() => Promise.resolve());
     void this.synced.then(dependencies).then(() => leading).then(() => {
-      if (!intake.aborted) workers = Promise.all(Array.from({ length: this.#options.concurrency }, () => this.#work()));
+      if (!intake.aborted && !writes.aborted) workers = Promise.all(Array.from({ length: this.#options.concurrency }, () => this.#work(writes)));
     }, () => {});
     try {
       await this.informer.run(intake);
     } finally {
       intake.removeEventListener('abort', stopQueue);
+      writes.removeEventListener('abort', stopQueue);
       stopQueue();
       await workers;
     }
@@ -128,7 +137,7 @@ export class Controller<T> {
         const object = this.store.get(key);
         if (object === undefined) continue;
         try {
-          await this.#options.reconcile(object, key);
+          await this.#options.reconcile(object, key, ALWAYS);
         } catch (error) {
           this.#options.log.error('reconcile failed', { key, error });
         }
@@ -137,7 +146,7 @@ export class Controller<T> {
     await Promise.all(Array.from({ length: this.#options.concurrency }, worker));
   }
 
-  async #work(): Promise<void> {
+  async #work(writes: AbortSignal): Promise<void> {
     const { reconcile, requeueAfterMs, log, metrics } = this.#options;
     for (let key = await this.#queue.get(); key !== undefined; key = await this.#queue.get()) {
       const object = this.store.get(key);
@@ -150,14 +159,15 @@ export class Controller<T> {
       const started = performance.now();
       metrics?.activeWorkers(1);
       try {
-        await reconcile(object, key);
+        await reconcile(object, key, writes);
         metrics?.reconciled('success', (performance.now() - started) / 1000);
         this.#queue.forget(key);
         if (requeueAfterMs > 0) this.#queue.addAfter(key, requeueAfterMs * (0.9 + Math.random() * 0.2));
       } catch (error) {
         metrics?.reconciled('error', (performance.now() - started) / 1000);
         const retryAfterMs = error instanceof ApiError && error.retryAfterSeconds ? error.retryAfterSeconds * 1000 : 0;
-        log.error('reconcile failed; retrying with backoff', { key, error });
+        if (writes.aborted) log.warn('reconcile aborted: this process may no longer write', { key });
+        else log.error('reconcile failed; retrying with backoff', { key, error });
         // A throttled request comes back no sooner than the server asked, and still backs off.
         this.#queue.addRateLimited(key, retryAfterMs);
       } finally {

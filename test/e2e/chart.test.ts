@@ -160,11 +160,15 @@ describe('chart: lint and render', () => {
     assert.deepEqual(kinds.kinds.map((k) => k.resource), ['widgets.example.com', 'certificates.cert-manager.io', 'clusterissuers.cert-manager.io', 'resourcequotas', 'deployments.apps']);
     assert.ok(kinds.kinds.every((k) => !('group' in k) && !('scope' in k)), 'chart-only fields are stripped');
 
-    // The leader-election Role: create any Lease, read and renew only labeller's.
+    // The leader-election Role: create any Lease, read and renew only labeller's; list the guard
+    // Leases of other labellers, hold the release's own.
     assert.deepEqual(rulesOf(only(crd, 'Role', 'rel-labeller-leader-election')), [
-      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create', 'list'] },
       { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['rel-labeller'], verbs: ['get', 'update'] },
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['rel-labeller-field-manager'], verbs: ['get', 'update', 'delete'] },
     ]);
+    // The field manager is the release's name unless set.
+    assert.ok((containers(only(crd, 'Deployment'))[0]?.args ?? []).includes('--field-manager=rel'));
     assert.equal(only(crd, 'Role', 'rel-labeller-leader-election').metadata.namespace, 'ops');
 
     // Namespaced mode: a Role in each watched namespace, no ClusterRole, and --namespace.
@@ -184,7 +188,7 @@ describe('chart: lint and render', () => {
     // Every example: labeller's roles grant its three verbs (no get: it never reads one object by
     // name) and, on events, create and patch; nothing else.
     for (const file of VALUE_FILES) {
-      for (const role of (await render({ files: file ? [file] : [] })).filter((m) => /^(Cluster)?Role$/.test(m.kind) && !m.metadata.name.endsWith('-leader-election'))) {
+      for (const role of (await render({ files: file ? [file] : [] })).filter((m) => /^(Cluster)?Role$/.test(m.kind) && !/-(leader-election|field-manager-guard)$/.test(m.metadata.name))) {
         for (const rule of rulesOf(role)) {
           assert.deepEqual(rule.verbs, rule.apiGroups[0] === 'events.k8s.io' ? EVENTS_VERBS : LABELLER_VERBS, `${shortName(file)}: ${role.kind} ${role.metadata.name}`);
         }
@@ -215,9 +219,12 @@ describe('chart: lint and render', () => {
     ]);
     assert.ok(only(relatedNamespaced, 'ClusterRoleBinding').metadata.name.endsWith('-namespaces'));
 
-    // Leader election off: no Lease rights.
+    // Leader election off: no leader-election Lease rights; the field-manager guard's, in the release namespace.
     const off = await render({ files: [EXAMPLES[0]!], values: { leaderElection: { enabled: false } } });
     assert.ok(!off.some((m) => m.metadata.name.endsWith('-leader-election')));
+    assert.deepEqual(rulesOf(only(off, 'Role', 'labeller-field-manager-guard')), [
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create', 'list', 'get', 'update', 'delete'] },
+    ]);
     assert.ok(!(containers(only(off, 'Deployment'))[0]?.args ?? []).some((a) => a.startsWith('--lease')));
   });
 
@@ -272,7 +279,7 @@ describe('chart: lint and render', () => {
   }
 
   test('allowProtectedPrefixes reaches the ConfigMap: only with it does labeller accept a copied label in a kubernetes.io key', async () => {
-    const values = { labels: { 'app.kubernetes.io/name': '{{labels.app}}' } };
+    const values = { labels: { 'app.kubernetes.io/name': '{{labels.app}}' }, kinds: [{ resource: 'deployments' }] };
     const configOf = async (extra: object) => {
       const manifests = await render({ release: 'rel', values: { ...values, ...extra } });
       return (only(manifests, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '';
@@ -282,20 +289,23 @@ describe('chart: lint and render', () => {
     assert.doesNotThrow(() => parseConfig(opted, 'ConfigMap'));
   });
 
-  test('the Dockerfile: Node 24 base, production dependencies only, non-root, the chart\'s entry point', async () => {
+  test('the Dockerfile builds the layout image/build.sh builds: same script, scratch base, non-root, the same entry point', async () => {
     const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
-    assert.match(dockerfile, /^ARG NODE_IMAGE=node:24[-\w.]*$/m);
-    assert.equal(dockerfile.match(/^FROM /gm)?.length, 2, 'multi-stage');
-    assert.match(dockerfile, /npm install --omit=dev --omit=optional/);
-    assert.match(dockerfile, /^ENTRYPOINT \["node", "bin\/labeller\.js"\]$/m);
+    const build = readFileSync(join(ROOT, 'image', 'build.sh'), 'utf8');
+    assert.match(dockerfile, /^FROM node:24[-\w.]* AS build$/m, 'built on Node 24');
+    assert.match(dockerfile, /bash image\/rootfs\.sh \/layers$/m, 'the root filesystem from the image build\'s own script');
+    assert.match(dockerfile, /^FROM scratch$/m, 'nothing but the layers');
     const user = /^USER (\d+):(\d+)$/m.exec(dockerfile);
     assert.ok(user && user[1] !== '0', 'a numeric non-root USER');
+    assert.match(build, new RegExp(`--user ${user[1]}:${user[2]}`), 'the same user as the OCI image');
+    const entrypoint = /^ENTRYPOINT \[(.*)\]$/m.exec(dockerfile)?.[1]?.split(', ').map((part) => JSON.parse(part) as string);
+    assert.deepEqual(entrypoint, /--entrypoint (\S+)/.exec(build)?.[1]?.split(','), 'the same entry point as the OCI image');
     // The chart runs the image's entry point as the image's user.
     const pod = podSpec(only(await render({ files: [EXAMPLES[0]!] }), 'Deployment'));
     assert.equal(pod.containers[0]?.command, undefined);
     assert.equal(String(pod.securityContext['runAsUser']), user[1]);
     const ignore = readFileSync(join(ROOT, '.dockerignore'), 'utf8');
-    for (const path of ['package.json', 'package-lock.json', 'bin/', 'src/']) assert.match(ignore, new RegExp(`^!${path.replace('.', '\\.')}$`, 'm'));
+    for (const path of ['package.json', 'package-lock.json', 'scripts/', 'src/', 'image/']) assert.match(ignore, new RegExp(`^!${path.replace('.', '\\.')}$`, 'm'));
   });
 });
 
@@ -370,7 +380,8 @@ describe('chart: RBAC against the API server', { skip }, () => {
     await create(`/api/v1/namespaces/${target}/secrets`, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'token' }, stringData: { a: 'b' } });
 
     // Enough: labeller, as the chart's ServiceAccount with the chart's arguments, labels both kinds.
-    const labeller = new Labeller(localArgs(manifests, { leaderElection: false }), { kubeconfig });
+    // As deployed: with leader election, so the field-manager guard holds the Lease the RBAC names.
+    const labeller = new Labeller(localArgs(manifests, { leaderElection: true }), { kubeconfig });
     try {
       const expected = { 'example.com/team': 'platform', 'example.com/namespace': target };
       await eventually(() => labelled(`/api/v1/namespaces/${target}/configmaps/app-config`, expected), 'the config map to be labelled');
@@ -391,9 +402,10 @@ describe('chart: RBAC against the API server', { skip }, () => {
         ...each(LABELLER_VERBS, configmaps),
         ...each(LABELLER_VERBS, deployments),
         ...each(LABELLER_VERBS, { ...deployments, namespace: target }),
-        { verb: 'create', ...leases },
+        ...each(['create', 'list'], leases),
         ...each(['get', 'update'], { ...leases, name: leaseName }),
         ...each(EVENTS_VERBS, { group: 'events.k8s.io', resource: 'events', namespace: target }),
+        ...each(['get', 'update', 'delete'], { ...leases, name: `${leaseName}-field-manager` }),
       ],
       [
         ...each(['get', 'create', 'update', 'delete', 'deletecollection'], configmaps),
@@ -405,7 +417,8 @@ describe('chart: RBAC against the API server', { skip }, () => {
         ...each(['list', 'patch'], { resource: 'pods' }),
         ...each(['list', 'patch'], { group: 'apps', resource: 'statefulsets' }),
         ...each(['list'], { resource: 'namespaces' }),
-        ...each(['list', 'watch', 'delete'], leases),
+        ...each(['watch', 'delete'], leases),
+        ...each(['list'], { ...leases, namespace: target }),
         ...each(['get', 'update', 'delete'], { ...leases, name: 'someone-elses' }),
         ...each(['create'], { ...leases, namespace: target }),
         ...each(['create'], { group: 'rbac.authorization.k8s.io', resource: 'rolebindings', namespace }),

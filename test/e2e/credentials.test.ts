@@ -140,7 +140,10 @@ describe('credentials that rotate', { skip }, () => {
       await cluster.post(cms, { metadata: { name: 'after' } });
       await labelled(`${cms}/after`, 60_000);
       const seconds = (Date.now() - swappedAt) / 1000;
-      const patchedBy = labellerRequests(swappedAt, (e) => e.verb === 'patch' && e.objectRef?.name === 'after' && e.responseStatus?.code === 200).map((e) => e.user?.username);
+      // Only the identities under test: cluster-wide labellers of other test files may patch it too.
+      const patchedBy = labellerRequests(swappedAt, (e) => e.verb === 'patch' && e.objectRef?.namespace === ns && e.objectRef.name === 'after' && e.responseStatus?.code === 200)
+        .map((e) => e.user?.username)
+        .filter((user) => user === userA || user === userB);
       figure(t, `client certificate from ${source === 'files' ? 'files' : 'an exec plugin'} swapped (user A → B, RBAC moved), ${runtime}: a new object labelled ${seconds.toFixed(1)} s later, by ${patchedBy.join(', ')}`);
       assert.deepEqual(patchedBy, [userB]);
       assert.ok(labeller.running);
@@ -255,7 +258,8 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
     writeFileSync(join(sa, 'token'), await cluster.boundToken(ns, 'labeller', 'token-1'));
     const home = mkdtempSync(join(tmpdir(), 'labeller-home-'));
     await cluster.post(cms, { metadata: { name: 'before' } });
-    const labeller = new Labeller([...ARGS, '--leader-elect'], {
+    // --namespace: a cluster-wide run would label other test files' objects.
+    const labeller = new Labeller([...ARGS, '--namespace', ns, '--leader-elect'], {
       kubeconfig: '',
       wrapper: inClusterWrapper(sa),
       env: { KUBERNETES_SERVICE_HOST: url.hostname, KUBERNETES_SERVICE_PORT: url.port || '443', KUBECONFIG: '', HOME: home },

@@ -91,7 +91,8 @@ kinds:
     conflicts: force
 `);
     const forced = new Labeller(['--config', config, '--namespace', ns]);
-    const skipped = new Labeller(['--kinds', 'cm', '--label', 'owner=labeller', '--conflicts', 'skip', '--selector', 'skip', '--namespace', ns]);
+    // A config of its own, so a field manager of its own (the field-manager guard).
+    const skipped = new Labeller(['--kinds', 'cm', '--label', 'owner=labeller', '--conflicts', 'skip', '--selector', 'skip', '--namespace', ns, '--field-manager', 'labeller-skip']);
     try {
       const path = `/api/v1/namespaces/${ns}/configmaps/forced`;
       await eventually(async () => (await labelsOf(path))['team'] === 'platform', 'the label');
