@@ -148,8 +148,11 @@ export class FieldManagerGuard {
       }
       await sleep(renewMs, signal);
     }
-    // Given up, so a new config can start at once; bounded, as the API server may be away.
-    if (held?.spec.holderIdentity === this.#claim.identity) await this.#api.delete(held, AbortSignal.timeout(renewMs)).catch(() => {});
+    // Given up, so a new config can start at once; bounded, as the API server may be away. Read
+    // back first: a write cut short by the abort may still have reached the server.
+    const timeout = AbortSignal.timeout(renewMs);
+    const mine = await this.#api.get(namespace, this.#name, timeout).catch(() => undefined);
+    if (mine?.spec.holderIdentity === this.#claim.identity) await this.#api.delete(mine, timeout).catch(() => {});
   }
 
   /** Writes the claim: over the Lease as last written, or as it is now when that failed. */
