@@ -22,6 +22,10 @@ export function bytes(n: number): string {
   return abs < 1024 ? `${sign}${Math.round(abs)} B` : `${sign}${(abs / 1024).toFixed(2)} KiB`;
 }
 
+export function mib(n: number): string {
+  return `${(n / 2 ** 20).toFixed(1)} MiB`;
+}
+
 export function seconds(s: number): string {
   return s < 10 ? `${s.toFixed(2)} s` : `${s.toFixed(1)} s`;
 }
