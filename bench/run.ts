@@ -28,7 +28,7 @@ import type { ApiResource } from '../src/kube/resource.ts';
 import { labelClient } from '../src/labelclient.ts';
 import { binaries, startControlPlane, type ControlPlane } from '../test/controlplane/controlplane.ts';
 import { AuditLog, byVerb, formatVerbs, type AuditRequest } from './lib/audit.ts';
-import { builtEntry, describe as describeExit, LabellerProcess, running as runningLabellers, sourceEntry } from './lib/labeller.ts';
+import { describe as describeExit, launch, LAUNCH_OPTIONS, LAUNCH_USAGE, LabellerProcess, running as runningLabellers, type Launch } from './lib/labeller.ts';
 import type { MemoryMode, MemoryRequest, MemoryResult } from './memory.ts';
 import { createObjects, KINDS, pool, split, type BenchObject, type KindSpec } from './lib/objects.ts';
 import { bytes, mib, ms, seconds, table, updateResultsFile, writeJson, type Row, type Verdict } from './lib/report.ts';
@@ -50,10 +50,8 @@ const USAGE = `usage: bench/run.ts [options]
   --concurrency C         labeller's --concurrency per kind (default 8); the tight loop uses C × kinds
   --create-concurrency C  requests in flight while creating objects (default 50)
   --churn-rate R          background writes per second during the churn latency samples (default 20)
-  --labeller-runtime R    node or deno: what runs labeller and the memory probes (default: this runtime)
-  --build DIR             run the shipped build (DIR/cli.js, e.g. --build dist after \`npm run build\`)
-                          instead of the sources (bin/labeller.js, or src/cli.ts on Deno)
-  --v8-flags F            comma-separated V8 flags for labeller, e.g. --max-semi-space-size=1
+${LAUNCH_USAGE}
+                          (the memory probes run on labeller’s runtime)
   --cold-only             stop after cold convergence and the tight loop (for iterating on CPU and memory)
   --no-memory             skip the memory measurements
   --no-results-md         do not update bench/RESULTS.md`;
@@ -71,7 +69,7 @@ function parsePositive(text: string, flag: string): number {
   return n;
 }
 
-interface Options {
+interface Options extends Launch {
   readonly quick: boolean;
   readonly n: number;
   readonly idleMinutes: number;
@@ -79,13 +77,8 @@ interface Options {
   readonly concurrency: number;
   readonly createConcurrency: number;
   readonly churnRate: number;
-  readonly runtime: Runtime;
   readonly memory: boolean;
   readonly resultsMd: boolean;
-  /** What labeller runs from: the sources, or a build folder's cli.js. */
-  readonly entry: string;
-  readonly build: string | undefined;
-  readonly v8Flags: readonly string[];
   readonly coldOnly: boolean;
 }
 
@@ -101,11 +94,9 @@ function options(argv: string[]): Options {
       concurrency: { type: 'string', default: '8' },
       'create-concurrency': { type: 'string', default: '50' },
       'churn-rate': { type: 'string', default: '20' },
-      'labeller-runtime': { type: 'string', default: host },
+      ...LAUNCH_OPTIONS,
       'no-memory': { type: 'boolean', default: false },
       'no-results-md': { type: 'boolean', default: false },
-      build: { type: 'string' },
-      'v8-flags': { type: 'string' },
       'cold-only': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
@@ -114,11 +105,9 @@ function options(argv: string[]): Options {
     process.stdout.write(`${USAGE}\n`);
     process.exit(0);
   }
-  const runtime = values['labeller-runtime'];
-  if (runtime !== 'node' && runtime !== 'deno') throw new Error(`--labeller-runtime ${runtime}: expected node or deno`);
   const quick = values.quick;
-  const build = values.build?.replace(/\/+$/, '');
   return {
+    ...launch(values),
     quick,
     n: values.n ? parseCount(values.n, '--n') : quick ? 300 : 10_000,
     idleMinutes: values['idle-minutes'] ? parsePositive(values['idle-minutes'], '--idle-minutes') : quick ? 0.5 : 2,
@@ -126,12 +115,8 @@ function options(argv: string[]): Options {
     concurrency: Math.round(parsePositive(values.concurrency, '--concurrency')),
     createConcurrency: Math.round(parsePositive(values['create-concurrency'], '--create-concurrency')),
     churnRate: parsePositive(values['churn-rate'], '--churn-rate'),
-    runtime,
     memory: !values['no-memory'],
     resultsMd: !values['no-results-md'],
-    entry: build === undefined ? sourceEntry(runtime) : builtEntry(build),
-    build,
-    v8Flags: values['v8-flags'] ? values['v8-flags'].split(',').filter(Boolean) : [],
     coldOnly: values['cold-only'],
   };
 }

@@ -2,7 +2,7 @@
 // logs. Only the lines the bench needs are kept, so a 50k-object run does not hold 50k log lines.
 import { existsSync } from 'node:fs';
 import { Arrivals, lineSplitter } from '../../test/lines.ts';
-import { tsCommand, type Runtime } from './runtime.ts';
+import { host, tsCommand, type Runtime } from './runtime.ts';
 import { start, type Child, type Exit } from './spawn.ts';
 
 export interface LogLine {
@@ -79,6 +79,39 @@ export class LabellerProcess {
       clearTimeout(timer);
     }
   }
+}
+
+/** How labeller is started, shared by the benches: the runtime, the sources or a build, V8 flags. */
+export interface Launch {
+  readonly runtime: Runtime;
+  /** What runs: the sources, or a build folder's cli.js. */
+  readonly entry: string;
+  readonly build: string | undefined;
+  readonly v8Flags: readonly string[];
+}
+
+/** The parseArgs options behind Launch. */
+export const LAUNCH_OPTIONS = {
+  'labeller-runtime': { type: 'string', default: host },
+  build: { type: 'string' },
+  'v8-flags': { type: 'string' },
+} as const;
+
+export const LAUNCH_USAGE = `  --labeller-runtime R    node or deno: what runs labeller (default: this runtime)
+  --build DIR             run the shipped build (DIR/cli.js, e.g. --build dist after \`npm run build\`)
+                          instead of the sources (bin/labeller.js, or src/cli.ts on Deno)
+  --v8-flags F            comma-separated V8 flags for labeller, e.g. --max-semi-space-size=1`;
+
+export function launch(values: { readonly 'labeller-runtime'?: string | undefined; readonly build?: string | undefined; readonly 'v8-flags'?: string | undefined }): Launch {
+  const runtime = values['labeller-runtime'] ?? host;
+  if (runtime !== 'node' && runtime !== 'deno') throw new Error(`--labeller-runtime ${runtime}: expected node or deno`);
+  const build = values.build?.replace(/\/+$/, '');
+  return {
+    runtime,
+    entry: build === undefined ? sourceEntry(runtime) : builtEntry(build),
+    build,
+    v8Flags: values['v8-flags'] ? values['v8-flags'].split(',').filter(Boolean) : [],
+  };
 }
 
 /** The source run: what `npx labeller` runs in a clone, or `deno run -A src/cli.ts`. */
