@@ -118,10 +118,23 @@ export class KubeClient {
 
   /** One request whose JSON answer is read whole, within `timeoutMs`. */
   async json<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
-    const timeout = AbortSignal.timeout(options.timeoutMs ?? 60_000);
-    const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
-    const response = await this.request(method, path, { ...options, signal });
-    return (await response.json()) as T;
+    // One controller and one timer, both released once the answer is read. AbortSignal.timeout
+    // (and AbortSignal.any over it) would keep the signal, its timer and fetch's abort listener,
+    // and through that the whole response, alive for the full timeout after every request.
+    const timeoutMs = options.timeoutMs ?? 60_000;
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(new DOMException(`no answer in ${timeoutMs} ms`, 'TimeoutError')), timeoutMs);
+    const outer = options.signal;
+    const forward = (): void => controller.abort(outer?.reason);
+    if (outer?.aborted) forward();
+    else outer?.addEventListener('abort', forward, { once: true });
+    try {
+      const response = await this.request(method, path, { ...options, signal: controller.signal });
+      return (await response.json()) as T;
+    } finally {
+      clearTimeout(timer);
+      outer?.removeEventListener('abort', forward);
+    }
   }
 
   /**
