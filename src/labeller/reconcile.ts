@@ -2,9 +2,9 @@
 // object already carries them and labeller owns no label it no longer wants, nothing is sent.
 // Otherwise one server-side apply sends the whole desired set: keys labeller owned and left out
 // are removed by the API server where no other manager also owns them.
-import jsonpatch from 'fast-json-patch';
 import type { Logger } from '../log.ts';
 import type { ConflictPolicy } from './config.ts';
+import { labelPatch, type LabelOperation } from './labelpatch.ts';
 import { validateLabelValue } from './labels.ts';
 import type { LabelledObject } from './object.ts';
 import type { Template, TemplateContext } from './template.ts';
@@ -55,7 +55,7 @@ export interface ReconcilerOptions {
 export interface Result {
   readonly outcome: Outcome;
   /** The label change as JSON Patch operations on the object (empty when unchanged). */
-  readonly patch: readonly jsonpatch.Operation[];
+  readonly patch: readonly LabelOperation[];
 }
 
 export class Reconciler {
@@ -104,7 +104,7 @@ export class Reconciler {
       }
       throw error;
     }
-    const patch = jsonpatch.compare({ metadata: { labels: object.labels } }, { metadata: { labels: after } });
+    const patch = labelPatch(object.labels, after);
     log.info(dryRun ? 'would apply labels (dry run)' : 'labels applied', { patch });
     return { outcome: 'patched', patch };
   }
