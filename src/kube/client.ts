@@ -3,7 +3,7 @@
 // streaming and timeouts (the client's own Watch/informer cannot ask for metadata-only objects).
 import type { RequestOptions as HttpsOptions } from 'node:https';
 import { KubeConfig, RequestContext } from '@kubernetes/client-node';
-import { Agent, fetch, type Dispatcher, type Response } from 'undici';
+import { Agent, fetch, request as undiciRequest, type Dispatcher, type Response } from 'undici';
 import { ApiError, ConnectionError, type Status } from './errors.ts';
 
 export interface ClientOptions {
@@ -90,29 +90,22 @@ export class KubeClient {
    * on success the caller owns the response body.
    */
   async request(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
-    const url = this.server + path + queryString(options.query);
     const started = performance.now();
     let response: Response;
     try {
-      response = await fetch(url, {
+      response = await fetch(this.server + path + queryString(options.query), {
         method,
-        headers: { ...(await this.#authHeaders()), 'user-agent': this.#userAgent, ...options.headers },
+        headers: await this.#headersFor(options),
         body: options.body ?? null,
         signal: options.signal ?? null,
         ...(this.#dispatcher ? { dispatcher: this.#dispatcher } : {}),
       });
     } catch (error) {
       this.#notify(method, 'error', started);
-      const reason: unknown = options.signal?.reason;
-      if (reason instanceof DOMException && reason.name === 'TimeoutError') throw new ConnectionError(this.server, new Error(`${method} ${path}: no answer in time`));
-      if (options.signal?.aborted) throw reason;
-      throw new ConnectionError(this.server, error);
+      throw this.#failed(method, path, options.signal, error);
     }
     this.#notify(method, response.status, started);
-    if (!response.ok) {
-      const text = await response.text();
-      throw new ApiError(method, path, response.status, parseStatus(text), response.headers.get('retry-after'));
-    }
+    if (!response.ok) throw new ApiError(method, path, response.status, parseStatus(await response.text()), response.headers.get('retry-after'));
     return response;
   }
 
@@ -128,9 +121,30 @@ export class KubeClient {
     const forward = (): void => controller.abort(outer?.reason);
     if (outer?.aborted) forward();
     else outer?.addEventListener('abort', forward, { once: true });
+    const started = performance.now();
+    let answered = false;
     try {
-      const response = await this.request(method, path, { ...options, signal: controller.signal });
-      return (await response.json()) as T;
+      // undici's request API rather than fetch: a whole answer needs no WHATWG streams, Headers
+      // or Response objects, which cost about 0.25 ms of CPU per request (bench/README.md).
+      const { statusCode, headers, body } = await undiciRequest(this.server + path + queryString(options.query), {
+        method: method as Dispatcher.HttpMethod,
+        headers: await this.#headersFor(options),
+        body: options.body ?? null,
+        signal: controller.signal,
+        ...(this.#dispatcher ? { dispatcher: this.#dispatcher } : {}),
+      });
+      answered = true;
+      this.#notify(method, statusCode, started);
+      if (statusCode < 200 || statusCode > 299) {
+        const retryAfter = headers['retry-after'];
+        throw new ApiError(method, path, statusCode, parseStatus(await body.text()), Array.isArray(retryAfter) ? retryAfter[0] : retryAfter);
+      }
+      return (await body.json()) as T;
+    } catch (error) {
+      // An answer that could not be read (not JSON) is no connection problem; a timeout is.
+      if (error instanceof ApiError || (answered && !controller.signal.aborted)) throw error;
+      if (!answered) this.#notify(method, 'error', started);
+      throw this.#failed(method, path, controller.signal, error);
     } finally {
       clearTimeout(timer);
       outer?.removeEventListener('abort', forward);
@@ -157,6 +171,18 @@ export class KubeClient {
   /** Drops open connections: called on the way out, after the work that mattered has drained. */
   async close(): Promise<void> {
     await this.#dispatcher?.destroy();
+  }
+
+  async #headersFor(options: RequestOptions): Promise<Record<string, string>> {
+    return { ...(await this.#authHeaders()), 'user-agent': this.#userAgent, ...options.headers };
+  }
+
+  /** What a request that got no answer throws: ConnectionError, or the reason it was aborted for. */
+  #failed(method: string, path: string, signal: AbortSignal | undefined, error: unknown): unknown {
+    const reason: unknown = signal?.reason;
+    if (reason instanceof DOMException && reason.name === 'TimeoutError') return new ConnectionError(this.server, new Error(`${method} ${path}: no answer in time`));
+    if (signal?.aborted) return reason;
+    return new ConnectionError(this.server, error);
   }
 
   #notify(method: string, status: number | 'error', started: number): void {
