@@ -1,5 +1,6 @@
-// labeller's benchmarks (issue 5), against a control plane of their own (test/controlplane):
-//   1. cold convergence of N objects, and the requests it took, by verb (audit log);
+// labeller's benchmarks (issues 5 and 9), against a control plane of their own (test/controlplane):
+//   1. cold convergence of N objects, the requests it took, by verb (audit log), and labeller's CPU
+//      and peak RSS read from /proc;
 //   2. the server's limit: the same N server-side apply patches from a minimal tight loop at the
 //      same concurrency, through the same KubeClient; convergence is reported as a ratio to it;
 //   3. a restart over the labelled cluster: time to ready and PATCH requests;
