@@ -68,11 +68,13 @@ export class Reconciler {
   /** Converges one object; throws only for failures worth retrying (API errors, outages). */
   async reconcile(object: LabelledObject): Promise<Result> {
     const { kind, client, conflicts, dryRun } = this.#options;
-    const log = this.#options.log.child({ namespace: object.namespace || undefined, name: object.name });
+    const { log } = this.#options;
+    // The object's fields on each line, rather than a child logger per reconcile: most reconciles log nothing.
+    const at = { namespace: object.namespace || undefined, name: object.name };
 
     const desired = this.#render(object);
     if (typeof desired === 'string') {
-      log.error('label value invalid for this object; not labelling it', { problem: desired });
+      log.error('label value invalid for this object; not labelling it', { ...at, problem: desired });
       return { outcome: 'invalid', patch: [] };
     }
 
@@ -82,7 +84,7 @@ export class Reconciler {
       : [];
     for (const key of contested) desired.delete(key);
     if (contested.length > 0) {
-      log.warn('label set by another manager; left alone (conflicts: skip)', { labels: contested.map((key) => `${key}=${object.labels[key]}`) });
+      log.warn('label set by another manager; left alone (conflicts: skip)', { ...at, labels: contested.map((key) => `${key}=${object.labels[key]}`) });
     }
 
     const stale = object.owned.filter((key) => !desired.has(key));
@@ -95,17 +97,17 @@ export class Reconciler {
       after = await client.applyLabels(target, Object.fromEntries(desired), { force: conflicts === 'force', dryRun });
     } catch (error) {
       if (error instanceof ObjectGone) {
-        log.debug('object gone before its labels were applied');
+        log.debug('object gone before its labels were applied', at);
         return { outcome: 'gone', patch: [] };
       }
       if (error instanceof LabelConflict) {
-        log.warn('label conflict with another field manager; left alone (conflicts: skip)', { error });
+        log.warn('label conflict with another field manager; left alone (conflicts: skip)', { ...at, error });
         return { outcome: 'conflict', patch: [] };
       }
       throw error;
     }
     const patch = labelPatch(object.labels, after);
-    log.info(dryRun ? 'would apply labels (dry run)' : 'labels applied', { patch });
+    log.info(dryRun ? 'would apply labels (dry run)' : 'labels applied', { ...at, patch });
     return { outcome: 'patched', patch };
   }
 
