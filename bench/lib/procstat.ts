@@ -11,6 +11,8 @@ export interface ProcSample {
   readonly peakRss: number;
   /** User + system CPU time so far (utime + stime), seconds. */
   readonly cpuSeconds: number;
+  /** Of which in the kernel (stime): syscalls, socket and pipe writes. */
+  readonly systemSeconds: number;
 }
 
 /** Clock ticks per second of /proc/<pid>/stat times (USER_HZ: 100 on every Linux build that matters). */
@@ -29,8 +31,8 @@ export function procSample(pid: number): ProcSample | undefined {
   const kib = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
   // The command name (field 2) may hold spaces and parentheses: count fields after its last ')'.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of stat(5))
-  return { at: Date.now(), rss: kib('VmRSS'), peakRss: kib('VmHWM'), cpuSeconds: ticks / USER_HZ };
+  const [utime, stime] = [Number(fields[11]), Number(fields[12])]; // fields 14 and 15 of stat(5)
+  return { at: Date.now(), rss: kib('VmRSS'), peakRss: kib('VmHWM'), cpuSeconds: (utime + stime) / USER_HZ, systemSeconds: stime / USER_HZ };
 }
 
 /** Samples a process every `intervalMs` until stopped; keeps every reading (a few per second). */
