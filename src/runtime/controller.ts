@@ -88,10 +88,12 @@ export class Controller<T> {
     void this.synced.then(() => leading).then(() => {
       if (!intake.aborted && !writes.aborted) workers = Promise.all(Array.from({ length: this.#options.concurrency }, () => this.#work(writes)));
     });
+    // The gauge is set when the size moves, not on each of a list's many events.
+    let cached = -1;
     try {
       for await (const event of this.#events(intake)) {
         const change = this.store.apply(event);
-        this.#options.metrics?.cached(this.store.size);
+        if (this.store.size !== cached) this.#options.metrics?.cached((cached = this.store.size));
         if (!change) continue;
         if (change.type === 'upsert') this.#queue.add(change.key);
         else if (change.type === 'delete') this.#queue.forget(change.key);
