@@ -159,13 +159,14 @@ export class KubeClient {
     const started = performance.now();
     let answer: Dispatcher.ResponseData;
     try {
-      answer = await undiciRequest(url, {
+      const sent = undiciRequest(url, {
         method: method as Dispatcher.HttpMethod,
         headers: this.#headers(credential, options),
         body: options.body ?? null,
         signal: options.signal ?? null,
         dispatcher: this.#dispatcher,
       });
+      answer = await (options.signal ? untilAborted(sent, options.signal) : sent);
     } catch (error) {
       this.#notify(method, 'error', started);
       throw this.#failed(method, path, options.signal, error);
@@ -226,6 +227,21 @@ export class KubeClient {
     this.#dispatcher = transport.pool();
     if (old !== this.#dispatcher) old.close().catch(() => {});
   }
+}
+
+/**
+ * `promise`, or the abort's reason as soon as `signal` aborts. undici's request API honours an
+ * abort only once it has a connection: one still connecting (a TLS handshake through a proxy that
+ * forwards nothing) would hold a shutdown until the connect timeout.
+ */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  promise.catch(() => {});
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const abort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', abort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', abort));
+  });
 }
 
 function rethrowAsConfig(error: unknown): never {
