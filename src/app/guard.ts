@@ -148,8 +148,12 @@ export class FieldManagerGuard {
       }
       await sleep(renewMs, signal);
     }
-    // Given up, so a new config can start at once; bounded, as the API server may be away.
-    if (held?.spec.holderIdentity === this.#claim.identity) await this.#api.delete(held, AbortSignal.timeout(renewMs)).catch(() => {});
+    // Given up, so a new config can start at once. Read back first: a write cut short by the abort
+    // may still have reached the server. A second at most: the API server may be away, and the
+    // Lease expires by itself.
+    const timeout = AbortSignal.timeout(Math.min(renewMs, 1000));
+    const mine = await this.#api.get(namespace, this.#name, timeout).catch(() => undefined);
+    if (mine?.spec.holderIdentity === this.#claim.identity) await this.#api.delete(mine, timeout).catch(() => {});
   }
 
   /** Writes the claim: over the Lease as last written, or as it is now when that failed. */

@@ -2,9 +2,9 @@
 // object already carries them and labeller owns no label it no longer wants, nothing is sent.
 // Otherwise one server-side apply sends the whole desired set: keys labeller owned and left out
 // are removed by the API server where no other manager also owns them.
-import jsonpatch from 'fast-json-patch';
 import type { Logger } from '../log.ts';
 import type { ConflictPolicy } from './config.ts';
+import { labelPatch, type LabelOperation } from './labelpatch.ts';
 import { validateLabelValue } from './labels.ts';
 import type { LabelledObject } from './object.ts';
 import type { Template, TemplateContext } from './template.ts';
@@ -74,7 +74,7 @@ export interface ContestedLabel {
 export interface Result {
   readonly outcome: Outcome;
   /** The label change as JSON Patch operations on the object (empty when unchanged). */
-  readonly patch: readonly jsonpatch.Operation[];
+  readonly patch: readonly LabelOperation[];
   /** Labels left alone under `skip` (also when others were patched); absent when none. */
   readonly contested?: readonly ContestedLabel[];
   /** Why a label value cannot be rendered (outcome `invalid`). */
@@ -94,11 +94,13 @@ export class Reconciler {
    */
   async reconcile(object: LabelledObject, signal?: AbortSignal): Promise<Result> {
     const { kind, client, conflicts, dryRun } = this.#options;
-    const log = this.#options.log.child({ namespace: object.namespace || undefined, name: object.name });
+    const { log } = this.#options;
+    // The object's fields on each line, rather than a child logger per reconcile: most reconciles log nothing.
+    const at = { namespace: object.namespace || undefined, name: object.name };
 
     const desired = this.#render(object);
     if (typeof desired === 'string') {
-      log.error('label value invalid for this object; not labelling it', { problem: desired });
+      log.error('label value invalid for this object; not labelling it', { ...at, problem: desired });
       return { outcome: 'invalid', patch: [], problem: desired };
     }
 
@@ -110,7 +112,7 @@ export class Reconciler {
     const reported = left.length > 0 ? { contested: left } : {};
     for (const key of contested) desired.delete(key);
     if (contested.length > 0) {
-      log.warn('label set by another manager; left alone (conflicts: skip)', { labels: contested.map((key) => `${key}=${object.labels[key]}`) });
+      log.warn('label set by another manager; left alone (conflicts: skip)', { ...at, labels: contested.map((key) => `${key}=${object.labels[key]}`) });
     }
 
     const stale = object.owned.filter((key) => !desired.has(key));
@@ -123,18 +125,18 @@ export class Reconciler {
       after = await client.applyLabels(target, Object.fromEntries(desired), { force: conflicts === 'force', dryRun, signal });
     } catch (error) {
       if (error instanceof ObjectGone) {
-        log.debug('object gone before its labels were applied');
+        log.debug('object gone before its labels were applied', at);
         return { outcome: 'gone', patch: [] };
       }
       if (error instanceof LabelConflict) {
-        log.warn('label conflict with another field manager; left alone (conflicts: skip)', { error });
+        log.warn('label conflict with another field manager; left alone (conflicts: skip)', { ...at, error });
         const owned = error.owners.map(({ key, manager }): ContestedLabel => ({ key, wanted: desired.get(key) ?? '', manager }));
         return { outcome: 'conflict', patch: [], contested: [...left, ...owned] };
       }
       throw error;
     }
-    const patch = jsonpatch.compare({ metadata: { labels: object.labels } }, { metadata: { labels: after } });
-    log.info(dryRun ? 'would apply labels (dry run)' : 'labels applied', { patch });
+    const patch = labelPatch(object.labels, after);
+    log.info(dryRun ? 'would apply labels (dry run)' : 'labels applied', { ...at, patch });
     return { outcome: 'patched', patch, ...reported };
   }
 

@@ -36,6 +36,7 @@ export class Informer<T> {
   readonly #options: InformerOptions<T>;
   readonly #listeners: InformerListener<T>[] = [];
   #lists = 0;
+  #cached = -1;
   #watchFailure: Error | undefined;
   #listed!: () => void;
   #listFailed!: (error: Error) => void;
@@ -100,7 +101,8 @@ export class Informer<T> {
 
   #apply(event: WatcherEvent): void {
     const change = this.store.apply(event);
-    this.#options.metrics?.cached(this.store.size);
+    // The gauge is set when the size moves, not on each of a list's many events.
+    if (this.store.size !== this.#cached) this.#options.metrics?.cached((this.#cached = this.store.size));
     if (!change) return;
     for (const listener of this.#listeners) listener(change);
     if (change.type !== 'resync') return;

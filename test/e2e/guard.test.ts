@@ -35,12 +35,12 @@ describe('field-manager guard', { skip }, () => {
       const refused = await runLabeller([...config('laptop'), '--once']);
       const refusedInMs = Date.now() - started;
       assert.equal(refused.code, 2, refused.stderr);
-      t.diagnostic(refused.stderr.trim());
-      assert.match(refused.stderr, new RegExp(`field manager "${fieldManager}" is held by another labeller with a different config`));
-      assert.match(refused.stderr, new RegExp(`Lease ${release}/labeller-field-manager, leader election ${release}/labeller`));
-      assert.match(refused.stderr, /also writes configmaps@/);
-      assert.match(refused.stderr, /--field-manager/);
-      assert.match(refused.stderr, /--ignore-field-manager-guard/);
+      t.diagnostic(refused.fatal ?? '');
+      assert.match(refused.fatal ?? '', new RegExp(`field manager "${fieldManager}" is held by another labeller with a different config`));
+      assert.match(refused.fatal ?? '', new RegExp(`Lease ${release}/labeller-field-manager, leader election ${release}/labeller`));
+      assert.match(refused.fatal ?? '', /also writes configmaps@/);
+      assert.match(refused.fatal ?? '', /--field-manager/);
+      assert.match(refused.fatal ?? '', /--ignore-field-manager-guard/);
       assert.doesNotMatch(refused.stderr, /^\s+at /m, 'no stack trace');
       const laptopPatches = writes().filter((e) => e.user?.username !== instanceUser);
       assert.equal(laptopPatches.length, 0, 'the refused once-run sent no PATCH');
@@ -59,7 +59,7 @@ describe('field-manager guard', { skip }, () => {
       // A second continuous instance of another config refuses; of the same config, it runs.
       const second = await runLabeller(config('other'));
       assert.equal(second.code, 2, second.stderr);
-      assert.match(second.stderr, /is held by another labeller with a different config/);
+      assert.match(second.fatal ?? '', /is held by another labeller with a different config/);
       const replica = new Labeller(config('platform'));
       await replica.waitForLog((l) => l.msg === 'initial list complete');
       assert.equal((await replica.stop()).code, 0);

@@ -200,10 +200,16 @@ kinds:
     // The app's own controllers, in this process, so the requests and the cache can be inspected.
     const client = await adminClient();
     const requests: { method: string; path: string; accept: string }[] = [];
+    // Streams (watches) go through request(), whole answers (lists, patches) through json().
     const request = client.request.bind(client);
+    const json = client.json.bind(client);
     client.request = (method, path, options = {}) => {
       requests.push({ method, path, accept: options.headers?.['accept'] ?? '' });
       return request(method, path, options);
+    };
+    client.json = <T>(method: string, path: string, options: Parameters<typeof json>[2] = {}) => {
+      requests.push({ method, path, accept: options.headers?.['accept'] ?? '' });
+      return json<T>(method, path, options);
     };
     const config = buildConfig({ kinds: ['configmaps'], labels: { team: 'platform' }, namespaces: [ns] });
     const resource = resolveResource('configmaps', (await discover(client)).resources);
@@ -218,6 +224,7 @@ kinds:
     const [again] = controllersFor(client, config.kinds[0]!, resource, options, log, counts);
     await again!.runOnce(new AbortController().signal);
     client.request = request;
+    client.json = json;
     assert.equal(counts.unchanged, 1);
     const cached = again!.store;
     assert.deepEqual(cached.get(`${ns}/big`)?.owned, ['team']);
