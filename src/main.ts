@@ -26,13 +26,15 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
   const log = createLogger({ level: options.logLevel, format });
   for (const name of unknownEnv(process.env)) log.warn('unknown environment variable ignored', { name, hint: `options are set as ${envName('kinds')} and the like; see labeller --help` });
 
-  const config = buildConfig({
+  // prune --all-kinds takes its kinds from discovery (app/prune.ts).
+  const config = options.command === 'prune' && options.allKinds ? { kinds: [] } : buildConfig({
     file: options.config === undefined ? undefined : { text: readConfig(options.config), source: options.config },
     kinds: options.kinds,
     labels: options.labels === undefined ? undefined : Object.fromEntries(options.labels.map(parseLabelFlag)),
     namespaces: options.namespaces,
     selector: options.selector,
     conflicts: options.conflicts,
+    requireLabels: options.command !== 'prune',
   });
   const client = await KubeClient.load({ kubeconfig: options.kubeconfig, context: options.context, userAgent: `labeller/${VERSION}` });
   const leaderElection = options.leaderElect

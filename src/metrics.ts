@@ -15,6 +15,12 @@ export interface LabelMetrics {
   conflict(): void;
 }
 
+/** What a controller's cache holds, read at each scrape. */
+export interface ObjectGauges {
+  readonly managed: number;
+  readonly pending: number;
+}
+
 export class Metrics {
   readonly registry = new Registry();
   readonly #reconcileTotal;
@@ -35,6 +41,7 @@ export class Metrics {
   readonly #conflicts;
   readonly #watchRestarts;
   readonly #relists;
+  readonly #objectSources = new Map<string, () => ObjectGauges>();
 
   constructor() {
     const registers = [this.registry];
@@ -61,6 +68,18 @@ export class Metrics {
     this.#conflicts = counter('labeller_conflicts_total', 'Labels left alone because another field manager owns them (conflicts: skip)', ['controller']);
     this.#watchRestarts = counter('labeller_watch_restarts_total', 'Watches that failed and were restarted', ['controller']);
     this.#relists = counter('labeller_relists_total', 'Full lists after the initial one (expired resource versions)', ['controller']);
+    // Computed from the caches when scraped, so they are never stale and cost nothing between scrapes.
+    const objects = (name: string, help: string, field: keyof ObjectGauges) => {
+      const sources = this.#objectSources;
+      return new Gauge({
+        name, help, labelNames: ['controller'], registers,
+        collect() {
+          for (const [controller, read] of sources) this.set({ controller }, read()[field]);
+        },
+      });
+    };
+    objects('labeller_objects_managed', 'Cached objects carrying a label that labeller\'s field manager owns', 'managed');
+    objects('labeller_objects_pending', 'Cached objects whose labels an apply would change (not converged yet, or left alone)', 'pending');
   }
 
   /** The runtime's metrics for one controller. */
@@ -98,6 +117,11 @@ export class Metrics {
       removed: (count) => this.#labelsRemoved.inc({ controller }, count),
       conflict: () => this.#conflicts.inc({ controller }),
     };
+  }
+
+  /** Registers the source of labeller_objects_managed and labeller_objects_pending for one controller. */
+  objects(controller: string, read: () => ObjectGauges): void {
+    this.#objectSources.set(controller, read);
   }
 
   restClient(host: string): RequestObserver {

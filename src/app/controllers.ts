@@ -5,6 +5,7 @@ import type { KubeClient } from '../kube/client.ts';
 import { apiVersion, groupResource, type ApiResource } from '../kube/resource.ts';
 import type { KindConfig } from '../labeller/config.ts';
 import { projector, type LabelledObject } from '../labeller/object.ts';
+import { objectCounter } from '../labeller/ownership.ts';
 import { Reconciler, type Outcome } from '../labeller/reconcile.ts';
 import { labelClient } from '../labelclient.ts';
 import type { Logger } from '../log.ts';
@@ -48,7 +49,7 @@ export function controllersFor(client: KubeClient, kind: KindConfig, resource: A
     const kindLog = log.child({ kind: resource.kind });
     const labelMetrics = metrics?.labels(controller);
     const { api, project, reconciler } = labellingFor(client, kind, resource, namespace, options, kindLog);
-    return new Controller({
+    const wired = new Controller({
       name: controller,
       api,
       project,
@@ -73,5 +74,8 @@ export function controllersFor(client: KubeClient, kind: KindConfig, resource: A
       metrics: metrics?.controller(controller, options.concurrency),
       log: kindLog.child({ controller }),
     });
+    const count = objectCounter((object) => reconciler.plan(object));
+    metrics?.objects(controller, () => count(wired.store.values()));
+    return wired;
   });
 }

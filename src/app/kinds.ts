@@ -41,7 +41,8 @@ export async function resolveConfiguredKinds(client: KubeClient, kinds: readonly
   return found;
 }
 
-async function discoverWithRetry(client: KubeClient, log: Logger, signal: AbortSignal): Promise<ApiResource[]> {
+/** Discovery, retried for a few seconds while the API server is unreachable (starting or restarting). */
+export async function discoverWithRetry(client: KubeClient, log: Logger, signal: AbortSignal): Promise<ApiResource[]> {
   const backoff = new Backoff({ initialMs: 500, maxMs: 4000 });
   for (let attempt = 1; ; attempt++) {
     try {

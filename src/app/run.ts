@@ -15,9 +15,11 @@ import { controllersFor, noCounts, type WiringOptions } from './controllers.ts';
 import { resolveConfiguredKinds } from './kinds.ts';
 import { runUntilStopped } from './lifecycle.ts';
 import { runOnce } from './once.ts';
+import { pruneTargets } from './prune.ts';
+import { runStatus } from './status.ts';
 
 /** What the app takes of the command-line options, plus what the entry point works out. */
-export type AppOptions = WiringOptions & Pick<Options, 'gracePeriodMs' | 'metricsBindAddress' | 'healthProbeBindAddress'> & {
+export type AppOptions = WiringOptions & Pick<Options, 'command' | 'allKinds' | 'output' | 'namespaces' | 'gracePeriodMs' | 'metricsBindAddress' | 'healthProbeBindAddress'> & {
   /** Set when several replicas elect a leader through a Lease. */
   readonly leaderElection?: Omit<LeaderElectionOptions, 'log' | 'onLeadingChange'> | undefined;
 };
@@ -41,12 +43,15 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     return server;
   }));
   try {
-    const kinds = await resolveConfiguredKinds(client, config.kinds, log, shutdown.intake);
+    const kinds = options.command === 'prune'
+      ? await pruneTargets(client, config.kinds, { allKinds: options.allKinds, namespaces: options.namespaces ?? [] }, log, shutdown.intake)
+      : await resolveConfiguredKinds(client, config.kinds, log, shutdown.intake);
     if (!kinds) {
       log.info('stopped before discovery completed');
       return 0;
     }
     discovered = true;
+    if (options.command === 'status') return await runStatus(client, kinds, options, shutdown.intake, log);
     const counts = noCounts();
     const wire: Parameters<typeof runUntilStopped>[2]['controllersFor'] = (kind, resource) => {
       const added = controllersFor(client, kind, resource, options, log, counts, metrics);

@@ -58,6 +58,16 @@ export interface Result {
   readonly patch: readonly jsonpatch.Operation[];
 }
 
+/** See Reconciler.plan; `problem` when a label value cannot be rendered for this object. */
+export type Plan =
+  | { readonly problem: string }
+  | {
+      readonly desired: ReadonlyMap<string, string>;
+      readonly contested: readonly string[];
+      readonly stale: readonly string[];
+      readonly missing: readonly string[];
+    };
+
 export class Reconciler {
   readonly #options: ReconcilerOptions;
 
@@ -65,29 +75,39 @@ export class Reconciler {
     this.#options = options;
   }
 
+  /**
+   * What converging `object` takes, from the cache alone: the labels to apply, the keys another
+   * manager set to another value, labeller's keys to drop and the labels to add or change. The
+   * object needs an apply exactly when `stale` or `missing` is not empty.
+   */
+  plan(object: LabelledObject): Plan {
+    const desired = this.#render(object);
+    if (typeof desired === 'string') return { problem: desired };
+    // A label set to another value by someone else: under `force` it is taken over (and stays
+    // in `missing`), under `skip` it stays theirs.
+    const contested = [...desired.keys()].filter((key) => Object.hasOwn(object.labels, key) && object.labels[key] !== desired.get(key) && !object.owned.includes(key));
+    if (this.#options.conflicts === 'skip') for (const key of contested) desired.delete(key);
+    const stale = object.owned.filter((key) => !desired.has(key));
+    const missing = [...desired.keys()].filter((key) => object.labels[key] !== desired.get(key));
+    return { desired, contested, stale, missing };
+  }
+
   /** Converges one object; throws only for failures worth retrying (API errors, outages). */
   async reconcile(object: LabelledObject): Promise<Result> {
     const { kind, client, conflicts, dryRun } = this.#options;
     const log = this.#options.log.child({ namespace: object.namespace || undefined, name: object.name });
 
-    const desired = this.#render(object);
-    if (typeof desired === 'string') {
-      log.error('label value invalid for this object; not labelling it', { problem: desired });
+    const plan = this.plan(object);
+    if ('problem' in plan) {
+      log.error('label value invalid for this object; not labelling it', { problem: plan.problem });
       return { outcome: 'invalid', patch: [] };
     }
-
-    // Under `skip`, a label another manager set to another value stays theirs.
-    const contested = conflicts === 'skip'
-      ? [...desired.keys()].filter((key) => Object.hasOwn(object.labels, key) && object.labels[key] !== desired.get(key) && !object.owned.includes(key))
-      : [];
-    for (const key of contested) desired.delete(key);
-    if (contested.length > 0) {
-      log.warn('label set by another manager; left alone (conflicts: skip)', { labels: contested.map((key) => `${key}=${object.labels[key]}`) });
+    const { desired, contested, stale, missing } = plan;
+    const skipped = conflicts === 'skip' ? contested : [];
+    if (skipped.length > 0) {
+      log.warn('label set by another manager; left alone (conflicts: skip)', { labels: skipped.map((key) => `${key}=${object.labels[key]}`) });
     }
-
-    const stale = object.owned.filter((key) => !desired.has(key));
-    const missing = [...desired].filter(([key, value]) => object.labels[key] !== value);
-    if (stale.length === 0 && missing.length === 0) return { outcome: contested.length > 0 ? 'conflict' : 'unchanged', patch: [] };
+    if (stale.length === 0 && missing.length === 0) return { outcome: skipped.length > 0 ? 'conflict' : 'unchanged', patch: [] };
 
     const target = { apiVersion: kind.apiVersion, kind: kind.kind, name: object.name, namespace: object.namespace, uid: object.uid };
     let after: Readonly<Record<string, string>>;
