@@ -79,7 +79,7 @@ export class Metrics {
       });
     };
     objects('labeller_objects_managed', 'Cached objects carrying a label that labeller\'s field manager owns', 'managed');
-    objects('labeller_objects_pending', 'Cached objects whose labels an apply would change (not converged yet, or left alone)', 'pending');
+    objects('labeller_objects_pending', 'Cached objects whose labels an apply would change (not converged yet, or writes failing)', 'pending');
   }
 
   /** The runtime's metrics for one controller. */
