@@ -14,6 +14,7 @@ import type { Shutdown } from '../runtime/shutdown.ts';
 import { controllersFor, noCounts, type WiringOptions } from './controllers.ts';
 import { resolveConfiguredKinds } from './kinds.ts';
 import { runUntilStopped } from './lifecycle.ts';
+import { whileLeading } from './leading.ts';
 import { runOnce } from './once.ts';
 import { pruneTargets } from './prune.ts';
 import { runStatus } from './status.ts';
@@ -61,8 +62,10 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     const controllers = kinds.resolved.flatMap(({ kind, resource }) => wire(kind, resource));
     log.info('starting', { controllers: controllers.map((c) => c.name), dryRun: options.dryRun || undefined, once: options.once || undefined });
 
-    if (options.once) return await runOnce(controllers, counts, { dryRun: options.dryRun, unknownKinds: kinds.unknown.length }, shutdown.intake, log);
     const leaderElection = options.leaderElection && { ...options.leaderElection, onLeadingChange: metrics.leader(options.leaderElection.name) };
+    if (options.once) {
+      return await whileLeading(client, leaderElection, shutdown, log, () => runOnce(controllers, counts, { dryRun: options.dryRun, unknownKinds: kinds.unknown.length }, shutdown.intake, log));
+    }
     const status = await runUntilStopped(controllers, kinds.unknown.map((u) => u.kind), { client, shutdown, gracePeriodMs: options.gracePeriodMs, leaderElection, controllersFor: wire, log });
     log.info('stopped', counts);
     return status;
