@@ -4,8 +4,9 @@
 // its ServiceAccount against the API server, first waiting for the Lease a labeller still holds.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { auditEvents, auditSkip, create, createNamespace, eventually, labelsOf, skip } from './cluster.ts';
-import { apply, containers, deleteAfter, EXAMPLES, render, serviceAccountKubeconfig, tempFile, template, type Container, type Manifest } from './helm.ts';
+import { adminClient, auditEvents, auditSkip, create, createNamespace, eventually, kubeconfig as adminKubeconfig, labelsOf, skip } from './cluster.ts';
+import { apply, containers, deleteAfter, EXAMPLES, render, serviceAccountKubeconfig, tempFile, template, tool, type Container, type Manifest } from './helm.ts';
+import { ApiError } from '../../src/kube/errors.ts';
 import { Labeller } from './labeller.ts';
 
 const HOOK = 'helm.sh/hook';
@@ -125,5 +126,27 @@ describe('chart: cleanupOnUninstall', () => {
     assert.equal(patches(), 2);
     assert.equal((await labelsOf(`/apis/apps/v1/namespaces/${target}/deployments/web`))['example.com/team'], undefined);
     assert.equal((await labelsOf(`/api/v1/namespaces/${target}/configmaps/app`))['example.com/team'], undefined);
+  });
+
+  test('a Job that does not finish in time: helm uninstall exits 1 and the release is gone; the hook\'s RBAC is deleted, the Job stays (as the README says)', { skip }, async () => {
+    // The test control plane runs no kubelet, so the Job never finishes: the timeout path.
+    const namespace = await createNamespace('cleanup-fail');
+    const values = { kinds: [{ resource: 'configmaps' }], labels: { team: 'x' }, cleanupOnUninstall: true };
+    const hooks = (await render({ release: namespace, namespace, values })).filter(isHook);
+    const name = (kind: string) => hooks.find((m) => m.kind === kind)!.metadata.name;
+    const args = ['--kubeconfig', adminKubeconfig(), '--namespace', namespace];
+    const installed = await tool('helm', ['install', namespace, 'chart', ...args, '-f', tempFile('values.json', JSON.stringify(values))]);
+    assert.equal(installed.code, 0, installed.stderr);
+    const uninstall = await tool('helm', ['uninstall', namespace, ...args, '--timeout', '10s']);
+    assert.equal(uninstall.code, 1);
+    assert.match(uninstall.stderr, new RegExp(`uninstallation completed with 1 error\\(s\\): resource Job/${namespace}/${name('Job')} not ready`));
+    assert.notEqual((await tool('helm', ['status', namespace, ...args])).code, 0, 'the release is gone');
+    const client = await adminClient();
+    const exists = (path: string) => client.json('GET', path).then(() => true, (error: unknown) => (error instanceof ApiError && error.status === 404 ? false : Promise.reject(error)));
+    const job = `/apis/batch/v1/namespaces/${namespace}/jobs/${name('Job')}`;
+    assert.equal(await exists(job), true, 'the failed Job stays');
+    await client.json('DELETE', job);
+    assert.equal(await exists(`/api/v1/namespaces/${namespace}/serviceaccounts/${name('ServiceAccount')}`), false);
+    assert.equal(await exists(`/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${name('ClusterRoleBinding')}`), false);
   });
 });
