@@ -26,9 +26,10 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
   const log = createLogger({ level: options.logLevel, format });
   for (const name of unknownEnv(process.env)) log.warn('unknown environment variable ignored', { name, hint: `options are set as ${envName('kinds')} and the like; see labeller --help` });
 
-  // prune --all-kinds takes its kinds from discovery (app/prune.ts).
-  const config = options.command === 'prune' && options.allKinds ? { kinds: [] } : buildConfig({
-    file: options.config === undefined ? undefined : { text: readConfig(options.config), source: options.config },
+  const configFile = options.config;
+  const text = configFile === undefined ? undefined : readConfig(configFile);
+  const build = (content: string | undefined) => buildConfig({
+    file: configFile === undefined || content === undefined ? undefined : { text: content, source: configFile },
     kinds: options.kinds,
     labels: options.labels === undefined ? undefined : Object.fromEntries(options.labels.map(parseLabelFlag)),
     namespaces: options.namespaces,
@@ -36,6 +37,10 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
     conflicts: options.conflicts,
     requireLabels: options.command !== 'prune',
   });
+  // prune --all-kinds takes its kinds from discovery (app/prune.ts).
+  const config = options.command === 'prune' && options.allKinds ? { kinds: [] } : build(text);
+  // The controller reapplies the file when it changes (app/reload.ts).
+  const configSource = options.command === 'label' && configFile !== undefined && text !== undefined ? { path: configFile, text, build } : undefined;
   const client = await KubeClient.load({ kubeconfig: options.kubeconfig, context: options.context, userAgent: `labeller/${VERSION}` });
   const leaderElection = options.leaderElect
     ? {
@@ -48,7 +53,7 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
       }
     : undefined;
   try {
-    return await runApp(client, config, { ...options, leaderElection }, shutdown, log);
+    return await runApp(client, config, { ...options, leaderElection, configSource }, shutdown, log);
   } finally {
     await client.close();
   }

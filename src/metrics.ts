@@ -42,6 +42,8 @@ export class Metrics {
   readonly #watchRestarts;
   readonly #relists;
   readonly #objectSources = new Map<string, () => ObjectGauges>();
+  readonly #reloads;
+  readonly #reloadSuccessful;
 
   constructor() {
     const registers = [this.registry];
@@ -68,12 +70,18 @@ export class Metrics {
     this.#conflicts = counter('labeller_conflicts_total', 'Labels left alone because another field manager owns them (conflicts: skip)', ['controller']);
     this.#watchRestarts = counter('labeller_watch_restarts_total', 'Watches that failed and were restarted', ['controller']);
     this.#relists = counter('labeller_relists_total', 'Full lists after the initial one (expired resource versions)', ['controller']);
+    this.#reloads = counter('labeller_config_reloads_total', 'Config file changes seen, by result: success (applied) or failure (rejected; the last good config stays)', ['result']);
+    for (const result of ['success', 'failure']) this.#reloads.inc({ result }, 0);
+    this.#reloadSuccessful = gauge('labeller_config_last_reload_successful', 'Whether the last config file change was applied (1) or rejected (0)', []);
+    this.#reloadSuccessful.set(1);
     // Computed from the caches when scraped, so they are never stale and cost nothing between scrapes.
     const objects = (name: string, help: string, field: keyof ObjectGauges) => {
       const sources = this.#objectSources;
       return new Gauge({
         name, help, labelNames: ['controller'], registers,
         collect() {
+          // Controllers stopped by a config reload leave no stale sample.
+          this.reset();
           for (const [controller, read] of sources) this.set({ controller }, read()[field]);
         },
       });
@@ -122,6 +130,17 @@ export class Metrics {
   /** Registers the source of labeller_objects_managed and labeller_objects_pending for one controller. */
   objects(controller: string, read: () => ObjectGauges): void {
     this.#objectSources.set(controller, read);
+  }
+
+  /** A controller stopped (its kind left the config): its object gauges go. */
+  forget(controller: string): void {
+    this.#objectSources.delete(controller);
+  }
+
+  /** Counts config reloads by result and keeps whether the last one was applied. */
+  configReloaded(applied: boolean): void {
+    this.#reloads.inc({ result: applied ? 'success' : 'failure' });
+    this.#reloadSuccessful.set(applied ? 1 : 0);
   }
 
   restClient(host: string): RequestObserver {

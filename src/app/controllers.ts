@@ -41,18 +41,31 @@ export function labellingFor(client: KubeClient, kind: KindConfig, resource: Api
   return { api, project: projector(options.fieldManager, annotations), reconciler };
 }
 
+/** The controllers of one configured kind, and how to give them new labels (a live config reload). */
+export interface KindControllers {
+  readonly controllers: Controller<LabelledObject>[];
+  /** Labels and conflict policy from `kind` (same namespaces, selector and annotations read); every cached object re-checked, no relist. */
+  relabel(kind: KindConfig): void;
+}
+
 /** The controllers of one configured kind: one per namespace, or one for all namespaces. */
 export function controllersFor(client: KubeClient, kind: KindConfig, resource: ApiResource, options: WiringOptions, log: Logger, counts: Counts, metrics?: Metrics): Controller<LabelledObject>[] {
+  return kindControllers(client, kind, resource, options, log, counts, metrics).controllers;
+}
+
+export function kindControllers(client: KubeClient, kind: KindConfig, resource: ApiResource, options: WiringOptions, log: Logger, counts: Counts, metrics?: Metrics): KindControllers {
   const name = groupResource(resource);
-  return watchedNamespaces(kind, resource).map((namespace) => {
+  const kindLog = log.child({ kind: resource.kind });
+  const wired = watchedNamespaces(kind, resource).map((namespace) => {
     const controller = namespace ? `${name}/${namespace}` : name;
-    const kindLog = log.child({ kind: resource.kind });
     const labelMetrics = metrics?.labels(controller);
-    const { api, project, reconciler } = labellingFor(client, kind, resource, namespace, options, kindLog);
+    const labelling = labellingFor(client, kind, resource, namespace, options, kindLog);
+    let { reconciler } = labelling;
+    let count = objectCounter((object) => reconciler.plan(object));
     const wired = new Controller({
       name: controller,
-      api,
-      project,
+      api: labelling.api,
+      project: labelling.project,
       reconcile: async (object) => {
         try {
           const { outcome, patch } = await reconciler.reconcile(object);
@@ -74,8 +87,18 @@ export function controllersFor(client: KubeClient, kind: KindConfig, resource: A
       metrics: metrics?.controller(controller, options.concurrency),
       log: kindLog.child({ controller }),
     });
-    const count = objectCounter((object) => reconciler.plan(object));
     metrics?.objects(controller, () => count(wired.store.values()));
-    return wired;
+    const relabel = (next: KindConfig): void => {
+      reconciler = labellingFor(client, next, resource, namespace, options, kindLog).reconciler;
+      count = objectCounter((object) => reconciler.plan(object));
+      wired.requeueAll();
+    };
+    return { controller: wired, relabel };
   });
+  return {
+    controllers: wired.map((w) => w.controller),
+    relabel: (next) => {
+      for (const w of wired) w.relabel(next);
+    },
+  };
 }

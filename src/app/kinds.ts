@@ -78,7 +78,8 @@ export async function startWhenServed(kinds: readonly KindConfig[], client: Kube
   await Promise.all(started);
 }
 
-function resolveKinds(kinds: readonly KindConfig[], resources: readonly ApiResource[]): Resolved {
+/** Resolves kinds against discovered resources; throws KindError for a kind that is a mistake in the config (ambiguous, a verb missing). */
+export function resolveKinds(kinds: readonly KindConfig[], resources: readonly ApiResource[]): Resolved {
   const resolved: { kind: KindConfig; resource: ApiResource }[] = [];
   const unknown: { kind: KindConfig; error: ResolveError }[] = [];
   for (const kind of kinds) {

@@ -2,7 +2,8 @@
 // metadata-only watcher feeding a store and a work queue whose workers run the label reconciler;
 // then either `--once` or the controller mode, all under the entry point's shutdown coordinator.
 import type { KubeClient } from '../kube/client.ts';
-import type { Config } from '../labeller/config.ts';
+import type { ApiResource } from '../kube/resource.ts';
+import type { Config, KindConfig } from '../labeller/config.ts';
 import type { LabelledObject } from '../labeller/object.ts';
 import type { Logger } from '../log.ts';
 import type { BindAddress, Options } from '../options.ts';
@@ -11,18 +12,21 @@ import { Metrics } from '../metrics.ts';
 import type { Controller } from '../runtime/controller.ts';
 import type { LeaderElectionOptions } from '../runtime/leader.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';
-import { controllersFor, noCounts, type WiringOptions } from './controllers.ts';
+import { kindControllers, noCounts, type KindControllers, type WiringOptions } from './controllers.ts';
 import { resolveConfiguredKinds } from './kinds.ts';
 import { runUntilStopped } from './lifecycle.ts';
 import { whileLeading } from './leading.ts';
 import { runOnce } from './once.ts';
 import { pruneTargets } from './prune.ts';
+import { runReloading, type ConfigSource } from './reload.ts';
 import { runStatus } from './status.ts';
 
 /** What the app takes of the command-line options, plus what the entry point works out. */
 export type AppOptions = WiringOptions & Pick<Options, 'command' | 'allKinds' | 'output' | 'namespaces' | 'gracePeriodMs' | 'metricsBindAddress' | 'healthProbeBindAddress'> & {
   /** Set when several replicas elect a leader through a Lease. */
   readonly leaderElection?: Omit<LeaderElectionOptions, 'log' | 'onLeadingChange'> | undefined;
+  /** The config file, when there is one: its changes are applied live in controller mode. */
+  readonly configSource?: ConfigSource | undefined;
 };
 
 /** Runs until a signal (or, with `once`, until every object was seen once). Returns the exit status. */
@@ -54,19 +58,32 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     discovered = true;
     if (options.command === 'status') return await runStatus(client, kinds, options, shutdown.intake, log);
     const counts = noCounts();
-    const wire: Parameters<typeof runUntilStopped>[2]['controllersFor'] = (kind, resource) => {
-      const added = controllersFor(client, kind, resource, options, log, counts, metrics);
-      all.push(...added);
-      return added;
+    const wireKind = (kind: KindConfig, resource: ApiResource): KindControllers => {
+      const wired = kindControllers(client, kind, resource, options, log, counts, metrics);
+      all.push(...wired.controllers);
+      return wired;
     };
-    const controllers = kinds.resolved.flatMap(({ kind, resource }) => wire(kind, resource));
-    log.info('starting', { controllers: controllers.map((c) => c.name), dryRun: options.dryRun || undefined, once: options.once || undefined });
+    const unwire = (wired: KindControllers): void => {
+      for (const controller of wired.controllers) {
+        all.splice(all.indexOf(controller), 1);
+        // A restarted kind's new controllers carry the same name.
+        if (!all.some((c) => c.name === controller.name)) metrics.forget(controller.name);
+      }
+    };
+    const wire = (kind: KindConfig, resource: ApiResource) => wireKind(kind, resource).controllers;
+    // The config file's changes are applied live in controller mode: the reload then runs every kind.
+    const reload = options.once ? undefined : options.configSource;
+    const controllers = reload ? [] : kinds.resolved.flatMap(({ kind, resource }) => wire(kind, resource));
+    log.info('starting', { kinds: kinds.resolved.map(({ kind }) => kind.resource), dryRun: options.dryRun || undefined, once: options.once || undefined, reload: reload ? reload.path : undefined });
 
     const leaderElection = options.leaderElection && { ...options.leaderElection, onLeadingChange: metrics.leader(options.leaderElection.name) };
     if (options.once) {
       return await whileLeading(client, leaderElection, shutdown, log, () => runOnce(controllers, counts, { dryRun: options.dryRun, unknownKinds: kinds.unknown.length }, shutdown.intake, log));
     }
-    const status = await runUntilStopped(controllers, kinds.unknown.map((u) => u.kind), { client, shutdown, gracePeriodMs: options.gracePeriodMs, leaderElection, controllersFor: wire, log });
+    const status = await runUntilStopped(controllers, reload ? [] : kinds.unknown.map((u) => u.kind), {
+      client, shutdown, gracePeriodMs: options.gracePeriodMs, leaderElection, controllersFor: wire, log,
+      alsoRun: reload && ((run) => runReloading(reload, config, kinds, { client, log, metrics, wire: wireKind, unwire }, run, shutdown.intake)),
+    });
     log.info('stopped', counts);
     return status;
   } finally {

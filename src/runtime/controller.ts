@@ -129,6 +129,11 @@ export class Controller<T> {
     await Promise.all(Array.from({ length: this.#options.concurrency }, worker));
   }
 
+  /** Queues every cached object again, without a relist: what they should look like has changed. */
+  requeueAll(): void {
+    for (const key of this.store.keys()) this.#queue.add(key);
+  }
+
   /** The watcher's events, with failures logged, counted and kept until the watch is back. */
   async *#events(intake: AbortSignal): AsyncGenerator<WatcherEvent> {
     for await (const event of watcher(this.#options.api, { ...this.#options.watch, signal: intake })) {
