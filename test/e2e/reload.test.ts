@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { auditEvents, auditSkip, create, createNamespace, eventually, labelsOf, patchLabels, skip } from './cluster.ts';
 import { figure } from '../cluster.ts';
-import { Labeller } from './labeller.ts';
+import { Labeller, type LogLine } from './labeller.ts';
 
 /** A folder laid out as the kubelet lays out a ConfigMap volume: kinds.yaml → ..data/kinds.yaml, ..data → ..<version>. */
 class ConfigMapVolume {
@@ -67,72 +67,65 @@ describe('live config reload', { skip }, () => {
     /** Whatever the change sets in motion has happened: wait for it, then a little longer for anything unexpected. */
     const settle = () => new Promise((resolve) => setTimeout(resolve, 1500));
 
-    const labeller = new Labeller(['--config', volume.path, '--namespace', ns, '--requeue-after', '0']);
+    const labeller = new Labeller(['--config', volume.path, '--namespace', ns, '--requeue-after', '0', '--metrics-bind-address', '127.0.0.1:18398']);
+    const metric = async (sample: string) => {
+      const text = await (await fetch('http://127.0.0.1:18398/metrics')).text();
+      return Number(text.split('\n').find((line) => line.startsWith(`${sample} `))?.split(' ')[1]);
+    };
     try {
       await labelled(svc('s2'), { team: 'platform', 'example.com/app': 'api' });
       await labelled(cm('c3'), { team: 'platform', 'example.com/name': 'c3' });
       await settle();
-      const steps: string[] = [];
+      const figures: string[] = [];
+      const none = { configmaps: 0, services: 0, deployments: 0 };
+      /** Writes `yaml`, checks the reload's log line, waits for `converged`, then counts the requests since. */
+      const step = async (what: string, yaml: string, reported: (line: LogLine) => void, converged: () => Promise<unknown>, expected: ReturnType<typeof since>) => {
+        const before = snapshot();
+        const from = labeller.logs.length;
+        volume.update(yaml);
+        reported(await reloads(labeller, from));
+        await converged();
+        await settle();
+        const counted = since(before);
+        figures.push(`${what}: ${counted.patch} PATCH, LIST ${JSON.stringify(counted.list)}`);
+        assert.deepEqual(counted, expected, what);
+      };
 
-      // 1. A kind added: its controller starts (one LIST), its one object is labelled; the others are not listed again.
-      let before = snapshot();
-      let from = labeller.logs.length;
-      volume.update(`labels: { team: platform }\nkinds:\n${configMaps}${services('{{labels.app}}')}  - resource: deployments\n`);
-      assert.deepEqual((await reloads(labeller, from))['added'], ['deployments']);
-      await labelled(`/apis/apps/v1/namespaces/${ns}/deployments/d1`, { team: 'platform' });
-      await settle();
-      const added = since(before);
-      steps.push(`kind added: ${added.patch} PATCH, LIST ${JSON.stringify(added.list)}`);
-      assert.deepEqual(added, { patch: 1, list: { configmaps: 0, services: 0, deployments: 1 } });
-
-      // 2. A label dropped from one kind: its three objects lose it, no relist.
-      before = snapshot();
-      from = labeller.logs.length;
-      volume.update(`labels: { team: platform }\nkinds:\n  - resource: configmaps\n${services('{{labels.app}}')}  - resource: deployments\n`);
-      assert.deepEqual((await reloads(labeller, from))['relabelled'], ['configmaps']);
-      for (const name of ['c1', 'c2', 'c3']) await labelled(cm(name), { team: 'platform', 'example.com/name': undefined });
-      await settle();
-      const dropped = since(before);
-      steps.push(`label dropped: ${dropped.patch} PATCH, LIST ${JSON.stringify(dropped.list)}`);
-      assert.deepEqual(dropped, { patch: 3, list: { configmaps: 0, services: 0, deployments: 0 } });
-
-      // 3. A template changed so that it renders another value for one of two services only.
-      before = snapshot();
-      from = labeller.logs.length;
-      volume.update(`labels: { team: platform }\nkinds:\n  - resource: configmaps\n${services('web')}  - resource: deployments\n`);
-      assert.deepEqual((await reloads(labeller, from))['relabelled'], ['services']);
-      await labelled(svc('s2'), { 'example.com/app': 'web' });
-      await settle();
-      const changed = since(before);
-      steps.push(`template changed: ${changed.patch} PATCH, LIST ${JSON.stringify(changed.list)}`);
-      assert.deepEqual(changed, { patch: 1, list: { configmaps: 0, services: 0, deployments: 0 } });
-
-      // 4. Broken YAML: rejected, nothing sent, and the last good config still in force.
-      before = snapshot();
-      from = labeller.logs.length;
-      volume.update('labels: { team: platform\nkinds: [\n');
-      const rejected = await reloads(labeller, from);
-      assert.equal(rejected.msg, 'config change rejected; the last good config stays in force');
-      assert.match(String(rejected['error']), /kinds\.yaml:\d+:\d+: YAML syntax error/);
-      await settle();
-      const broken = since(before);
-      steps.push(`broken YAML: ${broken.patch} PATCH, LIST ${JSON.stringify(broken.list)}`);
-      assert.deepEqual(broken, { patch: 0, list: { configmaps: 0, services: 0, deployments: 0 } });
-      await patchLabels(cm('c1'), { team: 'ops', 'example.com/name': 'c1' });
-      await labelled(cm('c1'), { team: 'platform', 'example.com/name': 'c1' });
-
-      // 5. A kind removed: its controller stops; a new object of that kind is left alone.
-      before = snapshot();
-      from = labeller.logs.length;
-      volume.update(`labels: { team: platform }\nkinds:\n  - resource: configmaps\n${services('web')}`);
-      assert.deepEqual((await reloads(labeller, from))['removed'], ['deployments']);
-      await create(`/apis/apps/v1/namespaces/${ns}/deployments`, deployment('d2'));
-      await settle();
-      const removed = since(before);
-      steps.push(`kind removed: ${removed.patch} PATCH, LIST ${JSON.stringify(removed.list)}`);
-      assert.deepEqual(removed, { patch: 0, list: { configmaps: 0, services: 0, deployments: 0 } });
+      // A kind added: its controller starts (one LIST), its one object is labelled; the others are not listed again.
+      await step('kind added', `labels: { team: platform }\nkinds:\n${configMaps}${services('{{labels.app}}')}  - resource: deployments\n`,
+        (line) => assert.deepEqual(line['added'], ['deployments']),
+        () => labelled(`/apis/apps/v1/namespaces/${ns}/deployments/d1`, { team: 'platform' }),
+        { patch: 1, list: { ...none, deployments: 1 } });
+      // A label dropped from one kind: its three objects lose it, no relist.
+      await step('label dropped', `labels: { team: platform }\nkinds:\n  - resource: configmaps\n${services('{{labels.app}}')}  - resource: deployments\n`,
+        (line) => assert.deepEqual(line['relabelled'], ['configmaps']),
+        () => Promise.all(['c1', 'c2', 'c3'].map((name) => labelled(cm(name), { team: 'platform', 'example.com/name': undefined }))),
+        { patch: 3, list: none });
+      // A template changed so that it renders another value for one of two services only.
+      await step('template changed', `labels: { team: platform }\nkinds:\n  - resource: configmaps\n${services('web')}  - resource: deployments\n`,
+        (line) => assert.deepEqual(line['relabelled'], ['services']),
+        () => labelled(svc('s2'), { 'example.com/app': 'web' }),
+        { patch: 1, list: none });
+      // Broken YAML: rejected, nothing sent, and the last good config still in force.
+      await step('broken YAML', 'labels: { team: platform\nkinds: [\n',
+        (line) => {
+          assert.equal(line.msg, 'config change rejected; the last good config stays in force');
+          assert.match(String(line['error']), /kinds\.yaml:\d+:\d+: YAML syntax error/);
+        },
+        async () => {},
+        { patch: 0, list: none });
+      assert.equal(await metric('labeller_config_last_reload_successful'), 0);
+      assert.equal(await metric('labeller_config_reloads_total{result="failure"}'), 1);
+      assert.equal(await metric('labeller_config_reloads_total{result="success"}'), 3);
+      await patchLabels(cm('c1'), { team: 'ops' });
+      await labelled(cm('c1'), { team: 'platform' });
+      // A kind removed: its controller stops; a new object of that kind is left alone.
+      await step('kind removed', `labels: { team: platform }\nkinds:\n  - resource: configmaps\n${services('web')}`,
+        (line) => assert.deepEqual(line['removed'], ['deployments']),
+        () => create(`/apis/apps/v1/namespaces/${ns}/deployments`, deployment('d2')),
+        { patch: 0, list: none });
       assert.equal((await labelsOf(`/apis/apps/v1/namespaces/${ns}/deployments/d2`))['team'], undefined);
-      for (const step of steps) figure(t, `reload: ${step}`);
+      for (const line of figures) figure(t, `reload: ${line}`);
     } finally {
       const exit = await labeller.stop();
       assert.equal(exit.code, 0, exit.stderr.slice(-2000));
