@@ -65,7 +65,8 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     };
     const unwire = (wired: KindControllers): void => {
       for (const controller of wired.controllers) {
-        all.splice(all.indexOf(controller), 1);
+        const index = all.indexOf(controller);
+        if (index >= 0) all.splice(index, 1);
         // A restarted kind's new controllers carry the same name.
         if (!all.some((c) => c.name === controller.name)) metrics.forget(controller.name);
       }
