@@ -129,7 +129,12 @@ export class Metrics {
 
   /** Registers the source of labeller_objects_managed and labeller_objects_pending for one controller. */
   objects(controller: string, read: () => ObjectGauges): void {
-    this.#objectSources.set(controller, read);
+    // Both gauges come from one count of the cache per scrape.
+    let last: { at: number; gauges: ObjectGauges } | undefined;
+    this.#objectSources.set(controller, () => {
+      if (!last || performance.now() - last.at > 1000) last = { at: performance.now(), gauges: read() };
+      return last.gauges;
+    });
   }
 
   /** A controller stopped (its kind left the config): its object gauges go. */
