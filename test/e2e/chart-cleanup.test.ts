@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { adminClient, auditEvents, auditSkip, create, createNamespace, eventually, kubeconfig as adminKubeconfig, labelsOf, skip } from './cluster.ts';
-import { apply, containers, deleteAfter, EXAMPLES, render, serviceAccountKubeconfig, tempFile, template, tool, type Container, type Manifest } from './helm.ts';
+import { apply, containers, deleteAfter, EXAMPLES, lint, render, serviceAccountKubeconfig, tempFile, template, tool, type Container, type Manifest } from './helm.ts';
 import { ApiError } from '../../src/kube/errors.ts';
 import { Labeller } from './labeller.ts';
 
@@ -29,6 +29,8 @@ describe('chart: cleanupOnUninstall', () => {
       const what = file.slice(file.lastIndexOf('/') + 1);
       const release = await render({ release: 'rel', files: [file] });
       assert.deepEqual(release.filter(isHook), [], `${what}: no hook by default`);
+      const linted = await lint({ files: [file], values: { cleanupOnUninstall: true } });
+      assert.equal(linted.code, 0, `${what}: ${linted.stdout}${linted.stderr}`);
       const manifests = await render({ release: 'rel', files: [file], values: { cleanupOnUninstall: true } });
       assert.deepEqual(manifests.filter((m) => !isHook(m)), release, `${what}: the release itself is unchanged`);
       const hooks = manifests.filter(isHook);
