@@ -24,7 +24,7 @@ describe('HTTP endpoints', { skip }, () => {
     proxy.pause();
     const labeller = new Labeller(['--kinds', 'configmaps', '--label', 'a=1', '--namespace', ns, '--http-port', '18391'], { kubeconfig: writeKubeconfig({ server: proxy.url }) });
     try {
-      await labeller.waitForLog((l) => l.msg === 'serving /healthz, /readyz and /metrics');
+      await labeller.waitForLog((l) => l.msg === 'serving');
       const notReady = await get(18391, '/readyz');
       assert.equal(notReady.status, 503);
       assert.match(notReady.body, /waiting for API discovery/);
