@@ -1,6 +1,6 @@
 // Live config reload against the real API server, the file updated as the kubelet updates a
 // mounted ConfigMap (a new folder, then the `..data` symlink swapped): a kind added, a label
-// dropped, a template changed, broken YAML, a kind removed. The audit log shows PATCHes for exactly the
+// dropped, a template changed, a selector changed, broken YAML, a kind removed. The audit log shows PATCHes for exactly the
 // objects whose desired labels changed, a LIST only for the added kind, nothing for the broken
 // change, after which the last good config is still in force.
 import assert from 'node:assert/strict';
@@ -40,7 +40,7 @@ const deployment = (name: string) => ({
 
 describe('live config reload', { skip }, () => {
   for (const [runtime, port] of [['node', 18398], ['deno', 18399]] as const) {
-    test(`add a kind, drop a label, change a template, break the YAML, remove a kind: PATCHes for exactly the objects whose labels change, a LIST only for the added kind (${runtime})`, { skip: auditSkip }, async (t) => {
+    test(`add a kind, drop a label, change a template and a selector, break the YAML, remove a kind: PATCHes for exactly the objects whose labels change, a LIST only for kinds added or whose selector changed (${runtime})`, { skip: auditSkip }, async (t) => {
       const ns = await createNamespace(`reload-${runtime}`);
       for (const name of ['c1', 'c2', 'c3']) await create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } });
       await create(`/api/v1/namespaces/${ns}/services`, service('s1', 'web'));
@@ -107,6 +107,11 @@ describe('live config reload', { skip }, () => {
           (line) => assert.deepEqual(line['relabelled'], ['services']),
           () => labelled(svc('s2'), { 'example.com/app': 'web' }),
           { patch: 1, list: none });
+        // A selector changed: only that kind is listed again (s1 still matches and is right; s2 no longer matches).
+        await step('selector changed', `labels: { team: platform }\nkinds:\n  - resource: configmaps\n${services('web')}    selector: app=web\n  - resource: deployments\n`,
+          (line) => assert.deepEqual(line['restarted'], ['services']),
+          () => labeller.waitForLog((l) => l.msg === 'initial list complete' && l.kind === 'Service' && l['objects'] === 1),
+          { patch: 0, list: { ...none, services: 1 } });
         // Broken YAML: rejected, nothing sent, and the last good config still in force.
         await step('broken YAML', 'labels: { team: platform\nkinds: [\n',
           (line) => {
@@ -117,12 +122,12 @@ describe('live config reload', { skip }, () => {
           { patch: 0, list: none });
         assert.equal(await metric('labeller_config_last_reload_successful'), 0);
         assert.equal(await metric('labeller_config_reloads_total{result="failure"}'), 1);
-        assert.equal(await metric('labeller_config_reloads_total{result="success"}'), 3);
+        assert.equal(await metric('labeller_config_reloads_total{result="success"}'), 4);
         await patchLabels(cm('c1'), { team: 'ops' });
         await labelled(cm('c1'), { team: 'platform' });
         // A kind removed: its controller stops; a new object of that kind is left alone.
-        await step('kind removed', `labels: { team: platform }\nkinds:\n  - resource: configmaps\n${services('web')}`,
-          (line) => assert.deepEqual(line['removed'], ['deployments']),
+        await step('kind removed', `labels: { team: platform }\nkinds:\n  - resource: configmaps\n${services('web')}    selector: app=web\n`,
+          (line) => assert.deepEqual([line['removed'], line['restarted']], [['deployments'], undefined]),
           () => create(`/apis/apps/v1/namespaces/${ns}/deployments`, deployment('d2')),
           { patch: 0, list: none });
         assert.equal((await labelsOf(`/apis/apps/v1/namespaces/${ns}/deployments/d2`))['team'], undefined);
