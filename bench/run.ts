@@ -1,5 +1,6 @@
-// labeller's benchmarks (issue 5), against a control plane of their own (test/controlplane):
-//   1. cold convergence of N objects, and the requests it took, by verb (audit log);
+// labeller's benchmarks (issues 5 and 9), against a control plane of their own (test/controlplane):
+//   1. cold convergence of N objects, the requests it took, by verb (audit log), and labeller's CPU
+//      and peak RSS read from /proc;
 //   2. the server's limit: the same N server-side apply patches from a minimal tight loop at the
 //      same concurrency, through the same KubeClient; convergence is reported as a ratio to it;
 //   3. a restart over the labelled cluster: time to ready and PATCH requests;
@@ -28,10 +29,11 @@ import type { ApiResource } from '../src/kube/resource.ts';
 import { labelClient } from '../src/labelclient.ts';
 import { binaries, startControlPlane, type ControlPlane } from '../test/controlplane/controlplane.ts';
 import { AuditLog, byVerb, formatVerbs, type AuditRequest } from './lib/audit.ts';
-import { describe as describeExit, LabellerProcess, running as runningLabellers } from './lib/labeller.ts';
+import { describe as describeExit, launch, LAUNCH_OPTIONS, LAUNCH_USAGE, LabellerProcess, running as runningLabellers, type Launch } from './lib/labeller.ts';
 import type { MemoryMode, MemoryRequest, MemoryResult } from './memory.ts';
 import { createObjects, KINDS, pool, split, type BenchObject, type KindSpec } from './lib/objects.ts';
-import { bytes, ms, seconds, table, updateResultsFile, writeJson, type Row, type Verdict } from './lib/report.ts';
+import { bytes, mib, ms, seconds, table, updateResultsFile, writeJson, type Row, type Verdict } from './lib/report.ts';
+import { ProcSampler } from './lib/procstat.ts';
 import { Churn, LabelWatch, measureRelabel, percentile, type LatencySamples } from './lib/relabel.ts';
 import { host, runtimeVersion, tsCommand, type Runtime } from './lib/runtime.ts';
 import { start, type Child } from './lib/spawn.ts';
@@ -49,7 +51,9 @@ const USAGE = `usage: bench/run.ts [options]
   --concurrency C         labeller's --concurrency per kind (default 8); the tight loop uses C × kinds
   --create-concurrency C  requests in flight while creating objects (default 50)
   --churn-rate R          background writes per second during the churn latency samples (default 20)
-  --labeller-runtime R    node or deno: what runs labeller and the memory probes (default: this runtime)
+${LAUNCH_USAGE}
+                          (the memory probes run on labeller’s runtime)
+  --cold-only             stop after cold convergence and the tight loop (for iterating on CPU and memory)
   --no-memory             skip the memory measurements
   --no-results-md         do not update bench/RESULTS.md`;
 
@@ -66,7 +70,7 @@ function parsePositive(text: string, flag: string): number {
   return n;
 }
 
-interface Options {
+interface Options extends Launch {
   readonly quick: boolean;
   readonly n: number;
   readonly idleMinutes: number;
@@ -74,9 +78,9 @@ interface Options {
   readonly concurrency: number;
   readonly createConcurrency: number;
   readonly churnRate: number;
-  readonly runtime: Runtime;
   readonly memory: boolean;
   readonly resultsMd: boolean;
+  readonly coldOnly: boolean;
 }
 
 function options(argv: string[]): Options {
@@ -91,9 +95,10 @@ function options(argv: string[]): Options {
       concurrency: { type: 'string', default: '8' },
       'create-concurrency': { type: 'string', default: '50' },
       'churn-rate': { type: 'string', default: '20' },
-      'labeller-runtime': { type: 'string', default: host },
+      ...LAUNCH_OPTIONS,
       'no-memory': { type: 'boolean', default: false },
       'no-results-md': { type: 'boolean', default: false },
+      'cold-only': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
   });
@@ -101,10 +106,9 @@ function options(argv: string[]): Options {
     process.stdout.write(`${USAGE}\n`);
     process.exit(0);
   }
-  const runtime = values['labeller-runtime'];
-  if (runtime !== 'node' && runtime !== 'deno') throw new Error(`--labeller-runtime ${runtime}: expected node or deno`);
   const quick = values.quick;
   return {
+    ...launch(values),
     quick,
     n: values.n ? parseCount(values.n, '--n') : quick ? 300 : 10_000,
     idleMinutes: values['idle-minutes'] ? parsePositive(values['idle-minutes'], '--idle-minutes') : quick ? 0.5 : 2,
@@ -112,9 +116,9 @@ function options(argv: string[]): Options {
     concurrency: Math.round(parsePositive(values.concurrency, '--concurrency')),
     createConcurrency: Math.round(parsePositive(values['create-concurrency'], '--create-concurrency')),
     churnRate: parsePositive(values['churn-rate'], '--churn-rate'),
-    runtime,
     memory: !values['no-memory'],
     resultsMd: !values['no-results-md'],
+    coldOnly: values['cold-only'],
   };
 }
 
@@ -221,6 +225,15 @@ interface Results {
     logWarnings: number;
     logErrors: number;
     exitCode: number | null;
+    /** labeller's user + system CPU from start to the last PATCH (/proc/<pid>/stat). */
+    cpuSeconds: number | undefined;
+    /** The same from the first PATCH to the last. */
+    patchingCpuSeconds: number | undefined;
+    /** Of the CPU until convergence was confirmed, the kernel's (stime). */
+    systemSeconds: number | undefined;
+    /** VmHWM when convergence was confirmed, and VmRSS then. */
+    peakRss: number;
+    rssAtEnd: number | undefined;
     load: number;
   };
   loop?: { seconds: number; patches: number; concurrency: number; load: number };
@@ -244,7 +257,7 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     const version = await admin.json<{ gitVersion: string }>('GET', '/version');
     results.meta['kubeApiserver'] = version.gitVersion;
     const audit = new AuditLog(cp.auditLog, 'labeller/');
-    const resources = await discover(admin);
+    const { resources } = await discover(admin);
     const resourceOf = new Map<KindSpec, ApiResource>(KINDS.map((k) => [k, resolveResource(k.resource, resources)]));
 
     // -------- setup
@@ -261,7 +274,9 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
 
     // -------- 1. cold convergence
     log(`cold convergence: starting labeller on ${opts.runtime}`);
-    const cold = new LabellerProcess(opts.runtime, args);
+    const cold = new LabellerProcess(opts.runtime, args, opts.entry, opts.v8Flags);
+    // Memory and CPU as the kernel sees them, sampled from outside until labeller is stopped.
+    const proc = new ProcSampler(cold.process.pid!);
     const timeoutMs = 120_000 + opts.n * 30;
     const unlabelled = `${TEAM}!=${LABELS[TEAM]}`;
     for (;;) {
@@ -279,9 +294,13 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     const firstPatch = patches.reduce((t, r) => Math.min(t, r.received), Number.POSITIVE_INFINITY);
     const labelled = (await Promise.all([...apis.values()].map((api) => countLabelled(api, `${TEAM}=${LABELS[TEAM]}`)))).reduce((a, b) => a + b, 0);
     if (labelled !== opts.n) throw new Error(`cold convergence: ${labelled} of ${opts.n} objects carry ${TEAM}=${LABELS[TEAM]}`);
+    const atEnd = proc.sample();
+    proc.stop();
     const coldExit = await cold.stop();
     const listed = cold.logs.filter((l) => l.msg === 'initial list complete').map((l) => Date.parse(l.time));
     const convergedAt = patches.length ? lastPatch : confirmedAt;
+    const cpuAtConverged = proc.cpuAt(convergedAt);
+    const cpuAtFirstPatch = patches.length ? proc.cpuAt(firstPatch) : undefined;
     results.cold = {
       seconds: (convergedAt - cold.startedAt) / 1000,
       confirmedSeconds: (confirmedAt - cold.startedAt) / 1000,
@@ -296,9 +315,14 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
       logWarnings: cold.counts.warn,
       logErrors: cold.counts.error,
       exitCode: coldExit.code,
+      cpuSeconds: cpuAtConverged,
+      patchingCpuSeconds: cpuAtConverged !== undefined && cpuAtFirstPatch !== undefined ? cpuAtConverged - cpuAtFirstPatch : undefined,
+      systemSeconds: atEnd?.systemSeconds,
+      peakRss: proc.peakRss,
+      rssAtEnd: atEnd?.rss,
       load: load1(),
     };
-    log(`converged in ${seconds(results.cold.seconds)} (${formatVerbs(results.cold.requests)})`);
+    log(`converged in ${seconds(results.cold.seconds)} (${formatVerbs(results.cold.requests)}), CPU ${cpuAtConverged?.toFixed(2) ?? '?'} s, peak RSS ${mib(proc.peakRss)}`);
     if (coldExit.code !== 0) throw new Error(`labeller exited with ${describeExit(coldExit)} on SIGTERM after cold convergence\n${cold.stderrTail}`);
 
     // -------- 2. the server's limit: the same patches from a tight loop, same concurrency
@@ -320,9 +344,11 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     }
     log(`tight loop: ${seconds(results.loop.seconds)}; ratio ${(results.cold.seconds / results.loop.seconds).toFixed(2)}×`);
 
+    if (opts.coldOnly) return;
+
     // -------- 3. restart over the labelled cluster
     log('restart over the labelled cluster');
-    const second = new LabellerProcess(opts.runtime, args);
+    const second = new LabellerProcess(opts.runtime, args, opts.entry, opts.v8Flags);
     const ready = await Promise.all(KINDS.map((k) => second.waitForLog((l) => l.msg === 'initial list complete' && l.kind === k.kind, 120_000 + opts.n * 5)));
     const readyAt = Math.max(...ready.map((l) => Date.parse(l.time)));
     // Every object is reconciled from the cache right after the list; let that happen, then count.
@@ -431,6 +457,24 @@ function rows(r: Results): Row[] {
       verdict: '',
       load: cold.load,
     });
+    const perObject = (cpu: number | undefined): string => (cpu === undefined ? 'n/a' : `${((cpu * 1000) / n).toFixed(2)} ms`);
+    out.push({
+      id: '1',
+      measurement: 'CPU per object during cold convergence (utime + stime, /proc/<pid>/stat)',
+      result: `${perObject(cold.cpuSeconds)} (${cold.cpuSeconds?.toFixed(2) ?? 'n/a'} s from start to the last PATCH); ${perObject(cold.patchingCpuSeconds)} while patching; ${cold.systemSeconds?.toFixed(2) ?? 'n/a'} s of all CPU in the kernel`,
+      target: '≤ 0.5 ms',
+      verdict: cold.cpuSeconds === undefined ? 'incomplete' : verdict((cold.cpuSeconds * 1000) / n <= 0.5),
+      load: cold.load,
+    });
+    out.push({
+      id: '1',
+      measurement: `Peak RSS converging ${n} objects (VmHWM)`,
+      result: `${mib(cold.peakRss)} (RSS ${cold.rssAtEnd === undefined ? 'n/a' : mib(cold.rssAtEnd)} when converged)`,
+      target: n >= 50_000 ? '≤ 160 MiB at 50k' : '≤ 96 MiB at 10k, in-cluster credentials',
+      verdict: verdict(cold.peakRss <= (n >= 50_000 ? 160 : 96) * 2 ** 20),
+      verdictNote: `(kubeconfig credentials${n === 10_000 || n === 50_000 ? '' : `, at N = ${n}`})`,
+      load: cold.load,
+    });
     out.push({
       id: '1',
       measurement: 'Requests during convergence, by verb (audit log)',
@@ -456,8 +500,8 @@ function rows(r: Results): Row[] {
       id: '1/2',
       measurement: 'Convergence ÷ tight loop',
       result: `${ratio.toFixed(2)}×`,
-      target: '≤ 1.25× at N = 10k',
-      verdict: verdict(ratio <= 1.25),
+      target: '≤ 1.1× at N = 10k',
+      verdict: verdict(ratio <= 1.1),
       ...(n !== 10_000 ? { verdictNote: `(at N = ${n})` } : {}),
       load: loop.load,
     });
@@ -486,7 +530,7 @@ function rows(r: Results): Row[] {
         load: x.load,
       });
     };
-    m('pruned', 'Memory, labeller’s cache (managedFields pruned)', 'heap ≤ 1 KiB/object', (heap) => heap <= 1024);
+    m('pruned', 'Memory, labeller’s cache (managedFields pruned)', 'heap ≤ 512 B/object at 10k and 50k', (heap) => heap <= 512);
     m('full', 'Memory, pruning off (full PartialObjectMetadata cached)', '');
     m('informer', 'Memory, @kubernetes/client-node informer (full objects)', '');
   }
@@ -523,7 +567,7 @@ function describeRun(r: Results): string {
   const m = r.meta;
   const o = r.options;
   const lines = [
-    `## N = ${o.n}${o.quick ? ' (--quick)' : ''}, labeller on ${o.runtime === 'node' ? 'Node' : 'Deno'}`,
+    `## N = ${o.n}${o.quick ? ' (--quick)' : ''}, labeller on ${o.runtime === 'node' ? 'Node' : 'Deno'}${o.build === undefined ? '' : `, from ${o.build}/`}`,
     '',
     `- run: ${String(m['startedAt'])}, ${seconds(Number(m['durationSeconds'] ?? 0))} in all; \`${String(m['command'])}\``,
     `- labeller ${String(m['labellerVersion'])} (git ${String(m['git'])}), labeller and memory probes on ${String(m['labellerRuntime'])}; bench on ${String(m['benchRuntime'])}`,
@@ -531,6 +575,7 @@ function describeRun(r: Results): string {
     `- machine: ${String(m['cpu'])}, ${String(m['cores'])} cores, ${String(m['memoryGiB'])} GiB, Linux ${String(m['kernel'])}`,
     `- load average (1/5/15 min): ${String(m['loadAtStart'])} at start, ${String(m['loadAtEnd'] ?? '?')} at end; other work shares the machine, so figures are noisy`,
     `- objects: ${Object.entries(r.setup?.objects ?? {}).map(([k, v]) => `${v} ${k}`).join(', ')}, each with 6 labels, 4 annotations and managedFields of \`kubectl-create\` (Update) and \`argocd-controller\` (Apply); created in ${r.setup ? seconds(r.setup.seconds) : '?'}`,
+    `- labeller run from ${o.build === undefined ? `the sources (\`${o.entry}\`)` : `the build (\`${o.entry}\`)`}${o.v8Flags.length ? ` with V8 flags \`${o.v8Flags.join(' ')}\`` : ''}; kubeconfig credentials (bearer token)`,
     `- labeller \`--concurrency ${o.concurrency}\` per kind (${o.concurrency * KINDS.length} in all; the tight loop uses the same), 2 labels; convergence ends at the last labeller PATCH in the audit log, confirmed by a metadata-only list`,
     '',
     table(rows(r)),
@@ -623,8 +668,9 @@ process.stdout.write(`\n${section}\n\n`);
 const name = startedAt.toISOString().replace(/[:.]/g, '-');
 const jsonPath = writeJson('bench/results', name, { ...results, rows: rows(results) });
 log(`wrote ${jsonPath}`);
-if (status === 0 && opts.resultsMd) {
-  updateResultsFile('bench/RESULTS.md', `n=${opts.n} runtime=${opts.runtime}`, section);
+// A --cold-only run is for iterating: it leaves the full runs' sections alone.
+if (status === 0 && opts.resultsMd && !opts.coldOnly) {
+  updateResultsFile('bench/RESULTS.md', `n=${opts.n} runtime=${opts.runtime}${opts.build === undefined ? '' : ` build=${opts.build}`}`, section);
   log('updated bench/RESULTS.md');
 }
 process.exit(status);

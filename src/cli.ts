@@ -1,15 +1,23 @@
 // The entry point (`node bin/labeller.js`, `deno run -A src/cli.ts`). The shutdown coordinator is
 // created first, with nothing heavy loaded yet, and handed down: from here on a termination
-// signal at any stage (loading, discovery, listing, patching) is a clean stop.
+// signal at any stage (loading, discovery, listing, patching) is a clean stop. Help and version
+// are answered before the rest of the code loads: they need none of it.
 import { fatal, report } from './fatal.ts';
+import { formatHelp } from './help.ts';
 import { Shutdown } from './runtime/shutdown.ts';
+import { version } from './version.ts';
 
 const shutdown = new Shutdown();
+const argv = process.argv.slice(2);
 try {
-  const { main } = await import('./main.ts');
-  process.exitCode = await main(process.argv.slice(2), shutdown);
+  if (argv.includes('--help') || argv.includes('-h')) process.stdout.write(formatHelp());
+  else if (argv.includes('--version')) process.stdout.write(`${version()}\n`);
+  else {
+    const { main } = await import('./main.ts');
+    process.exitCode = await main(argv, shutdown);
+  }
 } catch (error) {
-  // main() reports its own failures; this is the code failing to load (Deno without permissions).
+  // main() reports its own failures; these are the first steps failing (Deno without permissions).
   const failure = fatal(error, false);
   report(failure, process.stderr.isTTY ? 'text' : 'json');
   process.exitCode = failure.status;

@@ -3,22 +3,26 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { FieldManagerTaken } from './app/guard.ts';
 import { KindError } from './app/kinds.ts';
+import { eventsIdentity } from './app/events.ts';
 import { runApp } from './app/run.ts';
-import { KubeClient, KubeConfigError } from './kube/client.ts';
+import { KubeClient } from './kube/client.ts';
+import { KubeConfigError } from './kube/errors.ts';
 import { buildConfig, ConfigError, parseLabelFlag } from './labeller/config.ts';
 import { fatal, report } from './fatal.ts';
 import { createLogger } from './log.ts';
 import { envName } from './flags.ts';
 import { parseOptions, unknownEnv, UsageError } from './options.ts';
+import { version } from './version.ts';
 import type { Shutdown } from './runtime/shutdown.ts';
 
-const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 type Format = 'json' | 'text';
 const autoFormat = (): Format => (process.stderr.isTTY ? 'text' : 'json');
 
 async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (format: Format) => void): Promise<number> {
+  const VERSION = version();
   const options = await parseOptions(argv, process.env, VERSION);
   if (!options) return 0;
   const format = options.logFormat === 'auto' ? autoFormat() : options.logFormat;
@@ -42,18 +46,24 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
   // The controller reapplies the file when it changes (app/reload.ts).
   const configSource = options.command === 'label' && configFile !== undefined && text !== undefined ? { path: configFile, text, build } : undefined;
   const client = await KubeClient.load({ kubeconfig: options.kubeconfig, context: options.context, userAgent: `labeller/${VERSION}` });
+  const identity = `${hostname()}_${randomBytes(4).toString('hex')}`;
+  // The process's own namespace: its Leases (leader election, field-manager guard) live there.
+  const namespace = options.leaderElectionNamespace ?? client.defaultNamespace ?? 'default';
   const leaderElection = options.leaderElect
     ? {
-        namespace: options.leaderElectionNamespace ?? client.defaultNamespace ?? 'default',
+        namespace,
         name: options.leaderElectionId,
-        identity: `${hostname()}_${randomBytes(4).toString('hex')}`,
+        identity,
         leaseDurationMs: options.leaseDurationMs,
         renewDeadlineMs: options.renewDeadlineMs,
         retryPeriodMs: options.retryPeriodMs,
       }
     : undefined;
+  const guard = { namespace, identity, leaseDurationMs: options.leaseDurationMs, ignore: options.ignoreFieldManagerGuard };
   try {
-    return await runApp(client, config, { ...options, leaderElection, configSource }, shutdown, log);
+    // A dry run writes nothing, Events included.
+    const events = options.events && !options.dryRun ? eventsIdentity(process.env) : undefined;
+    return await runApp(client, config, { ...options, leaderElection, events, guard, configSource }, shutdown, log);
   } finally {
     await client.close();
   }
@@ -68,7 +78,7 @@ function readConfig(path: string): string {
   }
 }
 
-const USAGE_ERRORS = [UsageError, ConfigError, KubeConfigError, KindError];
+const USAGE_ERRORS = [UsageError, ConfigError, KubeConfigError, KindError, FieldManagerTaken];
 
 /** Runs the command; returns the exit status. Errors become one line on stderr, never a stack trace. */
 export async function main(argv: readonly string[], shutdown: Shutdown): Promise<number> {

@@ -21,6 +21,7 @@ test('defaults when nothing is set', async () => {
     kubeconfig: undefined,
     context: undefined,
     fieldManager: 'labeller',
+    ignoreFieldManagerGuard: false,
     concurrency: 8,
     requeueAfterMs: 300_000,
     gracePeriodMs: 30_000,
@@ -29,6 +30,7 @@ test('defaults when nothing is set', async () => {
     logLevel: 'info',
     logFormat: 'auto',
     watchTimeoutSeconds: 290,
+    events: true,
     metricsBindAddress: undefined,
     healthProbeBindAddress: undefined,
     leaderElect: false,
@@ -56,6 +58,7 @@ test('every option can come from the environment (former names of options includ
     LABELLER_KUBECONFIG: '/tmp/kubeconfig',
     LABELLER_CONTEXT: 'kind-dev',
     LABELLER_FIELD_MANAGER: 'mine',
+    LABELLER_IGNORE_FIELD_MANAGER_GUARD: 'true',
     LABELLER_CONCURRENCY: '3',
     LABELLER_REQUEUE_AFTER: '1h',
     LABELLER_GRACE_PERIOD: '10s',
@@ -64,6 +67,7 @@ test('every option can come from the environment (former names of options includ
     LABELLER_LOG_LEVEL: 'debug',
     LABELLER_LOG_FORMAT: 'json',
     LABELLER_WATCH_TIMEOUT: '1m',
+    LABELLER_EVENTS: 'false',
     LABELLER_HTTP_PORT: '8080',
     LABELLER_LEADER_ELECT: 'true',
     LABELLER_LEADER_ELECTION_NAMESPACE: 'ops',
@@ -87,6 +91,7 @@ test('every option can come from the environment (former names of options includ
       kubeconfig: '/tmp/kubeconfig',
       context: 'kind-dev',
       fieldManager: 'mine',
+      ignoreFieldManagerGuard: true,
       concurrency: 3,
       requeueAfterMs: 3_600_000,
       gracePeriodMs: 10_000,
@@ -95,6 +100,7 @@ test('every option can come from the environment (former names of options includ
       logLevel: 'debug',
       logFormat: 'json',
       watchTimeoutSeconds: 60,
+      events: false,
       metricsBindAddress: { host: '', port: 8080 },
       healthProbeBindAddress: { host: '', port: 8080 },
       leaderElect: true,
@@ -134,6 +140,20 @@ test('booleans from the environment accept 1/true/yes and 0/false/no', async () 
   const cases: Array<[string, boolean]> = [['1', true], ['TRUE', true], ['yes', true], ['0', false], ['false', false], ['No', false]];
   for (const [value, expected] of cases) {
     assert.equal((await parse([], { LABELLER_ONCE: value }))?.once, expected, value);
+  }
+});
+
+test('--events is on by default; --events=false, --no-events and LABELLER_EVENTS=false turn it off', async () => {
+  const cases: Array<[string[], Env, boolean]> = [
+    [[], {}, true],
+    [['--events=false'], {}, false],
+    [['--events', 'false'], {}, false],
+    [['--no-events'], {}, false],
+    [[], { LABELLER_EVENTS: 'false' }, false],
+    [['--events'], { LABELLER_EVENTS: 'false' }, true],
+  ];
+  for (const [argv, env, expected] of cases) {
+    assert.equal((await parse(argv, env))?.events, expected, JSON.stringify([argv, env]));
   }
 });
 

@@ -36,10 +36,14 @@ export interface Options {
   readonly logLevel: Level;
   readonly logFormat: 'json' | 'text' | 'auto';
   readonly watchTimeoutSeconds: number;
+  /** Write Kubernetes Events (--events). */
+  readonly events: boolean;
   /** Where /metrics is served; undefined: off. */
   readonly metricsBindAddress: BindAddress | undefined;
   /** Where /healthz and /readyz are served; undefined: off. The same address as metrics: one server. */
   readonly healthProbeBindAddress: BindAddress | undefined;
+  /** Write even when a running labeller with another config holds the field manager. */
+  readonly ignoreFieldManagerGuard: boolean;
   readonly leaderElect: boolean;
   readonly leaderElectionNamespace: string | undefined;
   readonly leaderElectionId: string;
@@ -191,6 +195,7 @@ export async function parseOptions(argv: readonly string[], env: Readonly<Record
     kubeconfig: string('kubeconfig'),
     context: string('context'),
     fieldManager: string('field-manager') ?? 'labeller',
+    ignoreFieldManagerGuard: flag('ignore-field-manager-guard'),
     concurrency: count('concurrency'),
     requeueAfterMs: duration('requeue-after'),
     gracePeriodMs: duration('grace-period'),
@@ -199,6 +204,7 @@ export async function parseOptions(argv: readonly string[], env: Readonly<Record
     logLevel: string('log-level') as Level,
     logFormat: string('log-format') as Options['logFormat'],
     watchTimeoutSeconds: Math.max(1, Math.round(duration('watch-timeout') / 1000)),
+    events: flag('events'),
     metricsBindAddress: bound('metrics-bind-address'),
     healthProbeBindAddress: bound('health-probe-bind-address'),
     leaderElect: flag('leader-elect'),

@@ -4,11 +4,12 @@
 // disturbs it. test/e2e/cluster.ts binds them to the shared cluster of a test run.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, fstatSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fetch } from 'undici';
 import { KubeClient } from '../src/kube/client.ts';
+import { SERVICE_ACCOUNT_DIR } from '../src/kube/incluster.ts';
 import { startControlPlane, type ControlPlane } from './controlplane/controlplane.ts';
 import { delay, eventually } from './eventually.ts';
 
@@ -37,6 +38,8 @@ export function sharedKubeconfig(): string {
 export interface KubeconfigChange {
   readonly server?: string;
   readonly token?: string;
+  /** Replaces the user entry whole (tokenFile, client certificate files, exec…). */
+  readonly user?: Readonly<Record<string, unknown>>;
 }
 
 /** Writes a copy of the kubeconfig `base` into `dir`, with another server and/or identity. */
@@ -47,6 +50,7 @@ export function copyKubeconfig(base: string, dir: string, change: KubeconfigChan
   };
   for (const c of config.clusters) if (change.server) c.cluster['server'] = change.server;
   for (const u of config.users) if (change.token) u.user = { token: change.token };
+  for (const u of config.users) if (change.user) u.user = { ...change.user };
   const path = join(dir, `kubeconfig-${randomBytes(4).toString('hex')}`);
   writeFileSync(path, JSON.stringify(config));
   return path;
@@ -204,6 +208,20 @@ export class Cluster {
     return { kubeconfig: this.writeKubeconfig({ token: status.token, ...(server ? { server } : {}) }), username: `system:serviceaccount:${namespace}:${name}`, role };
   }
 
+  /**
+   * A TokenRequest token for a ServiceAccount, bound to a new Secret `secret`: deleting the
+   * Secret revokes the token (once the API server's ~10 s authentication cache has expired).
+   */
+  async boundToken(namespace: string, serviceAccount: string, secret: string): Promise<string> {
+    const created = await this.post<{ metadata: { uid: string } }>(`/api/v1/namespaces/${namespace}/secrets`, { metadata: { name: secret }, stringData: { purpose: 'token binding' } });
+    const { status } = await this.post<{ status: { token: string } }>(`/api/v1/namespaces/${namespace}/serviceaccounts/${serviceAccount}/token`, {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenRequest',
+      spec: { expirationSeconds: 3600, boundObjectRef: { apiVersion: 'v1', kind: 'Secret', name: secret, uid: created.metadata.uid } },
+    });
+    return status.token;
+  }
+
   async setRules(role: string, rules: readonly PolicyRule[]): Promise<void> {
     const current = await this.get<{ metadata: object }>(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${role}`);
     await this.put(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${role}`, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: current.metadata, rules });
@@ -236,6 +254,40 @@ export function auditEvents(path: string, filter: (event: AuditEvent) => boolean
     .filter(filter);
 }
 
+/**
+ * The audit log as it grows: each call answers the events (matching `filter`) written since the
+ * previous call, the first since now. Cheap where auditEvents() parses the whole log, which
+ * stalls the calling process (and a fault proxy running in it) for seconds on a long run.
+ */
+export function auditTail(path: string, filter: (event: AuditEvent) => boolean = () => true): () => AuditEvent[] {
+  let offset = statSize(path);
+  let partial = '';
+  return () => {
+    const fd = openSync(path, 'r');
+    try {
+      const size = fstatSync(fd).size;
+      if (size < offset) throw new Error(`${path} shrank from ${offset} to ${size} bytes`);
+      const buffer = Buffer.alloc(size - offset);
+      const n = readSync(fd, buffer, 0, buffer.length, offset);
+      offset += n;
+      const lines = (partial + buffer.toString('utf8', 0, n)).split('\n');
+      partial = lines.pop() ?? '';
+      return lines.filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as AuditEvent).filter(filter);
+    } finally {
+      closeSync(fd);
+    }
+  };
+}
+
+function statSize(path: string): number {
+  const fd = openSync(path, 'r');
+  try {
+    return fstatSync(fd).size;
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** Milliseconds since the epoch at which the API server received the request. */
 export function receivedAt(event: AuditEvent): number {
   return Date.parse(event.requestReceivedTimestamp ?? event.stageTimestamp ?? '');
@@ -244,11 +296,29 @@ export function receivedAt(event: AuditEvent): number {
 /** Requests by labeller itself (its user agent is `labeller/<version>`). */
 export const byLabeller = (event: AuditEvent): boolean => (event.userAgent ?? '').startsWith('labeller/');
 
+/**
+ * A command prefix that runs a command as in a pod with its service account mounted: the
+ * folder `serviceAccountDir` (token, ca.crt, namespace) appears at the kubelet's mount point for
+ * that process only (a private mount namespace with a tmpfs over /var/run; as root, or as root of
+ * a user namespace otherwise). Add KUBERNETES_SERVICE_HOST/PORT to its environment.
+ */
+export function inClusterWrapper(serviceAccountDir: string): string[] {
+  return [
+    'unshare', '--mount', '--propagation', 'private', ...(process.getuid?.() === 0 ? [] : ['--map-root-user']),
+    'sh', '-c', `mount -t tmpfs tmpfs /var/run && mkdir -p ${SERVICE_ACCOUNT_DIR} && mount --bind "$0" ${SERVICE_ACCOUNT_DIR} && exec "$@"`, serviceAccountDir,
+  ];
+}
+
 /** The resident set size of a process in MiB, from /proc (Linux). */
 export function rssMiB(pid: number): number {
+  return procStatusMiB(pid, 'VmRSS');
+}
+
+/** A memory figure of /proc/<pid>/status in MiB (VmRSS now, VmHWM its peak). */
+export function procStatusMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
-  if (!match) throw new Error(`no VmRSS for ${pid}`);
+  const match = new RegExp(`^${field}:\\s+(\\d+)\\s+kB`, 'm').exec(status);
+  if (!match) throw new Error(`no ${field} for ${pid}`);
   return Number(match[1]) / 1024;
 }
 

@@ -16,6 +16,7 @@ import { ensureTools } from './tools.ts';
 const args = new Set(process.argv.slice(2));
 const only = [...args].filter((a) => a.endsWith('.ts'));
 const pick = (files: string[]): string[] => (only.length ? files.filter((f) => only.includes(f)) : files);
+// Unit tests need no cluster: those beside the sources, and test/unit/ (in-process property tests).
 const unit = args.has('--e2e-only') ? [] : pick([...globSync('src/**/*.test.ts'), ...globSync('test/unit/**/*.test.ts')]);
 const e2e = args.has('--unit-only') ? [] : pick(globSync('test/e2e/**/*.test.ts'));
 const ci = process.env['CI'] === 'true';

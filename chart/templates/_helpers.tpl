@@ -222,19 +222,33 @@ labeller's config file: the kinds.yaml part of the values.
 {{- dict "labels" . | toYaml }}
 {{- end }}
 conflicts: {{ .Values.conflicts }}
+{{- if .Values.allowProtectedPrefixes }}
+allowProtectedPrefixes: true
+{{- end }}
 kinds:
   {{- toYaml $kinds | nindent 2 }}
 {{- end }}
 
 {{/*
-RBAC rules from a map of API group → resource plurals: get/list/watch/patch, nothing more.
+RBAC rules from a map of API group → resource plurals: list/watch/patch, nothing more (labeller never reads one object by name).
 */}}
 {{- define "labeller.rules" -}}
 {{- range $group := keys . | sortAlpha }}
 - apiGroups: [{{ $group | quote }}]
   resources: [{{ get $ $group | uniq | sortAlpha | join ", " }}]
-  verbs: [get, list, watch, patch]
+  verbs: [list, watch, patch]
 {{- end }}
+{{- end }}
+
+{{/*
+Kubernetes Events (when on): create a series' Event, patch its count. Goes into the ClusterRole
+when there is one, else into each namespace's Role (and a Role in the release namespace for
+Events on labeller's Pod).
+*/}}
+{{- define "labeller.eventRules" -}}
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
 {{- end }}
 
 {{/*

@@ -12,6 +12,7 @@ import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Options } from '../options.ts';
 import { Controller } from '../runtime/controller.ts';
+import type { LabellerEvents } from './events.ts';
 
 /** What wiring a kind takes of the command-line options. */
 export type WiringOptions = Pick<Options, 'fieldManager' | 'concurrency' | 'requeueAfterMs' | 'dryRun' | 'once' | 'watchTimeoutSeconds'>;
@@ -49,11 +50,11 @@ export interface KindControllers {
 }
 
 /** The controllers of one configured kind: one per namespace, or one for all namespaces. */
-export function controllersFor(client: KubeClient, kind: KindConfig, resource: ApiResource, options: WiringOptions, log: Logger, counts: Counts, metrics?: Metrics): Controller<LabelledObject>[] {
-  return kindControllers(client, kind, resource, options, log, counts, metrics).controllers;
+export function controllersFor(client: KubeClient, kind: KindConfig, resource: ApiResource, options: WiringOptions, log: Logger, counts: Counts, metrics?: Metrics, events?: LabellerEvents): Controller<LabelledObject>[] {
+  return kindControllers(client, kind, resource, options, log, counts, metrics, events).controllers;
 }
 
-export function kindControllers(client: KubeClient, kind: KindConfig, resource: ApiResource, options: WiringOptions, log: Logger, counts: Counts, metrics?: Metrics): KindControllers {
+export function kindControllers(client: KubeClient, kind: KindConfig, resource: ApiResource, options: WiringOptions, log: Logger, counts: Counts, metrics?: Metrics, events?: LabellerEvents): KindControllers {
   const name = groupResource(resource);
   const kindLog = log.child({ kind: resource.kind });
   const wired = watchedNamespaces(kind, resource).map((namespace) => {
@@ -62,14 +63,17 @@ export function kindControllers(client: KubeClient, kind: KindConfig, resource: 
     const labelling = labellingFor(client, kind, resource, namespace, options, kindLog);
     let { reconciler } = labelling;
     let count = objectCounter((object) => reconciler.plan(object));
+    const kindEvents = events?.forKind(controller);
     const wired = new Controller({
       name: controller,
       api: labelling.api,
       project: labelling.project,
-      reconcile: async (object) => {
+      reconcile: async (object, _key, writes) => {
         try {
-          const { outcome, patch } = await reconciler.reconcile(object);
+          const result = await reconciler.reconcile(object, writes);
+          const { outcome, patch } = result;
           counts[outcome]++;
+          kindEvents?.reconciled({ apiVersion: apiVersion(resource), kind: resource.kind, name: object.name, namespace: object.namespace, uid: object.uid }, result);
           if (outcome === 'conflict') labelMetrics?.conflict();
           if (!options.dryRun && patch.length > 0) {
             const removed = patch.filter((op) => op.op === 'remove').length;
@@ -85,6 +89,7 @@ export function kindControllers(client: KubeClient, kind: KindConfig, resource: 
       requeueAfterMs: options.once ? 0 : options.requeueAfterMs,
       watch: { labelSelector: kind.selector?.toString(), watchTimeoutSeconds: options.watchTimeoutSeconds },
       metrics: metrics?.controller(controller, options.concurrency),
+      onWatchError: kindEvents?.watchFailed,
       log: kindLog.child({ controller }),
     });
     metrics?.objects(controller, () => count(wired.store.values()));

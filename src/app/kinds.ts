@@ -2,8 +2,8 @@
 // is starting), kubectl-style name resolution, and kinds that are served only later (a CRD
 // installed after start), looked for again with growing pauses.
 import type { KubeClient } from '../kube/client.ts';
-import { discover } from '../kube/discovery.ts';
-import { ConnectionError } from '../kube/errors.ts';
+import { discover, type Discovery } from '../kube/discovery.ts';
+import { ApiError, ConnectionError, KubeConfigError } from '../kube/errors.ts';
 import { resolveResource, ResolveError } from '../kube/resolve.ts';
 import type { ApiResource } from '../kube/resource.ts';
 import type { KindConfig } from '../labeller/config.ts';
@@ -27,14 +27,20 @@ export interface Resolved {
  * Throws KindError when no configured kind is served, or one is a mistake in the config.
  */
 export async function resolveConfiguredKinds(client: KubeClient, kinds: readonly KindConfig[], log: Logger, signal: AbortSignal): Promise<Resolved | undefined> {
-  const resources = await discoverWithRetry(client, log, signal).catch((error: unknown) => {
+  const discovery = await discoverWithRetry(client, log, signal).catch((error: unknown) => {
     if (signal.aborted) return undefined;
+    // Refused before anything ran: the identity is wrong (expired, revoked), not the cluster.
+    if (error instanceof ApiError && error.status === 401) {
+      throw new KubeConfigError(`the API server at ${client.server} rejected the credentials of context "${client.context}" (401 Unauthorized): they have expired or were revoked. Log in again or refresh the kubeconfig, or pick another --context`);
+    }
     throw error;
   });
-  if (!resources) return undefined;
-  const found = resolveKinds(kinds, resources);
+  if (!discovery) return undefined;
+  for (const { groupVersion, error } of discovery.failedGroups) log.warn('API group unavailable; kinds it serves are looked for again later', { groupVersion, error });
+  const found = resolveKinds(kinds, discovery.resources);
   const { resolved, unknown } = found;
-  if (resolved.length === 0) {
+  // A kind may belong to a group that failed discovery: it is retried with the unknown kinds.
+  if (resolved.length === 0 && discovery.failedGroups.length === 0) {
     throw new KindError(unknown.length === 1 ? unknown[0]!.error.message : `none of the configured kinds is served by the API server: ${unknown.map((u) => u.kind.resource).join(', ')}`);
   }
   for (const { kind, error } of unknown) log.error(error.message, { kind: kind.resource });
@@ -42,7 +48,7 @@ export async function resolveConfiguredKinds(client: KubeClient, kinds: readonly
 }
 
 /** Discovery, retried for a few seconds while the API server is unreachable (starting or restarting). */
-export async function discoverWithRetry(client: KubeClient, log: Logger, signal: AbortSignal): Promise<ApiResource[]> {
+export async function discoverWithRetry(client: KubeClient, log: Logger, signal: AbortSignal): Promise<Discovery> {
   const backoff = new Backoff({ initialMs: 500, maxMs: 4000 });
   for (let attempt = 1; ; attempt++) {
     try {
@@ -66,7 +72,7 @@ export async function startWhenServed(kinds: readonly KindConfig[], client: Kube
   let pending = kinds;
   for (let pauseMs = 5_000; pending.length > 0 && !signal.aborted; pauseMs = Math.min(pauseMs * 2, 300_000)) {
     await sleep(pauseMs, signal);
-    const resources = await discover(client, signal).catch(() => undefined);
+    const resources = (await discover(client, signal).catch(() => undefined))?.resources;
     if (!resources) continue;
     const { resolved, unknown } = resolveKinds(pending, resources);
     for (const { kind, resource } of resolved) {

@@ -1,22 +1,27 @@
 // The controller mode's lifecycle: wait for leadership (when elected), run every controller and
-// the kinds served later until shutdown, drain running work within the grace period, then give
-// the lease up. Returns the exit status.
+// the kinds served later until shutdown, drain running work within the grace period while still
+// renewing the lease, then give the lease up. Losing leadership stops new work and aborts the
+// writes in flight at once (the elector's deadline), then shuts down with status 1.
 import type { KubeClient } from '../kube/client.ts';
+import { LeaseApi, LeaseLock } from '../kube/lease.ts';
 import type { ApiResource } from '../kube/resource.ts';
 import type { KindConfig } from '../labeller/config.ts';
 import type { LabelledObject } from '../labeller/object.ts';
 import type { Logger } from '../log.ts';
 import type { Controller } from '../runtime/controller.ts';
-import { LeaderElector, type LeaderElectionOptions } from '../runtime/leader.ts';
+import { LeaderElector, LeadershipLost, type LeaderElectionOptions } from '../runtime/leader.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';
 import { startWhenServed } from './kinds.ts';
+
+/** Leader election through the Lease `namespace/name`. */
+export type LeaderElectionConfig = Omit<LeaderElectionOptions, 'log'> & { readonly namespace: string; readonly name: string };
 
 export interface Lifecycle {
   readonly client: KubeClient;
   readonly shutdown: Shutdown;
   readonly gracePeriodMs: number;
   /** Set when several replicas elect a leader through a Lease. */
-  readonly leaderElection?: Omit<LeaderElectionOptions, 'log'> | undefined;
+  readonly leaderElection?: LeaderElectionConfig | undefined;
   /** Builds the controllers of a kind that became served after start. */
   readonly controllersFor: (kind: KindConfig, resource: ApiResource) => Controller<LabelledObject>[];
   /** Controllers started and stopped while running (a live config reload), through `run`; resolves once they have stopped. */
@@ -30,15 +35,16 @@ export type RunController = (controller: Controller<LabelledObject>, stop?: Abor
 export async function runUntilStopped(controllers: readonly Controller<LabelledObject>[], later: readonly KindConfig[], lifecycle: Lifecycle): Promise<number> {
   const { client, shutdown, log } = lifecycle;
   let status = 0;
-  const elector = lifecycle.leaderElection ? new LeaderElector(client, { ...lifecycle.leaderElection, log }) : undefined;
-  const leading = elector
-    ? elector.acquire(shutdown.intake, () => {
-        // Another process may be writing now: stop at once, as controller-runtime does.
-        status = 1;
-        shutdown.stop('leadership lost');
-      })
-    : Promise.resolve();
-  const run: RunController = (controller, stop) => controller.run(stop ? AbortSignal.any([shutdown.intake, stop]) : shutdown.intake, leading);
+  const election = lifecycle.leaderElection;
+  const elector = election && new LeaderElector(new LeaseLock(new LeaseApi(client), election.namespace, election.name), { ...election, log });
+  elector?.leadership.addEventListener('abort', () => {
+    if (!(elector.leadership.reason instanceof LeadershipLost)) return;
+    // Another process may be writing now: stop, as controller-runtime does.
+    status = 1;
+    shutdown.stop('leadership lost');
+  });
+  const leading = elector ? elector.acquire(shutdown.intake) : Promise.resolve();
+  const run: RunController = (controller, stop) => controller.run(stop ? AbortSignal.any([shutdown.intake, stop]) : shutdown.intake, leading, elector?.leadership);
   const running = Promise.all([
     ...controllers.map((c) => run(c)),
     startWhenServed(later, client, log, shutdown.intake, (kind, resource) => Promise.all(lifecycle.controllersFor(kind, resource).map((c) => run(c))).then(() => {})),

@@ -20,12 +20,13 @@ export interface PruneScope {
 export async function pruneTargets(client: KubeClient, configured: readonly KindConfig[], scope: PruneScope, log: Logger, signal: AbortSignal): Promise<Resolved | undefined> {
   // A selector could have stopped matching objects labeller labelled: prune looks at them all.
   if (!scope.allKinds) return resolveConfiguredKinds(client, configured.map((kind) => ({ ...kind, labels: new Map(), selector: undefined })), log, signal);
-  const resources = await discoverWithRetry(client, log, signal).catch((error: unknown) => {
+  const discovery = await discoverWithRetry(client, log, signal).catch((error: unknown) => {
     if (signal.aborted) return undefined;
     throw error;
   });
-  if (!resources) return undefined;
-  const resolved = prunable(resources, scope.namespaces.length > 0).map((resource) => ({
+  if (!discovery) return undefined;
+  for (const { groupVersion, error } of discovery.failedGroups) log.warn('API group not discovered; its kinds are not pruned', { groupVersion, error });
+  const resolved = prunable(discovery.resources, scope.namespaces.length > 0).map((resource) => ({
     kind: { resource: groupResource(resource), namespaces: scope.namespaces, selector: undefined, labels: new Map(), conflicts: 'force' as const },
     resource,
   }));

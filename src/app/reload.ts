@@ -76,7 +76,7 @@ export async function runReloading(source: ConfigSource, config: Config, kinds: 
       const next = source.build(content);
       const change = configChange(current.config.kinds, next.kinds);
       // Only added kinds need discovery; a kind that is a mistake rejects the whole change.
-      const added = change.added.length > 0 ? resolveKinds(change.added, await discover(client, signal)) : { resolved: [], unknown: [] };
+      const added = change.added.length > 0 ? resolveKinds(change.added, (await discover(client, signal)).resources) : { resolved: [], unknown: [] };
       for (const kind of change.removed) stop(kind);
       for (const kind of change.restarted) start(kind, stop(kind)?.resource);
       for (const kind of change.relabelled) {

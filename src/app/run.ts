@@ -2,19 +2,22 @@
 // metadata-only watcher feeding a store and a work queue whose workers run the label reconciler;
 // then either `--once` or the controller mode, all under the entry point's shutdown coordinator.
 import type { KubeClient } from '../kube/client.ts';
-import type { ApiResource } from '../kube/resource.ts';
+import { LeaseApi } from '../kube/lease.ts';
+import { groupResource, type ApiResource } from '../kube/resource.ts';
 import type { Config, KindConfig } from '../labeller/config.ts';
+import { configFingerprint } from '../labeller/fingerprint.ts';
 import type { LabelledObject } from '../labeller/object.ts';
 import type { Logger } from '../log.ts';
 import type { BindAddress, Options } from '../options.ts';
 import { formatAddress, serveHttp, type Endpoints } from '../http.ts';
 import { Metrics } from '../metrics.ts';
 import type { Controller } from '../runtime/controller.ts';
-import type { LeaderElectionOptions } from '../runtime/leader.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';
-import { kindControllers, noCounts, type KindControllers, type WiringOptions } from './controllers.ts';
+import { kindControllers, noCounts, watchedNamespaces, type KindControllers, type WiringOptions } from './controllers.ts';
+import { LabellerEvents, type EventsIdentity } from './events.ts';
+import { FieldManagerGuard, type GuardOptions } from './guard.ts';
 import { resolveConfiguredKinds } from './kinds.ts';
-import { runUntilStopped } from './lifecycle.ts';
+import { runUntilStopped, type LeaderElectionConfig } from './lifecycle.ts';
 import { whileLeading } from './leading.ts';
 import { runOnce } from './once.ts';
 import { pruneTargets } from './prune.ts';
@@ -24,7 +27,11 @@ import { runStatus } from './status.ts';
 /** What the app takes of the command-line options, plus what the entry point works out. */
 export type AppOptions = WiringOptions & Pick<Options, 'command' | 'allKinds' | 'output' | 'namespaces' | 'gracePeriodMs' | 'metricsBindAddress' | 'healthProbeBindAddress'> & {
   /** Set when several replicas elect a leader through a Lease. */
-  readonly leaderElection?: Omit<LeaderElectionOptions, 'log' | 'onLeadingChange'> | undefined;
+  readonly leaderElection?: Omit<LeaderElectionConfig, 'onLeadingChange'> | undefined;
+  /** Set when Kubernetes Events are written. */
+  readonly events?: EventsIdentity | undefined;
+  /** The field-manager guard (off with --dry-run, which writes nothing). */
+  readonly guard: Omit<GuardOptions, 'log'> & { readonly identity: string };
   /** The config file, when there is one: its changes are applied live in controller mode. */
   readonly configSource?: ConfigSource | undefined;
 };
@@ -36,8 +43,15 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
       ? log.info('shutting down: stopping watches, letting running patches finish', { signal, gracePeriodMs: options.gracePeriodMs })
       : log.warn('second signal: exiting now', { signal }),
   );
+  // The shutdown coordinator has covered signals since the entry point; this first line tells
+  // whoever waits for labeller to start that it is under way.
+  log.info('connecting to the API server', { server: client.server, kinds: config.kinds.map((kind) => kind.resource) });
   const metrics = new Metrics();
   client.observe(metrics.restClient(new URL(client.server).host));
+  // Events go out in the background and never hold up a reconcile; pending ones get a moment at exit.
+  const events = options.events && new LabellerEvents(client, options.events, log);
+  const stopEvents = new AbortController();
+  const recording = events?.run(stopEvents.signal);
   // Up before discovery, so probes see "not ready" rather than a refused connection.
   const all: Controller<LabelledObject>[] = [];
   let discovered = false;
@@ -57,9 +71,22 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     }
     discovered = true;
     if (options.command === 'status') return await runStatus(client, kinds, options, shutdown.intake, log);
+    // Before the first write: refuse to fight a labeller of another config under this field manager.
+    const scope = [
+      ...kinds.resolved.flatMap(({ kind, resource }) => watchedNamespaces(kind, resource).map((ns) => `${groupResource(resource)}@${ns || '*'}`)),
+      ...kinds.unknown.flatMap(({ kind }) => (kind.namespaces.length > 0 ? kind.namespaces : ['*']).map((ns) => `${kind.resource}@${ns}`)),
+    ];
+    const guard = options.dryRun
+      ? undefined
+      : new FieldManagerGuard(
+          new LeaseApi(client),
+          { fieldManager: options.fieldManager, fingerprint: configFingerprint(config), scope, group: options.leaderElection && `${options.leaderElection.namespace}/${options.leaderElection.name}`, identity: options.guard.identity },
+          { ...options.guard, log },
+        );
+    await guard?.check(shutdown.intake);
     const counts = noCounts();
     const wireKind = (kind: KindConfig, resource: ApiResource): KindControllers => {
-      const wired = kindControllers(client, kind, resource, options, log, counts, metrics);
+      const wired = kindControllers(client, kind, resource, options, log, counts, metrics, events);
       all.push(...wired.controllers);
       return wired;
     };
@@ -81,13 +108,24 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     if (options.once) {
       return await whileLeading(client, leaderElection, shutdown, log, () => runOnce(controllers, counts, { dryRun: options.dryRun, unknownKinds: kinds.unknown.length }, shutdown.intake, log));
     }
-    const status = await runUntilStopped(controllers, reload ? [] : kinds.unknown.map((u) => u.kind), {
-      client, shutdown, gracePeriodMs: options.gracePeriodMs, leaderElection, controllersFor: wire, log,
-      alsoRun: reload && ((run) => runReloading(reload, config, kinds, { client, log, metrics, wire: wireKind, unwire }, run, shutdown.intake)),
-    });
-    log.info('stopped', counts);
-    return status;
+    // Held until everything has drained, so other labellers see this one while it may write.
+    const holding = new AbortController();
+    const held = guard?.hold(holding.signal);
+    try {
+      const status = await runUntilStopped(controllers, reload ? [] : kinds.unknown.map((u) => u.kind), {
+        client, shutdown, gracePeriodMs: options.gracePeriodMs, leaderElection, controllersFor: wire, log,
+        alsoRun: reload && ((run) => runReloading(reload, config, kinds, { client, log, metrics, wire: wireKind, unwire }, run, shutdown.intake)),
+      });
+      log.info('stopped', counts);
+      return status;
+    } finally {
+      holding.abort();
+      await held;
+    }
   } finally {
+    stopEvents.abort();
+    await recording;
+    await events?.drain();
     for (const server of servers) server.close();
     unsubscribe();
   }

@@ -48,7 +48,7 @@ function hint(status: number): string {
     case 401:
       return ' (the credentials in the kubeconfig were rejected: refresh them or pick another --context)';
     case 403:
-      return ' (grant this identity get/list/watch/patch on the resource, e.g. with the Helm chart\'s RBAC)';
+      return ' (grant this identity list/watch/patch on the resource, e.g. with the Helm chart\'s RBAC)';
     case 429:
       return ' (the API server is throttling us; labeller backs off)';
     default:
@@ -80,4 +80,9 @@ function describeCause(cause: unknown): string {
   const inner = cause.cause instanceof Error ? cause.cause : undefined;
   const code = inner && 'code' in inner ? ` (${String(inner.code)})` : '';
   return inner ? `${inner.message}${code}` : cause.message;
+}
+
+/** The kubeconfig, the in-cluster service account or a credential plugin cannot give us a usable identity. */
+export class KubeConfigError extends Error {
+  override readonly name = 'KubeConfigError';
 }

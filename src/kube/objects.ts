@@ -59,3 +59,25 @@ export interface LabelsApplyConfiguration {
     readonly labels: Readonly<Record<string, string>>;
   };
 }
+
+/** An object an Event is about (events.k8s.io/v1 `regarding`); `uid` lets `kubectl describe` find it. */
+export interface ObjectReference {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly name: string;
+  /** Empty for cluster-scoped objects. */
+  readonly namespace: string;
+  readonly uid?: string | undefined;
+}
+
+/** What an events.k8s.io/v1 Event says, without its bookkeeping (name, times, series, reporter). */
+export interface EventContent {
+  readonly regarding: ObjectReference;
+  readonly type: 'Normal' | 'Warning';
+  /** CamelCase, machine-readable: LabelConflict, InvalidLabelValue… */
+  readonly reason: string;
+  /** What the reporter was doing: Labelling, Watching… */
+  readonly action: string;
+  /** For people; at most 1 KiB. */
+  readonly note: string;
+}

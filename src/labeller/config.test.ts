@@ -235,3 +235,32 @@ test('parseLabelFlag splits at the first "="', () => {
     });
   }
 });
+
+test('templates may not copy the object\'s labels or annotations into kubernetes.io or k8s.io keys unless the file allows it', () => {
+  const refusal = (where: string, value: string, domain: string, optIn: string) =>
+    `${where}: ${JSON.stringify(value)} copies the object's labels or annotations into a key under ${domain}, which admission may forbid the object's writers to set; ` +
+    `labeller would set it for them with its own rights. Use a constant or a key outside ${domain}, or set "allowProtectedPrefixes: true" ${optIn} if whoever may write these objects may set this label too`;
+  rejects(
+    { file: file('labels:\n  node-restriction.kubernetes.io/zone: "{{labels.zone}}"\nkinds: [{resource: nodes}]\n') },
+    refusal('kinds.yaml: labels["node-restriction.kubernetes.io/zone"]', '{{labels.zone}}', 'kubernetes.io', 'at the top of kinds.yaml'),
+  );
+  rejects(
+    { file: file('kinds:\n  - resource: pods\n    labels:\n      k8s.io/owner: "team-{{annotations.example.com/owner}}"\n') },
+    refusal('kinds.yaml: kinds[0].labels["k8s.io/owner"]', 'team-{{annotations.example.com/owner}}', 'k8s.io', 'at the top of kinds.yaml'),
+  );
+  rejects(
+    { kinds: ['pods'], labels: { 'app.kubernetes.io/name': '{{labels.app}}' } },
+    refusal('--label "app.kubernetes.io/name={{labels.app}}"', '{{labels.app}}', 'kubernetes.io', 'in the --config file'),
+  );
+
+  // Constants and the object's identity are not the writer's choice of label; other prefixes are not reserved.
+  const allowed = { 'app.kubernetes.io/managed-by': 'labeller', 'app.kubernetes.io/instance': '{{name}}', 'example.com/app': '{{labels.app}}', 'notkubernetes.io/x': '{{labels.app}}', app: '{{labels.app}}' };
+  assert.doesNotThrow(() => buildConfig({ kinds: ['pods'], labels: allowed }));
+
+  const optedIn = buildConfig({
+    file: file('allowProtectedPrefixes: true\nlabels:\n  node-restriction.kubernetes.io/zone: "{{labels.zone}}"\nkinds: [{resource: nodes}]\n'),
+    labels: { 'k8s.io/app': '{{labels.app}}' },
+  });
+  assert.deepEqual(labelSources(optedIn.kinds[0]), { 'node-restriction.kubernetes.io/zone': '{{labels.zone}}', 'k8s.io/app': '{{labels.app}}' });
+  rejects({ file: file('allowProtectedPrefixes: yes please\nlabels: {a: b}\nkinds: [{resource: x}]\n') }, 'kinds.yaml: allowProtectedPrefixes: must be true or false, got the string "yes please"');
+});

@@ -4,6 +4,7 @@
  *   labels:                        # optional: labels for every kind, constants or templates ("{{name}}")
  *     app.kubernetes.io/managed-by: labeller
  *   conflicts: force               # optional: force | skip a label another manager owns; default force
+ *   allowProtectedPrefixes: false  # optional: let {{labels.x}}/{{annotations.x}} fill kubernetes.io and k8s.io keys
  *   kinds:                         # required unless --kinds is given: at least one entry
  *     - resource: deployments      # required: kubectl-style (deploy, Deployment, deployments.apps, Deployment.v1.apps)
  *       namespaces: [default]      # optional: namespace names; absent = all namespaces
@@ -49,6 +50,8 @@ export interface FileConfig {
   readonly conflicts: ConflictPolicy | undefined;
   /** Undefined when the file lists no kinds, leaving them to --kinds. */
   readonly kinds: readonly KindEntry[] | undefined;
+  /** Whether the object's labels and annotations may be copied into kubernetes.io and k8s.io keys. */
+  readonly allowProtectedPrefixes: boolean;
 }
 
 /** A kind as listed in the file or in --kinds, before global settings and defaults apply. */
@@ -86,7 +89,9 @@ export class ConfigError extends Error {
 
 const CONFLICT_POLICIES: readonly ConflictPolicy[] = ['force', 'skip'];
 const DEFAULT_CONFLICT_POLICY: ConflictPolicy = 'force';
-const FILE_FIELDS = ['labels', 'conflicts', 'kinds'];
+const FILE_FIELDS = ['labels', 'conflicts', 'kinds', 'allowProtectedPrefixes'];
+/** Label prefixes reserved for Kubernetes, which admission (NodeRestriction, policies) guards. */
+const PROTECTED_DOMAINS = ['kubernetes.io', 'k8s.io'];
 const KIND_FIELDS = ['resource', 'namespaces', 'selector', 'labels', 'conflicts'];
 // Syntax only: whether the name exists is for discovery to say.
 const RESOURCE_PATTERN = /^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$/;
@@ -106,8 +111,10 @@ export function buildConfig(input: ConfigInput): Config {
     input.file === undefined ? '--config kinds.yaml' : `add "${field}:" to ${input.file.source}`;
 
   const globalLabels = new Map(file?.labels);
+  const allowProtected = file?.allowProtectedPrefixes ?? false;
   for (const [key, value] of Object.entries(input.labels ?? {})) {
-    globalLabels.set(key, compileLabel(key, value, `--label ${JSON.stringify(`${key}=${value}`)}`));
+    const where = `--label ${JSON.stringify(`${key}=${value}`)}`;
+    globalLabels.set(key, compileLabel(key, value, where, { allowProtected, optIn: 'in the --config file' }));
   }
   const namespaces = input.namespaces === undefined ? [] : namespaceList(input.namespaces, () => '--namespace');
   const selectorFlag = input.selector;
@@ -143,21 +150,24 @@ export function buildConfig(input: ConfigInput): Config {
 export function parseConfig(text: string, source: string): FileConfig {
   const document = loadDocument(text, source);
   if (isAbsent(document)) {
-    return { labels: new Map(), conflicts: undefined, kinds: undefined };
+    return { labels: new Map(), conflicts: undefined, kinds: undefined, allowProtectedPrefixes: false };
   }
   const fields = expectMapping(document, source, 'a mapping with "labels:" and "kinds:"');
   rejectUnknownFields(fields, FILE_FIELDS, source);
+  const allowProtectedPrefixes = parseBoolean(fields.allowProtectedPrefixes, `${source}: allowProtectedPrefixes`) ?? false;
+  const protection: Protection = { allowProtected: allowProtectedPrefixes, optIn: `at the top of ${source}` };
   const labels = new Map<string, Template>();
   for (const [key, value, where] of labelEntries(fields.labels, `${source}: labels`)) {
     if (value === null) {
       throw fail(where, "null drops a global label, so it belongs in a kind's labels: give a value here or remove the entry");
     }
-    labels.set(key, compileLabel(key, expectString(value, where), where));
+    labels.set(key, compileLabel(key, expectString(value, where), where, protection));
   }
   return {
     labels,
     conflicts: parseConflicts(fields.conflicts, `${source}: conflicts`),
-    kinds: parseKinds(fields.kinds, `${source}: kinds`),
+    kinds: parseKinds(fields.kinds, `${source}: kinds`, protection),
+    allowProtectedPrefixes,
   };
 }
 
@@ -180,13 +190,13 @@ function loadDocument(text: string, source: string): unknown {
   return documents[0];
 }
 
-function parseKinds(value: unknown, where: string): KindEntry[] | undefined {
+function parseKinds(value: unknown, where: string, protection: Protection): KindEntry[] | undefined {
   if (value === undefined || value === null) return undefined;
   const items = expectList(value, where, 'a list of kinds, e.g. "- resource: deployments"');
   if (items.length === 0) throw fail(where, 'empty list: add an entry such as "- resource: deployments"');
   const indexOf = new Map<string, number>();
   return items.map((item, index) => {
-    const kind = parseKind(item, `${where}[${index}]`);
+    const kind = parseKind(item, `${where}[${index}]`, protection);
     const first = indexOf.get(kind.resource);
     if (first !== undefined) {
       throw fail(
@@ -199,7 +209,7 @@ function parseKinds(value: unknown, where: string): KindEntry[] | undefined {
   });
 }
 
-function parseKind(value: unknown, where: string): KindEntry {
+function parseKind(value: unknown, where: string, protection: Protection): KindEntry {
   const fields = expectMapping(value, where, 'a mapping such as "resource: deployments"');
   rejectUnknownFields(fields, KIND_FIELDS, where);
 
@@ -224,7 +234,7 @@ function parseKind(value: unknown, where: string): KindEntry {
 
   const labels = new Map<string, Template | null>();
   for (const [key, labelValue, path] of labelEntries(fields.labels, `${where}.labels`)) {
-    labels.set(key, labelValue === null ? null : compileLabel(key, expectString(labelValue, path), path));
+    labels.set(key, labelValue === null ? null : compileLabel(key, expectString(labelValue, path), path, protection));
   }
 
   return {
@@ -272,14 +282,46 @@ function mergeLabels(global: ReadonlyMap<string, Template>, kind: KindEntry): Ma
   return labels;
 }
 
-function compileLabel(key: string, value: string, where: string): Template {
+/** Whether templates may copy an object's labels and annotations into protected keys, and where to say so. */
+interface Protection {
+  readonly allowProtected: boolean;
+  /** Where allowProtectedPrefixes goes, for the message: "at the top of kinds.yaml". */
+  readonly optIn: string;
+}
+
+function compileLabel(key: string, value: string, where: string, protection: Protection): Template {
   const keyProblem = validateLabelKey(key);
   if (keyProblem !== undefined) throw fail(where, keyProblem);
   const template = within(where, () => compileTemplate(value));
+  // labeller writes with its own rights (and force): copying a value the object's writer chose
+  // into a key admission keeps from that writer (NodeRestriction's node-restriction.kubernetes.io/,
+  // ValidatingAdmissionPolicies) would launder it past those rules.
+  const domain = protectedDomain(key);
+  if (template.readsObjectMetadata && domain !== undefined && !protection.allowProtected) {
+    throw fail(
+      where,
+      `${JSON.stringify(value)} copies the object's labels or annotations into a key under ${domain}, which admission may forbid the object's writers to set; ` +
+        `labeller would set it for them with its own rights. Use a constant or a key outside ${domain}, or set "allowProtectedPrefixes: true" ${protection.optIn} if whoever may write these objects may set this label too`,
+    );
+  }
   // Templated values can only be checked once rendered; constants are checked now.
   const valueProblem = template.constantValue === undefined ? undefined : validateLabelValue(template.constantValue);
   if (valueProblem !== undefined) throw fail(where, valueProblem);
   return template;
+}
+
+/** The reserved domain a label key's prefix is, or is a subdomain of; undefined when it has none. */
+function protectedDomain(key: string): string | undefined {
+  const slash = key.indexOf('/');
+  if (slash === -1) return undefined;
+  const prefix = key.slice(0, slash);
+  return PROTECTED_DOMAINS.find((domain) => prefix === domain || prefix.endsWith(`.${domain}`));
+}
+
+function parseBoolean(value: unknown, where: string): boolean | undefined {
+  if (isAbsent(value)) return undefined;
+  if (typeof value !== 'boolean') throw fail(where, `must be true or false, got ${describe(value)}`);
+  return value;
 }
 
 function parseConflicts(value: unknown, where: string): ConflictPolicy | undefined {

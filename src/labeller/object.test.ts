@@ -61,3 +61,21 @@ test('the projection of a bare cluster-scoped object has empty namespace, labels
   const node: PartialObjectMetadata = { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1', uid: 'u2', resourceVersion: '1', annotations: { a: 'b' } } };
   assert.deepEqual(projector('labeller', new Set())(node), { name: 'n1', namespace: '', uid: 'u2', labels: {}, annotations: {}, owned: [] });
 });
+
+test('projections share one owned-key list while cached, and release lets it go', () => {
+  const project = projector('labeller', new Set());
+  const meta = (name: string, namespace: string): PartialObjectMetadata => ({
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name, namespace, uid: name, resourceVersion: '1', managedFields: [entry('labeller', 'Apply', ['team'])] },
+  });
+  const a = project(meta('a', 'gone'));
+  const b = project(meta('b', 'gone'));
+  assert.equal(a.owned, b.owned, 'one copy of the list');
+  project.release(a);
+  const c = project(meta('c', 'other'));
+  assert.equal(c.owned, b.owned, 'still shared while b is cached');
+  project.release(b);
+  project.release(c);
+  assert.notEqual(project(meta('d', 'gone')).owned, a.owned, 'the list was dropped with its last projection');
+});

@@ -2,6 +2,7 @@
 // read, and the label keys its own field manager owns. managedFields, often half of an object's
 // metadata, are reduced to that list of keys before the object is cached.
 import type { FieldsV1, PartialObjectMetadata } from '../kube/objects.ts';
+import { Interner } from './interner.ts';
 
 export interface LabelledObject {
   readonly name: string;
@@ -16,18 +17,18 @@ export interface LabelledObject {
 
 const NONE: Readonly<Record<string, string>> = Object.freeze({});
 
-/** Returns the projection for a kind, given labeller's field manager and the annotations templates read. */
-export function projector(fieldManager: string, annotationKeys: ReadonlySet<string>): (object: PartialObjectMetadata) => LabelledObject {
+/**
+ * Returns the projection for a kind, given labeller's field manager and the annotations templates
+ * read. The store releases each projection when it leaves the cache.
+ */
+export function projector(fieldManager: string, annotationKeys: ReadonlySet<string>): {
+  (object: PartialObjectMetadata): LabelledObject;
+  readonly release: (object: LabelledObject) => void;
+} {
   // Namespaces and owned-key lists repeat across thousands of objects: keep one copy of each.
-  const namespaces = new Map<string, string>();
-  const ownedLists = new Map<string, readonly string[]>();
-  const shared = <T>(cache: Map<string, T>, key: string, value: T): T => {
-    const known = cache.get(key);
-    if (known !== undefined) return known;
-    cache.set(key, value);
-    return value;
-  };
-  return ({ metadata }) => {
+  const namespaces = new Interner<string>();
+  const ownedLists = new Interner<readonly string[]>();
+  const project = ({ metadata }: PartialObjectMetadata): LabelledObject => {
     let annotations = NONE;
     if (annotationKeys.size > 0 && metadata.annotations) {
       const kept: Record<string, string> = {};
@@ -41,13 +42,18 @@ export function projector(fieldManager: string, annotationKeys: ReadonlySet<stri
     const owned = ownedLabels(metadata.managedFields, fieldManager);
     return {
       name: metadata.name,
-      namespace: shared(namespaces, namespace, namespace),
+      namespace: namespaces.take(namespace, namespace),
       uid: metadata.uid,
       labels: metadata.labels ?? NONE,
       annotations,
-      owned: shared(ownedLists, owned.join('\n'), Object.freeze(owned)),
+      owned: ownedLists.take(owned.join('\n'), Object.freeze(owned)),
     };
   };
+  const release = (object: LabelledObject): void => {
+    namespaces.release(object.namespace);
+    ownedLists.release(object.owned.join('\n'));
+  };
+  return Object.assign(project, { release });
 }
 
 /** The label keys `manager` owns through apply, read from managedFields (`f:metadata` → `f:labels` → `f:<key>`). */

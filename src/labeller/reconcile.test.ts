@@ -11,7 +11,7 @@ type Labels = Readonly<Record<string, string>>;
 interface Call {
   readonly target: ApplyTarget;
   readonly labels: Labels;
-  readonly options: { readonly force: boolean; readonly dryRun: boolean };
+  readonly options: { readonly force: boolean; readonly dryRun: boolean; readonly signal?: AbortSignal | undefined };
 }
 
 /** Records every apply; answers `after` (default: the object's labels overlaid with the applied ones) or throws `failure`. */
@@ -46,11 +46,13 @@ function setup({ labels, conflicts = 'force', dryRun = false }: Setup) {
     client,
     log,
   });
+  // What the controller hands each reconcile: aborted when this process may no longer write.
+  const writes = new AbortController().signal;
   const reconcile = (object: LabelledObject) => {
     client.base = object.labels;
-    return reconciler.reconcile(object);
+    return reconciler.reconcile(object, writes);
   };
-  return { client, lines, reconcile, reconciler };
+  return { client, lines, reconcile, writes, reconciler };
 }
 
 function object(fields: Partial<LabelledObject> = {}): LabelledObject {
@@ -71,14 +73,14 @@ test('a missing or different label is fixed by one apply of the whole desired se
     ['different', { team: 'search', 'example.com/tier': 'web' }, [{ op: 'replace', path: '/metadata/labels/team', value: 'payments' }]],
   ];
   for (const [name, labels, patch] of cases) {
-    const { client, reconcile } = setup({ labels: desired });
+    const { client, reconcile, writes } = setup({ labels: desired });
     const result = await reconcile(object({ labels }));
     assert.deepEqual(result, { outcome: 'patched', patch }, name);
     assert.deepEqual(client.calls, [
       {
         target: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'web', namespace: 'shop', uid: 'u1' },
         labels: desired,
-        options: { force: true, dryRun: false },
+        options: { force: true, dryRun: false, signal: writes },
       },
     ], name);
   }
@@ -111,7 +113,9 @@ test('templates render from the object\'s name, namespace, labels and annotation
 test('a template that renders an invalid value makes the object invalid: logged, nothing sent, no throw', async () => {
   const { client, lines, reconcile } = setup({ labels: { team: 'payments', owner: '{{annotations.example.com/owner}}' } });
   const result = await reconcile(object({ annotations: { 'example.com/owner': 'Alice Smith' } }));
-  assert.deepEqual(result, { outcome: 'invalid', patch: [] });
+  assert.equal(result.outcome, 'invalid');
+  assert.deepEqual(result.patch, []);
+  assert.match(result.problem ?? '', /label owner: .*"Alice Smith"/);
   assert.equal(client.calls.length, 0);
   const [line] = lines;
   assert.equal(line?.['level'], 'error');
@@ -121,17 +125,20 @@ test('a template that renders an invalid value makes the object invalid: logged,
 });
 
 test('conflict policy: skip leaves a label another manager set to another value; force takes it over', async () => {
-  const cases: Array<{ name: string; conflicts: ConflictPolicy; owned: string[]; desired: Labels; outcome: string; sent: Array<{ labels: Labels; force: boolean }> }> = [
-    { name: 'skip, only the contested label', conflicts: 'skip', owned: [], desired: { team: 'payments' }, outcome: 'conflict', sent: [] },
-    { name: 'skip, with another missing label', conflicts: 'skip', owned: [], desired: { team: 'payments', tier: 'web' }, outcome: 'patched', sent: [{ labels: { tier: 'web' }, force: false }] },
+  // What was left alone is reported whether or not other labels were patched.
+  const left = [{ key: 'team', wanted: 'payments', value: 'search' }];
+  const cases: Array<{ name: string; conflicts: ConflictPolicy; owned: string[]; desired: Labels; outcome: string; sent: Array<{ labels: Labels; force: boolean }>; contested?: typeof left }> = [
+    { name: 'skip, only the contested label', conflicts: 'skip', owned: [], desired: { team: 'payments' }, outcome: 'conflict', sent: [], contested: left },
+    { name: 'skip, with another missing label', conflicts: 'skip', owned: [], desired: { team: 'payments', tier: 'web' }, outcome: 'patched', sent: [{ labels: { tier: 'web' }, force: false }], contested: left },
     { name: 'skip, but labeller owns it', conflicts: 'skip', owned: ['team'], desired: { team: 'payments' }, outcome: 'patched', sent: [{ labels: { team: 'payments' }, force: false }] },
     { name: 'force', conflicts: 'force', owned: [], desired: { team: 'payments' }, outcome: 'patched', sent: [{ labels: { team: 'payments' }, force: true }] },
   ];
-  for (const { name, conflicts, owned, desired, outcome, sent } of cases) {
+  for (const { name, conflicts, owned, desired, outcome, sent, contested } of cases) {
     const { client, reconcile } = setup({ labels: desired, conflicts });
     const result = await reconcile(object({ labels: { team: 'search' }, owned }));
     assert.equal(result.outcome, outcome, name);
     assert.deepEqual(client.calls.map((c) => ({ labels: c.labels, force: c.options.force })), sent, name);
+    assert.deepEqual(result.contested, contested, name);
   }
 });
 
@@ -145,17 +152,18 @@ test('skip does not mistake a label key named like an Object.prototype member fo
 });
 
 test('client failures: LabelConflict is a conflict, ObjectGone is gone, anything else is rethrown', async () => {
-  const cases: Array<[Error, string | undefined]> = [
-    [new LabelConflict('conflict with "kubectl": .metadata.labels.team'), 'conflict'],
-    [new ObjectGone('uid mismatch'), 'gone'],
+  const cases: Array<[Error, object | undefined]> = [
+    // The owner the API server named goes into the result, for the Event's note.
+    [new LabelConflict('conflict with "kubectl": .metadata.labels.team', [{ key: 'team', manager: 'kubectl' }]), { outcome: 'conflict', patch: [], contested: [{ key: 'team', wanted: 'payments', manager: 'kubectl' }] }],
+    [new ObjectGone('uid mismatch'), { outcome: 'gone', patch: [] }],
     [new Error('503 Service Unavailable'), undefined],
   ];
-  for (const [failure, outcome] of cases) {
+  for (const [failure, expected] of cases) {
     const { client, reconcile } = setup({ labels: { team: 'payments' } });
     client.failure = failure;
     const result = reconcile(object());
-    if (outcome === undefined) await assert.rejects(result, failure);
-    else assert.deepEqual(await result, { outcome, patch: [] });
+    if (expected === undefined) await assert.rejects(result, failure);
+    else assert.deepEqual(await result, expected);
     assert.equal(client.calls.length, 1);
   }
 });
@@ -186,9 +194,9 @@ test('plan: what converging takes, from the cache alone; a contested label is ta
   const labels = { team: 'payments', tier: 'web' };
   const cached = object({ labels: { team: 'ops', tier: 'web', old: '1' }, owned: ['tier', 'old'] });
   const force = setup({ labels }).reconciler.plan(cached);
-  assert.deepEqual(force, { desired: new Map(Object.entries(labels)), contested: ['team'], stale: ['old'], missing: ['team'] });
+  assert.deepEqual(force, { rendered: new Map(Object.entries(labels)), desired: new Map(Object.entries(labels)), contested: ['team'], stale: ['old'], missing: ['team'] });
   const skip = setup({ labels, conflicts: 'skip' }).reconciler.plan(cached);
-  assert.deepEqual(skip, { desired: new Map([['tier', 'web']]), contested: ['team'], stale: ['old'], missing: [] });
+  assert.deepEqual(skip, { rendered: new Map(Object.entries(labels)), desired: new Map([['tier', 'web']]), contested: ['team'], stale: ['old'], missing: [] });
   const invalid = setup({ labels: { n: '{{labels.x}}' } }).reconciler.plan(object({ labels: { x: 'bad value' } }));
   assert.ok('problem' in invalid);
   assert.match(invalid.problem, /^label n: "\{\{labels.x\}\}" rendered "bad value": /);

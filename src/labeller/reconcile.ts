@@ -2,9 +2,9 @@
 // object already carries them and labeller owns no label it no longer wants, nothing is sent.
 // Otherwise one server-side apply sends the whole desired set: keys labeller owned and left out
 // are removed by the API server where no other manager also owns them.
-import jsonpatch from 'fast-json-patch';
 import type { Logger } from '../log.ts';
 import type { ConflictPolicy } from './config.ts';
+import { labelPatch, type LabelOperation } from './labelpatch.ts';
 import { validateLabelValue } from './labels.ts';
 import type { LabelledObject } from './object.ts';
 import type { Template, TemplateContext } from './template.ts';
@@ -28,12 +28,19 @@ export interface ApplyTarget {
 
 /** The only access the reconciler needs: apply a label set, answer the object's labels after it. */
 export interface LabelClient {
-  applyLabels(target: ApplyTarget, labels: Readonly<Record<string, string>>, options: { readonly force: boolean; readonly dryRun: boolean }): Promise<Readonly<Record<string, string>>>;
+  applyLabels(target: ApplyTarget, labels: Readonly<Record<string, string>>, options: { readonly force: boolean; readonly dryRun: boolean; readonly signal?: AbortSignal | undefined }): Promise<Readonly<Record<string, string>>>;
 }
 
 /** Another field manager owns a label with a different value (a 409 from server-side apply). */
 export class LabelConflict extends Error {
   override readonly name = 'LabelConflict';
+  /** The contested label keys and their owners, as far as the API server named them. */
+  readonly owners: readonly { readonly key: string; readonly manager: string }[];
+
+  constructor(message: string, owners: LabelConflict['owners'] = [], options?: ErrorOptions) {
+    super(message, options);
+    this.owners = owners;
+  }
 }
 
 /** The object no longer exists (or was replaced by one with another uid). */
@@ -52,16 +59,33 @@ export interface ReconcilerOptions {
   readonly log: Logger;
 }
 
+/** A label left to another field manager (conflicts: skip). */
+export interface ContestedLabel {
+  readonly key: string;
+  readonly wanted: string;
+  /** Its value on the object, when the cache knows it. */
+  readonly value?: string;
+  /** The field manager that owns it, when the API server said. */
+  readonly manager?: string;
+}
+
 export interface Result {
   readonly outcome: Outcome;
   /** The label change as JSON Patch operations on the object (empty when unchanged). */
-  readonly patch: readonly jsonpatch.Operation[];
+  readonly patch: readonly LabelOperation[];
+  /** Labels left alone under `skip` (also when others were patched); absent when none. */
+  readonly contested?: readonly ContestedLabel[];
+  /** Why a label value cannot be rendered (outcome `invalid`). */
+  readonly problem?: string;
 }
 
 /** See Reconciler.plan; `problem` when a label value cannot be rendered for this object. */
 export type Plan =
   | { readonly problem: string }
   | {
+      /** Every configured label, rendered for this object. */
+      readonly rendered: ReadonlyMap<string, string>;
+      /** What an apply would send: `rendered` less the contested labels under `skip`. */
       readonly desired: ReadonlyMap<string, string>;
       readonly contested: readonly string[];
       readonly stale: readonly string[];
@@ -81,52 +105,62 @@ export class Reconciler {
    * object needs an apply exactly when `stale` or `missing` is not empty.
    */
   plan(object: LabelledObject): Plan {
-    const desired = this.#render(object);
-    if (typeof desired === 'string') return { problem: desired };
+    const rendered = this.#render(object);
+    if (typeof rendered === 'string') return { problem: rendered };
     // A label set to another value by someone else: under `force` it is taken over (and stays
     // in `missing`), under `skip` it stays theirs.
-    const contested = [...desired.keys()].filter((key) => Object.hasOwn(object.labels, key) && object.labels[key] !== desired.get(key) && !object.owned.includes(key));
+    const contested = [...rendered.keys()].filter((key) => Object.hasOwn(object.labels, key) && object.labels[key] !== rendered.get(key) && !object.owned.includes(key));
+    const desired = new Map(rendered);
     if (this.#options.conflicts === 'skip') for (const key of contested) desired.delete(key);
     const stale = object.owned.filter((key) => !desired.has(key));
     const missing = [...desired.keys()].filter((key) => object.labels[key] !== desired.get(key));
-    return { desired, contested, stale, missing };
+    return { rendered, desired, contested, stale, missing };
   }
 
-  /** Converges one object; throws only for failures worth retrying (API errors, outages). */
-  async reconcile(object: LabelledObject): Promise<Result> {
+  /**
+   * Converges one object; throws only for failures worth retrying (API errors, outages).
+   * `signal` aborts the write (this process may no longer write).
+   */
+  async reconcile(object: LabelledObject, signal?: AbortSignal): Promise<Result> {
     const { kind, client, conflicts, dryRun } = this.#options;
-    const log = this.#options.log.child({ namespace: object.namespace || undefined, name: object.name });
+    const { log } = this.#options;
+    // The object's fields on each line, rather than a child logger per reconcile: most reconciles log nothing.
+    const at = { namespace: object.namespace || undefined, name: object.name };
 
     const plan = this.plan(object);
     if ('problem' in plan) {
-      log.error('label value invalid for this object; not labelling it', { problem: plan.problem });
-      return { outcome: 'invalid', patch: [] };
+      log.error('label value invalid for this object; not labelling it', { ...at, problem: plan.problem });
+      return { outcome: 'invalid', patch: [], problem: plan.problem };
     }
-    const { desired, contested, stale, missing } = plan;
-    const skipped = conflicts === 'skip' ? contested : [];
-    if (skipped.length > 0) {
-      log.warn('label set by another manager; left alone (conflicts: skip)', { labels: skipped.map((key) => `${key}=${object.labels[key]}`) });
+    const { rendered, desired, stale, missing } = plan;
+    // Under `skip`, a label another manager set to another value stays theirs.
+    const contested = conflicts === 'skip' ? plan.contested : [];
+    const left = contested.map((key): ContestedLabel => ({ key, wanted: rendered.get(key) ?? '', value: object.labels[key] ?? '' }));
+    const reported = left.length > 0 ? { contested: left } : {};
+    if (contested.length > 0) {
+      log.warn('label set by another manager; left alone (conflicts: skip)', { ...at, labels: contested.map((key) => `${key}=${object.labels[key]}`) });
     }
-    if (stale.length === 0 && missing.length === 0) return { outcome: skipped.length > 0 ? 'conflict' : 'unchanged', patch: [] };
+    if (stale.length === 0 && missing.length === 0) return { outcome: contested.length > 0 ? 'conflict' : 'unchanged', patch: [], ...reported };
 
     const target = { apiVersion: kind.apiVersion, kind: kind.kind, name: object.name, namespace: object.namespace, uid: object.uid };
     let after: Readonly<Record<string, string>>;
     try {
-      after = await client.applyLabels(target, Object.fromEntries(desired), { force: conflicts === 'force', dryRun });
+      after = await client.applyLabels(target, Object.fromEntries(desired), { force: conflicts === 'force', dryRun, signal });
     } catch (error) {
       if (error instanceof ObjectGone) {
-        log.debug('object gone before its labels were applied');
+        log.debug('object gone before its labels were applied', at);
         return { outcome: 'gone', patch: [] };
       }
       if (error instanceof LabelConflict) {
-        log.warn('label conflict with another field manager; left alone (conflicts: skip)', { error });
-        return { outcome: 'conflict', patch: [] };
+        log.warn('label conflict with another field manager; left alone (conflicts: skip)', { ...at, error });
+        const owned = error.owners.map(({ key, manager }): ContestedLabel => ({ key, wanted: desired.get(key) ?? '', manager }));
+        return { outcome: 'conflict', patch: [], contested: [...left, ...owned] };
       }
       throw error;
     }
-    const patch = jsonpatch.compare({ metadata: { labels: object.labels } }, { metadata: { labels: after } });
-    log.info(dryRun ? 'would apply labels (dry run)' : 'labels applied', { patch });
-    return { outcome: 'patched', patch };
+    const patch = labelPatch(object.labels, after);
+    log.info(dryRun ? 'would apply labels (dry run)' : 'labels applied', { ...at, patch });
+    return { outcome: 'patched', patch, ...reported };
   }
 
   /** The desired labels for this object, or the reason one of them cannot be rendered. */

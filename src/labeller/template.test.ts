@@ -90,3 +90,14 @@ test('a template lists the annotations it reads, so the cache can keep only thos
   assert.deepEqual(compileTemplate('{{ annotations.example.com/owner }}-{{labels.app}}-{{annotations.team}}').annotations, ['example.com/owner', 'team']);
   assert.deepEqual(compileTemplate('constant').annotations, []);
 });
+
+test('readsObjectMetadata tells a template that copies the object\'s labels or annotations', () => {
+  const cases: Array<[string, boolean]> = [
+    ['constant', false],
+    ['{{name}}-{{namespace}}-{{kind}}-{{uid}}', false],
+    ['{{labels.app}}', true],
+    ['x-{{ annotations.example.com/owner }}', true],
+    ['{{name}}-{{labels.app}}', true],
+  ];
+  for (const [source, reads] of cases) assert.equal(compileTemplate(source).readsObjectMetadata, reads, source);
+});

@@ -31,6 +31,8 @@ export interface Template {
   readonly constantValue: string | undefined;
   /** The annotation keys it reads, so the cache keeps just those of each object. */
   readonly annotations: readonly string[];
+  /** True when it copies the object's labels or annotations: values whoever writes the object chose. */
+  readonly readsObjectMetadata: boolean;
   render(context: TemplateContext): string;
 }
 
@@ -45,19 +47,21 @@ const ALLOWED = [...FIELD_VARIABLES, ...MAP_VARIABLES.map((map) => `${map}.<key>
 type Part = (context: TemplateContext) => string;
 
 export function compileTemplate(source: string): Template {
-  if (!source.includes('{{')) return { source, constantValue: source, annotations: [], render: () => source };
+  if (!source.includes('{{')) return { source, constantValue: source, annotations: [], readsObjectMetadata: false, render: () => source };
   const annotations: string[] = [];
-  const parts = parse(source, annotations);
+  const maps = new Set<string>();
+  const parts = parse(source, annotations, maps);
   return {
     source,
     constantValue: undefined,
     annotations,
+    readsObjectMetadata: maps.size > 0,
     render: (context) => parts.map((part) => part(context)).join(''),
   };
 }
 
-/** The template's parts; annotation keys it reads are added to `annotations`. */
-function parse(source: string, annotations: string[]): Part[] {
+/** The template's parts; annotation keys it reads are added to `annotations`, the maps it reads (labels, annotations) to `maps`. */
+function parse(source: string, annotations: string[], maps: Set<string>): Part[] {
   const parts: Part[] = [];
   let position = 0;
   for (let open = source.indexOf('{{'); open !== -1; open = source.indexOf('{{', position)) {
@@ -70,6 +74,7 @@ function parse(source: string, annotations: string[]): Part[] {
     const name = source.slice(open + 2, close).trim();
     parts.push(variable(source, name));
     if (name.startsWith('annotations.')) annotations.push(name.slice('annotations.'.length));
+    for (const map of MAP_VARIABLES) if (name.startsWith(`${map}.`)) maps.add(map);
     position = close + 2;
   }
   const tail = source.slice(position);

@@ -3,14 +3,19 @@
 // by one worker at a time, failures retry with per-object backoff, successes requeue
 // periodically (jittered) so drift that no event reports is still corrected.
 import { ApiError } from '../kube/errors.ts';
-import type { PartialObjectMetadata } from '../kube/objects.ts';
 import type { Logger } from '../log.ts';
-import { WorkQueue, type QueueMetrics } from './queue.ts';
-import { Store } from './store.ts';
+import { WorkQueue, type QueueMetrics, type WorkQueueOptions } from './queue.ts';
+import { Store, type Projection } from './store.ts';
 import { watcher, type ListWatch, type WatcherEvent, type WatcherOptions } from './watcher.ts';
 
-/** Reconciles one object; throwing retries it with backoff. */
-export type Reconcile<T> = (object: T, key: string) => Promise<void>;
+/**
+ * Reconciles one object; throwing retries it with backoff. `writes` aborts when this process
+ * may no longer write (leadership lost): writes still running are to be aborted.
+ */
+export type Reconcile<T> = (object: T, key: string, writes: AbortSignal) => Promise<void>;
+
+/** For runs without leader election: writing is never taken away. */
+const ALWAYS = new AbortController().signal;
 
 /** What a controller reports (metrics.ts maps it to controller-runtime's metric names). */
 export interface ControllerMetrics {
@@ -27,14 +32,18 @@ export interface ControllerOptions<T> {
   readonly name: string;
   readonly api: ListWatch;
   /** Keeps only what `reconcile` needs of an object (see Store). */
-  readonly project: (object: PartialObjectMetadata) => T;
+  readonly project: Projection<T>;
   readonly reconcile: Reconcile<T>;
   /** Workers reconciling at the same time. */
   readonly concurrency: number;
   /** Period of the re-check of every object, jittered by ±10 %; 0 disables it. */
   readonly requeueAfterMs: number;
   readonly watch?: Omit<WatcherOptions, 'signal'>;
+  /** The work queue's clock and retry delays (client-go's by default). */
+  readonly queue?: Omit<WorkQueueOptions, 'metrics'>;
   readonly metrics?: ControllerMetrics | undefined;
+  /** Told of every failed list or watch (it is logged and retried anyway). */
+  readonly onWatchError?: ((error: Error) => void) | undefined;
   readonly log: Logger;
 }
 
@@ -55,7 +64,7 @@ export class Controller<T> {
     this.name = options.name;
     this.#options = options;
     this.store = new Store(options.project);
-    this.#queue = new WorkQueue(options.metrics ? { metrics: options.metrics.queue } : {});
+    this.#queue = new WorkQueue({ ...options.queue, ...(options.metrics ? { metrics: options.metrics.queue } : {}) });
   }
 
   /** Why the watch is down: its last error, until a list completes or a watch opens again. */
@@ -67,20 +76,24 @@ export class Controller<T> {
    * Watches until `intake` aborts, reconciling once `leading` resolves (at once without leader
    * election; a standby keeps its cache warm meanwhile). On abort it stops watching and handing
    * out work, and resolves once the reconciles already running have finished (the caller
-   * bounds that wait with a grace period).
+   * bounds that wait with a grace period). When `writes` aborts (leadership lost) it stops
+   * handing out work at once and the reconciles running get the aborted signal.
    */
-  async run(intake: AbortSignal, leading: Promise<void> = Promise.resolve()): Promise<void> {
+  async run(intake: AbortSignal, leading: Promise<unknown> = Promise.resolve(), writes: AbortSignal = ALWAYS): Promise<void> {
     const stopQueue = (): void => this.#queue.shutDown();
     intake.addEventListener('abort', stopQueue, { once: true });
+    writes.addEventListener('abort', stopQueue, { once: true });
     // Workers start once the first list is complete and this process leads.
     let workers: Promise<unknown> = Promise.resolve();
     void this.synced.then(() => leading).then(() => {
-      if (!intake.aborted) workers = Promise.all(Array.from({ length: this.#options.concurrency }, () => this.#work()));
+      if (!intake.aborted && !writes.aborted) workers = Promise.all(Array.from({ length: this.#options.concurrency }, () => this.#work(writes)));
     });
+    // The gauge is set when the size moves, not on each of a list's many events.
+    let cached = -1;
     try {
       for await (const event of this.#events(intake)) {
         const change = this.store.apply(event);
-        this.#options.metrics?.cached(this.store.size);
+        if (this.store.size !== cached) this.#options.metrics?.cached((cached = this.store.size));
         if (!change) continue;
         if (change.type === 'upsert') this.#queue.add(change.key);
         else if (change.type === 'delete') this.#queue.forget(change.key);
@@ -98,6 +111,7 @@ export class Controller<T> {
       }
     } finally {
       intake.removeEventListener('abort', stopQueue);
+      writes.removeEventListener('abort', stopQueue);
       stopQueue();
       await workers;
     }
@@ -109,7 +123,10 @@ export class Controller<T> {
    */
   async runOnce(signal: AbortSignal): Promise<void> {
     for await (const event of watcher(this.#options.api, { ...this.#options.watch, signal })) {
-      if (event.type === 'error') throw event.error;
+      if (event.type === 'error') {
+        this.#options.onWatchError?.(event.error);
+        throw event.error;
+      }
       this.store.apply(event);
       if (event.type === 'initDone') break;
     }
@@ -120,7 +137,7 @@ export class Controller<T> {
         const object = this.store.get(key);
         if (object === undefined) continue;
         try {
-          await this.#options.reconcile(object, key);
+          await this.#options.reconcile(object, key, ALWAYS);
         } catch (error) {
           this.#options.log.error('reconcile failed', { key, error });
         }
@@ -140,6 +157,7 @@ export class Controller<T> {
       if (event.type === 'error') {
         this.#options.log.warn('watch failed; retrying', { error: event.error, retryInMs: Math.round(event.retryInMs) });
         this.#options.metrics?.watchRestarted();
+        this.#options.onWatchError?.(event.error);
         this.#watchFailure = event.error;
         continue;
       }
@@ -151,7 +169,7 @@ export class Controller<T> {
     }
   }
 
-  async #work(): Promise<void> {
+  async #work(writes: AbortSignal): Promise<void> {
     const { reconcile, requeueAfterMs, log, metrics } = this.#options;
     for (let key = await this.#queue.get(); key !== undefined; key = await this.#queue.get()) {
       const object = this.store.get(key);
@@ -164,14 +182,15 @@ export class Controller<T> {
       const started = performance.now();
       metrics?.activeWorkers(1);
       try {
-        await reconcile(object, key);
+        await reconcile(object, key, writes);
         metrics?.reconciled('success', (performance.now() - started) / 1000);
         this.#queue.forget(key);
         if (requeueAfterMs > 0) this.#queue.addAfter(key, requeueAfterMs * (0.9 + Math.random() * 0.2));
       } catch (error) {
         metrics?.reconciled('error', (performance.now() - started) / 1000);
         const retryAfterMs = error instanceof ApiError && error.retryAfterSeconds ? error.retryAfterSeconds * 1000 : 0;
-        log.error('reconcile failed; retrying with backoff', { key, error });
+        if (writes.aborted) log.warn('reconcile aborted: this process may no longer write', { key });
+        else log.error('reconcile failed; retrying with backoff', { key, error });
         // A throttled request comes back no sooner than the server asked, and still backs off.
         this.#queue.addRateLimited(key, retryAfterMs);
       } finally {

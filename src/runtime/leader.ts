@@ -1,53 +1,73 @@
-// Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it:
-// acquire when the lease is free or expired (judged by our own clock since we last saw it
-// change, so clock skew between nodes does not matter), renew every retry period, and give up
-// leadership when renewals keep failing for the renew deadline. Optimistic concurrency on the
-// Lease's resourceVersion makes two candidates never both win one round.
-import type { KubeClient } from '../kube/client.ts';
-import { ApiError } from '../kube/errors.ts';
+// Leader election on a lease, as client-go's leaderelection does it, with a deadline that makes
+// "one writer at a time" hold:
+//  - A candidate acquires the lease when it is free or expired. Expiry is judged by its own
+//    monotonic clock, counting from when it last saw the lease change, so clock skew between
+//    nodes does not matter.
+//  - The leader renews every retry period. It stays leader until the start of its last
+//    successful renewal plus the renew deadline; each renewal round (read and write together)
+//    is bounded by that instant. When it passes, `leadership` aborts: no new work, and writes
+//    still in flight are aborted. A standby takes over no earlier than that renewal's start plus
+//    the lease duration, so the difference is the margin for aborted requests still on the wire.
+//  - Renewal goes on until release() (after a shutdown has drained), which gives the lease up.
+import { setMaxListeners } from 'node:events';
+import type { LeaseSpec } from '../kube/lease.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from './sleep.ts';
 
+/** The lease as a lock (src/kube/lease.ts's LeaseLock): `false` from a write means another candidate wrote first. */
+export interface LeaseLock {
+  /** `namespace/name`, for logs. */
+  readonly description: string;
+  get(signal: AbortSignal): Promise<LeaseSpec | undefined>;
+  create(spec: LeaseSpec, signal: AbortSignal): Promise<boolean>;
+  update(spec: LeaseSpec, signal: AbortSignal): Promise<boolean>;
+}
+
+export interface Clock {
+  /** Milliseconds on a monotonic clock. */
+  now(): number;
+  /** Waits `ms` on this clock, or less if `signal` aborts first (never rejects). */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+}
+
+export const monotonicClock: Clock = { now: () => performance.now(), sleep };
+
 export interface LeaderElectionOptions {
-  readonly namespace: string;
-  readonly name: string;
   /** Unique per process: hostname plus a random suffix. */
   readonly identity: string;
-  /** controller-runtime's defaults: 15 s, 10 s, 2 s. */
+  /** controller-runtime's defaults: 15 s, 10 s, 2 s; retry < renew deadline < lease duration. */
   readonly leaseDurationMs: number;
   readonly renewDeadlineMs: number;
   readonly retryPeriodMs: number;
   readonly log: Logger;
-  readonly onLeadingChange?: (leading: boolean) => void;
+  readonly onLeadingChange?: ((leading: boolean) => void) | undefined;
 }
 
-interface Lease {
-  readonly metadata: { readonly name: string; readonly namespace?: string; readonly resourceVersion?: string };
-  readonly spec: {
-    readonly holderIdentity?: string | null;
-    readonly leaseDurationSeconds?: number;
-    readonly acquireTime?: string | null;
-    readonly renewTime?: string | null;
-    readonly leaseTransitions?: number;
-  };
+/** Why `leadership` aborted when it was not released: another process may be writing now. */
+export class LeadershipLost extends Error {
+  override readonly name = 'LeadershipLost';
 }
 
-const JSON_CONTENT = { 'content-type': 'application/json' };
-
-/** Requests are bounded by the renew deadline, so a hung connection cannot stall a renewal past it. */
 export class LeaderElector {
-  readonly #client: KubeClient;
+  readonly #lock: LeaseLock;
   readonly #options: LeaderElectionOptions;
-  readonly #path: string;
-  /** The lease as last read or written, and when (our clock) its holder or renew time last changed. */
-  #observed: Lease | undefined;
+  readonly #clock: Clock;
+  readonly #leadership = new AbortController();
+  /** The lease as last read or written, and when (our clock) it last changed. */
+  #observed: LeaseSpec | undefined;
   #observedAt = 0;
   #leading = false;
+  /** When (our clock) the last successful acquire or renewal round started. */
+  #lastRenew = 0;
+  #renewing: Promise<void> = Promise.resolve();
+  #cancelDeadline: () => void = () => {};
 
-  constructor(client: KubeClient, options: LeaderElectionOptions) {
-    this.#client = client;
+  constructor(lock: LeaseLock, options: LeaderElectionOptions, clock: Clock = monotonicClock) {
+    this.#lock = lock;
     this.#options = options;
-    this.#path = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(options.namespace)}/leases`;
+    this.#clock = clock;
+    // Every controller listens for the end of leadership: not a leak, however many kinds.
+    setMaxListeners(0, this.#leadership.signal);
   }
 
   get leading(): boolean {
@@ -55,116 +75,154 @@ export class LeaderElector {
   }
 
   /**
-   * Resolves when this process becomes the leader; then keeps renewing in the background and
-   * calls `onLost` if leadership is lost. Never resolves if `signal` aborts first.
+   * Aborted the moment this process must stop writing: with a LeadershipLost when the renew
+   * deadline passed or another holder was seen, or at release().
    */
-  async acquire(signal: AbortSignal, onLost: () => void): Promise<void> {
-    const { retryPeriodMs, log, name, namespace, identity } = this.#options;
-    log.info('waiting for leadership', { lease: `${namespace}/${name}`, identity });
-    while (!(await this.#tryAcquireOrRenew())) {
-      await sleep(jittered(retryPeriodMs), signal);
-      if (signal.aborted) return new Promise(() => {});
-    }
-    this.#setLeading(true);
-    log.info('became leader', { lease: `${namespace}/${name}`, identity });
-    void this.#renewLoop(signal, onLost);
+  get leadership(): AbortSignal {
+    return this.#leadership.signal;
   }
 
-  /** Gives the lease up at clean shutdown so a standby takes over without waiting for expiry. */
-  async release(): Promise<void> {
-    if (!this.#leading || !this.#observed) return;
-    this.#setLeading(false);
-    try {
-      await this.#write({
-        ...this.#observed,
-        spec: { ...this.#observed.spec, holderIdentity: null, acquireTime: null, renewTime: null, leaseDurationSeconds: 1 },
-      });
-      this.#options.log.info('released leadership', { lease: `${this.#options.namespace}/${this.#options.name}` });
-    } catch (error) {
-      this.#options.log.warn('could not release the lease; it expires by itself', { error });
-    }
-  }
-
-  async #renewLoop(signal: AbortSignal, onLost: () => void): Promise<void> {
-    const { retryPeriodMs, renewDeadlineMs, log } = this.#options;
-    let lastRenew = Date.now();
-    while (!signal.aborted && this.#leading) {
-      await sleep(retryPeriodMs, signal);
-      if (signal.aborted || !this.#leading) return;
-      if (await this.#tryAcquireOrRenew()) {
-        lastRenew = Date.now();
-      } else if (Date.now() - lastRenew > renewDeadlineMs || !this.#holdsLease()) {
-        this.#setLeading(false);
-        log.error('lost leadership', { lease: `${this.#options.namespace}/${this.#options.name}`, holder: this.#observed?.spec.holderIdentity ?? undefined });
-        onLost();
-        return;
-      }
-    }
-  }
-
-  /** One round of client-go's tryAcquireOrRenew; false when someone else holds a live lease or the write failed. */
-  async #tryAcquireOrRenew(): Promise<boolean> {
-    const { identity, leaseDurationMs, name, namespace, log } = this.#options;
-    const now = microTime(new Date());
-    try {
-      const current = await this.#read();
-      if (!current) {
-        await this.#create({
-          metadata: { name, namespace },
-          spec: { holderIdentity: identity, leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000), acquireTime: now, renewTime: now, leaseTransitions: 0 },
-        });
+  /**
+   * Resolves true once this process leads, then renews in the background until release() or
+   * until leadership is lost; false if `signal` aborts first. Aborting `signal` later does not
+   * stop the renewals: a leader keeps its lease while it drains.
+   */
+  async acquire(signal: AbortSignal): Promise<boolean> {
+    const { retryPeriodMs, renewDeadlineMs, log, identity } = this.#options;
+    log.info('waiting for leadership', { lease: this.#lock.description, identity });
+    for (;;) {
+      if (signal.aborted) return false;
+      const start = this.#clock.now();
+      if (await this.#round(start + renewDeadlineMs, signal)) {
+        this.#setLeading(true);
+        this.#renewed(start);
+        log.info('became leader', { lease: this.#lock.description, identity });
+        this.#renewing = this.#renewLoop();
         return true;
       }
-      const holder = current.spec.holderIdentity ?? '';
-      const expired = Date.now() > this.#observedAt + (current.spec.leaseDurationSeconds ?? 0) * 1000;
-      if (holder !== '' && holder !== identity && !expired) return false;
-      const transition = holder !== identity;
-      await this.#write({
-        metadata: current.metadata,
-        spec: {
-          holderIdentity: identity,
-          leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000),
-          acquireTime: transition ? now : (current.spec.acquireTime ?? now),
-          renewTime: now,
-          leaseTransitions: (current.spec.leaseTransitions ?? 0) + (transition && holder !== '' ? 1 : 0),
-        },
-      });
-      return true;
+      await this.#clock.sleep(jittered(retryPeriodMs), signal);
+    }
+  }
+
+  /** Stops renewing and gives the lease up, so a standby takes over without waiting for expiry. */
+  async release(): Promise<void> {
+    if (!this.#leading) return;
+    this.#setLeading(false);
+    this.#cancelDeadline();
+    this.#leadership.abort(new Error('leadership released'));
+    // An aborted renewal ends first, so the release is the last write.
+    await this.#renewing;
+    const { log, renewDeadlineMs, identity } = this.#options;
+    const released: LeaseSpec = { ...this.#observed, holderIdentity: null, acquireTime: null, renewTime: null, leaseDurationSeconds: 1 };
+    const signal = AbortSignal.timeout(renewDeadlineMs);
+    try {
+      // A second try when the aborted renewal's write landed after all (its version is unknown here).
+      for (let attempt = 0; attempt < 2; attempt++) {
+        if (await this.#lock.update(released, signal)) {
+          log.info('released leadership', { lease: this.#lock.description });
+          return;
+        }
+        if ((await this.#lock.get(signal))?.holderIdentity !== identity) return;
+      }
+      log.warn('could not release the lease; it expires by itself', { lease: this.#lock.description });
     } catch (error) {
-      // 409: another candidate wrote first this round. Anything else: the API server is not
-      // reachable; either way this round is lost and the next one decides.
-      if (!(error instanceof ApiError && error.status === 409)) log.warn('leader election round failed', { error });
+      log.warn('could not release the lease; it expires by itself', { lease: this.#lock.description, error });
+    }
+  }
+
+  async #renewLoop(): Promise<void> {
+    const { retryPeriodMs, renewDeadlineMs } = this.#options;
+    const stop = this.#leadership.signal;
+    while (!stop.aborted) {
+      await this.#clock.sleep(retryPeriodMs, stop);
+      if (stop.aborted) return;
+      const start = this.#clock.now();
+      const renewed = await this.#round(this.#lastRenew + renewDeadlineMs, stop);
+      if (stop.aborted) return;
+      const holder = this.#observed?.holderIdentity;
+      if (renewed) this.#renewed(start);
+      else if (holder && holder !== this.#options.identity) this.#lose(`the lease is held by ${holder}`);
+    }
+  }
+
+  /** One attempt to acquire or renew, given up at `until` (our clock). */
+  async #round(until: number, parent: AbortSignal): Promise<boolean> {
+    const bound = new AbortController();
+    const cancel = this.#after(until - this.#clock.now(), () => bound.abort(new Error('leader election round past its deadline')));
+    try {
+      return await this.#tryAcquireOrRenew(AbortSignal.any([parent, bound.signal]));
+    } finally {
+      cancel();
+    }
+  }
+
+  /** A successful renewal that started at `start`: leadership now lasts until start + renew deadline. */
+  #renewed(start: number): void {
+    const { renewDeadlineMs } = this.#options;
+    this.#lastRenew = start;
+    this.#cancelDeadline();
+    this.#cancelDeadline = this.#after(start + renewDeadlineMs - this.#clock.now(), () => this.#lose(`not renewed within the renew deadline (${renewDeadlineMs} ms)`));
+  }
+
+  #lose(why: string): void {
+    if (this.#leadership.signal.aborted) return;
+    this.#cancelDeadline();
+    this.#setLeading(false);
+    this.#leadership.abort(new LeadershipLost(`lost leadership of lease ${this.#lock.description}: ${why}`));
+    this.#options.log.error('lost leadership', { lease: this.#lock.description, reason: why });
+  }
+
+  /** One round of client-go's tryAcquireOrRenew; false when someone else holds a live lease or the round failed. */
+  async #tryAcquireOrRenew(signal: AbortSignal): Promise<boolean> {
+    const { identity, leaseDurationMs, log } = this.#options;
+    const now = microTime(performance.timeOrigin + this.#clock.now());
+    const leaseDurationSeconds = Math.ceil(leaseDurationMs / 1000);
+    try {
+      const current = await this.#lock.get(signal);
+      if (!current) {
+        const created: LeaseSpec = { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 };
+        return (await this.#lock.create(created, signal)) && this.#observe(created);
+      }
+      this.#observe(current);
+      const holder = current.holderIdentity ?? '';
+      const expired = this.#clock.now() > this.#observedAt + (current.leaseDurationSeconds ?? 0) * 1000;
+      if (holder !== '' && holder !== identity && !expired) {
+        log.debug('lease held by another candidate', { lease: this.#lock.description, holder });
+        return false;
+      }
+      const transition = holder !== identity;
+      const next: LeaseSpec = {
+        holderIdentity: identity,
+        leaseDurationSeconds,
+        acquireTime: transition ? now : (current.acquireTime ?? now),
+        renewTime: now,
+        leaseTransitions: (current.leaseTransitions ?? 0) + (transition && holder !== '' ? 1 : 0),
+      };
+      if (await this.#lock.update(next, signal)) return this.#observe(next);
+      log.debug('lease changed since it was read; the next round decides', { lease: this.#lock.description });
+      return false;
+    } catch (error) {
+      // The API server is not reachable, or the round ran out of time; the next round decides.
+      if (signal.aborted) log.debug('leader election round cut short', { lease: this.#lock.description, reason: String(signal.reason) });
+      else log.warn('leader election round failed', { error });
       return false;
     }
   }
 
-  #holdsLease(): boolean {
-    return this.#observed?.spec.holderIdentity === this.#options.identity;
+  /** Records the lease as seen now; the expiry clock restarts only when it changed. */
+  #observe(spec: LeaseSpec): true {
+    if (JSON.stringify(spec) !== JSON.stringify(this.#observed)) this.#observedAt = this.#clock.now();
+    this.#observed = spec;
+    return true;
   }
 
-  async #read(): Promise<Lease | undefined> {
-    try {
-      this.#observe(await this.#client.json<Lease>('GET', `${this.#path}/${encodeURIComponent(this.#options.name)}`, { timeoutMs: this.#options.renewDeadlineMs }));
-    } catch (error) {
-      if (error instanceof ApiError && error.status === 404) return undefined;
-      throw error;
-    }
-    return this.#observed;
-  }
-
-  async #create(lease: Lease): Promise<void> {
-    this.#observe(await this.#client.json<Lease>('POST', this.#path, { headers: JSON_CONTENT, body: JSON.stringify({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', ...lease }), timeoutMs: this.#options.renewDeadlineMs }));
-  }
-
-  async #write(lease: Lease): Promise<void> {
-    // The resourceVersion in the body makes this a compare-and-swap: a 409 if the lease changed.
-    this.#observe(await this.#client.json<Lease>('PUT', `${this.#path}/${encodeURIComponent(this.#options.name)}`, { headers: JSON_CONTENT, body: JSON.stringify({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', ...lease }), timeoutMs: this.#options.renewDeadlineMs }));
-  }
-
-  #observe(lease: Lease): void {
-    const before = this.#observed?.spec;
-    if (!before || before.holderIdentity !== lease.spec.holderIdentity || before.renewTime !== lease.spec.renewTime) this.#observedAt = Date.now();
-    this.#observed = lease;
+  /** Runs `action` after `ms` on the clock; returns the cancel function. */
+  #after(ms: number, action: () => void): () => void {
+    const cancel = new AbortController();
+    void this.#clock.sleep(Math.max(0, ms), cancel.signal).then(() => {
+      if (!cancel.signal.aborted) action();
+    });
+    return () => cancel.abort();
   }
 
   #setLeading(leading: boolean): void {
@@ -174,8 +232,8 @@ export class LeaderElector {
 }
 
 /** A Kubernetes MicroTime: RFC 3339 with microseconds. */
-function microTime(date: Date): string {
-  return date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+function microTime(epochMs: number): string {
+  return new Date(epochMs).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 }
 
 function jittered(ms: number): number {

@@ -96,3 +96,33 @@ test('error events change nothing', () => {
   assert.equal(store.apply({ type: 'error', error: new Error('boom'), retryInMs: 10 }), undefined);
   assert.equal(store.get('ns/a'), 'x');
 });
+
+test('each projection is released when it leaves the cache: replaced, deleted, missing from a relist, or from an abandoned relist', () => {
+  const live = new Map<string, number>();
+  const count = (name: string, by: number) => live.set(name, (live.get(name) ?? 0) + by);
+  const project = Object.assign((object: PartialObjectMetadata) => {
+    count(object.metadata.name, 1);
+    return object.metadata.name;
+  }, { release: (name: string) => count(name, -1) });
+  const store = new Store(project);
+  const uses = () => Object.fromEntries([...live].filter(([, n]) => n !== 0));
+
+  relist(store, [pod('a', 'ns'), pod('b', 'ns')]);
+  assert.deepEqual(uses(), { a: 1, b: 1 });
+  store.apply({ type: 'apply', object: pod('a', 'ns', {}, '2') });
+  store.apply({ type: 'apply', object: pod('c', 'ns') });
+  store.apply({ type: 'delete', object: pod('b', 'ns') });
+  assert.deepEqual(uses(), { a: 1, c: 1 });
+
+  // A relist that fails half-way and starts over, then completes without c.
+  store.apply({ type: 'init' });
+  store.apply({ type: 'initApply', object: pod('a', 'ns') });
+  store.apply({ type: 'initApply', object: pod('d', 'ns') });
+  relist(store, [pod('a', 'ns'), pod('e', 'ns')]);
+  assert.deepEqual(uses(), { a: 1, e: 1 });
+  assert.deepEqual([...store.keys()], ['ns/a', 'ns/e']);
+
+  store.apply({ type: 'delete', object: pod('a', 'ns') });
+  store.apply({ type: 'delete', object: pod('e', 'ns') });
+  assert.deepEqual(uses(), {});
+});

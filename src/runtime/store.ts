@@ -9,6 +9,16 @@ export function objectKey(meta: { readonly name: string; readonly namespace?: st
   return meta.namespace ? `${meta.namespace}/${meta.name}` : meta.name;
 }
 
+/** Keeps only what the controller needs of an object: it is what bounds memory. */
+export interface Projection<T> {
+  (object: PartialObjectMetadata): T;
+  /**
+   * Told when a projection leaves the cache (replaced, deleted, missing from a relist, or part of a
+   * relist that failed half-way), so that parts it shares with others can be freed.
+   */
+  readonly release?: (projected: T) => void;
+}
+
 /** What the store reports back so the controller can queue work. */
 export type StoreChange<T> =
   | { readonly type: 'upsert'; readonly key: string; readonly object: T }
@@ -20,15 +30,14 @@ export type StoreChange<T> =
   | { readonly type: 'resync'; readonly changed: readonly string[]; readonly removed: readonly string[] };
 
 export class Store<T> {
-  readonly #project: (object: PartialObjectMetadata) => T;
+  readonly #project: Projection<T>;
   #objects = new Map<string, T>();
   /** resourceVersion per key: a relist re-queues only what changed while we were away. */
   #versions = new Map<string, string>();
   #buffer: { objects: Map<string, T>; versions: Map<string, string> } | undefined;
   #synced = false;
 
-  /** `project` keeps only what the controller needs of an object: it is what bounds memory. */
-  constructor(project: (object: PartialObjectMetadata) => T) {
+  constructor(project: Projection<T>) {
     this.#project = project;
   }
 
@@ -57,12 +66,16 @@ export class Store<T> {
   apply(event: WatcherEvent): StoreChange<T> | undefined {
     switch (event.type) {
       case 'init':
+        // A relist that failed half-way is started over.
+        this.#releaseAll(this.#buffer?.objects);
         this.#buffer = { objects: new Map(), versions: new Map() };
         return undefined;
       case 'initApply': {
         const key = objectKey(event.object.metadata);
-        this.#buffer?.objects.set(key, this.#project(event.object));
-        this.#buffer?.versions.set(key, event.object.metadata.resourceVersion);
+        if (this.#buffer === undefined) return undefined;
+        this.#release(this.#buffer.objects.get(key));
+        this.#buffer.objects.set(key, this.#project(event.object));
+        this.#buffer.versions.set(key, event.object.metadata.resourceVersion);
         return undefined;
       }
       case 'initDone': {
@@ -70,6 +83,8 @@ export class Store<T> {
         const removed = [...this.#objects.keys()].filter((key) => !next.objects.has(key));
         // Unchanged objects need no new reconcile (and one waiting out a retry backoff keeps waiting).
         const changed = [...next.versions].filter(([key, version]) => this.#versions.get(key) !== version).map(([key]) => key);
+        // Every object is projected anew by the relist: the old projections all leave.
+        this.#releaseAll(this.#objects);
         this.#objects = next.objects;
         this.#versions = next.versions;
         this.#buffer = undefined;
@@ -79,12 +94,14 @@ export class Store<T> {
       case 'apply': {
         const key = objectKey(event.object.metadata);
         const object = this.#project(event.object);
+        this.#release(this.#objects.get(key));
         this.#objects.set(key, object);
         this.#versions.set(key, event.object.metadata.resourceVersion);
         return { type: 'upsert', key, object };
       }
       case 'delete': {
         const key = objectKey(event.object.metadata);
+        this.#release(this.#objects.get(key));
         this.#objects.delete(key);
         this.#versions.delete(key);
         return { type: 'delete', key };
@@ -93,5 +110,14 @@ export class Store<T> {
       case 'error':
         return undefined;
     }
+  }
+
+  #release(object: T | undefined): void {
+    if (object !== undefined) this.#project.release?.(object);
+  }
+
+  #releaseAll(objects: ReadonlyMap<string, T> | undefined): void {
+    if (this.#project.release === undefined || objects === undefined) return;
+    for (const object of objects.values()) this.#project.release(object);
   }
 }

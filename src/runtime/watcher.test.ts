@@ -1,66 +1,9 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import type { ListOptions, WatchOptions } from '../kube/api.ts';
 import { ApiError, WatchIdleError } from '../kube/errors.ts';
-import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
 import { Backoff } from './backoff.ts';
+import { bookmark, expired, expiredEvent, page, pod, ScriptedApi } from './scripted.ts';
 import { watcher, type ListWatch, type WatcherEvent } from './watcher.ts';
-
-function pod(name: string, resourceVersion = '1'): PartialObjectMetadata {
-  return { apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'ns', uid: `uid-${name}`, resourceVersion } };
-}
-
-function page(resourceVersion: string, items: PartialObjectMetadata[], next?: string): PartialObjectMetadataList {
-  return { apiVersion: 'meta.k8s.io/v1', kind: 'PartialObjectMetadataList', metadata: { resourceVersion, ...(next ? { continue: next } : {}) }, items };
-}
-
-const bookmark = (resourceVersion: string): WatchEvent => ({ type: 'BOOKMARK', object: { metadata: { resourceVersion } } });
-const expiredEvent: WatchEvent = { type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' } };
-const expired = (): ApiError => new ApiError('GET', '/api/v1/pods', 410, { code: 410, reason: 'Expired', message: 'too old resource version' });
-
-/** One scripted watch: refused with `refused`, or open with its events, then a clean end or `end` thrown. */
-interface WatchStep {
-  readonly refused?: Error;
-  readonly events?: readonly WatchEvent[];
-  readonly end?: Error;
-}
-
-/** Rejects once `signal` aborts, as the real API calls do; what a call past the end of the script does. */
-function untilAborted(signal: AbortSignal | undefined): Promise<never> {
-  return new Promise((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason), { once: true }));
-}
-
-/** A ListWatch that plays a script and records the options of every call. */
-class ScriptedApi implements ListWatch {
-  readonly lists: ListOptions[] = [];
-  readonly watches: WatchOptions[] = [];
-  readonly #lists: Array<PartialObjectMetadataList | Error>;
-  readonly #watches: WatchStep[];
-
-  constructor(lists: Array<PartialObjectMetadataList | Error>, watches: WatchStep[] = []) {
-    this.#lists = [...lists];
-    this.#watches = [...watches];
-  }
-
-  async list(options: ListOptions): Promise<PartialObjectMetadataList> {
-    this.lists.push(options);
-    const step = this.#lists.shift();
-    if (step === undefined) return untilAborted(options.signal);
-    if (step instanceof Error) throw step;
-    return step;
-  }
-
-  async watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>> {
-    this.watches.push(options);
-    const step = this.#watches.shift();
-    if (step === undefined) return untilAborted(options.signal);
-    if (step.refused) throw step.refused;
-    return (async function* () {
-      yield* step.events ?? [];
-      if (step.end) throw step.end;
-    })();
-  }
-}
 
 /** Deterministic backoff: 1000 ms doubling, plus half of it as jitter (random = 0.5): 1500, 3000, 6000, ... */
 function fixedBackoff(): Backoff {
@@ -69,10 +12,10 @@ function fixedBackoff(): Backoff {
 
 const immediate = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
-function start(t: TestContext, api: ListWatch, options: { pageSize?: number; labelSelector?: string } = {}) {
+function start(t: TestContext, api: ListWatch, options: { pageSize?: number; labelSelector?: string; backoff?: Backoff } = {}) {
   t.mock.timers.enable({ apis: ['setTimeout'] });
   const controller = new AbortController();
-  const events = watcher(api, { ...options, watchTimeoutSeconds: 60, backoff: fixedBackoff(), signal: controller.signal });
+  const events = watcher(api, { backoff: fixedBackoff(), ...options, watchTimeoutSeconds: 60, signal: controller.signal });
   t.after(async () => {
     controller.abort();
     await events.return(undefined);
@@ -185,6 +128,45 @@ test('when the relist from the watch cache is 410 too, the next list is a consis
     api.lists.map((o) => [o.resourceVersion, o.resourceVersionMatch]),
     [[undefined, undefined], ['12', 'NotOlderThan'], [undefined, undefined]],
   );
+});
+
+test('a server that answers every watch with 410 gets one immediate relist, then lists backed off to the 30 s cap', async (t) => {
+  const cycles = 1000;
+  // Every list works; every watch fails with 410, alternately as an ERROR event and as a refused request.
+  const api = new ScriptedApi(
+    Array.from({ length: cycles + 1 }, (_, i) => page(String(10 + i), [])),
+    Array.from({ length: cycles }, (_, i) => (i % 2 === 0 ? { events: [expiredEvent] } : { refused: expired() })),
+  );
+  // client-go's and kube-rs's curve (0.8 s doubling to 30 s, reset after 2 min of health) on a fake clock, without jitter.
+  let clock = 0;
+  const run = start(t, api, { backoff: new Backoff({ random: () => 0, now: () => clock }) });
+
+  const delays: number[] = [];
+  let waitMs = 0;
+  while (delays.length < cycles) {
+    const event = await run.next(waitMs);
+    waitMs = 0;
+    if (event.type !== 'error') continue;
+    assert.ok(event.error instanceof ApiError && event.error.expired, `unexpected error ${event.error.message}`);
+    delays.push(event.retryInMs);
+    clock += waitMs = event.retryInMs;
+  }
+  assert.deepEqual(delays.slice(0, 9), [0, 800, 1600, 3200, 6400, 12_800, 25_600, 30_000, 30_000]);
+  assert.ok(delays.slice(7).every((d) => d === 30_000), 'every later retry waits the 30 s cap');
+  assert.equal(api.lists.length, cycles);
+  assert.ok(clock >= (cycles - 8) * 30_000, `${cycles} failures took only ${clock} ms of (fake) time`);
+});
+
+test('a watch that delivered events earns a new immediate relist on its next 410', async (t) => {
+  const api = new ScriptedApi(
+    [page('10', []), page('20', []), page('30', []), page('40', [])],
+    [{ events: [expiredEvent] }, { events: [expiredEvent] }, { events: [bookmark('31'), expiredEvent] }],
+  );
+  const run = start(t, api);
+
+  assert.deepEqual(summary(await run.take(4)), ['init', 'initDone', 'watching', 'error 410 0']);
+  assert.deepEqual(summary(await run.take(4)), ['init', 'initDone', 'watching', 'error 410 1500']);
+  assert.deepEqual(summary([await run.next(1500), ...(await run.take(3))]), ['init', 'initDone', 'watching', 'error 410 0']);
 });
 
 test('other errors yield an error event with the backoff\'s delay, or the server\'s Retry-After when longer, and retry after it', async (t) => {

@@ -50,6 +50,11 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
   let resourceVersion: string | undefined;
   /** The newest version we saw, so a relist can be served from the watch cache. */
   let lastSeen: string | undefined;
+  /**
+   * A 410 after a healthy watch relists at once, but only once until a watch is healthy again:
+   * a server that answers every watch with 410 must not get LIST+WATCH in a tight loop.
+   */
+  let mayRelistAtOnce = true;
 
   while (!signal.aborted) {
     try {
@@ -72,15 +77,16 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
         // The generator's frame lives as long as the watch: holding the last page would keep up
         // to 500 full objects (managedFields and all) per controller alive.
         page = undefined;
-        // The server answered in full: the next outage backs off from the start again.
-        backoff.reset();
+        // No backoff reset here: a list that works says nothing of the watch after it (a server
+        // answering every watch with 410 lists fine). A healthy watch resets it, below.
         yield { type: 'initDone' };
       }
 
       const events = await api.watch({ labelSelector, resourceVersion, timeoutSeconds, idleMs, signal });
       yield { type: 'watching' };
       // The backoff starts over only once the watch delivers: a server that answers and then
-      // fails at once (410, an error event) must still be backed off from.
+      // fails at once (410, an error event) must still be backed off from. Bookmarks count, and
+      // the API server sends them to quiet watches too, so a watch that runs a while is healthy.
       let healthy = false;
       for await (const event of events) {
         if (event.type === 'ERROR') {
@@ -89,6 +95,7 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
         if (!healthy) {
           healthy = true;
           backoff.reset();
+          mayRelistAtOnce = true;
         }
         resourceVersion = lastSeen = event.object.metadata.resourceVersion;
         if (event.type === 'ADDED' || event.type === 'MODIFIED') yield { type: 'apply', object: event.object };
@@ -99,14 +106,16 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
       if (signal.aborted) return;
       const failure = error instanceof Error ? error : new Error(String(error));
       // An expired version after a healthy watch (etcd compacted, an API server restarted) is
-      // no failure: relist at once. If the relist from the watch cache expired too, list from
-      // etcd, after a backoff.
-      const firstExpiry = failure instanceof ApiError && failure.expired && resourceVersion !== undefined;
-      if (failure instanceof ApiError && failure.expired) {
+      // no failure: relist at once, once per healthy watch. If the relist from the watch cache
+      // expired too, list from etcd, after a backoff.
+      const expired = failure instanceof ApiError && failure.expired;
+      const atOnce = expired && resourceVersion !== undefined && mayRelistAtOnce;
+      if (expired) {
         if (resourceVersion === undefined) lastSeen = undefined;
         resourceVersion = undefined;
       }
-      const retryInMs = firstExpiry ? 0 : Math.max(backoff.next(), failure instanceof ApiError ? (failure.retryAfterSeconds ?? 0) * 1000 : 0);
+      if (atOnce) mayRelistAtOnce = false;
+      const retryInMs = atOnce ? 0 : Math.max(backoff.next(), failure instanceof ApiError ? (failure.retryAfterSeconds ?? 0) * 1000 : 0);
       yield { type: 'error', error: failure, retryInMs };
       if (retryInMs > 0) await sleep(retryInMs, signal);
     }

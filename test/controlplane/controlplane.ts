@@ -1,6 +1,6 @@
 // A real etcd + kube-apiserver on loopback for the e2e tests, in the spirit of
 // controller-runtime's envtest: RBAC on, an admin identity, service-account token signing.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -19,6 +19,8 @@ export interface ControlPlane {
   readonly dir: string;
   /** The API server's audit log (JSON lines, Metadata level): tests count requests with it. */
   readonly auditLog: string;
+  /** The CA the API server trusts for client certificates (`--client-ca-file`), with its key. */
+  readonly clientCA: ClientCA;
   /** Stops kube-apiserver only (etcd keeps the data), for outage tests. */
   stopApiServer(): Promise<void>;
   startApiServer(): Promise<void>;
@@ -32,6 +34,43 @@ omitStages: [RequestReceived]
 rules:
   - level: Metadata
 `;
+
+export interface ClientCA {
+  readonly cert: string;
+  readonly key: string;
+}
+
+/** The client CA of the control plane whose files are in `dir` (the folder of its kubeconfig). */
+export function clientCAFiles(dir: string): ClientCA {
+  return { cert: join(dir, 'client-ca.crt'), key: join(dir, 'client-ca.key') };
+}
+
+/**
+ * A client certificate for `user` in `groups` (CN and O, as the API server reads them), signed
+ * by the control plane's client CA: the CSR API's signer runs in kube-controller-manager, which
+ * the test control plane does not run. Returns PEM texts.
+ */
+export function signClientCertificate(ca: ClientCA, user: string, groups: readonly string[] = [], days = 1): { cert: string; key: string } {
+  const work = mkdtempSync(join(tmpdir(), 'labeller-clientcert-'));
+  try {
+    const subject = `/CN=${user}${groups.map((g) => `/O=${g}`).join('')}`;
+    openssl(['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', join(work, 'key.pem'), '-out', join(work, 'csr.pem'), '-subj', subject]);
+    writeFileSync(join(work, 'ext.cnf'), 'extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature\n');
+    openssl(['x509', '-req', '-in', join(work, 'csr.pem'), '-CA', ca.cert, '-CAkey', ca.key, '-set_serial', `0x${randomBytes(8).toString('hex')}`, '-days', String(days), '-extfile', join(work, 'ext.cnf'), '-out', join(work, 'cert.pem')]);
+    return { cert: readFileSync(join(work, 'cert.pem'), 'utf8'), key: readFileSync(join(work, 'key.pem'), 'utf8') };
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+function openssl(args: readonly string[]): void {
+  try {
+    execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  } catch (error) {
+    const stderr = (error as { stderr?: Buffer }).stderr?.toString() ?? '';
+    throw new ControlPlaneUnavailable(`openssl ${args[0]} failed (the test control plane signs client certificates with it): ${stderr || String(error)}`);
+  }
+}
 
 export class ControlPlaneUnavailable extends Error {
   override readonly name = 'ControlPlaneUnavailable';
@@ -100,6 +139,8 @@ export async function startControlPlane(signal?: AbortSignal): Promise<ControlPl
     writeFileSync(join(dir, 'tokens.csv'), `${token},admin,admin,"system:masters"\n`);
     const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
     writeFileSync(join(dir, 'sa.key'), privateKey.export({ type: 'pkcs1', format: 'pem' }));
+    const clientCA = clientCAFiles(dir);
+    openssl(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', clientCA.key, '-out', clientCA.cert, '-subj', '/CN=labeller-test-client-ca', '-days', '30']);
     const server = `https://127.0.0.1:${securePort}`;
     const auditLog = join(dir, 'audit.log');
     writeFileSync(join(dir, 'audit-policy.yaml'), AUDIT_POLICY);
@@ -111,6 +152,7 @@ export async function startControlPlane(signal?: AbortSignal): Promise<ControlPl
       '--advertise-address=127.0.0.1',
       '--authorization-mode=RBAC',
       `--token-auth-file=${join(dir, 'tokens.csv')}`,
+      `--client-ca-file=${clientCA.cert}`,
       '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
       `--service-account-key-file=${join(dir, 'sa.key')}`,
       `--service-account-signing-key-file=${join(dir, 'sa.key')}`,
@@ -160,6 +202,7 @@ export async function startControlPlane(signal?: AbortSignal): Promise<ControlPl
       etcd,
       dir,
       auditLog,
+      clientCA,
       stop,
       startApiServer,
       async stopApiServer() {
@@ -180,7 +223,8 @@ function launch(dir: string, name: string, path: string, args: string[]): ChildP
   return child;
 }
 
-async function freePorts(n: number): Promise<number[]> {
+/** `n` TCP ports free on loopback right now. */
+export async function freePorts(n: number): Promise<number[]> {
   const servers = await Promise.all(
     Array.from({ length: n }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
       const s = createServer();

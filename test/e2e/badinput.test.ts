@@ -78,6 +78,23 @@ describe('bad input', { skip }, () => {
     });
   }
 
+  test('no kubeconfig, a pod without a token, rejected credentials: one line that names the fix, exit 2', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'labeller-e2e-home-'));
+    after(() => rmSync(home, { recursive: true, force: true }));
+    const alone = { KUBECONFIG: '', HOME: home, KUBERNETES_SERVICE_HOST: '', KUBERNETES_SERVICE_PORT: '' };
+    const cases: [what: string, env: Record<string, string>, kubeconfig: string, message: RegExp][] = [
+      ['no kubeconfig and not in a cluster', alone, '', /^no kubeconfig \(\$KUBECONFIG is unset and ~\/\.kube\/config does not exist\) and not inside a cluster .*Pass --kubeconfig/],
+      ['a pod without a token', { ...alone, KUBERNETES_SERVICE_HOST: '10.0.0.1', KUBERNETES_SERVICE_PORT: '443' }, '', /^running in a pod without a service-account token \(\/var\/run\/secrets\/kubernetes\.io\/serviceaccount\/token is missing\): set automountServiceAccountToken: true/],
+      ['rejected (expired) credentials', {}, writeKubeconfig({ token: 'expired-or-revoked' }), /^the API server at https:\/\/\S+ rejected the credentials of context "\S+" \(401 Unauthorized\): they have expired or were revoked\. Log in again or refresh the kubeconfig, or pick another --context$/],
+    ];
+    for (const [what, env, kubeconfig, message] of cases) {
+      const exit = await runLabeller(['--kinds', 'cm', '--label', 'a=b'], { kubeconfig, env });
+      assert.equal(exit.code, 2, `${what}: ${exit.stderr}`);
+      assert.match(exit.fatal ?? '', message, what);
+      assert.doesNotMatch(exit.stderr, /^\s+at /m, `${what}: no stack trace`);
+    }
+  });
+
   test('a forbidden kind is reported and retried while the other kinds are labelled', async () => {
     const ns = await createNamespace('forbidden');
     await create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'cm' } });
@@ -86,7 +103,7 @@ describe('bad input', { skip }, () => {
     const labeller = new Labeller(['--kinds', 'configmaps,secrets', '--label', 'team=platform', '--namespace', ns], { kubeconfig });
     try {
       const failure = await labeller.waitForLog((l) => l.msg === 'watch failed; retrying' && l.kind === 'Secret');
-      assert.match(String(failure['error']), /403 Forbidden: .*secrets.*grant this identity get\/list\/watch\/patch/);
+      assert.match(String(failure['error']), /403 Forbidden: .*secrets.*grant this identity list\/watch\/patch/);
       await eventually(async () => (await labelsOf(`/api/v1/namespaces/${ns}/configmaps/cm`))['team'] === 'platform', 'the config map to be labelled');
       // Retried with backoff, not given up.
       await labeller.waitForLog((l) => l.msg === 'watch failed; retrying' && l.kind === 'Secret' && l !== failure);

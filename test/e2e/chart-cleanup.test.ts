@@ -19,9 +19,10 @@ interface Rule { apiGroups: string[]; resources: string[]; verbs: string[]; reso
 interface JobPod { serviceAccountName: string; restartPolicy: string; automountServiceAccountToken: boolean; enableServiceLinks: boolean; securityContext: unknown; containers: Container[]; volumes: { name: string; configMap?: { name: string } }[] }
 const jobPod = (job: Manifest) => (job['spec'] as { template: { spec: JobPod } }).template.spec;
 const deploymentPod = (deployment: Manifest) => (deployment['spec'] as { template: { spec: JobPod } }).template.spec;
-/** Roles and ClusterRoles by kind/namespace → their rules, for comparing the hook's with the release's. */
-const roles = (manifests: readonly Manifest[], leaderElection: boolean) =>
-  Object.fromEntries(manifests.filter((m) => (m.kind === 'Role' || m.kind === 'ClusterRole') && m.metadata.name.endsWith('-leader-election') === leaderElection).map((m) => [`${m.kind}/${m.metadata.namespace ?? ''}`, m['rules'] as Rule[]]));
+const isRole = (m: Manifest) => m.kind === 'Role' || m.kind === 'ClusterRole';
+/** Roles and ClusterRoles by kind/namespace → their rules. */
+const rulesByRole = (roles: readonly Manifest[]) => Object.fromEntries(roles.map((m) => [`${m.kind}/${m.metadata.namespace ?? ''}`, m['rules'] as Rule[]]));
+const LEASE_ROLE = /-(leader-election|field-manager-guard|leases)$/;
 
 describe('chart: cleanupOnUninstall', () => {
   test('off by default; on, only post-delete hooks are added: ServiceAccount, RBAC and config first, then a Job running labeller prune like the Deployment runs labeller', async () => {
@@ -46,9 +47,15 @@ describe('chart: cleanupOnUninstall', () => {
       const [account, job, config] = [hookOf('ServiceAccount'), hookOf('Job'), hookOf('ConfigMap')];
       assert.ok(account.length === 1 && job.length === 1 && config.length === 1, `${what}: one ServiceAccount, Job and ConfigMap`);
 
-      // The same rights as the release, on the same kinds and namespaces, bound to the hook's ServiceAccount.
-      assert.deepEqual(roles(hooks, false), roles(release, false), `${what}: RBAC of the kinds`);
-      assert.deepEqual(roles(hooks, true), roles(release, true), `${what}: the Lease`);
+      // The release's rights on the same kinds and namespaces (less its Events), and its Lease rights, bound to the hook's ServiceAccount.
+      const fullname = release.find((m) => m.kind === 'Deployment')!.metadata.name;
+      const hookKinds = rulesByRole(hooks.filter((m) => isRole(m) && !LEASE_ROLE.test(m.metadata.name)));
+      const releaseKinds = rulesByRole(release.filter((m) => isRole(m) && m.metadata.name === fullname));
+      assert.deepEqual(Object.keys(hookKinds).sort(), Object.keys(releaseKinds).sort(), `${what}: the same Roles and ClusterRoles`);
+      for (const [role, rules] of Object.entries(hookKinds)) {
+        for (const rule of rules) assert.ok(releaseKinds[role]?.some((r) => JSON.stringify(r) === JSON.stringify(rule)), `${what}: ${role} grants ${JSON.stringify(rule)} as the release does`);
+      }
+      assert.deepEqual(hooks.filter((m) => isRole(m) && LEASE_ROLE.test(m.metadata.name)).map((m) => m['rules']), release.filter((m) => isRole(m) && LEASE_ROLE.test(m.metadata.name)).map((m) => m['rules']), `${what}: the Lease rights`);
       for (const binding of hooks.filter((m) => m.kind.endsWith('Binding'))) {
         assert.deepEqual(binding['subjects'], [{ kind: 'ServiceAccount', name: account[0]!.metadata.name, namespace: 'labeller' }]);
         assert.ok(hooks.some((m) => m.kind === (binding['roleRef'] as { kind: string }).kind && m.metadata.name === (binding['roleRef'] as { name: string }).name), `${what}: ${binding.metadata.name} binds a hook role`);
@@ -106,7 +113,8 @@ describe('chart: cleanupOnUninstall', () => {
     // The release's labeller (as admin here) labels and holds the Lease, as a pod still terminating would.
     const configFile = tempFile('kinds.yaml', (hooks.find((m) => m.kind === 'ConfigMap')!['data'] as Record<string, string>)['kinds.yaml'] ?? '');
     const job = containers(hooks.find((m) => m.kind === 'Job')! as Manifest)[0]!.args ?? [];
-    const leaderArgs = job.filter((a) => LEADER_FLAG.test(a));
+    // The release's field manager and Lease, as its Deployment passes them.
+    const leaderArgs = job.filter((a) => LEADER_FLAG.test(a) || a.startsWith('--field-manager='));
     const running = new Labeller(['--config', configFile, '--namespace', target, ...leaderArgs]);
     await eventually(async () => (await labelsOf(`/apis/apps/v1/namespaces/${target}/deployments/web`))['example.com/team'] === 'platform', 'the release\'s labeller to label');
     await eventually(async () => (await labelsOf(`/api/v1/namespaces/${target}/configmaps/app`))['example.com/team'] === 'platform', 'the release\'s labeller to label');

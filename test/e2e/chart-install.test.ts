@@ -133,7 +133,9 @@ describe('chart: helm install', { skip }, () => {
     const deployment = objects.deployments[0]!;
     const pod = deployment.spec.template;
     const container = pod.spec.containers.find((c) => c.name === 'labeller')!;
-    assert.deepEqual(container.env, [{ name: 'NODE_OPTIONS', value: '--max-old-space-size=64' }, { name: 'LABELLER_LOG_LEVEL', value: 'debug' }]);
+    // After the downward-API variables Events need.
+    assert.deepEqual(container.env?.map((e) => e.name).slice(0, 3), ['POD_NAME', 'POD_NAMESPACE', 'POD_UID']);
+    assert.deepEqual(container.env?.slice(3), [{ name: 'NODE_OPTIONS', value: '--max-old-space-size=64' }, { name: 'LABELLER_LOG_LEVEL', value: 'debug' }]);
     assert.ok(pod.spec.volumes.some((v) => v.name === 'scratch' && v.emptyDir));
     assert.ok(container.volumeMounts.some((m) => m.name === 'scratch' && m.mountPath === '/scratch'));
     assert.equal(pod.spec.volumes.find((v) => v.name === 'config')?.configMap?.name, 'platform-kinds');

@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, test, type TestContext } from 'node:test';
+import { describe, test } from 'node:test';
 import { load, loadAll } from 'js-yaml';
 import { parseConfig } from '../../src/labeller/config.ts';
 import { parseDuration } from '../../src/options.ts';
@@ -24,7 +24,6 @@ import {
   describeAccess,
   EXAMPLES,
   freePort,
-  labellerHasFlag,
   lint,
   only,
   peakRss,
@@ -40,7 +39,7 @@ import {
 } from './helm.ts';
 import { Labeller, runLabeller } from './labeller.ts';
 
-const LABELLER_VERBS = ['get', 'list', 'watch', 'patch'];
+const LABELLER_VERBS = ['list', 'watch', 'patch'];
 const LEADER_FLAGS = ['--leader-elect', '--leader-elect-resource-namespace', '--leader-elect-resource-name', '--leader-elect-lease-duration', '--leader-elect-renew-deadline', '--leader-elect-retry-period'];
 // The defaults have no kinds (an install without kinds fails and says what to set): every example instead.
 const VALUE_FILES: readonly (string | undefined)[] = EXAMPLES;
@@ -54,6 +53,9 @@ interface Rule {
 }
 const rulesOf = (role: Manifest) => role['rules'] as Rule[];
 const grant = (group: string, ...resources: string[]): Rule => ({ apiGroups: [group], resources, verbs: LABELLER_VERBS });
+/** Kubernetes Events: create a series' Event, patch its count. */
+const EVENTS_RULE: Rule = { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] };
+const EVENTS_VERBS = EVENTS_RULE.verbs;
 
 /** A flag's value in an argument list (`--flag=value`), or undefined. */
 function flagValue(args: readonly string[], flag: string): string | undefined {
@@ -61,13 +63,20 @@ function flagValue(args: readonly string[], flag: string): string | undefined {
   return arg === undefined ? undefined : arg.slice(flag.length + 1);
 }
 
+interface VolumeMount {
+  name: string;
+  mountPath: string;
+  readOnly?: boolean;
+}
+
 interface PodSpec {
   enableServiceLinks: boolean;
+  automountServiceAccountToken?: boolean;
   terminationGracePeriodSeconds: number;
   serviceAccountName: string;
   securityContext: Record<string, unknown>;
   containers: (Container & Record<string, any>)[];
-  volumes: { name: string; emptyDir?: object; configMap?: { name: string } }[];
+  volumes: { name: string; emptyDir?: object; configMap?: { name: string }; projected?: { sources: { serviceAccountToken?: object }[] } }[];
 }
 const podSpec = (deployment: Manifest) => (deployment['spec'] as { template: { spec: PodSpec } }).template.spec;
 
@@ -124,7 +133,7 @@ describe('chart: lint and render', () => {
       assert.ok(graceMs !== undefined && pod.terminationGracePeriodSeconds * 1000 >= graceMs + 10_000, `${what}: terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds} vs --grace-period ${graceMs} ms`);
 
       // Nothing writable is needed; the config is mounted read-only where --config points.
-      const mounts = container['volumeMounts'] as { name: string; mountPath: string; readOnly?: boolean }[];
+      const mounts = container['volumeMounts'] as VolumeMount[];
       const configPath = flagValue(args, '--config') ?? '';
       const config = mounts.find((m) => configPath.startsWith(`${m.mountPath}/`));
       assert.ok(config?.readOnly, `${what}: the config is mounted read-only`);
@@ -139,22 +148,27 @@ describe('chart: lint and render', () => {
     }
   });
 
-  test('RBAC is derived from the kinds: get/list/watch/patch on exactly the configured resources', async () => {
+  test('RBAC is derived from the kinds: list/watch/patch on exactly the configured resources', async () => {
     // CRDs carry their group; a built-in without a table entry takes group ""; a kind with its own
     // namespaces gets Roles there instead of the ClusterRole.
     const crd = await render({ release: 'rel', namespace: 'ops', files: [join(CHART, 'examples', 'crd.yaml')] });
-    assert.deepEqual(rulesOf(only(crd, 'ClusterRole')), [grant('apps', 'deployments'), grant('cert-manager.io', 'certificates', 'clusterissuers'), grant('example.com', 'widgets')]);
+    // Events go with the ClusterRole when there is one.
+    assert.deepEqual(rulesOf(only(crd, 'ClusterRole')), [grant('apps', 'deployments'), grant('cert-manager.io', 'certificates', 'clusterissuers'), grant('example.com', 'widgets'), EVENTS_RULE]);
     assert.deepEqual(rulesOf(only(crd, 'Role', 'rel-labeller')), [grant('', 'resourcequotas')]);
     assert.equal(only(crd, 'Role', 'rel-labeller').metadata.namespace, 'default');
     const kinds = load((only(crd, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '') as { kinds: { resource: string }[] };
     assert.deepEqual(kinds.kinds.map((k) => k.resource), ['widgets.example.com', 'certificates.cert-manager.io', 'clusterissuers.cert-manager.io', 'resourcequotas', 'deployments.apps']);
     assert.ok(kinds.kinds.every((k) => !('group' in k) && !('scope' in k)), 'chart-only fields are stripped');
 
-    // The leader-election Role: create any Lease, read and renew only labeller's.
+    // The leader-election Role: create any Lease, read and renew only labeller's; list the guard
+    // Leases of other labellers, hold the release's own.
     assert.deepEqual(rulesOf(only(crd, 'Role', 'rel-labeller-leader-election')), [
-      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create', 'list'] },
       { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['rel-labeller'], verbs: ['get', 'update'] },
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['rel-labeller-field-manager'], verbs: ['get', 'update', 'delete'] },
     ]);
+    // The field manager is the release's name unless set.
+    assert.ok((containers(only(crd, 'Deployment'))[0]?.args ?? []).includes('--field-manager=rel'));
     assert.equal(only(crd, 'Role', 'rel-labeller-leader-election').metadata.namespace, 'ops');
 
     // Namespaced mode: a Role in each watched namespace, no ClusterRole, and --namespace.
@@ -163,20 +177,35 @@ describe('chart: lint and render', () => {
     const roles = namespaced.filter((m) => m.kind === 'Role' && m.metadata.name === 'rel-labeller');
     assert.deepEqual(roles.map((r) => r.metadata.namespace), ['team-a', 'team-a-staging']);
     for (const role of roles) {
-      assert.deepEqual(rulesOf(role), [grant('', 'configmaps', 'persistentvolumeclaims', 'services'), grant('apps', 'deployments'), grant('networking.k8s.io', 'ingresses')]);
+      assert.deepEqual(rulesOf(role), [grant('', 'configmaps', 'persistentvolumeclaims', 'services'), grant('apps', 'deployments'), grant('networking.k8s.io', 'ingresses'), EVENTS_RULE]);
     }
-    assert.equal(namespaced.filter((m) => m.kind === 'RoleBinding').length, 3);
+    // Events on labeller's own Pod: a Role in the release namespace, which is not watched.
+    assert.deepEqual(rulesOf(only(namespaced, 'Role', 'rel-labeller-events')), [EVENTS_RULE]);
+    assert.equal(only(namespaced, 'Role', 'rel-labeller-events').metadata.namespace, 'labeller');
+    assert.equal(namespaced.filter((m) => m.kind === 'RoleBinding').length, 4);
     assert.equal(flagValue(containers(only(namespaced, 'Deployment'))[0]?.args ?? [], '--namespace'), 'team-a,team-a-staging');
 
-    // Every example: labeller's roles grant its four verbs and nothing else.
+    // Every example: labeller's roles grant its three verbs (no get: it never reads one object by
+    // name) and, on events, create and patch; nothing else.
     for (const file of VALUE_FILES) {
-      for (const role of (await render({ files: file ? [file] : [] })).filter((m) => /^(Cluster)?Role$/.test(m.kind) && !m.metadata.name.endsWith('-leader-election'))) {
-        for (const rule of rulesOf(role)) assert.deepEqual(rule.verbs, LABELLER_VERBS, `${shortName(file)}: ${role.kind} ${role.metadata.name}`);
+      for (const role of (await render({ files: file ? [file] : [] })).filter((m) => /^(Cluster)?Role$/.test(m.kind) && !/-(leader-election|field-manager-guard)$/.test(m.metadata.name))) {
+        for (const rule of rulesOf(role)) {
+          assert.deepEqual(rule.verbs, rule.apiGroups[0] === 'events.k8s.io' ? EVENTS_VERBS : LABELLER_VERBS, `${shortName(file)}: ${role.kind} ${role.metadata.name}`);
+        }
       }
     }
-    // Leader election off: no Lease rights.
+    // Events off: no rights on events, and --events=false.
+    for (const file of [EXAMPLES[0]!, EXAMPLES[1]!]) {
+      const quiet = await render({ files: [file], values: { events: { enabled: false } } });
+      assert.deepEqual(quiet.filter((m) => /Role$/.test(m.kind) && rulesOf(m).some((r) => r.apiGroups.includes('events.k8s.io'))).map((m) => m.metadata.name), [], shortName(file));
+      assert.ok((containers(only(quiet, 'Deployment'))[0]?.args ?? []).includes('--events=false'), shortName(file));
+    }
+    // Leader election off: no leader-election Lease rights; the field-manager guard's, in the release namespace.
     const off = await render({ files: [EXAMPLES[0]!], values: { leaderElection: { enabled: false } } });
     assert.ok(!off.some((m) => m.metadata.name.endsWith('-leader-election')));
+    assert.deepEqual(rulesOf(only(off, 'Role', 'labeller-field-manager-guard')), [
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create', 'list', 'get', 'update', 'delete'] },
+    ]);
     assert.ok(!(containers(only(off, 'Deployment'))[0]?.args ?? []).some((a) => a.startsWith('--lease')));
   });
 
@@ -230,20 +259,34 @@ describe('chart: lint and render', () => {
     });
   }
 
-  test('the Dockerfile: Node 24 base, production dependencies only, non-root, the chart\'s entry point', async () => {
+  test('allowProtectedPrefixes reaches the ConfigMap: only with it does labeller accept a copied label in a kubernetes.io key', async () => {
+    const values = { labels: { 'app.kubernetes.io/name': '{{labels.app}}' }, kinds: [{ resource: 'deployments' }] };
+    const configOf = async (extra: object) => {
+      const manifests = await render({ release: 'rel', values: { ...values, ...extra } });
+      return (only(manifests, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '';
+    };
+    const [without, opted] = [await configOf({}), await configOf({ allowProtectedPrefixes: true })];
+    assert.throws(() => parseConfig(without, 'ConfigMap'), /allowProtectedPrefixes: true/);
+    assert.doesNotThrow(() => parseConfig(opted, 'ConfigMap'));
+  });
+
+  test('the Dockerfile builds the layout image/build.sh builds: same script, scratch base, non-root, the same entry point', async () => {
     const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
-    assert.match(dockerfile, /^ARG NODE_IMAGE=node:24[-\w.]*$/m);
-    assert.equal(dockerfile.match(/^FROM /gm)?.length, 2, 'multi-stage');
-    assert.match(dockerfile, /npm install --omit=dev --omit=optional/);
-    assert.match(dockerfile, /^ENTRYPOINT \["node", "bin\/labeller\.js"\]$/m);
+    const build = readFileSync(join(ROOT, 'image', 'build.sh'), 'utf8');
+    assert.match(dockerfile, /^FROM node:24[-\w.]* AS build$/m, 'built on Node 24');
+    assert.match(dockerfile, /bash image\/rootfs\.sh \/layers$/m, 'the root filesystem from the image build\'s own script');
+    assert.match(dockerfile, /^FROM scratch$/m, 'nothing but the layers');
     const user = /^USER (\d+):(\d+)$/m.exec(dockerfile);
     assert.ok(user && user[1] !== '0', 'a numeric non-root USER');
+    assert.match(build, new RegExp(`--user ${user[1]}:${user[2]}`), 'the same user as the OCI image');
+    const entrypoint = /^ENTRYPOINT \[(.*)\]$/m.exec(dockerfile)?.[1]?.split(', ').map((part) => JSON.parse(part) as string);
+    assert.deepEqual(entrypoint, /--entrypoint (\S+)/.exec(build)?.[1]?.split(','), 'the same entry point as the OCI image');
     // The chart runs the image's entry point as the image's user.
     const pod = podSpec(only(await render({ files: [EXAMPLES[0]!] }), 'Deployment'));
     assert.equal(pod.containers[0]?.command, undefined);
     assert.equal(String(pod.securityContext['runAsUser']), user[1]);
     const ignore = readFileSync(join(ROOT, '.dockerignore'), 'utf8');
-    for (const path of ['package.json', 'package-lock.json', 'bin/', 'src/']) assert.match(ignore, new RegExp(`^!${path.replace('.', '\\.')}$`, 'm'));
+    for (const path of ['package.json', 'package-lock.json', 'scripts/', 'src/', 'image/']) assert.match(ignore, new RegExp(`^!${path.replace('.', '\\.')}$`, 'm'));
   });
 });
 
@@ -252,22 +295,19 @@ const LABELS = { 'example.com/team': 'platform', 'example.com/namespace': '{{nam
 
 /**
  * The chart's container arguments for a local run: --config names the rendered ConfigMap's
- * kinds.yaml written to a file, the harness sets --log-format, leader election only when asked,
- * and flags this tree's labeller does not take yet are left out (and reported).
+ * kinds.yaml written to a file, the harness sets --log-format, leader election only when asked.
+ * Every other argument is passed as the chart renders it, so a flag the binary does not take fails.
  */
-async function localArgs(t: TestContext, manifests: readonly Manifest[], options: { leaderElection: boolean; httpPort?: number }): Promise<string[]> {
+function localArgs(manifests: readonly Manifest[], options: { leaderElection: boolean; httpPort?: number }): string[] {
   const configFile = tempFile('kinds.yaml', (only(manifests, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '');
   const args: string[] = [];
-  const dropped: string[] = [];
   for (const arg of containers(only(manifests, 'Deployment'))[0]?.args ?? []) {
     const flag = arg.split('=')[0] ?? '';
     if (flag === '--config') args.push(`--config=${configFile}`);
     else if (flag === '--log-format' || (LEADER_FLAGS.includes(flag) && !options.leaderElection)) continue;
-    else if (!(await labellerHasFlag(flag))) dropped.push(arg);
     else if (flag === '--http-port') args.push(`--http-port=${options.httpPort ?? 0}`);
     else args.push(arg);
   }
-  if (dropped.length > 0) t.diagnostic(`this labeller does not take ${dropped.join(' ')} yet: run without`);
   return args;
 }
 
@@ -313,7 +353,7 @@ async function assertAccess(kubeconfig: string, allowed: readonly Access[], deni
 const each = (verbs: readonly string[], access: Omit<Access, 'verb'>): Access[] => verbs.map((verb) => ({ verb, ...access }));
 
 describe('chart: RBAC against the API server', { skip }, () => {
-  test('cluster-wide: the rendered RBAC lets labeller label config maps and deployments, and allows nothing more', async (t) => {
+  test('cluster-wide: the rendered RBAC lets labeller label config maps and deployments, and allows nothing more', async () => {
     const target = await createNamespace('chart-target');
     const { namespace, manifests, kubeconfig, leaseName } = await installRbac('chart-cw', { labels: LABELS, kinds: [{ resource: 'configmaps' }, { resource: 'deployments' }] });
     await createConfigMap(target, 'app-config');
@@ -321,7 +361,8 @@ describe('chart: RBAC against the API server', { skip }, () => {
     await create(`/api/v1/namespaces/${target}/secrets`, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'token' }, stringData: { a: 'b' } });
 
     // Enough: labeller, as the chart's ServiceAccount with the chart's arguments, labels both kinds.
-    const labeller = new Labeller(await localArgs(t, manifests, { leaderElection: false }), { kubeconfig });
+    // As deployed: with leader election, so the field-manager guard holds the Lease the RBAC names.
+    const labeller = new Labeller(localArgs(manifests, { leaderElection: true }), { kubeconfig });
     try {
       const expected = { 'example.com/team': 'platform', 'example.com/namespace': target };
       await eventually(() => labelled(`/api/v1/namespaces/${target}/configmaps/app-config`, expected), 'the config map to be labelled');
@@ -342,11 +383,14 @@ describe('chart: RBAC against the API server', { skip }, () => {
         ...each(LABELLER_VERBS, configmaps),
         ...each(LABELLER_VERBS, deployments),
         ...each(LABELLER_VERBS, { ...deployments, namespace: target }),
-        { verb: 'create', ...leases },
+        ...each(['create', 'list'], leases),
         ...each(['get', 'update'], { ...leases, name: leaseName }),
+        ...each(EVENTS_VERBS, { group: 'events.k8s.io', resource: 'events', namespace: target }),
+        ...each(['get', 'update', 'delete'], { ...leases, name: `${leaseName}-field-manager` }),
       ],
       [
-        ...each(['create', 'update', 'delete', 'deletecollection'], configmaps),
+        ...each(['get', 'create', 'update', 'delete', 'deletecollection'], configmaps),
+        ...each(['get'], { ...deployments, namespace: target }),
         ...each(['create', 'update', 'delete'], { ...deployments, namespace: target }),
         ...each(['patch', 'update'], { ...deployments, subresource: 'scale', namespace: target }),
         ...each(['patch'], { ...deployments, subresource: 'status', namespace: target }),
@@ -354,7 +398,8 @@ describe('chart: RBAC against the API server', { skip }, () => {
         ...each(['list', 'patch'], { resource: 'pods' }),
         ...each(['list', 'patch'], { group: 'apps', resource: 'statefulsets' }),
         ...each(['list'], { resource: 'namespaces' }),
-        ...each(['list', 'watch', 'delete'], leases),
+        ...each(['watch', 'delete'], leases),
+        ...each(['list'], { ...leases, namespace: target }),
         ...each(['get', 'update', 'delete'], { ...leases, name: 'someone-elses' }),
         ...each(['create'], { ...leases, namespace: target }),
         ...each(['create'], { group: 'rbac.authorization.k8s.io', resource: 'rolebindings', namespace }),
@@ -368,16 +413,12 @@ describe('chart: RBAC against the API server', { skip }, () => {
     assert.equal((await labelsOf(`/api/v1/namespaces/${target}/secrets/token`))['a'], undefined);
   });
 
-  test('cluster-wide with leader election: the Lease Role is enough for the chart\'s full arguments', async (t) => {
-    if (!(await labellerHasFlag('--leader-elect'))) {
-      t.skip('this labeller does not take --leader-elect yet');
-      return;
-    }
+  test('cluster-wide with leader election: the Lease Role is enough for the chart\'s full arguments', async () => {
     const target = await createNamespace('chart-target');
     const { namespace, manifests, kubeconfig, leaseName } = await installRbac('chart-le', { labels: LABELS, kinds: [{ resource: 'configmaps' }] });
     await createConfigMap(target, 'app-config');
     const httpPort = await freePort();
-    const labeller = new Labeller(await localArgs(t, manifests, { leaderElection: true, httpPort }), { kubeconfig });
+    const labeller = new Labeller(localArgs(manifests, { leaderElection: true, httpPort }), { kubeconfig });
     try {
       await eventually(() => labelled(`/api/v1/namespaces/${target}/configmaps/app-config`, { 'example.com/team': 'platform' }), 'the config map to be labelled by the leader');
       const lease = await eventually(async () => {
@@ -386,10 +427,8 @@ describe('chart: RBAC against the API server', { skip }, () => {
         return found.spec.holderIdentity ? found : undefined;
       }, `Lease ${namespace}/${leaseName} to be held`);
       assert.ok(lease.spec.holderIdentity);
-      if (await labellerHasFlag('--http-port')) {
-        await eventually(async () => (await fetch(`http://127.0.0.1:${httpPort}/readyz`)).ok, '/readyz to answer 200');
-        assert.equal((await fetch(`http://127.0.0.1:${httpPort}/healthz`)).status, 200);
-      }
+      await eventually(async () => (await fetch(`http://127.0.0.1:${httpPort}/readyz`)).ok, '/readyz to answer 200');
+      assert.equal((await fetch(`http://127.0.0.1:${httpPort}/healthz`)).status, 200);
       assert.deepEqual(labeller.logs.filter((l) => /\b403\b|forbidden/i.test(`${l.msg} ${String(l['error'] ?? '')}`)), []);
     } finally {
       const exit = await labeller.stop();
@@ -397,16 +436,16 @@ describe('chart: RBAC against the API server', { skip }, () => {
     }
   });
 
-  test('namespaced mode: a Role in the watched namespace is enough with --namespace; all namespaces are forbidden', async (t) => {
+  test('namespaced mode: a Role in the watched namespace is enough with --namespace; all namespaces are forbidden', async () => {
     const watched = await createNamespace('chart-watched');
     const other = await createNamespace('chart-other');
     const { manifests, kubeconfig } = await installRbac('chart-ns', { labels: LABELS, watchNamespaces: [watched], kinds: [{ resource: 'cm' }] });
     assert.deepEqual(manifests.filter((m) => m.kind.startsWith('Cluster')), [], 'no cluster-wide RBAC');
-    assert.deepEqual(manifests.filter((m) => m.kind === 'Role' && m.metadata.namespace === watched).map((r) => rulesOf(r)), [[grant('', 'configmaps')]]);
+    assert.deepEqual(manifests.filter((m) => m.kind === 'Role' && m.metadata.namespace === watched).map((r) => rulesOf(r)), [[grant('', 'configmaps'), EVENTS_RULE]]);
     await createConfigMap(watched, 'app-config');
     await createConfigMap(other, 'app-config');
 
-    const labeller = new Labeller(await localArgs(t, manifests, { leaderElection: false }), { kubeconfig });
+    const labeller = new Labeller(localArgs(manifests, { leaderElection: false }), { kubeconfig });
     try {
       await eventually(() => labelled(`/api/v1/namespaces/${watched}/configmaps/app-config`, { 'example.com/namespace': watched }), 'the watched namespace\'s config map to be labelled');
     } finally {
@@ -418,7 +457,7 @@ describe('chart: RBAC against the API server', { skip }, () => {
     const configmaps = { resource: 'configmaps' };
     await assertAccess(
       kubeconfig,
-      each(LABELLER_VERBS, { ...configmaps, namespace: watched }),
+      [...each(LABELLER_VERBS, { ...configmaps, namespace: watched }), ...each(EVENTS_VERBS, { group: 'events.k8s.io', resource: 'events', namespace: watched })],
       [...each(['list', 'watch'], configmaps), ...each(LABELLER_VERBS, { ...configmaps, namespace: other }), ...each(['create', 'delete'], { ...configmaps, namespace: watched })],
     );
     // Without --namespace, labeller's cluster-wide list is refused.
@@ -465,17 +504,30 @@ describe('sidecar example', { skip }, () => {
     assert.equal(sidecar.command, undefined, 'the image\'s entry point');
     // The container's environment as the kubelet would resolve it; fieldRef metadata.namespace is the pod's namespace.
     const env: Record<string, string> = {};
+    const downward: Record<string, string> = { 'metadata.namespace': namespace, 'metadata.name': 'shop-0', 'metadata.uid': '' };
     for (const variable of sidecar.env ?? []) {
-      if (variable.valueFrom?.fieldRef?.fieldPath === 'metadata.namespace') env[variable.name] = namespace;
+      const field = variable.valueFrom?.fieldRef?.fieldPath;
+      if (field !== undefined && field in downward) env[variable.name] = downward[field] ?? '';
       else if (variable.value !== undefined) env[variable.name] = variable.value;
       else assert.fail(`unexpected env source for ${variable.name}`);
     }
-    assert.ok(Object.keys(env).every((name) => name.startsWith('LABELLER_') || name === 'NODE_OPTIONS'), Object.keys(env).join(', '));
+    assert.ok(Object.keys(env).every((name) => name.startsWith('LABELLER_') || name === 'NODE_OPTIONS' || name.startsWith('POD_')), Object.keys(env).join(', '));
     // Hardened like the chart's container, and Kubernetes waits for labeller's own grace period.
     assert.deepEqual(sidecar['securityContext'].capabilities, { drop: ['ALL'] });
     assert.equal(sidecar['securityContext'].readOnlyRootFilesystem, true);
     assert.equal(sidecar['securityContext'].allowPrivilegeEscalation, false);
-    assert.ok(!sidecar['volumeMounts'], 'no writable volume: Node runs the TypeScript sources itself');
+    // The ServiceAccount token reaches labeller's container only, read-only where in-cluster config reads it; nothing writable (Node runs the TypeScript sources itself).
+    assert.equal(pod.automountServiceAccountToken, false, 'no token for every container');
+    const tokenVolumes = new Set(pod.volumes.filter((v) => v.projected?.sources.some((s) => s.serviceAccountToken)).map((v) => v.name));
+    for (const container of pod.containers.filter((c) => c.name !== 'labeller')) {
+      assert.deepEqual((container['volumeMounts'] ?? []).filter((m: VolumeMount) => tokenVolumes.has(m.name) || m.mountPath.startsWith('/var/run/secrets')), [], `${container.name} has no token mount`);
+    }
+    assert.deepEqual(sidecar['volumeMounts'], [{ name: 'labeller-serviceaccount', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true }]);
+    assert.deepEqual(pod.volumes.find((v) => v.name === 'labeller-serviceaccount')?.projected?.sources, [
+      { serviceAccountToken: { path: 'token', expirationSeconds: 3600 } },
+      { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+      { downwardAPI: { items: [{ path: 'namespace', fieldRef: { fieldPath: 'metadata.namespace' } }] } },
+    ]);
     assert.ok(pod.terminationGracePeriodSeconds * 1000 > (parseDuration(env['LABELLER_GRACE_PERIOD'] ?? '30s') ?? Infinity));
     assert.equal(pod.enableServiceLinks, false);
     // A free port instead of the pod's (ports here are shared with other tests); the variables of the test process itself are blanked.
@@ -491,15 +543,11 @@ describe('sidecar example', { skip }, () => {
         await eventually(() => labelled(path, expected), `${path} to be labelled`);
       }
       assert.deepEqual(labeller.logs.filter((l) => /\b403\b|forbidden/i.test(`${l.msg} ${String(l['error'] ?? '')}`)), []);
-      if (await labellerHasFlag('--http-port')) {
-        assert.equal((await fetch(`http://127.0.0.1:${httpPort}/healthz`)).status, 200, 'the liveness probe\'s endpoint');
-      }
-      if (await labellerHasFlag('--leader-elect')) {
-        // The Role's two lease rules are enough to lead.
-        const client = await adminClient();
-        const lease = await client.json<{ spec: { holderIdentity?: string } }>('GET', `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/${env['LABELLER_LEADER_ELECTION_ID']}`);
-        assert.ok(lease.spec.holderIdentity, 'the sidecar holds its Lease');
-      }
+      assert.equal((await fetch(`http://127.0.0.1:${httpPort}/healthz`)).status, 200, 'the liveness probe\'s endpoint');
+      // The Role's two lease rules are enough to lead.
+      const client = await adminClient();
+      const lease = await client.json<{ spec: { holderIdentity?: string } }>('GET', `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/${env['LABELLER_LEADER_ELECTION_ID']}`);
+      assert.ok(lease.spec.holderIdentity, 'the sidecar holds its Lease');
       // Within the container's memory limit (the Node.js process; the kernel counts a little more).
       const limit = /^(\d+)Mi$/.exec(String(sidecar['resources'].limits.memory));
       const peak = peakRss(labeller.process.pid ?? 0);

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after } from 'node:test';
 import type { KubeClient } from '../../src/kube/client.ts';
-import { auditEvents as readAudit, Cluster, copyKubeconfig, sharedKubeconfig, skip, type AuditEvent, type KubeconfigChange, type PolicyRule } from '../cluster.ts';
+import { auditEvents as readAudit, auditTail as tailAudit, Cluster, copyKubeconfig, sharedKubeconfig, skip, type AuditEvent, type KubeconfigChange, type PolicyRule } from '../cluster.ts';
 import { eventually } from '../eventually.ts';
 
 export { eventually, skip, type AuditEvent, type PolicyRule };
@@ -51,9 +51,12 @@ export async function createCrd(group: string, plural: string, kind: string): Pr
   await (await cluster()).createCrd(group, plural, kind);
 }
 
-/** A kubeconfig for a new ServiceAccount with exactly `rules` (cluster-wide), with a token from the TokenRequest API. */
-export async function serviceAccountKubeconfig(namespace: string, name: string, rules: readonly PolicyRule[]): Promise<string> {
-  return (await (await cluster()).serviceAccount(namespace, name, rules)).kubeconfig;
+/**
+ * A kubeconfig for a new ServiceAccount with exactly `rules` (cluster-wide), with a token from
+ * the TokenRequest API; `server` replaces the API server's address (e.g. a fault proxy's).
+ */
+export async function serviceAccountKubeconfig(namespace: string, name: string, rules: readonly PolicyRule[], server?: string): Promise<string> {
+  return (await (await cluster()).serviceAccount(namespace, name, rules, server)).kubeconfig;
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'labeller-e2e-'));
@@ -72,4 +75,11 @@ export function auditEvents(filter: (event: AuditEvent) => boolean): AuditEvent[
   const path = process.env['E2E_AUDIT_LOG'];
   if (!path) throw new Error('E2E_AUDIT_LOG is not set');
   return readAudit(path, filter);
+}
+
+/** The audit events matching `filter` written since the previous call (the first: since now). */
+export function auditTail(filter: (event: AuditEvent) => boolean): () => AuditEvent[] {
+  const path = process.env['E2E_AUDIT_LOG'];
+  if (!path) throw new Error('E2E_AUDIT_LOG is not set');
+  return tailAudit(path, filter);
 }

@@ -30,8 +30,11 @@ describe('HTTP endpoints', { skip }, () => {
       assert.match(notReady.body, /waiting for API discovery/);
       assert.equal((await get(18391, '/healthz')).status, 200);
       proxy.resume();
-      await eventually(async () => (await get(18391, '/readyz')).status === 200, '/readyz to turn ready');
-      assert.ok(labeller.logs.some((l) => l.msg === 'initial list complete'), 'ready only after the list');
+      let readyAt = 0;
+      await eventually(async () => (await get(18391, '/readyz')).status === 200 && (readyAt = Date.now()) > 0, '/readyz to turn ready');
+      // The log line may reach us after the HTTP answer: compare the times, not the arrival order.
+      const listed = await labeller.waitForLog((l) => l.msg === 'initial list complete');
+      assert.ok(Date.parse(String(listed['time'])) <= readyAt, 'ready only after the list');
 
       // The API server out of reach: the watch fails, and stays down until the server is back.
       proxy.refuse(true);

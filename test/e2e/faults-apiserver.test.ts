@@ -76,6 +76,12 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
         readiness.push({ at, ready: r.ok });
       }, () => {});
     }, 250);
+    /**
+     * Samples on until /readyz has answered 200 after `since` (the API server ready again): on a
+     * loaded machine that answer may come late, and the next outage must not cut it off.
+     */
+    const readyAgain = (since: number) =>
+      eventually(async () => readiness.some((r) => r.ready && r.at >= since), '/readyz to answer 200 after the outage', 120_000, 250);
     /** Stops kube-apiserver, keeps it down `ms`, starts it and waits until it is ready. */
     const outage = async (ms: number) => {
       const stopping = Date.now();
@@ -112,6 +118,7 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
       await labeller.waitForLog((l) => /list complete/.test(l.msg) && l.kind === 'Secret', 90_000);
       await labeller.waitForLog((l) => l.msg === 'labels applied', 60_000);
       outages.push({ what: `initial list (${listedBefore} of 2 lists done when cut)`, ms: 3000, ...times, recovered: Date.now(), watchFailures: labeller.since(mark, watchFailed), reconcileFailures: labeller.since(mark, (l) => l.msg.startsWith('reconcile failed')).length, retryFailures: retryFailures(mark), requestsToRecover: 0 });
+      await readyAgain(times.ready);
 
       // 2. Mid-burst (concurrency 1 leaves most objects pending), then in steady state.
       await labeller.waitForLog((l) => l.msg === 'labels applied' && l.kind === 'ConfigMap', 30_000, mark);
@@ -128,11 +135,9 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
         const recovered = Date.now();
         const requestsToRecover = auditEvents(cp.auditLog, (e) => byLabeller(e) && receivedAt(e) >= times.ready - 5000 && receivedAt(e) <= recovered).length;
         outages.push({ what, ms, ...times, recovered, watchFailures: labeller.since(mark, watchFailed), reconcileFailures: labeller.since(mark, (l) => l.msg.startsWith('reconcile failed')).length, retryFailures: retryFailures(mark), requestsToRecover });
+        await readyAgain(times.ready);
       }
       await eventually(() => allLabelled([cms, secrets]), 'every object to be labelled', 90_000, 500);
-      // Keep sampling until /readyz has answered after the last outage (its test judges when).
-      const last = outages.at(-1)!;
-      await eventually(async () => readiness.some((r) => r.ready && r.at >= last.ready), '/readyz to answer 200 after the last outage', 30_000, 250);
       assert.ok(labeller.running, 'labeller is still running');
     } finally {
       clearInterval(sampler);
@@ -168,7 +173,8 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
     }
     const patches = auditEvents(cp.auditLog, (e) => byLabeller(e) && e.verb === 'patch' && e.objectRef?.namespace === ns);
     figure(t, `restarts: ${outages.length} API server restarts survived; ${patches.length} PATCH requests reached the API server for 240 objects, 4 probes and 2 label removals`);
-    assert.equal(auditEvents(cp.auditLog, (e) => byLabeller(e) && e.verb === 'create').length, 0, 'labeller never creates');
+    // Of the labelled kinds, that is: it creates its own Events and its field-manager guard's Lease.
+    assert.equal(auditEvents(cp.auditLog, (e) => byLabeller(e) && e.verb === 'create' && ['configmaps', 'secrets'].includes(e.objectRef?.resource ?? '')).length, 0, 'labeller never creates');
   });
 
   test('each outage starts the watch backoff over, and labeller catches up within the backoff of that outage alone', () => {

@@ -1,6 +1,6 @@
 // The chart's test kit: helm and kubectl from test/tools.ts, rendering with values, applying
 // manifests, service-account tokens (TokenRequest) and access reviews for an identity.
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -182,20 +182,6 @@ export async function accessReview(kubeconfigPath: string, checks: readonly Acce
   } finally {
     await client.close();
   }
-}
-
-let help: Promise<string> | undefined;
-
-/** Whether the labeller of this tree takes `--flag` (leader election and --http-port are newer than this test). */
-export async function labellerHasFlag(flag: string): Promise<boolean> {
-  help ??= new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['bin/labeller.js', '--help'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-    child.on('error', reject);
-    child.on('exit', () => resolve(out));
-  });
-  return new RegExp(`(^|\\s)${flag.replace(/[-]/g, '\\-')}(\\s|$)`, 'm').test(await help);
 }
 
 /** A loopback port nothing listens on now. */

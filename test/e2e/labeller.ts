@@ -55,12 +55,21 @@ export class Labeller {
   stderr = '';
   readonly exited: Promise<Exit>;
 
-  /** Without `kubeconfig`, the test run's shared cluster (E2E_KUBECONFIG). */
-  constructor(args: readonly string[], options: { readonly kubeconfig?: string; readonly runtime?: Runtime; readonly env?: Record<string, string> } = {}) {
-    const [bin, prefix] = options.runtime === 'deno' ? [denoPath(), ['run', '--allow-all', 'src/cli.ts']] : [process.execPath, ['bin/labeller.js']];
+  /**
+   * Without `kubeconfig`, the test run's shared cluster (E2E_KUBECONFIG); `kubeconfig: ''` passes
+   * none. `command` runs another labeller (an installed package, the image's entry point) instead
+   * of this tree's, on `runtime`. `wrapper` is a command that runs labeller's command line (e.g.
+   * `unshare … sh -c 'exec "$@"'`).
+   */
+  constructor(args: readonly string[], options: { readonly kubeconfig?: string; readonly runtime?: Runtime; readonly env?: Record<string, string>; readonly command?: readonly [string, ...string[]]; readonly wrapper?: readonly string[] } = {}) {
+    const [bin, prefix] = options.command
+      ? [options.command[0], options.command.slice(1)]
+      : options.runtime === 'deno' ? [denoPath(), ['run', '--allow-all', 'src/cli.ts']] : [process.execPath, ['bin/labeller.js']];
     const kubeconfig = options.kubeconfig ?? process.env['E2E_KUBECONFIG'];
     const withKubeconfig = args.some((a) => a.startsWith('--kubeconfig')) || !kubeconfig ? [] : ['--kubeconfig', kubeconfig];
-    this.process = spawn(bin, [...prefix, ...withKubeconfig, '--log-format', 'json', ...args], {
+    const [command = bin, ...wrapperArgs] = options.wrapper ?? [];
+    const commandLine = [...prefix, ...withKubeconfig, '--log-format', 'json', ...args];
+    this.process = spawn(command, options.wrapper ? [...wrapperArgs, bin, ...commandLine] : commandLine, {
       env: { ...process.env, ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

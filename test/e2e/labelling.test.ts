@@ -91,7 +91,8 @@ kinds:
     conflicts: force
 `);
     const forced = new Labeller(['--config', config, '--namespace', ns]);
-    const skipped = new Labeller(['--kinds', 'cm', '--label', 'owner=labeller', '--conflicts', 'skip', '--selector', 'skip', '--namespace', ns]);
+    // A config of its own, so a field manager of its own (the field-manager guard).
+    const skipped = new Labeller(['--kinds', 'cm', '--label', 'owner=labeller', '--conflicts', 'skip', '--selector', 'skip', '--namespace', ns, '--field-manager', 'labeller-skip']);
     try {
       const path = `/api/v1/namespaces/${ns}/configmaps/forced`;
       await eventually(async () => (await labelsOf(path))['team'] === 'platform', 'the label');
@@ -199,13 +200,19 @@ kinds:
     // The app's own controllers, in this process, so the requests and the cache can be inspected.
     const client = await adminClient();
     const requests: { method: string; path: string; accept: string }[] = [];
+    // Streams (watches) go through request(), whole answers (lists, patches) through json().
     const request = client.request.bind(client);
+    const json = client.json.bind(client);
     client.request = (method, path, options = {}) => {
       requests.push({ method, path, accept: options.headers?.['accept'] ?? '' });
       return request(method, path, options);
     };
+    client.json = <T>(method: string, path: string, options: Parameters<typeof json>[2] = {}) => {
+      requests.push({ method, path, accept: options.headers?.['accept'] ?? '' });
+      return json<T>(method, path, options);
+    };
     const config = buildConfig({ kinds: ['configmaps'], labels: { team: 'platform' }, namespaces: [ns] });
-    const resource = resolveResource('configmaps', await discover(client));
+    const resource = resolveResource('configmaps', (await discover(client)).resources);
     const counts: Counts = { unchanged: 0, patched: 0, conflict: 0, invalid: 0, gone: 0, failed: 0 };
     const log = createLogger({ level: 'error', format: 'json', write: () => {} });
     const options = { fieldManager: 'labeller', concurrency: 2, requeueAfterMs: 0, dryRun: false, once: true, watchTimeoutSeconds: 290 };
@@ -217,6 +224,7 @@ kinds:
     const [again] = controllersFor(client, config.kinds[0]!, resource, options, log, counts);
     await again!.runOnce(new AbortController().signal);
     client.request = request;
+    client.json = json;
     assert.equal(counts.unchanged, 1);
     const cached = again!.store;
     assert.deepEqual(cached.get(`${ns}/big`)?.owned, ['team']);

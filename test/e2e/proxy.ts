@@ -2,7 +2,9 @@
 //   pause()          every connection, old and new, stays open but forwards nothing (a frozen LB);
 //   freezeExisting() the open connections go silent, new ones work (an LB that lost its flows);
 //   drop()           closes every open connection (an LB or API server restart);
-//   refuse(true)     new connections are closed at once (nothing listening behind the LB).
+//   refuse(true)     new connections are closed at once (nothing listening behind the LB);
+//   delay(ms)        every byte, both ways, on open connections and new ones, arrives `ms` late,
+//                    closes too: what was sent before a client gave up still reaches the server.
 import { connect, createServer, type Server, type Socket } from 'node:net';
 
 interface Pair {
@@ -16,6 +18,7 @@ export class FaultProxy {
   readonly #pairs = new Set<Pair>();
   #paused = false;
   #refusing = false;
+  #delayMs = 0;
   /** Connections accepted so far. */
   connections = 0;
 
@@ -81,6 +84,12 @@ export class FaultProxy {
     this.#refusing = refusing;
   }
 
+  /** From now on every byte and every close takes `ms` longer, in order (a slow network path). */
+  delay(ms: number): void {
+    this.#delayMs = ms;
+    for (const pair of this.#pairs) this.#delayed(pair);
+  }
+
   async close(): Promise<void> {
     this.drop();
     await new Promise((resolve) => this.#server.close(resolve));
@@ -101,9 +110,14 @@ export class FaultProxy {
     const pair: Pair = { client, upstream, frozen: false };
     this.#pairs.add(pair);
     const close = (): void => {
-      client.destroy();
-      upstream.destroy();
-      this.#pairs.delete(pair);
+      const destroy = (): void => {
+        client.destroy();
+        upstream.destroy();
+        this.#pairs.delete(pair);
+      };
+      // Behind a delay, bytes still on their way arrive before the close does.
+      if (this.#delayMs > 0) setTimeout(destroy, this.#delayMs);
+      else destroy();
     };
     for (const socket of [client, upstream]) {
       socket.on('close', close);
@@ -113,5 +127,20 @@ export class FaultProxy {
     upstream.pipe(client);
     // After pipe(), which resumes its source.
     if (this.#paused) this.#freeze(pair);
+    if (this.#delayMs > 0) this.#delayed(pair);
+  }
+
+  /** Forwards each chunk `#delayMs` after it arrived instead of at once (equal delays keep the order). */
+  #delayed(pair: Pair): void {
+    for (const [from, to] of [[pair.client, pair.upstream], [pair.upstream, pair.client]] as const) {
+      from.unpipe(to);
+      from.on('data', (chunk: Buffer) => {
+        setTimeout(() => {
+          if (!to.destroyed) to.write(chunk);
+        }, this.#delayMs);
+      });
+      // unpipe() may have stopped the flow; a frozen connection stays frozen.
+      if (!this.#paused && !pair.frozen) from.resume();
+    }
   }
 }

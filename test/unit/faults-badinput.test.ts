@@ -16,7 +16,7 @@ import { dump } from 'js-yaml';
 import { buildConfig, ConfigError, parseLabelFlag } from '../../src/labeller/config.ts';
 import { parseOptions, UsageError } from '../../src/options.ts';
 import { figure } from '../cluster.ts';
-import { fatalMessage } from './labeller.ts';
+import { fatalMessage } from '../e2e/labeller.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'labeller-faults-fuzz-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -60,7 +60,7 @@ type Mutation = { readonly what: string; readonly apply: (c: Config) => Config |
 
 /** One change that makes a valid config invalid, and what it did. */
 const mutation: fc.Arbitrary<Mutation> = fc.oneof(
-  identifier.filter((f) => !['labels', 'conflicts', 'kinds'].includes(f)).map((field) => ({ what: `unknown top-level field ${field}`, apply: (c: Config) => ({ ...c, [field]: 'x' }) })),
+  identifier.filter((f) => !['labels', 'conflicts', 'kinds', 'allowProtectedPrefixes'].includes(f)).map((field) => ({ what: `unknown top-level field ${field}`, apply: (c: Config) => ({ ...c, [field]: 'x' }) })),
   identifier.filter((f) => !['resource', 'namespaces', 'selector', 'labels', 'conflicts'].includes(f)).map((field) => ({ what: `unknown kind field ${field}`, apply: (c: Config) => ({ ...c, kinds: [{ ...c.kinds[0], [field]: 'x' }, ...c.kinds.slice(1)] }) })),
   badLabelKey.map((key) => ({ what: `bad global label key ${JSON.stringify(key)}`, apply: (c: Config) => ({ ...c, labels: { ...c.labels, [key]: 'v' } }) })),
   badLabelValue.map((value) => ({ what: `bad global label value ${JSON.stringify(value)}`, apply: (c: Config) => ({ ...c, labels: { ...c.labels, k: value } }) })),
@@ -78,6 +78,7 @@ const mutation: fc.Arbitrary<Mutation> = fc.oneof(
   fc.constant({ what: 'duplicate kind', apply: (c: Config) => ({ ...c, kinds: [...c.kinds, { ...c.kinds[0] }] }) }),
   fc.constant({ what: 'empty kinds list', apply: (c: Config) => ({ ...c, kinds: [] }) }),
   fc.constant({ what: 'no kinds at all', apply: (c: Config) => { const { kinds: _, ...rest } = c; return rest as Config; } }),
+  fc.constantFrom('node-restriction.kubernetes.io/zone', 'k8s.io/app').map((key) => ({ what: `${key} copies the object's label`, apply: (c: Config) => ({ ...c, labels: { ...c.labels, [key]: '{{labels.app}}' } }) })),
   fc.constant({ what: 'null global label', apply: (c: Config) => ({ ...c, labels: { ...c.labels, k: null } }) }),
   fc.constant({ what: 'kind drops a global label that does not exist', apply: (c: Config) => ({ ...c, kinds: [{ ...c.kinds[0], labels: { 'not-global-zz': null } }, ...c.kinds.slice(1)] }) }),
   fc.constant({ what: 'no labels anywhere', apply: (c: Config) => ({ kinds: c.kinds.map(({ labels: _, ...k }) => k) }) as Config }),

@@ -1,0 +1,95 @@
+// labeller's Kubernetes Events: a label left to another manager (LabelConflict) or a value that
+// cannot be rendered (InvalidLabelValue) on the object concerned; a kind whose list or watch is
+// refused (KindForbidden, KindNotFound) on labeller's own Pod, when it runs in one (outside a pod
+// that stays in the log). All go through the aggregating, rate-limited recorder.
+import { hostname } from 'node:os';
+import type { KubeClient } from '../kube/client.ts';
+import { ApiError } from '../kube/errors.ts';
+import { EventsApi } from '../kube/events.ts';
+import type { EventContent, ObjectReference } from '../kube/objects.ts';
+import type { Result } from '../labeller/reconcile.ts';
+import type { Logger } from '../log.ts';
+import { EventRecorder } from '../runtime/recorder.ts';
+import { sleep } from '../runtime/sleep.ts';
+
+/** reportingController of every Event. */
+export const REPORTING_CONTROLLER = 'labeller';
+
+/** How long pending Events may take to go out at exit (within the rate limit). */
+export const EVENTS_DRAIN_MS = 2_000;
+
+export interface EventsIdentity {
+  /** reportingInstance: the Pod's name, else the host's. */
+  readonly instance: string;
+  /** labeller's own Pod, from the downward API (POD_NAME, POD_NAMESPACE, POD_UID); undefined outside a pod. */
+  readonly pod: ObjectReference | undefined;
+}
+
+/** Who reports, from the environment the chart and the sidecar example set through the downward API. */
+export function eventsIdentity(env: Readonly<Record<string, string | undefined>>): EventsIdentity {
+  const { POD_NAME: name, POD_NAMESPACE: namespace, POD_UID: uid } = env;
+  const pod = name && namespace ? { apiVersion: 'v1', kind: 'Pod', name, namespace, uid } : undefined;
+  return { instance: (name || hostname()).slice(0, 128), pod };
+}
+
+/** The Events of one controller: its objects' outcomes and its watch's refusals. */
+export interface KindEvents {
+  reconciled(object: ObjectReference, result: Result): void;
+  watchFailed(error: Error): void;
+}
+
+export class LabellerEvents {
+  readonly #recorder: EventRecorder;
+  readonly #pod: ObjectReference | undefined;
+
+  constructor(client: KubeClient, identity: EventsIdentity, log: Logger) {
+    const sink = new EventsApi(client, { controller: REPORTING_CONTROLLER, instance: identity.instance });
+    this.#recorder = new EventRecorder({ sink, clock: { now: Date.now, sleep }, log: log.child({ component: 'events' }) });
+    this.#pod = identity.pod;
+  }
+
+  run(signal: AbortSignal): Promise<void> {
+    return this.#recorder.run(signal);
+  }
+
+  drain(): Promise<void> {
+    return this.#recorder.drain(EVENTS_DRAIN_MS);
+  }
+
+  forKind(controller: string): KindEvents {
+    return {
+      reconciled: (object, result) => {
+        for (const event of outcomeEvents(object, result)) this.#recorder.record(event);
+      },
+      watchFailed: (error) => {
+        const event = this.#pod && refusalEvent(this.#pod, controller, error);
+        if (event) this.#recorder.record(event);
+      },
+    };
+  }
+}
+
+/** The Events a reconcile's result calls for. */
+export function outcomeEvents(regarding: ObjectReference, result: Result): EventContent[] {
+  const events: EventContent[] = [];
+  if (result.contested?.length) {
+    const labels = result.contested.map((c) => `label ${c.key}${c.value === undefined ? '' : ` is "${c.value}"`}${c.manager ? `, owned by field manager "${c.manager}"` : ''}; labeller wants "${c.wanted}"`);
+    events.push({ regarding, type: 'Warning', reason: 'LabelConflict', action: 'Labelling', note: `left to another field manager (conflicts: skip): ${labels.join('; ')}` });
+  }
+  if (result.outcome === 'invalid') {
+    events.push({ regarding, type: 'Warning', reason: 'InvalidLabelValue', action: 'Labelling', note: `${result.problem ?? 'a label value cannot be rendered'}; the object is not labelled` });
+  }
+  return events;
+}
+
+/** A list or watch refused for good (403, 404) as an Event on labeller's Pod; one series per kind. */
+export function refusalEvent(pod: ObjectReference, controller: string, error: Error): EventContent | undefined {
+  if (!(error instanceof ApiError) || (error.status !== 403 && error.status !== 404)) return undefined;
+  return {
+    regarding: pod,
+    type: 'Warning',
+    reason: error.status === 403 ? 'KindForbidden' : 'KindNotFound',
+    action: `Watching ${controller}`.slice(0, 128),
+    note: `${controller}: ${error.message}`,
+  };
+}

@@ -1,0 +1,95 @@
+// The kubeconfig features labeller leaves to @kubernetes/client-node: auth providers (oidc,
+// azure, gcp) and proxies (proxy-url, SOCKS included). Imported on demand by credentials.ts, so
+// nothing else pays for the library (its generated API costs about 80 MiB and a second or two).
+import { KubeConfig, RequestContext } from '@kubernetes/client-node';
+import type { RequestOptions as HttpsOptions } from 'node:https';
+import { Agent, ProxyAgent, type Dispatcher } from 'undici';
+import type { Credential, CredentialSource, Transport } from './credentials.ts';
+import { KubeConfigError } from './errors.ts';
+
+/** Auth providers refresh their tokens inside client-node; ask it again this often. */
+const REFRESH_MS = 60_000;
+
+export async function clientNodeCredentials(kubeconfig: string | undefined, context: string, server: string): Promise<CredentialSource> {
+  const kc = new KubeConfig();
+  try {
+    if (kubeconfig) kc.loadFromFile(kubeconfig);
+    else kc.loadFromDefault();
+    kc.setCurrentContext(context);
+  } catch (error) {
+    throw new KubeConfigError(`cannot load kubeconfig${kubeconfig ? ` ${kubeconfig}` : ''}: ${error instanceof Error ? error.message : String(error)}. Pass --kubeconfig with a valid file`);
+  }
+  return new ClientNodeSource(kc, server);
+}
+
+class ClientNodeSource implements CredentialSource {
+  readonly #kc: KubeConfig;
+  readonly #server: string;
+  #credential: Credential | undefined;
+  #tls = '';
+  #at = -Infinity;
+  #making: Promise<Credential> | undefined;
+
+  constructor(kc: KubeConfig, server: string) {
+    this.#kc = kc;
+    this.#server = server;
+  }
+
+  current(): Promise<Credential> {
+    if (this.#credential && Date.now() - this.#at < REFRESH_MS) return Promise.resolve(this.#credential);
+    return this.#make();
+  }
+
+  refresh(rejected: Credential): Promise<Credential> {
+    if (this.#credential && this.#credential !== rejected) return Promise.resolve(this.#credential);
+    return this.#make();
+  }
+
+  #make(): Promise<Credential> {
+    this.#making ??= this.#authenticate().finally(() => {
+      this.#making = undefined;
+    });
+    return this.#making;
+  }
+
+  async #authenticate(): Promise<Credential> {
+    try {
+      const options: HttpsOptions = {};
+      await this.#kc.applyToHTTPSOptions(options);
+      const headers: Record<string, string> = {};
+      for (const [name, value] of Object.entries(options.headers ?? {})) if (value !== undefined) headers[name.toLowerCase()] = String(value);
+      if (options.auth) headers['authorization'] = `Basic ${Buffer.from(options.auth).toString('base64')}`;
+      const { ca, cert, key, pfx, passphrase, rejectUnauthorized, servername } = options as HttpsOptions & { servername?: string };
+      const tls = Object.fromEntries(Object.entries({ ca, cert, key, pfx, passphrase, rejectUnauthorized, servername }).filter(([, v]) => v !== undefined));
+      const tlsKey = JSON.stringify(tls);
+      const transport = this.#credential && tlsKey === this.#tls ? this.#credential.transport : await this.#transport(tls);
+      this.#tls = tlsKey;
+      this.#at = Date.now();
+      this.#credential = { headers, transport };
+      return this.#credential;
+    } catch (error) {
+      throw new KubeConfigError(`cannot authenticate to ${this.#server}: ${error instanceof Error ? error.message : String(error)}. Check the user in the kubeconfig`);
+    }
+  }
+
+  /**
+   * HTTP/1.1 pools, as credentials.ts explains; HTTP proxies as client-node makes them. Its
+   * SOCKS connector is internal, so a SOCKS pool comes from a RequestContext and is kept for good
+   * (resetConnections cannot replace it).
+   */
+  async #transport(tls: Record<string, unknown>): Promise<Transport> {
+    const options = this.#kc.createDispatcherOptions(this.#kc.getCurrentCluster(), tls);
+    if (options.type === 'socks') {
+      const context = new RequestContext(this.#server, 'GET' as ConstructorParameters<typeof RequestContext>[1]);
+      await this.#kc.applySecurityAuthentication(context);
+      const socks = context.getDispatcher();
+      if (!socks) throw new Error('client-node made no dispatcher for the SOCKS proxy');
+      return { pool: () => socks };
+    }
+    return {
+      pool: (): Dispatcher => options.type === 'proxy'
+        ? new ProxyAgent({ uri: options.uri, requestTls: tls })
+        : new Agent({ connect: tls, allowH2: false }),
+    };
+  }
+}

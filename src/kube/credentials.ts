@@ -1,0 +1,206 @@
+// Who labeller is to the API server, and how that changes while it runs. A CredentialSource
+// gives the headers and connection settings for the next request; the client asks it before
+// every request and again after a 401. Sources are picked as client-node and kubectl do:
+// --kubeconfig, $KUBECONFIG, ~/.kube/config, then the pod's service account.
+// Token files, certificate files and exec plugins are handled here, as client-go handles them;
+// only auth providers and proxies load @kubernetes/client-node (clientnode.ts), on demand.
+import { readFileSync } from 'node:fs';
+import { Agent, type Dispatcher } from 'undici';
+import { keyPair, keyPairFiles, tokenFile, type KeyPair } from './credentialfiles.ts';
+import { KubeConfigError } from './errors.ts';
+import { execSource, type ExecCredential } from './exec.ts';
+import { inCluster, inClusterAvailable, SERVICE_ACCOUNT_DIR } from './incluster.ts';
+import { kubeconfigFiles, loadKubeconfig, type KubeconfigSelection } from './kubeconfig.ts';
+import { Refreshing } from './refreshing.ts';
+
+/** How connections are made: a different Transport object means a new connection pool. */
+export interface Transport {
+  /** A new connection pool. */
+  pool(): Dispatcher;
+}
+
+export interface Credential {
+  readonly headers: Readonly<Record<string, string>>;
+  readonly transport: Transport;
+}
+
+export interface CredentialSource {
+  /** The credential for the next request; reloads what is stale (files, expiring plugin credentials). */
+  current(): Promise<Credential>;
+  /**
+   * `rejected` got a 401: reload what can be reloaded, once however many requests were
+   * rejected, and return the result (the same object when nothing changed: do not retry).
+   */
+  refresh(rejected: Credential): Promise<Credential>;
+}
+
+export interface Connection {
+  readonly server: string;
+  readonly context: string;
+  /** The context's namespace, or the pod's own namespace in-cluster. */
+  readonly namespace: string | undefined;
+  readonly credentials: CredentialSource;
+}
+
+export interface ConnectOptions {
+  readonly kubeconfig?: string | undefined;
+  readonly context?: string | undefined;
+  /** The service-account folder for in-cluster config (default: the kubelet's mount point); for tests. */
+  readonly serviceAccountDir?: string | undefined;
+  readonly env?: NodeJS.ProcessEnv | undefined;
+}
+
+/** Finds the cluster and identity to use. Configuration problems throw KubeConfigError. */
+export async function connect(options: ConnectOptions = {}): Promise<Connection> {
+  const env = options.env ?? process.env;
+  const files = kubeconfigFiles(options.kubeconfig, env);
+  if (!files) {
+    const dir = options.serviceAccountDir ?? SERVICE_ACCOUNT_DIR;
+    if (!inClusterAvailable(env, dir)) {
+      // In a pod (the service variables are there) without a token: say so, not "no kubeconfig".
+      if (env['KUBERNETES_SERVICE_HOST']) {
+        throw new KubeConfigError(`running in a pod without a service-account token (${dir}/token is missing): set automountServiceAccountToken: true on the pod or its ServiceAccount, or mount a projected token there, or pass --kubeconfig`);
+      }
+      throw new KubeConfigError('no kubeconfig ($KUBECONFIG is unset and ~/.kube/config does not exist) and not inside a cluster (no KUBERNETES_SERVICE_HOST/PORT and service-account token). Pass --kubeconfig, or run where kubectl works');
+    }
+    if (options.context) throw new KubeConfigError(`--context ${options.context} needs a kubeconfig, and none was found (in-cluster config has no contexts). Pass --kubeconfig, or drop --context`);
+    const pod = inCluster(env, dir);
+    return { server: pod.server, context: 'in-cluster', namespace: pod.namespace, credentials: new IdentitySource(pod.identity) };
+  }
+  const selection = loadKubeconfig(files, options.context);
+  const server = selection.cluster.server.replace(/\/+$/, '');
+  if (selection.cluster['proxy-url'] || selection.user['auth-provider']) {
+    const { clientNodeCredentials } = await import('./clientnode.ts');
+    return { server, context: selection.context, namespace: selection.namespace, credentials: await clientNodeCredentials(options.kubeconfig, selection.context, server) };
+  }
+  return { server, context: selection.context, namespace: selection.namespace, credentials: new IdentitySource(identity(selection, server)) };
+}
+
+/** The parts of an identity; a Refreshing part is reloaded when stale or rejected. */
+export interface Identity {
+  /** PEM trust roots; default: the system's. */
+  readonly ca?: string | undefined;
+  readonly insecureSkipTLSVerify?: boolean;
+  readonly servername?: string | undefined;
+  readonly token?: string | Refreshing<string> | undefined;
+  readonly basic?: { readonly username: string; readonly password: string } | undefined;
+  readonly pair?: KeyPair | Refreshing<KeyPair> | undefined;
+  readonly exec?: Refreshing<ExecCredential> | undefined;
+  /** Impersonation headers. */
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+function identity(selection: KubeconfigSelection, server: string): Identity {
+  const { cluster, user } = selection;
+  const where = `kubeconfig user of context "${selection.context}"`;
+  const decode = (base64: string | undefined): string | undefined => (base64 === undefined ? undefined : Buffer.from(base64, 'base64').toString('utf8'));
+  const file = (path: string | undefined, what: string): string | undefined => {
+    if (path === undefined) return undefined;
+    try {
+      return readFileSync(path, 'utf8');
+    } catch (error) {
+      throw new KubeConfigError(`${what} ${path}: ${(error as NodeJS.ErrnoException).code ?? String(error)}. Fix the path in the kubeconfig`);
+    }
+  };
+  const certFile = user['client-certificate'];
+  const keyFile = user['client-key'];
+  const certData = decode(user['client-certificate-data']);
+  const keyData = decode(user['client-key-data']);
+  let pair: Identity['pair'];
+  if (certFile !== undefined && keyFile !== undefined) pair = keyPairFiles(certFile, keyFile);
+  else if ((certFile ?? certData) !== undefined && (keyFile ?? keyData) !== undefined) {
+    pair = keyPair(certData ?? file(certFile, 'client certificate') ?? '', keyData ?? file(keyFile, 'client key') ?? '', where);
+  } else if ((certFile ?? certData ?? keyFile ?? keyData) !== undefined) {
+    throw new KubeConfigError(`${where} has a client certificate without its key, or a key without its certificate. Give both`);
+  }
+  const impersonation: Record<string, string> = {};
+  if (user.as) impersonation['impersonate-user'] = user.as;
+  // One header per group would be right; undici joins repeated values with ", ", which the API server does not split.
+  if (user['as-groups']?.length) throw new KubeConfigError(`${where} uses as-groups, which labeller does not support. Remove it or run labeller as that identity`);
+  const caData = decode(cluster['certificate-authority-data']);
+  return {
+    ca: caData ?? file(cluster['certificate-authority'], 'certificate authority'),
+    insecureSkipTLSVerify: cluster['insecure-skip-tls-verify'] === true,
+    servername: cluster['tls-server-name'],
+    // client-go: the last read of tokenFile takes precedence over token.
+    token: user.tokenFile ? tokenFile(user.tokenFile) : user.token,
+    basic: user.username !== undefined ? { username: user.username, password: user.password ?? '' } : undefined,
+    pair,
+    exec: user.exec
+      ? execSource(user.exec, {
+          server,
+          ...(cluster['certificate-authority-data'] ? { 'certificate-authority-data': cluster['certificate-authority-data'] } : {}),
+          ...(cluster['insecure-skip-tls-verify'] ? { 'insecure-skip-tls-verify': true } : {}),
+          ...(cluster['tls-server-name'] ? { 'tls-server-name': cluster['tls-server-name'] } : {}),
+        })
+      : undefined,
+    headers: impersonation,
+  };
+}
+
+/**
+ * Credentials from an Identity. The same Credential object is returned while nothing changed,
+ * and the same Transport while the client certificate stays the same, so the pool is kept.
+ */
+export class IdentitySource implements CredentialSource {
+  readonly #identity: Identity;
+  #last: { token: string | undefined; pair: KeyPair | undefined; exec: ExecCredential | undefined; credential: Credential } | undefined;
+
+  constructor(identity: Identity) {
+    this.#identity = identity;
+  }
+
+  async current(): Promise<Credential> {
+    const { token, pair, exec } = this.#identity;
+    const [t, p, e] = await Promise.all([token instanceof Refreshing ? token.get() : token, pair instanceof Refreshing ? pair.get() : pair, exec?.get()]);
+    return this.#credential(t, p, e);
+  }
+
+  async refresh(rejected: Credential): Promise<Credential> {
+    const last = this.#last;
+    if (last && last.credential === rejected) {
+      const { token, pair, exec } = this.#identity;
+      await Promise.all([
+        token instanceof Refreshing && last.token !== undefined ? token.refresh(last.token) : undefined,
+        pair instanceof Refreshing && last.pair !== undefined ? pair.refresh(last.pair) : undefined,
+        exec && last.exec ? exec.refresh(last.exec) : undefined,
+      ]);
+    }
+    return this.current();
+  }
+
+  #credential(token: string | undefined, filePair: KeyPair | undefined, exec: ExecCredential | undefined): Credential {
+    const last = this.#last;
+    if (last && last.token === token && last.pair === filePair && last.exec === exec) return last.credential;
+    const pair = exec?.pair ?? filePair;
+    const lastPair = last ? (last.exec?.pair ?? last.pair) : undefined;
+    const samePair = lastPair?.cert === pair?.cert && lastPair?.key === pair?.key;
+    const bearer = exec?.token ?? token;
+    const { basic, headers } = this.#identity;
+    const credential: Credential = {
+      headers: {
+        ...headers,
+        ...(bearer ? { authorization: `Bearer ${bearer}` } : basic ? { authorization: `Basic ${Buffer.from(`${basic.username}:${basic.password}`).toString('base64')}` } : {}),
+      },
+      transport: last && samePair ? last.credential.transport : this.#transport(pair),
+    };
+    this.#last = { token, pair: filePair, exec, credential };
+    return credential;
+  }
+
+  /**
+   * The pool speaks HTTP/1.1 only: with HTTP/2 every request shares one connection, so one that
+   * dies silently stalls them all (and undici's HTTP/2 client trips an assertion on Deno when
+   * such a connection is closed).
+   */
+  #transport(pair: KeyPair | undefined): Transport {
+    const { ca, insecureSkipTLSVerify, servername } = this.#identity;
+    const tls = {
+      ...(ca !== undefined ? { ca } : {}),
+      ...(insecureSkipTLSVerify ? { rejectUnauthorized: false } : {}),
+      ...(servername ? { servername } : {}),
+      ...(pair ? { cert: pair.cert, key: pair.key } : {}),
+    };
+    return { pool: () => new Agent({ connect: tls, allowH2: false }) };
+  }
+}

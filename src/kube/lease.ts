@@ -1,0 +1,138 @@
+// coordination.k8s.io/v1 Leases over REST. A missing lease (404) and a lost write race (409:
+// the name is taken, or the lease changed since it was read) are answers, not failures: they
+// come back as `undefined` so the caller decides what they mean.
+import type { KubeClient } from './client.ts';
+import { ApiError } from './errors.ts';
+
+/** A Lease's spec; times are Kubernetes MicroTimes (RFC 3339 with microseconds). */
+export interface LeaseSpec {
+  readonly holderIdentity?: string | null | undefined;
+  readonly leaseDurationSeconds?: number | undefined;
+  readonly acquireTime?: string | null | undefined;
+  readonly renewTime?: string | null | undefined;
+  readonly leaseTransitions?: number | undefined;
+}
+
+export interface Lease {
+  readonly metadata: {
+    readonly name: string;
+    readonly namespace?: string | undefined;
+    readonly resourceVersion?: string | undefined;
+    readonly labels?: Readonly<Record<string, string>> | undefined;
+    readonly annotations?: Readonly<Record<string, string>> | undefined;
+  };
+  readonly spec: LeaseSpec;
+}
+
+interface LeaseList {
+  readonly items: readonly Lease[] | null;
+}
+
+const JSON_CONTENT = { 'content-type': 'application/json' };
+const TYPE = { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease' };
+
+export class LeaseApi {
+  readonly #client: KubeClient;
+
+  constructor(client: KubeClient) {
+    this.#client = client;
+  }
+
+  /** The lease, or undefined when there is none. */
+  async get(namespace: string, name: string, signal?: AbortSignal): Promise<Lease | undefined> {
+    try {
+      return await this.#client.json<Lease>('GET', path(namespace, name), { signal });
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) return undefined;
+      throw error;
+    }
+  }
+
+  /** Creates the lease; undefined when one of that name exists already. */
+  create(lease: Lease, signal?: AbortSignal): Promise<Lease | undefined> {
+    const namespace = lease.metadata.namespace ?? '';
+    return conflictAsUndefined(this.#client.json<Lease>('POST', path(namespace), { headers: JSON_CONTENT, body: JSON.stringify({ ...TYPE, ...lease }), signal }));
+  }
+
+  /**
+   * Replaces the lease. The resourceVersion in `lease.metadata` makes this a compare-and-swap:
+   * undefined when the lease changed since it was read.
+   */
+  update(lease: Lease, signal?: AbortSignal): Promise<Lease | undefined> {
+    const namespace = lease.metadata.namespace ?? '';
+    return conflictAsUndefined(this.#client.json<Lease>('PUT', path(namespace, lease.metadata.name), { headers: JSON_CONTENT, body: JSON.stringify({ ...TYPE, ...lease }), signal }));
+  }
+
+  /** Deletes the lease if it still has `resourceVersion` (so a lease someone else wrote meanwhile stays). */
+  async delete(lease: Lease, signal?: AbortSignal): Promise<void> {
+    const precondition = lease.metadata.resourceVersion ? { preconditions: { resourceVersion: lease.metadata.resourceVersion } } : {};
+    try {
+      await this.#client.json('DELETE', path(lease.metadata.namespace ?? '', lease.metadata.name), { headers: JSON_CONTENT, body: JSON.stringify(precondition), signal });
+    } catch (error) {
+      if (error instanceof ApiError && (error.status === 404 || error.status === 409)) return;
+      throw error;
+    }
+  }
+
+  /** The leases matching `labelSelector` in `namespace`, or in every namespace when it is ''. */
+  async list(namespace: string, labelSelector: string, signal?: AbortSignal): Promise<readonly Lease[]> {
+    const list = await this.#client.json<LeaseList>('GET', path(namespace), { query: { labelSelector }, signal });
+    return list.items ?? [];
+  }
+}
+
+/**
+ * One named lease as a lock for leader election: the spec is what is read and written; the
+ * resourceVersion of the last read or write is kept here, so an update fails (false) when
+ * another candidate wrote in between.
+ */
+export class LeaseLock {
+  readonly #api: LeaseApi;
+  readonly #namespace: string;
+  readonly #name: string;
+  #last: Lease | undefined;
+
+  constructor(api: LeaseApi, namespace: string, name: string) {
+    this.#api = api;
+    this.#namespace = namespace;
+    this.#name = name;
+  }
+
+  /** `namespace/name`, for logs. */
+  get description(): string {
+    return `${this.#namespace}/${this.#name}`;
+  }
+
+  async get(signal: AbortSignal): Promise<LeaseSpec | undefined> {
+    this.#last = await this.#api.get(this.#namespace, this.#name, signal);
+    return this.#last?.spec;
+  }
+
+  async create(spec: LeaseSpec, signal: AbortSignal): Promise<boolean> {
+    return this.#stored(await this.#api.create({ metadata: { name: this.#name, namespace: this.#namespace }, spec }, signal));
+  }
+
+  async update(spec: LeaseSpec, signal: AbortSignal): Promise<boolean> {
+    if (!this.#last) return this.create(spec, signal);
+    return this.#stored(await this.#api.update({ metadata: this.#last.metadata, spec }, signal));
+  }
+
+  #stored(lease: Lease | undefined): boolean {
+    if (lease) this.#last = lease;
+    return lease !== undefined;
+  }
+}
+
+function path(namespace: string, name?: string): string {
+  const ns = namespace ? `/namespaces/${encodeURIComponent(namespace)}` : '';
+  return `/apis/coordination.k8s.io/v1${ns}/leases${name === undefined ? '' : `/${encodeURIComponent(name)}`}`;
+}
+
+async function conflictAsUndefined(request: Promise<Lease>): Promise<Lease | undefined> {
+  try {
+    return await request;
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 409) return undefined;
+    throw error;
+  }
+}

@@ -1,0 +1,18 @@
+// A config's fingerprint: equal for configs that label alike whatever the order they were
+// written in, different as soon as one label, kind, namespace, selector or policy differs. The
+// field-manager guard compares fingerprints to tell a replica of the same config from another config.
+import { createHash } from 'node:crypto';
+import type { Config } from './config.ts';
+
+export function configFingerprint(config: Config): string {
+  const kinds = config.kinds
+    .map((kind) => ({
+      resource: kind.resource,
+      namespaces: [...kind.namespaces].sort(),
+      selector: kind.selector?.toString() ?? '',
+      labels: [...kind.labels].map(([key, template]) => [key, template.source]).sort(([a], [b]) => (a ?? '').localeCompare(b ?? '')),
+      conflicts: kind.conflicts,
+    }))
+    .sort((a, b) => a.resource.localeCompare(b.resource));
+  return `sha256:${createHash('sha256').update(JSON.stringify(kinds)).digest('hex').slice(0, 16)}`;
+}

@@ -1,0 +1,141 @@
+import assert from 'node:assert/strict';
+import { test, type TestContext } from 'node:test';
+import { ApiError } from '../kube/errors.ts';
+import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
+import { createLogger } from '../log.ts';
+import { Controller, type Reconcile } from './controller.ts';
+import type { WorkQueueOptions } from './queue.ts';
+import { bookmark, expiredEvent, page, pod, ScriptedApi } from './scripted.ts';
+
+type Meta = PartialObjectMetadata['metadata'];
+
+/** Lets every pending promise reaction and I/O callback run, a few rounds over. */
+async function flush(rounds = 20): Promise<void> {
+  for (let i = 0; i < rounds; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
+/** Flushes until `condition` holds; fails after many rounds rather than hanging. */
+async function until(condition: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 1000 && !condition(); i++) await flush(1);
+  assert.ok(condition(), `never happened: ${what}`);
+}
+
+interface Started {
+  readonly controller: Controller<Meta>;
+  /** Keys in the order reconcile was called with them. */
+  readonly calls: string[];
+  readonly logs: Record<string, unknown>[];
+}
+
+/** A controller on `api` with one worker and no periodic requeue; stopped when the test ends. */
+function start(t: TestContext, api: ScriptedApi, options: { reconcile?: Reconcile<Meta>; queue?: Omit<WorkQueueOptions, 'metrics'>; leading?: Promise<void> } = {}): Started {
+  const calls: string[] = [];
+  const logs: Record<string, unknown>[] = [];
+  const controller = new Controller<Meta>({
+    name: 'pods',
+    api,
+    project: (object) => object.metadata,
+    reconcile: async (object, key, writes) => {
+      calls.push(key);
+      await options.reconcile?.(object, key, writes);
+    },
+    concurrency: 1,
+    requeueAfterMs: 0,
+    ...(options.queue ? { queue: options.queue } : {}),
+    log: createLogger({ level: 'debug', format: 'json', write: (line) => logs.push(JSON.parse(line) as Record<string, unknown>) }),
+  });
+  const intake = new AbortController();
+  const running = controller.run(intake.signal, options.leading);
+  t.after(async () => {
+    intake.abort();
+    await running;
+  });
+  return { controller, calls, logs };
+}
+
+test('nothing is reconciled before the first list is complete, all of its pages', async (t) => {
+  const lastPage = Promise.withResolvers<PartialObjectMetadataList>();
+  const api = new ScriptedApi([page('5', [pod('a'), pod('b')], 'p2'), lastPage.promise]);
+  const { controller, calls } = start(t, api);
+
+  await until(() => api.lists.length === 2, 'the second page is asked for');
+  await flush();
+  assert.deepEqual(calls, [], 'reconciled with the list incomplete');
+  assert.equal(controller.store.synced, false);
+
+  lastPage.resolve(page('5', [pod('c')]));
+  await until(() => calls.length === 3, 'every listed object is reconciled');
+  await controller.synced;
+  assert.deepEqual(calls, ['ns/a', 'ns/b', 'ns/c']);
+});
+
+test('a standby lists and caches but reconciles nothing until it leads', async (t) => {
+  const leading = Promise.withResolvers<void>();
+  const api = new ScriptedApi([page('5', [pod('a')])]);
+  const { controller, calls } = start(t, api, { leading: leading.promise });
+
+  await controller.synced;
+  await flush();
+  assert.equal(controller.store.size, 1);
+  assert.deepEqual(calls, []);
+  leading.resolve();
+  await until(() => calls.length === 1, 'the leader reconciles');
+});
+
+test('an object deleted while queued is never reconciled, so nothing can recreate it', async (t) => {
+  const release = Promise.withResolvers<void>();
+  const deletion = Promise.withResolvers<readonly WatchEvent[]>();
+  const api = new ScriptedApi([page('5', [pod('a'), pod('b')])], [{ until: deletion.promise }]);
+  // One worker, held by a: b waits in the queue.
+  const { controller, calls } = start(t, api, { reconcile: async (_, key) => (key === 'ns/a' ? release.promise : undefined) });
+
+  await until(() => calls.length === 1, 'a is being reconciled');
+  deletion.resolve([{ type: 'DELETED', object: pod('b', '6') }]);
+  await until(() => controller.store.get('ns/b') === undefined, 'b leaves the cache');
+  release.resolve();
+  await flush();
+  assert.deepEqual(calls, ['ns/a']);
+});
+
+test('a failure with Retry-After is retried no sooner than the server asked', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'] });
+  t.after(() => t.mock.reset());
+  let failures = 0;
+  const api = new ScriptedApi([page('5', [pod('a')])]);
+  const { calls, logs } = start(t, api, {
+    queue: { now: () => Date.now() },
+    reconcile: async () => {
+      // Throttled once: the per-object backoff alone would retry after 5 ms.
+      if (failures++ === 0) throw new ApiError('PATCH', '/api/v1/namespaces/ns/pods/a', 429, { reason: 'TooManyRequests' }, '7');
+    },
+  });
+
+  await until(() => calls.length === 1, 'the first reconcile');
+  await flush();
+  t.mock.timers.tick(6_999);
+  await flush();
+  assert.equal(calls.length, 1, 'retried before Retry-After');
+  t.mock.timers.tick(1);
+  await until(() => calls.length === 2, 'retried once Retry-After has passed');
+  assert.ok(logs.some((line) => line['msg'] === 'reconcile failed; retrying with backoff' && line['key'] === 'ns/a'));
+});
+
+test('a relist requeues only the objects that changed while away, and forgets the deleted ones', async (t) => {
+  const expiry = Promise.withResolvers<readonly WatchEvent[]>();
+  const api = new ScriptedApi(
+    [page('10', [pod('a', '1'), pod('b', '2'), pod('c', '3')]), page('20', [pod('a', '1'), pod('b', '12'), pod('d', '13')])],
+    [{ until: expiry.promise }],
+  );
+  const { controller, calls, logs } = start(t, api);
+
+  await until(() => calls.length === 3, 'the first list is reconciled');
+  await flush();
+  // Compacted while the watch was open: 410, a relist at once.
+  expiry.resolve([bookmark('11'), expiredEvent]);
+  await until(() => api.lists.length === 2 && controller.store.get('ns/d') !== undefined, 'the relist is in the cache');
+  await flush();
+  assert.deepEqual(calls, ['ns/a', 'ns/b', 'ns/c', 'ns/b', 'ns/d']);
+  assert.equal(controller.store.get('ns/c'), undefined);
+  const relist = logs.find((line) => line['msg'] === 'relist complete');
+  assert.deepEqual([relist?.['objects'], relist?.['changed'], relist?.['removed']], [3, 2, 1]);
+});

@@ -1,0 +1,68 @@
+// A scripted resource API for the unit tests of the watcher and the controller: it plays given
+// list pages and watch streams in order and records what it was asked.
+import type { ListOptions, WatchOptions } from '../kube/api.ts';
+import { ApiError } from '../kube/errors.ts';
+import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
+import type { ListWatch } from './watcher.ts';
+
+export function pod(name: string, resourceVersion = '1'): PartialObjectMetadata {
+  return { apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'ns', uid: `uid-${name}`, resourceVersion } };
+}
+
+export function page(resourceVersion: string, items: PartialObjectMetadata[], next?: string): PartialObjectMetadataList {
+  return { apiVersion: 'meta.k8s.io/v1', kind: 'PartialObjectMetadataList', metadata: { resourceVersion, ...(next ? { continue: next } : {}) }, items };
+}
+
+export const bookmark = (resourceVersion: string): WatchEvent => ({ type: 'BOOKMARK', object: { metadata: { resourceVersion } } });
+export const expiredEvent: WatchEvent = { type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' } };
+export const expired = (): ApiError => new ApiError('GET', '/api/v1/pods', 410, { code: 410, reason: 'Expired', message: 'too old resource version' });
+
+/** One scripted list call: a page, a failure, or a page the test hands over later. */
+export type ListStep = PartialObjectMetadataList | Error | Promise<PartialObjectMetadataList>;
+
+/** One scripted watch: refused with `refused`, or open with its events, then a clean end, `end` thrown, or held open until `until` settles. */
+export interface WatchStep {
+  readonly refused?: Error;
+  readonly events?: readonly WatchEvent[];
+  readonly end?: Error;
+  /** Keeps the watch open after its events until this settles (events it resolves with follow). */
+  readonly until?: Promise<readonly WatchEvent[]>;
+}
+
+/** Rejects once `signal` aborts, as the real API calls do; what a call past the end of the script does. */
+function untilAborted(signal: AbortSignal | undefined): Promise<never> {
+  return new Promise((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason), { once: true }));
+}
+
+/** A ListWatch that plays a script and records the options of every call. */
+export class ScriptedApi implements ListWatch {
+  readonly lists: ListOptions[] = [];
+  readonly watches: WatchOptions[] = [];
+  readonly #lists: ListStep[];
+  readonly #watches: WatchStep[];
+
+  constructor(lists: ListStep[], watches: WatchStep[] = []) {
+    this.#lists = [...lists];
+    this.#watches = [...watches];
+  }
+
+  async list(options: ListOptions): Promise<PartialObjectMetadataList> {
+    this.lists.push(options);
+    const step = this.#lists.shift();
+    if (step === undefined) return untilAborted(options.signal);
+    if (step instanceof Error) throw step;
+    return Promise.race([step, untilAborted(options.signal)]);
+  }
+
+  async watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>> {
+    this.watches.push(options);
+    const step = this.#watches.shift();
+    if (step === undefined) return untilAborted(options.signal);
+    if (step.refused) throw step.refused;
+    return (async function* () {
+      yield* step.events ?? [];
+      if (step.until) yield* await Promise.race([step.until, untilAborted(options.signal)]);
+      if (step.end) throw step.end;
+    })();
+  }
+}
