@@ -69,7 +69,6 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
       log.info('stopped before discovery completed');
       return 0;
     }
-    discovered = true;
     if (options.command === 'status') return await runStatus(client, kinds, options, shutdown.intake, log);
     // Before the first write: refuse to fight a labeller of another config under this field manager.
     const scope = [
@@ -104,6 +103,9 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     const controllers = reload ? [] : kinds.resolved.flatMap(({ kind, resource }) => wire(kind, resource));
     log.info('starting', { kinds: kinds.resolved.map(({ kind }) => kind.resource), dryRun: options.dryRun || undefined, once: options.once || undefined, reload: reload ? reload.path : undefined });
 
+    // Ready no sooner than the controllers are wired (after the guard's check), so a probe cannot
+    // see an empty list of controllers as ready.
+    discovered = true;
     const leaderElection = options.leaderElection && { ...options.leaderElection, onLeadingChange: metrics.leader(options.leaderElection.name) };
     if (options.once) {
       return await whileLeading(client, leaderElection, shutdown, log, () => runOnce(controllers, counts, { dryRun: options.dryRun, unknownKinds: kinds.unknown.length }, shutdown.intake, log));
