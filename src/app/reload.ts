@@ -3,7 +3,8 @@
 // over it) and applied kind by kind: added kinds start their controllers, removed ones stop
 // theirs, kinds whose labels or conflict policy changed re-check their cached objects without a
 // relist, and only kinds whose list changed (namespaces, selector, annotations templates read)
-// list again. An invalid change is logged and counted, and the last good config stays in force.
+// list again. An invalid change is logged, counted and reported as an Event on labeller's Pod,
+// and the last good config stays in force.
 import type { KubeClient } from '../kube/client.ts';
 import { discover } from '../kube/discovery.ts';
 import type { ApiResource } from '../kube/resource.ts';
@@ -13,6 +14,7 @@ import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { watchFile } from '../runtime/filewatch.ts';
 import type { KindControllers } from './controllers.ts';
+import type { LabellerEvents } from './events.ts';
 import { resolveKinds, startWhenServed, type Resolved } from './kinds.ts';
 import type { RunController } from './lifecycle.ts';
 
@@ -28,6 +30,8 @@ export interface Reloading {
   readonly client: KubeClient;
   readonly log: Logger;
   readonly metrics: Metrics;
+  /** Where a rejected change is also reported (an Event on labeller's Pod). */
+  readonly events?: LabellerEvents | undefined;
   /** Wires a kind's controllers (not started). */
   wire(kind: KindConfig, resource: ApiResource): KindControllers;
   /** Its controllers have stopped: they leave readiness and metrics. */
@@ -97,7 +101,9 @@ export async function runReloading(source: ConfigSource, config: Config, kinds: 
     } catch (error) {
       if (signal.aborted) return;
       metrics.configReloaded(false);
-      log.error('config change rejected; the last good config stays in force', { file: source.path, error: error instanceof Error ? error.message : String(error) });
+      const message = error instanceof Error ? error.message : String(error);
+      log.error('config change rejected; the last good config stays in force', { file: source.path, error: message });
+      reloading.events?.configRejected(`${message}; the last good config stays in force`);
     }
   };
   // One change at a time, in the order they were seen.

@@ -116,7 +116,7 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     try {
       const status = await runUntilStopped(controllers, reload ? [] : kinds.unknown.map((u) => u.kind), {
         client, shutdown, gracePeriodMs: options.gracePeriodMs, leaderElection, controllersFor: wire, log,
-        alsoRun: reload && ((run) => runReloading(reload, config, kinds, { client, log, metrics, wire: wireKind, unwire }, run, shutdown.intake)),
+        alsoRun: reload && ((run) => runReloading(reload, config, kinds, { client, log, metrics, events, wire: wireKind, unwire }, run, shutdown.intake)),
       });
       log.info('stopped', counts);
       return status;

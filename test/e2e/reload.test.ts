@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { auditEvents, auditSkip, create, createNamespace, eventually, labelsOf, patchLabels, skip } from './cluster.ts';
+import { adminClient, auditEvents, auditSkip, create, createNamespace, eventually, labelsOf, patchLabels, skip } from './cluster.ts';
 import { figure } from '../cluster.ts';
 import { Labeller, type LogLine } from './labeller.ts';
 
@@ -51,7 +51,7 @@ describe('live config reload', { skip }, () => {
       const volume = new ConfigMapVolume(`labels: { team: platform }\nkinds:\n${configMaps}${services('{{labels.app}}')}`);
       after(() => rmSync(volume.dir, { recursive: true, force: true }));
 
-      const ours = (verb: string, resource?: string) => auditEvents((e) => e.verb === verb && e.objectRef?.namespace === ns && (resource === undefined || e.objectRef.resource === resource) && (e.userAgent ?? '').startsWith('labeller/')).length;
+      const ours = (verb: string, resource?: string) => auditEvents((e) => e.verb === verb && e.objectRef?.namespace === ns && e.objectRef.resource !== 'events' && (resource === undefined || e.objectRef.resource === resource) && (e.userAgent ?? '').startsWith('labeller/')).length;
       const snapshot = () => ({ patch: ours('patch'), configmaps: ours('list', 'configmaps'), services: ours('list', 'services'), deployments: ours('list', 'deployments') });
       const since = (before: ReturnType<typeof snapshot>) => {
         const now = snapshot();
@@ -68,7 +68,8 @@ describe('live config reload', { skip }, () => {
       /** Whatever the change sets in motion has happened: wait for it, then a little longer for anything unexpected. */
       const settle = () => new Promise((resolve) => setTimeout(resolve, 1500));
 
-      const labeller = new Labeller(['--config', volume.path, '--namespace', ns, '--requeue-after', '0', '--metrics-bind-address', `127.0.0.1:${port}`], { runtime });
+      // As in a pod (the downward API's variables), so a rejected change is an Event on it.
+      const labeller = new Labeller(['--config', volume.path, '--namespace', ns, '--requeue-after', '0', '--metrics-bind-address', `127.0.0.1:${port}`], { runtime, env: { POD_NAME: 'labeller-0', POD_NAMESPACE: ns } });
       const metric = async (sample: string) => {
         const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
         return Number(text.split('\n').find((line) => line.startsWith(`${sample} `))?.split(' ')[1]);
@@ -123,6 +124,12 @@ describe('live config reload', { skip }, () => {
         assert.equal(await metric('labeller_config_last_reload_successful'), 0);
         assert.equal(await metric('labeller_config_reloads_total{result="failure"}'), 1);
         assert.equal(await metric('labeller_config_reloads_total{result="success"}'), 4);
+        const rejected = await eventually(async () => {
+          const { items } = await (await adminClient()).json<{ items: { reason: string; note: string; regarding: { kind: string; name: string } }[] }>('GET', `/apis/events.k8s.io/v1/namespaces/${ns}/events`);
+          return items.find((e) => e.reason === 'ConfigRejected');
+        }, 'a ConfigRejected Event');
+        assert.deepEqual([rejected.regarding.kind, rejected.regarding.name], ['Pod', 'labeller-0']);
+        assert.match(rejected.note, /YAML syntax error.*the last good config stays in force/s);
         await patchLabels(cm('c1'), { team: 'ops' });
         await labelled(cm('c1'), { team: 'platform' });
         // A kind removed: its controller stops; a new object of that kind is left alone.
