@@ -28,6 +28,7 @@ export interface Spec {
  */
 export const SPECS = {
   kinds: { kind: 'list', group: 'What to label', value: '<kind,...>', describe: 'resource kinds to label, kubectl-style (deploy, services, deployments.apps, a CRD plural)' },
+  'all-kinds': { kind: 'boolean', group: 'What to label', describe: 'prune only: every kind the API server lists and patches (from discovery), instead of the configured ones' },
   config: { kind: 'string', group: 'What to label', short: 'c', value: '<file>', describe: 'kinds.yaml with labels and kinds' },
   label: { kind: 'list', group: 'What to label', value: '<key=value>', describe: 'a label for every kind; repeatable (overrides the config file\'s global labels)' },
   namespace: { kind: 'list', group: 'What to label', short: 'n', value: '<ns,...>', describe: 'namespaces to watch (default: all); repeatable or comma-separated' },
@@ -39,6 +40,7 @@ export const SPECS = {
   'ignore-field-manager-guard': { kind: 'boolean', group: 'Cluster', describe: 'write even when a running labeller with another config holds --field-manager (the two will remove each other\'s labels)' },
   'dry-run': { kind: 'boolean', group: 'Behaviour', describe: 'write nothing; print the label changes that would be made' },
   once: { kind: 'boolean', group: 'Behaviour', describe: 'converge every matching object once, print a summary and exit (0: all done, 1: failures)' },
+  output: { kind: 'string', group: 'Behaviour', short: 'o', choices: ['table', 'json'], default: 'table', describe: 'status only: a table per kind, or one JSON document (for CI gates)' },
   concurrency: { kind: 'count', group: 'Behaviour', default: '8', describe: 'objects reconciled at the same time, per kind' },
   'requeue-after': { kind: 'duration', group: 'Behaviour', default: '5m', describe: 'period of the re-check of every object (jittered ±10 %); 0 disables it' },
   'grace-period': { kind: 'duration', group: 'Behaviour', default: '30s', describe: 'on SIGTERM, how long running patches may take to finish' },
@@ -59,12 +61,22 @@ export const SPECS = {
 
 export type Name = keyof typeof SPECS;
 
+/** The commands besides the default (label); each takes the options above. */
+export const COMMANDS = {
+  status: 'per kind: objects seen, carrying labeller\'s labels, that would change, in conflict; reads only (list)',
+  prune: 'remove every label labeller\'s field manager owns, and only those; then exit like --once',
+} as const;
+
+export type Command = keyof typeof COMMANDS | 'label';
+
 /** Examples shown by --help: the safe first command first. */
 export const EXAMPLES: readonly (readonly [command: string, what: string])[] = [
   ['labeller --kinds deploy,svc --label team=platform -n default --once --dry-run', 'show what would change in one namespace; write nothing'],
   ['labeller --config kinds.yaml --once', 'converge once and exit (1 if anything failed)'],
   ['labeller --config kinds.yaml -l app.kubernetes.io/name --conflicts skip', 'keep labels right on matching objects; leave other managers\' labels'],
   ['labeller --config kinds.yaml --leader-elect --metrics-bind-address :8080 --health-probe-bind-address :8081', 'as in a cluster: one writer among replicas, probes and metrics'],
+  ['labeller status --config kinds.yaml -o json | jq -e \'.total.pending == 0\'', 'a CI gate: fail when any object\'s labels would change'],
+  ['labeller prune --config kinds.yaml --dry-run', 'show the labels an uninstall would remove; prune without --dry-run removes them'],
   ['LABELLER_KINDS=cm LABELLER_LABEL=team=a LABELLER_NAMESPACE=shop labeller', 'as a sidecar: configured by the environment'],
 ];
 

@@ -1,6 +1,6 @@
 // `labeller --help`: the options in their sections, each with its value's type, default and
 // environment variable, then examples. Rendered from flags.ts, so it cannot drift from the parser.
-import { EXAMPLES, GROUPS, SPECS, envName, type Kind, type Spec } from './flags.ts';
+import { COMMANDS, EXAMPLES, GROUPS, SPECS, envName, type Kind, type Spec } from './flags.ts';
 
 const PLACEHOLDER: Readonly<Record<Kind, string>> = {
   list: '<list>',
@@ -44,9 +44,14 @@ export function formatHelp(width = Math.min(110, process.stdout.columns || 110))
   const entries = Object.entries(SPECS) as [string, Spec][];
   const column = Math.max(...entries.map(([name, spec]) => switches(name, spec).length)) + 4;
   const out = [
-    'Usage: labeller [options]',
+    'Usage: labeller [command] [options]',
     '',
     'Keeps labels right on Kubernetes objects, metadata-only, with server-side apply.',
+    '',
+    'Commands:',
+    '  (none)'.padEnd(column) + 'label: keep the labels right until stopped, or converge once with --once',
+    ...Object.entries(COMMANDS).map(([name, what]) => `  ${name}`.padEnd(column) + wrap(what, width, column)),
+    '',
     'Every option can also be set as LABELLER_<OPTION>; flags win over the environment, which wins over --config.',
     'Durations are Go-style (30s, 5m, 1h30m, 500ms); lists are comma-separated or repeated.',
   ];

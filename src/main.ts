@@ -30,14 +30,21 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
   const log = createLogger({ level: options.logLevel, format });
   for (const name of unknownEnv(process.env)) log.warn('unknown environment variable ignored', { name, hint: `options are set as ${envName('kinds')} and the like; see labeller --help` });
 
-  const config = buildConfig({
-    file: options.config === undefined ? undefined : { text: readConfig(options.config), source: options.config },
+  const configFile = options.config;
+  const text = configFile === undefined ? undefined : readConfig(configFile);
+  const build = (content: string | undefined) => buildConfig({
+    file: configFile === undefined || content === undefined ? undefined : { text: content, source: configFile },
     kinds: options.kinds,
     labels: options.labels === undefined ? undefined : Object.fromEntries(options.labels.map(parseLabelFlag)),
     namespaces: options.namespaces,
     selector: options.selector,
     conflicts: options.conflicts,
+    requireLabels: options.command !== 'prune',
   });
+  // prune --all-kinds takes its kinds from discovery (app/prune.ts).
+  const config = options.command === 'prune' && options.allKinds ? { kinds: [] } : build(text);
+  // The controller reapplies the file when it changes (app/reload.ts).
+  const configSource = options.command === 'label' && configFile !== undefined && text !== undefined ? { path: configFile, text, build } : undefined;
   const client = await KubeClient.load({ kubeconfig: options.kubeconfig, context: options.context, userAgent: `labeller/${VERSION}` });
   const identity = `${hostname()}_${randomBytes(4).toString('hex')}`;
   // The process's own namespace: its Leases (leader election, field-manager guard) live there.
@@ -56,7 +63,7 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
   try {
     // A dry run writes nothing, Events included.
     const events = options.events && !options.dryRun ? eventsIdentity(process.env) : undefined;
-    return await runApp(client, config, { ...options, leaderElection, events, guard }, shutdown, log);
+    return await runApp(client, config, { ...options, leaderElection, events, guard, configSource }, shutdown, log);
   } finally {
     await client.close();
   }

@@ -15,6 +15,12 @@ export interface LabelMetrics {
   conflict(): void;
 }
 
+/** What a controller's cache holds, read at each scrape. */
+export interface ObjectGauges {
+  readonly managed: number;
+  readonly pending: number;
+}
+
 export class Metrics {
   readonly registry = new Registry();
   readonly #reconcileTotal;
@@ -35,6 +41,9 @@ export class Metrics {
   readonly #conflicts;
   readonly #watchRestarts;
   readonly #relists;
+  readonly #objectSources = new Map<string, () => ObjectGauges>();
+  readonly #reloads;
+  readonly #reloadSuccessful;
 
   constructor() {
     const registers = [this.registry];
@@ -61,6 +70,24 @@ export class Metrics {
     this.#conflicts = counter('labeller_conflicts_total', 'Labels left alone because another field manager owns them (conflicts: skip)', ['controller']);
     this.#watchRestarts = counter('labeller_watch_restarts_total', 'Watches that failed and were restarted', ['controller']);
     this.#relists = counter('labeller_relists_total', 'Full lists after the initial one (expired resource versions)', ['controller']);
+    this.#reloads = counter('labeller_config_reloads_total', 'Config file changes seen, by result: success (applied) or failure (rejected; the last good config stays)', ['result']);
+    for (const result of ['success', 'failure']) this.#reloads.inc({ result }, 0);
+    this.#reloadSuccessful = gauge('labeller_config_last_reload_successful', 'Whether the last config file change was applied (1) or rejected (0)', []);
+    this.#reloadSuccessful.set(1);
+    // Computed from the caches when scraped, so they are never stale and cost nothing between scrapes.
+    const objects = (name: string, help: string, field: keyof ObjectGauges) => {
+      const sources = this.#objectSources;
+      return new Gauge({
+        name, help, labelNames: ['controller'], registers,
+        collect() {
+          // Controllers stopped by a config reload leave no stale sample.
+          this.reset();
+          for (const [controller, read] of sources) this.set({ controller }, read()[field]);
+        },
+      });
+    };
+    objects('labeller_objects_managed', 'Cached objects carrying a label that labeller\'s field manager owns', 'managed');
+    objects('labeller_objects_pending', 'Cached objects whose labels an apply would change (not converged yet, or writes failing)', 'pending');
   }
 
   /** The runtime's metrics for one controller. */
@@ -98,6 +125,27 @@ export class Metrics {
       removed: (count) => this.#labelsRemoved.inc({ controller }, count),
       conflict: () => this.#conflicts.inc({ controller }),
     };
+  }
+
+  /** Registers the source of labeller_objects_managed and labeller_objects_pending for one controller. */
+  objects(controller: string, read: () => ObjectGauges): void {
+    // Both gauges come from one count of the cache per scrape.
+    let last: { at: number; gauges: ObjectGauges } | undefined;
+    this.#objectSources.set(controller, () => {
+      if (!last || performance.now() - last.at > 1000) last = { at: performance.now(), gauges: read() };
+      return last.gauges;
+    });
+  }
+
+  /** A controller stopped (its kind left the config): its object gauges go. */
+  forget(controller: string): void {
+    this.#objectSources.delete(controller);
+  }
+
+  /** Counts config reloads by result and keeps whether the last one was applied. */
+  configReloaded(applied: boolean): void {
+    this.#reloads.inc({ result: applied ? 'success' : 'failure' });
+    this.#reloadSuccessful.set(applied ? 1 : 0);
   }
 
   restClient(host: string): RequestObserver {

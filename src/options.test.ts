@@ -9,6 +9,9 @@ const parse = (argv: readonly string[], env: Env = {}) => parseOptions(argv, env
 
 test('defaults when nothing is set', async () => {
   assert.deepEqual(await parse([]), {
+    command: 'label',
+    allKinds: false,
+    output: 'table',
     kinds: undefined,
     config: undefined,
     labels: undefined,
@@ -76,6 +79,9 @@ test('every option can come from the environment (former names of options includ
   assert.deepEqual(
     options,
     {
+      command: 'label',
+      allKinds: false,
+      output: 'table',
       kinds: ['deploy', 'svc'],
       config: 'kinds.yaml',
       labels: ['team=a', 'tier=web'],
@@ -276,16 +282,33 @@ test('--help: the options in sections, with typed values, defaults, variables an
   }
   const help = String(write.mock.calls[0]?.arguments[0]);
   const sections = [...help.matchAll(/^(\S[^:\n]*):$/gm)].map((m) => m[1]);
-  assert.deepEqual(sections, ['What to label', 'Cluster', 'Behaviour', 'Operations', 'Other', 'Examples']);
+  assert.deepEqual(sections, ['Commands', 'What to label', 'Cluster', 'Behaviour', 'Operations', 'Other', 'Examples']);
+  assert.match(help, /^  status +per kind/m);
+  assert.match(help, /^  prune +remove every label/m);
   assert.match(help, /--grace-period <duration> +on SIGTERM[^\n]*\n[^\n]*\(default 30s; LABELLER_GRACE_PERIOD\)/);
   assert.match(help, /--concurrency <n> /);
   assert.match(help, /--http-port <port> /);
   assert.match(help, /-l, --selector <selector> /);
   assert.doesNotMatch(help, /\[string\]|\[array\]/);
-  assert.equal([...help.matchAll(/^  labeller /gm)].length + [...help.matchAll(/^  LABELLER_/gm)].length, 5, 'five examples');
+  assert.equal([...help.matchAll(/^  labeller /gm)].length + [...help.matchAll(/^  LABELLER_/gm)].length, 7, 'seven examples');
   assert.match(help.split('Examples:')[1] ?? '', /^\s+labeller [^\n]*--once --dry-run\n/, 'the safe command first');
 });
 
 test('--http-port takes 0 to 65535', async () => {
   await assert.rejects(parse(['--http-port', '70000']), /--http-port: "70000" is not a port number/);
+});
+
+test('commands: status and prune before the options; they run once; their own flags only with them', async () => {
+  const plain = await parse(['--kinds', 'cm']);
+  assert.deepEqual([plain?.command, plain?.once, plain?.allKinds, plain?.output], ['label', false, false, 'table']);
+  const status = await parse(['status', '--kinds', 'cm', '-o', 'json']);
+  assert.deepEqual([status?.command, status?.once, status?.output], ['status', true, 'json']);
+  const prune = await parse(['prune', '--kinds', 'cm', '--all-kinds', '--dry-run']);
+  assert.deepEqual([prune?.command, prune?.once, prune?.allKinds, prune?.dryRun], ['prune', true, true, true]);
+  await assert.rejects(parse(['--all-kinds']), /--all-kinds works with labeller prune only/);
+  await assert.rejects(parse(['status'], { LABELLER_ALL_KINDS: 'true' }), /--all-kinds works with labeller prune only/);
+  await assert.rejects(parse(['prune', '-o', 'json']), /--output works with labeller status only/);
+  await assert.rejects(parse(['deploy']), /unexpected argument "deploy": commands are status, prune; options start with --/);
+  await assert.rejects(parse(['prune', 'now']), /unexpected argument "now": options start with --/);
+  await assert.rejects(parse(['status', '-o', 'yaml']), /"yaml" is not one of table, json|Invalid values/);
 });

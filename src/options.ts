@@ -2,7 +2,7 @@
 // Precedence: flags > environment > config file > defaults. The config file's part (kinds,
 // labels, conflicts) is merged by buildConfig; this file handles everything else.
 import yargs from 'yargs';
-import { ENV_PREFIX, envNames, SPECS, type Name, type Spec } from './flags.ts';
+import { COMMANDS, ENV_PREFIX, envNames, SPECS, type Command, type Name, type Spec } from './flags.ts';
 import { formatHelp } from './help.ts';
 import type { Level } from './log.ts';
 import type { ConflictPolicy } from './labeller/config.ts';
@@ -13,6 +13,12 @@ export class UsageError extends Error {
 }
 
 export interface Options {
+  /** `label` (no command: the controller, or --once), `status` or `prune`. */
+  readonly command: Command;
+  /** prune: every listable and patchable kind from discovery. */
+  readonly allKinds: boolean;
+  /** status: how the report is printed. */
+  readonly output: 'table' | 'json';
   readonly kinds: readonly string[] | undefined;
   readonly config: string | undefined;
   readonly labels: readonly string[] | undefined;
@@ -66,7 +72,7 @@ export async function parseOptions(argv: readonly string[], env: Readonly<Record
   const parser = yargs([...argv])
     .scriptName('labeller')
     .parserConfiguration({ 'camel-case-expansion': false })
-    .strict()
+    .strictOptions()
     .exitProcess(false)
     .version(version)
     .help(false)
@@ -90,8 +96,11 @@ export async function parseOptions(argv: readonly string[], env: Readonly<Record
     }
   })) as Record<string, unknown>;
   if (exited) return undefined;
-  if (parsed['_'] && (parsed['_'] as unknown[]).length > 0) {
-    throw new UsageError(`unexpected argument ${JSON.stringify(String((parsed['_'] as unknown[])[0]))}: options start with --, e.g. --kinds ${String((parsed['_'] as unknown[])[0])}`);
+  const positional = ((parsed['_'] ?? []) as unknown[]).map(String);
+  const command: Command = positional[0] !== undefined && Object.hasOwn(COMMANDS, positional[0]) ? (positional.shift() as Command) : 'label';
+  if (positional.length > 0) {
+    const commands = command === 'label' ? `commands are ${Object.keys(COMMANDS).join(', ')}; ` : '';
+    throw new UsageError(`unexpected argument ${JSON.stringify(positional[0])}: ${commands}options start with --, e.g. --kinds ${positional[0]}`);
   }
 
   /** The flag's value, else the environment's, else the default; undefined when none is set. */
@@ -167,7 +176,16 @@ export async function parseOptions(argv: readonly string[], env: Readonly<Record
   const httpAddress = httpPort ? { host: '', port: httpPort } : undefined;
   const bound = (name: Name): BindAddress | undefined => (isSet(name) ? address(name) : httpAddress);
 
+  const only = (name: Name, wanted: Command): void => {
+    if (command !== wanted && isSet(name)) throw new UsageError(`--${name} works with labeller ${wanted} only`);
+  };
+  only('all-kinds', 'prune');
+  only('output', 'status');
+
   return {
+    command,
+    allKinds: flag('all-kinds'),
+    output: string('output') as Options['output'],
     kinds: list('kinds'),
     config: string('config'),
     labels: list('label'),
@@ -182,7 +200,7 @@ export async function parseOptions(argv: readonly string[], env: Readonly<Record
     requeueAfterMs: duration('requeue-after'),
     gracePeriodMs: duration('grace-period'),
     dryRun: flag('dry-run'),
-    once: flag('once'),
+    once: flag('once') || command !== 'label',
     logLevel: string('log-level') as Level,
     logFormat: string('log-format') as Options['logFormat'],
     watchTimeoutSeconds: Math.max(1, Math.round(duration('watch-timeout') / 1000)),

@@ -379,3 +379,31 @@ The subjects of every binding: the chart's ServiceAccount.
   name: {{ include "labeller.serviceAccountName" . }}
   namespace: {{ .Release.Namespace }}
 {{- end }}
+
+{{/*
+The leader-election flags of the Deployment, and of the cleanup Job, which waits for the same
+Lease so that it never prunes while a labeller pod may still write.
+*/}}
+{{- define "labeller.leaderElectionArgs" -}}
+{{- with .Values.leaderElection }}
+{{- if .enabled }}
+- --leader-elect
+- --leader-elect-resource-namespace={{ $.Release.Namespace }}
+- --leader-elect-resource-name={{ include "labeller.leaseName" $ }}
+- --leader-elect-lease-duration={{ .leaseDuration }}
+- --leader-elect-renew-deadline={{ .renewDeadline }}
+- --leader-elect-retry-period={{ .retryPeriod }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The annotations of the cleanup hook's objects: post-delete, in weight order (its ServiceAccount,
+RBAC and ConfigMap before the Job), deleted together once every hook succeeded, and before a new
+uninstall creates them again. A failed Job and its RBAC stay for inspection.
+*/}}
+{{- define "labeller.cleanupHook" -}}
+helm.sh/hook: post-delete
+helm.sh/hook-weight: {{ .weight | quote }}
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+{{- end }}

@@ -5,6 +5,7 @@ import type { KubeClient } from '../kube/client.ts';
 import { apiVersion, groupResource, type ApiResource } from '../kube/resource.ts';
 import type { KindConfig } from '../labeller/config.ts';
 import { projector, type LabelledObject } from '../labeller/object.ts';
+import { objectCounter } from '../labeller/ownership.ts';
 import { Reconciler, type Outcome } from '../labeller/reconcile.ts';
 import { labelClient } from '../labelclient.ts';
 import type { Logger } from '../log.ts';
@@ -46,20 +47,41 @@ export function labellingFor(client: KubeClient, kind: KindConfig, resource: Api
   return { api, project: relations?.project ?? projector(options.fieldManager, annotations), reconciler };
 }
 
+/** The controllers of one configured kind, and how to give them new labels (a live config reload). */
+export interface KindControllers {
+  readonly controllers: Controller<LabelledObject>[];
+  /** Labels and conflict policy from `kind` (same namespaces, selector and annotations read); every cached object re-checked, no relist. */
+  relabel(kind: KindConfig): void;
+}
+
+/** The controllers of one configured kind: one per namespace, or one for all namespaces. */
+/** The controllers of one configured kind, and how to give them new labels (a live config reload). */
+export interface KindControllers {
+  readonly controllers: Controller<LabelledObject>[];
+  /** Labels and conflict policy from `kind` (same namespaces, selector and annotations read); every cached object re-checked, no relist. */
+  relabel(kind: KindConfig): void;
+}
+
 /** The controllers of one configured kind: one per namespace, or one for all namespaces. */
 export function controllersFor(client: KubeClient, kind: KindConfig, resource: ApiResource, options: WiringOptions, log: Logger, counts: Counts, metrics?: Metrics, events?: LabellerEvents, relations?: Relations): Controller<LabelledObject>[] {
+  return kindControllers(client, kind, resource, options, log, counts, metrics, events, relations).controllers;
+}
+
+export function kindControllers(client: KubeClient, kind: KindConfig, resource: ApiResource, options: WiringOptions, log: Logger, counts: Counts, metrics?: Metrics, events?: LabellerEvents, relations?: Relations): KindControllers {
   const name = groupResource(resource);
-  return watchedNamespaces(kind, resource).map((namespace) => {
+  const kindLog = log.child({ kind: resource.kind });
+  const wired = watchedNamespaces(kind, resource).map((namespace) => {
     const controller = namespace ? `${name}/${namespace}` : name;
-    const kindLog = log.child({ kind: resource.kind });
     const labelMetrics = metrics?.labels(controller);
     const related = relations?.forKind(kind, resource, namespace);
-    const { api, project, reconciler } = labellingFor(client, kind, resource, namespace, options, kindLog, related);
+    const labelling = labellingFor(client, kind, resource, namespace, options, kindLog, related);
+    let { reconciler } = labelling;
+    let count = objectCounter((object) => reconciler.plan(object));
     const kindEvents = events?.forKind(controller);
-    const built = new Controller({
+    const wired = new Controller({
       name: controller,
-      api,
-      project,
+      api: labelling.api,
+      project: labelling.project,
       indexes: related?.indexes,
       dependencies: related?.dependencies,
       reconcile: async (object, _key, writes) => {
@@ -86,7 +108,19 @@ export function controllersFor(client: KubeClient, kind: KindConfig, resource: A
       onWatchError: kindEvents?.watchFailed,
       log: kindLog.child({ controller }),
     });
-    related?.attach(built);
-    return built;
+    related?.attach(wired);
+    metrics?.objects(controller, () => count(wired.store.values()));
+    const relabel = (next: KindConfig): void => {
+      reconciler = labellingFor(client, next, resource, namespace, options, kindLog, related).reconciler;
+      count = objectCounter((object) => reconciler.plan(object));
+      wired.requeueAll();
+    };
+    return { controller: wired, relabel };
   });
+  return {
+    controllers: wired.map((w) => w.controller),
+    relabel: (next) => {
+      for (const w of wired) w.relabel(next);
+    },
+  };
 }

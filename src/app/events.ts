@@ -1,7 +1,8 @@
 // labeller's Kubernetes Events: a label left to another manager (LabelConflict) or a value that
 // cannot be rendered (InvalidLabelValue) on the object concerned; a kind whose list or watch is
 // refused (KindForbidden, KindNotFound) on labeller's own Pod, when it runs in one (outside a pod
-// that stays in the log). All go through the aggregating, rate-limited recorder.
+// that stays in the log), as is a config change the live reload rejected (ConfigRejected). All go
+// through the aggregating, rate-limited recorder.
 import { hostname } from 'node:os';
 import type { KubeClient } from '../kube/client.ts';
 import { ApiError } from '../kube/errors.ts';
@@ -54,6 +55,11 @@ export class LabellerEvents {
 
   drain(): Promise<void> {
     return this.#recorder.drain(EVENTS_DRAIN_MS);
+  }
+
+  /** A config file change rejected by the live reload, on labeller's Pod (outside a pod, the log has it). */
+  configRejected(note: string): void {
+    if (this.#pod) this.#recorder.record({ regarding: this.#pod, type: 'Warning', reason: 'ConfigRejected', action: 'Reloading', note: note.slice(0, 1024) });
   }
 
   forKind(controller: string): KindEvents {

@@ -52,7 +52,8 @@ export async function resolveConfiguredKinds(client: KubeClient, kinds: readonly
   return { ...found, resources: discovery.resources };
 }
 
-async function discoverWithRetry(client: KubeClient, log: Logger, signal: AbortSignal): Promise<Discovery> {
+/** Discovery, retried for a few seconds while the API server is unreachable (starting or restarting). */
+export async function discoverWithRetry(client: KubeClient, log: Logger, signal: AbortSignal): Promise<Discovery> {
   const backoff = new Backoff({ initialMs: 500, maxMs: 4000 });
   for (let attempt = 1; ; attempt++) {
     try {
@@ -88,7 +89,8 @@ export async function startWhenServed(kinds: readonly KindConfig[], client: Kube
   await Promise.all(started);
 }
 
-function resolveKinds(kinds: readonly KindConfig[], resources: readonly ApiResource[]): Resolved {
+/** Resolves kinds against discovered resources; throws KindError for a kind that is a mistake in the config (ambiguous, a verb missing). */
+export function resolveKinds(kinds: readonly KindConfig[], resources: readonly ApiResource[]): Resolved {
   const resolved: { kind: KindConfig; resource: ApiResource }[] = [];
   const unknown: { kind: KindConfig; error: ResolveError }[] = [];
   for (const kind of kinds) {

@@ -24,8 +24,13 @@ export interface Lifecycle {
   readonly leaderElection?: LeaderElectionConfig | undefined;
   /** Builds the controllers of a kind that became served after start. */
   readonly controllersFor: (kind: KindConfig, resource: ApiResource) => Controller<LabelledObject>[];
+  /** Controllers started and stopped while running (a live config reload), through `run`; resolves once they have stopped. */
+  readonly alsoRun?: ((run: RunController) => Promise<void>) | undefined;
   readonly log: Logger;
 }
+
+/** Runs a controller under the lifecycle (leadership, shutdown) until shutdown or `stop` aborts. */
+export type RunController = (controller: Controller<LabelledObject>, stop?: AbortSignal) => Promise<void>;
 
 export async function runUntilStopped(controllers: readonly Controller<LabelledObject>[], later: readonly KindConfig[], lifecycle: Lifecycle): Promise<number> {
   const { client, shutdown, log } = lifecycle;
@@ -39,10 +44,11 @@ export async function runUntilStopped(controllers: readonly Controller<LabelledO
     shutdown.stop('leadership lost');
   });
   const leading = elector ? elector.acquire(shutdown.intake) : Promise.resolve();
-  const run = (controller: Controller<LabelledObject>): Promise<void> => controller.run(shutdown.intake, leading, elector?.leadership);
+  const run: RunController = (controller, stop) => controller.run(stop ? AbortSignal.any([shutdown.intake, stop]) : shutdown.intake, leading, elector?.leadership);
   const running = Promise.all([
-    ...controllers.map(run),
-    startWhenServed(later, client, log, shutdown.intake, (kind, resource) => Promise.all(lifecycle.controllersFor(kind, resource).map(run)).then(() => {})),
+    ...controllers.map((c) => run(c)),
+    startWhenServed(later, client, log, shutdown.intake, (kind, resource) => Promise.all(lifecycle.controllersFor(kind, resource).map((c) => run(c))).then(() => {})),
+    lifecycle.alsoRun?.(run),
   ]).catch((error: unknown) => {
     // A bug, not an API failure (those are retried inside): stop everything rather than run half-blind.
     status = 1;

@@ -3,8 +3,8 @@
 // then either `--once` or the controller mode, all under the entry point's shutdown coordinator.
 import type { KubeClient } from '../kube/client.ts';
 import { LeaseApi } from '../kube/lease.ts';
-import { groupResource } from '../kube/resource.ts';
-import type { Config } from '../labeller/config.ts';
+import { groupResource, type ApiResource } from '../kube/resource.ts';
+import type { Config, KindConfig } from '../labeller/config.ts';
 import { configFingerprint } from '../labeller/fingerprint.ts';
 import type { LabelledObject } from '../labeller/object.ts';
 import type { Logger } from '../log.ts';
@@ -13,22 +13,28 @@ import { formatAddress, serveHttp, type Endpoints } from '../http.ts';
 import { Metrics } from '../metrics.ts';
 import type { Controller } from '../runtime/controller.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';
-import { controllersFor, noCounts, watchedNamespaces, type WiringOptions } from './controllers.ts';
+import { kindControllers, noCounts, watchedNamespaces, type KindControllers, type WiringOptions } from './controllers.ts';
 import { LabellerEvents, type EventsIdentity } from './events.ts';
 import { FieldManagerGuard, type GuardOptions } from './guard.ts';
 import { resolveConfiguredKinds } from './kinds.ts';
 import { runUntilStopped, type LeaderElectionConfig } from './lifecycle.ts';
+import { whileLeading } from './leading.ts';
 import { runOnce } from './once.ts';
 import { Relations } from './related.ts';
+import { pruneTargets } from './prune.ts';
+import { runReloading, type ConfigSource } from './reload.ts';
+import { runStatus } from './status.ts';
 
 /** What the app takes of the command-line options, plus what the entry point works out. */
-export type AppOptions = WiringOptions & Pick<Options, 'gracePeriodMs' | 'metricsBindAddress' | 'healthProbeBindAddress'> & {
+export type AppOptions = WiringOptions & Pick<Options, 'command' | 'allKinds' | 'output' | 'namespaces' | 'gracePeriodMs' | 'metricsBindAddress' | 'healthProbeBindAddress'> & {
   /** Set when several replicas elect a leader through a Lease. */
   readonly leaderElection?: Omit<LeaderElectionConfig, 'onLeadingChange'> | undefined;
   /** Set when Kubernetes Events are written. */
   readonly events?: EventsIdentity | undefined;
   /** The field-manager guard (off with --dry-run, which writes nothing). */
   readonly guard: Omit<GuardOptions, 'log'> & { readonly identity: string };
+  /** The config file, when there is one: its changes are applied live in controller mode. */
+  readonly configSource?: ConfigSource | undefined;
 };
 
 /** Runs until a signal (or, with `once`, until every object was seen once). Returns the exit status. */
@@ -57,11 +63,14 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     return server;
   }));
   try {
-    const kinds = await resolveConfiguredKinds(client, config.kinds, log, shutdown.intake);
+    const kinds = options.command === 'prune'
+      ? await pruneTargets(client, config.kinds, { allKinds: options.allKinds, namespaces: options.namespaces ?? [] }, log, shutdown.intake)
+      : await resolveConfiguredKinds(client, config.kinds, log, shutdown.intake);
     if (!kinds) {
       log.info('stopped before discovery completed');
       return 0;
     }
+    if (options.command === 'status') return await runStatus(client, kinds, options, shutdown.intake, log);
     // Before the first write: refuse to fight a labeller of another config under this field manager.
     const scope = [
       ...kinds.resolved.flatMap(({ kind, resource }) => watchedNamespaces(kind, resource).map((ns) => `${groupResource(resource)}@${ns || '*'}`)),
@@ -76,23 +85,41 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
         );
     await guard?.check(shutdown.intake);
     const related = new Relations(client, config.kinds, kinds.resources, { fieldManager: options.fieldManager, once: options.once, watchTimeoutSeconds: options.watchTimeoutSeconds, signal: shutdown.intake, events }, log);
-    relations = related;
     const counts = noCounts();
-    const wire: Parameters<typeof runUntilStopped>[2]['controllersFor'] = (kind, resource) => {
-      const added = controllersFor(client, kind, resource, options, log, counts, metrics, events, related);
-      all.push(...added);
-      return added;
+    const wireKind = (kind: KindConfig, resource: ApiResource): KindControllers => {
+      const wired = kindControllers(client, kind, resource, options, log, counts, metrics, events, related);
+      all.push(...wired.controllers);
+      return wired;
     };
-    const controllers = kinds.resolved.flatMap(({ kind, resource }) => wire(kind, resource));
-    log.info('starting', { controllers: controllers.map((c) => c.name), dryRun: options.dryRun || undefined, once: options.once || undefined });
+    const unwire = (wired: KindControllers): void => {
+      for (const controller of wired.controllers) {
+        const index = all.indexOf(controller);
+        if (index >= 0) all.splice(index, 1);
+        // A restarted kind's new controllers carry the same name.
+        if (!all.some((c) => c.name === controller.name)) metrics.forget(controller.name);
+      }
+    };
+    const wire = (kind: KindConfig, resource: ApiResource) => wireKind(kind, resource).controllers;
+    // The config file's changes are applied live in controller mode: the reload then runs every kind.
+    const reload = options.once ? undefined : options.configSource;
+    const controllers = reload ? [] : kinds.resolved.flatMap(({ kind, resource }) => wire(kind, resource));
+    log.info('starting', { kinds: kinds.resolved.map(({ kind }) => kind.resource), dryRun: options.dryRun || undefined, once: options.once || undefined, reload: reload ? reload.path : undefined });
 
-    if (options.once) return await runOnce(controllers, counts, { dryRun: options.dryRun, unknownKinds: kinds.unknown.length }, shutdown.intake, log);
+    // Ready no sooner than the controllers are wired (after the guard's check), so a probe cannot
+    // see an empty list of controllers as ready.
+    relations = related;
     const leaderElection = options.leaderElection && { ...options.leaderElection, onLeadingChange: metrics.leader(options.leaderElection.name) };
+    if (options.once) {
+      return await whileLeading(client, leaderElection, shutdown, log, () => runOnce(controllers, counts, { dryRun: options.dryRun, unknownKinds: kinds.unknown.length }, shutdown.intake, log));
+    }
     // Held until everything has drained, so other labellers see this one while it may write.
     const holding = new AbortController();
     const held = guard?.hold(holding.signal);
     try {
-      const status = await runUntilStopped(controllers, kinds.unknown.map((u) => u.kind), { client, shutdown, gracePeriodMs: options.gracePeriodMs, leaderElection, controllersFor: wire, log });
+      const status = await runUntilStopped(controllers, reload ? [] : kinds.unknown.map((u) => u.kind), {
+        client, shutdown, gracePeriodMs: options.gracePeriodMs, leaderElection, controllersFor: wire, log,
+        alsoRun: reload && ((run) => runReloading(reload, config, kinds, { client, log, metrics, events, wire: wireKind, unwire }, run, shutdown.intake)),
+      });
       log.info('stopped', counts);
       return status;
     } finally {

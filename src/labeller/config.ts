@@ -79,6 +79,8 @@ export interface ConfigInput {
   readonly selector?: string | undefined;
   /** --conflicts: overrides the file's global policy. */
   readonly conflicts?: ConflictPolicy | undefined;
+  /** False for `labeller prune`, which needs the kinds but no labels. */
+  readonly requireLabels?: boolean | undefined;
 }
 
 export class ConfigError extends Error {
@@ -124,13 +126,13 @@ export function buildConfig(input: ConfigInput): Config {
     throw new ConfigError(`no kinds configured: pass --kinds deployments,services or ${remedy('kinds')}`);
   }
   const labelled = entries.map((entry) => [entry, mergeLabels(globalLabels, entry)] as const);
-  if (labelled.every(([, labels]) => labels.size === 0)) {
+  if (input.requireLabels !== false && labelled.every(([, labels]) => labels.size === 0)) {
     throw new ConfigError(
       `no labels configured: pass --label app.kubernetes.io/managed-by=labeller or ${remedy('labels')}`,
     );
   }
   const unlabelled = labelled.find(([, labels]) => labels.size === 0);
-  if (unlabelled !== undefined) {
+  if (input.requireLabels !== false && unlabelled !== undefined) {
     throw fail(unlabelled[0].where, 'no labels to apply: give this kind labels of its own or keep a global one');
   }
   return {

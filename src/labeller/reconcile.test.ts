@@ -52,7 +52,7 @@ function setup({ labels, conflicts = 'force', dryRun = false }: Setup) {
     client.base = object.labels;
     return reconciler.reconcile(object, writes);
   };
-  return { client, lines, reconcile, writes };
+  return { client, lines, reconcile, writes, reconciler };
 }
 
 function object(fields: Partial<LabelledObject> = {}): LabelledObject {
@@ -206,4 +206,26 @@ test('| default "" keeps an explicit empty label when the value is absent', asyn
   const { client, reconcile } = setup({ labels: { app: '{{labels.name | default ""}}' } });
   await reconcile(object());
   assert.deepEqual(client.calls.map((c) => c.labels), [{ app: '' }]);
+});
+
+test('plan: what converging takes, from the cache alone; a contested label is taken over under force and left under skip', () => {
+  const labels = { team: 'payments', tier: 'web' };
+  const cached = object({ labels: { team: 'ops', tier: 'web', old: '1' }, owned: ['tier', 'old'] });
+  const force = setup({ labels }).reconciler.plan(cached);
+  assert.deepEqual(force, { rendered: new Map(Object.entries(labels)), desired: new Map(Object.entries(labels)), contested: ['team'], stale: ['old'], missing: ['team'] });
+  const skip = setup({ labels, conflicts: 'skip' }).reconciler.plan(cached);
+  assert.deepEqual(skip, { rendered: new Map(Object.entries(labels)), desired: new Map([['tier', 'web']]), contested: ['team'], stale: ['old'], missing: [] });
+  const invalid = setup({ labels: { n: '{{labels.x}}' } }).reconciler.plan(object({ labels: { x: 'bad value' } }));
+  assert.ok('problem' in invalid);
+  assert.match(invalid.problem, /^label n: "\{\{labels.x\}\}" rendered "bad value": /);
+});
+
+test('no desired labels (prune): one apply of the empty set where labeller owns a label, nothing elsewhere', async () => {
+  const { client, reconcile } = setup({ labels: {} });
+  assert.equal((await reconcile(object({ labels: { app: 'web' } }))).outcome, 'unchanged');
+  assert.equal(client.calls.length, 0);
+  client.after = { shared: '1' };
+  const result = await reconcile(object({ labels: { team: 'payments', shared: '1' }, owned: ['team', 'shared'] }));
+  assert.deepEqual(client.calls.map((c) => [c.labels, c.options.force]), [[{}, true]]);
+  assert.deepEqual(result, { outcome: 'patched', patch: [{ op: 'remove', path: '/metadata/labels/team' }] });
 });

@@ -81,11 +81,42 @@ export interface Result {
   readonly problem?: string;
 }
 
+/** See Reconciler.plan; `problem` when a label value cannot be rendered for this object. */
+export type Plan =
+  | { readonly problem: string }
+  | {
+      /** Every configured label, rendered for this object. */
+      readonly rendered: ReadonlyMap<string, string>;
+      /** What an apply would send: `rendered` less the contested labels under `skip`. */
+      readonly desired: ReadonlyMap<string, string>;
+      readonly contested: readonly string[];
+      readonly stale: readonly string[];
+      readonly missing: readonly string[];
+    };
+
 export class Reconciler {
   readonly #options: ReconcilerOptions;
 
   constructor(options: ReconcilerOptions) {
     this.#options = options;
+  }
+
+  /**
+   * What converging `object` takes, from the cache alone: the labels to apply, the keys another
+   * manager set to another value, labeller's keys to drop and the labels to add or change. The
+   * object needs an apply exactly when `stale` or `missing` is not empty.
+   */
+  plan(object: LabelledObject): Plan {
+    const rendered = this.#render(object);
+    if (typeof rendered === 'string') return { problem: rendered };
+    // A label set to another value by someone else: under `force` it is taken over (and stays
+    // in `missing`), under `skip` it stays theirs.
+    const contested = [...rendered.keys()].filter((key) => Object.hasOwn(object.labels, key) && object.labels[key] !== rendered.get(key) && !object.owned.includes(key));
+    const desired = new Map(rendered);
+    if (this.#options.conflicts === 'skip') for (const key of contested) desired.delete(key);
+    const stale = object.owned.filter((key) => !desired.has(key));
+    const missing = [...desired.keys()].filter((key) => object.labels[key] !== desired.get(key));
+    return { rendered, desired, contested, stale, missing };
   }
 
   /**
@@ -98,25 +129,19 @@ export class Reconciler {
     // The object's fields on each line, rather than a child logger per reconcile: most reconciles log nothing.
     const at = { namespace: object.namespace || undefined, name: object.name };
 
-    const desired = this.#render(object);
-    if (typeof desired === 'string') {
-      log.error('label value invalid for this object; not labelling it', { ...at, problem: desired });
-      return { outcome: 'invalid', patch: [], problem: desired };
+    const plan = this.plan(object);
+    if ('problem' in plan) {
+      log.error('label value invalid for this object; not labelling it', { ...at, problem: plan.problem });
+      return { outcome: 'invalid', patch: [], problem: plan.problem };
     }
-
+    const { rendered, desired, stale, missing } = plan;
     // Under `skip`, a label another manager set to another value stays theirs.
-    const contested = conflicts === 'skip'
-      ? [...desired.keys()].filter((key) => Object.hasOwn(object.labels, key) && object.labels[key] !== desired.get(key) && !object.owned.includes(key))
-      : [];
-    const left = contested.map((key): ContestedLabel => ({ key, wanted: desired.get(key) ?? '', value: object.labels[key] ?? '' }));
+    const contested = conflicts === 'skip' ? plan.contested : [];
+    const left = contested.map((key): ContestedLabel => ({ key, wanted: rendered.get(key) ?? '', value: object.labels[key] ?? '' }));
     const reported = left.length > 0 ? { contested: left } : {};
-    for (const key of contested) desired.delete(key);
     if (contested.length > 0) {
       log.warn('label set by another manager; left alone (conflicts: skip)', { ...at, labels: contested.map((key) => `${key}=${object.labels[key]}`) });
     }
-
-    const stale = object.owned.filter((key) => !desired.has(key));
-    const missing = [...desired].filter(([key, value]) => object.labels[key] !== value);
     if (stale.length === 0 && missing.length === 0) return { outcome: contested.length > 0 ? 'conflict' : 'unchanged', patch: [], ...reported };
 
     const target = { apiVersion: kind.apiVersion, kind: kind.kind, name: object.name, namespace: object.namespace, uid: object.uid };

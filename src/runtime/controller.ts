@@ -146,6 +146,11 @@ export class Controller<T> {
     await Promise.all(Array.from({ length: this.#options.concurrency }, worker));
   }
 
+  /** Queues every cached object again, without a relist: what they should look like has changed. */
+  requeueAll(): void {
+    for (const key of this.store.keys()) this.#queue.add(key);
+  }
+
   async #work(writes: AbortSignal): Promise<void> {
     const { reconcile, requeueAfterMs, log, metrics } = this.#options;
     for (let key = await this.#queue.get(); key !== undefined; key = await this.#queue.get()) {

@@ -63,6 +63,10 @@ export class Store<T> {
     return this.#objects.keys();
   }
 
+  values(): IterableIterator<T> {
+    return this.#objects.values();
+  }
+
   /** Applies one watcher event; returns the change for the controller, if any. */
   apply(event: WatcherEvent): StoreChange<T> | undefined {
     switch (event.type) {

@@ -341,8 +341,12 @@ async function installRbac(prefix: string, values: object) {
   return { namespace, manifests, kubeconfig, leaseName };
 }
 
+// Cluster-wide labellers of this file select only the objects it made: other test files share the cluster.
+const OWN = { 'e2e.labeller/chart': 'rbac' };
+const OWN_SELECTOR = 'e2e.labeller/chart=rbac';
+
 async function createConfigMap(namespace: string, name: string): Promise<void> {
-  await create(`/api/v1/namespaces/${namespace}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name }, data: { key: 'value' } });
+  await create(`/api/v1/namespaces/${namespace}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, labels: OWN }, data: { key: 'value' } });
 }
 
 async function createDeployment(namespace: string, name: string): Promise<void> {
@@ -350,7 +354,7 @@ async function createDeployment(namespace: string, name: string): Promise<void> 
   await create(`/apis/apps/v1/namespaces/${namespace}/deployments`, {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
-    metadata: { name, labels },
+    metadata: { name, labels: { ...labels, ...OWN } },
     spec: { selector: { matchLabels: labels }, template: { metadata: { labels }, spec: { containers: [{ name, image: 'nginx' }] } } },
   });
 }
@@ -374,7 +378,7 @@ const each = (verbs: readonly string[], access: Omit<Access, 'verb'>): Access[] 
 describe('chart: RBAC against the API server', { skip }, () => {
   test('cluster-wide: the rendered RBAC lets labeller label config maps and deployments, and allows nothing more', async () => {
     const target = await createNamespace('chart-target');
-    const { namespace, manifests, kubeconfig, leaseName } = await installRbac('chart-cw', { labels: LABELS, kinds: [{ resource: 'configmaps' }, { resource: 'deployments' }] });
+    const { namespace, manifests, kubeconfig, leaseName } = await installRbac('chart-cw', { labels: LABELS, selector: OWN_SELECTOR, kinds: [{ resource: 'configmaps' }, { resource: 'deployments' }] });
     await createConfigMap(target, 'app-config');
     await createDeployment(target, 'web');
     await create(`/api/v1/namespaces/${target}/secrets`, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'token' }, stringData: { a: 'b' } });
@@ -434,7 +438,7 @@ describe('chart: RBAC against the API server', { skip }, () => {
 
   test('cluster-wide with leader election: the Lease Role is enough for the chart\'s full arguments', async () => {
     const target = await createNamespace('chart-target');
-    const { namespace, manifests, kubeconfig, leaseName } = await installRbac('chart-le', { labels: LABELS, kinds: [{ resource: 'configmaps' }] });
+    const { namespace, manifests, kubeconfig, leaseName } = await installRbac('chart-le', { labels: LABELS, selector: OWN_SELECTOR, kinds: [{ resource: 'configmaps' }] });
     await createConfigMap(target, 'app-config');
     const httpPort = await freePort();
     const labeller = new Labeller(localArgs(manifests, { leaderElection: true, httpPort }), { kubeconfig });

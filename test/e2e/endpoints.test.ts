@@ -2,7 +2,7 @@
 // carries controller-runtime's names (so existing dashboards work) and labeller's own.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { adminClient, create, createNamespace, eventually, labelsOf, skip, writeKubeconfig } from './cluster.ts';
+import { adminClient, create, createNamespace, eventually, labelsOf, patchLabels, skip, writeKubeconfig } from './cluster.ts';
 import { Labeller } from './labeller.ts';
 import { FaultProxy } from './proxy.ts';
 
@@ -54,6 +54,30 @@ describe('HTTP endpoints', { skip }, () => {
       assert.equal((await labeller.stop()).code, 0);
       await proxy.close();
     }
+  });
+
+  test('labeller_objects_managed and labeller_objects_pending follow the cache: all pending before the first labelling, none after, the drifted one after a change by someone else', async () => {
+    const ns = await createNamespace('ownership');
+    for (const name of ['a', 'b', 'c']) await create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } });
+    const controller = { controller: `configmaps/${ns}` };
+    const args = ['--kinds', 'configmaps', '--label', 'team=platform', '--namespace', ns];
+    /** Runs labeller until its gauges read `expected`. */
+    const expect = async (extra: readonly string[], port: number, expected: { managed: number; pending: number }) => {
+      const labeller = new Labeller([...args, ...extra, '--metrics-bind-address', `127.0.0.1:${port}`]);
+      try {
+        await eventually(async () => {
+          const { body } = await get(port, '/metrics');
+          return sample(body, 'labeller_objects_managed', controller) === expected.managed && sample(body, 'labeller_objects_pending', controller) === expected.pending;
+        }, `gauges ${JSON.stringify(expected)}`);
+      } finally {
+        assert.equal((await labeller.stop()).code, 0);
+      }
+    };
+    await expect(['--dry-run'], 18395, { managed: 0, pending: 3 });
+    await expect([], 18396, { managed: 3, pending: 0 });
+    // Someone else's change of the value takes the key over: labeller owns it no more on b.
+    await patchLabels(`/api/v1/namespaces/${ns}/configmaps/b`, { team: 'ops' });
+    await expect(['--dry-run'], 18397, { managed: 2, pending: 1 });
   });
 
   test('/metrics exposes controller-runtime\'s and labeller\'s metrics with plausible values', async () => {

@@ -1,0 +1,80 @@
+// `labeller status`: what labeller owns and what it would change, per kind, from one
+// metadata-only list of each kind and the cache alone: no write, no dry-run apply, so `list` is
+// the only right it needs (a CI job or an auditor with read access can run it).
+import type { KubeClient } from '../kube/client.ts';
+import { groupResource } from '../kube/resource.ts';
+import { countObject, noObjects, type ObjectCounts } from '../labeller/ownership.ts';
+import type { Logger } from '../log.ts';
+import { watcher } from '../runtime/watcher.ts';
+import { labellingFor, watchedNamespaces, type WiringOptions } from './controllers.ts';
+import type { Resolved } from './kinds.ts';
+
+export interface KindStatus extends ObjectCounts {
+  readonly kind: string;
+  /** As RBAC names it: `deployments.apps`. */
+  readonly resource: string;
+  /** Empty: every namespace (or cluster-scoped). */
+  readonly namespaces: readonly string[];
+  /** Why this kind could not be counted (not served, list failed); its counts are then 0. */
+  readonly error?: string;
+}
+
+/** The document `labeller status -o json` prints. */
+export interface StatusReport {
+  readonly fieldManager: string;
+  readonly kinds: readonly KindStatus[];
+  readonly total: ObjectCounts;
+}
+
+export interface StatusOptions extends Pick<WiringOptions, 'fieldManager' | 'watchTimeoutSeconds'> {
+  readonly output: 'table' | 'json';
+}
+
+/** Prints the report on stdout; returns the exit status: 1 when a kind could not be counted or `signal` cut it short. */
+export async function runStatus(client: KubeClient, kinds: Resolved, options: StatusOptions, signal: AbortSignal, log: Logger): Promise<number> {
+  const counted = await Promise.all(
+    kinds.resolved.map(async ({ kind, resource }): Promise<KindStatus> => {
+      const namespaces = watchedNamespaces(kind, resource);
+      const counts = noObjects();
+      const row = { kind: resource.kind, resource: groupResource(resource), namespaces: namespaces.filter(Boolean) };
+      try {
+        for (const namespace of namespaces) {
+          const { api, project, reconciler } = labellingFor(client, kind, resource, namespace, { fieldManager: options.fieldManager, dryRun: true }, log);
+          for await (const event of watcher(api, { labelSelector: kind.selector?.toString(), watchTimeoutSeconds: options.watchTimeoutSeconds, signal })) {
+            if (event.type === 'error') throw event.error;
+            if (event.type === 'initApply') {
+              const object = project(event.object);
+              countObject(counts, object, reconciler.plan(object));
+            }
+            if (event.type === 'initDone') break;
+          }
+        }
+        return { ...row, ...counts };
+      } catch (error) {
+        log.error('cannot list; kind not counted', { kind: row.resource, error });
+        return { ...row, ...noObjects(), error: error instanceof Error ? error.message : String(error) };
+      }
+    }),
+  );
+  const notServed = kinds.unknown.map(({ kind, error }): KindStatus => ({ kind: kind.resource, resource: kind.resource, namespaces: kind.namespaces, ...noObjects(), error: error.message }));
+  const rows = [...counted, ...notServed];
+  const total = noObjects();
+  for (const row of rows) for (const field of COLUMNS) total[field] += row[field];
+  const report: StatusReport = { fieldManager: options.fieldManager, kinds: rows, total };
+  process.stdout.write(options.output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : table(report));
+  return rows.some((row) => row.error !== undefined) || signal.aborted ? 1 : 0;
+}
+
+const COLUMNS = ['seen', 'managed', 'pending', 'conflicts', 'invalid'] as const satisfies readonly (keyof ObjectCounts)[];
+
+/** kubectl-style columns: names left, counts right, errors after them. */
+function table(report: StatusReport): string {
+  const head = ['KIND', 'NAMESPACES', ...COLUMNS.map((c) => c.toUpperCase())];
+  const lines = [
+    ...report.kinds.map((row) => [row.resource, row.namespaces.join(',') || '*', ...COLUMNS.map((c) => String(row[c])), row.error ? `error: ${row.error}` : '']),
+    ['total', '', ...COLUMNS.map((c) => String(report.total[c])), ''],
+  ];
+  const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
+  const format = (cells: readonly string[]) => cells.map((cell, i) => (i >= head.length ? cell : i < 2 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ').trimEnd();
+  return `${[head, ...lines].map(format).join('\n')}\n`;
+}

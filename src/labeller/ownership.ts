@@ -1,0 +1,59 @@
+// What labeller owns and what it would change, counted from cached objects alone (no API call):
+// the basis of `labeller status` and of the labeller_objects_managed/pending gauges.
+import type { LabelledObject } from './object.ts';
+import type { Plan } from './reconcile.ts';
+
+export interface ObjectCounts {
+  /** Objects listed. */
+  seen: number;
+  /** Objects carrying at least one label that labeller's field manager owns. */
+  managed: number;
+  /** Objects an apply would change: a label to add, change, or drop from labeller's ownership. */
+  pending: number;
+  /** Objects with a label another manager set to another value (`force` takes it over, `skip` leaves it). */
+  conflicts: number;
+  /** Objects for which a label value cannot be rendered (left alone). */
+  invalid: number;
+}
+
+export const noObjects = (): ObjectCounts => ({ seen: 0, managed: 0, pending: 0, conflicts: 0, invalid: 0 });
+
+const PENDING = 1;
+const CONFLICT = 2;
+const INVALID = 4;
+
+/** What a plan says about an object, as bits (cheap to remember per cached object). */
+function verdict(plan: Plan): number {
+  if ('problem' in plan) return INVALID;
+  return (plan.stale.length > 0 || plan.missing.length > 0 ? PENDING : 0) | (plan.contested.length > 0 ? CONFLICT : 0);
+}
+
+/** Adds one object to `counts`, given what converging it takes. */
+export function countObject(counts: ObjectCounts, object: LabelledObject, plan: Plan): void {
+  tally(counts, object, verdict(plan));
+}
+
+function tally(counts: ObjectCounts, object: LabelledObject, bits: number): void {
+  counts.seen++;
+  if (object.owned.length > 0) counts.managed++;
+  if (bits & PENDING) counts.pending++;
+  if (bits & CONFLICT) counts.conflicts++;
+  if (bits & INVALID) counts.invalid++;
+}
+
+/**
+ * Counts a cache again and again (a metrics scrape): cached objects are immutable and replaced
+ * when they change, so each one is planned once and its verdict kept for as long as it is cached.
+ */
+export function objectCounter(plan: (object: LabelledObject) => Plan): (objects: Iterable<LabelledObject>) => ObjectCounts {
+  const verdicts = new WeakMap<LabelledObject, number>();
+  return (objects) => {
+    const counts = noObjects();
+    for (const object of objects) {
+      let bits = verdicts.get(object);
+      if (bits === undefined) verdicts.set(object, (bits = verdict(plan(object))));
+      tally(counts, object, bits);
+    }
+    return counts;
+  };
+}
