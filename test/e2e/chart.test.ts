@@ -475,7 +475,7 @@ describe('chart: RBAC against the API server', { skip }, () => {
       const exit = await labeller.stop();
       assert.equal(exit.code, 0, exit.stderr);
     }
-    assert.deepEqual(await labelsOf(`/api/v1/namespaces/${other}/configmaps/app-config`), {});
+    assert.deepEqual(await labelsOf(`/api/v1/namespaces/${other}/configmaps/app-config`), OWN, 'untouched in a namespace it does not watch');
 
     const configmaps = { resource: 'configmaps' };
     await assertAccess(
