@@ -283,14 +283,14 @@ test('--help: the options in sections, with typed values, defaults, variables an
   const help = String(write.mock.calls[0]?.arguments[0]);
   const sections = [...help.matchAll(/^(\S[^:\n]*):$/gm)].map((m) => m[1]);
   assert.deepEqual(sections, ['Commands', 'What to label', 'Cluster', 'Behaviour', 'Operations', 'Other', 'Examples']);
-  assert.match(help, /^  status +per kind/m);
-  assert.match(help, /^  prune +remove every label/m);
+  assert.match(help, /^ {2}status +per kind/m);
+  assert.match(help, /^ {2}prune +remove every label/m);
   assert.match(help, /--grace-period <duration> +on SIGTERM[^\n]*\n[^\n]*\(default 30s; LABELLER_GRACE_PERIOD\)/);
   assert.match(help, /--concurrency <n> /);
   assert.match(help, /--http-port <port> /);
   assert.match(help, /-l, --selector <selector> /);
   assert.doesNotMatch(help, /\[string\]|\[array\]/);
-  assert.equal([...help.matchAll(/^  labeller /gm)].length + [...help.matchAll(/^  LABELLER_/gm)].length, 7, 'seven examples');
+  assert.equal([...help.matchAll(/^ {2}labeller /gm)].length + [...help.matchAll(/^ {2}LABELLER_/gm)].length, 7, 'seven examples');
   assert.match(help.split('Examples:')[1] ?? '', /^\s+labeller [^\n]*--once --dry-run\n/, 'the safe command first');
 });
 

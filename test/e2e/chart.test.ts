@@ -69,13 +69,23 @@ interface VolumeMount {
   readOnly?: boolean;
 }
 
+/** What the tests read of a rendered container beyond `Container`. */
+interface ContainerDetails {
+  resources: Record<string, { cpu?: string; memory?: string } | undefined> & { limits: { cpu?: string; memory?: string } };
+  ports: { name: string; containerPort: number }[];
+  livenessProbe: { httpGet: object };
+  readinessProbe: { httpGet: object };
+  securityContext: { capabilities?: object; readOnlyRootFilesystem?: boolean; allowPrivilegeEscalation?: boolean };
+  volumeMounts?: VolumeMount[];
+}
+
 interface PodSpec {
   enableServiceLinks: boolean;
   automountServiceAccountToken?: boolean;
   terminationGracePeriodSeconds: number;
   serviceAccountName: string;
   securityContext: Record<string, unknown>;
-  containers: (Container & Record<string, any>)[];
+  containers: (Container & ContainerDetails)[];
   volumes: { name: string; emptyDir?: object; configMap?: { name: string }; projected?: { sources: { serviceAccountToken?: object }[] } }[];
 }
 const podSpec = (deployment: Manifest) => (deployment['spec'] as { template: { spec: PodSpec } }).template.spec;
@@ -124,7 +134,7 @@ describe('chart: lint and render', () => {
 
       // Probes on the port labeller serves them on.
       const port = container['ports'].find((p: { name: string }) => p.name === 'http');
-      assert.equal(String(port.containerPort), flagValue(args, '--http-port'));
+      assert.equal(String(port?.containerPort), flagValue(args, '--http-port'));
       assert.deepEqual(container['livenessProbe'].httpGet, { path: '/healthz', port: 'http' });
       assert.deepEqual(container['readinessProbe'].httpGet, { path: '/readyz', port: 'http' });
 
