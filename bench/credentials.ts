@@ -17,12 +17,25 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fetch } from 'undici';
-import { Cluster, delay, eventually, inClusterWrapper, procStatusMiB, stats, type PolicyRule } from '../test/cluster.ts';
+import {
+  Cluster,
+  delay,
+  eventually,
+  inClusterWrapper,
+  type PolicyRule,
+  procStatusMiB,
+  stats,
+} from '../test/cluster.ts';
 import { freePorts, signClientCertificate, startControlPlane } from '../test/controlplane/controlplane.ts';
 import { executable } from './lib/runtime.ts';
 
 const { values } = parseArgs({
-  options: { repeat: { type: 'string', default: '3' }, 'rest-seconds': { type: 'string', default: '10' }, checkout: { type: 'string', default: '.' }, preload: { type: 'string' } },
+  options: {
+    repeat: { type: 'string', default: '3' },
+    'rest-seconds': { type: 'string', default: '10' },
+    checkout: { type: 'string', default: '.' },
+    preload: { type: 'string' },
+  },
 });
 const repeat = Number(values.repeat);
 const restMs = Number(values['rest-seconds']) * 1000;
@@ -60,15 +73,23 @@ try {
 
   // An exec plugin that hands out the token, valid for an hour.
   const plugin = join(work, 'plugin.sh');
-  writeFileSync(plugin, `#!/bin/sh\nprintf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s","expirationTimestamp":"%s"}}\\n' "${token}" "$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)"\n`);
+  writeFileSync(
+    plugin,
+    `#!/bin/sh\nprintf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s","expirationTimestamp":"%s"}}\\n' "${token}" "$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)"\n`,
+  );
   chmodSync(plugin, 0o755);
 
   // The service-account folder for in-cluster mode.
   const saDir = join(work, 'serviceaccount');
-  const config = JSON.parse(readFileSync(cp.kubeconfig, 'utf8')) as { clusters: { cluster: { 'certificate-authority-data': string } }[] };
+  const config = JSON.parse(readFileSync(cp.kubeconfig, 'utf8')) as {
+    clusters: { cluster: { 'certificate-authority-data': string } }[];
+  };
   mkdirSync(saDir);
   writeFileSync(join(saDir, 'token'), token);
-  writeFileSync(join(saDir, 'ca.crt'), Buffer.from(config.clusters[0]!.cluster['certificate-authority-data'], 'base64'));
+  writeFileSync(
+    join(saDir, 'ca.crt'),
+    Buffer.from(config.clusters[0]!.cluster['certificate-authority-data'], 'base64'),
+  );
   writeFileSync(join(saDir, 'namespace'), ns);
   const server = new URL(cp.server);
 
@@ -77,14 +98,33 @@ try {
       name: 'in-cluster (service account)',
       kubeconfig: undefined,
       wrapper: inClusterWrapper(saDir),
-      env: { KUBERNETES_SERVICE_HOST: server.hostname, KUBERNETES_SERVICE_PORT: server.port, KUBECONFIG: '', HOME: work },
+      env: {
+        KUBERNETES_SERVICE_HOST: server.hostname,
+        KUBERNETES_SERVICE_PORT: server.port,
+        KUBECONFIG: '',
+        HOME: work,
+      },
     },
     { name: 'kubeconfig, token', kubeconfig: cluster.writeKubeconfig({ user: { token } }) },
-    { name: 'kubeconfig, client certificate files', kubeconfig: cluster.writeKubeconfig({ user: { 'client-certificate': join(work, 'cert.pem'), 'client-key': join(work, 'key.pem') } }) },
-    { name: 'kubeconfig, exec plugin', kubeconfig: cluster.writeKubeconfig({ user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: plugin, interactiveMode: 'Never' } } }) },
+    {
+      name: 'kubeconfig, client certificate files',
+      kubeconfig: cluster.writeKubeconfig({
+        user: { 'client-certificate': join(work, 'cert.pem'), 'client-key': join(work, 'key.pem') },
+      }),
+    },
+    {
+      name: 'kubeconfig, exec plugin',
+      kubeconfig: cluster.writeKubeconfig({
+        user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: plugin, interactiveMode: 'Never' } },
+      }),
+    },
   ];
 
-  console.log(`labeller of ${checkout}${values.preload ? ` with ${values.preload} preloaded` : ''}; ${KINDS.join(', ')} watched in an empty namespace; RSS ${restMs / 1000} s after /readyz is 200; median of ${repeat}`);
+  console.log(
+    `labeller of ${checkout}${values.preload ? ` with ${values.preload} preloaded` : ''}; ${
+      KINDS.join(', ')
+    } watched in an empty namespace; RSS ${restMs / 1000} s after /readyz is 200; median of ${repeat}`,
+  );
   console.log('\n| credentials | RSS at rest (MiB) | peak RSS (MiB) | runs (RSS) |\n|---|---|---|---|');
   for (const mode of modes) {
     const rss: number[] = [];
@@ -94,7 +134,11 @@ try {
       rss.push(reading.rss);
       hwm.push(reading.hwm);
     }
-    console.log(`| ${mode.name} | ${stats(rss).median.toFixed(0)} | ${stats(hwm).median.toFixed(0)} | ${rss.map((r) => r.toFixed(0)).join(', ')} |`);
+    console.log(
+      `| ${mode.name} | ${stats(rss).median.toFixed(0)} | ${stats(hwm).median.toFixed(0)} | ${
+        rss.map((r) => r.toFixed(0)).join(', ')
+      } |`,
+    );
   }
 } finally {
   await cluster.close();
@@ -105,18 +149,41 @@ try {
 /** Starts labeller, waits for /readyz and the rest period, reads its memory, stops it. */
 async function atRest(mode: Mode, ns: string): Promise<{ rss: number; hwm: number }> {
   const [port = 0] = await freePorts(1);
-  const args = [...(values.preload ? ['--import', values.preload] : []), 'bin/labeller.js', ...(mode.kubeconfig ? ['--kubeconfig', mode.kubeconfig] : []), '--kinds', KINDS.join(','), '--namespace', ns, '--label', 'team=platform', '--log-format', 'json', '--http-port', String(port)];
+  const args = [
+    ...(values.preload ? ['--import', values.preload] : []),
+    'bin/labeller.js',
+    ...(mode.kubeconfig ? ['--kubeconfig', mode.kubeconfig] : []),
+    '--kinds',
+    KINDS.join(','),
+    '--namespace',
+    ns,
+    '--label',
+    'team=platform',
+    '--log-format',
+    'json',
+    '--http-port',
+    String(port),
+  ];
   const node = executable('node');
   const [command = node, ...prefix] = mode.wrapper ?? [];
-  const child = spawn(command, mode.wrapper ? [...prefix, node, ...args] : args, { cwd: checkout, env: { ...process.env, ...mode.env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(command, mode.wrapper ? [...prefix, node, ...args] : args, {
+    cwd: checkout,
+    env: { ...process.env, ...mode.env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-3000)));
   const exited = new Promise<void>((done) => child.on('exit', () => done()));
   try {
-    await eventually(async () => {
-      if (child.exitCode !== null) throw new Error(`labeller exited ${child.exitCode}: ${stderr}`);
-      return (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200;
-    }, `${mode.name}: /readyz 200`, 60_000, 200);
+    await eventually(
+      async () => {
+        if (child.exitCode !== null) throw new Error(`labeller exited ${child.exitCode}: ${stderr}`);
+        return (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200;
+      },
+      `${mode.name}: /readyz 200`,
+      60_000,
+      200,
+    );
     await delay(restMs);
     const pid = child.pid ?? 0;
     return { rss: procStatusMiB(pid, 'VmRSS'), hwm: procStatusMiB(pid, 'VmHWM') };

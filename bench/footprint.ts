@@ -13,10 +13,10 @@
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { KubeClient } from '../src/kube/client.ts';
-import { startControlPlane, type ControlPlane } from '../test/controlplane/controlplane.ts';
-import { launch, LAUNCH_OPTIONS, LAUNCH_USAGE, LabellerProcess, type Launch } from './lib/labeller.ts';
+import { type ControlPlane, startControlPlane } from '../test/controlplane/controlplane.ts';
+import { LabellerProcess, type Launch, launch, LAUNCH_OPTIONS, LAUNCH_USAGE } from './lib/labeller.ts';
 import { procSample, ProcSampler } from './lib/procstat.ts';
-import { mib, seconds, table, type Row } from './lib/report.ts';
+import { mib, type Row, seconds, table } from './lib/report.ts';
 import { host, runtimeVersion, tsCommand } from './lib/runtime.ts';
 import { start } from './lib/spawn.ts';
 
@@ -87,7 +87,9 @@ async function helpRun(opts: Options): Promise<{ seconds: number; peakRss: numbe
   const exit = await child.exited;
   const elapsed = (performance.now() - started) / 1000;
   clearInterval(timer);
-  if (exit.code !== 0 || !stdout.includes('--kinds')) throw new Error(`labeller --help exited with status ${exit.code} (signal ${exit.signal}) and printed no usage`);
+  if (exit.code !== 0 || !stdout.includes('--kinds')) {
+    throw new Error(`labeller --help exited with status ${exit.code} (signal ${exit.signal}) and printed no usage`);
+  }
   return { seconds: elapsed, peakRss };
 }
 
@@ -96,15 +98,27 @@ async function atRest(cp: ControlPlane, opts: Options): Promise<{ rss: number; p
   const admin = await KubeClient.load({ kubeconfig: cp.kubeconfig, userAgent: 'labeller-footprint' });
   const namespace = `labeller-footprint-${Date.now().toString(36)}`;
   try {
-    await admin.json('POST', '/api/v1/namespaces', { headers: { 'content-type': 'application/json' }, body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }) });
+    await admin.json('POST', '/api/v1/namespaces', {
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }),
+    });
   } finally {
     await admin.close();
   }
   const kinds = ['configmaps', 'services', 'deployments'];
-  const labeller = new LabellerProcess(opts.runtime, ['--kubeconfig', cp.kubeconfig, '--kinds', kinds.join(','), '--label', 'team=platform', '--namespace', namespace], opts.entry, opts.v8Flags);
+  const labeller = new LabellerProcess(
+    opts.runtime,
+    ['--kubeconfig', cp.kubeconfig, '--kinds', kinds.join(','), '--label', 'team=platform', '--namespace', namespace],
+    opts.entry,
+    opts.v8Flags,
+  );
   const proc = new ProcSampler(labeller.process.pid!, 500);
   try {
-    await Promise.all(['ConfigMap', 'Service', 'Deployment'].map((kind) => labeller.waitForLog((l) => l.msg === 'initial list complete' && l.kind === kind, 60_000)));
+    await Promise.all(
+      ['ConfigMap', 'Service', 'Deployment'].map((kind) =>
+        labeller.waitForLog((l) => l.msg === 'initial list complete' && l.kind === kind, 60_000)
+      ),
+    );
     await new Promise((resolve) => setTimeout(resolve, opts.settleSeconds * 1000));
     labeller.assertRunning();
     const s = proc.sample();
@@ -142,8 +156,22 @@ try {
   for (let i = 0; i < opts.runs; i++) help.push(await helpRun(opts));
   const wall = median(help.map((h) => h.seconds));
   const peak = median(help.map((h) => h.peakRss));
-  rows.push({ id: 'f1', measurement: `\`labeller --help\`: wall time, spawn → exit (median of ${opts.runs})`, result: `${seconds(wall)} (${help.map((h) => h.seconds.toFixed(2)).join(', ')})`, target: '≤ 0.3 s', verdict: wall <= 0.3 ? 'pass' : 'miss', load: loadavg()[0] });
-  rows.push({ id: 'f1', measurement: '`labeller --help`: peak RSS (VmHWM)', result: `${mib(peak)} (${help.map((h) => (h.peakRss / 2 ** 20).toFixed(0)).join(', ')} MiB)`, target: '≤ 60 MiB', verdict: peak <= 60 * 2 ** 20 ? 'pass' : 'miss', load: loadavg()[0] });
+  rows.push({
+    id: 'f1',
+    measurement: `\`labeller --help\`: wall time, spawn → exit (median of ${opts.runs})`,
+    result: `${seconds(wall)} (${help.map((h) => h.seconds.toFixed(2)).join(', ')})`,
+    target: '≤ 0.3 s',
+    verdict: wall <= 0.3 ? 'pass' : 'miss',
+    load: loadavg()[0],
+  });
+  rows.push({
+    id: 'f1',
+    measurement: '`labeller --help`: peak RSS (VmHWM)',
+    result: `${mib(peak)} (${help.map((h) => (h.peakRss / 2 ** 20).toFixed(0)).join(', ')} MiB)`,
+    target: '≤ 60 MiB',
+    verdict: peak <= 60 * 2 ** 20 ? 'pass' : 'miss',
+    load: loadavg()[0],
+  });
 
   if (opts.cluster) {
     log('starting the control plane');
@@ -167,5 +195,9 @@ try {
 } finally {
   await controlPlane?.then((cp) => cp.stop(), () => {});
 }
-process.stdout.write(`\n## Footprint, labeller on ${opts.runtime === host ? runtimeVersion() : opts.runtime}, from ${what}${opts.v8Flags.length ? ` with \`${opts.v8Flags.join(' ')}\`` : ''}\n\n${table(rows)}\n\n`);
+process.stdout.write(
+  `\n## Footprint, labeller on ${opts.runtime === host ? runtimeVersion() : opts.runtime}, from ${what}${
+    opts.v8Flags.length ? ` with \`${opts.v8Flags.join(' ')}\`` : ''
+  }\n\n${table(rows)}\n\n`,
+);
 process.exit(status);

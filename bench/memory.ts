@@ -9,13 +9,19 @@
 // src/labeller/object.ts caches identity, labels and owned label keys); full = the same
 // controllers with the whole PartialObjectMetadata cached (managedFields kept); informer =
 // @kubernetes/client-node's full-object informer (makeInformer) on the same kinds.
-import { AppsV1Api, CoreV1Api, KubeConfig, makeInformer, type KubernetesObject } from '@kubernetes/client-node';
-import { controllersFor, labellingFor, watchedNamespaces, type Counts, type WiringOptions } from '../src/app/controllers.ts';
+import { AppsV1Api, CoreV1Api, KubeConfig, type KubernetesObject, makeInformer } from '@kubernetes/client-node';
+import {
+  controllersFor,
+  type Counts,
+  labellingFor,
+  watchedNamespaces,
+  type WiringOptions,
+} from '../src/app/controllers.ts';
 import { KubeClient } from '../src/kube/client.ts';
 import { discover } from '../src/kube/discovery.ts';
 import type { PartialObjectMetadata } from '../src/kube/objects.ts';
 import { resolveResource } from '../src/kube/resolve.ts';
-import { groupResource, type ApiResource } from '../src/kube/resource.ts';
+import { type ApiResource, groupResource } from '../src/kube/resource.ts';
 import { buildConfig, type KindConfig } from '../src/labeller/config.ts';
 import { createLogger, type Logger } from '../src/log.ts';
 import { Controller } from '../src/runtime/controller.ts';
@@ -78,7 +84,14 @@ async function until(check: () => boolean, what: string, timeoutMs: number): Pro
 }
 
 /** The same controllers as controllersFor, but caching the whole PartialObjectMetadata (no pruning). */
-function fullControllers(client: KubeClient, kind: KindConfig, resource: ApiResource, options: WiringOptions, log: Logger, counts: Counts): Controller<PartialObjectMetadata>[] {
+function fullControllers(
+  client: KubeClient,
+  kind: KindConfig,
+  resource: ApiResource,
+  options: WiringOptions,
+  log: Logger,
+  counts: Counts,
+): Controller<PartialObjectMetadata>[] {
   return watchedNamespaces(kind, resource).map((namespace) => {
     const { api, project, reconciler } = labellingFor(client, kind, resource, namespace, options, log);
     return new Controller<PartialObjectMetadata>({
@@ -100,14 +113,23 @@ async function labellerCache(request: MemoryRequest): Promise<MemoryResult> {
   const client = await KubeClient.load({ kubeconfig: request.kubeconfig, userAgent: 'labeller-bench-memory' });
   const { resources } = await discover(client);
   // The CLI's defaults: a re-check every 5 minutes keeps one delayed queue entry per object.
-  const options: WiringOptions = { fieldManager: request.fieldManager, concurrency: request.concurrency, requeueAfterMs: 300_000, dryRun: false, once: false, watchTimeoutSeconds: 290 };
+  const options: WiringOptions = {
+    fieldManager: request.fieldManager,
+    concurrency: request.concurrency,
+    requeueAfterMs: 300_000,
+    dryRun: false,
+    once: false,
+    watchTimeoutSeconds: 290,
+  };
   const log = createLogger({ level: 'error', format: 'json', write: () => {} });
   const start = async (namespace: string) => {
     const counts: Counts = { unchanged: 0, patched: 0, conflict: 0, invalid: 0, gone: 0, failed: 0 };
     const config = buildConfig({ kinds: [...request.kinds], labels: { ...request.labels }, namespaces: [namespace] });
     const controllers: Cache[] = config.kinds.flatMap((kind): Cache[] => {
       const resource = resolveResource(kind.resource, resources);
-      return request.mode === 'pruned' ? controllersFor(client, kind, resource, options, log, counts) : fullControllers(client, kind, resource, options, log, counts);
+      return request.mode === 'pruned'
+        ? controllersFor(client, kind, resource, options, log, counts)
+        : fullControllers(client, kind, resource, options, log, counts);
     });
     const stop = new AbortController();
     const runs = controllers.map((c) => c.run(stop.signal));
@@ -134,7 +156,10 @@ async function labellerCache(request: MemoryRequest): Promise<MemoryResult> {
  * on first use is not counted as cache; its caches are garbage once stopped), a reading with the
  * same watches open on an empty namespace, then one with the cache full.
  */
-async function measure(request: MemoryRequest, start: (namespace: string) => Promise<{ objects: number; stop: () => Promise<void> }>) {
+async function measure(
+  request: MemoryRequest,
+  start: (namespace: string) => Promise<{ objects: number; stop: () => Promise<void> }>,
+) {
   await (await start(request.namespace)).stop();
   const empty = await start(request.emptyNamespace);
   const at0 = await reading();
@@ -156,9 +181,18 @@ async function informerCache(request: MemoryRequest): Promise<MemoryResult> {
   const start = async (namespace: string) => {
     stopping = false;
     const lists: Record<string, { path: string; list: () => Promise<{ items: KubernetesObject[] }> }> = {
-      configmaps: { path: `/api/v1/namespaces/${namespace}/configmaps`, list: () => core.listNamespacedConfigMap({ namespace }) },
-      services: { path: `/api/v1/namespaces/${namespace}/services`, list: () => core.listNamespacedService({ namespace }) },
-      deployments: { path: `/apis/apps/v1/namespaces/${namespace}/deployments`, list: () => apps.listNamespacedDeployment({ namespace }) },
+      configmaps: {
+        path: `/api/v1/namespaces/${namespace}/configmaps`,
+        list: () => core.listNamespacedConfigMap({ namespace }),
+      },
+      services: {
+        path: `/api/v1/namespaces/${namespace}/services`,
+        list: () => core.listNamespacedService({ namespace }),
+      },
+      deployments: {
+        path: `/apis/apps/v1/namespaces/${namespace}/deployments`,
+        list: () => apps.listNamespacedDeployment({ namespace }),
+      },
     };
     const informers = request.kinds.map((kind) => {
       const spec = lists[kind];
@@ -181,7 +215,13 @@ async function informerCache(request: MemoryRequest): Promise<MemoryResult> {
   return (await measure(request, start))('informer');
 }
 
-function result(mode: MemoryMode, objects: number, at0: MemoryReading, atN: MemoryReading, fillSeconds: number): MemoryResult {
+function result(
+  mode: MemoryMode,
+  objects: number,
+  at0: MemoryReading,
+  atN: MemoryReading,
+  fillSeconds: number,
+): MemoryResult {
   return {
     mode,
     objects,
@@ -199,6 +239,8 @@ try {
   process.stdout.write(`${JSON.stringify(measured)}\n`);
   process.exit(0);
 } catch (error) {
-  process.stderr.write(`memory (${request.mode}): ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.stderr.write(
+    `memory (${request.mode}): ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
   process.exit(1);
 }

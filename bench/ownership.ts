@@ -10,7 +10,9 @@ import { Reconciler } from '../src/labeller/reconcile.ts';
 import { compileTemplate } from '../src/labeller/template.ts';
 import { createLogger } from '../src/log.ts';
 
-const { values } = parseArgs({ options: { n: { type: 'string', default: '100000' }, scrapes: { type: 'string', default: '5' } } });
+const { values } = parseArgs({
+  options: { n: { type: 'string', default: '100000' }, scrapes: { type: 'string', default: '5' } },
+});
 const n = Number(values.n);
 const labels = { team: 'platform', 'example.com/name': '{{name}}', 'example.com/app': '{{labels.app}}' };
 const reconciler = new Reconciler({
@@ -24,8 +26,17 @@ const reconciler = new Reconciler({
 const object = (i: number): LabelledObject => {
   const name = `cm-${i}`;
   // Nine in ten converged, the rest missing a label.
-  const current = i % 10 === 0 ? { app: 'web', team: 'platform' } : { app: 'web', team: 'platform', 'example.com/name': name, 'example.com/app': 'web' };
-  return { name, namespace: 'bench', uid: `uid-${i}`, labels: current, annotations: {}, owned: i % 10 === 0 ? ['team'] : Object.keys(labels) };
+  const current = i % 10 === 0
+    ? { app: 'web', team: 'platform' }
+    : { app: 'web', team: 'platform', 'example.com/name': name, 'example.com/app': 'web' };
+  return {
+    name,
+    namespace: 'bench',
+    uid: `uid-${i}`,
+    labels: current,
+    annotations: {},
+    owned: i % 10 === 0 ? ['team'] : Object.keys(labels),
+  };
 };
 const cache = new Map(Array.from({ length: n }, (_, i) => [i, object(i)]));
 const count = objectCounter((o) => reconciler.plan(o));
@@ -36,7 +47,11 @@ const timed = (): [number, ReturnType<typeof count>] => {
   return [performance.now() - started, counts];
 };
 const [first, counts] = timed();
-console.log(`N = ${n}: first scrape ${first.toFixed(1)} ms (${((first * 1e6) / n).toFixed(0)} ns per object); managed ${counts.managed}, pending ${counts.pending}`);
+console.log(
+  `N = ${n}: first scrape ${first.toFixed(1)} ms (${
+    ((first * 1e6) / n).toFixed(0)
+  } ns per object); managed ${counts.managed}, pending ${counts.pending}`,
+);
 for (let s = 1; s <= Number(values.scrapes); s++) {
   for (let i = 0; i < n; i += 100) cache.set(i, object(i));
   const [ms] = timed();

@@ -27,17 +27,25 @@ import { discover } from '../src/kube/discovery.ts';
 import { resolveResource } from '../src/kube/resolve.ts';
 import type { ApiResource } from '../src/kube/resource.ts';
 import { labelClient } from '../src/labelclient.ts';
-import { binaries, startControlPlane, type ControlPlane } from '../test/controlplane/controlplane.ts';
-import { AuditLog, byVerb, formatVerbs, type AuditRequest } from './lib/audit.ts';
-import { describe as describeExit, launch, LAUNCH_OPTIONS, LAUNCH_USAGE, LabellerProcess, running as runningLabellers, type Launch } from './lib/labeller.ts';
+import { binaries, type ControlPlane, startControlPlane } from '../test/controlplane/controlplane.ts';
+import { AuditLog, type AuditRequest, byVerb, formatVerbs } from './lib/audit.ts';
+import {
+  describe as describeExit,
+  LabellerProcess,
+  type Launch,
+  launch,
+  LAUNCH_OPTIONS,
+  LAUNCH_USAGE,
+  running as runningLabellers,
+} from './lib/labeller.ts';
 import type { MemoryMode, MemoryRequest, MemoryResult } from './memory.ts';
-import { createObjects, KINDS, pool, split, type BenchObject, type KindSpec } from './lib/objects.ts';
-import { bytes, mib, ms, seconds, table, updateResultsFile, writeJson, type Row, type Verdict } from './lib/report.ts';
+import { type BenchObject, createObjects, KINDS, type KindSpec, pool, split } from './lib/objects.ts';
+import { bytes, mib, ms, type Row, seconds, table, updateResultsFile, type Verdict, writeJson } from './lib/report.ts';
 import { ProcSampler } from './lib/procstat.ts';
-import { benchRelated, relatedRows, type RelatedResults } from './lib/related.ts';
-import { Churn, LabelWatch, measureRelabel, percentile, type LatencySamples } from './lib/relabel.ts';
-import { host, runtimeVersion, tsCommand, type Runtime } from './lib/runtime.ts';
-import { start, type Child } from './lib/spawn.ts';
+import { benchRelated, type RelatedResults, relatedRows } from './lib/related.ts';
+import { Churn, LabelWatch, type LatencySamples, measureRelabel, percentile } from './lib/relabel.ts';
+import { host, type Runtime, runtimeVersion, tsCommand } from './lib/runtime.ts';
+import { type Child, start } from './lib/spawn.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 process.chdir(root);
@@ -156,13 +164,19 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 
 function labellerArgs(kubeconfig: string, namespace: string, concurrency: number): string[] {
   return [
-    '--kubeconfig', kubeconfig,
-    '--kinds', KIND_ARG,
+    '--kubeconfig',
+    kubeconfig,
+    '--kinds',
+    KIND_ARG,
     ...Object.entries(LABELS).flatMap(([k, v]) => ['--label', `${k}=${v}`]),
-    '--namespace', namespace,
-    '--concurrency', String(concurrency),
-    '--field-manager', FIELD_MANAGER,
-    '--grace-period', '10s',
+    '--namespace',
+    namespace,
+    '--concurrency',
+    String(concurrency),
+    '--field-manager',
+    FIELD_MANAGER,
+    '--grace-period',
+    '10s',
   ];
 }
 
@@ -198,7 +212,12 @@ async function runMemory(request: MemoryRequest, runtime: Runtime): Promise<Memo
   const [bin, args] = tsCommand(runtime, 'bench/memory.ts', ['--expose-gc']);
   let stdout = '';
   let stderr = '';
-  const child = start(bin, [...args, JSON.stringify(request)], (c) => (stderr = (stderr + c).slice(-4000)), (c) => (stdout += c));
+  const child = start(
+    bin,
+    [...args, JSON.stringify(request)],
+    (c) => (stderr = (stderr + c).slice(-4000)),
+    (c) => (stdout += c),
+  );
   children.add(child);
   const exit = await child.exited;
   children.delete(child);
@@ -242,7 +261,13 @@ interface Results {
     load: number;
   };
   loop?: { seconds: number; patches: number; concurrency: number; load: number };
-  restart?: { readySeconds: number; settleSeconds: number; requests: Record<string, number>; patches: number; load: number };
+  restart?: {
+    readySeconds: number;
+    settleSeconds: number;
+    requests: Record<string, number>;
+    patches: number;
+    load: number;
+  };
   idle?: { minutes: number; requests: Record<string, number>; perMinute: number; relists: number; load: number };
   latency?: {
     idle: LatencySummary & { load: number };
@@ -266,20 +291,37 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     const { resources } = await discover(admin);
     const resourceOf = new Map<KindSpec, ApiResource>(KINDS.map((k) => [k, resolveResource(k.resource, resources)]));
     if (opts.related) {
-      results.related = { ...(await benchRelated(admin, cp.kubeconfig, audit, resourceOf, opts, signal, log)), load: load1() };
+      results.related = {
+        ...(await benchRelated(admin, cp.kubeconfig, audit, resourceOf, opts, signal, log)),
+        load: load1(),
+      };
       return;
     }
 
     // -------- setup
     const namespace = `labeller-bench-${Date.now().toString(36)}`;
-    await admin.json('POST', '/api/v1/namespaces', { headers: { 'content-type': 'application/json' }, body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }) });
+    await admin.json('POST', '/api/v1/namespaces', {
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }),
+    });
     const perKind = split(opts.n);
-    log(`creating ${opts.n} objects in ${namespace} (${[...perKind].map(([k, n]) => `${n} ${k.resource}`).join(', ')}), ${opts.createConcurrency} in flight`);
+    log(
+      `creating ${opts.n} objects in ${namespace} (${
+        [...perKind].map(([k, n]) => `${n} ${k.resource}`).join(', ')
+      }), ${opts.createConcurrency} in flight`,
+    );
     let started = performance.now();
     const objects = await createObjects(admin, namespace, opts.n, opts.createConcurrency, signal);
-    results.setup = { namespace, objects: Object.fromEntries([...perKind].map(([k, n]) => [k.resource, n])), seconds: (performance.now() - started) / 1000, load: load1() };
+    results.setup = {
+      namespace,
+      objects: Object.fromEntries([...perKind].map(([k, n]) => [k.resource, n])),
+      seconds: (performance.now() - started) / 1000,
+      load: load1(),
+    };
     log(`created in ${seconds(results.setup.seconds)}`);
-    const apis = new Map<KindSpec, MetadataApi>(KINDS.map((k) => [k, new MetadataApi(admin, resourceOf.get(k)!, namespace)]));
+    const apis = new Map<KindSpec, MetadataApi>(
+      KINDS.map((k) => [k, new MetadataApi(admin, resourceOf.get(k)!, namespace)]),
+    );
     const args = labellerArgs(cp.kubeconfig, namespace, opts.concurrency);
 
     // -------- 1. cold convergence
@@ -292,9 +334,13 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     for (;;) {
       cold.assertRunning();
       signal.throwIfAborted();
-      const remaining = await Promise.all([...apis.values()].map((api) => api.list({ labelSelector: unlabelled, limit: 1 })));
+      const remaining = await Promise.all(
+        [...apis.values()].map((api) => api.list({ labelSelector: unlabelled, limit: 1 })),
+      );
       if (remaining.every((page) => page.items.length === 0)) break;
-      if (Date.now() - cold.startedAt > timeoutMs) throw new Error(`cold convergence: not every object labelled after ${timeoutMs / 1000} s\n${cold.stderrTail}`);
+      if (Date.now() - cold.startedAt > timeoutMs) {
+        throw new Error(`cold convergence: not every object labelled after ${timeoutMs / 1000} s\n${cold.stderrTail}`);
+      }
       await sleep(200, signal);
     }
     const confirmedAt = Date.now();
@@ -302,8 +348,11 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     const patches = coldRequests.filter((r) => r.verb === 'patch' && r.code !== undefined && r.code < 300);
     const lastPatch = patches.reduce((t, r) => Math.max(t, r.completed ?? r.received), 0);
     const firstPatch = patches.reduce((t, r) => Math.min(t, r.received), Number.POSITIVE_INFINITY);
-    const labelled = (await Promise.all([...apis.values()].map((api) => countLabelled(api, `${TEAM}=${LABELS[TEAM]}`)))).reduce((a, b) => a + b, 0);
-    if (labelled !== opts.n) throw new Error(`cold convergence: ${labelled} of ${opts.n} objects carry ${TEAM}=${LABELS[TEAM]}`);
+    const labelled = (await Promise.all([...apis.values()].map((api) => countLabelled(api, `${TEAM}=${LABELS[TEAM]}`))))
+      .reduce((a, b) => a + b, 0);
+    if (labelled !== opts.n) {
+      throw new Error(`cold convergence: ${labelled} of ${opts.n} objects carry ${TEAM}=${LABELS[TEAM]}`);
+    }
     const atEnd = proc.sample();
     proc.stop();
     const coldExit = await cold.stop();
@@ -314,7 +363,9 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     results.cold = {
       seconds: (convergedAt - cold.startedAt) / 1000,
       confirmedSeconds: (confirmedAt - cold.startedAt) / 1000,
-      firstRequestSeconds: coldRequests.length ? (coldRequests.reduce((t, r) => Math.min(t, r.received), Number.POSITIVE_INFINITY) - cold.startedAt) / 1000 : undefined,
+      firstRequestSeconds: coldRequests.length
+        ? (coldRequests.reduce((t, r) => Math.min(t, r.received), Number.POSITIVE_INFINITY) - cold.startedAt) / 1000
+        : undefined,
       listedSeconds: listed.length === KINDS.length ? (Math.max(...listed) - cold.startedAt) / 1000 : undefined,
       firstPatchSeconds: patches.length ? (firstPatch - cold.startedAt) / 1000 : undefined,
       patchingSeconds: patches.length ? (lastPatch - firstPatch) / 1000 : undefined,
@@ -326,40 +377,69 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
       logErrors: cold.counts.error,
       exitCode: coldExit.code,
       cpuSeconds: cpuAtConverged,
-      patchingCpuSeconds: cpuAtConverged !== undefined && cpuAtFirstPatch !== undefined ? cpuAtConverged - cpuAtFirstPatch : undefined,
+      patchingCpuSeconds: cpuAtConverged !== undefined && cpuAtFirstPatch !== undefined
+        ? cpuAtConverged - cpuAtFirstPatch
+        : undefined,
       systemSeconds: atEnd?.systemSeconds,
       peakRss: proc.peakRss,
       rssAtEnd: atEnd?.rss,
       load: load1(),
     };
-    log(`converged in ${seconds(results.cold.seconds)} (${formatVerbs(results.cold.requests)}), CPU ${cpuAtConverged?.toFixed(2) ?? '?'} s, peak RSS ${mib(proc.peakRss)}`);
-    if (coldExit.code !== 0) throw new Error(`labeller exited with ${describeExit(coldExit)} on SIGTERM after cold convergence\n${cold.stderrTail}`);
+    log(
+      `converged in ${seconds(results.cold.seconds)} (${formatVerbs(results.cold.requests)}), CPU ${
+        cpuAtConverged?.toFixed(2) ?? '?'
+      } s, peak RSS ${mib(proc.peakRss)}`,
+    );
+    if (coldExit.code !== 0) {
+      throw new Error(
+        `labeller exited with ${describeExit(coldExit)} on SIGTERM after cold convergence\n${cold.stderrTail}`,
+      );
+    }
 
     // -------- 2. the server's limit: the same patches from a tight loop, same concurrency
     const loopConcurrency = opts.concurrency * KINDS.length;
     log(`tight loop: ${opts.n} server-side apply patches, ${loopConcurrency} in flight`);
     const loopClient = await KubeClient.load({ kubeconfig: cp.kubeconfig, userAgent: 'labeller-bench-loop' });
     try {
-      const clients = new Map([...resourceOf].map(([k, r]) => [k, labelClient(new MetadataApi(loopClient, r, namespace), 'bench-loop')]));
+      const clients = new Map(
+        [...resourceOf].map(([k, r]) => [k, labelClient(new MetadataApi(loopClient, r, namespace), 'bench-loop')]),
+      );
       // Other keys than labeller's, with a value no object carries yet: every patch is a real write.
       const value = `v${Date.now().toString(36)}`;
       const loopLabels = Object.fromEntries(Object.keys(LABELS).map((k) => [`${k}-loop`, value]));
       started = performance.now();
       await pool(objects, loopConcurrency, async (o: BenchObject) => {
-        await clients.get(o.kind)!.applyLabels({ apiVersion: o.kind.apiVersion, kind: o.kind.kind, name: o.name, namespace, uid: o.uid }, loopLabels, { force: true, dryRun: false });
+        await clients.get(o.kind)!.applyLabels(
+          { apiVersion: o.kind.apiVersion, kind: o.kind.kind, name: o.name, namespace, uid: o.uid },
+          loopLabels,
+          { force: true, dryRun: false },
+        );
       }, signal);
-      results.loop = { seconds: (performance.now() - started) / 1000, patches: objects.length, concurrency: loopConcurrency, load: load1() };
+      results.loop = {
+        seconds: (performance.now() - started) / 1000,
+        patches: objects.length,
+        concurrency: loopConcurrency,
+        load: load1(),
+      };
     } finally {
       await loopClient.close();
     }
-    log(`tight loop: ${seconds(results.loop.seconds)}; ratio ${(results.cold.seconds / results.loop.seconds).toFixed(2)}×`);
+    log(
+      `tight loop: ${seconds(results.loop.seconds)}; ratio ${
+        (results.cold.seconds / results.loop.seconds).toFixed(2)
+      }×`,
+    );
 
     if (opts.coldOnly) return;
 
     // -------- 3. restart over the labelled cluster
     log('restart over the labelled cluster');
     const second = new LabellerProcess(opts.runtime, args, opts.entry, opts.v8Flags);
-    const ready = await Promise.all(KINDS.map((k) => second.waitForLog((l) => l.msg === 'initial list complete' && l.kind === k.kind, 120_000 + opts.n * 5)));
+    const ready = await Promise.all(
+      KINDS.map((k) =>
+        second.waitForLog((l) => l.msg === 'initial list complete' && l.kind === k.kind, 120_000 + opts.n * 5)
+      ),
+    );
     const readyAt = Math.max(...ready.map((l) => Date.parse(l.time)));
     // Every object is reconciled from the cache right after the list; let that happen, then count.
     const settleMs = 3000 + opts.n / 5;
@@ -402,14 +482,19 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
       const all = [...s.latenciesMs, ...Array.from({ length: s.timeouts }, () => Number.POSITIVE_INFINITY)];
       return { ...s, p50: percentile(all, 50), p99: percentile(all, 99) };
     };
-    const idleLatency = { ...summarize(await measureRelabel(admin, watch, namespace, objects, label, opts.samples, 0, signal)), load: load1() };
+    const idleLatency = {
+      ...summarize(await measureRelabel(admin, watch, namespace, objects, label, opts.samples, 0, signal)),
+      load: load1(),
+    };
     const churnClient = await KubeClient.load({ kubeconfig: cp.kubeconfig, userAgent: 'labeller-bench-churn' });
     const churn = new Churn(churnClient, namespace, opts.churnRate);
     let churnLatency;
     try {
       churn.start();
       await sleep(1000, signal);
-      churnLatency = summarize(await measureRelabel(admin, watch, namespace, objects, label, opts.samples, opts.samples, signal));
+      churnLatency = summarize(
+        await measureRelabel(admin, watch, namespace, objects, label, opts.samples, opts.samples, signal),
+      );
     } finally {
       await churn.stop();
       await churnClient.close();
@@ -424,21 +509,47 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
       logWarnings: second.counts.warn,
       logErrors: second.counts.error,
     };
-    log(`relabel p50/p99: idle ${ms(idleLatency.p50)}/${ms(idleLatency.p99)}, churn ${ms(churnLatency.p50)}/${ms(churnLatency.p99)}`);
-    if (restartExit.code !== 0) throw new Error(`labeller exited with ${describeExit(restartExit)} on SIGTERM\n${second.stderrTail}`);
-    if (idleLatency.latenciesMs.length === 0 && churnLatency.latenciesMs.length === 0) throw new Error('relabel latency: no sample completed (labeller never restored the label)');
+    log(
+      `relabel p50/p99: idle ${ms(idleLatency.p50)}/${ms(idleLatency.p99)}, churn ${ms(churnLatency.p50)}/${
+        ms(churnLatency.p99)
+      }`,
+    );
+    if (restartExit.code !== 0) {
+      throw new Error(`labeller exited with ${describeExit(restartExit)} on SIGTERM\n${second.stderrTail}`);
+    }
+    if (idleLatency.latenciesMs.length === 0 && churnLatency.latenciesMs.length === 0) {
+      throw new Error('relabel latency: no sample completed (labeller never restored the label)');
+    }
 
     // -------- 4. memory per cached object
     if (opts.memory) {
       results.memory = {};
       const emptyNamespace = `${namespace}-empty`;
-      await admin.json('POST', '/api/v1/namespaces', { headers: { 'content-type': 'application/json' }, body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: emptyNamespace } }) });
+      await admin.json('POST', '/api/v1/namespaces', {
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: emptyNamespace } }),
+      });
       for (const mode of ['pruned', 'full', 'informer'] as const) {
         log(`memory: ${mode}`);
-        const measured = await runMemory({ mode, kubeconfig: cp.kubeconfig, namespace, emptyNamespace, kinds: KINDS.map((k) => k.resource), labels: LABELS, fieldManager: FIELD_MANAGER, concurrency: opts.concurrency }, opts.runtime);
-        if (measured.objects < opts.n) throw new Error(`memory probe (${mode}) cached ${measured.objects} objects, expected at least ${opts.n}`);
+        const measured = await runMemory({
+          mode,
+          kubeconfig: cp.kubeconfig,
+          namespace,
+          emptyNamespace,
+          kinds: KINDS.map((k) => k.resource),
+          labels: LABELS,
+          fieldManager: FIELD_MANAGER,
+          concurrency: opts.concurrency,
+        }, opts.runtime);
+        if (measured.objects < opts.n) {
+          throw new Error(`memory probe (${mode}) cached ${measured.objects} objects, expected at least ${opts.n}`);
+        }
         results.memory[mode] = { ...measured, load: load1() };
-        log(`memory ${mode}: ${measured.objects} objects, heap ${bytes(measured.heapPerObject)}/object, RSS ${bytes(measured.rssPerObject)}/object`);
+        log(
+          `memory ${mode}: ${measured.objects} objects, heap ${bytes(measured.heapPerObject)}/object, RSS ${
+            bytes(measured.rssPerObject)
+          }/object`,
+        );
       }
     }
   } finally {
@@ -463,16 +574,26 @@ function rows(r: Results): Row[] {
     out.push({
       id: '1',
       measurement: `Cold convergence: process start → all ${n} objects labelled`,
-      result: `${seconds(cold.seconds)} (${Math.round(n / cold.seconds)} objects/s); first request at ${at(cold.firstRequestSeconds)}, lists done at ${at(cold.listedSeconds)}, first patch at ${at(cold.firstPatchSeconds)}, patching took ${at(cold.patchingSeconds)} (${cold.patchingSeconds ? Math.round(cold.patches / cold.patchingSeconds) : 'n/a'} patches/s)`,
+      result: `${seconds(cold.seconds)} (${Math.round(n / cold.seconds)} objects/s); first request at ${
+        at(cold.firstRequestSeconds)
+      }, lists done at ${at(cold.listedSeconds)}, first patch at ${at(cold.firstPatchSeconds)}, patching took ${
+        at(cold.patchingSeconds)
+      } (${cold.patchingSeconds ? Math.round(cold.patches / cold.patchingSeconds) : 'n/a'} patches/s)`,
       target: '',
       verdict: '',
       load: cold.load,
     });
-    const perObject = (cpu: number | undefined): string => (cpu === undefined ? 'n/a' : `${((cpu * 1000) / n).toFixed(2)} ms`);
+    const perObject = (
+      cpu: number | undefined,
+    ): string => (cpu === undefined ? 'n/a' : `${((cpu * 1000) / n).toFixed(2)} ms`);
     out.push({
       id: '1',
       measurement: 'CPU per object during cold convergence (utime + stime, /proc/<pid>/stat)',
-      result: `${perObject(cold.cpuSeconds)} (${cold.cpuSeconds?.toFixed(2) ?? 'n/a'} s from start to the last PATCH); ${perObject(cold.patchingCpuSeconds)} while patching; ${cold.systemSeconds?.toFixed(2) ?? 'n/a'} s of all CPU in the kernel`,
+      result: `${perObject(cold.cpuSeconds)} (${
+        cold.cpuSeconds?.toFixed(2) ?? 'n/a'
+      } s from start to the last PATCH); ${perObject(cold.patchingCpuSeconds)} while patching; ${
+        cold.systemSeconds?.toFixed(2) ?? 'n/a'
+      } s of all CPU in the kernel`,
       target: '≤ 0.5 ms',
       verdict: cold.cpuSeconds === undefined ? 'incomplete' : verdict((cold.cpuSeconds * 1000) / n <= 0.5),
       load: cold.load,
@@ -489,7 +610,9 @@ function rows(r: Results): Row[] {
     out.push({
       id: '1',
       measurement: 'Requests during convergence, by verb (audit log)',
-      result: `${formatVerbs(cold.requests)} (${(cold.patches / n).toFixed(2)} PATCH/object${cold.failedRequests ? `, ${cold.failedRequests} failed` : ''})`,
+      result: `${formatVerbs(cold.requests)} (${(cold.patches / n).toFixed(2)} PATCH/object${
+        cold.failedRequests ? `, ${cold.failedRequests} failed` : ''
+      })`,
       target: '',
       verdict: '',
       load: cold.load,
@@ -498,7 +621,8 @@ function rows(r: Results): Row[] {
   if (loop) {
     out.push({
       id: '2',
-      measurement: `Tight loop: ${loop.patches} server-side apply patches, ${loop.concurrency} in flight, same KubeClient`,
+      measurement:
+        `Tight loop: ${loop.patches} server-side apply patches, ${loop.concurrency} in flight, same KubeClient`,
       result: `${seconds(loop.seconds)} (${Math.round(loop.patches / loop.seconds)} patches/s)`,
       target: '',
       verdict: '',
@@ -518,7 +642,14 @@ function rows(r: Results): Row[] {
     });
   }
   if (restart) {
-    out.push({ id: '3', measurement: 'Restart over the labelled cluster: process start → every kind listed', result: seconds(restart.readySeconds), target: '', verdict: '', load: restart.load });
+    out.push({
+      id: '3',
+      measurement: 'Restart over the labelled cluster: process start → every kind listed',
+      result: seconds(restart.readySeconds),
+      target: '',
+      verdict: '',
+      load: restart.load,
+    });
     out.push({
       id: '3',
       measurement: `Restart: PATCH requests (counted ${restart.settleSeconds.toFixed(0)} s after ready)`,
@@ -541,7 +672,12 @@ function rows(r: Results): Row[] {
         load: x.load,
       });
     };
-    m('pruned', 'Memory, labeller’s cache (managedFields pruned)', 'heap ≤ 512 B/object at 10k and 50k', (heap) => heap <= 512);
+    m(
+      'pruned',
+      'Memory, labeller’s cache (managedFields pruned)',
+      'heap ≤ 512 B/object at 10k and 50k',
+      (heap) => heap <= 512,
+    );
     m('full', 'Memory, pruning off (full PartialObjectMetadata cached)', '');
     m('informer', 'Memory, @kubernetes/client-node informer (full objects)', '');
   }
@@ -550,24 +686,47 @@ function rows(r: Results): Row[] {
       out.push({
         id: '5',
         measurement: what,
-        result: `p50 ${ms(s.p50)}, p99 ${ms(s.p99)} (${s.samples} samples${s.timeouts ? `, ${s.timeouts} timed out` : ''})`,
+        result: `p50 ${ms(s.p50)}, p99 ${ms(s.p99)} (${s.samples} samples${
+          s.timeouts ? `, ${s.timeouts} timed out` : ''
+        })`,
         target,
         verdict: withVerdict ? verdict(s.p99 !== undefined && s.p99 <= 100) : '',
         load,
       });
     };
-    l(latency.idle, 'Relabel latency, otherwise idle API server: label removed → restored', 'p99 ≤ 100 ms', true, latency.idle.load);
-    l(latency.churn, `Relabel latency under churn (${latency.churn.rate.toFixed(0)} writes/s of other objects)`, '', false, latency.churn.load);
+    l(
+      latency.idle,
+      'Relabel latency, otherwise idle API server: label removed → restored',
+      'p99 ≤ 100 ms',
+      true,
+      latency.idle.load,
+    );
+    l(
+      latency.churn,
+      `Relabel latency under churn (${latency.churn.rate.toFixed(0)} writes/s of other objects)`,
+      '',
+      false,
+      latency.churn.load,
+    );
   }
   if (idle) {
-    out.push({ id: '6', measurement: `Idle: labeller’s requests per minute (over ${idle.minutes} min)`, result: `${idle.perMinute.toFixed(2)} (${formatVerbs(idle.requests)})`, target: '', verdict: '', load: idle.load });
+    out.push({
+      id: '6',
+      measurement: `Idle: labeller’s requests per minute (over ${idle.minutes} min)`,
+      result: `${idle.perMinute.toFixed(2)} (${formatVerbs(idle.requests)})`,
+      target: '',
+      verdict: '',
+      load: idle.load,
+    });
     out.push({
       id: '6',
       measurement: 'Idle: relists (list requests after the initial ones)',
       result: `${idle.relists} in ${idle.minutes} min`,
       target: '0 in 10 idle min',
       verdict: idle.relists > 0 ? 'miss' : idle.minutes >= 10 ? 'pass' : 'incomplete',
-      ...(idle.relists === 0 && idle.minutes < 10 ? { verdictNote: `(${idle.minutes} of 10 min observed; --idle-minutes 10)` } : {}),
+      ...(idle.relists === 0 && idle.minutes < 10
+        ? { verdictNote: `(${idle.minutes} of 10 min observed; --idle-minutes 10)` }
+        : {}),
       load: idle.load,
     });
   }
@@ -578,22 +737,48 @@ function describeRun(r: Results): string {
   const m = r.meta;
   const o = r.options;
   const lines = [
-    `## N = ${o.n}${o.quick ? ' (--quick)' : ''}${o.related ? ', labels from related objects (--related)' : ''}, labeller on ${o.runtime === 'node' ? 'Node' : 'Deno'}${o.build === undefined ? '' : `, from ${o.build}/`}`,
+    `## N = ${o.n}${o.quick ? ' (--quick)' : ''}${
+      o.related ? ', labels from related objects (--related)' : ''
+    }, labeller on ${o.runtime === 'node' ? 'Node' : 'Deno'}${o.build === undefined ? '' : `, from ${o.build}/`}`,
     '',
-    `- run: ${String(m['startedAt'])}, ${seconds(Number(m['durationSeconds'] ?? 0))} in all; \`${String(m['command'])}\``,
-    `- labeller ${String(m['labellerVersion'])} (git ${String(m['git'])}), labeller and memory probes on ${String(m['labellerRuntime'])}; bench on ${String(m['benchRuntime'])}`,
-    `- kube-apiserver ${String(m['kubeApiserver'] ?? '?')}, etcd ${String(m['etcd'])} (test/controlplane, loopback, audit log on; every client is system:masters, so API Priority and Fairness exempts them all)`,
-    `- machine: ${String(m['cpu'])}, ${String(m['cores'])} cores, ${String(m['memoryGiB'])} GiB, Linux ${String(m['kernel'])}`,
-    `- load average (1/5/15 min): ${String(m['loadAtStart'])} at start, ${String(m['loadAtEnd'] ?? '?')} at end; other work shares the machine, so figures are noisy`,
-    r.related ? `- objects: ${o.n} ConfigMaps, Services and Deployments in one namespace, with the same metadata as the main bench; one label, \`{{namespace.labels.team}}\`` : `- objects: ${Object.entries(r.setup?.objects ?? {}).map(([k, v]) => `${v} ${k}`).join(', ')}, each with 6 labels, 4 annotations and managedFields of \`kubectl-create\` (Update) and \`argocd-controller\` (Apply); created in ${r.setup ? seconds(r.setup.seconds) : '?'}`,
-    `- labeller run from ${o.build === undefined ? `the sources (\`${o.entry}\`)` : `the build (\`${o.entry}\`)`}${o.v8Flags.length ? ` with V8 flags \`${o.v8Flags.join(' ')}\`` : ''}; kubeconfig credentials (bearer token)`,
-    `- labeller \`--concurrency ${o.concurrency}\` per kind (${o.concurrency * KINDS.length} in all; the tight loop uses the same), 2 labels; convergence ends at the last labeller PATCH in the audit log, confirmed by a metadata-only list`,
+    `- run: ${String(m['startedAt'])}, ${seconds(Number(m['durationSeconds'] ?? 0))} in all; \`${
+      String(m['command'])
+    }\``,
+    `- labeller ${String(m['labellerVersion'])} (git ${String(m['git'])}), labeller and memory probes on ${
+      String(m['labellerRuntime'])
+    }; bench on ${String(m['benchRuntime'])}`,
+    `- kube-apiserver ${String(m['kubeApiserver'] ?? '?')}, etcd ${
+      String(m['etcd'])
+    } (test/controlplane, loopback, audit log on; every client is system:masters, so API Priority and Fairness exempts them all)`,
+    `- machine: ${String(m['cpu'])}, ${String(m['cores'])} cores, ${String(m['memoryGiB'])} GiB, Linux ${
+      String(m['kernel'])
+    }`,
+    `- load average (1/5/15 min): ${String(m['loadAtStart'])} at start, ${
+      String(m['loadAtEnd'] ?? '?')
+    } at end; other work shares the machine, so figures are noisy`,
+    r.related
+      ? `- objects: ${o.n} ConfigMaps, Services and Deployments in one namespace, with the same metadata as the main bench; one label, \`{{namespace.labels.team}}\``
+      : `- objects: ${
+        Object.entries(r.setup?.objects ?? {}).map(([k, v]) => `${v} ${k}`).join(', ')
+      }, each with 6 labels, 4 annotations and managedFields of \`kubectl-create\` (Update) and \`argocd-controller\` (Apply); created in ${
+        r.setup ? seconds(r.setup.seconds) : '?'
+      }`,
+    `- labeller run from ${o.build === undefined ? `the sources (\`${o.entry}\`)` : `the build (\`${o.entry}\`)`}${
+      o.v8Flags.length ? ` with V8 flags \`${o.v8Flags.join(' ')}\`` : ''
+    }; kubeconfig credentials (bearer token)`,
+    `- labeller \`--concurrency ${o.concurrency}\` per kind (${
+      o.concurrency * KINDS.length
+    } in all; the tight loop uses the same), 2 labels; convergence ends at the last labeller PATCH in the audit log, confirmed by a metadata-only list`,
     '',
     table(rows(r)),
   ];
   const notes: string[] = [];
-  if (r.cold && (r.cold.logErrors || r.cold.logWarnings)) notes.push(`cold run logged ${r.cold.logErrors} errors and ${r.cold.logWarnings} warnings`);
-  if (r.latency && (r.latency.logErrors || r.latency.logWarnings)) notes.push(`restarted run logged ${r.latency.logErrors} errors and ${r.latency.logWarnings} warnings`);
+  if (r.cold && (r.cold.logErrors || r.cold.logWarnings)) {
+    notes.push(`cold run logged ${r.cold.logErrors} errors and ${r.cold.logWarnings} warnings`);
+  }
+  if (r.latency && (r.latency.logErrors || r.latency.logWarnings)) {
+    notes.push(`restarted run logged ${r.latency.logErrors} errors and ${r.latency.logWarnings} warnings`);
+  }
   if (r.latency?.churn.churnErrors) notes.push(`${r.latency.churn.churnErrors} churn writes failed`);
   if (r.error) notes.push(`**the run failed**: ${r.error.split('\n')[0]}`);
   if (notes.length) lines.push('', ...notes.map((n) => `- ${n}`));
@@ -639,11 +824,14 @@ const startedAt = new Date();
 const results: Results = {
   meta: {
     startedAt: startedAt.toISOString(),
-    command: `${host === 'node' ? 'node --import tsx' : 'deno run -A'} bench/run.ts ${process.argv.slice(2).join(' ')}`.trim(),
+    command: `${host === 'node' ? 'node --import tsx' : 'deno run -A'} bench/run.ts ${process.argv.slice(2).join(' ')}`
+      .trim(),
     benchRuntime: runtimeVersion(),
     labellerRuntime: opts.runtime === host ? runtimeVersion() : opts.runtime,
     labellerVersion: (JSON.parse(readFileSync('package.json', 'utf8')) as { version: string }).version,
-    git: `${git(['rev-parse', '--short', 'HEAD']) || '?'}${git(['status', '--porcelain', '--', 'src', 'bin', 'package.json']) ? ' + uncommitted changes' : ''}`,
+    git: `${git(['rev-parse', '--short', 'HEAD']) || '?'}${
+      git(['status', '--porcelain', '--', 'src', 'bin', 'package.json']) ? ' + uncommitted changes' : ''
+    }`,
     cpu: cpus()[0]?.model ?? 'unknown',
     cores: cpus().length,
     memoryGiB: (totalmem() / 2 ** 30).toFixed(1),
@@ -681,7 +869,13 @@ const jsonPath = writeJson('bench/results', name, { ...results, rows: rows(resul
 log(`wrote ${jsonPath}`);
 // A --cold-only run is for iterating: it leaves the full runs' sections alone.
 if (status === 0 && opts.resultsMd && !opts.coldOnly) {
-  updateResultsFile('bench/RESULTS.md', `n=${opts.n} runtime=${opts.runtime}${opts.build === undefined ? '' : ` build=${opts.build}`}${opts.related ? ' related' : ''}`, section);
+  updateResultsFile(
+    'bench/RESULTS.md',
+    `n=${opts.n} runtime=${opts.runtime}${opts.build === undefined ? '' : ` build=${opts.build}`}${
+      opts.related ? ' related' : ''
+    }`,
+    section,
+  );
   log('updated bench/RESULTS.md');
 }
 process.exit(status);

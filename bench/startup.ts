@@ -46,21 +46,47 @@ function variantDir(name: string): string {
   return dir;
 }
 
-const variants: Variant[] = [{ name: 'sources (type stripping)', entry: join(root, 'bin', 'labeller.js'), needsNodeModules: true }];
+const variants: Variant[] = [{
+  name: 'sources (type stripping)',
+  entry: join(root, 'bin', 'labeller.js'),
+  needsNodeModules: true,
+}];
 
 const tscDir = variantDir('tsc');
-execFileSync(join(root, 'node_modules', '.bin', 'tsc'), ['-p', root, '--noEmit', 'false', '--outDir', tscDir, '--rootDir', root, '--rewriteRelativeImportExtensions'], { stdio: 'inherit' });
+execFileSync(join(root, 'node_modules', '.bin', 'tsc'), [
+  '-p',
+  root,
+  '--noEmit',
+  'false',
+  '--outDir',
+  tscDir,
+  '--rootDir',
+  root,
+  '--rewriteRelativeImportExtensions',
+], { stdio: 'inherit' });
 variants.push({
   name: 'tsc emit',
   entry: join(tscDir, 'src', 'cli.js'),
-  built: sizeOf(globSync('src/**/*.js', { cwd: tscDir }).filter((f) => !f.endsWith('.test.js')).map((f) => join(tscDir, f))),
+  built: sizeOf(
+    globSync('src/**/*.js', { cwd: tscDir }).filter((f) => !f.endsWith('.test.js')).map((f) => join(tscDir, f)),
+  ),
   needsNodeModules: true,
 });
 
-for (const [name, external] of [['esbuild, node_modules external', true], ['esbuild, everything bundled (dist/)', false]] as const) {
+for (
+  const [name, external] of [['esbuild, node_modules external', true], [
+    'esbuild, everything bundled (dist/)',
+    false,
+  ]] as const
+) {
   const dir = join(variantDir(external ? 'esbuild-external' : 'esbuild-bundle'), 'dist');
   const metafile = await buildDist(dir, external);
-  variants.push({ name, entry: join(dir, 'cli.js'), built: sizeOf(Object.keys(metafile.outputs).map((f) => join(root, f))), needsNodeModules: external });
+  variants.push({
+    name,
+    entry: join(dir, 'cli.js'),
+    built: sizeOf(Object.keys(metafile.outputs).map((f) => join(root, f))),
+    needsNodeModules: external,
+  });
 }
 
 function measure(entry: string, args: readonly string[]): { wallMs: number; maxRssKiB: number } {
@@ -75,14 +101,26 @@ function measure(entry: string, args: readonly string[]): { wallMs: number; maxR
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const mib = (kib: number): string => `${(kib / 1024).toFixed(0)} MiB`;
 
-console.log(`\nNode ${process.version}, ${runs} runs each (median), load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
-console.log('| variant | `--help` wall | `--help` max RSS | `--version` wall | `--version` max RSS | JavaScript built | needs node_modules |');
+console.log(
+  `\nNode ${process.version}, ${runs} runs each (median), load average ${
+    loadavg().map((l) => l.toFixed(2)).join(' ')
+  }\n`,
+);
+console.log(
+  '| variant | `--help` wall | `--help` max RSS | `--version` wall | `--version` max RSS | JavaScript built | needs node_modules |',
+);
 console.log('|---|---|---|---|---|---|---|');
 for (const v of variants) {
   measure(v.entry, ['--help']); // warm the page cache
   const help = Array.from({ length: runs }, () => measure(v.entry, ['--help']));
   const version = Array.from({ length: runs }, () => measure(v.entry, ['--version']));
   const built = v.built ? `${v.built.files} files, ${(v.built.bytes / 1024 / 1024).toFixed(2)} MiB` : '—';
-  console.log(`| ${v.name} | ${median(help.map((m) => m.wallMs)).toFixed(0)} ms | ${mib(median(help.map((m) => m.maxRssKiB)))} | ` +
-    `${median(version.map((m) => m.wallMs)).toFixed(0)} ms | ${mib(median(version.map((m) => m.maxRssKiB)))} | ${built} | ${v.needsNodeModules ? 'yes' : 'no'} |`);
+  console.log(
+    `| ${v.name} | ${median(help.map((m) => m.wallMs)).toFixed(0)} ms | ${
+      mib(median(help.map((m) => m.maxRssKiB)))
+    } | ` +
+      `${median(version.map((m) => m.wallMs)).toFixed(0)} ms | ${
+        mib(median(version.map((m) => m.maxRssKiB)))
+      } | ${built} | ${v.needsNodeModules ? 'yes' : 'no'} |`,
+  );
 }

@@ -33,7 +33,10 @@ export function buildOptions(outdir: string, external = false): BuildOptions {
     legalComments: 'eof',
     // CommonJS dependencies (undici, prom-client, fast-json-patch) call require() for Node's
     // built-ins, which an ES module has no binding for.
-    banner: { js: "import { createRequire as __labellerRequire } from 'node:module'; const require = __labellerRequire(import.meta.url);" },
+    banner: {
+      js:
+        "import { createRequire as __labellerRequire } from 'node:module'; const require = __labellerRequire(import.meta.url);",
+    },
     logLevel: 'warning',
   };
 }
@@ -59,8 +62,12 @@ export function thirdPartyLicenses(metafile: Metafile): string {
   }
   const sections = [...packages].sort(([a], [b]) => (a < b ? -1 : 1)).map(([name, dir]) => {
     const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { version: string; license?: string };
-    const file = ['LICENSE', 'LICENSE.md', 'LICENSE.txt', 'LICENCE', 'license'].map((f) => join(dir, f)).find((f) => existsSync(f));
-    const text = file ? readFileSync(file, 'utf8').trim() : `(no licence file; package.json says ${pkg.license ?? 'nothing'})`;
+    const file = ['LICENSE', 'LICENSE.md', 'LICENSE.txt', 'LICENCE', 'license'].map((f) => join(dir, f)).find((f) =>
+      existsSync(f)
+    );
+    const text = file
+      ? readFileSync(file, 'utf8').trim()
+      : `(no licence file; package.json says ${pkg.license ?? 'nothing'})`;
     return `${name}@${pkg.version} (${pkg.license ?? 'unknown'})\n\n${text}\n`;
   });
   return `dist/ bundles these packages:\n\n${sections.join(`\n${'-'.repeat(72)}\n\n`)}`;
@@ -71,5 +78,9 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const metafile = await buildDist(outdir);
   writeFileSync(join(outdir, 'THIRD_PARTY_LICENSES.txt'), thirdPartyLicenses(metafile));
   const bytes = Object.values(metafile.outputs).reduce((sum, o) => sum + o.bytes, 0);
-  console.error(`dist/: ${Object.keys(metafile.outputs).length} files, ${(bytes / 1024 / 1024).toFixed(1)} MiB, ${Object.keys(metafile.inputs).length} modules bundled`);
+  console.error(
+    `dist/: ${Object.keys(metafile.outputs).length} files, ${(bytes / 1024 / 1024).toFixed(1)} MiB, ${
+      Object.keys(metafile.inputs).length
+    } modules bundled`,
+  );
 }

@@ -14,7 +14,8 @@ export function fatal(error: unknown, usage: boolean): Fatal {
   if (error instanceof Error && (error.name === 'NotCapable' || error.name === 'PermissionDenied')) {
     const what = error.message.replace(/, run again with .*$/s, '');
     return {
-      message: `${what}: Deno runs labeller only with these permissions: deno run --allow-env --allow-read --allow-net --allow-sys --allow-run src/cli.ts (or -A)`,
+      message:
+        `${what}: Deno runs labeller only with these permissions: deno run --allow-env --allow-read --allow-net --allow-sys --allow-run src/cli.ts (or -A)`,
       status: 2,
     };
   }

@@ -27,57 +27,233 @@ export interface Spec {
  * have one); the environment variable is LABELLER_ + its upper snake case.
  */
 export const SPECS = {
-  kinds: { kind: 'list', group: 'What to label', value: '<kind,...>', describe: 'resource kinds to label, kubectl-style (deploy, services, deployments.apps, a CRD plural)' },
-  'all-kinds': { kind: 'boolean', group: 'What to label', describe: 'prune only: every kind the API server lists and patches (from discovery), instead of the configured ones' },
-  config: { kind: 'string', group: 'What to label', short: 'c', value: '<file>', describe: 'kinds.yaml with labels and kinds' },
-  label: { kind: 'list', group: 'What to label', value: '<key=value>', describe: 'a label for every kind; repeatable (overrides the config file\'s global labels)' },
-  namespace: { kind: 'list', group: 'What to label', short: 'n', value: '<ns,...>', describe: 'namespaces to watch (default: all); repeatable or comma-separated' },
-  selector: { kind: 'string', group: 'What to label', short: 'l', value: '<selector>', describe: 'label selector: only label objects that match it (e.g. app=web,tier!=db)' },
-  conflicts: { kind: 'string', group: 'What to label', choices: ['force', 'skip'], describe: 'when another field manager owns a label: take it over (force, the default unless the config says otherwise), or leave it and report it (skip)' },
-  kubeconfig: { kind: 'string', group: 'Cluster', value: '<file>', describe: 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' },
+  kinds: {
+    kind: 'list',
+    group: 'What to label',
+    value: '<kind,...>',
+    describe: 'resource kinds to label, kubectl-style (deploy, services, deployments.apps, a CRD plural)',
+  },
+  'all-kinds': {
+    kind: 'boolean',
+    group: 'What to label',
+    describe:
+      'prune only: every kind the API server lists and patches (from discovery), instead of the configured ones',
+  },
+  config: {
+    kind: 'string',
+    group: 'What to label',
+    short: 'c',
+    value: '<file>',
+    describe: 'kinds.yaml with labels and kinds',
+  },
+  label: {
+    kind: 'list',
+    group: 'What to label',
+    value: '<key=value>',
+    describe: "a label for every kind; repeatable (overrides the config file's global labels)",
+  },
+  namespace: {
+    kind: 'list',
+    group: 'What to label',
+    short: 'n',
+    value: '<ns,...>',
+    describe: 'namespaces to watch (default: all); repeatable or comma-separated',
+  },
+  selector: {
+    kind: 'string',
+    group: 'What to label',
+    short: 'l',
+    value: '<selector>',
+    describe: 'label selector: only label objects that match it (e.g. app=web,tier!=db)',
+  },
+  conflicts: {
+    kind: 'string',
+    group: 'What to label',
+    choices: ['force', 'skip'],
+    describe:
+      'when another field manager owns a label: take it over (force, the default unless the config says otherwise), or leave it and report it (skip)',
+  },
+  kubeconfig: {
+    kind: 'string',
+    group: 'Cluster',
+    value: '<file>',
+    describe: 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)',
+  },
   context: { kind: 'string', group: 'Cluster', value: '<name>', describe: 'kubeconfig context to use' },
-  'field-manager': { kind: 'string', group: 'Cluster', value: '<name>', default: 'labeller', describe: 'server-side apply field manager that owns labeller\'s labels' },
-  'ignore-field-manager-guard': { kind: 'boolean', group: 'Cluster', describe: 'write even when a running labeller with another config holds --field-manager (the two will remove each other\'s labels)' },
-  'dry-run': { kind: 'boolean', group: 'Behaviour', describe: 'write nothing; print the label changes that would be made' },
-  once: { kind: 'boolean', group: 'Behaviour', describe: 'converge every matching object once, print a summary and exit (0: all done, 1: failures)' },
-  output: { kind: 'string', group: 'Behaviour', short: 'o', choices: ['table', 'json'], default: 'table', describe: 'status only: a table per kind, or one JSON document (for CI gates)' },
-  concurrency: { kind: 'count', group: 'Behaviour', default: '8', describe: 'objects reconciled at the same time, per kind' },
-  'requeue-after': { kind: 'duration', group: 'Behaviour', default: '5m', describe: 'period of the re-check of every object (jittered ±10 %); 0 disables it' },
-  'grace-period': { kind: 'duration', group: 'Behaviour', default: '30s', describe: 'on SIGTERM, how long running patches may take to finish' },
-  'watch-timeout': { kind: 'duration', group: 'Behaviour', default: '290s', describe: 'server-side timeout of each watch; a watch silent for longer (plus a margin) is reopened' },
-  'log-level': { kind: 'string', group: 'Operations', default: 'info', choices: LEVELS, describe: 'least severe level logged' },
-  'log-format': { kind: 'string', group: 'Operations', default: 'auto', choices: ['auto', 'json', 'text'], describe: 'json lines, or readable text (auto: text on a terminal)' },
-  events: { kind: 'boolean', group: 'Operations', default: 'true', describe: 'write Kubernetes Events (events.k8s.io/v1) on objects whose labels are left to another manager or cannot be rendered, and on labeller\'s Pod for kinds refused; aggregated and rate-limited; --events=false turns them off (off with --dry-run)' },
-  'metrics-bind-address': { kind: 'address', group: 'Operations', default: '0', describe: 'where /metrics is served, host:port (:8080 = every interface); 0 turns it off' },
-  'health-probe-bind-address': { kind: 'address', group: 'Operations', default: '0', describe: 'where /healthz and /readyz are served; the same address as metrics shares one server; 0 turns it off' },
-  'http-port': { kind: 'port', group: 'Operations', describe: 'shorthand: metrics and probes on :<port>, every interface (either bind address wins over it)' },
-  'leader-elect': { kind: 'boolean', group: 'Operations', describe: 'run several replicas: only the holder of a Lease writes' },
-  'leader-elect-resource-namespace': { kind: 'string', group: 'Operations', value: '<ns>', aliases: ['leader-election-namespace'], describe: 'namespace of the Lease (default: the pod\'s namespace in a cluster, else the kubeconfig context\'s, else default)' },
-  'leader-elect-resource-name': { kind: 'string', group: 'Operations', value: '<name>', aliases: ['leader-election-id'], default: 'labeller', describe: 'name of the Lease' },
-  'leader-elect-lease-duration': { kind: 'duration', group: 'Operations', aliases: ['lease-duration'], default: '15s', describe: 'how long a standby waits before taking over a lease that is no longer renewed' },
-  'leader-elect-renew-deadline': { kind: 'duration', group: 'Operations', aliases: ['renew-deadline'], default: '10s', describe: 'how long the leader retries renewing before it gives up leadership and exits' },
-  'leader-elect-retry-period': { kind: 'duration', group: 'Operations', aliases: ['retry-period'], default: '2s', describe: 'how often leader election acts' },
+  'field-manager': {
+    kind: 'string',
+    group: 'Cluster',
+    value: '<name>',
+    default: 'labeller',
+    describe: "server-side apply field manager that owns labeller's labels",
+  },
+  'ignore-field-manager-guard': {
+    kind: 'boolean',
+    group: 'Cluster',
+    describe:
+      "write even when a running labeller with another config holds --field-manager (the two will remove each other's labels)",
+  },
+  'dry-run': {
+    kind: 'boolean',
+    group: 'Behaviour',
+    describe: 'write nothing; print the label changes that would be made',
+  },
+  once: {
+    kind: 'boolean',
+    group: 'Behaviour',
+    describe: 'converge every matching object once, print a summary and exit (0: all done, 1: failures)',
+  },
+  output: {
+    kind: 'string',
+    group: 'Behaviour',
+    short: 'o',
+    choices: ['table', 'json'],
+    default: 'table',
+    describe: 'status only: a table per kind, or one JSON document (for CI gates)',
+  },
+  concurrency: {
+    kind: 'count',
+    group: 'Behaviour',
+    default: '8',
+    describe: 'objects reconciled at the same time, per kind',
+  },
+  'requeue-after': {
+    kind: 'duration',
+    group: 'Behaviour',
+    default: '5m',
+    describe: 'period of the re-check of every object (jittered ±10 %); 0 disables it',
+  },
+  'grace-period': {
+    kind: 'duration',
+    group: 'Behaviour',
+    default: '30s',
+    describe: 'on SIGTERM, how long running patches may take to finish',
+  },
+  'watch-timeout': {
+    kind: 'duration',
+    group: 'Behaviour',
+    default: '290s',
+    describe: 'server-side timeout of each watch; a watch silent for longer (plus a margin) is reopened',
+  },
+  'log-level': {
+    kind: 'string',
+    group: 'Operations',
+    default: 'info',
+    choices: LEVELS,
+    describe: 'least severe level logged',
+  },
+  'log-format': {
+    kind: 'string',
+    group: 'Operations',
+    default: 'auto',
+    choices: ['auto', 'json', 'text'],
+    describe: 'json lines, or readable text (auto: text on a terminal)',
+  },
+  events: {
+    kind: 'boolean',
+    group: 'Operations',
+    default: 'true',
+    describe:
+      "write Kubernetes Events (events.k8s.io/v1) on objects whose labels are left to another manager or cannot be rendered, and on labeller's Pod for kinds refused; aggregated and rate-limited; --events=false turns them off (off with --dry-run)",
+  },
+  'metrics-bind-address': {
+    kind: 'address',
+    group: 'Operations',
+    default: '0',
+    describe: 'where /metrics is served, host:port (:8080 = every interface); 0 turns it off',
+  },
+  'health-probe-bind-address': {
+    kind: 'address',
+    group: 'Operations',
+    default: '0',
+    describe: 'where /healthz and /readyz are served; the same address as metrics shares one server; 0 turns it off',
+  },
+  'http-port': {
+    kind: 'port',
+    group: 'Operations',
+    describe: 'shorthand: metrics and probes on :<port>, every interface (either bind address wins over it)',
+  },
+  'leader-elect': {
+    kind: 'boolean',
+    group: 'Operations',
+    describe: 'run several replicas: only the holder of a Lease writes',
+  },
+  'leader-elect-resource-namespace': {
+    kind: 'string',
+    group: 'Operations',
+    value: '<ns>',
+    aliases: ['leader-election-namespace'],
+    describe:
+      "namespace of the Lease (default: the pod's namespace in a cluster, else the kubeconfig context's, else default)",
+  },
+  'leader-elect-resource-name': {
+    kind: 'string',
+    group: 'Operations',
+    value: '<name>',
+    aliases: ['leader-election-id'],
+    default: 'labeller',
+    describe: 'name of the Lease',
+  },
+  'leader-elect-lease-duration': {
+    kind: 'duration',
+    group: 'Operations',
+    aliases: ['lease-duration'],
+    default: '15s',
+    describe: 'how long a standby waits before taking over a lease that is no longer renewed',
+  },
+  'leader-elect-renew-deadline': {
+    kind: 'duration',
+    group: 'Operations',
+    aliases: ['renew-deadline'],
+    default: '10s',
+    describe: 'how long the leader retries renewing before it gives up leadership and exits',
+  },
+  'leader-elect-retry-period': {
+    kind: 'duration',
+    group: 'Operations',
+    aliases: ['retry-period'],
+    default: '2s',
+    describe: 'how often leader election acts',
+  },
 } as const satisfies Record<string, Spec>;
 
 export type Name = keyof typeof SPECS;
 
 /** The commands besides the default (label); each takes the options above. */
 export const COMMANDS = {
-  status: 'per kind: objects seen, carrying labeller\'s labels, that would change, in conflict; reads only (list)',
-  prune: 'remove every label labeller\'s field manager owns, and only those; then exit like --once',
+  status: "per kind: objects seen, carrying labeller's labels, that would change, in conflict; reads only (list)",
+  prune: "remove every label labeller's field manager owns, and only those; then exit like --once",
 } as const;
 
 export type Command = keyof typeof COMMANDS | 'label';
 
 /** Examples shown by --help: the safe first command first. */
 export const EXAMPLES: readonly (readonly [command: string, what: string])[] = [
-  ['labeller --kinds deploy,svc --label team=platform -n default --once --dry-run', 'show what would change in one namespace; write nothing'],
+  [
+    'labeller --kinds deploy,svc --label team=platform -n default --once --dry-run',
+    'show what would change in one namespace; write nothing',
+  ],
   ['labeller --config kinds.yaml --once', 'converge once and exit (1 if anything failed)'],
-  ['labeller --config kinds.yaml -l app.kubernetes.io/name --conflicts skip', 'keep labels right on matching objects; leave other managers\' labels'],
-  ['labeller --config kinds.yaml --leader-elect --metrics-bind-address :8080 --health-probe-bind-address :8081', 'as in a cluster: one writer among replicas, probes and metrics'],
-  ['labeller status --config kinds.yaml -o json | jq -e \'.total.pending == 0\'', 'a CI gate: fail when any object\'s labels would change'],
-  ['labeller prune --config kinds.yaml --dry-run', 'show the labels an uninstall would remove; prune without --dry-run removes them'],
-  ['LABELLER_KINDS=cm LABELLER_LABEL=team=a LABELLER_NAMESPACE=shop labeller', 'as a sidecar: configured by the environment'],
+  [
+    'labeller --config kinds.yaml -l app.kubernetes.io/name --conflicts skip',
+    "keep labels right on matching objects; leave other managers' labels",
+  ],
+  [
+    'labeller --config kinds.yaml --leader-elect --metrics-bind-address :8080 --health-probe-bind-address :8081',
+    'as in a cluster: one writer among replicas, probes and metrics',
+  ],
+  [
+    "labeller status --config kinds.yaml -o json | jq -e '.total.pending == 0'",
+    "a CI gate: fail when any object's labels would change",
+  ],
+  [
+    'labeller prune --config kinds.yaml --dry-run',
+    'show the labels an uninstall would remove; prune without --dry-run removes them',
+  ],
+  [
+    'LABELLER_KINDS=cm LABELLER_LABEL=team=a LABELLER_NAMESPACE=shop labeller',
+    'as a sidecar: configured by the environment',
+  ],
 ];
 
 export const ENV_PREFIX = 'LABELLER_';
@@ -91,4 +267,3 @@ export function envNames(name: Name): string[] {
   const spec: Spec = SPECS[name];
   return [name, ...(spec.aliases ?? [])].map(envName);
 }
-

@@ -1,6 +1,6 @@
 // `labeller --help`: the options in their sections, each with its value's type, default and
 // environment variable, then examples. Rendered from flags.ts, so it cannot drift from the parser.
-import { COMMANDS, EXAMPLES, GROUPS, SPECS, envName, type Kind, type Spec } from './flags.ts';
+import { COMMANDS, envName, EXAMPLES, GROUPS, type Kind, type Spec, SPECS } from './flags.ts';
 
 const PLACEHOLDER: Readonly<Record<Kind, string>> = {
   list: '<list>',
@@ -62,7 +62,14 @@ export function formatHelp(width = Math.min(110, process.stdout.columns || 110))
       out.push(left + wrap(`${spec.describe} ${notes(name, spec)}`, width, column));
     }
   }
-  out.push('', 'Other:', '  -h, --help'.padEnd(column) + 'show this help', '      --version'.padEnd(column) + 'show the version', '', 'Examples:');
+  out.push(
+    '',
+    'Other:',
+    '  -h, --help'.padEnd(column) + 'show this help',
+    '      --version'.padEnd(column) + 'show the version',
+    '',
+    'Examples:',
+  );
   for (const [command, what] of EXAMPLES) out.push(`  ${command}`, `      ${what}`);
   return `${out.join('\n')}\n`;
 }

@@ -33,7 +33,9 @@ export async function serveHttp(address: BindAddress, { readiness, registry }: E
       case '/readyz': {
         if (!readiness) break;
         const problems = readiness.problems();
-        return problems.length === 0 ? reply(200, 'ok\n') : reply(503, `not ready:\n${problems.map((p) => `- ${p}\n`).join('')}`);
+        return problems.length === 0
+          ? reply(200, 'ok\n')
+          : reply(503, `not ready:\n${problems.map((p) => `- ${p}\n`).join('')}`);
       }
       case '/metrics':
         if (!registry) break;
@@ -43,13 +45,28 @@ export async function serveHttp(address: BindAddress, { readiness, registry }: E
         );
         return;
     }
-    reply(404, `not found: try ${[...(readiness ? ['/healthz', '/readyz'] : []), ...(registry ? ['/metrics'] : [])].join(' or ')}\n`);
+    reply(
+      404,
+      `not found: try ${
+        [...(readiness ? ['/healthz', '/readyz'] : []), ...(registry ? ['/metrics'] : [])].join(' or ')
+      }\n`,
+    );
   });
   // Probes must not be held up by keep-alive connections at shutdown.
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {
     const flag = readiness ? '--health-probe-bind-address' : '--metrics-bind-address';
-    server.once('error', (error) => reject(new Error(`cannot listen on ${formatAddress(address)}: ${error.message}. Pick a free address with ${flag}, or 0 to turn it off`)));
+    server.once(
+      'error',
+      (error) =>
+        reject(
+          new Error(
+            `cannot listen on ${
+              formatAddress(address)
+            }: ${error.message}. Pick a free address with ${flag}, or 0 to turn it off`,
+          ),
+        ),
+    );
     server.listen(address.port, address.host || undefined, () => resolve());
   });
   return server;

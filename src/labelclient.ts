@@ -2,14 +2,23 @@
 // with API failures translated into what the labelling logic understands.
 import type { MetadataApi } from './kube/api.ts';
 import { ApiError, type StatusCause } from './kube/errors.ts';
-import { LabelConflict, ObjectGone, type LabelClient } from './labeller/reconcile.ts';
+import { type LabelClient, LabelConflict, ObjectGone } from './labeller/reconcile.ts';
 
 export function labelClient(api: MetadataApi, fieldManager: string): LabelClient {
   return {
     async applyLabels(target, labels, { force, dryRun, signal }) {
       try {
         const applied = await api.apply(
-          { apiVersion: target.apiVersion, kind: target.kind, metadata: { name: target.name, ...(target.namespace ? { namespace: target.namespace } : {}), uid: target.uid, labels } },
+          {
+            apiVersion: target.apiVersion,
+            kind: target.kind,
+            metadata: {
+              name: target.name,
+              ...(target.namespace ? { namespace: target.namespace } : {}),
+              uid: target.uid,
+              labels,
+            },
+          },
           { fieldManager, force, dryRun, signal },
         );
         return applied.metadata.labels ?? {};
@@ -23,11 +32,18 @@ export function labelClient(api: MetadataApi, fieldManager: string): LabelClient
 function translate(error: unknown): unknown {
   if (!(error instanceof ApiError)) return error;
   if (error.causes.some((c) => c.reason === 'FieldManagerConflict')) {
-    return new LabelConflict(error.causes.map((c) => c.message ?? c.field ?? '').join('; '), error.causes.flatMap(owner), { cause: error });
+    return new LabelConflict(
+      error.causes.map((c) => c.message ?? c.field ?? '').join('; '),
+      error.causes.flatMap(owner),
+      { cause: error },
+    );
   }
   // The uid guard: 409 "uid mismatch" when the object is gone, 422 "metadata.uid ... immutable"
   // when another object took its name; 404 for good measure.
-  if (error.status === 404 || (error.status === 409 && /uid mismatch/.test(error.message)) || (error.status === 422 && /metadata\.uid/.test(error.message))) {
+  if (
+    error.status === 404 || (error.status === 409 && /uid mismatch/.test(error.message)) ||
+    (error.status === 422 && /metadata\.uid/.test(error.message))
+  ) {
     return new ObjectGone(error.message, { cause: error });
   }
   return error;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import { createLogger, LEVELS, type Level, type LoggerOptions } from './log.ts';
+import { createLogger, type Level, LEVELS, type LoggerOptions } from './log.ts';
 
 const NOW = Date.parse('2026-03-04T05:06:07.089Z');
 
@@ -54,7 +54,12 @@ test('only entries at or above the level are written', (t) => {
 
 test('text: time of day, padded level, message, then key=value pairs without empty fields', (t) => {
   const { lines, log } = capture(t, { level: 'info', format: 'text' });
-  log.child({ namespace: 'shop', skipped: undefined }).warn('label conflict', { name: 'web', empty: '', count: 2, error: new Error('409 Conflict') });
+  log.child({ namespace: 'shop', skipped: undefined }).warn('label conflict', {
+    name: 'web',
+    empty: '',
+    count: 2,
+    error: new Error('409 Conflict'),
+  });
   log.info('started');
   assert.deepEqual(lines, [
     '05:06:07.089 WARN  label conflict  namespace=shop name=web count=2 error="409 Conflict"\n',

@@ -17,7 +17,6 @@ import { parseOptions, unknownEnv, UsageError } from './options.ts';
 import { version } from './version.ts';
 import type { Shutdown } from './runtime/shutdown.ts';
 
-
 type Format = 'json' | 'text';
 const autoFormat = (): Format => (process.stderr.isTTY ? 'text' : 'json');
 
@@ -28,38 +27,55 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
   const format = options.logFormat === 'auto' ? autoFormat() : options.logFormat;
   setFormat(format);
   const log = createLogger({ level: options.logLevel, format });
-  for (const name of unknownEnv(process.env)) log.warn('unknown environment variable ignored', { name, hint: `options are set as ${envName('kinds')} and the like; see labeller --help` });
+  for (const name of unknownEnv(process.env)) {
+    log.warn('unknown environment variable ignored', {
+      name,
+      hint: `options are set as ${envName('kinds')} and the like; see labeller --help`,
+    });
+  }
 
   const configFile = options.config;
   const text = configFile === undefined ? undefined : readConfig(configFile);
-  const build = (content: string | undefined) => buildConfig({
-    file: configFile === undefined || content === undefined ? undefined : { text: content, source: configFile },
-    kinds: options.kinds,
-    labels: options.labels === undefined ? undefined : Object.fromEntries(options.labels.map(parseLabelFlag)),
-    namespaces: options.namespaces,
-    selector: options.selector,
-    conflicts: options.conflicts,
-    requireLabels: options.command !== 'prune',
-  });
+  const build = (content: string | undefined) =>
+    buildConfig({
+      file: configFile === undefined || content === undefined ? undefined : { text: content, source: configFile },
+      kinds: options.kinds,
+      labels: options.labels === undefined ? undefined : Object.fromEntries(options.labels.map(parseLabelFlag)),
+      namespaces: options.namespaces,
+      selector: options.selector,
+      conflicts: options.conflicts,
+      requireLabels: options.command !== 'prune',
+    });
   // prune --all-kinds takes its kinds from discovery (app/prune.ts).
   const config = options.command === 'prune' && options.allKinds ? { kinds: [] } : build(text);
   // The controller reapplies the file when it changes (app/reload.ts).
-  const configSource = options.command === 'label' && configFile !== undefined && text !== undefined ? { path: configFile, text, build } : undefined;
-  const client = await KubeClient.load({ kubeconfig: options.kubeconfig, context: options.context, userAgent: `labeller/${VERSION}` });
+  const configSource = options.command === 'label' && configFile !== undefined && text !== undefined
+    ? { path: configFile, text, build }
+    : undefined;
+  const client = await KubeClient.load({
+    kubeconfig: options.kubeconfig,
+    context: options.context,
+    userAgent: `labeller/${VERSION}`,
+  });
   const identity = `${hostname()}_${randomBytes(4).toString('hex')}`;
   // The process's own namespace: its Leases (leader election, field-manager guard) live there.
   const namespace = options.leaderElectionNamespace ?? client.defaultNamespace ?? 'default';
   const leaderElection = options.leaderElect
     ? {
-        namespace,
-        name: options.leaderElectionId,
-        identity,
-        leaseDurationMs: options.leaseDurationMs,
-        renewDeadlineMs: options.renewDeadlineMs,
-        retryPeriodMs: options.retryPeriodMs,
-      }
+      namespace,
+      name: options.leaderElectionId,
+      identity,
+      leaseDurationMs: options.leaseDurationMs,
+      renewDeadlineMs: options.renewDeadlineMs,
+      retryPeriodMs: options.retryPeriodMs,
+    }
     : undefined;
-  const guard = { namespace, identity, leaseDurationMs: options.leaseDurationMs, ignore: options.ignoreFieldManagerGuard };
+  const guard = {
+    namespace,
+    identity,
+    leaseDurationMs: options.leaseDurationMs,
+    ignore: options.ignoreFieldManagerGuard,
+  };
   try {
     // A dry run writes nothing, Events included.
     const events = options.events && !options.dryRun ? eventsIdentity(process.env) : undefined;
@@ -74,7 +90,9 @@ function readConfig(path: string): string {
     return readFileSync(path, 'utf8');
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    throw new ConfigError(`${path}: cannot read the config file (${code ?? String(error)}); pass an existing file with --config`);
+    throw new ConfigError(
+      `${path}: cannot read the config file (${code ?? String(error)}); pass an existing file with --config`,
+    );
   }
 }
 

@@ -1,12 +1,53 @@
 // Prometheus metrics, named as controller-runtime and client-go name them so existing
 // dashboards work, plus labeller's own. prom-client does the exposition format and the
 // standard process_* / nodejs_* metrics.
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { RequestObserver } from './kube/client.ts';
 import type { ControllerMetrics } from './runtime/controller.ts';
 
 /** Buckets of controller-runtime's reconcile and workqueue histograms. */
-const RECONCILE_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60];
+const RECONCILE_BUCKETS = [
+  0.005,
+  0.01,
+  0.025,
+  0.05,
+  0.1,
+  0.15,
+  0.2,
+  0.25,
+  0.3,
+  0.35,
+  0.4,
+  0.45,
+  0.5,
+  0.6,
+  0.7,
+  0.8,
+  0.9,
+  1,
+  1.25,
+  1.5,
+  1.75,
+  2,
+  2.5,
+  3,
+  3.5,
+  4,
+  4.5,
+  5,
+  6,
+  7,
+  8,
+  9,
+  10,
+  15,
+  20,
+  25,
+  30,
+  40,
+  50,
+  60,
+];
 const QUEUE_BUCKETS = [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 0.01, 0.1, 1, 10, 100, 1000];
 
 export interface LabelMetrics {
@@ -48,37 +89,107 @@ export class Metrics {
   constructor() {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
-    const counter = (name: string, help: string, labelNames: string[]) => new Counter({ name, help, labelNames, registers });
-    const gauge = (name: string, help: string, labelNames: string[]) => new Gauge({ name, help, labelNames, registers });
-    const histogram = (name: string, help: string, labelNames: string[], buckets: number[]) => new Histogram({ name, help, labelNames, buckets, registers });
+    const counter = (name: string, help: string, labelNames: string[]) =>
+      new Counter({ name, help, labelNames, registers });
+    const gauge = (name: string, help: string, labelNames: string[]) =>
+      new Gauge({ name, help, labelNames, registers });
+    const histogram = (name: string, help: string, labelNames: string[], buckets: number[]) =>
+      new Histogram({ name, help, labelNames, buckets, registers });
 
-    this.#reconcileTotal = counter('controller_runtime_reconcile_total', 'Total number of reconciliations per controller', ['controller', 'result']);
-    this.#reconcileErrors = counter('controller_runtime_reconcile_errors_total', 'Total number of reconciliation errors per controller', ['controller']);
-    this.#reconcileTime = histogram('controller_runtime_reconcile_time_seconds', 'Length of time per reconciliation per controller', ['controller'], RECONCILE_BUCKETS);
-    this.#activeWorkers = gauge('controller_runtime_active_workers', 'Number of currently used workers per controller', ['controller']);
-    this.#maxConcurrent = gauge('controller_runtime_max_concurrent_reconciles', 'Maximum number of concurrent reconciles per controller', ['controller']);
+    this.#reconcileTotal = counter(
+      'controller_runtime_reconcile_total',
+      'Total number of reconciliations per controller',
+      ['controller', 'result'],
+    );
+    this.#reconcileErrors = counter(
+      'controller_runtime_reconcile_errors_total',
+      'Total number of reconciliation errors per controller',
+      ['controller'],
+    );
+    this.#reconcileTime = histogram(
+      'controller_runtime_reconcile_time_seconds',
+      'Length of time per reconciliation per controller',
+      ['controller'],
+      RECONCILE_BUCKETS,
+    );
+    this.#activeWorkers = gauge(
+      'controller_runtime_active_workers',
+      'Number of currently used workers per controller',
+      ['controller'],
+    );
+    this.#maxConcurrent = gauge(
+      'controller_runtime_max_concurrent_reconciles',
+      'Maximum number of concurrent reconciles per controller',
+      ['controller'],
+    );
     this.#depth = gauge('workqueue_depth', 'Current depth of workqueue', ['controller', 'name']);
     this.#adds = counter('workqueue_adds_total', 'Total number of adds handled by workqueue', ['controller', 'name']);
-    this.#queueDuration = histogram('workqueue_queue_duration_seconds', 'How long in seconds an item stays in workqueue before being requested', ['controller', 'name'], QUEUE_BUCKETS);
-    this.#workDuration = histogram('workqueue_work_duration_seconds', 'How long in seconds processing an item from workqueue takes', ['controller', 'name'], QUEUE_BUCKETS);
-    this.#retries = counter('workqueue_retries_total', 'Total number of retries handled by workqueue', ['controller', 'name']);
-    this.#requests = counter('rest_client_requests_total', 'Number of HTTP requests, partitioned by status code, method, and host', ['code', 'method', 'host']);
-    this.#leader = gauge('leader_election_master_status', 'Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master', ['name']);
+    this.#queueDuration = histogram(
+      'workqueue_queue_duration_seconds',
+      'How long in seconds an item stays in workqueue before being requested',
+      ['controller', 'name'],
+      QUEUE_BUCKETS,
+    );
+    this.#workDuration = histogram(
+      'workqueue_work_duration_seconds',
+      'How long in seconds processing an item from workqueue takes',
+      ['controller', 'name'],
+      QUEUE_BUCKETS,
+    );
+    this.#retries = counter('workqueue_retries_total', 'Total number of retries handled by workqueue', [
+      'controller',
+      'name',
+    ]);
+    this.#requests = counter(
+      'rest_client_requests_total',
+      'Number of HTTP requests, partitioned by status code, method, and host',
+      ['code', 'method', 'host'],
+    );
+    this.#leader = gauge(
+      'leader_election_master_status',
+      'Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master',
+      ['name'],
+    );
     this.#cached = gauge('labeller_objects_cached', 'Objects in the cache per controller', ['controller']);
-    this.#labelsApplied = counter('labeller_labels_applied_total', 'Labels added or changed on objects', ['controller']);
-    this.#labelsRemoved = counter('labeller_labels_removed_total', 'Labels removed from objects because they left the config', ['controller']);
-    this.#conflicts = counter('labeller_conflicts_total', 'Labels left alone because another field manager owns them (conflicts: skip)', ['controller']);
-    this.#watchRestarts = counter('labeller_watch_restarts_total', 'Watches that failed and were restarted', ['controller']);
-    this.#relists = counter('labeller_relists_total', 'Full lists after the initial one (expired resource versions)', ['controller']);
-    this.#reloads = counter('labeller_config_reloads_total', 'Config file changes seen, by result: success (applied) or failure (rejected; the last good config stays)', ['result']);
+    this.#labelsApplied = counter('labeller_labels_applied_total', 'Labels added or changed on objects', [
+      'controller',
+    ]);
+    this.#labelsRemoved = counter(
+      'labeller_labels_removed_total',
+      'Labels removed from objects because they left the config',
+      ['controller'],
+    );
+    this.#conflicts = counter(
+      'labeller_conflicts_total',
+      'Labels left alone because another field manager owns them (conflicts: skip)',
+      ['controller'],
+    );
+    this.#watchRestarts = counter('labeller_watch_restarts_total', 'Watches that failed and were restarted', [
+      'controller',
+    ]);
+    this.#relists = counter('labeller_relists_total', 'Full lists after the initial one (expired resource versions)', [
+      'controller',
+    ]);
+    this.#reloads = counter(
+      'labeller_config_reloads_total',
+      'Config file changes seen, by result: success (applied) or failure (rejected; the last good config stays)',
+      ['result'],
+    );
     for (const result of ['success', 'failure']) this.#reloads.inc({ result }, 0);
-    this.#reloadSuccessful = gauge('labeller_config_last_reload_successful', 'Whether the last config file change was applied (1) or rejected (0)', []);
+    this.#reloadSuccessful = gauge(
+      'labeller_config_last_reload_successful',
+      'Whether the last config file change was applied (1) or rejected (0)',
+      [],
+    );
     this.#reloadSuccessful.set(1);
     // Computed from the caches when scraped, so they are never stale and cost nothing between scrapes.
     const objects = (name: string, help: string, field: keyof ObjectGauges) => {
       const sources = this.#objectSources;
       return new Gauge({
-        name, help, labelNames: ['controller'], registers,
+        name,
+        help,
+        labelNames: ['controller'],
+        registers,
         collect() {
           // Controllers stopped by a config reload leave no stale sample.
           this.reset();
@@ -86,8 +197,16 @@ export class Metrics {
         },
       });
     };
-    objects('labeller_objects_managed', 'Cached objects carrying a label that labeller\'s field manager owns', 'managed');
-    objects('labeller_objects_pending', 'Cached objects whose labels an apply would change (not converged yet, or writes failing)', 'pending');
+    objects(
+      'labeller_objects_managed',
+      "Cached objects carrying a label that labeller's field manager owns",
+      'managed',
+    );
+    objects(
+      'labeller_objects_pending',
+      'Cached objects whose labels an apply would change (not converged yet, or writes failing)',
+      'pending',
+    );
   }
 
   /** The runtime's metrics for one controller. */
@@ -149,7 +268,8 @@ export class Metrics {
   }
 
   restClient(host: string): RequestObserver {
-    return (method, status) => this.#requests.inc({ code: String(status === 'error' ? '<error>' : status), method, host });
+    return (method, status) =>
+      this.#requests.inc({ code: String(status === 'error' ? '<error>' : status), method, host });
   }
 
   leader(name: string): (leading: boolean) => void {

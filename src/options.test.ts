@@ -114,8 +114,17 @@ test('every option can come from the environment (former names of options includ
 });
 
 test('flags win over the environment; an empty variable counts as unset', async () => {
-  const env = { LABELLER_CONCURRENCY: '3', LABELLER_DRY_RUN: 'true', LABELLER_KINDS: 'svc', LABELLER_CONFLICTS: 'bogus', LABELLER_SELECTOR: '' };
-  const options = await parse(['--concurrency', '5', '--dry-run=false', '--kinds', 'deploy', '--conflicts', 'force'], env);
+  const env = {
+    LABELLER_CONCURRENCY: '3',
+    LABELLER_DRY_RUN: 'true',
+    LABELLER_KINDS: 'svc',
+    LABELLER_CONFLICTS: 'bogus',
+    LABELLER_SELECTOR: '',
+  };
+  const options = await parse(
+    ['--concurrency', '5', '--dry-run=false', '--kinds', 'deploy', '--conflicts', 'force'],
+    env,
+  );
   assert.equal(options?.concurrency, 5);
   assert.equal(options?.dryRun, false);
   assert.deepEqual(options?.kinds, ['deploy']);
@@ -137,7 +146,10 @@ test('lists come from comma-separated values and repeated flags, trimmed, withou
 });
 
 test('booleans from the environment accept 1/true/yes and 0/false/no', async () => {
-  const cases: Array<[string, boolean]> = [['1', true], ['TRUE', true], ['yes', true], ['0', false], ['false', false], ['No', false]];
+  const cases: Array<[string, boolean]> = [['1', true], ['TRUE', true], ['yes', true], ['0', false], ['false', false], [
+    'No',
+    false,
+  ]];
   for (const [value, expected] of cases) {
     assert.equal((await parse([], { LABELLER_ONCE: value }))?.once, expected, value);
   }
@@ -240,24 +252,82 @@ test('--help and --version print and return undefined', async (t) => {
 });
 
 test('leader election timings must nest: retry period < renew deadline < lease duration', async () => {
-  await assert.rejects(parse(['--renew-deadline', '20s']), /--leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration \(got 2s, 20s, 15s\)/);
+  await assert.rejects(
+    parse(['--renew-deadline', '20s']),
+    /--leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration \(got 2s, 20s, 15s\)/,
+  );
 });
 
 test('flags are named as Kubernetes components name them; the former names still work', async () => {
-  const current = await parse(['-l', 'app=web', '--leader-elect-resource-namespace', 'ops', '--leader-elect-resource-name', 'lbl', '--leader-elect-lease-duration', '30s', '--leader-elect-renew-deadline', '20s', '--leader-elect-retry-period', '4s']);
-  const former = await parse(['--selector', 'app=web', '--leader-election-namespace', 'ops', '--leader-election-id', 'lbl', '--lease-duration', '30s', '--renew-deadline', '20s', '--retry-period', '4s']);
-  const fromEnv = await parse([], { LABELLER_SELECTOR: 'app=web', LABELLER_LEADER_ELECT_RESOURCE_NAMESPACE: 'ops', LABELLER_LEADER_ELECT_RESOURCE_NAME: 'lbl', LABELLER_LEADER_ELECT_LEASE_DURATION: '30s', LABELLER_LEADER_ELECT_RENEW_DEADLINE: '20s', LABELLER_LEADER_ELECT_RETRY_PERIOD: '4s' });
-  const expected = { selector: 'app=web', leaderElectionNamespace: 'ops', leaderElectionId: 'lbl', leaseDurationMs: 30_000, renewDeadlineMs: 20_000, retryPeriodMs: 4_000 };
+  const current = await parse([
+    '-l',
+    'app=web',
+    '--leader-elect-resource-namespace',
+    'ops',
+    '--leader-elect-resource-name',
+    'lbl',
+    '--leader-elect-lease-duration',
+    '30s',
+    '--leader-elect-renew-deadline',
+    '20s',
+    '--leader-elect-retry-period',
+    '4s',
+  ]);
+  const former = await parse([
+    '--selector',
+    'app=web',
+    '--leader-election-namespace',
+    'ops',
+    '--leader-election-id',
+    'lbl',
+    '--lease-duration',
+    '30s',
+    '--renew-deadline',
+    '20s',
+    '--retry-period',
+    '4s',
+  ]);
+  const fromEnv = await parse([], {
+    LABELLER_SELECTOR: 'app=web',
+    LABELLER_LEADER_ELECT_RESOURCE_NAMESPACE: 'ops',
+    LABELLER_LEADER_ELECT_RESOURCE_NAME: 'lbl',
+    LABELLER_LEADER_ELECT_LEASE_DURATION: '30s',
+    LABELLER_LEADER_ELECT_RENEW_DEADLINE: '20s',
+    LABELLER_LEADER_ELECT_RETRY_PERIOD: '4s',
+  });
+  const expected = {
+    selector: 'app=web',
+    leaderElectionNamespace: 'ops',
+    leaderElectionId: 'lbl',
+    leaseDurationMs: 30_000,
+    renewDeadlineMs: 20_000,
+    retryPeriodMs: 4_000,
+  };
   for (const options of [current, former, fromEnv]) {
-    assert.deepEqual(Object.fromEntries(Object.keys(expected).map((k) => [k, options?.[k as keyof typeof expected]])), expected);
+    assert.deepEqual(
+      Object.fromEntries(Object.keys(expected).map((k) => [k, options?.[k as keyof typeof expected]])),
+      expected,
+    );
   }
-  assert.deepEqual(unknownEnv({ LABELLER_LEASE_DURATION: '30s', LABELLER_LEADER_ELECT_LEASE_DURATION: '30s', LABELLER_HTTP_PORT: '1' }), []);
+  assert.deepEqual(
+    unknownEnv({
+      LABELLER_LEASE_DURATION: '30s',
+      LABELLER_LEADER_ELECT_LEASE_DURATION: '30s',
+      LABELLER_HTTP_PORT: '1',
+    }),
+    [],
+  );
 });
 
 test('bind addresses: host:port, :port for every interface, 0 off; --http-port is the shorthand for both', async () => {
   const cases: Array<[readonly string[], Env, object | undefined, object | undefined]> = [
     [[], {}, undefined, undefined],
-    [['--metrics-bind-address', ':8080', '--health-probe-bind-address', '127.0.0.1:8081'], {}, { host: '', port: 8080 }, { host: '127.0.0.1', port: 8081 }],
+    [
+      ['--metrics-bind-address', ':8080', '--health-probe-bind-address', '127.0.0.1:8081'],
+      {},
+      { host: '', port: 8080 },
+      { host: '127.0.0.1', port: 8081 },
+    ],
     [['--metrics-bind-address', '[::1]:9090'], {}, { host: '::1', port: 9090 }, undefined],
     [['--http-port', '8080'], {}, { host: '', port: 8080 }, { host: '', port: 8080 }],
     [['--http-port', '8080', '--metrics-bind-address', '0'], {}, undefined, { host: '', port: 8080 }],
@@ -266,10 +336,18 @@ test('bind addresses: host:port, :port for every interface, 0 off; --http-port i
   ];
   for (const [argv, env, metrics, probes] of cases) {
     const options = await parse(argv, env);
-    assert.deepEqual([options?.metricsBindAddress, options?.healthProbeBindAddress], [metrics, probes], JSON.stringify([argv, env]));
+    assert.deepEqual(
+      [options?.metricsBindAddress, options?.healthProbeBindAddress],
+      [metrics, probes],
+      JSON.stringify([argv, env]),
+    );
   }
   for (const bad of ['8080', ':', ':0', ':70000', 'host']) {
-    await assert.rejects(parse(['--metrics-bind-address', bad]), /--metrics-bind-address: ".*" is not an address; use host:port, :port for every interface, or 0 to turn it off/, bad);
+    await assert.rejects(
+      parse(['--metrics-bind-address', bad]),
+      /--metrics-bind-address: ".*" is not an address; use host:port, :port for every interface, or 0 to turn it off/,
+      bad,
+    );
   }
 });
 
@@ -290,7 +368,11 @@ test('--help: the options in sections, with typed values, defaults, variables an
   assert.match(help, /--http-port <port> /);
   assert.match(help, /-l, --selector <selector> /);
   assert.doesNotMatch(help, /\[string\]|\[array\]/);
-  assert.equal([...help.matchAll(/^ {2}labeller /gm)].length + [...help.matchAll(/^ {2}LABELLER_/gm)].length, 7, 'seven examples');
+  assert.equal(
+    [...help.matchAll(/^ {2}labeller /gm)].length + [...help.matchAll(/^ {2}LABELLER_/gm)].length,
+    7,
+    'seven examples',
+  );
   assert.match(help.split('Examples:')[1] ?? '', /^\s+labeller [^\n]*--once --dry-run\n/, 'the safe command first');
 });
 
@@ -308,7 +390,10 @@ test('commands: status and prune before the options; they run once; their own fl
   await assert.rejects(parse(['--all-kinds']), /--all-kinds works with labeller prune only/);
   await assert.rejects(parse(['status'], { LABELLER_ALL_KINDS: 'true' }), /--all-kinds works with labeller prune only/);
   await assert.rejects(parse(['prune', '-o', 'json']), /--output works with labeller status only/);
-  await assert.rejects(parse(['deploy']), /unexpected argument "deploy": commands are status, prune; options start with --/);
+  await assert.rejects(
+    parse(['deploy']),
+    /unexpected argument "deploy": commands are status, prune; options start with --/,
+  );
   await assert.rejects(parse(['prune', 'now']), /unexpected argument "now": options start with --/);
   await assert.rejects(parse(['status', '-o', 'yaml']), /"yaml" is not one of table, json|Invalid values/);
 });

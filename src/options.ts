@@ -2,7 +2,7 @@
 // Precedence: flags > environment > config file > defaults. The config file's part (kinds,
 // labels, conflicts) is merged by buildConfig; this file handles everything else.
 import yargs from 'yargs';
-import { COMMANDS, ENV_PREFIX, envNames, SPECS, type Command, type Name, type Spec } from './flags.ts';
+import { type Command, COMMANDS, ENV_PREFIX, envNames, type Name, type Spec, SPECS } from './flags.ts';
 import { formatHelp } from './help.ts';
 import type { Level } from './log.ts';
 import type { ConflictPolicy } from './labeller/config.ts';
@@ -63,7 +63,11 @@ export interface BindAddress {
  * Parses argv and the environment. Returns undefined when --help or --version printed
  * something and there is nothing to run.
  */
-export async function parseOptions(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, version: string): Promise<Options | undefined> {
+export async function parseOptions(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  version: string,
+): Promise<Options | undefined> {
   if (argv.includes('--help') || argv.includes('-h')) {
     process.stdout.write(formatHelp());
     return undefined;
@@ -89,18 +93,25 @@ export async function parseOptions(argv: readonly string[], env: Readonly<Record
     });
   }
   parser.showHelpOnFail(false);
-  const parsed = (await parser.parseAsync(argv as string[], {}, (error: Error | undefined, _argv: unknown, output: string) => {
-    if (output && !error) {
-      exited = true;
-      process.stdout.write(`${output}\n`);
-    }
-  })) as Record<string, unknown>;
+  const parsed =
+    (await parser.parseAsync(argv as string[], {}, (error: Error | undefined, _argv: unknown, output: string) => {
+      if (output && !error) {
+        exited = true;
+        process.stdout.write(`${output}\n`);
+      }
+    })) as Record<string, unknown>;
   if (exited) return undefined;
   const positional = ((parsed['_'] ?? []) as unknown[]).map(String);
-  const command: Command = positional[0] !== undefined && Object.hasOwn(COMMANDS, positional[0]) ? (positional.shift() as Command) : 'label';
+  const command: Command = positional[0] !== undefined && Object.hasOwn(COMMANDS, positional[0])
+    ? (positional.shift() as Command)
+    : 'label';
   if (positional.length > 0) {
     const commands = command === 'label' ? `commands are ${Object.keys(COMMANDS).join(', ')}; ` : '';
-    throw new UsageError(`unexpected argument ${JSON.stringify(positional[0])}: ${commands}options start with --, e.g. --kinds ${positional[0]}`);
+    throw new UsageError(
+      `unexpected argument ${JSON.stringify(positional[0])}: ${commands}options start with --, e.g. --kinds ${
+        positional[0]
+      }`,
+    );
   }
 
   /** The flag's value, else the environment's, else the default; undefined when none is set. */
@@ -129,7 +140,9 @@ export async function parseOptions(argv: readonly string[], env: Readonly<Record
   const list = (name: Name): readonly string[] | undefined => {
     const value = raw(name);
     if (value === undefined) return undefined;
-    const items = (Array.isArray(value) ? value : [String(value)]).flatMap((v) => String(v).split(',')).map((v) => v.trim()).filter(Boolean);
+    const items = (Array.isArray(value) ? value : [String(value)]).flatMap((v) => String(v).split(',')).map((v) =>
+      v.trim()
+    ).filter(Boolean);
     return items.length > 0 ? items : undefined;
   };
   const flag = (name: Name): boolean => {
@@ -148,7 +161,9 @@ export async function parseOptions(argv: readonly string[], env: Readonly<Record
   const port = (name: Name): number => {
     const text = string(name) ?? '';
     const n = Number(text);
-    if (!Number.isInteger(n) || n < 0 || n > 65535) throw new UsageError(`${where(name)}: "${text}" is not a port number (0 to 65535)`);
+    if (!Number.isInteger(n) || n < 0 || n > 65535) {
+      throw new UsageError(`${where(name)}: "${text}" is not a port number (0 to 65535)`);
+    }
     return n;
   };
   const address = (name: Name): BindAddress | undefined => {
@@ -156,19 +171,33 @@ export async function parseOptions(argv: readonly string[], env: Readonly<Record
     if (text === '0') return undefined;
     const match = /^(.*):(\d+)$/.exec(text);
     const port = Number(match?.[2]);
-    if (!match || port < 1 || port > 65535) throw new UsageError(`${where(name)}: "${text}" is not an address; use host:port, :port for every interface, or 0 to turn it off`);
+    if (!match || port < 1 || port > 65535) {
+      throw new UsageError(
+        `${where(name)}: "${text}" is not an address; use host:port, :port for every interface, or 0 to turn it off`,
+      );
+    }
     return { host: match[1]!.replace(/^\[(.*)\]$/, '$1'), port };
   };
   const duration = (name: Name): number => {
     const text = string(name) ?? '';
     const ms = parseDuration(text);
-    if (ms === undefined) throw new UsageError(`${where(name)}: "${text}" is not a duration; use e.g. 30s, 5m, 1h30m or 500ms`);
+    if (ms === undefined) {
+      throw new UsageError(`${where(name)}: "${text}" is not a duration; use e.g. 30s, 5m, 1h30m or 500ms`);
+    }
     return ms;
   };
 
-  const [lease, renew, retry] = [duration('leader-elect-lease-duration'), duration('leader-elect-renew-deadline'), duration('leader-elect-retry-period')];
+  const [lease, renew, retry] = [
+    duration('leader-elect-lease-duration'),
+    duration('leader-elect-renew-deadline'),
+    duration('leader-elect-retry-period'),
+  ];
   if (!(retry < renew && renew < lease)) {
-    throw new UsageError(`leader election needs --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration (got ${retry / 1000}s, ${renew / 1000}s, ${lease / 1000}s)`);
+    throw new UsageError(
+      `leader election needs --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration (got ${
+        retry / 1000
+      }s, ${renew / 1000}s, ${lease / 1000}s)`,
+    );
   }
   // --http-port is the shorthand for both addresses on one port; an explicit address wins.
   const isSet = (name: Name): boolean => parsed[name] !== undefined || envNames(name).some((n) => env[n]);
@@ -224,7 +253,9 @@ export function parseDuration(text: string): number | undefined {
   if (/^\d+(\.\d+)?$/.test(trimmed)) return Number(trimmed) * 1000;
   if (!/^(\d+(\.\d+)?(ms|s|m|h))+$/.test(trimmed)) return undefined;
   let total = 0;
-  for (const [, amount, unit] of trimmed.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)) total += Number(amount) * (UNITS[unit ?? 's'] ?? 0);
+  for (const [, amount, unit] of trimmed.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)) {
+    total += Number(amount) * (UNITS[unit ?? 's'] ?? 0);
+  }
   return total;
 }
 
@@ -232,6 +263,7 @@ export function parseDuration(text: string): number | undefined {
 export function unknownEnv(env: Readonly<Record<string, string | undefined>>): string[] {
   const known = new Set((Object.keys(SPECS) as Name[]).flatMap(envNames));
   return Object.keys(env).filter(
-    (name) => name.startsWith(ENV_PREFIX) && !known.has(name) && !/^LABELLER_(SERVICE_HOST|SERVICE_PORT|PORT)(_|$)/.test(name),
+    (name) =>
+      name.startsWith(ENV_PREFIX) && !known.has(name) && !/^LABELLER_(SERVICE_HOST|SERVICE_PORT|PORT)(_|$)/.test(name),
   );
 }

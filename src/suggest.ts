@@ -24,8 +24,9 @@ export function suggest(word: string, candidates: Iterable<string>): string | un
  * adjacent letters (optimal string alignment): "nmae" is one edit from "name".
  */
 function editDistance(a: string, b: string): number {
-  const rows = Array.from({ length: a.length + 1 }, (_, i) =>
-    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  const rows = Array.from(
+    { length: a.length + 1 },
+    (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
   );
   const at = (i: number, j: number): number => rows[i]?.[j] ?? 0;
   for (let i = 1; i <= a.length; i++) {

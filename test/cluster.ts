@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { fetch } from 'undici';
 import { KubeClient } from '../src/kube/client.ts';
 import { SERVICE_ACCOUNT_DIR } from '../src/kube/incluster.ts';
-import { startControlPlane, type ControlPlane } from './controlplane/controlplane.ts';
+import { type ControlPlane, startControlPlane } from './controlplane/controlplane.ts';
 import { delay, eventually } from './eventually.ts';
 
 export { delay, eventually };
@@ -19,14 +19,17 @@ export { delay, eventually };
 export const skip: string | false = process.env['E2E_NOT_RUN']
   ? `e2e not run: ${process.env['E2E_NOT_RUN'].split('\n')[0]}`
   : process.env['E2E_KUBECONFIG']
-    ? false
-    : 'e2e not run: no cluster (run the tests with `npm test`, which starts one)';
+  ? false
+  : 'e2e not run: no cluster (run the tests with `npm test`, which starts one)';
 
 /**
  * Why a test file that needs a control plane of its own (to kill its API server or compact its
  * etcd) cannot run, or false. It can whenever test/run.ts could start the shared one.
  */
-export const ownSkip: string | false = skip || (process.env['E2E_ETCD'] || process.env['KUBEBUILDER_ASSETS'] ? false : 'needs the project\'s own control plane binaries (the run uses an existing cluster)');
+export const ownSkip: string | false = skip ||
+  (process.env['E2E_ETCD'] || process.env['KUBEBUILDER_ASSETS']
+    ? false
+    : "needs the project's own control plane binaries (the run uses an existing cluster)");
 
 /** The shared cluster's kubeconfig (from test/run.ts). */
 export function sharedKubeconfig(): string {
@@ -87,7 +90,9 @@ export class Cluster {
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.#namespaces.map((ns) => this.client.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => {})));
+    await Promise.all(
+      this.#namespaces.map((ns) => this.client.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => {})),
+    );
     for (const cleanup of this.#cleanups.reverse()) await cleanup().catch(() => {});
     await this.client.close();
     rmSync(this.#dir, { recursive: true, force: true });
@@ -168,31 +173,48 @@ export class Cluster {
         group,
         scope: 'Namespaced',
         names: { plural, singular: kind.toLowerCase(), kind, listKind: `${kind}List` },
-        versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } }],
+        versions: [{
+          name: 'v1',
+          served: true,
+          storage: true,
+          schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
+        }],
       },
     });
-    await eventually(async () => (await this.client.request('GET', `/apis/${group}/v1/${plural}`)).ok, `CRD ${plural}.${group} to be served`);
+    await eventually(
+      async () => (await this.client.request('GET', `/apis/${group}/v1/${plural}`)).ok,
+      `CRD ${plural}.${group} to be served`,
+    );
   }
 
   /** Deletes a CRD and waits until it (and so every object of it) is gone. */
   async deleteCrd(group: string, plural: string): Promise<void> {
     const path = `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${plural}.${group}`;
     await this.delete(path);
-    await eventually(async () => {
-      try {
-        await this.get(path);
-        return false;
-      } catch {
-        return true;
-      }
-    }, `CRD ${plural}.${group} to be gone`, 60_000);
+    await eventually(
+      async () => {
+        try {
+          await this.get(path);
+          return false;
+        } catch {
+          return true;
+        }
+      },
+      `CRD ${plural}.${group} to be gone`,
+      60_000,
+    );
   }
 
   /**
    * A ServiceAccount bound (cluster-wide) to a ClusterRole with `rules`, and a kubeconfig for it.
    * The ClusterRole is named `${namespace}-${name}`; change it with setRules.
    */
-  async serviceAccount(namespace: string, name: string, rules: readonly PolicyRule[], server?: string): Promise<{ kubeconfig: string; username: string; role: string }> {
+  async serviceAccount(
+    namespace: string,
+    name: string,
+    rules: readonly PolicyRule[],
+    server?: string,
+  ): Promise<{ kubeconfig: string; username: string; role: string }> {
     const role = `${namespace}-${name}`;
     await this.post(`/api/v1/namespaces/${namespace}/serviceaccounts`, { metadata: { name } });
     await this.post('/apis/rbac.authorization.k8s.io/v1/clusterroles', { metadata: { name: role }, rules });
@@ -203,10 +225,19 @@ export class Cluster {
     });
     this.onClose(() => this.delete(`/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${role}`));
     this.onClose(() => this.delete(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${role}`));
-    const { status } = await this.post<{ status: { token: string } }>(`/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`, {
-      apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 },
-    });
-    return { kubeconfig: this.writeKubeconfig({ token: status.token, ...(server ? { server } : {}) }), username: `system:serviceaccount:${namespace}:${name}`, role };
+    const { status } = await this.post<{ status: { token: string } }>(
+      `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
+      {
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenRequest',
+        spec: { expirationSeconds: 3600 },
+      },
+    );
+    return {
+      kubeconfig: this.writeKubeconfig({ token: status.token, ...(server ? { server } : {}) }),
+      username: `system:serviceaccount:${namespace}:${name}`,
+      role,
+    };
   }
 
   /**
@@ -214,18 +245,32 @@ export class Cluster {
    * Secret revokes the token (once the API server's ~10 s authentication cache has expired).
    */
   async boundToken(namespace: string, serviceAccount: string, secret: string): Promise<string> {
-    const created = await this.post<{ metadata: { uid: string } }>(`/api/v1/namespaces/${namespace}/secrets`, { metadata: { name: secret }, stringData: { purpose: 'token binding' } });
-    const { status } = await this.post<{ status: { token: string } }>(`/api/v1/namespaces/${namespace}/serviceaccounts/${serviceAccount}/token`, {
-      apiVersion: 'authentication.k8s.io/v1',
-      kind: 'TokenRequest',
-      spec: { expirationSeconds: 3600, boundObjectRef: { apiVersion: 'v1', kind: 'Secret', name: secret, uid: created.metadata.uid } },
+    const created = await this.post<{ metadata: { uid: string } }>(`/api/v1/namespaces/${namespace}/secrets`, {
+      metadata: { name: secret },
+      stringData: { purpose: 'token binding' },
     });
+    const { status } = await this.post<{ status: { token: string } }>(
+      `/api/v1/namespaces/${namespace}/serviceaccounts/${serviceAccount}/token`,
+      {
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenRequest',
+        spec: {
+          expirationSeconds: 3600,
+          boundObjectRef: { apiVersion: 'v1', kind: 'Secret', name: secret, uid: created.metadata.uid },
+        },
+      },
+    );
     return status.token;
   }
 
   async setRules(role: string, rules: readonly PolicyRule[]): Promise<void> {
     const current = await this.get<{ metadata: object }>(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${role}`);
-    await this.put(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${role}`, { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: current.metadata, rules });
+    await this.put(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${role}`, {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: current.metadata,
+      rules,
+    });
   }
 }
 
@@ -233,7 +278,6 @@ export class Cluster {
 export async function ownControlPlane(): Promise<ControlPlane> {
   return startControlPlane();
 }
-
 
 export interface AuditEvent {
   readonly verb: string;
@@ -305,8 +349,15 @@ export const byLabeller = (event: AuditEvent): boolean => (event.userAgent ?? ''
  */
 export function inClusterWrapper(serviceAccountDir: string): string[] {
   return [
-    'unshare', '--mount', '--propagation', 'private', ...(process.getuid?.() === 0 ? [] : ['--map-root-user']),
-    'sh', '-c', `mount -t tmpfs tmpfs /var/run && mkdir -p ${SERVICE_ACCOUNT_DIR} && mount --bind "$0" ${SERVICE_ACCOUNT_DIR} && exec "$@"`, serviceAccountDir,
+    'unshare',
+    '--mount',
+    '--propagation',
+    'private',
+    ...(process.getuid?.() === 0 ? [] : ['--map-root-user']),
+    'sh',
+    '-c',
+    `mount -t tmpfs tmpfs /var/run && mkdir -p ${SERVICE_ACCOUNT_DIR} && mount --bind "$0" ${SERVICE_ACCOUNT_DIR} && exec "$@"`,
+    serviceAccountDir,
   ];
 }
 
@@ -325,7 +376,10 @@ export function procStatusMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
 
 /** etcd's current revision, through its HTTP/JSON gateway. */
 export async function etcdRevision(etcd: string): Promise<number> {
-  const response = await fetch(`${etcd}/v3/kv/range`, { method: 'POST', body: JSON.stringify({ key: Buffer.from('/').toString('base64') }) });
+  const response = await fetch(`${etcd}/v3/kv/range`, {
+    method: 'POST',
+    body: JSON.stringify({ key: Buffer.from('/').toString('base64') }),
+  });
   const body = (await response.json()) as { header?: { revision?: string } };
   const revision = Number(body.header?.revision);
   if (!Number.isFinite(revision)) throw new Error(`no revision from etcd: ${JSON.stringify(body)}`);
@@ -334,7 +388,10 @@ export async function etcdRevision(etcd: string): Promise<number> {
 
 /** Compacts etcd's history up to `revision` (physically), so older resourceVersions are gone. */
 export async function compactEtcd(etcd: string, revision: number): Promise<void> {
-  const response = await fetch(`${etcd}/v3/kv/compaction`, { method: 'POST', body: JSON.stringify({ revision: String(revision), physical: true }) });
+  const response = await fetch(`${etcd}/v3/kv/compaction`, {
+    method: 'POST',
+    body: JSON.stringify({ revision: String(revision), physical: true }),
+  });
   if (!response.ok) throw new Error(`etcd compaction failed: ${response.status} ${await response.text()}`);
   await response.text();
 }

@@ -2,7 +2,7 @@
 // creates a few deployments, services and config maps, runs `labeller --config kinds.yaml
 // --once`, and prints every object's labels before and after.
 import { execFileSync } from 'node:child_process';
-import { ControlPlaneUnavailable, startControlPlane, type ControlPlane } from './controlplane/controlplane.ts';
+import { type ControlPlane, ControlPlaneUnavailable, startControlPlane } from './controlplane/controlplane.ts';
 import { KubeClient } from '../src/kube/client.ts';
 
 const cp: ControlPlane = await startControlPlane().catch((error: unknown) => {
@@ -16,30 +16,59 @@ process.once('SIGINT', stop);
 process.once('SIGTERM', stop);
 try {
   const client = await KubeClient.load({ kubeconfig: cp.kubeconfig });
-  const post = (path: string, body: object) => client.json('POST', path, { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const post = (path: string, body: object) =>
+    client.json('POST', path, { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   for (const app of ['web', 'api', 'worker']) {
     await post('/apis/apps/v1/namespaces/default/deployments', {
       metadata: { name: app, labels: { app } },
-      spec: { selector: { matchLabels: { app } }, template: { metadata: { labels: { app } }, spec: { containers: [{ name: app, image: `example/${app}` }] } } },
+      spec: {
+        selector: { matchLabels: { app } },
+        template: { metadata: { labels: { app } }, spec: { containers: [{ name: app, image: `example/${app}` }] } },
+      },
     });
-    if (app !== 'worker') await post('/api/v1/namespaces/default/services', { metadata: { name: app, labels: { app } }, spec: { ports: [{ port: 80 }] } });
+    if (app !== 'worker') {
+      await post('/api/v1/namespaces/default/services', {
+        metadata: { name: app, labels: { app } },
+        spec: { ports: [{ port: 80 }] },
+      });
+    }
   }
   await post('/api/v1/namespaces/default/configmaps', { metadata: { name: 'settings' }, data: { mode: 'demo' } });
 
-  const paths = ['/apis/apps/v1/namespaces/default/deployments', '/api/v1/namespaces/default/services', '/api/v1/namespaces/default/configmaps'];
+  const paths = [
+    '/apis/apps/v1/namespaces/default/deployments',
+    '/api/v1/namespaces/default/services',
+    '/api/v1/namespaces/default/configmaps',
+  ];
   const snapshot = async (): Promise<Map<string, string>> => {
     const labels = new Map<string, string>();
     for (const path of paths) {
-      const list = await client.json<{ items: { kind?: string; metadata: { name: string; labels?: Record<string, string> } }[] }>('GET', path);
+      const list = await client.json<
+        { items: { kind?: string; metadata: { name: string; labels?: Record<string, string> } }[] }
+      >('GET', path);
       const kind = path.split('/').at(-1) ?? '';
-      for (const item of list.items) labels.set(`${kind}/${item.metadata.name}`, Object.entries(item.metadata.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(', ') || '(none)');
+      for (const item of list.items) {
+        labels.set(
+          `${kind}/${item.metadata.name}`,
+          Object.entries(item.metadata.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(', ') || '(none)',
+        );
+      }
     }
     return labels;
   };
 
   const before = await snapshot();
   console.log(`kube-apiserver at ${cp.server}; running: labeller --config kinds.yaml --once\n`);
-  const summary = execFileSync(process.execPath, ['bin/labeller.js', '--kubeconfig', cp.kubeconfig, '--config', 'kinds.yaml', '--once', '--log-level', 'warn'], { encoding: 'utf8' });
+  const summary = execFileSync(process.execPath, [
+    'bin/labeller.js',
+    '--kubeconfig',
+    cp.kubeconfig,
+    '--config',
+    'kinds.yaml',
+    '--once',
+    '--log-level',
+    'warn',
+  ], { encoding: 'utf8' });
   const after = await snapshot();
 
   const width = Math.max(...[...before.keys()].map((k) => k.length));

@@ -1,7 +1,12 @@
 // Waiting in tests: for a condition the system reaches in its own time, never a fixed sleep.
 
 /** Polls `check` until it returns a truthy value; fails with `what` after `timeoutMs`. */
-export async function eventually<T>(check: () => Promise<T | undefined | false>, what: string, timeoutMs = 30_000, intervalMs = 50): Promise<T> {
+export async function eventually<T>(
+  check: () => Promise<T | undefined | false>,
+  what: string,
+  timeoutMs = 30_000,
+  intervalMs = 50,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -11,7 +16,9 @@ export async function eventually<T>(check: () => Promise<T | undefined | false>,
     } catch (error) {
       last = error;
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    }
     await delay(intervalMs);
   }
 }

@@ -34,7 +34,10 @@ export class Arrivals<T> {
    * The first item at index ≥ `from` matching `predicate`. Rejects after `timeoutMs`, or when the
    * source ends first, with `context()` (a stderr tail, what did arrive) in the message.
    */
-  waitFor(predicate: (item: T) => boolean, options: { readonly timeoutMs: number; readonly from?: number; readonly context: () => string }): Promise<T> {
+  waitFor(
+    predicate: (item: T) => boolean,
+    options: { readonly timeoutMs: number; readonly from?: number; readonly context: () => string },
+  ): Promise<T> {
     return new Promise((resolve, reject) => {
       let scanned = options.from ?? 0;
       const check = (): void => {
@@ -42,9 +45,14 @@ export class Arrivals<T> {
           const item = this.items[scanned]!;
           if (predicate(item)) return done(() => resolve(item));
         }
-        if (this.#ended !== undefined) done(() => reject(new Error(`${this.#ended} before the expected line\n${options.context()}`)));
+        if (this.#ended !== undefined) {
+          done(() => reject(new Error(`${this.#ended} before the expected line\n${options.context()}`)));
+        }
       };
-      const timer = setTimeout(() => done(() => reject(new Error(`no matching line within ${options.timeoutMs} ms\n${options.context()}`))), options.timeoutMs);
+      const timer = setTimeout(
+        () => done(() => reject(new Error(`no matching line within ${options.timeoutMs} ms\n${options.context()}`))),
+        options.timeoutMs,
+      );
       const done = (settle: () => void): void => {
         clearTimeout(timer);
         this.#wakers.delete(check);

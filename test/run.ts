@@ -5,11 +5,11 @@
 //   USE_EXISTING_CLUSTER=true      the same, with $KUBECONFIG or ~/.kube/config (envtest's convention)
 //   KUBEBUILDER_ASSETS=dir         use ready kube-apiserver and etcd binaries instead of building them
 //   CI=true                        a control plane that cannot start fails the run
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { globSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { ControlPlaneUnavailable, startControlPlane, type ControlPlane } from './controlplane/controlplane.ts';
+import { type ControlPlane, ControlPlaneUnavailable, startControlPlane } from './controlplane/controlplane.ts';
 import { ensureTools } from './tools.ts';
 
 // `node --import tsx test/run.ts [--unit-only | --e2e-only] [test files…]`
@@ -17,7 +17,9 @@ const args = new Set(process.argv.slice(2));
 const only = [...args].filter((a) => a.endsWith('.ts'));
 const pick = (files: string[]): string[] => (only.length ? files.filter((f) => only.includes(f)) : files);
 // Unit tests need no cluster: those beside the sources, and test/unit/ (in-process property tests).
-const unit = args.has('--e2e-only') ? [] : pick([...globSync('src/**/*.test.ts'), ...globSync('test/unit/**/*.test.ts')]);
+const unit = args.has('--e2e-only')
+  ? []
+  : pick([...globSync('src/**/*.test.ts'), ...globSync('test/unit/**/*.test.ts')]);
 const e2e = args.has('--unit-only') ? [] : pick(globSync('test/e2e/**/*.test.ts'));
 const ci = process.env['CI'] === 'true';
 
@@ -48,7 +50,9 @@ const env: Record<string, string | undefined> = { ...process.env };
 let notRun: string | undefined;
 if (e2e.length > 0) {
   const existing = process.env['E2E_KUBECONFIG'] ??
-    (process.env['USE_EXISTING_CLUSTER'] === 'true' ? (process.env['KUBECONFIG'] ?? join(homedir(), '.kube', 'config')) : undefined);
+    (process.env['USE_EXISTING_CLUSTER'] === 'true'
+      ? (process.env['KUBECONFIG'] ?? join(homedir(), '.kube', 'config'))
+      : undefined);
   try {
     const tools = ensureTools();
     env['PATH'] = `${tools}${delimiter}${process.env['PATH'] ?? ''}`;
@@ -63,9 +67,15 @@ if (e2e.length > 0) {
       env['E2E_KUBECONFIG'] = cp.kubeconfig;
       env['E2E_ETCD'] = cp.etcd;
       env['E2E_AUDIT_LOG'] = cp.auditLog;
-      const version = execFileSync(join(tools, 'kubectl'), ['--kubeconfig', cp.kubeconfig, 'version', '-o', 'json'], { encoding: 'utf8' });
+      const version = execFileSync(join(tools, 'kubectl'), ['--kubeconfig', cp.kubeconfig, 'version', '-o', 'json'], {
+        encoding: 'utf8',
+      });
       const server = (JSON.parse(version) as { serverVersion?: { gitVersion?: string } }).serverVersion?.gitVersion;
-      console.log(`control plane: kube-apiserver ${server} at ${cp.server}, ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+      console.log(
+        `control plane: kube-apiserver ${server} at ${cp.server}, ready in ${
+          ((performance.now() - started) / 1000).toFixed(1)
+        } s`,
+      );
     }
   } catch (error) {
     if (abort.signal.aborted) await finish(130);

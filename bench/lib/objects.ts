@@ -36,7 +36,12 @@ function body(kind: KindSpec, name: string, i: number): object {
   const app = `app-${i % 97}`;
   const metadata = {
     name,
-    labels: { app, 'app.kubernetes.io/name': app, 'app.kubernetes.io/component': kind.resource === 'configmaps' ? 'config' : 'backend', tier: i % 3 === 0 ? 'frontend' : 'backend' },
+    labels: {
+      app,
+      'app.kubernetes.io/name': app,
+      'app.kubernetes.io/component': kind.resource === 'configmaps' ? 'config' : 'backend',
+      tier: i % 3 === 0 ? 'frontend' : 'backend',
+    },
     annotations: {
       'example.com/owner': `team-${i % 13}@example.com`,
       'example.com/runbook': `https://runbooks.example.com/${app}/${kind.resource}`,
@@ -45,10 +50,20 @@ function body(kind: KindSpec, name: string, i: number): object {
   };
   switch (kind.resource) {
     case 'configmaps':
-      return { apiVersion: kind.apiVersion, kind: kind.kind, metadata, data: { 'app.yaml': `name: ${app}\nreplicas: 2\nlog:\n  level: info\n  format: json\nfeatures: [a, b, c]\n` } };
+      return {
+        apiVersion: kind.apiVersion,
+        kind: kind.kind,
+        metadata,
+        data: { 'app.yaml': `name: ${app}\nreplicas: 2\nlog:\n  level: info\n  format: json\nfeatures: [a, b, c]\n` },
+      };
     case 'services':
       // Headless: the test control plane's service CIDR has room for 254 cluster IPs only.
-      return { apiVersion: kind.apiVersion, kind: kind.kind, metadata, spec: { clusterIP: 'None', selector: { app }, ports: [{ name: 'http', port: 80, targetPort: 8080 }] } };
+      return {
+        apiVersion: kind.apiVersion,
+        kind: kind.kind,
+        metadata,
+        spec: { clusterIP: 'None', selector: { app }, ports: [{ name: 'http', port: 80, targetPort: 8080 }] },
+      };
     case 'deployments':
       return {
         apiVersion: kind.apiVersion,
@@ -76,11 +91,12 @@ function body(kind: KindSpec, name: string, i: number): object {
 
 /** Retries what a busy API server answers transiently (429, 5xx, dropped connections). */
 export async function retrying<T>(what: () => Promise<T>, attempts = 5): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
+  for (let attempt = 1;; attempt++) {
     try {
       return await what();
     } catch (error) {
-      const transient = error instanceof ConnectionError || (error instanceof ApiError && (error.status === 429 || error.status >= 500));
+      const transient = error instanceof ConnectionError ||
+        (error instanceof ApiError && (error.status === 429 || error.status >= 500));
       if (!transient || attempt >= attempts) throw error;
       const retryAfter = error instanceof ApiError && error.retryAfterSeconds ? error.retryAfterSeconds * 1000 : 0;
       await new Promise((resolve) => setTimeout(resolve, Math.max(retryAfter, 100 * 2 ** attempt)));
@@ -89,7 +105,12 @@ export async function retrying<T>(what: () => Promise<T>, attempts = 5): Promise
 }
 
 /** Runs `fn` over `items`, `concurrency` at a time; the first failure stops the rest and rejects. */
-export async function pool<T>(items: readonly T[], concurrency: number, fn: (item: T, index: number) => Promise<void>, signal?: AbortSignal): Promise<void> {
+export async function pool<T>(
+  items: readonly T[],
+  concurrency: number,
+  fn: (item: T, index: number) => Promise<void>,
+  signal?: AbortSignal,
+): Promise<void> {
   let next = 0;
   let failed = false;
   const worker = async (): Promise<void> => {
@@ -108,33 +129,60 @@ export async function pool<T>(items: readonly T[], concurrency: number, fn: (ite
 }
 
 /** Creates one object as `kubectl-create`, then server-side applies extra metadata as `argocd-controller`. */
-export async function createObject(client: KubeClient, namespace: string, kind: KindSpec, name: string, i: number): Promise<BenchObject> {
+export async function createObject(
+  client: KubeClient,
+  namespace: string,
+  kind: KindSpec,
+  name: string,
+  i: number,
+): Promise<BenchObject> {
   const created = await retrying(() =>
     client.json<{ metadata: { uid: string } }>('POST', collection(kind, namespace), {
       query: { fieldManager: 'kubectl-create' },
-      headers: { 'content-type': 'application/json', accept: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json' },
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json',
+      },
       body: JSON.stringify(body(kind, name, i)),
-    }),
+    })
   );
   await retrying(() =>
     client.request('PATCH', `${collection(kind, namespace)}/${name}`, {
       query: { fieldManager: 'argocd-controller' },
-      headers: { 'content-type': 'application/apply-patch+yaml', accept: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json' },
+      headers: {
+        'content-type': 'application/apply-patch+yaml',
+        accept: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json',
+      },
       body: JSON.stringify({
         apiVersion: kind.apiVersion,
         kind: kind.kind,
-        metadata: { name, namespace, labels: { 'app.kubernetes.io/managed-by': 'argocd', 'app.kubernetes.io/instance': name }, annotations: { 'argocd.argoproj.io/tracking-id': `bench:${kind.apiVersion}:${kind.kind}:${namespace}/${name}` } },
+        metadata: {
+          name,
+          namespace,
+          labels: { 'app.kubernetes.io/managed-by': 'argocd', 'app.kubernetes.io/instance': name },
+          annotations: {
+            'argocd.argoproj.io/tracking-id': `bench:${kind.apiVersion}:${kind.kind}:${namespace}/${name}`,
+          },
+        },
       }),
-    }).then((r) => r.arrayBuffer()),
+    }).then((r) => r.arrayBuffer())
   );
   return { kind, name, uid: created.metadata.uid };
 }
 
 /** Creates `n` objects split over the kinds, `concurrency` requests in flight. */
-export async function createObjects(client: KubeClient, namespace: string, n: number, concurrency: number, signal?: AbortSignal): Promise<BenchObject[]> {
+export async function createObjects(
+  client: KubeClient,
+  namespace: string,
+  n: number,
+  concurrency: number,
+  signal?: AbortSignal,
+): Promise<BenchObject[]> {
   const plan: { kind: KindSpec; name: string; i: number }[] = [];
   for (const [kind, count] of split(n)) {
-    for (let i = 0; i < count; i++) plan.push({ kind, name: `${kind.resource.slice(0, -1)}-${String(i).padStart(5, '0')}`, i });
+    for (let i = 0; i < count; i++) {
+      plan.push({ kind, name: `${kind.resource.slice(0, -1)}-${String(i).padStart(5, '0')}`, i });
+    }
   }
   // Interleave the kinds, as a real cluster's objects arrive.
   plan.sort((a, b) => a.i - b.i);

@@ -28,11 +28,18 @@ export function procSample(pid: number): ProcSample | undefined {
   } catch {
     return undefined;
   }
-  const kib = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
+  const kib = (field: string): number =>
+    Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
   // The command name (field 2) may hold spaces and parentheses: count fields after its last ')'.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const [utime, stime] = [Number(fields[11]), Number(fields[12])]; // fields 14 and 15 of stat(5)
-  return { at: Date.now(), rss: kib('VmRSS'), peakRss: kib('VmHWM'), cpuSeconds: (utime + stime) / USER_HZ, systemSeconds: stime / USER_HZ };
+  return {
+    at: Date.now(),
+    rss: kib('VmRSS'),
+    peakRss: kib('VmHWM'),
+    cpuSeconds: (utime + stime) / USER_HZ,
+    systemSeconds: stime / USER_HZ,
+  };
 }
 
 /** Samples a process every `intervalMs` until stopped; keeps every reading (a few per second). */

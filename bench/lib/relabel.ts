@@ -5,7 +5,7 @@ import { MetadataApi } from '../../src/kube/api.ts';
 import type { KubeClient } from '../../src/kube/client.ts';
 import { ApiError } from '../../src/kube/errors.ts';
 import type { ApiResource } from '../../src/kube/resource.ts';
-import { collection, type BenchObject, type KindSpec } from './objects.ts';
+import { type BenchObject, collection, type KindSpec } from './objects.ts';
 
 type Labels = Readonly<Record<string, string>>;
 
@@ -24,7 +24,9 @@ export class LabelWatch {
   errors = 0;
 
   constructor(client: KubeClient, resources: ReadonlyMap<KindSpec, ApiResource>, namespace: string) {
-    this.#apis = new Map([...resources].map(([kind, resource]) => [kind.kind, new MetadataApi(client, resource, namespace)]));
+    this.#apis = new Map(
+      [...resources].map(([kind, resource]) => [kind.kind, new MetadataApi(client, resource, namespace)]),
+    );
   }
 
   /** Starts watching from now; resolves once every watch is open. */
@@ -85,7 +87,9 @@ export class LabelWatch {
       } catch (error) {
         if (signal.aborted) return;
         this.errors++;
-        if (error instanceof ApiError && error.expired) resourceVersion = (await api.list({ limit: 1 })).metadata.resourceVersion;
+        if (error instanceof ApiError && error.expired) {
+          resourceVersion = (await api.list({ limit: 1 })).metadata.resourceVersion;
+        }
         await new Promise((resolve) => setTimeout(resolve, 200));
       }
     }
@@ -116,11 +120,17 @@ export async function measureRelabel(
     signal.throwIfAborted();
     // Spread the samples over the kinds and the objects.
     const object = objects[(offset + i * 7919) % objects.length]!;
-    const times = watch.track(object.kind.kind, object.name, [(l) => l[label.key] === undefined, (l) => l[label.key] === label.value], 10_000);
+    const times = watch.track(object.kind.kind, object.name, [
+      (l) => l[label.key] === undefined,
+      (l) => l[label.key] === label.value,
+    ], 10_000);
     times.catch(() => {}); // awaited below; a failed PATCH must not leave it unhandled
     await client.json('PATCH', `${collection(object.kind, namespace)}/${object.name}`, {
       query: { fieldManager: 'kubectl-edit' },
-      headers: { 'content-type': 'application/merge-patch+json', accept: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json' },
+      headers: {
+        'content-type': 'application/merge-patch+json',
+        accept: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json',
+      },
       body: JSON.stringify({ metadata: { labels: { [label.key]: null } } }),
     });
     try {
@@ -186,14 +196,22 @@ export class Churn {
           await this.#client.request('POST', path, {
             query: { fieldManager: 'churn-writer' },
             headers: { 'content-type': 'application/json' },
-            body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `churn-${this.created}`, labels: { app: 'churn' } }, data: { n: String(i) } }),
+            body: JSON.stringify({
+              apiVersion: 'v1',
+              kind: 'ConfigMap',
+              metadata: { name: `churn-${this.created}`, labels: { app: 'churn' } },
+              data: { n: String(i) },
+            }),
           }).then((r) => r.arrayBuffer());
           this.created++;
         } else {
           await this.#client.request('PATCH', `${path}/churn-${i % this.created}`, {
             query: { fieldManager: 'churn-writer' },
             headers: { 'content-type': 'application/merge-patch+json' },
-            body: JSON.stringify({ metadata: { annotations: { 'example.com/revision': String(i) } }, data: { n: String(i) } }),
+            body: JSON.stringify({
+              metadata: { annotations: { 'example.com/revision': String(i) } },
+              data: { n: String(i) },
+            }),
           }).then((r) => r.arrayBuffer());
           this.updated++;
         }

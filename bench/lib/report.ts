@@ -41,7 +41,11 @@ export function table(rows: readonly Row[]): string {
   const lines = ['| # | measurement | result | target | verdict | load (1 min) |', '|---|---|---|---|---|---|'];
   for (const r of rows) {
     const verdict = r.verdict === '' ? '' : `**${r.verdict}**${r.verdictNote ? ` ${r.verdictNote}` : ''}`;
-    lines.push(`| ${r.id} | ${escape(r.measurement)} | ${escape(r.result)} | ${escape(r.target)} | ${escape(verdict)} | ${r.load === undefined ? '' : r.load.toFixed(2)} |`);
+    lines.push(
+      `| ${r.id} | ${escape(r.measurement)} | ${escape(r.result)} | ${escape(r.target)} | ${escape(verdict)} | ${
+        r.load === undefined ? '' : r.load.toFixed(2)
+      } |`,
+    );
   }
   return lines.join('\n');
 }
@@ -64,7 +68,10 @@ export function updateResultsFile(path: string, key: string, section: string): v
   const order = (k: string): number => Number(/n=(\d+)/.exec(k)?.[1] ?? 0);
   const keys = [...sections.keys()].sort((a, b) => order(a) - order(b) || a.localeCompare(b));
   const head = existing.split('<!-- bench ')[0]!.trimEnd();
-  writeFileSync(path, `${head}\n\n${keys.map((k) => `<!-- bench ${k} -->\n${sections.get(k)}<!-- /bench ${k} -->\n`).join('\n')}`);
+  writeFileSync(
+    path,
+    `${head}\n\n${keys.map((k) => `<!-- bench ${k} -->\n${sections.get(k)}<!-- /bench ${k} -->\n`).join('\n')}`,
+  );
 }
 
 export function writeJson(dir: string, name: string, data: unknown): string {

@@ -28,7 +28,12 @@ export function executable(runtime: Runtime): string {
  */
 export function tsCommand(runtime: Runtime, entry: string, v8Flags: readonly string[] = []): [string, string[]] {
   if (runtime === 'deno') {
-    return [executable('deno'), ['run', '--allow-all', ...(v8Flags.length ? [`--v8-flags=${v8Flags.join(',')}`] : []), entry]];
+    return [executable('deno'), [
+      'run',
+      '--allow-all',
+      ...(v8Flags.length ? [`--v8-flags=${v8Flags.join(',')}`] : []),
+      entry,
+    ]];
   }
   return [executable('node'), [...v8Flags, ...(entry.endsWith('.js') ? [] : ['--import', 'tsx']), entry]];
 }

@@ -25,7 +25,12 @@ interface DenoChild {
 }
 
 declare const Deno:
-  | { Command: new (cmd: string, options: { args: string[]; stdin: 'null'; stdout: 'piped' | 'null'; stderr: 'piped' }) => { spawn(): DenoChild } }
+  | {
+    Command: new (
+      cmd: string,
+      options: { args: string[]; stdin: 'null'; stdout: 'piped' | 'null'; stderr: 'piped' },
+    ) => { spawn(): DenoChild };
+  }
   | undefined;
 
 async function pump(stream: ReadableStream<Uint8Array>, onData: (chunk: string) => void): Promise<void> {
@@ -39,10 +44,23 @@ async function pump(stream: ReadableStream<Uint8Array>, onData: (chunk: string) 
 }
 
 /** Starts `command`; `onStderr` (and `onStdout`, if given) get its output as text. */
-export function start(command: string, args: readonly string[], onStderr: (chunk: string) => void, onStdout?: (chunk: string) => void): Child {
+export function start(
+  command: string,
+  args: readonly string[],
+  onStderr: (chunk: string) => void,
+  onStdout?: (chunk: string) => void,
+): Child {
   if (typeof Deno !== 'undefined') {
-    const child = new Deno.Command(command, { args: [...args], stdin: 'null', stdout: onStdout ? 'piped' : 'null', stderr: 'piped' }).spawn();
-    const output = Promise.all([pump(child.stderr, onStderr), onStdout ? pump(child.stdout, onStdout) : Promise.resolve()]).catch(() => {});
+    const child = new Deno.Command(command, {
+      args: [...args],
+      stdin: 'null',
+      stdout: onStdout ? 'piped' : 'null',
+      stderr: 'piped',
+    }).spawn();
+    const output = Promise.all([
+      pump(child.stderr, onStderr),
+      onStdout ? pump(child.stdout, onStdout) : Promise.resolve(),
+    ]).catch(() => {});
     const handle: { exit: Exit | undefined } & Child = {
       pid: child.pid,
       exit: undefined,

@@ -2,11 +2,11 @@
 // projection the labelling needs, and the label reconciler as the controller's reconcile function.
 import { MetadataApi } from '../kube/api.ts';
 import type { KubeClient } from '../kube/client.ts';
-import { apiVersion, groupResource, type ApiResource } from '../kube/resource.ts';
+import { type ApiResource, apiVersion, groupResource } from '../kube/resource.ts';
 import type { KindConfig } from '../labeller/config.ts';
-import { projector, type LabelledObject } from '../labeller/object.ts';
+import { type LabelledObject, projector } from '../labeller/object.ts';
 import { objectCounter } from '../labeller/ownership.ts';
-import { Reconciler, type Outcome } from '../labeller/reconcile.ts';
+import { type Outcome, Reconciler } from '../labeller/reconcile.ts';
 import { labelClient } from '../labelclient.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
@@ -16,7 +16,10 @@ import type { LabellerEvents } from './events.ts';
 import type { KindRelations, Relations } from './related.ts';
 
 /** What wiring a kind takes of the command-line options. */
-export type WiringOptions = Pick<Options, 'fieldManager' | 'concurrency' | 'requeueAfterMs' | 'dryRun' | 'once' | 'watchTimeoutSeconds'>;
+export type WiringOptions = Pick<
+  Options,
+  'fieldManager' | 'concurrency' | 'requeueAfterMs' | 'dryRun' | 'once' | 'watchTimeoutSeconds'
+>;
 
 /** Reconcile outcomes of every controller, counted for the `--once` summary and the final log line. */
 export type Counts = Record<Outcome | 'failed', number>;
@@ -32,7 +35,15 @@ export function watchedNamespaces(kind: KindConfig, resource: ApiResource): read
  * What labelling one kind in one namespace takes: its metadata API, the cache projection and the
  * reconciler; with `relations`, the related objects its templates read come from their caches.
  */
-export function labellingFor(client: KubeClient, kind: KindConfig, resource: ApiResource, namespace: string, options: Pick<WiringOptions, 'fieldManager' | 'dryRun'>, log: Logger, relations?: KindRelations) {
+export function labellingFor(
+  client: KubeClient,
+  kind: KindConfig,
+  resource: ApiResource,
+  namespace: string,
+  options: Pick<WiringOptions, 'fieldManager' | 'dryRun'>,
+  log: Logger,
+  relations?: KindRelations,
+) {
   const api = new MetadataApi(client, resource, namespace);
   const annotations = new Set([...kind.labels.values()].flatMap((t) => t.annotations));
   const reconciler = new Reconciler({
@@ -63,11 +74,31 @@ export interface KindControllers {
 }
 
 /** The controllers of one configured kind: one per namespace, or one for all namespaces. */
-export function controllersFor(client: KubeClient, kind: KindConfig, resource: ApiResource, options: WiringOptions, log: Logger, counts: Counts, metrics?: Metrics, events?: LabellerEvents, relations?: Relations): Controller<LabelledObject>[] {
+export function controllersFor(
+  client: KubeClient,
+  kind: KindConfig,
+  resource: ApiResource,
+  options: WiringOptions,
+  log: Logger,
+  counts: Counts,
+  metrics?: Metrics,
+  events?: LabellerEvents,
+  relations?: Relations,
+): Controller<LabelledObject>[] {
   return kindControllers(client, kind, resource, options, log, counts, metrics, events, relations).controllers;
 }
 
-export function kindControllers(client: KubeClient, kind: KindConfig, resource: ApiResource, options: WiringOptions, log: Logger, counts: Counts, metrics?: Metrics, events?: LabellerEvents, relations?: Relations): KindControllers {
+export function kindControllers(
+  client: KubeClient,
+  kind: KindConfig,
+  resource: ApiResource,
+  options: WiringOptions,
+  log: Logger,
+  counts: Counts,
+  metrics?: Metrics,
+  events?: LabellerEvents,
+  relations?: Relations,
+): KindControllers {
   const name = groupResource(resource);
   const kindLog = log.child({ kind: resource.kind });
   const wired = watchedNamespaces(kind, resource).map((namespace) => {
@@ -89,7 +120,13 @@ export function kindControllers(client: KubeClient, kind: KindConfig, resource: 
           const result = await reconciler.reconcile(object, writes);
           const { outcome, patch } = result;
           counts[outcome]++;
-          kindEvents?.reconciled({ apiVersion: apiVersion(resource), kind: resource.kind, name: object.name, namespace: object.namespace, uid: object.uid }, result);
+          kindEvents?.reconciled({
+            apiVersion: apiVersion(resource),
+            kind: resource.kind,
+            name: object.name,
+            namespace: object.namespace,
+            uid: object.uid,
+          }, result);
           if (outcome === 'conflict') labelMetrics?.conflict();
           if (!options.dryRun && patch.length > 0) {
             const removed = patch.filter((op) => op.op === 'remove').length;

@@ -45,7 +45,11 @@ export class LabellerEvents {
 
   constructor(client: KubeClient, identity: EventsIdentity, log: Logger) {
     const sink = new EventsApi(client, { controller: REPORTING_CONTROLLER, instance: identity.instance });
-    this.#recorder = new EventRecorder({ sink, clock: { now: Date.now, sleep }, log: log.child({ component: 'events' }) });
+    this.#recorder = new EventRecorder({
+      sink,
+      clock: { now: Date.now, sleep },
+      log: log.child({ component: 'events' }),
+    });
     this.#pod = identity.pod;
   }
 
@@ -59,7 +63,15 @@ export class LabellerEvents {
 
   /** A config file change rejected by the live reload, on labeller's Pod (outside a pod, the log has it). */
   configRejected(note: string): void {
-    if (this.#pod) this.#recorder.record({ regarding: this.#pod, type: 'Warning', reason: 'ConfigRejected', action: 'Reloading', note: note.slice(0, 1024) });
+    if (this.#pod) {
+      this.#recorder.record({
+        regarding: this.#pod,
+        type: 'Warning',
+        reason: 'ConfigRejected',
+        action: 'Reloading',
+        note: note.slice(0, 1024),
+      });
+    }
   }
 
   forKind(controller: string): KindEvents {
@@ -79,11 +91,27 @@ export class LabellerEvents {
 export function outcomeEvents(regarding: ObjectReference, result: Result): EventContent[] {
   const events: EventContent[] = [];
   if (result.contested?.length) {
-    const labels = result.contested.map((c) => `label ${c.key}${c.value === undefined ? '' : ` is "${c.value}"`}${c.manager ? `, owned by field manager "${c.manager}"` : ''}; labeller wants "${c.wanted}"`);
-    events.push({ regarding, type: 'Warning', reason: 'LabelConflict', action: 'Labelling', note: `left to another field manager (conflicts: skip): ${labels.join('; ')}` });
+    const labels = result.contested.map((c) =>
+      `label ${c.key}${c.value === undefined ? '' : ` is "${c.value}"`}${
+        c.manager ? `, owned by field manager "${c.manager}"` : ''
+      }; labeller wants "${c.wanted}"`
+    );
+    events.push({
+      regarding,
+      type: 'Warning',
+      reason: 'LabelConflict',
+      action: 'Labelling',
+      note: `left to another field manager (conflicts: skip): ${labels.join('; ')}`,
+    });
   }
   if (result.outcome === 'invalid') {
-    events.push({ regarding, type: 'Warning', reason: 'InvalidLabelValue', action: 'Labelling', note: `${result.problem ?? 'a label value cannot be rendered'}; the object is not labelled` });
+    events.push({
+      regarding,
+      type: 'Warning',
+      reason: 'InvalidLabelValue',
+      action: 'Labelling',
+      note: `${result.problem ?? 'a label value cannot be rendered'}; the object is not labelled`,
+    });
   }
   return events;
 }

@@ -3,11 +3,20 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Lease } from '../kube/lease.ts';
-import { blockers, fieldManagerLabelValue, guardLeaseName, type Claim } from './guard.ts';
+import { blockers, type Claim, fieldManagerLabelValue, guardLeaseName } from './guard.ts';
 
 const NOW = Date.parse('2026-01-01T00:00:00Z');
 
-function holder(fields: { config?: string; scope?: string; group?: string; fieldManager?: string; renewedAgoMs?: number; holder?: string | null } = {}): Lease {
+function holder(
+  fields: {
+    config?: string;
+    scope?: string;
+    group?: string;
+    fieldManager?: string;
+    renewedAgoMs?: number;
+    holder?: string | null;
+  } = {},
+): Lease {
   return {
     metadata: {
       name: 'field-manager-labeller',
@@ -27,18 +36,35 @@ function holder(fields: { config?: string; scope?: string; group?: string; field
   };
 }
 
-const me: Claim = { fieldManager: 'labeller', fingerprint: 'sha256:mine', scope: ['configmaps@default', 'deployments.apps@*'], identity: 'laptop_1' };
+const me: Claim = {
+  fieldManager: 'labeller',
+  fingerprint: 'sha256:mine',
+  scope: ['configmaps@default', 'deployments.apps@*'],
+  identity: 'laptop_1',
+};
 
 test('a live holder of another config writing the same kinds in an overlapping namespace blocks', () => {
   assert.equal(blockers([holder()], me, NOW).length, 1);
   assert.equal(blockers([holder({ scope: 'configmaps@default' })], me, NOW).length, 1);
-  assert.equal(blockers([holder({ scope: 'deployments.apps@shop' })], me, NOW).length, 1, 'all namespaces overlap any one');
+  assert.equal(
+    blockers([holder({ scope: 'deployments.apps@shop' })], me, NOW).length,
+    1,
+    'all namespaces overlap any one',
+  );
 });
 
 test('the same config, another field manager, a disjoint scope, an expired or released holder do not block', () => {
-  assert.deepEqual(blockers([holder({ config: 'sha256:mine' })], me, NOW), [], 'same config (replicas, a once-run of it)');
+  assert.deepEqual(
+    blockers([holder({ config: 'sha256:mine' })], me, NOW),
+    [],
+    'same config (replicas, a once-run of it)',
+  );
   assert.deepEqual(blockers([holder({ fieldManager: 'other' })], me, NOW), [], 'another field manager');
-  assert.deepEqual(blockers([holder({ scope: 'configmaps@shop,secrets@*' })], me, NOW), [], 'other namespace, other kind');
+  assert.deepEqual(
+    blockers([holder({ scope: 'configmaps@shop,secrets@*' })], me, NOW),
+    [],
+    'other namespace, other kind',
+  );
   assert.deepEqual(blockers([holder({ renewedAgoMs: 16_000 })], me, NOW), [], 'expired: its holder died');
   assert.deepEqual(blockers([holder({ holder: null })], me, NOW), [], 'released');
 });
@@ -47,14 +73,25 @@ test('replicas of one leader-election group do not block each other, whatever th
   const replica: Claim = { ...me, group: 'labeller/rel-labeller' };
   assert.deepEqual(blockers([holder({ group: 'labeller/rel-labeller' })], replica, NOW), []);
   assert.equal(blockers([holder({ group: 'labeller/another' })], replica, NOW).length, 1);
-  assert.equal(blockers([holder({ group: 'labeller/rel-labeller' })], me, NOW).length, 1, 'a process outside the group is blocked');
+  assert.equal(
+    blockers([holder({ group: 'labeller/rel-labeller' })], me, NOW).length,
+    1,
+    'a process outside the group is blocked',
+  );
 });
 
 test('guard Lease names and label values are valid Kubernetes names whatever the field manager', () => {
   assert.match(guardLeaseName(me), /^field-manager-labeller-[0-9a-f]{10}$/);
-  assert.notEqual(guardLeaseName(me), guardLeaseName({ ...me, fingerprint: 'sha256:other' }), 'standalone: one Lease per config');
+  assert.notEqual(
+    guardLeaseName(me),
+    guardLeaseName({ ...me, fingerprint: 'sha256:other' }),
+    'standalone: one Lease per config',
+  );
   assert.equal(guardLeaseName({ ...me, group: 'ops/rel-labeller' }), 'rel-labeller-field-manager');
-  assert.match(guardLeaseName({ ...me, fieldManager: 'Team A:Labeller' }), /^field-manager-team-a-labeller-[0-9a-f]{10}$/);
+  assert.match(
+    guardLeaseName({ ...me, fieldManager: 'Team A:Labeller' }),
+    /^field-manager-team-a-labeller-[0-9a-f]{10}$/,
+  );
   assert.equal(fieldManagerLabelValue('rel-labeller'), 'rel-labeller');
   assert.match(fieldManagerLabelValue('Team A:Labeller'), /^sha256-[0-9a-f]{56}$/);
   assert.ok(fieldManagerLabelValue('x'.repeat(100)).length <= 63);

@@ -61,7 +61,9 @@ export function guardLeaseName(claim: Pick<Claim, 'fieldManager' | 'fingerprint'
 }
 
 export function fieldManagerLabelValue(fieldManager: string): string {
-  return /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$/.test(fieldManager) ? fieldManager : `sha256-${hash(fieldManager).slice(0, 56)}`;
+  return /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$/.test(fieldManager)
+    ? fieldManager
+    : `sha256-${hash(fieldManager).slice(0, 56)}`;
 }
 
 /** The live guard Leases (at `nowMs`, wall clock) that must stop `claim` from writing. */
@@ -117,12 +119,15 @@ export class FieldManagerGuard {
     const { fieldManager } = this.#claim;
     const described = found.map((lease) => this.#describe(lease)).join('; ');
     if (this.#options.ignore) {
-      this.#options.log.warn('field manager held by another config; writing anyway (--ignore-field-manager-guard): the two will remove each other\'s labels', { fieldManager, holders: described });
+      this.#options.log.warn(
+        "field manager held by another config; writing anyway (--ignore-field-manager-guard): the two will remove each other's labels",
+        { fieldManager, holders: described },
+      );
       return;
     }
     throw new FieldManagerTaken(
       `field manager "${fieldManager}" is held by another labeller with a different config: ${described}. ` +
-        'Two configs under one field manager remove each other\'s labels; run with the same config, pick another --field-manager, or pass --ignore-field-manager-guard to write anyway',
+        "Two configs under one field manager remove each other's labels; run with the same config, pick another --field-manager, or pass --ignore-field-manager-guard to write anyway",
     );
   }
 
@@ -141,10 +146,16 @@ export class FieldManagerGuard {
         held = undefined;
         if (signal.aborted) break;
         if (error instanceof ApiError && error.status === 403) {
-          log.warn('field-manager guard: cannot hold its Lease, so other labellers cannot see this one; grant create, get, update and delete on leases', { lease: `${namespace}/${this.#name}`, error });
+          log.warn(
+            'field-manager guard: cannot hold its Lease, so other labellers cannot see this one; grant create, get, update and delete on leases',
+            { lease: `${namespace}/${this.#name}`, error },
+          );
           return;
         }
-        log.warn('field-manager guard: could not renew its Lease; retrying', { lease: `${namespace}/${this.#name}`, error });
+        log.warn('field-manager guard: could not renew its Lease; retrying', {
+          lease: `${namespace}/${this.#name}`,
+          error,
+        });
       }
       await sleep(renewMs, signal);
     }
@@ -168,9 +179,20 @@ export class FieldManagerGuard {
         name: this.#name,
         namespace,
         labels: { ...current?.metadata.labels, [FIELD_MANAGER]: fieldManagerLabelValue(fieldManager) },
-        annotations: { ...current?.metadata.annotations, [FIELD_MANAGER]: fieldManager, [CONFIG]: fingerprint, [SCOPE]: scope.join(','), [GROUP]: group ?? '' },
+        annotations: {
+          ...current?.metadata.annotations,
+          [FIELD_MANAGER]: fieldManager,
+          [CONFIG]: fingerprint,
+          [SCOPE]: scope.join(','),
+          [GROUP]: group ?? '',
+        },
       },
-      spec: { holderIdentity: identity, leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000), acquireTime: current?.spec.acquireTime ?? now, renewTime: now },
+      spec: {
+        holderIdentity: identity,
+        leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000),
+        acquireTime: current?.spec.acquireTime ?? now,
+        renewTime: now,
+      },
     };
     // A lost race (409) is retried from a fresh read next time.
     return current ? this.#api.update(lease, signal) : this.#api.create(lease, signal);
@@ -188,7 +210,10 @@ export class FieldManagerGuard {
         if (!(error instanceof ApiError && error.status === 403)) throw error;
       }
     }
-    this.#options.log.warn('field-manager guard off: may not list leases, so labellers with other configs under this field manager go unnoticed; grant list on leases', { namespace: this.#options.namespace });
+    this.#options.log.warn(
+      'field-manager guard off: may not list leases, so labellers with other configs under this field manager go unnoticed; grant list on leases',
+      { namespace: this.#options.namespace },
+    );
     return undefined;
   }
 
@@ -197,7 +222,9 @@ export class FieldManagerGuard {
     const ago = Math.round((Date.now() - Date.parse(lease.spec.renewTime ?? '')) / 1000);
     const writes = overlap((a[SCOPE] ?? '').split(','), this.#claim.scope).join(', ');
     const group = a[GROUP] ? `, leader election ${a[GROUP]}` : '';
-    return `${lease.spec.holderIdentity ?? '?'} (Lease ${lease.metadata.namespace ?? ''}/${lease.metadata.name}${group}, config ${a[CONFIG] ?? '?'}, renewed ${ago} s ago, also writes ${writes})`;
+    return `${lease.spec.holderIdentity ?? '?'} (Lease ${
+      lease.metadata.namespace ?? ''
+    }/${lease.metadata.name}${group}, config ${a[CONFIG] ?? '?'}, renewed ${ago} s ago, also writes ${writes})`;
   }
 }
 

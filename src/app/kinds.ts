@@ -4,7 +4,7 @@
 import type { KubeClient } from '../kube/client.ts';
 import { discover, type Discovery } from '../kube/discovery.ts';
 import { ApiError, ConnectionError, KubeConfigError } from '../kube/errors.ts';
-import { resolveResource, ResolveError } from '../kube/resolve.ts';
+import { ResolveError, resolveResource } from '../kube/resolve.ts';
 import type { ApiResource } from '../kube/resource.ts';
 import type { KindConfig } from '../labeller/config.ts';
 import type { Logger } from '../log.ts';
@@ -31,22 +31,35 @@ export interface Discovered extends Resolved {
  * Discovers the API and resolves the configured kinds. Undefined when `signal` aborts first.
  * Throws KindError when no configured kind is served, or one is a mistake in the config.
  */
-export async function resolveConfiguredKinds(client: KubeClient, kinds: readonly KindConfig[], log: Logger, signal: AbortSignal): Promise<Discovered | undefined> {
+export async function resolveConfiguredKinds(
+  client: KubeClient,
+  kinds: readonly KindConfig[],
+  log: Logger,
+  signal: AbortSignal,
+): Promise<Discovered | undefined> {
   const discovery = await discoverWithRetry(client, log, signal).catch((error: unknown) => {
     if (signal.aborted) return undefined;
     // Refused before anything ran: the identity is wrong (expired, revoked), not the cluster.
     if (error instanceof ApiError && error.status === 401) {
-      throw new KubeConfigError(`the API server at ${client.server} rejected the credentials of context "${client.context}" (401 Unauthorized): they have expired or were revoked. Log in again or refresh the kubeconfig, or pick another --context`);
+      throw new KubeConfigError(
+        `the API server at ${client.server} rejected the credentials of context "${client.context}" (401 Unauthorized): they have expired or were revoked. Log in again or refresh the kubeconfig, or pick another --context`,
+      );
     }
     throw error;
   });
   if (!discovery) return undefined;
-  for (const { groupVersion, error } of discovery.failedGroups) log.warn('API group unavailable; kinds it serves are looked for again later', { groupVersion, error });
+  for (const { groupVersion, error } of discovery.failedGroups) {
+    log.warn('API group unavailable; kinds it serves are looked for again later', { groupVersion, error });
+  }
   const found = resolveKinds(kinds, discovery.resources);
   const { resolved, unknown } = found;
   // A kind may belong to a group that failed discovery: it is retried with the unknown kinds.
   if (resolved.length === 0 && discovery.failedGroups.length === 0) {
-    throw new KindError(unknown.length === 1 ? unknown[0]!.error.message : `none of the configured kinds is served by the API server: ${unknown.map((u) => u.kind.resource).join(', ')}`);
+    throw new KindError(
+      unknown.length === 1
+        ? unknown[0]!.error.message
+        : `none of the configured kinds is served by the API server: ${unknown.map((u) => u.kind.resource).join(', ')}`,
+    );
   }
   for (const { kind, error } of unknown) log.error(error.message, { kind: kind.resource });
   return { ...found, resources: discovery.resources };
@@ -55,7 +68,7 @@ export async function resolveConfiguredKinds(client: KubeClient, kinds: readonly
 /** Discovery, retried for a few seconds while the API server is unreachable (starting or restarting). */
 export async function discoverWithRetry(client: KubeClient, log: Logger, signal: AbortSignal): Promise<Discovery> {
   const backoff = new Backoff({ initialMs: 500, maxMs: 4000 });
-  for (let attempt = 1; ; attempt++) {
+  for (let attempt = 1;; attempt++) {
     try {
       return await discover(client, signal);
     } catch (error) {
@@ -72,7 +85,13 @@ export async function discoverWithRetry(client: KubeClient, log: Logger, signal:
  * Kinds not served at start are looked for again with growing pauses; each is started once
  * discovery serves it. Resolves when `signal` aborts and the controllers it started have stopped.
  */
-export async function startWhenServed(kinds: readonly KindConfig[], client: KubeClient, log: Logger, signal: AbortSignal, start: (kind: KindConfig, resource: ApiResource) => Promise<void>): Promise<void> {
+export async function startWhenServed(
+  kinds: readonly KindConfig[],
+  client: KubeClient,
+  log: Logger,
+  signal: AbortSignal,
+  start: (kind: KindConfig, resource: ApiResource) => Promise<void>,
+): Promise<void> {
   const started: Promise<void>[] = [];
   let pending = kinds;
   for (let pauseMs = 5_000; pending.length > 0 && !signal.aborted; pauseMs = Math.min(pauseMs * 2, 300_000)) {

@@ -10,9 +10,18 @@ import type { Shutdown } from '../runtime/shutdown.ts';
 import type { LeaderElectionConfig } from './lifecycle.ts';
 
 /** Runs `work` while leading (at once without election); returns its exit status, 1 if leadership was lost or a signal came first. */
-export async function whileLeading(client: KubeClient, election: LeaderElectionConfig | undefined, shutdown: Shutdown, log: Logger, work: () => Promise<number>): Promise<number> {
+export async function whileLeading(
+  client: KubeClient,
+  election: LeaderElectionConfig | undefined,
+  shutdown: Shutdown,
+  log: Logger,
+  work: () => Promise<number>,
+): Promise<number> {
   if (!election) return work();
-  const elector = new LeaderElector(new LeaseLock(new LeaseApi(client), election.namespace, election.name), { ...election, log });
+  const elector = new LeaderElector(new LeaseLock(new LeaseApi(client), election.namespace, election.name), {
+    ...election,
+    log,
+  });
   let lost = false;
   elector.leadership.addEventListener('abort', () => {
     if (!(elector.leadership.reason instanceof LeadershipLost)) return;

@@ -9,12 +9,15 @@ import type { KindConfig } from '../labeller/config.ts';
 import type { LabelledObject } from '../labeller/object.ts';
 import type { Logger } from '../log.ts';
 import type { Controller } from '../runtime/controller.ts';
-import { LeaderElector, LeadershipLost, type LeaderElectionOptions } from '../runtime/leader.ts';
+import { type LeaderElectionOptions, LeaderElector, LeadershipLost } from '../runtime/leader.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';
 import { startWhenServed } from './kinds.ts';
 
 /** Leader election through the Lease `namespace/name`. */
-export type LeaderElectionConfig = Omit<LeaderElectionOptions, 'log'> & { readonly namespace: string; readonly name: string };
+export type LeaderElectionConfig = Omit<LeaderElectionOptions, 'log'> & {
+  readonly namespace: string;
+  readonly name: string;
+};
 
 export interface Lifecycle {
   readonly client: KubeClient;
@@ -32,11 +35,16 @@ export interface Lifecycle {
 /** Runs a controller under the lifecycle (leadership, shutdown) until shutdown or `stop` aborts. */
 export type RunController = (controller: Controller<LabelledObject>, stop?: AbortSignal) => Promise<void>;
 
-export async function runUntilStopped(controllers: readonly Controller<LabelledObject>[], later: readonly KindConfig[], lifecycle: Lifecycle): Promise<number> {
+export async function runUntilStopped(
+  controllers: readonly Controller<LabelledObject>[],
+  later: readonly KindConfig[],
+  lifecycle: Lifecycle,
+): Promise<number> {
   const { client, shutdown, log } = lifecycle;
   let status = 0;
   const election = lifecycle.leaderElection;
-  const elector = election && new LeaderElector(new LeaseLock(new LeaseApi(client), election.namespace, election.name), { ...election, log });
+  const elector = election &&
+    new LeaderElector(new LeaseLock(new LeaseApi(client), election.namespace, election.name), { ...election, log });
   elector?.leadership.addEventListener('abort', () => {
     if (!(elector.leadership.reason instanceof LeadershipLost)) return;
     // Another process may be writing now: stop, as controller-runtime does.
@@ -44,10 +52,17 @@ export async function runUntilStopped(controllers: readonly Controller<LabelledO
     shutdown.stop('leadership lost');
   });
   const leading = elector ? elector.acquire(shutdown.intake) : Promise.resolve();
-  const run: RunController = (controller, stop) => controller.run(stop ? AbortSignal.any([shutdown.intake, stop]) : shutdown.intake, leading, elector?.leadership);
+  const run: RunController = (controller, stop) =>
+    controller.run(stop ? AbortSignal.any([shutdown.intake, stop]) : shutdown.intake, leading, elector?.leadership);
   const running = Promise.all([
     ...controllers.map((c) => run(c)),
-    startWhenServed(later, client, log, shutdown.intake, (kind, resource) => Promise.all(lifecycle.controllersFor(kind, resource).map((c) => run(c))).then(() => {})),
+    startWhenServed(
+      later,
+      client,
+      log,
+      shutdown.intake,
+      (kind, resource) => Promise.all(lifecycle.controllersFor(kind, resource).map((c) => run(c))).then(() => {}),
+    ),
     lifecycle.alsoRun?.(run),
   ]).catch((error: unknown) => {
     // A bug, not an API failure (those are retried inside): stop everything rather than run half-blind.

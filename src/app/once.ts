@@ -12,16 +12,26 @@ export interface OnceReport {
 }
 
 /** Returns the exit status: 1 if anything failed, could not be listed, or was cut short by `signal`. */
-export async function runOnce(controllers: readonly Controller<LabelledObject>[], counts: Counts, report: OnceReport, signal: AbortSignal, log: Logger): Promise<number> {
+export async function runOnce(
+  controllers: readonly Controller<LabelledObject>[],
+  counts: Counts,
+  report: OnceReport,
+  signal: AbortSignal,
+  log: Logger,
+): Promise<number> {
   const seen = () => Object.values(counts).reduce((a, b) => a + b, 0);
   const failed = () => counts.failed + counts.invalid;
   const patched = report.dryRun ? 'would patch' : 'patched';
   // On a terminal, one line that keeps count; logs and pipes get just the summary.
   const progress = process.stderr.isTTY
     ? setInterval(() => {
-        const total = controllers.reduce((n, c) => n + c.store.size, 0);
-        process.stderr.write(`\r\x1b[2K${seen()}/${total} objects: ${counts.patched} ${report.dryRun ? 'to patch' : 'patched'}, ${failed()} failed`);
-      }, 250)
+      const total = controllers.reduce((n, c) => n + c.store.size, 0);
+      process.stderr.write(
+        `\r\x1b[2K${seen()}/${total} objects: ${counts.patched} ${
+          report.dryRun ? 'to patch' : 'patched'
+        }, ${failed()} failed`,
+      );
+    }, 250)
     : undefined;
   let unlisted = 0;
   await Promise.all(
@@ -29,7 +39,7 @@ export async function runOnce(controllers: readonly Controller<LabelledObject>[]
       c.runOnce(signal).catch((error: unknown) => {
         unlisted++;
         log.error('cannot list; kind skipped', { controller: c.name, error });
-      }),
+      })
     ),
   );
   if (progress) {
@@ -42,7 +52,11 @@ export async function runOnce(controllers: readonly Controller<LabelledObject>[]
     ...(report.unknownKinds ? [`${report.unknownKinds} unknown kind${report.unknownKinds === 1 ? '' : 's'}`] : []),
   ];
   process.stdout.write(
-    `${report.dryRun ? 'dry run: ' : ''}seen ${seen()}, ${patched} ${counts.patched}, unchanged ${counts.unchanged}, conflicts ${counts.conflict}, failed ${failed()} (${notes.join(', ')})\n`,
+    `${
+      report.dryRun ? 'dry run: ' : ''
+    }seen ${seen()}, ${patched} ${counts.patched}, unchanged ${counts.unchanged}, conflicts ${counts.conflict}, failed ${failed()} (${
+      notes.join(', ')
+    })\n`,
   );
   return failed() + unlisted + report.unknownKinds > 0 || signal.aborted ? 1 : 0;
 }

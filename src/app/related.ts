@@ -6,10 +6,20 @@
 import { MetadataApi } from '../kube/api.ts';
 import type { KubeClient } from '../kube/client.ts';
 import type { PartialObjectMetadata } from '../kube/objects.ts';
-import { groupResource, type ApiResource } from '../kube/resource.ts';
+import { type ApiResource, groupResource } from '../kube/resource.ts';
 import type { KindConfig } from '../labeller/config.ts';
-import { projector, type ControllerRef, type LabelledObject } from '../labeller/object.ts';
-import { namespaceRequeues, ownerRequeues, RelatedPending, relatedReads, resolveRelated, type ChainLink, type Consumer, type RelatedCaches, type RelatedReads } from '../labeller/related.ts';
+import { type ControllerRef, type LabelledObject, projector } from '../labeller/object.ts';
+import {
+  type ChainLink,
+  type Consumer,
+  namespaceRequeues,
+  ownerRequeues,
+  type RelatedCaches,
+  RelatedPending,
+  type RelatedReads,
+  relatedReads,
+  resolveRelated,
+} from '../labeller/related.ts';
 import type { TemplateContext } from '../labeller/template.ts';
 import type { Logger } from '../log.ts';
 import type { Controller } from '../runtime/controller.ts';
@@ -65,7 +75,13 @@ export class Relations implements RelatedCaches {
   /** ownerReference apiVersion + kind → its resource, or null when not served. */
   readonly #ownerResources = new Map<string, ApiResource | null>();
 
-  constructor(client: KubeClient, kinds: readonly KindConfig[], resources: readonly ApiResource[], options: RelationsOptions, log: Logger) {
+  constructor(
+    client: KubeClient,
+    kinds: readonly KindConfig[],
+    resources: readonly ApiResource[],
+    options: RelationsOptions,
+    log: Logger,
+  ) {
     this.#client = client;
     this.#resources = resources;
     this.#options = options;
@@ -73,12 +89,20 @@ export class Relations implements RelatedCaches {
     const reads = relatedReads(kinds.flatMap((kind) => [...kind.labels.values()]));
     this.#owners = reads.has('owner') || reads.has('root');
     this.#roots = reads.has('root');
-    this.#annotations = new Set([...reads.values()].flat().flatMap((read) => (read.field === 'annotations' && read.key !== undefined ? [read.key] : [])));
-    this.#namespaces = kinds.every((kind) => kind.namespaces.length > 0) ? new Set(kinds.flatMap((kind) => kind.namespaces)) : undefined;
+    this.#annotations = new Set(
+      [...reads.values()].flat().flatMap((
+        read,
+      ) => (read.field === 'annotations' && read.key !== undefined ? [read.key] : [])),
+    );
+    this.#namespaces = kinds.every((kind) => kind.namespaces.length > 0)
+      ? new Set(kinds.flatMap((kind) => kind.namespaces))
+      : undefined;
     this.#informers = new SharedInformers((informer) => {
       if (!options.once) return void informer.run(options.signal);
       // Reported here; the kinds that read it fail through their dependencies.
-      informer.listOnce(options.signal).catch((error: unknown) => log.error('cannot list related objects', { controller: informer.name, error }));
+      informer.listOnce(options.signal).catch((error: unknown) =>
+        log.error('cannot list related objects', { controller: informer.name, error })
+      );
     });
   }
 
@@ -96,8 +120,13 @@ export class Relations implements RelatedCaches {
     const reads = relatedReads(kind.labels.values());
     const own = [...kind.labels.values()].flatMap((template) => template.annotations);
     // Any labelled object may be another's owner or root: its cache keeps what they read.
-    const annotations = new Set([...own, ...(this.#owners || resource.resource === NAMESPACES ? this.#annotations : [])]);
-    const byNamespace = reads.has('namespace') ? new StoreIndex<LabelledObject>((object) => object.namespace || undefined) : undefined;
+    const annotations = new Set([
+      ...own,
+      ...(this.#owners || resource.resource === NAMESPACES ? this.#annotations : []),
+    ]);
+    const byNamespace = reads.has('namespace')
+      ? new StoreIndex<LabelledObject>((object) => object.namespace || undefined)
+      : undefined;
     const byOwner = this.#owners ? new StoreIndex<LabelledObject>((object) => object.owner?.uid) : undefined;
     let informer: Informer<LabelledObject> | undefined;
     return {
@@ -108,27 +137,40 @@ export class Relations implements RelatedCaches {
       attach: (controller) => {
         informer = controller.informer;
         if (!kind.selector) this.#informers.share(this.#id(resource, namespace), controller.informer);
-        if (reads.size > 0) this.#consumers.push({ reads, store: controller.store, target: controller, byNamespace, byOwner });
+        if (reads.size > 0) {
+          this.#consumers.push({ reads, store: controller.store, target: controller, byNamespace, byOwner });
+        }
         if (byOwner) this.#link(controller.informer, byOwner);
         if (reads.has('owner') || reads.has('root')) this.#track(controller.informer);
         if (reads.has('namespace')) this.#namespaceInformer(namespace);
         // Labelled namespaces that are also the namespace cache: their changes map to what reads them.
-        if (resource.group === '' && resource.resource === NAMESPACES && this.#informers.get(NAMESPACES) === controller.informer) this.#watchNamespaces(controller.informer);
+        if (
+          resource.group === '' && resource.resource === NAMESPACES &&
+          this.#informers.get(NAMESPACES) === controller.informer
+        ) this.#watchNamespaces(controller.informer);
       },
     };
   }
 
   namespace(name: string): LabelledObject | undefined {
     const informer = this.#informers.get(this.#namespaceId(name));
-    if (!informer?.store.synced) throw new RelatedPending(`waiting for the first list of namespaces (read by templates)`);
+    if (!informer?.store.synced) {
+      throw new RelatedPending(`waiting for the first list of namespaces (read by templates)`);
+    }
     return informer.store.get(name);
   }
 
   owner(ref: ControllerRef, namespace: string): LabelledObject | undefined {
     const found = this.#ownerInformer(ref, namespace);
-    if (!found) throw new RelatedPending(`owner kind ${ref.kind} (${ref.apiVersion}) is not served with list and watch; the objects it controls are left alone`);
+    if (!found) {
+      throw new RelatedPending(
+        `owner kind ${ref.kind} (${ref.apiVersion}) is not served with list and watch; the objects it controls are left alone`,
+      );
+    }
     const { informer, resource } = found;
-    if (!informer.store.synced) throw new RelatedPending(`waiting for the first list of ${informer.name} (owners read by templates)`);
+    if (!informer.store.synced) {
+      throw new RelatedPending(`waiting for the first list of ${informer.name} (owners read by templates)`);
+    }
     const object = informer.store.get(objectKey({ name: ref.name, namespace: resource.namespaced ? namespace : '' }));
     // Another object under the owner's old name is not the owner.
     return object?.uid === ref.uid ? object : undefined;
@@ -151,7 +193,13 @@ export class Relations implements RelatedCaches {
     if (!resource || (this.#namespaces && !namespace)) return;
     const only = this.#namespaces ? namespace : '';
     // RBAC limited by resourceNames allows a list or watch that selects that one name.
-    this.#create(this.#namespaceId(only), resource, '', only ? `metadata.name=${only}` : undefined, (informer) => this.#watchNamespaces(informer));
+    this.#create(
+      this.#namespaceId(only),
+      resource,
+      '',
+      only ? `metadata.name=${only}` : undefined,
+      (informer) => this.#watchNamespaces(informer),
+    );
   }
 
   #watchNamespaces(informer: Informer<LabelledObject>): void {
@@ -178,12 +226,15 @@ export class Relations implements RelatedCaches {
     for (const key of informer.store.keys()) note(informer.store.get(key));
     informer.subscribe((change) => {
       if (change.type === 'upsert') note(change.object);
-      else if (change.type === 'resync') for (const key of change.changed) note(informer.store.get(key));
+      else if (change.type === 'resync') { for (const key of change.changed) note(informer.store.get(key)); }
     });
   }
 
   /** The cache an owner reference points into, created on first use; undefined when its kind is not served. */
-  #ownerInformer(ref: ControllerRef, namespace: string): { informer: Informer<LabelledObject>; resource: ApiResource; id: string } | undefined {
+  #ownerInformer(
+    ref: ControllerRef,
+    namespace: string,
+  ): { informer: Informer<LabelledObject>; resource: ApiResource; id: string } | undefined {
     const resource = this.#ownerResource(ref);
     if (!resource) return undefined;
     const scope = resource.namespaced && this.#namespaces ? namespace : '';
@@ -203,19 +254,38 @@ export class Relations implements RelatedCaches {
     let resource = this.#ownerResources.get(type);
     if (resource === undefined) {
       const slash = ref.apiVersion.indexOf('/');
-      const [group, version] = slash === -1 ? ['', ref.apiVersion] : [ref.apiVersion.slice(0, slash), ref.apiVersion.slice(slash + 1)];
-      const candidates = this.#resources.filter((r) => r.group === group && r.kind === ref.kind && !r.resource.includes('/') && r.verbs.includes('list') && r.verbs.includes('watch'));
-      resource = candidates.find((r) => r.version === version) ?? candidates.find((r) => r.preferred) ?? candidates[0] ?? null;
+      const [group, version] = slash === -1
+        ? ['', ref.apiVersion]
+        : [ref.apiVersion.slice(0, slash), ref.apiVersion.slice(slash + 1)];
+      const candidates = this.#resources.filter((r) =>
+        r.group === group && r.kind === ref.kind && !r.resource.includes('/') && r.verbs.includes('list') &&
+        r.verbs.includes('watch')
+      );
+      resource = candidates.find((r) => r.version === version) ?? candidates.find((r) => r.preferred) ??
+        candidates[0] ?? null;
       this.#ownerResources.set(type, resource);
-      if (resource === null) this.#log.error('owner kind not served with list and watch; objects it controls are left alone', { ownerKind: ref.kind, ownerApiVersion: ref.apiVersion });
+      if (resource === null) {
+        this.#log.error('owner kind not served with list and watch; objects it controls are left alone', {
+          ownerKind: ref.kind,
+          ownerApiVersion: ref.apiVersion,
+        });
+      }
     }
     return resource ?? undefined;
   }
 
   /** Creates (once) and starts the informer `id` of related objects. */
-  #create(id: string, resource: ApiResource, namespace: string, fieldSelector: string | undefined, setUp: (informer: Informer<LabelledObject>, byOwner: StoreIndex<LabelledObject> | undefined) => void): Informer<LabelledObject> {
+  #create(
+    id: string,
+    resource: ApiResource,
+    namespace: string,
+    fieldSelector: string | undefined,
+    setUp: (informer: Informer<LabelledObject>, byOwner: StoreIndex<LabelledObject> | undefined) => void,
+  ): Informer<LabelledObject> {
     return this.#informers.ensure(id, () => {
-      const byOwner = this.#roots && resource.resource !== NAMESPACES ? new StoreIndex<LabelledObject>((object) => object.owner?.uid) : undefined;
+      const byOwner = this.#roots && resource.resource !== NAMESPACES
+        ? new StoreIndex<LabelledObject>((object) => object.owner?.uid)
+        : undefined;
       const informer = new Informer<LabelledObject>({
         name: id,
         api: new MetadataApi(this.#client, resource, namespace),

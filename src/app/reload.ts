@@ -15,7 +15,7 @@ import type { Metrics } from '../metrics.ts';
 import { watchFile } from '../runtime/filewatch.ts';
 import type { KindControllers } from './controllers.ts';
 import type { LabellerEvents } from './events.ts';
-import { resolveKinds, startWhenServed, type Resolved } from './kinds.ts';
+import { type Resolved, resolveKinds, startWhenServed } from './kinds.ts';
 import type { RunController } from './lifecycle.ts';
 
 export interface ConfigSource {
@@ -47,7 +47,14 @@ interface Running {
 }
 
 /** Runs `kinds` (the config in force at start) and every change of the file until `signal` aborts; resolves once all have stopped. */
-export async function runReloading(source: ConfigSource, config: Config, kinds: Resolved, reloading: Reloading, run: RunController, signal: AbortSignal): Promise<void> {
+export async function runReloading(
+  source: ConfigSource,
+  config: Config,
+  kinds: Resolved,
+  reloading: Reloading,
+  run: RunController,
+  signal: AbortSignal,
+): Promise<void> {
   const { client, log, metrics } = reloading;
   const running = new Map<string, Running>();
   const stopped: Promise<void>[] = [];
@@ -61,7 +68,12 @@ export async function runReloading(source: ConfigSource, config: Config, kinds: 
       reloading.unwire(wired);
     };
     running.set(kind.resource, entry);
-    stopped.push(resource ? launch(resource) : startWhenServed([kind], client, log, AbortSignal.any([signal, entry.stop.signal]), (_, served) => launch(served)));
+    stopped.push(
+      resource
+        ? launch(resource)
+        : startWhenServed([kind], client, log, AbortSignal.any([signal, entry.stop.signal]), (_, served) =>
+          launch(served)),
+    );
   };
   const stop = (kind: KindConfig): Running | undefined => {
     const entry = running.get(kind.resource);
@@ -80,7 +92,9 @@ export async function runReloading(source: ConfigSource, config: Config, kinds: 
       const next = source.build(content);
       const change = configChange(current.config.kinds, next.kinds);
       // Only added kinds need discovery; a kind that is a mistake rejects the whole change.
-      const added = change.added.length > 0 ? resolveKinds(change.added, (await discover(client, signal)).resources) : { resolved: [], unknown: [] };
+      const added = change.added.length > 0
+        ? resolveKinds(change.added, (await discover(client, signal)).resources)
+        : { resolved: [], unknown: [] };
       for (const kind of change.removed) stop(kind);
       for (const kind of change.restarted) start(kind, stop(kind)?.resource);
       for (const kind of change.relabelled) {
@@ -97,7 +111,13 @@ export async function runReloading(source: ConfigSource, config: Config, kinds: 
       current = { config: next, text: content };
       metrics.configReloaded(true);
       const names = (list: readonly KindConfig[]) => (list.length > 0 ? list.map((k) => k.resource) : undefined);
-      log.info('config reloaded', { file: source.path, added: names(change.added), removed: names(change.removed), relabelled: names(change.relabelled), restarted: names(change.restarted) });
+      log.info('config reloaded', {
+        file: source.path,
+        added: names(change.added),
+        removed: names(change.removed),
+        relabelled: names(change.relabelled),
+        restarted: names(change.restarted),
+      });
     } catch (error) {
       if (signal.aborted) return;
       metrics.configReloaded(false);
@@ -112,7 +132,9 @@ export async function runReloading(source: ConfigSource, config: Config, kinds: 
     applying = applying.then(() => apply(content));
   }, { signal });
 
-  await new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
+  await new Promise<void>((
+    resolve,
+  ) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
   await applying;
   await Promise.all(stopped);
 }

@@ -3,46 +3,67 @@
 // then either `--once` or the controller mode, all under the entry point's shutdown coordinator.
 import type { KubeClient } from '../kube/client.ts';
 import { LeaseApi } from '../kube/lease.ts';
-import { groupResource, type ApiResource } from '../kube/resource.ts';
+import { type ApiResource, groupResource } from '../kube/resource.ts';
 import type { Config, KindConfig } from '../labeller/config.ts';
 import { configFingerprint } from '../labeller/fingerprint.ts';
 import type { LabelledObject } from '../labeller/object.ts';
 import type { Logger } from '../log.ts';
 import type { BindAddress, Options } from '../options.ts';
-import { formatAddress, serveHttp, type Endpoints } from '../http.ts';
+import { type Endpoints, formatAddress, serveHttp } from '../http.ts';
 import { Metrics } from '../metrics.ts';
 import type { Controller } from '../runtime/controller.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';
-import { kindControllers, noCounts, watchedNamespaces, type KindControllers, type WiringOptions } from './controllers.ts';
-import { LabellerEvents, type EventsIdentity } from './events.ts';
+import {
+  type KindControllers,
+  kindControllers,
+  noCounts,
+  watchedNamespaces,
+  type WiringOptions,
+} from './controllers.ts';
+import { type EventsIdentity, LabellerEvents } from './events.ts';
 import { FieldManagerGuard, type GuardOptions } from './guard.ts';
 import { resolveConfiguredKinds } from './kinds.ts';
-import { runUntilStopped, type LeaderElectionConfig } from './lifecycle.ts';
+import { type LeaderElectionConfig, runUntilStopped } from './lifecycle.ts';
 import { whileLeading } from './leading.ts';
 import { runOnce } from './once.ts';
 import { Relations } from './related.ts';
 import { pruneTargets } from './prune.ts';
-import { runReloading, type ConfigSource } from './reload.ts';
+import { type ConfigSource, runReloading } from './reload.ts';
 import { runStatus } from './status.ts';
 
 /** What the app takes of the command-line options, plus what the entry point works out. */
-export type AppOptions = WiringOptions & Pick<Options, 'command' | 'allKinds' | 'output' | 'namespaces' | 'gracePeriodMs' | 'metricsBindAddress' | 'healthProbeBindAddress'> & {
-  /** Set when several replicas elect a leader through a Lease. */
-  readonly leaderElection?: Omit<LeaderElectionConfig, 'onLeadingChange'> | undefined;
-  /** Set when Kubernetes Events are written. */
-  readonly events?: EventsIdentity | undefined;
-  /** The field-manager guard (off with --dry-run, which writes nothing). */
-  readonly guard: Omit<GuardOptions, 'log'> & { readonly identity: string };
-  /** The config file, when there is one: its changes are applied live in controller mode. */
-  readonly configSource?: ConfigSource | undefined;
-};
+export type AppOptions =
+  & WiringOptions
+  & Pick<
+    Options,
+    'command' | 'allKinds' | 'output' | 'namespaces' | 'gracePeriodMs' | 'metricsBindAddress' | 'healthProbeBindAddress'
+  >
+  & {
+    /** Set when several replicas elect a leader through a Lease. */
+    readonly leaderElection?: Omit<LeaderElectionConfig, 'onLeadingChange'> | undefined;
+    /** Set when Kubernetes Events are written. */
+    readonly events?: EventsIdentity | undefined;
+    /** The field-manager guard (off with --dry-run, which writes nothing). */
+    readonly guard: Omit<GuardOptions, 'log'> & { readonly identity: string };
+    /** The config file, when there is one: its changes are applied live in controller mode. */
+    readonly configSource?: ConfigSource | undefined;
+  };
 
 /** Runs until a signal (or, with `once`, until every object was seen once). Returns the exit status. */
-export async function runApp(client: KubeClient, config: Config, options: AppOptions, shutdown: Shutdown, log: Logger): Promise<number> {
+export async function runApp(
+  client: KubeClient,
+  config: Config,
+  options: AppOptions,
+  shutdown: Shutdown,
+  log: Logger,
+): Promise<number> {
   const unsubscribe = shutdown.onSignal((signal, first) =>
     first
-      ? log.info('shutting down: stopping watches, letting running patches finish', { signal, gracePeriodMs: options.gracePeriodMs })
-      : log.warn('second signal: exiting now', { signal }),
+      ? log.info('shutting down: stopping watches, letting running patches finish', {
+        signal,
+        gracePeriodMs: options.gracePeriodMs,
+      })
+      : log.warn('second signal: exiting now', { signal })
   );
   // The shutdown coordinator has covered signals since the entry point; this first line tells
   // whoever waits for labeller to start that it is under way.
@@ -56,15 +77,29 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
   // Up before discovery, so probes see "not ready" rather than a refused connection.
   const all: Controller<LabelledObject>[] = [];
   let relations: Relations | undefined;
-  const readiness = { problems: () => (relations ? [...all.flatMap(readinessProblem), ...relations.problems()] : ['waiting for API discovery']) };
-  const servers = options.once ? [] : await Promise.all(serversFor(options, { readiness, registry: metrics.registry }).map(async ([address, endpoints]) => {
-    const server = await serveHttp(address, endpoints);
-    log.info('serving', { address: formatAddress(address), paths: [...(endpoints.readiness ? ['/healthz', '/readyz'] : []), ...(endpoints.registry ? ['/metrics'] : [])] });
-    return server;
-  }));
+  const readiness = {
+    problems:
+      () => (relations ? [...all.flatMap(readinessProblem), ...relations.problems()] : ['waiting for API discovery']),
+  };
+  const servers = options.once ? [] : await Promise.all(
+    serversFor(options, { readiness, registry: metrics.registry }).map(async ([address, endpoints]) => {
+      const server = await serveHttp(address, endpoints);
+      log.info('serving', {
+        address: formatAddress(address),
+        paths: [...(endpoints.readiness ? ['/healthz', '/readyz'] : []), ...(endpoints.registry ? ['/metrics'] : [])],
+      });
+      return server;
+    }),
+  );
   try {
     const kinds = options.command === 'prune'
-      ? await pruneTargets(client, config.kinds, { allKinds: options.allKinds, namespaces: options.namespaces ?? [] }, log, shutdown.intake)
+      ? await pruneTargets(
+        client,
+        config.kinds,
+        { allKinds: options.allKinds, namespaces: options.namespaces ?? [] },
+        log,
+        shutdown.intake,
+      )
       : await resolveConfiguredKinds(client, config.kinds, log, shutdown.intake);
     if (!kinds) {
       log.info('stopped before discovery completed');
@@ -73,18 +108,32 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     if (options.command === 'status') return await runStatus(client, kinds, options, shutdown.intake, log);
     // Before the first write: refuse to fight a labeller of another config under this field manager.
     const scope = [
-      ...kinds.resolved.flatMap(({ kind, resource }) => watchedNamespaces(kind, resource).map((ns) => `${groupResource(resource)}@${ns || '*'}`)),
-      ...kinds.unknown.flatMap(({ kind }) => (kind.namespaces.length > 0 ? kind.namespaces : ['*']).map((ns) => `${kind.resource}@${ns}`)),
+      ...kinds.resolved.flatMap(({ kind, resource }) =>
+        watchedNamespaces(kind, resource).map((ns) => `${groupResource(resource)}@${ns || '*'}`)
+      ),
+      ...kinds.unknown.flatMap(({ kind }) =>
+        (kind.namespaces.length > 0 ? kind.namespaces : ['*']).map((ns) => `${kind.resource}@${ns}`)
+      ),
     ];
-    const guard = options.dryRun
-      ? undefined
-      : new FieldManagerGuard(
-          new LeaseApi(client),
-          { fieldManager: options.fieldManager, fingerprint: configFingerprint(config), scope, group: options.leaderElection && `${options.leaderElection.namespace}/${options.leaderElection.name}`, identity: options.guard.identity },
-          { ...options.guard, log },
-        );
+    const guard = options.dryRun ? undefined : new FieldManagerGuard(
+      new LeaseApi(client),
+      {
+        fieldManager: options.fieldManager,
+        fingerprint: configFingerprint(config),
+        scope,
+        group: options.leaderElection && `${options.leaderElection.namespace}/${options.leaderElection.name}`,
+        identity: options.guard.identity,
+      },
+      { ...options.guard, log },
+    );
     await guard?.check(shutdown.intake);
-    const related = new Relations(client, config.kinds, kinds.resources, { fieldManager: options.fieldManager, once: options.once, watchTimeoutSeconds: options.watchTimeoutSeconds, signal: shutdown.intake, events }, log);
+    const related = new Relations(client, config.kinds, kinds.resources, {
+      fieldManager: options.fieldManager,
+      once: options.once,
+      watchTimeoutSeconds: options.watchTimeoutSeconds,
+      signal: shutdown.intake,
+      events,
+    }, log);
     const counts = noCounts();
     const wireKind = (kind: KindConfig, resource: ApiResource): KindControllers => {
       const wired = kindControllers(client, kind, resource, options, log, counts, metrics, events, related);
@@ -103,22 +152,55 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
     // The config file's changes are applied live in controller mode: the reload then runs every kind.
     const reload = options.once ? undefined : options.configSource;
     const controllers = reload ? [] : kinds.resolved.flatMap(({ kind, resource }) => wire(kind, resource));
-    log.info('starting', { kinds: kinds.resolved.map(({ kind }) => kind.resource), dryRun: options.dryRun || undefined, once: options.once || undefined, reload: reload ? reload.path : undefined });
+    log.info('starting', {
+      kinds: kinds.resolved.map(({ kind }) => kind.resource),
+      dryRun: options.dryRun || undefined,
+      once: options.once || undefined,
+      reload: reload ? reload.path : undefined,
+    });
 
     // Ready no sooner than the controllers are wired (after the guard's check), so a probe cannot
     // see an empty list of controllers as ready.
     relations = related;
-    const leaderElection = options.leaderElection && { ...options.leaderElection, onLeadingChange: metrics.leader(options.leaderElection.name) };
+    const leaderElection = options.leaderElection &&
+      { ...options.leaderElection, onLeadingChange: metrics.leader(options.leaderElection.name) };
     if (options.once) {
-      return await whileLeading(client, leaderElection, shutdown, log, () => runOnce(controllers, counts, { dryRun: options.dryRun, unknownKinds: kinds.unknown.length }, shutdown.intake, log));
+      return await whileLeading(
+        client,
+        leaderElection,
+        shutdown,
+        log,
+        () =>
+          runOnce(
+            controllers,
+            counts,
+            { dryRun: options.dryRun, unknownKinds: kinds.unknown.length },
+            shutdown.intake,
+            log,
+          ),
+      );
     }
     // Held until everything has drained, so other labellers see this one while it may write.
     const holding = new AbortController();
     const held = guard?.hold(holding.signal);
     try {
       const status = await runUntilStopped(controllers, reload ? [] : kinds.unknown.map((u) => u.kind), {
-        client, shutdown, gracePeriodMs: options.gracePeriodMs, leaderElection, controllersFor: wire, log,
-        alsoRun: reload && ((run) => runReloading(reload, config, kinds, { client, log, metrics, events, wire: wireKind, unwire }, run, shutdown.intake)),
+        client,
+        shutdown,
+        gracePeriodMs: options.gracePeriodMs,
+        leaderElection,
+        controllersFor: wire,
+        log,
+        alsoRun: reload &&
+          ((run) =>
+            runReloading(
+              reload,
+              config,
+              kinds,
+              { client, log, metrics, events, wire: wireKind, unwire },
+              run,
+              shutdown.intake,
+            )),
       });
       log.info('stopped', counts);
       return status;
@@ -136,10 +218,16 @@ export async function runApp(client: KubeClient, config: Config, options: AppOpt
 }
 
 /** One server per distinct address: probes and metrics share one when their addresses are the same. */
-function serversFor(options: Pick<AppOptions, 'metricsBindAddress' | 'healthProbeBindAddress'>, all: Required<Endpoints>): [BindAddress, Endpoints][] {
+function serversFor(
+  options: Pick<AppOptions, 'metricsBindAddress' | 'healthProbeBindAddress'>,
+  all: Required<Endpoints>,
+): [BindAddress, Endpoints][] {
   const { metricsBindAddress: metrics, healthProbeBindAddress: probes } = options;
   if (metrics && probes && formatAddress(metrics) === formatAddress(probes)) return [[probes, all]];
-  return [...(probes ? [[probes, { readiness: all.readiness }] as [BindAddress, Endpoints]] : []), ...(metrics ? [[metrics, { registry: all.registry }] as [BindAddress, Endpoints]] : [])];
+  return [
+    ...(probes ? [[probes, { readiness: all.readiness }] as [BindAddress, Endpoints]] : []),
+    ...(metrics ? [[metrics, { registry: all.registry }] as [BindAddress, Endpoints]] : []),
+  ];
 }
 
 /**

@@ -31,7 +31,13 @@ export interface StatusOptions extends Pick<WiringOptions, 'fieldManager' | 'wat
 }
 
 /** Prints the report on stdout; returns the exit status: 1 when a kind could not be counted or `signal` cut it short. */
-export async function runStatus(client: KubeClient, kinds: Resolved, options: StatusOptions, signal: AbortSignal, log: Logger): Promise<number> {
+export async function runStatus(
+  client: KubeClient,
+  kinds: Resolved,
+  options: StatusOptions,
+  signal: AbortSignal,
+  log: Logger,
+): Promise<number> {
   const counted = await Promise.all(
     kinds.resolved.map(async ({ kind, resource }): Promise<KindStatus> => {
       const namespaces = watchedNamespaces(kind, resource);
@@ -39,8 +45,17 @@ export async function runStatus(client: KubeClient, kinds: Resolved, options: St
       const row = { kind: resource.kind, resource: groupResource(resource), namespaces: namespaces.filter(Boolean) };
       try {
         for (const namespace of namespaces) {
-          const { api, project, reconciler } = labellingFor(client, kind, resource, namespace, { fieldManager: options.fieldManager, dryRun: true }, log);
-          for await (const event of watcher(api, { labelSelector: kind.selector?.toString(), watchTimeoutSeconds: options.watchTimeoutSeconds, signal })) {
+          const { api, project, reconciler } = labellingFor(client, kind, resource, namespace, {
+            fieldManager: options.fieldManager,
+            dryRun: true,
+          }, log);
+          for await (
+            const event of watcher(api, {
+              labelSelector: kind.selector?.toString(),
+              watchTimeoutSeconds: options.watchTimeoutSeconds,
+              signal,
+            })
+          ) {
             if (event.type === 'error') throw event.error;
             if (event.type === 'initApply') {
               const object = project(event.object);
@@ -56,7 +71,13 @@ export async function runStatus(client: KubeClient, kinds: Resolved, options: St
       }
     }),
   );
-  const notServed = kinds.unknown.map(({ kind, error }): KindStatus => ({ kind: kind.resource, resource: kind.resource, namespaces: kind.namespaces, ...noObjects(), error: error.message }));
+  const notServed = kinds.unknown.map(({ kind, error }): KindStatus => ({
+    kind: kind.resource,
+    resource: kind.resource,
+    namespaces: kind.namespaces,
+    ...noObjects(),
+    error: error.message,
+  }));
   const rows = [...counted, ...notServed];
   const total = noObjects();
   for (const row of rows) for (const field of COLUMNS) total[field] += row[field];
@@ -65,16 +86,31 @@ export async function runStatus(client: KubeClient, kinds: Resolved, options: St
   return rows.some((row) => row.error !== undefined) || signal.aborted ? 1 : 0;
 }
 
-const COLUMNS = ['seen', 'managed', 'pending', 'conflicts', 'invalid'] as const satisfies readonly (keyof ObjectCounts)[];
+const COLUMNS = [
+  'seen',
+  'managed',
+  'pending',
+  'conflicts',
+  'invalid',
+] as const satisfies readonly (keyof ObjectCounts)[];
 
 /** kubectl-style columns: names left, counts right, errors after them. */
 function table(report: StatusReport): string {
   const head = ['KIND', 'NAMESPACES', ...COLUMNS.map((c) => c.toUpperCase())];
   const lines = [
-    ...report.kinds.map((row) => [row.resource, row.namespaces.join(',') || '*', ...COLUMNS.map((c) => String(row[c])), row.error ? `error: ${row.error}` : '']),
+    ...report.kinds.map((
+      row,
+    ) => [
+      row.resource,
+      row.namespaces.join(',') || '*',
+      ...COLUMNS.map((c) => String(row[c])),
+      row.error ? `error: ${row.error}` : '',
+    ]),
     ['total', '', ...COLUMNS.map((c) => String(report.total[c])), ''],
   ];
   const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
-  const format = (cells: readonly string[]) => cells.map((cell, i) => (i >= head.length ? cell : i < 2 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ').trimEnd();
+  const format = (cells: readonly string[]) =>
+    cells.map((cell, i) => (i >= head.length ? cell : i < 2 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
+      .join('  ').trimEnd();
   return `${[head, ...lines].map(format).join('\n')}\n`;
 }

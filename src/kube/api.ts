@@ -1,7 +1,12 @@
 // Metadata-only access to one resource kind: list, watch and server-side apply of labels,
 // all projected to meta.k8s.io/v1 PartialObjectMetadata so no spec or data crosses the wire.
 import type { KubeClient } from './client.ts';
-import type { LabelsApplyConfiguration, PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from './objects.ts';
+import type {
+  LabelsApplyConfiguration,
+  PartialObjectMetadata,
+  PartialObjectMetadataList,
+  WatchEvent,
+} from './objects.ts';
 import type { ApiResource } from './resource.ts';
 import { WatchIdleError } from './errors.ts';
 import { readWatchStream } from './watchstream.ts';
@@ -115,7 +120,11 @@ export class MetadataApi {
     const namespace = body.metadata.namespace ?? '';
     return this.#client.json<PartialObjectMetadata>('PATCH', this.path(body.metadata.name, namespace), {
       headers: { accept: ACCEPT_OBJECT, 'content-type': 'application/apply-patch+yaml' },
-      query: { fieldManager: options.fieldManager, force: options.force || undefined, dryRun: options.dryRun ? 'All' : undefined },
+      query: {
+        fieldManager: options.fieldManager,
+        force: options.force || undefined,
+        dryRun: options.dryRun ? 'All' : undefined,
+      },
       body: JSON.stringify(body),
       signal: options.signal,
     });

@@ -2,7 +2,7 @@
 // streams, its request API for whole JSON answers) so we control headers, streaming and timeouts (client-node's Watch/informer cannot ask for
 // metadata-only objects); credentials.ts says who we are, and this file keeps a connection pool
 // that matches: a new pool when the client certificate changes, one refresh and one retry on a 401.
-import { fetch, request as undiciRequest, type Dispatcher, type Response } from 'undici';
+import { type Dispatcher, fetch, request as undiciRequest, type Response } from 'undici';
 import { connect, type Credential, type CredentialSource, type Transport } from './credentials.ts';
 import { ApiError, ConnectionError, KubeConfigError, type Status } from './errors.ts';
 
@@ -38,7 +38,14 @@ export class KubeClient {
   readonly #userAgent: string;
   readonly #observers: RequestObserver[] = [];
 
-  private constructor(server: string, context: string, namespace: string | undefined, credentials: CredentialSource, transport: Transport, userAgent: string) {
+  private constructor(
+    server: string,
+    context: string,
+    namespace: string | undefined,
+    credentials: CredentialSource,
+    transport: Transport,
+    userAgent: string,
+  ) {
     this.server = server;
     this.context = context;
     this.defaultNamespace = namespace;
@@ -55,7 +62,14 @@ export class KubeClient {
   static async load(options: ClientOptions = {}): Promise<KubeClient> {
     const connection = await connect(options);
     const first = await connection.credentials.current().catch(rethrowAsConfig);
-    return new KubeClient(connection.server, connection.context, connection.namespace, connection.credentials, first.transport, options.userAgent ?? 'labeller');
+    return new KubeClient(
+      connection.server,
+      connection.context,
+      connection.namespace,
+      connection.credentials,
+      first.transport,
+      options.userAgent ?? 'labeller',
+    );
   }
 
   observe(observer: RequestObserver): void {
@@ -70,7 +84,9 @@ export class KubeClient {
     const url = this.server + path + queryString(options.query);
     const credential = await this.#credential();
     let response = await this.#send(method, path, url, credential, options);
-    if (response.status === 401) response = await this.#retryUnauthorized(method, path, url, credential, options, response);
+    if (response.status === 401) {
+      response = await this.#retryUnauthorized(method, path, url, credential, options, response);
+    }
     if (!response.ok) {
       const text = await response.text();
       throw new ApiError(method, path, response.status, parseStatus(text), response.headers.get('retry-after'));
@@ -79,7 +95,13 @@ export class KubeClient {
   }
 
   /** One attempt with `credential`, whatever its status; unreachable servers throw ConnectionError. */
-  async #send(method: string, path: string, url: string, credential: Credential, options: RequestOptions): Promise<Response> {
+  async #send(
+    method: string,
+    path: string,
+    url: string,
+    credential: Credential,
+    options: RequestOptions,
+  ): Promise<Response> {
     const started = performance.now();
     let response: Response;
     try {
@@ -102,7 +124,14 @@ export class KubeClient {
    * After a 401, as client-go does: one credential refresh (shared by every request refused with
    * the same credential) and one retry; the 401 stands when nothing changed or the retry fails too.
    */
-  async #retryUnauthorized(method: string, path: string, url: string, rejected: Credential, options: RequestOptions, response: Response): Promise<Response> {
+  async #retryUnauthorized(
+    method: string,
+    path: string,
+    url: string,
+    rejected: Credential,
+    options: RequestOptions,
+    response: Response,
+  ): Promise<Response> {
     const fresh = await this.#credentials.refresh(rejected).catch(rethrowAsConfig);
     if (fresh === rejected) return response;
     await response.body?.cancel();
@@ -116,7 +145,10 @@ export class KubeClient {
     // listener, and through them the whole response, alive for the full timeout after every request.
     const timeoutMs = options.timeoutMs ?? 60_000;
     const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(new DOMException(`no answer in ${timeoutMs} ms`, 'TimeoutError')), timeoutMs);
+    const timer = setTimeout(
+      () => controller.abort(new DOMException(`no answer in ${timeoutMs} ms`, 'TimeoutError')),
+      timeoutMs,
+    );
     const outer = options.signal;
     const forward = (): void => controller.abort(outer?.reason);
     if (outer?.aborted) forward();
@@ -136,7 +168,13 @@ export class KubeClient {
       const { statusCode, headers, body } = answer;
       if (statusCode < 200 || statusCode > 299) {
         const retryAfter = headers['retry-after'];
-        throw new ApiError(method, path, statusCode, parseStatus(await body.text()), Array.isArray(retryAfter) ? retryAfter[0] : retryAfter);
+        throw new ApiError(
+          method,
+          path,
+          statusCode,
+          parseStatus(await body.text()),
+          Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
+        );
       }
       try {
         return (await body.json()) as T;
@@ -155,7 +193,13 @@ export class KubeClient {
    * whole answer needs no WHATWG streams, Headers or Response objects, which cost about 0.25 ms
    * of CPU per request (bench/README.md).
    */
-  async #exchange(method: string, path: string, url: string, credential: Credential, options: RequestOptions): Promise<Dispatcher.ResponseData> {
+  async #exchange(
+    method: string,
+    path: string,
+    url: string,
+    credential: Credential,
+    options: RequestOptions,
+  ): Promise<Dispatcher.ResponseData> {
     const started = performance.now();
     let answer: Dispatcher.ResponseData;
     try {
@@ -199,7 +243,9 @@ export class KubeClient {
   /** What a request that got no answer throws: ConnectionError, or the reason it was aborted for. */
   #failed(method: string, path: string, signal: AbortSignal | undefined, error: unknown): unknown {
     const reason: unknown = signal?.reason;
-    if (reason instanceof DOMException && reason.name === 'TimeoutError') return new ConnectionError(this.server, new Error(`${method} ${path}: no answer in time`));
+    if (reason instanceof DOMException && reason.name === 'TimeoutError') {
+      return new ConnectionError(this.server, new Error(`${method} ${path}: no answer in time`));
+    }
     if (signal?.aborted) return reason;
     return new ConnectionError(this.server, error);
   }
@@ -245,7 +291,9 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
 }
 
 function rethrowAsConfig(error: unknown): never {
-  throw error instanceof KubeConfigError ? error : new KubeConfigError(`cannot get credentials: ${error instanceof Error ? error.message : String(error)}`);
+  throw error instanceof KubeConfigError
+    ? error
+    : new KubeConfigError(`cannot get credentials: ${error instanceof Error ? error.message : String(error)}`);
 }
 
 function queryString(query: RequestOptions['query']): string {

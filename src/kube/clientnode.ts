@@ -3,21 +3,29 @@
 // nothing else pays for the library (its generated API costs about 80 MiB and a second or two).
 import { KubeConfig, RequestContext } from '@kubernetes/client-node';
 import type { RequestOptions as HttpsOptions } from 'node:https';
-import { Agent, ProxyAgent, type Dispatcher } from 'undici';
+import { Agent, type Dispatcher, ProxyAgent } from 'undici';
 import type { Credential, CredentialSource, Transport } from './credentials.ts';
 import { KubeConfigError } from './errors.ts';
 
 /** Auth providers refresh their tokens inside client-node; ask it again this often. */
 const REFRESH_MS = 60_000;
 
-export async function clientNodeCredentials(kubeconfig: string | undefined, context: string, server: string): Promise<CredentialSource> {
+export async function clientNodeCredentials(
+  kubeconfig: string | undefined,
+  context: string,
+  server: string,
+): Promise<CredentialSource> {
   const kc = new KubeConfig();
   try {
     if (kubeconfig) kc.loadFromFile(kubeconfig);
     else kc.loadFromDefault();
     kc.setCurrentContext(context);
   } catch (error) {
-    throw new KubeConfigError(`cannot load kubeconfig${kubeconfig ? ` ${kubeconfig}` : ''}: ${error instanceof Error ? error.message : String(error)}. Pass --kubeconfig with a valid file`);
+    throw new KubeConfigError(
+      `cannot load kubeconfig${kubeconfig ? ` ${kubeconfig}` : ''}: ${
+        error instanceof Error ? error.message : String(error)
+      }. Pass --kubeconfig with a valid file`,
+    );
   }
   return new ClientNodeSource(kc, server);
 }
@@ -57,18 +65,32 @@ class ClientNodeSource implements CredentialSource {
       const options: HttpsOptions = {};
       await this.#kc.applyToHTTPSOptions(options);
       const headers: Record<string, string> = {};
-      for (const [name, value] of Object.entries(options.headers ?? {})) if (value !== undefined) headers[name.toLowerCase()] = String(value);
+      for (const [name, value] of Object.entries(options.headers ?? {})) {
+        if (value !== undefined) headers[name.toLowerCase()] = String(value);
+      }
       if (options.auth) headers['authorization'] = `Basic ${Buffer.from(options.auth).toString('base64')}`;
-      const { ca, cert, key, pfx, passphrase, rejectUnauthorized, servername } = options as HttpsOptions & { servername?: string };
-      const tls = Object.fromEntries(Object.entries({ ca, cert, key, pfx, passphrase, rejectUnauthorized, servername }).filter(([, v]) => v !== undefined));
+      const { ca, cert, key, pfx, passphrase, rejectUnauthorized, servername } = options as HttpsOptions & {
+        servername?: string;
+      };
+      const tls = Object.fromEntries(
+        Object.entries({ ca, cert, key, pfx, passphrase, rejectUnauthorized, servername }).filter(([, v]) =>
+          v !== undefined
+        ),
+      );
       const tlsKey = JSON.stringify(tls);
-      const transport = this.#credential && tlsKey === this.#tls ? this.#credential.transport : await this.#transport(tls);
+      const transport = this.#credential && tlsKey === this.#tls
+        ? this.#credential.transport
+        : await this.#transport(tls);
       this.#tls = tlsKey;
       this.#at = Date.now();
       this.#credential = { headers, transport };
       return this.#credential;
     } catch (error) {
-      throw new KubeConfigError(`cannot authenticate to ${this.#server}: ${error instanceof Error ? error.message : String(error)}. Check the user in the kubeconfig`);
+      throw new KubeConfigError(
+        `cannot authenticate to ${this.#server}: ${
+          error instanceof Error ? error.message : String(error)
+        }. Check the user in the kubeconfig`,
+      );
     }
   }
 
@@ -87,9 +109,10 @@ class ClientNodeSource implements CredentialSource {
       return { pool: () => socks };
     }
     return {
-      pool: (): Dispatcher => options.type === 'proxy'
-        ? new ProxyAgent({ uri: options.uri, requestTls: tls })
-        : new Agent({ connect: tls, allowH2: false }),
+      pool: (): Dispatcher =>
+        options.type === 'proxy'
+          ? new ProxyAgent({ uri: options.uri, requestTls: tls })
+          : new Agent({ connect: tls, allowH2: false }),
     };
   }
 }

@@ -1,6 +1,6 @@
 // Credentials kept in files that are replaced while we run: token files (the kubeconfig's
 // `tokenFile`, the projected service-account token) and client certificate/key files.
-import { X509Certificate, createPrivateKey } from 'node:crypto';
+import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { KubeConfigError } from './errors.ts';
 import { Refreshing } from './refreshing.ts';
@@ -17,7 +17,11 @@ export const FILE_REREAD_MS = 10_000;
  * the same value is returned, so the client keeps its connection pool. A read or parse failure
  * after a good load keeps the last good value (a file caught half-written), as client-go does.
  */
-export function fileSource<T>(paths: readonly string[], parse: (contents: readonly string[]) => T, now: () => number = Date.now): Refreshing<T> {
+export function fileSource<T>(
+  paths: readonly string[],
+  parse: (contents: readonly string[]) => T,
+  now: () => number = Date.now,
+): Refreshing<T> {
   let last: { contents: string; value: T } | undefined;
   return new Refreshing<T>(async (previous) => {
     const freshUntil = now() + FILE_REREAD_MS;
@@ -28,7 +32,9 @@ export function fileSource<T>(paths: readonly string[], parse: (contents: readon
       return { value: last.value, freshUntil };
     } catch (error) {
       if (previous !== undefined) return { value: previous, freshUntil };
-      throw error instanceof KubeConfigError ? error : new KubeConfigError(`cannot read ${paths.join(' and ')}: ${error instanceof Error ? error.message : String(error)}`);
+      throw error instanceof KubeConfigError ? error : new KubeConfigError(
+        `cannot read ${paths.join(' and ')}: ${error instanceof Error ? error.message : String(error)}`,
+      );
     }
   }, now);
 }
@@ -50,14 +56,22 @@ export interface KeyPair {
 /** Checks that a PEM certificate and key belong together, so a half-rotated pair is never used. */
 export function keyPair(cert: string, key: string, source: string): KeyPair {
   try {
-    if (!new X509Certificate(cert).checkPrivateKey(createPrivateKey(key))) throw new Error('the key does not belong to the certificate');
+    if (!new X509Certificate(cert).checkPrivateKey(createPrivateKey(key))) {
+      throw new Error('the key does not belong to the certificate');
+    }
   } catch (error) {
-    throw new KubeConfigError(`client certificate ${source}: ${error instanceof Error ? error.message : String(error)}`);
+    throw new KubeConfigError(
+      `client certificate ${source}: ${error instanceof Error ? error.message : String(error)}`,
+    );
   }
   return { cert, key };
 }
 
 /** A client certificate and key in two files, read together. */
 export function keyPairFiles(certPath: string, keyPath: string, now?: () => number): Refreshing<KeyPair> {
-  return fileSource([certPath, keyPath], ([cert = '', key = '']) => keyPair(cert, key, `${certPath} / ${keyPath}`), now);
+  return fileSource(
+    [certPath, keyPath],
+    ([cert = '', key = '']) => keyPair(cert, key, `${certPath} / ${keyPath}`),
+    now,
+  );
 }

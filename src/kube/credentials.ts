@@ -6,11 +6,11 @@
 // only auth providers and proxies load @kubernetes/client-node (clientnode.ts), on demand.
 import { readFileSync } from 'node:fs';
 import { Agent, type Dispatcher } from 'undici';
-import { keyPair, keyPairFiles, tokenFile, type KeyPair } from './credentialfiles.ts';
+import { type KeyPair, keyPair, keyPairFiles, tokenFile } from './credentialfiles.ts';
 import { KubeConfigError } from './errors.ts';
-import { execSource, type ExecCredential } from './exec.ts';
+import { type ExecCredential, execSource } from './exec.ts';
 import { inCluster, inClusterAvailable, SERVICE_ACCOUNT_DIR } from './incluster.ts';
-import { kubeconfigFiles, loadKubeconfig, type KubeconfigSelection } from './kubeconfig.ts';
+import { kubeconfigFiles, type KubeconfigSelection, loadKubeconfig } from './kubeconfig.ts';
 import { Refreshing } from './refreshing.ts';
 
 /** How connections are made: a different Transport object means a new connection pool. */
@@ -59,21 +59,44 @@ export async function connect(options: ConnectOptions = {}): Promise<Connection>
     if (!inClusterAvailable(env, dir)) {
       // In a pod (the service variables are there) without a token: say so, not "no kubeconfig".
       if (env['KUBERNETES_SERVICE_HOST']) {
-        throw new KubeConfigError(`running in a pod without a service-account token (${dir}/token is missing): set automountServiceAccountToken: true on the pod or its ServiceAccount, or mount a projected token there, or pass --kubeconfig`);
+        throw new KubeConfigError(
+          `running in a pod without a service-account token (${dir}/token is missing): set automountServiceAccountToken: true on the pod or its ServiceAccount, or mount a projected token there, or pass --kubeconfig`,
+        );
       }
-      throw new KubeConfigError('no kubeconfig ($KUBECONFIG is unset and ~/.kube/config does not exist) and not inside a cluster (no KUBERNETES_SERVICE_HOST/PORT and service-account token). Pass --kubeconfig, or run where kubectl works');
+      throw new KubeConfigError(
+        'no kubeconfig ($KUBECONFIG is unset and ~/.kube/config does not exist) and not inside a cluster (no KUBERNETES_SERVICE_HOST/PORT and service-account token). Pass --kubeconfig, or run where kubectl works',
+      );
     }
-    if (options.context) throw new KubeConfigError(`--context ${options.context} needs a kubeconfig, and none was found (in-cluster config has no contexts). Pass --kubeconfig, or drop --context`);
+    if (options.context) {
+      throw new KubeConfigError(
+        `--context ${options.context} needs a kubeconfig, and none was found (in-cluster config has no contexts). Pass --kubeconfig, or drop --context`,
+      );
+    }
     const pod = inCluster(env, dir);
-    return { server: pod.server, context: 'in-cluster', namespace: pod.namespace, credentials: new IdentitySource(pod.identity) };
+    return {
+      server: pod.server,
+      context: 'in-cluster',
+      namespace: pod.namespace,
+      credentials: new IdentitySource(pod.identity),
+    };
   }
   const selection = loadKubeconfig(files, options.context);
   const server = selection.cluster.server.replace(/\/+$/, '');
   if (selection.cluster['proxy-url'] || selection.user['auth-provider']) {
     const { clientNodeCredentials } = await import('./clientnode.ts');
-    return { server, context: selection.context, namespace: selection.namespace, credentials: await clientNodeCredentials(options.kubeconfig, selection.context, server) };
+    return {
+      server,
+      context: selection.context,
+      namespace: selection.namespace,
+      credentials: await clientNodeCredentials(options.kubeconfig, selection.context, server),
+    };
   }
-  return { server, context: selection.context, namespace: selection.namespace, credentials: new IdentitySource(identity(selection, server)) };
+  return {
+    server,
+    context: selection.context,
+    namespace: selection.namespace,
+    credentials: new IdentitySource(identity(selection, server)),
+  };
 }
 
 /** The parts of an identity; a Refreshing part is reloaded when stale or rejected. */
@@ -93,13 +116,17 @@ export interface Identity {
 function identity(selection: KubeconfigSelection, server: string): Identity {
   const { cluster, user } = selection;
   const where = `kubeconfig user of context "${selection.context}"`;
-  const decode = (base64: string | undefined): string | undefined => (base64 === undefined ? undefined : Buffer.from(base64, 'base64').toString('utf8'));
+  const decode = (
+    base64: string | undefined,
+  ): string | undefined => (base64 === undefined ? undefined : Buffer.from(base64, 'base64').toString('utf8'));
   const file = (path: string | undefined, what: string): string | undefined => {
     if (path === undefined) return undefined;
     try {
       return readFileSync(path, 'utf8');
     } catch (error) {
-      throw new KubeConfigError(`${what} ${path}: ${(error as NodeJS.ErrnoException).code ?? String(error)}. Fix the path in the kubeconfig`);
+      throw new KubeConfigError(
+        `${what} ${path}: ${(error as NodeJS.ErrnoException).code ?? String(error)}. Fix the path in the kubeconfig`,
+      );
     }
   };
   const certFile = user['client-certificate'];
@@ -109,14 +136,24 @@ function identity(selection: KubeconfigSelection, server: string): Identity {
   let pair: Identity['pair'];
   if (certFile !== undefined && keyFile !== undefined) pair = keyPairFiles(certFile, keyFile);
   else if ((certFile ?? certData) !== undefined && (keyFile ?? keyData) !== undefined) {
-    pair = keyPair(certData ?? file(certFile, 'client certificate') ?? '', keyData ?? file(keyFile, 'client key') ?? '', where);
+    pair = keyPair(
+      certData ?? file(certFile, 'client certificate') ?? '',
+      keyData ?? file(keyFile, 'client key') ?? '',
+      where,
+    );
   } else if ((certFile ?? certData ?? keyFile ?? keyData) !== undefined) {
-    throw new KubeConfigError(`${where} has a client certificate without its key, or a key without its certificate. Give both`);
+    throw new KubeConfigError(
+      `${where} has a client certificate without its key, or a key without its certificate. Give both`,
+    );
   }
   const impersonation: Record<string, string> = {};
   if (user.as) impersonation['impersonate-user'] = user.as;
   // One header per group would be right; undici joins repeated values with ", ", which the API server does not split.
-  if (user['as-groups']?.length) throw new KubeConfigError(`${where} uses as-groups, which labeller does not support. Remove it or run labeller as that identity`);
+  if (user['as-groups']?.length) {
+    throw new KubeConfigError(
+      `${where} uses as-groups, which labeller does not support. Remove it or run labeller as that identity`,
+    );
+  }
   const caData = decode(cluster['certificate-authority-data']);
   return {
     ca: caData ?? file(cluster['certificate-authority'], 'certificate authority'),
@@ -128,11 +165,13 @@ function identity(selection: KubeconfigSelection, server: string): Identity {
     pair,
     exec: user.exec
       ? execSource(user.exec, {
-          server,
-          ...(cluster['certificate-authority-data'] ? { 'certificate-authority-data': cluster['certificate-authority-data'] } : {}),
-          ...(cluster['insecure-skip-tls-verify'] ? { 'insecure-skip-tls-verify': true } : {}),
-          ...(cluster['tls-server-name'] ? { 'tls-server-name': cluster['tls-server-name'] } : {}),
-        })
+        server,
+        ...(cluster['certificate-authority-data']
+          ? { 'certificate-authority-data': cluster['certificate-authority-data'] }
+          : {}),
+        ...(cluster['insecure-skip-tls-verify'] ? { 'insecure-skip-tls-verify': true } : {}),
+        ...(cluster['tls-server-name'] ? { 'tls-server-name': cluster['tls-server-name'] } : {}),
+      })
       : undefined,
     headers: impersonation,
   };
@@ -144,7 +183,12 @@ function identity(selection: KubeconfigSelection, server: string): Identity {
  */
 export class IdentitySource implements CredentialSource {
   readonly #identity: Identity;
-  #last: { token: string | undefined; pair: KeyPair | undefined; exec: ExecCredential | undefined; credential: Credential } | undefined;
+  #last: {
+    token: string | undefined;
+    pair: KeyPair | undefined;
+    exec: ExecCredential | undefined;
+    credential: Credential;
+  } | undefined;
 
   constructor(identity: Identity) {
     this.#identity = identity;
@@ -152,7 +196,11 @@ export class IdentitySource implements CredentialSource {
 
   async current(): Promise<Credential> {
     const { token, pair, exec } = this.#identity;
-    const [t, p, e] = await Promise.all([token instanceof Refreshing ? token.get() : token, pair instanceof Refreshing ? pair.get() : pair, exec?.get()]);
+    const [t, p, e] = await Promise.all([
+      token instanceof Refreshing ? token.get() : token,
+      pair instanceof Refreshing ? pair.get() : pair,
+      exec?.get(),
+    ]);
     return this.#credential(t, p, e);
   }
 
@@ -180,7 +228,11 @@ export class IdentitySource implements CredentialSource {
     const credential: Credential = {
       headers: {
         ...headers,
-        ...(bearer ? { authorization: `Bearer ${bearer}` } : basic ? { authorization: `Basic ${Buffer.from(`${basic.username}:${basic.password}`).toString('base64')}` } : {}),
+        ...(bearer
+          ? { authorization: `Bearer ${bearer}` }
+          : basic
+          ? { authorization: `Basic ${Buffer.from(`${basic.username}:${basic.password}`).toString('base64')}` }
+          : {}),
       },
       transport: last && samePair ? last.credential.transport : this.#transport(pair),
     };

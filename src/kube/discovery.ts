@@ -23,7 +23,9 @@ export class StaleGroupError extends Error {
   override readonly name = 'StaleGroupError';
 
   constructor(groupVersion: string) {
-    super(`the API server could not reach the service behind ${groupVersion} (discovery marks it stale); its APIService is probably unavailable: see kubectl get apiservice`);
+    super(
+      `the API server could not reach the service behind ${groupVersion} (discovery marks it stale); its APIService is probably unavailable: see kubectl get apiservice`,
+    );
   }
 }
 
@@ -75,18 +77,25 @@ interface GroupList {
  */
 export async function discover(client: KubeClient, signal?: AbortSignal): Promise<Discovery> {
   const [core, groups] = await Promise.all(
-    ['/api', '/apis'].map((path) => client.json<GroupDiscoveryList | { kind?: string }>('GET', path, { headers: { accept: ACCEPT_AGGREGATED }, signal })),
+    ['/api', '/apis'].map((path) =>
+      client.json<GroupDiscoveryList | { kind?: string }>('GET', path, {
+        headers: { accept: ACCEPT_AGGREGATED },
+        signal,
+      })
+    ),
   );
   if (isAggregated(core) && isAggregated(groups)) {
     const lists = [core, groups];
     return {
       resources: lists.flatMap(fromAggregated),
-      failedGroups: lists.flatMap((list) => list.items.flatMap((group) =>
-        (group.versions ?? []).filter((v) => v.freshness === 'Stale').map((v) => {
-          const groupVersion = `${group.metadata?.name ?? ''}/${v.version}`;
-          return { groupVersion, error: new StaleGroupError(groupVersion) };
-        }),
-      )),
+      failedGroups: lists.flatMap((list) =>
+        list.items.flatMap((group) =>
+          (group.versions ?? []).filter((v) => v.freshness === 'Stale').map((v) => {
+            const groupVersion = `${group.metadata?.name ?? ''}/${v.version}`;
+            return { groupVersion, error: new StaleGroupError(groupVersion) };
+          })
+        )
+      ),
     };
   }
   return discoverByGroupVersion(client, signal, groups as GroupList);
@@ -110,8 +119,8 @@ function fromAggregated(list: GroupDiscoveryList): ApiResource[] {
         verbs: r.verbs ?? [],
         // Versions are listed in the server's order of preference.
         preferred: index === 0,
-      })),
-    ),
+      }))
+    )
   );
 }
 
@@ -120,7 +129,11 @@ function fromAggregated(list: GroupDiscoveryList): ApiResource[] {
  * (`groups`, the `/apis` list, is fetched when not given). A group version that fails is
  * reported, unless it is the core group's.
  */
-export async function discoverByGroupVersion(client: KubeClient, signal?: AbortSignal, groups?: GroupList): Promise<Discovery> {
+export async function discoverByGroupVersion(
+  client: KubeClient,
+  signal?: AbortSignal,
+  groups?: GroupList,
+): Promise<Discovery> {
   groups ??= await client.json<GroupList>('GET', '/apis', { signal });
   const versions = [
     { group: '', version: 'v1', path: '/api/v1', preferred: true },
@@ -130,7 +143,7 @@ export async function discoverByGroupVersion(client: KubeClient, signal?: AbortS
         version: v.version,
         path: `/apis/${g.name}/${v.version}`,
         preferred: (g.preferredVersion?.version ?? g.versions[0]?.version) === v.version,
-      })),
+      }))
     ),
   ];
   const answers = await Promise.allSettled(versions.map((v) => client.json<ResourceList>('GET', v.path, { signal })));
@@ -140,7 +153,10 @@ export async function discoverByGroupVersion(client: KubeClient, signal?: AbortS
     if (answer.status === 'rejected') {
       // Without the core group nothing works; a stop is no failure of the group.
       if (group === '' || signal?.aborted) throw answer.reason;
-      failedGroups.push({ groupVersion: `${group}/${version}`, error: answer.reason instanceof Error ? answer.reason : new Error(String(answer.reason)) });
+      failedGroups.push({
+        groupVersion: `${group}/${version}`,
+        error: answer.reason instanceof Error ? answer.reason : new Error(String(answer.reason)),
+      });
       return [];
     }
     return answer.value.resources

@@ -27,7 +27,13 @@ export class ApiError extends Error {
   /** Field-level causes, e.g. one FieldManagerConflict per contested field of an apply. */
   readonly causes: readonly StatusCause[];
 
-  constructor(method: string, path: string, status: number, body: Status | undefined, retryAfterHeader?: string | null) {
+  constructor(
+    method: string,
+    path: string,
+    status: number,
+    body: Status | undefined,
+    retryAfterHeader?: string | null,
+  ) {
     const reason = body?.reason ?? '';
     super(`${method} ${path}: ${status}${reason ? ` ${reason}` : ''}: ${body?.message ?? 'no message'}${hint(status)}`);
     this.status = status;
@@ -48,7 +54,7 @@ function hint(status: number): string {
     case 401:
       return ' (the credentials in the kubeconfig were rejected: refresh them or pick another --context)';
     case 403:
-      return ' (grant this identity list/watch/patch on the resource, e.g. with the Helm chart\'s RBAC)';
+      return " (grant this identity list/watch/patch on the resource, e.g. with the Helm chart's RBAC)";
     case 429:
       return ' (the API server is throttling us; labeller backs off)';
     default:
@@ -61,7 +67,12 @@ export class ConnectionError extends Error {
   override readonly name = 'ConnectionError';
 
   constructor(server: string, cause: unknown) {
-    super(`cannot reach the API server at ${server}: ${describeCause(cause)}. Check that it is up and that --kubeconfig/--context point at it`, { cause });
+    super(
+      `cannot reach the API server at ${server}: ${
+        describeCause(cause)
+      }. Check that it is up and that --kubeconfig/--context point at it`,
+      { cause },
+    );
   }
 }
 

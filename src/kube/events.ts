@@ -55,25 +55,47 @@ export class EventsApi {
       reason: event.reason,
       type: event.type,
       note: truncate(event.note),
-      regarding: { apiVersion: regarding.apiVersion, kind: regarding.kind, name: regarding.name, ...(regarding.namespace ? { namespace: regarding.namespace } : {}), ...(regarding.uid ? { uid: regarding.uid } : {}) },
+      regarding: {
+        apiVersion: regarding.apiVersion,
+        kind: regarding.kind,
+        name: regarding.name,
+        ...(regarding.namespace ? { namespace: regarding.namespace } : {}),
+        ...(regarding.uid ? { uid: regarding.uid } : {}),
+      },
     };
-    await this.#send('POST', `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events`, body, 'application/json', signal);
+    await this.#send(
+      'POST',
+      `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events`,
+      body,
+      'application/json',
+      signal,
+    );
     return `${namespace}/${name}`;
   }
 
   /** Writes the series of the Event `namespace/name` (a merge patch: nothing else changes). */
   async update(handle: string, times: EventTimes, signal: AbortSignal): Promise<void> {
     const [namespace = '', name = ''] = handle.split('/');
-    const path = `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events/${encodeURIComponent(name)}`;
+    const path = `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events/${
+      encodeURIComponent(name)
+    }`;
     await this.#send('PATCH', path, { series: series(times) }, 'application/merge-patch+json', signal);
   }
 
   async #send(method: string, path: string, body: object, contentType: string, signal: AbortSignal): Promise<void> {
     try {
-      await this.#client.json(method, path, { headers: { 'content-type': contentType }, body: JSON.stringify(body), signal, timeoutMs: 10_000 });
+      await this.#client.json(method, path, {
+        headers: { 'content-type': contentType },
+        body: JSON.stringify(body),
+        signal,
+        timeoutMs: 10_000,
+      });
     } catch (error) {
       if (error instanceof ApiError && error.status === 403) {
-        throw new EventsForbidden(`${method} ${path}: 403 Forbidden: grant create and patch on events.k8s.io events (the chart does, with events.enabled), or pass --events=false`, { cause: error });
+        throw new EventsForbidden(
+          `${method} ${path}: 403 Forbidden: grant create and patch on events.k8s.io events (the chart does, with events.enabled), or pass --events=false`,
+          { cause: error },
+        );
       }
       throw error;
     }
@@ -92,5 +114,7 @@ function microTime(ms: number): string {
 /** At most 1 KiB of UTF-8, as the API requires. */
 function truncate(note: string): string {
   const bytes = new TextEncoder().encode(note);
-  return bytes.length <= NOTE_MAX ? note : `${new TextDecoder().decode(bytes.subarray(0, NOTE_MAX - 3)).replace(/\uFFFD$/, '')}...`;
+  return bytes.length <= NOTE_MAX
+    ? note
+    : `${new TextDecoder().decode(bytes.subarray(0, NOTE_MAX - 3)).replace(/\uFFFD$/, '')}...`;
 }

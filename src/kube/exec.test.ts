@@ -15,7 +15,11 @@ test('a credential is used until shortly before its expiry: 10 s, or half its li
 });
 
 test('a token with its expiry', () => {
-  const credential = parseExecCredential(output({ token: 'abc', expirationTimestamp: '2030-01-02T03:04:05Z' }), V1, 'plugin');
+  const credential = parseExecCredential(
+    output({ token: 'abc', expirationTimestamp: '2030-01-02T03:04:05Z' }),
+    V1,
+    'plugin',
+  );
   assert.equal(credential.token, 'abc');
   assert.equal(credential.expiresAt, Date.parse('2030-01-02T03:04:05Z'));
   assert.equal(credential.pair, undefined);
@@ -24,7 +28,10 @@ test('a token with its expiry', () => {
 test('bad plugin output names the problem', () => {
   const cases: [string, RegExp][] = [
     ['not json', /output is not JSON/],
-    [output({ token: 'a' }, 'client.authentication.k8s.io/v1beta1'), /apiVersion "client.authentication.k8s.io\/v1beta1", but the kubeconfig asks for client.authentication.k8s.io\/v1/],
+    [
+      output({ token: 'a' }, 'client.authentication.k8s.io/v1beta1'),
+      /apiVersion "client.authentication.k8s.io\/v1beta1", but the kubeconfig asks for client.authentication.k8s.io\/v1/,
+    ],
     [JSON.stringify({ apiVersion: V1, kind: 'Other', status: { token: 'a' } }), /kind "Other", not ExecCredential/],
     [output({}), /neither status.token nor a client certificate/],
     [output({ clientCertificateData: 'x' }), /only one of/],
@@ -34,6 +41,10 @@ test('bad plugin output names the problem', () => {
 });
 
 test('a certificate and key that do not belong together are refused', () => {
-  const one = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
-  assert.throws(() => parseExecCredential(output({ clientCertificateData: 'not a cert', clientKeyData: one }), V1, 'plugin'), /client certificate from exec plugin plugin/);
+  const one = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' })
+    .toString();
+  assert.throws(
+    () => parseExecCredential(output({ clientCertificateData: 'not a cert', clientKeyData: one }), V1, 'plugin'),
+    /client certificate from exec plugin plugin/,
+  );
 });

@@ -4,7 +4,7 @@
 // makes it run again at once (Refreshing does the single flight).
 import { execFile } from 'node:child_process';
 import { KubeConfigError } from './errors.ts';
-import { keyPair, type KeyPair } from './credentialfiles.ts';
+import { type KeyPair, keyPair } from './credentialfiles.ts';
 import { Refreshing } from './refreshing.ts';
 
 /** The kubeconfig's `users[].user.exec`. */
@@ -41,7 +41,9 @@ export function freshUntil(expiresAt: number | undefined, obtainedAt: number): n
 /** Parses and checks a plugin's stdout (an ExecCredential object). */
 export function parseExecCredential(stdout: string, apiVersion: string, command: string): ExecCredential {
   const fail = (problem: string): never => {
-    throw new KubeConfigError(`exec plugin ${command}: ${problem}. Check the plugin and users[].user.exec in the kubeconfig`);
+    throw new KubeConfigError(
+      `exec plugin ${command}: ${problem}. Check the plugin and users[].user.exec in the kubeconfig`,
+    );
   };
   let parsed: unknown;
   try {
@@ -51,8 +53,12 @@ export function parseExecCredential(stdout: string, apiVersion: string, command:
   }
   if (!parsed || typeof parsed !== 'object') return fail('its output is not an ExecCredential object');
   const credential = parsed as { apiVersion?: unknown; kind?: unknown; status?: Record<string, unknown> };
-  if (credential.kind !== 'ExecCredential') fail(`it returned kind ${JSON.stringify(credential.kind)}, not ExecCredential`);
-  if (credential.apiVersion !== apiVersion) fail(`it returned apiVersion ${JSON.stringify(credential.apiVersion)}, but the kubeconfig asks for ${apiVersion}`);
+  if (credential.kind !== 'ExecCredential') {
+    fail(`it returned kind ${JSON.stringify(credential.kind)}, not ExecCredential`);
+  }
+  if (credential.apiVersion !== apiVersion) {
+    fail(`it returned apiVersion ${JSON.stringify(credential.apiVersion)}, but the kubeconfig asks for ${apiVersion}`);
+  }
   const status = credential.status ?? {};
   const text = (field: string): string | undefined => {
     const value = status[field];
@@ -62,12 +68,20 @@ export function parseExecCredential(stdout: string, apiVersion: string, command:
   const token = text('token');
   const cert = text('clientCertificateData');
   const key = text('clientKeyData');
-  if ((cert === undefined) !== (key === undefined)) fail('it returned only one of status.clientCertificateData and status.clientKeyData');
+  if ((cert === undefined) !== (key === undefined)) {
+    fail('it returned only one of status.clientCertificateData and status.clientKeyData');
+  }
   if (token === undefined && cert === undefined) fail('it returned neither status.token nor a client certificate');
   const expiry = text('expirationTimestamp');
   const expiresAt = expiry === undefined ? undefined : Date.parse(expiry);
-  if (expiresAt !== undefined && Number.isNaN(expiresAt)) fail(`status.expirationTimestamp ${JSON.stringify(expiry)} is not a time`);
-  return { token, pair: cert !== undefined && key !== undefined ? keyPair(cert, key, `from exec plugin ${command}`) : undefined, expiresAt };
+  if (expiresAt !== undefined && Number.isNaN(expiresAt)) {
+    fail(`status.expirationTimestamp ${JSON.stringify(expiry)} is not a time`);
+  }
+  return {
+    token,
+    pair: cert !== undefined && key !== undefined ? keyPair(cert, key, `from exec plugin ${command}`) : undefined,
+    expiresAt,
+  };
 }
 
 /** The cluster as a plugin with `provideClusterInfo` sees it (ExecCredential spec.cluster). */
@@ -79,13 +93,27 @@ export interface ExecClusterInfo {
 }
 
 /** A plugin's credential, run again before it expires or when it was rejected. */
-export function execSource(config: ExecConfig, cluster: ExecClusterInfo, now: () => number = Date.now): Refreshing<ExecCredential> {
+export function execSource(
+  config: ExecConfig,
+  cluster: ExecClusterInfo,
+  now: () => number = Date.now,
+): Refreshing<ExecCredential> {
   const apiVersion = config.apiVersion ?? 'client.authentication.k8s.io/v1';
   if (config.interactiveMode === 'Always') {
-    throw new KubeConfigError(`exec plugin ${config.command} needs a terminal (interactiveMode: Always), which labeller never gives it. Use a plugin or mode that works non-interactively`);
+    throw new KubeConfigError(
+      `exec plugin ${config.command} needs a terminal (interactiveMode: Always), which labeller never gives it. Use a plugin or mode that works non-interactively`,
+    );
   }
-  const info = { apiVersion, kind: 'ExecCredential', spec: { interactive: false, ...(config.provideClusterInfo ? { cluster } : {}) } };
-  const env = { ...process.env, ...Object.fromEntries((config.env ?? []).map((e) => [e.name, e.value])), KUBERNETES_EXEC_INFO: JSON.stringify(info) };
+  const info = {
+    apiVersion,
+    kind: 'ExecCredential',
+    spec: { interactive: false, ...(config.provideClusterInfo ? { cluster } : {}) },
+  };
+  const env = {
+    ...process.env,
+    ...Object.fromEntries((config.env ?? []).map((e) => [e.name, e.value])),
+    KUBERNETES_EXEC_INFO: JSON.stringify(info),
+  };
   return new Refreshing<ExecCredential>(async () => {
     const stdout = await run(config, env);
     const credential = parseExecCredential(stdout, apiVersion, config.command);
@@ -95,12 +123,19 @@ export function execSource(config: ExecConfig, cluster: ExecClusterInfo, now: ()
 
 function run(config: ExecConfig, env: NodeJS.ProcessEnv): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile(config.command, [...(config.args ?? [])], { env, timeout: PLUGIN_TIMEOUT_MS, maxBuffer: 1 << 20, encoding: 'utf8' }, (error, stdout, stderr) => {
+    execFile(config.command, [...(config.args ?? [])], {
+      env,
+      timeout: PLUGIN_TIMEOUT_MS,
+      maxBuffer: 1 << 20,
+      encoding: 'utf8',
+    }, (error, stdout, stderr) => {
       if (!error) return resolve(stdout);
       const code = (error as NodeJS.ErrnoException).code;
       const why = code === 'ENOENT'
         ? `not found${config.installHint ? ` (${config.installHint.trim()})` : ''}`
-        : error.killed ? `no answer in ${PLUGIN_TIMEOUT_MS / 1000} s` : `failed (${String(code ?? error.message)}): ${stderr.trim().slice(-500) || 'no output'}`;
+        : error.killed
+        ? `no answer in ${PLUGIN_TIMEOUT_MS / 1000} s`
+        : `failed (${String(code ?? error.message)}): ${stderr.trim().slice(-500) || 'no output'}`;
       reject(new KubeConfigError(`exec plugin ${config.command}: ${why}. Check users[].user.exec in the kubeconfig`));
     });
   });

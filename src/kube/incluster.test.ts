@@ -15,7 +15,7 @@ function serviceAccount(): string {
   return dir;
 }
 
-test('in-cluster: server from KUBERNETES_SERVICE_HOST/PORT (IPv6 in brackets), the pod\'s namespace, no kubeconfig needed', async () => {
+test("in-cluster: server from KUBERNETES_SERVICE_HOST/PORT (IPv6 in brackets), the pod's namespace, no kubeconfig needed", async () => {
   const dir = serviceAccount();
   const home = mkdtempSync(join(tmpdir(), 'labeller-home-'));
   const env = { KUBERNETES_SERVICE_HOST: 'fd00::1', KUBERNETES_SERVICE_PORT: '443', HOME: home };
@@ -24,7 +24,10 @@ test('in-cluster: server from KUBERNETES_SERVICE_HOST/PORT (IPv6 in brackets), t
   assert.equal(connection.namespace, 'shop');
   assert.equal((await connection.credentials.current()).headers['authorization'], 'Bearer token-1');
   await assert.rejects(connect({ env, serviceAccountDir: dir, context: 'x' }), /--context x needs a kubeconfig/);
-  await assert.rejects(connect({ env: { HOME: home }, serviceAccountDir: dir }), /no kubeconfig .* and not inside a cluster/);
+  await assert.rejects(
+    connect({ env: { HOME: home }, serviceAccountDir: dir }),
+    /no kubeconfig .* and not inside a cluster/,
+  );
 });
 
 test('in-cluster: the rotated token is read again within FILE_REREAD_MS, and at once after a 401', async () => {

@@ -30,7 +30,11 @@ export function inCluster(env: NodeJS.ProcessEnv, dir: string, now?: () => numbe
     try {
       return readFileSync(join(dir, name), 'utf8');
     } catch (error) {
-      throw new KubeConfigError(`in-cluster config: cannot read ${join(dir, name)} (${(error as NodeJS.ErrnoException).code ?? String(error)}); mount the service account token (automountServiceAccountToken or a projected volume) or pass --kubeconfig`);
+      throw new KubeConfigError(
+        `in-cluster config: cannot read ${join(dir, name)} (${
+          (error as NodeJS.ErrnoException).code ?? String(error)
+        }); mount the service account token (automountServiceAccountToken or a projected volume) or pass --kubeconfig`,
+      );
     }
   };
   const namespace = existsSync(join(dir, 'namespace')) ? read('namespace').trim() || undefined : undefined;

@@ -14,12 +14,18 @@ const write = (name: string, config: object): string => {
 
 const a = write('a', {
   clusters: [{ name: 'c1', cluster: { server: 'https://one', 'certificate-authority': 'ca.pem' } }],
-  users: [{ name: 'u1', user: { tokenFile: 'token', 'client-certificate': '/abs/cert', exec: { command: './bin/plugin' } } }],
+  users: [{
+    name: 'u1',
+    user: { tokenFile: 'token', 'client-certificate': '/abs/cert', exec: { command: './bin/plugin' } },
+  }],
   contexts: [{ name: 'one', context: { cluster: 'c1', user: 'u1', namespace: 'shop' } }],
   'current-context': 'one',
 });
 const b = write('b', {
-  clusters: [{ name: 'c1', cluster: { server: 'https://shadowed' } }, { name: 'c2', cluster: { server: 'https://two' } }],
+  clusters: [{ name: 'c1', cluster: { server: 'https://shadowed' } }, {
+    name: 'c2',
+    cluster: { server: 'https://two' },
+  }],
   users: [{ name: 'u2', user: { token: 't2' } }],
   contexts: [{ name: 'two', context: { cluster: 'c2', user: 'u2' } }],
   'current-context': 'two',
@@ -46,12 +52,30 @@ test('merged files: the first to define a name or the current context wins; miss
 });
 
 test('errors name the problem and the fix', () => {
-  assert.throws(() => loadKubeconfig([a], 'nope'), /context "nope" is not in the kubeconfig \(contexts: one\). Pass one of them with --context/);
-  assert.throws(() => loadKubeconfig([join(dir, 'missing')], undefined), /cannot load kubeconfig .*missing: ENOENT.*Pass --kubeconfig with a valid file/);
+  assert.throws(
+    () => loadKubeconfig([a], 'nope'),
+    /context "nope" is not in the kubeconfig \(contexts: one\). Pass one of them with --context/,
+  );
+  assert.throws(
+    () => loadKubeconfig([join(dir, 'missing')], undefined),
+    /cannot load kubeconfig .*missing: ENOENT.*Pass --kubeconfig with a valid file/,
+  );
   assert.throws(() => loadKubeconfig([write('empty', {})], undefined), /no current context/);
-  assert.throws(() => loadKubeconfig([write('dangling', { 'current-context': 'gone' })], undefined), /current-context "gone" is not in the kubeconfig \(contexts: none\)/);
-  assert.throws(() => loadKubeconfig([write('nocluster', { contexts: [{ name: 'x', context: { cluster: 'gone' } }], 'current-context': 'x' })], undefined), /names cluster "gone", which the kubeconfig does not define/);
-  assert.throws(() => loadKubeconfig([write('noserver', { clusters: [{ name: 'c', cluster: {} }] })], undefined), /clusters\[0\].cluster.server is missing/);
+  assert.throws(
+    () => loadKubeconfig([write('dangling', { 'current-context': 'gone' })], undefined),
+    /current-context "gone" is not in the kubeconfig \(contexts: none\)/,
+  );
+  assert.throws(
+    () =>
+      loadKubeconfig([
+        write('nocluster', { contexts: [{ name: 'x', context: { cluster: 'gone' } }], 'current-context': 'x' }),
+      ], undefined),
+    /names cluster "gone", which the kubeconfig does not define/,
+  );
+  assert.throws(
+    () => loadKubeconfig([write('noserver', { clusters: [{ name: 'c', cluster: {} }] })], undefined),
+    /clusters\[0\].cluster.server is missing/,
+  );
   const bad = join(dir, 'bad');
   writeFileSync(bad, 'clusters: [\n');
   assert.throws(() => loadKubeconfig([bad], undefined), /cannot load kubeconfig .*bad: /);

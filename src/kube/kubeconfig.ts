@@ -27,7 +27,15 @@ export interface KubeconfigUser {
   readonly 'client-key-data'?: string;
   readonly username?: string;
   readonly password?: string;
-  readonly exec?: { readonly command: string; readonly args?: string[]; readonly env?: { name: string; value: string }[]; readonly apiVersion?: string; readonly installHint?: string; readonly provideClusterInfo?: boolean; readonly interactiveMode?: string };
+  readonly exec?: {
+    readonly command: string;
+    readonly args?: string[];
+    readonly env?: { name: string; value: string }[];
+    readonly apiVersion?: string;
+    readonly installHint?: string;
+    readonly provideClusterInfo?: boolean;
+    readonly interactiveMode?: string;
+  };
   readonly 'auth-provider'?: unknown;
   readonly as?: string;
   readonly 'as-groups'?: string[];
@@ -97,16 +105,34 @@ export function loadKubeconfig(files: readonly string[], context: string | undef
   const name = context ?? current;
   if (name !== undefined && !contexts.has(name)) {
     const known = [...contexts.keys()].join(', ') || 'none';
-    throw new KubeConfigError(`${context === undefined ? 'current-context' : 'context'} "${name}" is not in the kubeconfig (contexts: ${known}). Pass one of them with --context`);
+    throw new KubeConfigError(
+      `${
+        context === undefined ? 'current-context' : 'context'
+      } "${name}" is not in the kubeconfig (contexts: ${known}). Pass one of them with --context`,
+    );
   }
   const selected = name === undefined ? undefined : contexts.get(name);
   if (name === undefined || !selected) {
-    throw new KubeConfigError('no cluster configured: the kubeconfig has no current context. Pass --kubeconfig and --context, or run inside a cluster');
+    throw new KubeConfigError(
+      'no cluster configured: the kubeconfig has no current context. Pass --kubeconfig and --context, or run inside a cluster',
+    );
   }
   const cluster = selected.cluster === undefined ? undefined : clusters.get(selected.cluster);
-  if (!cluster) throw new KubeConfigError(`context "${name}" names cluster "${selected.cluster ?? ''}", which the kubeconfig does not define. Fix the kubeconfig or pick another --context`);
+  if (!cluster) {
+    throw new KubeConfigError(
+      `context "${name}" names cluster "${
+        selected.cluster ?? ''
+      }", which the kubeconfig does not define. Fix the kubeconfig or pick another --context`,
+    );
+  }
   const user = selected.user === undefined || selected.user === '' ? {} : users.get(selected.user);
-  if (!user) throw new KubeConfigError(`context "${name}" names user "${selected.user ?? ''}", which the kubeconfig does not define. Fix the kubeconfig or pick another --context`);
+  if (!user) {
+    throw new KubeConfigError(
+      `context "${name}" names user "${
+        selected.user ?? ''
+      }", which the kubeconfig does not define. Fix the kubeconfig or pick another --context`,
+    );
+  }
   return { files, context: name, namespace: selected.namespace || undefined, cluster, user };
 }
 
@@ -122,7 +148,9 @@ function document(file: string, text: string): Record<string, unknown> {
     throw kubeconfigError(file, error instanceof Error ? error.message.split('\n')[0] ?? '' : String(error));
   }
   if (parsed === null || parsed === undefined) return {};
-  if (typeof parsed !== 'object' || Array.isArray(parsed)) throw kubeconfigError(file, 'it is not a kubeconfig (a YAML mapping)');
+  if (typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw kubeconfigError(file, 'it is not a kubeconfig (a YAML mapping)');
+  }
   return parsed as Record<string, unknown>;
 }
 
@@ -132,7 +160,11 @@ function parse(file: string, text: string): { entries: Entry[]; current: string 
   const doc = document(file, text);
   const dir = dirname(resolve(file));
   const entries: Entry[] = [];
-  const section = <K extends 'cluster' | 'user' | 'context'>(list: string, kind: K, fix: (value: Record<string, unknown>, where: string) => Record<string, unknown>): void => {
+  const section = <K extends 'cluster' | 'user' | 'context'>(
+    list: string,
+    kind: K,
+    fix: (value: Record<string, unknown>, where: string) => Record<string, unknown>,
+  ): void => {
     const items = doc[list] ?? [];
     if (!Array.isArray(items)) throw kubeconfigError(file, `${list} is not a list`);
     items.forEach((item: unknown, i) => {
@@ -140,8 +172,14 @@ function parse(file: string, text: string): { entries: Entry[]; current: string 
       if (!item || typeof item !== 'object') throw kubeconfigError(file, `${where} is not a mapping`);
       const { name, [kind]: value } = item as Record<string, unknown>;
       if (typeof name !== 'string' || !name) throw kubeconfigError(file, `${where}.name is missing`);
-      if (value !== undefined && (value === null || typeof value !== 'object')) throw kubeconfigError(file, `${where}.${kind} is not a mapping`);
-      entries.push({ kind, name, value: fix({ ...(value as Record<string, unknown> | undefined) }, `${where}.${kind}`) as never });
+      if (value !== undefined && (value === null || typeof value !== 'object')) {
+        throw kubeconfigError(file, `${where}.${kind} is not a mapping`);
+      }
+      entries.push({
+        kind,
+        name,
+        value: fix({ ...(value as Record<string, unknown> | undefined) }, `${where}.${kind}`) as never,
+      });
     });
   };
   const absolute = (value: Record<string, unknown>, field: string): void => {
@@ -149,7 +187,9 @@ function parse(file: string, text: string): { entries: Entry[]; current: string 
     if (typeof path === 'string' && path && !isAbsolute(path)) value[field] = join(dir, path);
   };
   section('clusters', 'cluster', (cluster, where) => {
-    if (typeof cluster['server'] !== 'string' || !cluster['server']) throw kubeconfigError(file, `${where}.server is missing`);
+    if (typeof cluster['server'] !== 'string' || !cluster['server']) {
+      throw kubeconfigError(file, `${where}.server is missing`);
+    }
     absolute(cluster, 'certificate-authority');
     return cluster;
   });
@@ -157,7 +197,9 @@ function parse(file: string, text: string): { entries: Entry[]; current: string 
     for (const field of ['client-certificate', 'client-key', 'tokenFile']) absolute(user, field);
     // client-go: a plugin command given as a relative path with a slash is relative to the file.
     const exec = user['exec'] as Record<string, unknown> | undefined;
-    if (exec && typeof exec['command'] === 'string' && exec['command'].includes('/')) user['exec'] = { ...exec, command: isAbsolute(exec['command']) ? exec['command'] : join(dir, exec['command']) };
+    if (exec && typeof exec['command'] === 'string' && exec['command'].includes('/')) {
+      user['exec'] = { ...exec, command: isAbsolute(exec['command']) ? exec['command'] : join(dir, exec['command']) };
+    }
     return user;
   });
   section('contexts', 'context', (context) => context);

@@ -3,18 +3,20 @@ import { test } from 'node:test';
 import { validateLabelKey, validateLabelValue } from './labelsyntax.ts';
 
 const NAME_RULE =
-  "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. \"MyName\", \"my.name\", \"123-abc\")";
+  'name part must consist of alphanumeric characters, \'-\', \'_\' or \'.\', and must start and end with an alphanumeric character (e.g. "MyName", "my.name", "123-abc")';
 
 test('validateLabelKey accepts names with and without a prefix', () => {
-  for (const key of [
-    'app',
-    'App_1.x-y',
-    'a',
-    'app.kubernetes.io/managed-by',
-    'example.com/Name',
-    'x'.repeat(63),
-    `${'p'.repeat(253)}/n`,
-  ]) {
+  for (
+    const key of [
+      'app',
+      'App_1.x-y',
+      'a',
+      'app.kubernetes.io/managed-by',
+      'example.com/Name',
+      'x'.repeat(63),
+      `${'p'.repeat(253)}/n`,
+    ]
+  ) {
     assert.equal(validateLabelKey(key), undefined, key);
   }
 });
@@ -52,7 +54,7 @@ test('validateLabelValue names the bad value and the rule', () => {
   assert.equal(validateLabelValue('x'.repeat(70)), 'value must be 63 characters or less (got 70)');
   assert.equal(
     validateLabelValue('a b'),
-    "value \"a b\" must be empty or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. \"MyValue\", \"my_value\", \"12345\")",
+    'value "a b" must be empty or consist of alphanumeric characters, \'-\', \'_\' or \'.\', and must start and end with an alphanumeric character (e.g. "MyValue", "my_value", "12345")',
   );
   for (const value of ['-web', 'web-', 'a/b', '{{name}}', 'web\n']) {
     assert.match(validateLabelValue(value) ?? '', /^value ".*" must be empty or consist of/, value);

@@ -19,7 +19,9 @@ export function validateLabelKey(key: string): string | undefined {
   const slash = key.indexOf('/');
   if (slash === -1) return validateName(key);
   if (key.includes('/', slash + 1)) {
-    return `key ${JSON.stringify(key)} must contain at most one "/", between the prefix and the name (e.g. "example.com/tier")`;
+    return `key ${
+      JSON.stringify(key)
+    } must contain at most one "/", between the prefix and the name (e.g. "example.com/tier")`;
   }
   return validatePrefix(key.slice(0, slash)) ?? validateName(key.slice(slash + 1));
 }
@@ -30,7 +32,9 @@ export function validateLabelValue(value: string): string | undefined {
     return `value must be ${NAME_MAX_LENGTH} characters or less (got ${value.length})`;
   }
   if (value !== '' && !NAME_PATTERN.test(value)) {
-    return `value ${JSON.stringify(value)} must be empty or consist of ${NAME_CHARACTERS} (e.g. "MyValue", "my_value", "12345")`;
+    return `value ${
+      JSON.stringify(value)
+    } must be empty or consist of ${NAME_CHARACTERS} (e.g. "MyValue", "my_value", "12345")`;
   }
   return undefined;
 }

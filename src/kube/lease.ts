@@ -51,7 +51,13 @@ export class LeaseApi {
   /** Creates the lease; undefined when one of that name exists already. */
   create(lease: Lease, signal?: AbortSignal): Promise<Lease | undefined> {
     const namespace = lease.metadata.namespace ?? '';
-    return conflictAsUndefined(this.#client.json<Lease>('POST', path(namespace), { headers: JSON_CONTENT, body: JSON.stringify({ ...TYPE, ...lease }), signal }));
+    return conflictAsUndefined(
+      this.#client.json<Lease>('POST', path(namespace), {
+        headers: JSON_CONTENT,
+        body: JSON.stringify({ ...TYPE, ...lease }),
+        signal,
+      }),
+    );
   }
 
   /**
@@ -60,14 +66,26 @@ export class LeaseApi {
    */
   update(lease: Lease, signal?: AbortSignal): Promise<Lease | undefined> {
     const namespace = lease.metadata.namespace ?? '';
-    return conflictAsUndefined(this.#client.json<Lease>('PUT', path(namespace, lease.metadata.name), { headers: JSON_CONTENT, body: JSON.stringify({ ...TYPE, ...lease }), signal }));
+    return conflictAsUndefined(
+      this.#client.json<Lease>('PUT', path(namespace, lease.metadata.name), {
+        headers: JSON_CONTENT,
+        body: JSON.stringify({ ...TYPE, ...lease }),
+        signal,
+      }),
+    );
   }
 
   /** Deletes the lease if it still has `resourceVersion` (so a lease someone else wrote meanwhile stays). */
   async delete(lease: Lease, signal?: AbortSignal): Promise<void> {
-    const precondition = lease.metadata.resourceVersion ? { preconditions: { resourceVersion: lease.metadata.resourceVersion } } : {};
+    const precondition = lease.metadata.resourceVersion
+      ? { preconditions: { resourceVersion: lease.metadata.resourceVersion } }
+      : {};
     try {
-      await this.#client.json('DELETE', path(lease.metadata.namespace ?? '', lease.metadata.name), { headers: JSON_CONTENT, body: JSON.stringify(precondition), signal });
+      await this.#client.json('DELETE', path(lease.metadata.namespace ?? '', lease.metadata.name), {
+        headers: JSON_CONTENT,
+        body: JSON.stringify(precondition),
+        signal,
+      });
     } catch (error) {
       if (error instanceof ApiError && (error.status === 404 || error.status === 409)) return;
       throw error;
@@ -109,7 +127,9 @@ export class LeaseLock {
   }
 
   async create(spec: LeaseSpec, signal: AbortSignal): Promise<boolean> {
-    return this.#stored(await this.#api.create({ metadata: { name: this.#name, namespace: this.#namespace }, spec }, signal));
+    return this.#stored(
+      await this.#api.create({ metadata: { name: this.#name, namespace: this.#namespace }, spec }, signal),
+    );
   }
 
   async update(spec: LeaseSpec, signal: AbortSignal): Promise<boolean> {

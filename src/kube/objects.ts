@@ -49,13 +49,22 @@ export interface PartialObjectMetadata {
 export interface PartialObjectMetadataList {
   readonly apiVersion: string;
   readonly kind: string;
-  readonly metadata: { readonly resourceVersion: string; readonly continue?: string; readonly remainingItemCount?: number };
+  readonly metadata: {
+    readonly resourceVersion: string;
+    readonly continue?: string;
+    readonly remainingItemCount?: number;
+  };
   readonly items: readonly PartialObjectMetadata[];
 }
 
 export type WatchEvent =
   | { readonly type: 'ADDED' | 'MODIFIED' | 'DELETED'; readonly object: PartialObjectMetadata }
-  | { readonly type: 'BOOKMARK'; readonly object: { readonly metadata: { readonly resourceVersion: string; readonly annotations?: Readonly<Record<string, string>> } } }
+  | {
+    readonly type: 'BOOKMARK';
+    readonly object: {
+      readonly metadata: { readonly resourceVersion: string; readonly annotations?: Readonly<Record<string, string>> };
+    };
+  }
   | { readonly type: 'ERROR'; readonly object: Status };
 
 /** A server-side apply body that sets only labels; `uid` makes the apply fail rather than recreate a deleted object. */

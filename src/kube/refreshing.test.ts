@@ -15,7 +15,9 @@ function loader(now: () => number, lifetimeMs: number) {
   const load = () => {
     runs++;
     const value = { run: runs };
-    return new Promise<{ value: { run: number }; freshUntil: number }>((resolve) => pending.push(() => resolve({ value, freshUntil: now() + lifetimeMs })));
+    return new Promise<{ value: { run: number }; freshUntil: number }>((resolve) =>
+      pending.push(() => resolve({ value, freshUntil: now() + lifetimeMs }))
+    );
   };
   return { load, runs: () => runs, finish: () => pending.splice(0).forEach((f) => f()) };
 }

@@ -26,11 +26,22 @@ const deployments = res({ group: 'apps', resource: 'deployments', kind: 'Deploym
 const scale = res({ group: 'apps', resource: 'deployments/scale', kind: 'Scale', singular: '' });
 const deploymentsBeta = { ...deployments, version: 'v1beta1', preferred: false };
 const newEvents = res({ group: 'events.k8s.io', resource: 'events', kind: 'Event', shortNames: ['ev'] });
-const podMetrics = res({ group: 'metrics.k8s.io', version: 'v1beta1', resource: 'pods', kind: 'PodMetrics', verbs: ['get', 'list'] });
+const podMetrics = res({
+  group: 'metrics.k8s.io',
+  version: 'v1beta1',
+  resource: 'pods',
+  kind: 'PodMetrics',
+  verbs: ['get', 'list'],
+});
 const fooA = res({ group: 'a.example.com', resource: 'foos', kind: 'Foo', shortNames: ['fo'] });
 const fooB = res({ group: 'b.example.com', resource: 'foos', kind: 'Foo', shortNames: ['fo'] });
 // A CRD whose short names collide with a built-in plural and a built-in short name.
-const widgets = res({ group: 'c.example.com', resource: 'widgets', kind: 'Widget', shortNames: ['deployments', 'svc'] });
+const widgets = res({
+  group: 'c.example.com',
+  resource: 'widgets',
+  kind: 'Widget',
+  shortNames: ['deployments', 'svc'],
+});
 // Served only outside the group's preferred version, listed in preference order.
 const oldsBeta = res({ group: 'x.example.com', version: 'v1beta1', resource: 'olds', kind: 'Old', preferred: false });
 const oldsAlpha = { ...oldsBeta, version: 'v1alpha1' };
@@ -38,8 +49,20 @@ const oldsAlpha = { ...oldsBeta, version: 'v1alpha1' };
 const gizmos = res({ group: 'x.example.com', version: 'v2', resource: 'gizmos', kind: 'Gizmo', singular: '' });
 
 const discovery: readonly ApiResource[] = [
-  pods, services, events, deployments, scale, deploymentsBeta, newEvents, podMetrics,
-  fooA, fooB, widgets, oldsBeta, oldsAlpha, gizmos,
+  pods,
+  services,
+  events,
+  deployments,
+  scale,
+  deploymentsBeta,
+  newEvents,
+  podMetrics,
+  fooA,
+  fooB,
+  widgets,
+  oldsBeta,
+  oldsAlpha,
+  gizmos,
 ];
 
 function rejects(name: string, reason: ResolveFailure, message: string, required?: readonly string[]): void {
@@ -126,11 +149,19 @@ test('an unknown name suggests the nearest spelling, qualified as the user quali
     'unknown',
     'unknown resource "deployments.v2.apps": not served by the API server. Did you mean "deployments.v1.apps"? (list them with: kubectl api-resources)',
   );
-  rejects('xyzzy', 'unknown', 'unknown resource "xyzzy": not served by the API server (list them with: kubectl api-resources)');
+  rejects(
+    'xyzzy',
+    'unknown',
+    'unknown resource "xyzzy": not served by the API server (list them with: kubectl api-resources)',
+  );
 });
 
 test('subresources are never candidates', () => {
-  rejects('scale', 'unknown', 'unknown resource "scale": not served by the API server (list them with: kubectl api-resources)');
+  rejects(
+    'scale',
+    'unknown',
+    'unknown resource "scale": not served by the API server (list them with: kubectl api-resources)',
+  );
   assert.throws(() => resolveResource('deployments/scale', discovery), { reason: 'unknown' });
 });
 

@@ -87,7 +87,9 @@ test('parseSelector validates values with the label value rules', () => {
     assert.match(error.message, /^term "app=web\)": value "web\)" must be empty or consist of/);
     return true;
   });
-  assert.throws(() => parseSelector('tier in (a b)'), { message: /^term "tier in \(a b\)": value "a b" must be empty/ });
+  assert.throws(() => parseSelector('tier in (a b)'), {
+    message: /^term "tier in \(a b\)": value "a b" must be empty/,
+  });
   assert.throws(() => parseSelector(`app=${'x'.repeat(64)}`), {
     message: `term "app=${'x'.repeat(64)}": value must be 63 characters or less (got 64)`,
   });

@@ -73,7 +73,9 @@ test('a kind merges its labels over the global ones and inherits the global sett
 
 test('templates compile at load and render per object', () => {
   const { kinds } = buildConfig({
-    file: file('labels:\n  example.com/owner: "{{annotations.example.com/owner}}-{{namespace}}"\nkinds:\n  - resource: pods\n'),
+    file: file(
+      'labels:\n  example.com/owner: "{{annotations.example.com/owner}}-{{namespace}}"\nkinds:\n  - resource: pods\n',
+    ),
   });
   const context: TemplateContext = {
     name: 'p',
@@ -169,33 +171,102 @@ test('nothing to do is an error', () => {
 test('file errors name the source and the field path', () => {
   const kind = (body: string) => file(`labels: {a: b}\nkinds:\n  - resource: pods\n  - ${body}\n`);
   const cases: Array<[ConfigInput['file'], string]> = [
-    [kind('resource: x\n    labels: {"bad key": v}'), `kinds.yaml: kinds[1].labels["bad key"]: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. "MyName", "my.name", "123-abc")`],
+    [
+      kind('resource: x\n    labels: {"bad key": v}'),
+      `kinds.yaml: kinds[1].labels["bad key"]: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. "MyName", "my.name", "123-abc")`,
+    ],
     [kind('namespaces: [default]'), 'kinds.yaml: kinds[1].resource: required, e.g. "deployments"'],
-    [kind('resource: x\n    namespace: default'), 'kinds.yaml: kinds[1]: unknown field "namespace" (did you mean "namespaces"?)'],
-    [kind('resource: x\n    replicas: 3'), 'kinds.yaml: kinds[1]: unknown field "replicas": use one of resource, namespaces, selector, labels, conflicts'],
+    [
+      kind('resource: x\n    namespace: default'),
+      'kinds.yaml: kinds[1]: unknown field "namespace" (did you mean "namespaces"?)',
+    ],
+    [
+      kind('resource: x\n    replicas: 3'),
+      'kinds.yaml: kinds[1]: unknown field "replicas": use one of resource, namespaces, selector, labels, conflicts',
+    ],
     [file('kind:\n  - resource: pods\n'), 'kinds.yaml: unknown field "kind" (did you mean "kinds"?)'],
-    [kind('resource: pods'), 'kinds.yaml: kinds[1].resource: "pods" is already configured at kinds[0]: merge the two entries'],
-    [kind('resource: apps/v1/deployments'), 'kinds.yaml: kinds[1].resource: "apps/v1/deployments" is not a kubectl-style resource name: write e.g. "deployments", "deployments.apps" or "Deployment.v1.apps"'],
-    [kind('resource: x\n    namespaces: [default, Prod]'), 'kinds.yaml: kinds[1].namespaces[1]: "Prod" is not a valid namespace name: use a lowercase DNS-1123 label of at most 63 characters (e.g. "kube-system")'],
-    [kind('resource: x\n    namespaces: [a, a]'), 'kinds.yaml: kinds[1].namespaces[1]: "a" is listed twice: list each namespace once'],
-    [kind('resource: x\n    namespaces: []'), 'kinds.yaml: kinds[1].namespaces: empty list: list namespaces, or remove the field for all namespaces'],
-    [kind('resource: x\n    namespaces: default'), 'kinds.yaml: kinds[1].namespaces: expected a list of namespace names, e.g. [default], got the string "default"'],
-    [kind('resource: x\n    selector: "tier in (a"'), 'kinds.yaml: kinds[1].selector: term "tier in (a": missing ")" at the end of the value list, e.g. "tier in (a, b)"'],
-    [kind('resource: x\n    conflicts: forced'), 'kinds.yaml: kinds[1].conflicts: must be "force" or "skip", got the string "forced"'],
-    [kind('resource: x\n    labels: {replicas: 3}'), 'kinds.yaml: kinds[1].labels["replicas"]: expected a string, got the number 3: put it in quotes'],
-    [kind('resource: x\n    labels: {tier: "-web"}'), `kinds.yaml: kinds[1].labels["tier"]: value "-web" must be empty or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. "MyValue", "my_value", "12345")`],
-    [kind('resource: x\n    labels: {tier: "{{nmae}}"}'), 'kinds.yaml: kinds[1].labels["tier"]: template "{{nmae}}": unknown variable "nmae" (did you mean "name"?); use one of name, namespace, kind, resource, group, apiVersion, uid, labels.<key>, annotations.<key>, namespace.labels.<key>, namespace.annotations.<key>, owner.kind, owner.name, owner.labels.<key>, owner.annotations.<key>, root.kind, root.name, root.labels.<key>, root.annotations.<key>'],
-    [kind('resource: x\n    labels: {team: "{{namespace.label.team}}"}'), 'kinds.yaml: kinds[1].labels["team"]: template "{{namespace.label.team}}": unknown variable "namespace.label.team" (did you mean "namespace.labels.team"?); use one of name, namespace, kind, resource, group, apiVersion, uid, labels.<key>, annotations.<key>, namespace.labels.<key>, namespace.annotations.<key>, owner.kind, owner.name, owner.labels.<key>, owner.annotations.<key>, root.kind, root.name, root.labels.<key>, root.annotations.<key>'],
-    [kind('resource: x\n    labels: {team: "{{owner.labels.team | default none}}"}'), 'kinds.yaml: kinds[1].labels["team"]: template "{{owner.labels.team | default none}}": unknown filter "| default none": write "{{owner.labels.team | default \\"<value>\\"}}" (one default, a double-quoted value)'],
-    [kind('resource: x\n    labels: {zone: null}'), 'kinds.yaml: kinds[1].labels["zone"]: null drops a global label, but there is no global label "zone": remove this entry'],
-    [kind('resource: x\n    labels: [a]'), 'kinds.yaml: kinds[1].labels: expected a mapping of label keys to values, e.g. "tier: backend", got a list'],
-    [file('labels:\n  a: null\nkinds: [{resource: x}]\n'), `kinds.yaml: labels["a"]: null drops a global label, so it belongs in a kind's labels: give a value here or remove the entry`],
-    [file('labels: {a: b}\nkinds: [deployments]\n'), 'kinds.yaml: kinds[0]: expected a mapping such as "resource: deployments", got the string "deployments"'],
-    [file('labels: {a: b}\nkinds: []\n'), 'kinds.yaml: kinds: empty list: add an entry such as "- resource: deployments"'],
-    [file('labels: {a: b}\nkinds:\n  resource: x\n'), 'kinds.yaml: kinds: expected a list of kinds, e.g. "- resource: deployments", got a mapping'],
+    [
+      kind('resource: pods'),
+      'kinds.yaml: kinds[1].resource: "pods" is already configured at kinds[0]: merge the two entries',
+    ],
+    [
+      kind('resource: apps/v1/deployments'),
+      'kinds.yaml: kinds[1].resource: "apps/v1/deployments" is not a kubectl-style resource name: write e.g. "deployments", "deployments.apps" or "Deployment.v1.apps"',
+    ],
+    [
+      kind('resource: x\n    namespaces: [default, Prod]'),
+      'kinds.yaml: kinds[1].namespaces[1]: "Prod" is not a valid namespace name: use a lowercase DNS-1123 label of at most 63 characters (e.g. "kube-system")',
+    ],
+    [
+      kind('resource: x\n    namespaces: [a, a]'),
+      'kinds.yaml: kinds[1].namespaces[1]: "a" is listed twice: list each namespace once',
+    ],
+    [
+      kind('resource: x\n    namespaces: []'),
+      'kinds.yaml: kinds[1].namespaces: empty list: list namespaces, or remove the field for all namespaces',
+    ],
+    [
+      kind('resource: x\n    namespaces: default'),
+      'kinds.yaml: kinds[1].namespaces: expected a list of namespace names, e.g. [default], got the string "default"',
+    ],
+    [
+      kind('resource: x\n    selector: "tier in (a"'),
+      'kinds.yaml: kinds[1].selector: term "tier in (a": missing ")" at the end of the value list, e.g. "tier in (a, b)"',
+    ],
+    [
+      kind('resource: x\n    conflicts: forced'),
+      'kinds.yaml: kinds[1].conflicts: must be "force" or "skip", got the string "forced"',
+    ],
+    [
+      kind('resource: x\n    labels: {replicas: 3}'),
+      'kinds.yaml: kinds[1].labels["replicas"]: expected a string, got the number 3: put it in quotes',
+    ],
+    [
+      kind('resource: x\n    labels: {tier: "-web"}'),
+      `kinds.yaml: kinds[1].labels["tier"]: value "-web" must be empty or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. "MyValue", "my_value", "12345")`,
+    ],
+    [
+      kind('resource: x\n    labels: {tier: "{{nmae}}"}'),
+      'kinds.yaml: kinds[1].labels["tier"]: template "{{nmae}}": unknown variable "nmae" (did you mean "name"?); use one of name, namespace, kind, resource, group, apiVersion, uid, labels.<key>, annotations.<key>, namespace.labels.<key>, namespace.annotations.<key>, owner.kind, owner.name, owner.labels.<key>, owner.annotations.<key>, root.kind, root.name, root.labels.<key>, root.annotations.<key>',
+    ],
+    [
+      kind('resource: x\n    labels: {team: "{{namespace.label.team}}"}'),
+      'kinds.yaml: kinds[1].labels["team"]: template "{{namespace.label.team}}": unknown variable "namespace.label.team" (did you mean "namespace.labels.team"?); use one of name, namespace, kind, resource, group, apiVersion, uid, labels.<key>, annotations.<key>, namespace.labels.<key>, namespace.annotations.<key>, owner.kind, owner.name, owner.labels.<key>, owner.annotations.<key>, root.kind, root.name, root.labels.<key>, root.annotations.<key>',
+    ],
+    [
+      kind('resource: x\n    labels: {team: "{{owner.labels.team | default none}}"}'),
+      'kinds.yaml: kinds[1].labels["team"]: template "{{owner.labels.team | default none}}": unknown filter "| default none": write "{{owner.labels.team | default \\"<value>\\"}}" (one default, a double-quoted value)',
+    ],
+    [
+      kind('resource: x\n    labels: {zone: null}'),
+      'kinds.yaml: kinds[1].labels["zone"]: null drops a global label, but there is no global label "zone": remove this entry',
+    ],
+    [
+      kind('resource: x\n    labels: [a]'),
+      'kinds.yaml: kinds[1].labels: expected a mapping of label keys to values, e.g. "tier: backend", got a list',
+    ],
+    [
+      file('labels:\n  a: null\nkinds: [{resource: x}]\n'),
+      `kinds.yaml: labels["a"]: null drops a global label, so it belongs in a kind's labels: give a value here or remove the entry`,
+    ],
+    [
+      file('labels: {a: b}\nkinds: [deployments]\n'),
+      'kinds.yaml: kinds[0]: expected a mapping such as "resource: deployments", got the string "deployments"',
+    ],
+    [
+      file('labels: {a: b}\nkinds: []\n'),
+      'kinds.yaml: kinds: empty list: add an entry such as "- resource: deployments"',
+    ],
+    [
+      file('labels: {a: b}\nkinds:\n  resource: x\n'),
+      'kinds.yaml: kinds: expected a list of kinds, e.g. "- resource: deployments", got a mapping',
+    ],
     [file('- resource: x\n'), 'kinds.yaml: expected a mapping with "labels:" and "kinds:", got a list'],
     [file('conflicts: true\n'), 'kinds.yaml: conflicts: must be "force" or "skip", got the boolean true'],
-    [file('labels: {a: b}\n---\nkinds: [{resource: x}]\n'), 'kinds.yaml: expected one YAML document, found 2: merge them and remove the "---" separators'],
+    [
+      file('labels: {a: b}\n---\nkinds: [{resource: x}]\n'),
+      'kinds.yaml: expected one YAML document, found 2: merge them and remove the "---" separators',
+    ],
   ];
   for (const [input, message] of cases) rejects({ file: input }, message);
 });
@@ -219,11 +290,26 @@ test('YAML syntax errors carry the 1-based line and column', () => {
 test('flag errors name the flag', () => {
   const labels = { a: 'b' };
   rejects({ kinds: ['pods', 'pods'], labels }, '--kinds: "pods" is listed twice: list each kind once');
-  rejects({ kinds: ['pods/'], labels }, '--kinds: "pods/" is not a kubectl-style resource name: write e.g. "deployments", "deployments.apps" or "Deployment.v1.apps"');
-  rejects({ kinds: ['pods'], labels: { 'Foo_bar/x': 'y' } }, '--label "Foo_bar/x=y": prefix "Foo_bar" must be a lowercase DNS-1123 subdomain (e.g. "example.com")');
-  rejects({ kinds: ['pods'], labels: { x: 'a b' } }, `--label "x=a b": value "a b" must be empty or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. "MyValue", "my_value", "12345")`);
-  rejects({ kinds: ['pods'], labels, namespaces: ['kube_system'] }, '--namespace: "kube_system" is not a valid namespace name: use a lowercase DNS-1123 label of at most 63 characters (e.g. "kube-system")');
-  rejects({ kinds: ['pods'], labels, selector: 'app=' + 'x'.repeat(64) }, `--selector: term "app=${'x'.repeat(64)}": value must be 63 characters or less (got 64)`);
+  rejects(
+    { kinds: ['pods/'], labels },
+    '--kinds: "pods/" is not a kubectl-style resource name: write e.g. "deployments", "deployments.apps" or "Deployment.v1.apps"',
+  );
+  rejects(
+    { kinds: ['pods'], labels: { 'Foo_bar/x': 'y' } },
+    '--label "Foo_bar/x=y": prefix "Foo_bar" must be a lowercase DNS-1123 subdomain (e.g. "example.com")',
+  );
+  rejects(
+    { kinds: ['pods'], labels: { x: 'a b' } },
+    `--label "x=a b": value "a b" must be empty or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. "MyValue", "my_value", "12345")`,
+  );
+  rejects(
+    { kinds: ['pods'], labels, namespaces: ['kube_system'] },
+    '--namespace: "kube_system" is not a valid namespace name: use a lowercase DNS-1123 label of at most 63 characters (e.g. "kube-system")',
+  );
+  rejects(
+    { kinds: ['pods'], labels, selector: 'app=' + 'x'.repeat(64) },
+    `--selector: term "app=${'x'.repeat(64)}": value must be 63 characters or less (got 64)`,
+  );
 });
 
 test('parseLabelFlag splits at the first "="', () => {
@@ -238,31 +324,66 @@ test('parseLabelFlag splits at the first "="', () => {
   }
 });
 
-test('templates may not copy the object\'s labels or annotations into kubernetes.io or k8s.io keys unless the file allows it', () => {
+test("templates may not copy the object's labels or annotations into kubernetes.io or k8s.io keys unless the file allows it", () => {
   const refusal = (where: string, value: string, domain: string, optIn: string) =>
-    `${where}: ${JSON.stringify(value)} copies the object's labels or annotations into a key under ${domain}, which admission may forbid the object's writers to set; ` +
+    `${where}: ${
+      JSON.stringify(value)
+    } copies the object's labels or annotations into a key under ${domain}, which admission may forbid the object's writers to set; ` +
     `labeller would set it for them with its own rights. Use a constant or a key outside ${domain}, or set "allowProtectedPrefixes: true" ${optIn} if whoever may write these objects may set this label too`;
   rejects(
     { file: file('labels:\n  node-restriction.kubernetes.io/zone: "{{labels.zone}}"\nkinds: [{resource: nodes}]\n') },
-    refusal('kinds.yaml: labels["node-restriction.kubernetes.io/zone"]', '{{labels.zone}}', 'kubernetes.io', 'at the top of kinds.yaml'),
+    refusal(
+      'kinds.yaml: labels["node-restriction.kubernetes.io/zone"]',
+      '{{labels.zone}}',
+      'kubernetes.io',
+      'at the top of kinds.yaml',
+    ),
   );
   rejects(
-    { file: file('kinds:\n  - resource: pods\n    labels:\n      k8s.io/owner: "team-{{annotations.example.com/owner}}"\n') },
-    refusal('kinds.yaml: kinds[0].labels["k8s.io/owner"]', 'team-{{annotations.example.com/owner}}', 'k8s.io', 'at the top of kinds.yaml'),
+    {
+      file: file(
+        'kinds:\n  - resource: pods\n    labels:\n      k8s.io/owner: "team-{{annotations.example.com/owner}}"\n',
+      ),
+    },
+    refusal(
+      'kinds.yaml: kinds[0].labels["k8s.io/owner"]',
+      'team-{{annotations.example.com/owner}}',
+      'k8s.io',
+      'at the top of kinds.yaml',
+    ),
   );
   rejects(
     { kinds: ['pods'], labels: { 'app.kubernetes.io/name': '{{labels.app}}' } },
-    refusal('--label "app.kubernetes.io/name={{labels.app}}"', '{{labels.app}}', 'kubernetes.io', 'in the --config file'),
+    refusal(
+      '--label "app.kubernetes.io/name={{labels.app}}"',
+      '{{labels.app}}',
+      'kubernetes.io',
+      'in the --config file',
+    ),
   );
 
   // Constants and the object's identity are not the writer's choice of label; other prefixes are not reserved.
-  const allowed = { 'app.kubernetes.io/managed-by': 'labeller', 'app.kubernetes.io/instance': '{{name}}', 'example.com/app': '{{labels.app}}', 'notkubernetes.io/x': '{{labels.app}}', app: '{{labels.app}}' };
+  const allowed = {
+    'app.kubernetes.io/managed-by': 'labeller',
+    'app.kubernetes.io/instance': '{{name}}',
+    'example.com/app': '{{labels.app}}',
+    'notkubernetes.io/x': '{{labels.app}}',
+    app: '{{labels.app}}',
+  };
   assert.doesNotThrow(() => buildConfig({ kinds: ['pods'], labels: allowed }));
 
   const optedIn = buildConfig({
-    file: file('allowProtectedPrefixes: true\nlabels:\n  node-restriction.kubernetes.io/zone: "{{labels.zone}}"\nkinds: [{resource: nodes}]\n'),
+    file: file(
+      'allowProtectedPrefixes: true\nlabels:\n  node-restriction.kubernetes.io/zone: "{{labels.zone}}"\nkinds: [{resource: nodes}]\n',
+    ),
     labels: { 'k8s.io/app': '{{labels.app}}' },
   });
-  assert.deepEqual(labelSources(optedIn.kinds[0]), { 'node-restriction.kubernetes.io/zone': '{{labels.zone}}', 'k8s.io/app': '{{labels.app}}' });
-  rejects({ file: file('allowProtectedPrefixes: yes please\nlabels: {a: b}\nkinds: [{resource: x}]\n') }, 'kinds.yaml: allowProtectedPrefixes: must be true or false, got the string "yes please"');
+  assert.deepEqual(labelSources(optedIn.kinds[0]), {
+    'node-restriction.kubernetes.io/zone': '{{labels.zone}}',
+    'k8s.io/app': '{{labels.app}}',
+  });
+  rejects(
+    { file: file('allowProtectedPrefixes: yes please\nlabels: {a: b}\nkinds: [{resource: x}]\n') },
+    'kinds.yaml: allowProtectedPrefixes: must be true or false, got the string "yes please"',
+  );
 });

@@ -154,12 +154,16 @@ export function parseConfig(text: string, source: string): FileConfig {
   }
   const fields = expectMapping(document, source, 'a mapping with "labels:" and "kinds:"');
   rejectUnknownFields(fields, FILE_FIELDS, source);
-  const allowProtectedPrefixes = parseBoolean(fields.allowProtectedPrefixes, `${source}: allowProtectedPrefixes`) ?? false;
+  const allowProtectedPrefixes = parseBoolean(fields.allowProtectedPrefixes, `${source}: allowProtectedPrefixes`) ??
+    false;
   const protection: Protection = { allowProtected: allowProtectedPrefixes, optIn: `at the top of ${source}` };
   const labels = new Map<string, Template>();
   for (const [key, value, where] of labelEntries(fields.labels, `${source}: labels`)) {
     if (value === null) {
-      throw fail(where, "null drops a global label, so it belongs in a kind's labels: give a value here or remove the entry");
+      throw fail(
+        where,
+        "null drops a global label, so it belongs in a kind's labels: give a value here or remove the entry",
+      );
     }
     labels.set(key, compileLabel(key, expectString(value, where), where, protection));
   }
@@ -300,7 +304,9 @@ function compileLabel(key: string, value: string, where: string, protection: Pro
   if (template.readsObjectMetadata && domain !== undefined && !protection.allowProtected) {
     throw fail(
       where,
-      `${JSON.stringify(value)} copies the object's labels or annotations into a key under ${domain}, which admission may forbid the object's writers to set; ` +
+      `${
+        JSON.stringify(value)
+      } copies the object's labels or annotations into a key under ${domain}, which admission may forbid the object's writers to set; ` +
         `labeller would set it for them with its own rights. Use a constant or a key outside ${domain}, or set "allowProtectedPrefixes: true" ${protection.optIn} if whoever may write these objects may set this label too`,
     );
   }
@@ -339,7 +345,9 @@ function namespaceList(names: readonly unknown[], whereOf: (index: number) => st
     if (!isDns1123Label(name)) {
       throw fail(
         where,
-        `${JSON.stringify(name)} is not a valid namespace name: use a lowercase DNS-1123 label of at most 63 characters (e.g. "kube-system")`,
+        `${
+          JSON.stringify(name)
+        } is not a valid namespace name: use a lowercase DNS-1123 label of at most 63 characters (e.g. "kube-system")`,
       );
     }
     if (seen.has(name)) throw fail(where, `${JSON.stringify(name)} is listed twice: list each namespace once`);
@@ -351,7 +359,9 @@ function namespaceList(names: readonly unknown[], whereOf: (index: number) => st
 function resourceProblem(resource: string): string | undefined {
   if (resource === '') return 'required, e.g. "deployments"';
   if (!RESOURCE_PATTERN.test(resource)) {
-    return `${JSON.stringify(resource)} is not a kubectl-style resource name: write e.g. "deployments", "deployments.apps" or "Deployment.v1.apps"`;
+    return `${
+      JSON.stringify(resource)
+    } is not a kubectl-style resource name: write e.g. "deployments", "deployments.apps" or "Deployment.v1.apps"`;
   }
   return undefined;
 }

@@ -45,5 +45,10 @@ kinds:
 
 test('the same config, or namespaces in another order, changes nothing', () => {
   const yaml = 'labels: { team: a }\nkinds: [{ resource: cm, namespaces: [x, y] }]\n';
-  assert.deepEqual(configChange(kinds(yaml), kinds(yaml.replace('[x, y]', '[y, x]'))), { added: [], removed: [], relabelled: [], restarted: [] });
+  assert.deepEqual(configChange(kinds(yaml), kinds(yaml.replace('[x, y]', '[y, x]'))), {
+    added: [],
+    removed: [],
+    relabelled: [],
+    restarted: [],
+  });
 });

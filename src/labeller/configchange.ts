@@ -17,7 +17,12 @@ export interface ConfigChange {
 export function configChange(before: readonly KindConfig[], after: readonly KindConfig[]): ConfigChange {
   const old = new Map(before.map((kind) => [kind.resource, kind]));
   const next = new Set(after.map((kind) => kind.resource));
-  const change = { added: [] as KindConfig[], removed: before.filter((kind) => !next.has(kind.resource)), relabelled: [] as KindConfig[], restarted: [] as KindConfig[] };
+  const change = {
+    added: [] as KindConfig[],
+    removed: before.filter((kind) => !next.has(kind.resource)),
+    relabelled: [] as KindConfig[],
+    restarted: [] as KindConfig[],
+  };
   for (const kind of after) {
     const was = old.get(kind.resource);
     if (!was) change.added.push(kind);
@@ -28,7 +33,10 @@ export function configChange(before: readonly KindConfig[], after: readonly Kind
 }
 
 /** What the kind's list asks the API server for. */
-const listed = (kind: KindConfig): string => JSON.stringify([[...kind.namespaces].sort(), kind.selector?.toString() ?? null]);
+const listed = (kind: KindConfig): string =>
+  JSON.stringify([[...kind.namespaces].sort(), kind.selector?.toString() ?? null]);
 /** The annotations its cache keeps (what templates read). */
-const cached = (kind: KindConfig): string => JSON.stringify([...new Set([...kind.labels.values()].flatMap((t) => t.annotations))].sort());
-const labelled = (kind: KindConfig): string => JSON.stringify([kind.conflicts, [...kind.labels].map(([key, t]) => [key, t.source]).sort()]);
+const cached = (kind: KindConfig): string =>
+  JSON.stringify([...new Set([...kind.labels.values()].flatMap((t) => t.annotations))].sort());
+const labelled = (kind: KindConfig): string =>
+  JSON.stringify([kind.conflicts, [...kind.labels].map(([key, t]) => [key, t.source]).sort()]);

@@ -10,7 +10,9 @@ export function configFingerprint(config: Config): string {
       resource: kind.resource,
       namespaces: [...kind.namespaces].sort(),
       selector: kind.selector?.toString() ?? '',
-      labels: [...kind.labels].map(([key, template]) => [key, template.source]).sort(([a], [b]) => (a ?? '').localeCompare(b ?? '')),
+      labels: [...kind.labels].map(([key, template]) => [key, template.source]).sort(([a], [b]) =>
+        (a ?? '').localeCompare(b ?? '')
+      ),
       conflicts: kind.conflicts,
     }))
     .sort((a, b) => a.resource.localeCompare(b.resource));

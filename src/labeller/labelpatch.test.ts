@@ -5,19 +5,30 @@ import fc from 'fast-check';
 import { labelPatch } from './labelpatch.ts';
 
 test('removals and replacements first, in reverse order, then additions; keys escaped as JSON Pointers', () => {
-  assert.deepEqual(labelPatch({ a: '1', 'example.com/b': '2', gone: 'x' }, { a: '1', 'example.com/b': '3', 'c~d': '4' }), [
-    { op: 'remove', path: '/metadata/labels/gone' },
-    { op: 'replace', path: '/metadata/labels/example.com~1b', value: '3' },
-    { op: 'add', path: '/metadata/labels/c~0d', value: '4' },
-  ]);
+  assert.deepEqual(
+    labelPatch({ a: '1', 'example.com/b': '2', gone: 'x' }, { a: '1', 'example.com/b': '3', 'c~d': '4' }),
+    [
+      { op: 'remove', path: '/metadata/labels/gone' },
+      { op: 'replace', path: '/metadata/labels/example.com~1b', value: '3' },
+      { op: 'add', path: '/metadata/labels/c~0d', value: '4' },
+    ],
+  );
   assert.deepEqual(labelPatch({ a: '1' }, { a: '1' }), []);
 });
 
 test('the operations are those of a general JSON diff, and applying them gives the labels after', () => {
-  const labels = fc.dictionary(fc.constantFrom('a', 'b', 'c', 'example.com/d', 'e~f', 'g', '1', '10'), fc.constantFrom('', 'x', 'y', 'z'), { noNullPrototype: true });
+  const labels = fc.dictionary(
+    fc.constantFrom('a', 'b', 'c', 'example.com/d', 'e~f', 'g', '1', '10'),
+    fc.constantFrom('', 'x', 'y', 'z'),
+    { noNullPrototype: true },
+  );
   fc.assert(fc.property(labels, labels, (before, after) => {
     const ops = labelPatch(before, after);
     assert.deepEqual(ops, jsonpatch.compare({ metadata: { labels: before } }, { metadata: { labels: after } }));
-    assert.deepEqual(jsonpatch.applyPatch({ metadata: { labels: { ...before } } }, ops.map((op) => ({ ...op })), true).newDocument.metadata.labels, after);
+    assert.deepEqual(
+      jsonpatch.applyPatch({ metadata: { labels: { ...before } } }, ops.map((op) => ({ ...op })), true).newDocument
+        .metadata.labels,
+      after,
+    );
   }));
 });

@@ -7,7 +7,10 @@ export type LabelOperation =
   | { readonly op: 'remove'; readonly path: string };
 
 /** Removals and replacements in reverse key order of `before`, then additions in key order of `after` (fast-json-patch's compare order). */
-export function labelPatch(before: Readonly<Record<string, string>>, after: Readonly<Record<string, string>>): LabelOperation[] {
+export function labelPatch(
+  before: Readonly<Record<string, string>>,
+  after: Readonly<Record<string, string>>,
+): LabelOperation[] {
   const ops: LabelOperation[] = [];
   const old = Object.keys(before);
   for (let i = old.length - 1; i >= 0; i--) {

@@ -4,12 +4,24 @@ import type { ManagedFieldsEntry, PartialObjectMetadata } from '../kube/objects.
 import { ownedLabels, projector } from './object.ts';
 
 /** A managedFields entry owning the given label keys. */
-function entry(manager: string, operation: string, keys: readonly string[], extra: Partial<ManagedFieldsEntry> = {}): ManagedFieldsEntry {
+function entry(
+  manager: string,
+  operation: string,
+  keys: readonly string[],
+  extra: Partial<ManagedFieldsEntry> = {},
+): ManagedFieldsEntry {
   const labels = Object.fromEntries(keys.map((key) => [`f:${key}`, {}]));
-  return { manager, operation, apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:metadata': { 'f:labels': labels } }, ...extra };
+  return {
+    manager,
+    operation,
+    apiVersion: 'v1',
+    fieldsType: 'FieldsV1',
+    fieldsV1: { 'f:metadata': { 'f:labels': labels } },
+    ...extra,
+  };
 }
 
-test('ownedLabels reads only the manager\'s Apply entries on the main resource', () => {
+test("ownedLabels reads only the manager's Apply entries on the main resource", () => {
   const managedFields: ManagedFieldsEntry[] = [
     entry('labeller', 'Apply', ['team', 'example.com/tier']),
     entry('labeller', 'Update', ['via-update']),
@@ -23,7 +35,14 @@ test('ownedLabels reads only the manager\'s Apply entries on the main resource',
 
 test('ownedLabels ignores non-label fields and tolerates entries without labels or fields', () => {
   const managedFields: ManagedFieldsEntry[] = [
-    { manager: 'labeller', operation: 'Apply', fieldsV1: { 'f:metadata': { 'f:labels': { '.': {}, 'f:app': {} }, 'f:annotations': { 'f:note': {} } }, 'f:spec': { 'f:replicas': {} } } },
+    {
+      manager: 'labeller',
+      operation: 'Apply',
+      fieldsV1: {
+        'f:metadata': { 'f:labels': { '.': {}, 'f:app': {} }, 'f:annotations': { 'f:note': {} } },
+        'f:spec': { 'f:replicas': {} },
+      },
+    },
     { manager: 'labeller', operation: 'Apply', fieldsV1: { 'f:metadata': {} } },
     { manager: 'labeller', operation: 'Apply' },
   ];
@@ -41,7 +60,10 @@ test('the projection keeps identity, labels, owned keys and only the annotations
       uid: 'u1',
       resourceVersion: '7',
       labels: { app: 'web' },
-      annotations: { 'example.com/owner': 'alice', 'kubectl.kubernetes.io/last-applied-configuration': '{"huge":true}' },
+      annotations: {
+        'example.com/owner': 'alice',
+        'kubectl.kubernetes.io/last-applied-configuration': '{"huge":true}',
+      },
       managedFields: [entry('labeller', 'Apply', ['team']), entry('kubectl', 'Update', ['app'])],
     },
   };
@@ -58,8 +80,19 @@ test('the projection keeps identity, labels, owned keys and only the annotations
 });
 
 test('the projection of a bare cluster-scoped object has empty namespace, labels and annotations', () => {
-  const node: PartialObjectMetadata = { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1', uid: 'u2', resourceVersion: '1', annotations: { a: 'b' } } };
-  assert.deepEqual(projector('labeller', new Set())(node), { name: 'n1', namespace: '', uid: 'u2', labels: {}, annotations: {}, owned: [] });
+  const node: PartialObjectMetadata = {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: { name: 'n1', uid: 'u2', resourceVersion: '1', annotations: { a: 'b' } },
+  };
+  assert.deepEqual(projector('labeller', new Set())(node), {
+    name: 'n1',
+    namespace: '',
+    uid: 'u2',
+    labels: {},
+    annotations: {},
+    owned: [],
+  });
 });
 
 test('with owners, the projection keeps the controller reference only, its type strings shared', () => {
@@ -73,7 +106,13 @@ test('with owners, the projection keeps the controller reference only, its type 
       resourceVersion: '1',
       ownerReferences: [
         { apiVersion: 'v1', kind: 'Node', name: 'n1', uid: 'n' },
-        { apiVersion: JSON.parse('"apps/v1"') as string, kind: 'ReplicaSet', name: 'web-1', uid: 'rs', controller: true },
+        {
+          apiVersion: JSON.parse('"apps/v1"') as string,
+          kind: 'ReplicaSet',
+          name: 'web-1',
+          uid: 'rs',
+          controller: true,
+        },
       ],
     },
   });
@@ -81,7 +120,10 @@ test('with owners, the projection keeps the controller reference only, its type 
   const [a, b] = [project(pod('a')), project(pod('b'))];
   assert.deepEqual(a.owner, { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-1', uid: 'rs' });
   assert.equal(a.owner?.apiVersion, b.owner?.apiVersion);
-  assert.equal(project({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'bare', uid: 'x', resourceVersion: '1' } }).owner, undefined);
+  assert.equal(
+    project({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'bare', uid: 'x', resourceVersion: '1' } }).owner,
+    undefined,
+  );
   assert.ok(!('owner' in projector('labeller', new Set())(pod('c'))), 'no owner field unless templates read owners');
 });
 
@@ -90,7 +132,13 @@ test('projections share one owned-key list while cached, and release lets it go'
   const meta = (name: string, namespace: string): PartialObjectMetadata => ({
     apiVersion: 'v1',
     kind: 'ConfigMap',
-    metadata: { name, namespace, uid: name, resourceVersion: '1', managedFields: [entry('labeller', 'Apply', ['team'])] },
+    metadata: {
+      name,
+      namespace,
+      uid: name,
+      resourceVersion: '1',
+      managedFields: [entry('labeller', 'Apply', ['team'])],
+    },
   });
   const a = project(meta('a', 'gone'));
   const b = project(meta('b', 'gone'));

@@ -62,7 +62,13 @@ export function projector(fieldManager: string, annotationKeys: ReadonlySet<stri
     if (!owners) return { name, namespace: ns, uid, labels, annotations, owned: ownedKeys };
     // One literal with every field: an object spread into a new one costs hundreds of bytes more.
     const ref = metadata.ownerReferences?.find((candidate) => candidate.controller === true);
-    const owner = ref && { apiVersion: ownerTypes.take(ref.apiVersion, ref.apiVersion), kind: ownerTypes.take(ref.kind, ref.kind), name: ref.name, uid: ref.uid };
+    const owner = ref &&
+      {
+        apiVersion: ownerTypes.take(ref.apiVersion, ref.apiVersion),
+        kind: ownerTypes.take(ref.kind, ref.kind),
+        name: ref.name,
+        uid: ref.uid,
+      };
     return { name, namespace: ns, uid, labels, annotations, owned: ownedKeys, owner };
   };
   const release = (object: LabelledObject): void => {
@@ -77,7 +83,10 @@ export function projector(fieldManager: string, annotationKeys: ReadonlySet<stri
 }
 
 /** The label keys `manager` owns through apply, read from managedFields (`f:metadata` → `f:labels` → `f:<key>`). */
-export function ownedLabels(managedFields: PartialObjectMetadata['metadata']['managedFields'], manager: string): readonly string[] {
+export function ownedLabels(
+  managedFields: PartialObjectMetadata['metadata']['managedFields'],
+  manager: string,
+): readonly string[] {
   const keys: string[] = [];
   for (const entry of managedFields ?? []) {
     if (entry.manager !== manager || entry.operation !== 'Apply' || entry.subresource) continue;

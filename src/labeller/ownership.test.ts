@@ -4,8 +4,22 @@ import type { LabelledObject } from './object.ts';
 import { countObject, noObjects, objectCounter } from './ownership.ts';
 import type { Plan } from './reconcile.ts';
 
-const object = (owned: readonly string[]): LabelledObject => ({ name: 'o', namespace: '', uid: 'u', labels: {}, annotations: {}, owned });
-const plan = (fields: { contested?: string[]; stale?: string[]; missing?: string[] }): Plan => ({ rendered: new Map(), desired: new Map(), contested: [], stale: [], missing: [], ...fields });
+const object = (owned: readonly string[]): LabelledObject => ({
+  name: 'o',
+  namespace: '',
+  uid: 'u',
+  labels: {},
+  annotations: {},
+  owned,
+});
+const plan = (fields: { contested?: string[]; stale?: string[]; missing?: string[] }): Plan => ({
+  rendered: new Map(),
+  desired: new Map(),
+  contested: [],
+  stale: [],
+  missing: [],
+  ...fields,
+});
 
 test('an object counts as managed when labeller owns a label, pending when an apply would change it, in conflict when another manager set a wanted key', () => {
   const counts = noObjects();

@@ -45,13 +45,15 @@ function tally(counts: ObjectCounts, object: LabelledObject, bits: number): void
  * Counts a cache again and again (a metrics scrape): cached objects are immutable and replaced
  * when they change, so each one is planned once and its verdict kept for as long as it is cached.
  */
-export function objectCounter(plan: (object: LabelledObject) => Plan): (objects: Iterable<LabelledObject>) => ObjectCounts {
+export function objectCounter(
+  plan: (object: LabelledObject) => Plan,
+): (objects: Iterable<LabelledObject>) => ObjectCounts {
   const verdicts = new WeakMap<LabelledObject, number>();
   return (objects) => {
     const counts = noObjects();
     for (const object of objects) {
       let bits = verdicts.get(object);
-      if (bits === undefined) verdicts.set(object, (bits = verdict(plan(object))));
+      if (bits === undefined) verdicts.set(object, bits = verdict(plan(object)));
       tally(counts, object, bits);
     }
     return counts;

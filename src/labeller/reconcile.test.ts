@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { createLogger } from '../log.ts';
 import type { ConflictPolicy } from './config.ts';
 import type { LabelledObject } from './object.ts';
-import { LabelConflict, ObjectGone, Reconciler, type ApplyTarget, type LabelClient } from './reconcile.ts';
+import { type ApplyTarget, type LabelClient, LabelConflict, ObjectGone, Reconciler } from './reconcile.ts';
 import { compileTemplate } from './template.ts';
 
 type Labels = Readonly<Record<string, string>>;
@@ -37,7 +37,11 @@ interface Setup {
 function setup({ labels, conflicts = 'force', dryRun = false }: Setup) {
   const client = new FakeClient();
   const lines: Array<Record<string, unknown>> = [];
-  const log = createLogger({ level: 'debug', format: 'json', write: (line) => lines.push(JSON.parse(line) as Record<string, unknown>) });
+  const log = createLogger({
+    level: 'debug',
+    format: 'json',
+    write: (line) => lines.push(JSON.parse(line) as Record<string, unknown>),
+  });
   const reconciler = new Reconciler({
     kind: { apiVersion: 'apps/v1', kind: 'Deployment', resource: 'deployments', group: 'apps' },
     labels: new Map(Object.entries(labels).map(([key, source]) => [key, compileTemplate(source)])),
@@ -70,7 +74,11 @@ test('a missing or different label is fixed by one apply of the whole desired se
   const desired = { team: 'payments', 'example.com/tier': 'web' };
   const cases: Array<[string, Labels, unknown[]]> = [
     ['missing', { team: 'payments' }, [{ op: 'add', path: '/metadata/labels/example.com~1tier', value: 'web' }]],
-    ['different', { team: 'search', 'example.com/tier': 'web' }, [{ op: 'replace', path: '/metadata/labels/team', value: 'payments' }]],
+    ['different', { team: 'search', 'example.com/tier': 'web' }, [{
+      op: 'replace',
+      path: '/metadata/labels/team',
+      value: 'payments',
+    }]],
   ];
   for (const [name, labels, patch] of cases) {
     const { client, reconcile, writes } = setup({ labels: desired });
@@ -89,12 +97,14 @@ test('a missing or different label is fixed by one apply of the whole desired se
 test('a label labeller owns but no longer wants is left out of the apply, and the patch removes it', async () => {
   const { client, reconcile } = setup({ labels: { team: 'payments' } });
   client.after = { team: 'payments', app: 'web' };
-  const result = await reconcile(object({ labels: { team: 'payments', app: 'web', retired: 'yes' }, owned: ['team', 'retired'] }));
+  const result = await reconcile(
+    object({ labels: { team: 'payments', app: 'web', retired: 'yes' }, owned: ['team', 'retired'] }),
+  );
   assert.deepEqual(client.calls.map((c) => c.labels), [{ team: 'payments' }]);
   assert.deepEqual(result, { outcome: 'patched', patch: [{ op: 'remove', path: '/metadata/labels/retired' }] });
 });
 
-test('templates render from the object\'s name, namespace, labels and annotations', async () => {
+test("templates render from the object's name, namespace, labels and annotations", async () => {
   const { client, reconcile } = setup({
     labels: {
       'app.kubernetes.io/instance': '{{name}}',
@@ -106,12 +116,20 @@ test('templates render from the object\'s name, namespace, labels and annotation
   });
   await reconcile(object({ labels: { app: 'storefront' }, annotations: { 'example.com/owner': 'alice' } }));
   assert.deepEqual(client.calls.map((c) => c.labels), [
-    { 'app.kubernetes.io/instance': 'web', 'example.com/team': 'team-shop', 'example.com/app': 'storefront', 'example.com/owner': 'alice', fixed: 'yes' },
+    {
+      'app.kubernetes.io/instance': 'web',
+      'example.com/team': 'team-shop',
+      'example.com/app': 'storefront',
+      'example.com/owner': 'alice',
+      fixed: 'yes',
+    },
   ]);
 });
 
 test('a template that renders an invalid value makes the object invalid: logged, nothing sent, no throw', async () => {
-  const { client, lines, reconcile } = setup({ labels: { team: 'payments', owner: '{{annotations.example.com/owner}}' } });
+  const { client, lines, reconcile } = setup({
+    labels: { team: 'payments', owner: '{{annotations.example.com/owner}}' },
+  });
   const result = await reconcile(object({ annotations: { 'example.com/owner': 'Alice Smith' } }));
   assert.equal(result.outcome, 'invalid');
   assert.deepEqual(result.patch, []);
@@ -127,11 +145,51 @@ test('a template that renders an invalid value makes the object invalid: logged,
 test('conflict policy: skip leaves a label another manager set to another value; force takes it over', async () => {
   // What was left alone is reported whether or not other labels were patched.
   const left = [{ key: 'team', wanted: 'payments', value: 'search' }];
-  const cases: Array<{ name: string; conflicts: ConflictPolicy; owned: string[]; desired: Labels; outcome: string; sent: Array<{ labels: Labels; force: boolean }>; contested?: typeof left }> = [
-    { name: 'skip, only the contested label', conflicts: 'skip', owned: [], desired: { team: 'payments' }, outcome: 'conflict', sent: [], contested: left },
-    { name: 'skip, with another missing label', conflicts: 'skip', owned: [], desired: { team: 'payments', tier: 'web' }, outcome: 'patched', sent: [{ labels: { tier: 'web' }, force: false }], contested: left },
-    { name: 'skip, but labeller owns it', conflicts: 'skip', owned: ['team'], desired: { team: 'payments' }, outcome: 'patched', sent: [{ labels: { team: 'payments' }, force: false }] },
-    { name: 'force', conflicts: 'force', owned: [], desired: { team: 'payments' }, outcome: 'patched', sent: [{ labels: { team: 'payments' }, force: true }] },
+  const cases: Array<
+    {
+      name: string;
+      conflicts: ConflictPolicy;
+      owned: string[];
+      desired: Labels;
+      outcome: string;
+      sent: Array<{ labels: Labels; force: boolean }>;
+      contested?: typeof left;
+    }
+  > = [
+    {
+      name: 'skip, only the contested label',
+      conflicts: 'skip',
+      owned: [],
+      desired: { team: 'payments' },
+      outcome: 'conflict',
+      sent: [],
+      contested: left,
+    },
+    {
+      name: 'skip, with another missing label',
+      conflicts: 'skip',
+      owned: [],
+      desired: { team: 'payments', tier: 'web' },
+      outcome: 'patched',
+      sent: [{ labels: { tier: 'web' }, force: false }],
+      contested: left,
+    },
+    {
+      name: 'skip, but labeller owns it',
+      conflicts: 'skip',
+      owned: ['team'],
+      desired: { team: 'payments' },
+      outcome: 'patched',
+      sent: [{ labels: { team: 'payments' }, force: false }],
+    },
+    {
+      name: 'force',
+      conflicts: 'force',
+      owned: [],
+      desired: { team: 'payments' },
+      outcome: 'patched',
+      sent: [{ labels: { team: 'payments' }, force: true }],
+    },
   ];
   for (const { name, conflicts, owned, desired, outcome, sent, contested } of cases) {
     const { client, reconcile } = setup({ labels: desired, conflicts });
@@ -154,7 +212,11 @@ test('skip does not mistake a label key named like an Object.prototype member fo
 test('client failures: LabelConflict is a conflict, ObjectGone is gone, anything else is rethrown', async () => {
   const cases: Array<[Error, object | undefined]> = [
     // The owner the API server named goes into the result, for the Event's note.
-    [new LabelConflict('conflict with "kubectl": .metadata.labels.team', [{ key: 'team', manager: 'kubectl' }]), { outcome: 'conflict', patch: [], contested: [{ key: 'team', wanted: 'payments', manager: 'kubectl' }] }],
+    [new LabelConflict('conflict with "kubectl": .metadata.labels.team', [{ key: 'team', manager: 'kubectl' }]), {
+      outcome: 'conflict',
+      patch: [],
+      contested: [{ key: 'team', wanted: 'payments', manager: 'kubectl' }],
+    }],
     [new ObjectGone('uid mismatch'), { outcome: 'gone', patch: [] }],
     [new Error('503 Service Unavailable'), undefined],
   ];
@@ -193,7 +255,10 @@ test('the patch describes the change the server reported, as JSON Patch operatio
 test('a label whose template reads an absent value is not set, and removed when labeller owned it', async () => {
   const { client, reconcile } = setup({ labels: { team: 'payments', app: '{{labels.name}}' } });
   // Not set: nothing to send when the rest is right.
-  assert.deepEqual(await reconcile(object({ labels: { team: 'payments' }, owned: ['team'] })), { outcome: 'unchanged', patch: [] });
+  assert.deepEqual(await reconcile(object({ labels: { team: 'payments' }, owned: ['team'] })), {
+    outcome: 'unchanged',
+    patch: [],
+  });
   assert.equal(client.calls.length, 0);
   // Owned from when the value was there: the apply leaves it out, so the API server removes it.
   client.after = { team: 'payments' };
@@ -212,9 +277,21 @@ test('plan: what converging takes, from the cache alone; a contested label is ta
   const labels = { team: 'payments', tier: 'web' };
   const cached = object({ labels: { team: 'ops', tier: 'web', old: '1' }, owned: ['tier', 'old'] });
   const force = setup({ labels }).reconciler.plan(cached);
-  assert.deepEqual(force, { rendered: new Map(Object.entries(labels)), desired: new Map(Object.entries(labels)), contested: ['team'], stale: ['old'], missing: ['team'] });
+  assert.deepEqual(force, {
+    rendered: new Map(Object.entries(labels)),
+    desired: new Map(Object.entries(labels)),
+    contested: ['team'],
+    stale: ['old'],
+    missing: ['team'],
+  });
   const skip = setup({ labels, conflicts: 'skip' }).reconciler.plan(cached);
-  assert.deepEqual(skip, { rendered: new Map(Object.entries(labels)), desired: new Map([['tier', 'web']]), contested: ['team'], stale: ['old'], missing: [] });
+  assert.deepEqual(skip, {
+    rendered: new Map(Object.entries(labels)),
+    desired: new Map([['tier', 'web']]),
+    contested: ['team'],
+    stale: ['old'],
+    missing: [],
+  });
   const invalid = setup({ labels: { n: '{{labels.x}}' } }).reconciler.plan(object({ labels: { x: 'bad value' } }));
   assert.ok('problem' in invalid);
   assert.match(invalid.problem, /^label n: "\{\{labels.x\}\}" rendered "bad value": /);

@@ -4,7 +4,7 @@
 // are removed by the API server where no other manager also owns them.
 import type { Logger } from '../log.ts';
 import type { ConflictPolicy } from './config.ts';
-import { labelPatch, type LabelOperation } from './labelpatch.ts';
+import { type LabelOperation, labelPatch } from './labelpatch.ts';
 import { validateLabelValue } from './labels.ts';
 import type { LabelledObject } from './object.ts';
 import type { Template, TemplateContext } from './template.ts';
@@ -28,7 +28,11 @@ export interface ApplyTarget {
 
 /** The only access the reconciler needs: apply a label set, answer the object's labels after it. */
 export interface LabelClient {
-  applyLabels(target: ApplyTarget, labels: Readonly<Record<string, string>>, options: { readonly force: boolean; readonly dryRun: boolean; readonly signal?: AbortSignal | undefined }): Promise<Readonly<Record<string, string>>>;
+  applyLabels(
+    target: ApplyTarget,
+    labels: Readonly<Record<string, string>>,
+    options: { readonly force: boolean; readonly dryRun: boolean; readonly signal?: AbortSignal | undefined },
+  ): Promise<Readonly<Record<string, string>>>;
 }
 
 /** Another field manager owns a label with a different value (a 409 from server-side apply). */
@@ -85,14 +89,14 @@ export interface Result {
 export type Plan =
   | { readonly problem: string }
   | {
-      /** Every configured label, rendered for this object. */
-      readonly rendered: ReadonlyMap<string, string>;
-      /** What an apply would send: `rendered` less the contested labels under `skip`. */
-      readonly desired: ReadonlyMap<string, string>;
-      readonly contested: readonly string[];
-      readonly stale: readonly string[];
-      readonly missing: readonly string[];
-    };
+    /** Every configured label, rendered for this object. */
+    readonly rendered: ReadonlyMap<string, string>;
+    /** What an apply would send: `rendered` less the contested labels under `skip`. */
+    readonly desired: ReadonlyMap<string, string>;
+    readonly contested: readonly string[];
+    readonly stale: readonly string[];
+    readonly missing: readonly string[];
+  };
 
 export class Reconciler {
   readonly #options: ReconcilerOptions;
@@ -111,9 +115,11 @@ export class Reconciler {
     if (typeof rendered === 'string') return { problem: rendered };
     // A label set to another value by someone else: under `force` it is taken over (and stays
     // in `missing`), under `skip` it stays theirs.
-    const contested = [...rendered.keys()].filter((key) => Object.hasOwn(object.labels, key) && object.labels[key] !== rendered.get(key) && !object.owned.includes(key));
+    const contested = [...rendered.keys()].filter((key) =>
+      Object.hasOwn(object.labels, key) && object.labels[key] !== rendered.get(key) && !object.owned.includes(key)
+    );
     const desired = new Map(rendered);
-    if (this.#options.conflicts === 'skip') for (const key of contested) desired.delete(key);
+    if (this.#options.conflicts === 'skip') { for (const key of contested) desired.delete(key); }
     const stale = object.owned.filter((key) => !desired.has(key));
     const missing = [...desired.keys()].filter((key) => object.labels[key] !== desired.get(key));
     return { rendered, desired, contested, stale, missing };
@@ -137,17 +143,36 @@ export class Reconciler {
     const { rendered, desired, stale, missing } = plan;
     // Under `skip`, a label another manager set to another value stays theirs.
     const contested = conflicts === 'skip' ? plan.contested : [];
-    const left = contested.map((key): ContestedLabel => ({ key, wanted: rendered.get(key) ?? '', value: object.labels[key] ?? '' }));
+    const left = contested.map((key): ContestedLabel => ({
+      key,
+      wanted: rendered.get(key) ?? '',
+      value: object.labels[key] ?? '',
+    }));
     const reported = left.length > 0 ? { contested: left } : {};
     if (contested.length > 0) {
-      log.warn('label set by another manager; left alone (conflicts: skip)', { ...at, labels: contested.map((key) => `${key}=${object.labels[key]}`) });
+      log.warn('label set by another manager; left alone (conflicts: skip)', {
+        ...at,
+        labels: contested.map((key) => `${key}=${object.labels[key]}`),
+      });
     }
-    if (stale.length === 0 && missing.length === 0) return { outcome: contested.length > 0 ? 'conflict' : 'unchanged', patch: [], ...reported };
+    if (stale.length === 0 && missing.length === 0) {
+      return { outcome: contested.length > 0 ? 'conflict' : 'unchanged', patch: [], ...reported };
+    }
 
-    const target = { apiVersion: kind.apiVersion, kind: kind.kind, name: object.name, namespace: object.namespace, uid: object.uid };
+    const target = {
+      apiVersion: kind.apiVersion,
+      kind: kind.kind,
+      name: object.name,
+      namespace: object.namespace,
+      uid: object.uid,
+    };
     let after: Readonly<Record<string, string>>;
     try {
-      after = await client.applyLabels(target, Object.fromEntries(desired), { force: conflicts === 'force', dryRun, signal });
+      after = await client.applyLabels(target, Object.fromEntries(desired), {
+        force: conflicts === 'force',
+        dryRun,
+        signal,
+      });
     } catch (error) {
       if (error instanceof ObjectGone) {
         log.debug('object gone before its labels were applied', at);
@@ -155,7 +180,11 @@ export class Reconciler {
       }
       if (error instanceof LabelConflict) {
         log.warn('label conflict with another field manager; left alone (conflicts: skip)', { ...at, error });
-        const owned = error.owners.map(({ key, manager }): ContestedLabel => ({ key, wanted: desired.get(key) ?? '', manager }));
+        const owned = error.owners.map(({ key, manager }): ContestedLabel => ({
+          key,
+          wanted: desired.get(key) ?? '',
+          manager,
+        }));
         return { outcome: 'conflict', patch: [], contested: [...left, ...owned] };
       }
       throw error;

@@ -3,12 +3,30 @@ import { test } from 'node:test';
 import type { PartialObjectMetadata } from '../kube/objects.ts';
 import { StoreIndex } from '../runtime/index.ts';
 import { Store } from '../runtime/store.ts';
-import { projector, type ControllerRef, type LabelledObject } from './object.ts';
-import { MAX_CHAIN, namespaceRequeues, ownerRequeues, RelatedPending, readsChanged, relatedReads, resolveRelated, type Consumer, type RelatedCaches } from './related.ts';
+import { type ControllerRef, type LabelledObject, projector } from './object.ts';
+import {
+  type Consumer,
+  MAX_CHAIN,
+  namespaceRequeues,
+  ownerRequeues,
+  readsChanged,
+  type RelatedCaches,
+  RelatedPending,
+  relatedReads,
+  resolveRelated,
+} from './related.ts';
 import { compileTemplate } from './template.ts';
 
 const ref = (kind: string, name: string): ControllerRef => ({ apiVersion: 'apps/v1', kind, name, uid: `uid-${name}` });
-const object = (name: string, fields: Partial<LabelledObject> = {}): LabelledObject => ({ name, namespace: 'shop', uid: `uid-${name}`, labels: {}, annotations: {}, owned: [], ...fields });
+const object = (name: string, fields: Partial<LabelledObject> = {}): LabelledObject => ({
+  name,
+  namespace: 'shop',
+  uid: `uid-${name}`,
+  labels: {},
+  annotations: {},
+  owned: [],
+  ...fields,
+});
 
 /** Caches over a list of objects, found by uid. */
 function caches(objects: readonly LabelledObject[], namespaces: Record<string, LabelledObject> = {}): RelatedCaches {
@@ -25,12 +43,27 @@ test('the namespace, the controller owner and the root of the chain come from th
   const replicaSet = object('web-1', { owner: ref('Deployment', 'web'), labels: { tier: 'front' } });
   const pod = object('web-1-a', { owner: ref('ReplicaSet', 'web-1') });
   const team = object('shop', { namespace: '', labels: { team: 'payments' } });
-  const related = resolveRelated(pod, 'Pod', reads('{{namespace.labels.team}}', '{{owner.name}}', '{{root.name}}'), caches([deployment, replicaSet], { shop: team }));
+  const related = resolveRelated(
+    pod,
+    'Pod',
+    reads('{{namespace.labels.team}}', '{{owner.name}}', '{{root.name}}'),
+    caches([deployment, replicaSet], { shop: team }),
+  );
   assert.equal(related.namespace?.labels['team'], 'payments');
-  assert.deepEqual([related.owner?.kind, related.owner?.name, related.owner?.labels['tier']], ['ReplicaSet', 'web-1', 'front']);
-  assert.deepEqual([related.root?.kind, related.root?.name, related.root?.labels['app.kubernetes.io/part-of']], ['Deployment', 'web', 'shop']);
+  assert.deepEqual([related.owner?.kind, related.owner?.name, related.owner?.labels['tier']], [
+    'ReplicaSet',
+    'web-1',
+    'front',
+  ]);
+  assert.deepEqual([related.root?.kind, related.root?.name, related.root?.labels['app.kubernetes.io/part-of']], [
+    'Deployment',
+    'web',
+    'shop',
+  ]);
   // Only what the templates read is looked up.
-  assert.deepEqual(resolveRelated(pod, 'Pod', reads('{{owner.name}}'), caches([replicaSet])), { owner: { kind: 'ReplicaSet', name: 'web-1', labels: { tier: 'front' }, annotations: {} } });
+  assert.deepEqual(resolveRelated(pod, 'Pod', reads('{{owner.name}}'), caches([replicaSet])), {
+    owner: { kind: 'ReplicaSet', name: 'web-1', labels: { tier: 'front' }, annotations: {} },
+  });
 });
 
 test('an object without a controller is its own root; a broken, looping or too long chain has none', () => {
@@ -38,13 +71,23 @@ test('an object without a controller is its own root; a broken, looping or too l
   assert.equal(resolveRelated(object('bare'), 'Pod', rootReads, caches([])).root?.name, 'bare');
   assert.equal(resolveRelated(object('bare'), 'Pod', rootReads, caches([])).root?.kind, 'Pod');
   // The owner was deleted: no root, so root-derived labels go.
-  assert.equal(resolveRelated(object('orphan', { owner: ref('ReplicaSet', 'gone') }), 'Pod', rootReads, caches([])).root, undefined);
+  assert.equal(
+    resolveRelated(object('orphan', { owner: ref('ReplicaSet', 'gone') }), 'Pod', rootReads, caches([])).root,
+    undefined,
+  );
   const a = object('a', { owner: ref('X', 'b') });
   const b = object('b', { owner: ref('X', 'a') });
   assert.equal(resolveRelated(a, 'X', rootReads, caches([a, b])).root, undefined, 'a cycle is harmless');
-  const chain = Array.from({ length: MAX_CHAIN + 2 }, (_, i) => object(`o${i}`, i === MAX_CHAIN + 1 ? {} : { owner: ref('X', `o${i + 1}`) }));
+  const chain = Array.from(
+    { length: MAX_CHAIN + 2 },
+    (_, i) => object(`o${i}`, i === MAX_CHAIN + 1 ? {} : { owner: ref('X', `o${i + 1}`) }),
+  );
   assert.equal(resolveRelated(chain[0]!, 'X', rootReads, caches(chain)).root, undefined, 'longer than MAX_CHAIN');
-  assert.equal(resolveRelated(chain[2]!, 'X', rootReads, caches(chain)).root?.name, `o${MAX_CHAIN + 1}`, 'MAX_CHAIN links up');
+  assert.equal(
+    resolveRelated(chain[2]!, 'X', rootReads, caches(chain)).root?.name,
+    `o${MAX_CHAIN + 1}`,
+    'MAX_CHAIN links up',
+  );
 });
 
 test('a cache that has not listed makes the lookup pending, so nothing is reconciled from it', () => {
@@ -68,15 +111,40 @@ test('readsChanged: only a change to a field the templates read counts', () => {
   assert.equal(readsChanged(undefined, before, undefined), false, 'not read at all');
 });
 
-const meta = (name: string, namespace: string, labels: Record<string, string>, owner?: string): PartialObjectMetadata => ({
+const meta = (
+  name: string,
+  namespace: string,
+  labels: Record<string, string>,
+  owner?: string,
+): PartialObjectMetadata => ({
   apiVersion: 'v1',
   kind: 'X',
-  metadata: { name, namespace, uid: `uid-${name}`, resourceVersion: '1', labels, ...(owner ? { ownerReferences: [{ apiVersion: 'apps/v1', kind: 'X', name: owner, uid: `uid-${owner}`, controller: true }] } : {}) },
+  metadata: {
+    name,
+    namespace,
+    uid: `uid-${name}`,
+    resourceVersion: '1',
+    labels,
+    ...(owner
+      ? { ownerReferences: [{ apiVersion: 'apps/v1', kind: 'X', name: owner, uid: `uid-${owner}`, controller: true }] }
+      : {}),
+  },
 });
 
-function consumer(sources: string[], store: Store<LabelledObject>, byNamespace?: StoreIndex<LabelledObject>, byOwner?: StoreIndex<LabelledObject>) {
+function consumer(
+  sources: string[],
+  store: Store<LabelledObject>,
+  byNamespace?: StoreIndex<LabelledObject>,
+  byOwner?: StoreIndex<LabelledObject>,
+) {
   const queued: string[] = [];
-  const value: Consumer = { reads: reads(...sources), store, target: { enqueue: (key) => queued.push(key) }, byNamespace, byOwner };
+  const value: Consumer = {
+    reads: reads(...sources),
+    store,
+    target: { enqueue: (key) => queued.push(key) },
+    byNamespace,
+    byOwner,
+  };
   return { value, queued };
 }
 
@@ -84,10 +152,15 @@ test('a namespace change requeues only the objects in it whose templates read th
   const namespaces = new Store(projector('labeller', new Set()));
   const byNamespace = new StoreIndex<LabelledObject>((o) => o.namespace || undefined);
   const pods = new Store(projector('labeller', new Set()), [byNamespace]);
-  for (const [name, ns] of [['a', 'shop'], ['b', 'shop'], ['c', 'other']] as const) pods.apply({ type: 'apply', object: meta(name, ns, {}) });
+  for (const [name, ns] of [['a', 'shop'], ['b', 'shop'], ['c', 'other']] as const) {
+    pods.apply({ type: 'apply', object: meta(name, ns, {}) });
+  }
   namespaces.apply({ type: 'apply', object: meta('shop', '', { team: 'a' }) });
   const readers = consumer(['{{namespace.labels.team}}'], pods, byNamespace);
-  const map = (labels: Record<string, string>) => [...namespaceRequeues(namespaces.apply({ type: 'apply', object: meta('shop', '', labels) })!, namespaces, [readers.value])].map(([, key]) => key);
+  const map = (labels: Record<string, string>) =>
+    [...namespaceRequeues(namespaces.apply({ type: 'apply', object: meta('shop', '', labels) })!, namespaces, [
+      readers.value,
+    ])].map(([, key]) => key);
   assert.deepEqual(map({ team: 'a', unrelated: 'x' }), [], 'a label nobody reads');
   assert.deepEqual(map({ team: 'b', unrelated: 'x' }), ['shop/a', 'shop/b']);
   assert.deepEqual(map({ unrelated: 'x' }), ['shop/a', 'shop/b'], 'removed');
@@ -104,13 +177,21 @@ test('an owner change requeues its children reading owner.*, and every descendan
   replicaSets.apply({ type: 'apply', object: meta('web-1', 'shop', {}, 'web') });
   replicaSets.apply({ type: 'apply', object: meta('api-1', 'shop', {}, 'api') });
   for (const pod of ['p1', 'p2']) pods.apply({ type: 'apply', object: meta(pod, 'shop', {}, 'web-1') });
-  const chain = [{ store: deployments, byOwner: deployIndex }, { store: replicaSets, byOwner: rsIndex }, { store: pods, byOwner: podIndex }];
+  const chain = [{ store: deployments, byOwner: deployIndex }, { store: replicaSets, byOwner: rsIndex }, {
+    store: pods,
+    byOwner: podIndex,
+  }];
   const rsReaders = consumer(['{{owner.labels.part}}'], replicaSets, undefined, rsIndex);
   const podReaders = consumer(['{{root.labels.part}}'], pods, undefined, podIndex);
   const consumers = [rsReaders.value, podReaders.value];
-  const requeued = (store: Store<LabelledObject>, object: PartialObjectMetadata) => [...ownerRequeues(store.apply({ type: 'apply', object })!, store, consumers, chain)].map(([, key]) => key);
+  const requeued = (store: Store<LabelledObject>, object: PartialObjectMetadata) =>
+    [...ownerRequeues(store.apply({ type: 'apply', object })!, store, consumers, chain)].map(([, key]) => key);
 
-  assert.deepEqual(requeued(deployments, meta('web', 'shop', { part: 'shop', other: 'x' })), [], 'a label nobody reads');
+  assert.deepEqual(
+    requeued(deployments, meta('web', 'shop', { part: 'shop', other: 'x' })),
+    [],
+    'a label nobody reads',
+  );
   assert.deepEqual(requeued(deployments, meta('web', 'shop', { part: 'mall' })), ['shop/web-1', 'shop/p1', 'shop/p2']);
   // Orphaned: the replica set is no longer below the deployment; its pods' root changes.
   assert.deepEqual(requeued(replicaSets, meta('web-1', 'shop', {})), ['shop/p1', 'shop/p2']);

@@ -6,7 +6,7 @@ import type { Enqueue } from '../runtime/shared.ts';
 import type { StoreIndex } from '../runtime/index.ts';
 import type { Store, StoreChange } from '../runtime/store.ts';
 import type { ControllerRef, LabelledObject } from './object.ts';
-import type { Relation, RelatedObject, RelatedRead, Template, TemplateContext } from './template.ts';
+import type { RelatedObject, RelatedRead, Relation, Template, TemplateContext } from './template.ts';
 
 /** How far up an owner chain `root` looks (Pod → ReplicaSet → Deployment is 2); a longer or cyclic chain has no root. */
 export const MAX_CHAIN = 8;
@@ -40,7 +40,12 @@ export function relatedReads(templates: Iterable<Template>): RelatedReads {
 }
 
 /** The related objects of `object` (of kind `kind`) that `reads` needs, from the caches. */
-export function resolveRelated(object: LabelledObject, kind: string, reads: RelatedReads, caches: RelatedCaches): NonNullable<TemplateContext['related']> {
+export function resolveRelated(
+  object: LabelledObject,
+  kind: string,
+  reads: RelatedReads,
+  caches: RelatedCaches,
+): NonNullable<TemplateContext['related']> {
   const related: Partial<Record<Relation, RelatedObject>> = {};
   if (reads.has('namespace') && object.namespace !== '') {
     const namespace = caches.namespace(object.namespace);
@@ -77,14 +82,25 @@ function rootOf(object: LabelledObject, kind: string, caches: RelatedCaches): Re
   return view(currentKind, current);
 }
 
-const view = (kind: string, object: LabelledObject): RelatedObject => ({ kind, name: object.name, labels: object.labels, annotations: object.annotations });
+const view = (kind: string, object: LabelledObject): RelatedObject => ({
+  kind,
+  name: object.name,
+  labels: object.labels,
+  annotations: object.annotations,
+});
 
 /** Whether a change from `before` to `after` (undefined: absent) changes a field `reads` reads. */
-export function readsChanged(reads: readonly RelatedRead[] | undefined, before: LabelledObject | undefined, after: LabelledObject | undefined): boolean {
+export function readsChanged(
+  reads: readonly RelatedRead[] | undefined,
+  before: LabelledObject | undefined,
+  after: LabelledObject | undefined,
+): boolean {
   if (!reads || reads.length === 0) return false;
   if (!before || !after) return before !== after;
   if (before.uid !== after.uid) return true;
-  return reads.some(({ field, key }) => (field === 'labels' || field === 'annotations') && key !== undefined && before[field][key] !== after[field][key]);
+  return reads.some(({ field, key }) =>
+    (field === 'labels' || field === 'annotations') && key !== undefined && before[field][key] !== after[field][key]
+  );
 }
 
 /** A labelled kind's controller as a reader of related objects. */
@@ -107,7 +123,10 @@ export interface ChainLink {
 type Requeue = readonly [Enqueue, string];
 
 /** Each changed object of a store change, as (key, before, after). */
-function* changes(change: StoreChange<LabelledObject>, store: Store<LabelledObject>): Generator<[string, LabelledObject | undefined, LabelledObject | undefined]> {
+function* changes(
+  change: StoreChange<LabelledObject>,
+  store: Store<LabelledObject>,
+): Generator<[string, LabelledObject | undefined, LabelledObject | undefined]> {
   if (change.type === 'upsert') yield [change.key, change.previous, change.object];
   else if (change.type === 'delete') yield [change.key, change.previous, undefined];
   // A first list: its readers have waited for it (Controller dependencies), so none has read it yet.
@@ -118,7 +137,11 @@ function* changes(change: StoreChange<LabelledObject>, store: Store<LabelledObje
 }
 
 /** Maps changes of namespaces to the consumers' objects in them. */
-export function* namespaceRequeues(change: StoreChange<LabelledObject>, namespaces: Store<LabelledObject>, consumers: readonly Consumer[]): Generator<Requeue> {
+export function* namespaceRequeues(
+  change: StoreChange<LabelledObject>,
+  namespaces: Store<LabelledObject>,
+  consumers: readonly Consumer[],
+): Generator<Requeue> {
   for (const [name, old, now] of changes(change, namespaces)) {
     for (const consumer of consumers) {
       if (!consumer.byNamespace || !readsChanged(consumer.reads.get('namespace'), old, now)) continue;
@@ -131,7 +154,12 @@ export function* namespaceRequeues(change: StoreChange<LabelledObject>, namespac
  * Maps changes of possible owners to the consumers' objects below them: direct children for
  * `owner.*`, every descendant (up to MAX_CHAIN levels, through `chain`) for `root.*`.
  */
-export function* ownerRequeues(change: StoreChange<LabelledObject>, store: Store<LabelledObject>, consumers: readonly Consumer[], chain: readonly ChainLink[]): Generator<Requeue> {
+export function* ownerRequeues(
+  change: StoreChange<LabelledObject>,
+  store: Store<LabelledObject>,
+  consumers: readonly Consumer[],
+  chain: readonly ChainLink[],
+): Generator<Requeue> {
   for (const [, old, now] of changes(change, store)) {
     const uid = (now ?? old)?.uid;
     if (uid === undefined) continue;
@@ -142,12 +170,18 @@ export function* ownerRequeues(change: StoreChange<LabelledObject>, store: Store
     }
     // An object whose own controller changed (orphaned, adopted) may stop or start being a root.
     const reparented = old?.owner?.uid !== now?.owner?.uid;
-    const rootReaders = new Map(consumers.filter((c) => reparented || readsChanged(c.reads.get('root'), old, now)).map((c) => [c.store, c]));
+    const rootReaders = new Map(
+      consumers.filter((c) => reparented || readsChanged(c.reads.get('root'), old, now)).map((c) => [c.store, c]),
+    );
     if (rootReaders.size > 0) yield* descendants(uid, chain, rootReaders);
   }
 }
 
-function* descendants(uid: string, chain: readonly ChainLink[], readers: ReadonlyMap<Store<LabelledObject>, Consumer>): Generator<Requeue> {
+function* descendants(
+  uid: string,
+  chain: readonly ChainLink[],
+  readers: ReadonlyMap<Store<LabelledObject>, Consumer>,
+): Generator<Requeue> {
   const seen = new Set([uid]);
   let level = [uid];
   for (let depth = 0; depth < MAX_CHAIN && level.length > 0; depth++) {

@@ -15,7 +15,8 @@ const context: TemplateContext = {
   annotations: { 'example.com/owner': 'alice' },
 };
 
-const ALLOWED = 'name, namespace, kind, resource, group, apiVersion, uid, labels.<key>, annotations.<key>, namespace.labels.<key>, namespace.annotations.<key>, owner.kind, owner.name, owner.labels.<key>, owner.annotations.<key>, root.kind, root.name, root.labels.<key>, root.annotations.<key>';
+const ALLOWED =
+  'name, namespace, kind, resource, group, apiVersion, uid, labels.<key>, annotations.<key>, namespace.labels.<key>, namespace.annotations.<key>, owner.kind, owner.name, owner.labels.<key>, owner.annotations.<key>, root.kind, root.name, root.labels.<key>, root.annotations.<key>';
 
 test('a source without "{{" is a constant', () => {
   for (const source of ['labeller', '', 'a}}b']) {
@@ -58,16 +59,32 @@ test('| default "<value>" stands in for an absent variable; "" gives an explicit
   assert.equal(compileTemplate('{{ namespace.labels.team|default "" }}').render(context), '');
   assert.equal(compileTemplate('{{labels.app | default "none"}}').render(context), 'storefront');
   assert.equal(compileTemplate('{{owner.name | default "bare"}}-{{labels.missing}}').render(context), undefined);
-  assert.throws(() => compileTemplate('{{labels.app | upper}}'), { name: 'TemplateError', message: /unknown filter "\| upper": write "\{\{labels.app \| default \\"<value>\\"\}\}"/ });
-  assert.throws(() => compileTemplate("{{labels.app | default 'x'}}"), { name: 'TemplateError', message: /unknown filter/ });
+  assert.throws(() => compileTemplate('{{labels.app | upper}}'), {
+    name: 'TemplateError',
+    message: /unknown filter "\| upper": write "\{\{labels.app \| default \\"<value>\\"\}\}"/,
+  });
+  assert.throws(() => compileTemplate("{{labels.app | default 'x'}}"), {
+    name: 'TemplateError',
+    message: /unknown filter/,
+  });
 });
 
 const related: TemplateContext = {
   ...context,
   related: {
-    namespace: { kind: 'Namespace', name: 'shop', labels: { team: 'payments' }, annotations: { 'example.com/cost-center': 'cc-7' } },
+    namespace: {
+      kind: 'Namespace',
+      name: 'shop',
+      labels: { team: 'payments' },
+      annotations: { 'example.com/cost-center': 'cc-7' },
+    },
     owner: { kind: 'ReplicaSet', name: 'web-5d8f', labels: {}, annotations: {} },
-    root: { kind: 'Deployment', name: 'web', labels: { 'app.kubernetes.io/part-of': 'shop' }, annotations: { note: 'x' } },
+    root: {
+      kind: 'Deployment',
+      name: 'web',
+      labels: { 'app.kubernetes.io/part-of': 'shop' },
+      annotations: { note: 'x' },
+    },
   },
 };
 
@@ -91,11 +108,14 @@ test('related variables render from the namespace, the controller owner and the 
 });
 
 test('a template lists what it reads of related objects', () => {
-  assert.deepEqual(compileTemplate('{{namespace.labels.team}}-{{owner.name}}-{{root.annotations.a}}-{{labels.x}}').related, [
-    { relation: 'namespace', field: 'labels', key: 'team' },
-    { relation: 'owner', field: 'name' },
-    { relation: 'root', field: 'annotations', key: 'a' },
-  ]);
+  assert.deepEqual(
+    compileTemplate('{{namespace.labels.team}}-{{owner.name}}-{{root.annotations.a}}-{{labels.x}}').related,
+    [
+      { relation: 'namespace', field: 'labels', key: 'team' },
+      { relation: 'owner', field: 'name' },
+      { relation: 'root', field: 'annotations', key: 'a' },
+    ],
+  );
   assert.deepEqual(compileTemplate('{{name}}').related, []);
 });
 
@@ -112,9 +132,18 @@ test('compileTemplate rejects unknown variables, naming them and the allowed set
       `template "x-{{label.app}}": unknown variable "label.app" (did you mean "labels.app"?); use one of ${ALLOWED}`,
     ],
     ['{{metadata.name}}', `template "{{metadata.name}}": unknown variable "metadata.name"; use one of ${ALLOWED}`],
-    ['{{ownr.labels.team}}', `template "{{ownr.labels.team}}": unknown variable "ownr.labels.team" (did you mean "owner.labels.team"?); use one of ${ALLOWED}`],
-    ['{{owner.uid}}', `template "{{owner.uid}}": unknown variable "owner.uid" (did you mean "owner.kind"?); use one of ${ALLOWED}`],
-    ['{{namespace.name}}', 'template "{{namespace.name}}": unknown variable "namespace.name": the namespace\'s name is "{{namespace}}"'],
+    [
+      '{{ownr.labels.team}}',
+      `template "{{ownr.labels.team}}": unknown variable "ownr.labels.team" (did you mean "owner.labels.team"?); use one of ${ALLOWED}`,
+    ],
+    [
+      '{{owner.uid}}',
+      `template "{{owner.uid}}": unknown variable "owner.uid" (did you mean "owner.kind"?); use one of ${ALLOWED}`,
+    ],
+    [
+      '{{namespace.name}}',
+      'template "{{namespace.name}}": unknown variable "namespace.name": the namespace\'s name is "{{namespace}}"',
+    ],
     ['{{root.labels}}', 'template "{{root.labels}}": "root.labels" needs a key, e.g. "{{root.labels.app}}"'],
     ['{{ }}', `template "{{ }}": empty variable "{{}}"; use one of ${ALLOWED}`],
     ['{{labels}}', 'template "{{labels}}": "labels" needs a key, e.g. "{{labels.app}}"'],
@@ -139,7 +168,10 @@ test('compileTemplate rejects unterminated braces', () => {
 });
 
 test('a template lists the annotations it reads, so the cache can keep only those', () => {
-  assert.deepEqual(compileTemplate('{{ annotations.example.com/owner }}-{{labels.app}}-{{annotations.team}}').annotations, ['example.com/owner', 'team']);
+  assert.deepEqual(
+    compileTemplate('{{ annotations.example.com/owner }}-{{labels.app}}-{{annotations.team}}').annotations,
+    ['example.com/owner', 'team'],
+  );
   assert.deepEqual(compileTemplate('constant').annotations, []);
 });
 

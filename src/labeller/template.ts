@@ -75,11 +75,20 @@ const FIELD_VARIABLES = ['name', 'namespace', 'kind', 'resource', 'group', 'apiV
 const MAP_VARIABLES = ['labels', 'annotations'] as const;
 const RELATIONS = ['namespace', 'owner', 'root'] as const satisfies readonly Relation[];
 /** Fields of a related object; a namespace's kind and name say nothing `{{namespace}}` does not. */
-const RELATED_FIELDS: Readonly<Record<Relation, readonly ('kind' | 'name')[]>> = { namespace: [], owner: ['kind', 'name'], root: ['kind', 'name'] };
+const RELATED_FIELDS: Readonly<Record<Relation, readonly ('kind' | 'name')[]>> = {
+  namespace: [],
+  owner: ['kind', 'name'],
+  root: ['kind', 'name'],
+};
 const ALLOWED = [
   ...FIELD_VARIABLES,
   ...MAP_VARIABLES.map((map) => `${map}.<key>`),
-  ...RELATIONS.flatMap((relation) => [...RELATED_FIELDS[relation].map((field) => `${relation}.${field}`), ...MAP_VARIABLES.map((map) => `${relation}.${map}.<key>`)]),
+  ...RELATIONS.flatMap((
+    relation,
+  ) => [
+    ...RELATED_FIELDS[relation].map((field) => `${relation}.${field}`),
+    ...MAP_VARIABLES.map((map) => `${relation}.${map}.<key>`),
+  ]),
 ].join(', ');
 /** Related variables up to their key, for suggestions: "owner.name", "namespace.labels". */
 const RELATED_NAMES = RELATIONS.flatMap((r) => [...RELATED_FIELDS[r], ...MAP_VARIABLES].map((f) => `${r}.${f}`));
@@ -87,7 +96,16 @@ const RELATED_NAMES = RELATIONS.flatMap((r) => [...RELATED_FIELDS[r], ...MAP_VAR
 type Part = (context: TemplateContext) => string | undefined;
 
 export function compileTemplate(source: string): Template {
-  if (!source.includes('{{')) return { source, constantValue: source, annotations: [], related: [], readsObjectMetadata: false, render: () => source };
+  if (!source.includes('{{')) {
+    return {
+      source,
+      constantValue: source,
+      annotations: [],
+      related: [],
+      readsObjectMetadata: false,
+      render: () => source,
+    };
+  }
   const annotations: string[] = [];
   const related: RelatedRead[] = [];
   const parts = parse(source, annotations, related);
@@ -96,7 +114,8 @@ export function compileTemplate(source: string): Template {
     constantValue: undefined,
     annotations,
     related,
-    readsObjectMetadata: related.some((read) => read.field === 'labels' || read.field === 'annotations') || parts.readsMaps,
+    readsObjectMetadata: related.some((read) => read.field === 'labels' || read.field === 'annotations') ||
+      parts.readsMaps,
     render: (context) => {
       let value = '';
       for (const part of parts) {
@@ -133,7 +152,11 @@ function parse(source: string, annotations: string[], related: RelatedRead[]): P
 }
 
 /** The value of `| default "<value>"`, if given. */
-function defaultValue(pipes: readonly string[], name: string, fail: (problem: string) => TemplateError): string | undefined {
+function defaultValue(
+  pipes: readonly string[],
+  name: string,
+  fail: (problem: string) => TemplateError,
+): string | undefined {
   if (pipes.length === 0) return undefined;
   const usage = `write "{{${name} | default \\"<value>\\"}}" (one default, a double-quoted value)`;
   const match = pipes.length === 1 ? /^\s*default\s+("(?:[^"\\]|\\.)*")\s*$/.exec(pipes[0]!) : null;
@@ -145,7 +168,12 @@ function defaultValue(pipes: readonly string[], name: string, fail: (problem: st
   }
 }
 
-function variable(name: string, fail: (problem: string) => TemplateError, annotations: string[], related: RelatedRead[]): Part {
+function variable(
+  name: string,
+  fail: (problem: string) => TemplateError,
+  annotations: string[],
+  related: RelatedRead[],
+): Part {
   const field = FIELD_VARIABLES.find((candidate) => candidate === name);
   if (field !== undefined) return (context) => context[field];
 

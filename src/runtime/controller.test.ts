@@ -28,7 +28,11 @@ interface Started {
 }
 
 /** A controller on `api` with one worker and no periodic requeue; stopped when the test ends. */
-function start(t: TestContext, api: ScriptedApi, options: { reconcile?: Reconcile<Meta>; queue?: Omit<WorkQueueOptions, 'metrics'>; leading?: Promise<void> } = {}): Started {
+function start(
+  t: TestContext,
+  api: ScriptedApi,
+  options: { reconcile?: Reconcile<Meta>; queue?: Omit<WorkQueueOptions, 'metrics'>; leading?: Promise<void> } = {},
+): Started {
   const calls: string[] = [];
   const logs: Record<string, unknown>[] = [];
   const controller = new Controller<Meta>({
@@ -42,7 +46,11 @@ function start(t: TestContext, api: ScriptedApi, options: { reconcile?: Reconcil
     concurrency: 1,
     requeueAfterMs: 0,
     ...(options.queue ? { queue: options.queue } : {}),
-    log: createLogger({ level: 'debug', format: 'json', write: (line) => logs.push(JSON.parse(line) as Record<string, unknown>) }),
+    log: createLogger({
+      level: 'debug',
+      format: 'json',
+      write: (line) => logs.push(JSON.parse(line) as Record<string, unknown>),
+    }),
   });
   const intake = new AbortController();
   const running = controller.run(intake.signal, options.leading);
@@ -87,7 +95,9 @@ test('an object deleted while queued is never reconciled, so nothing can recreat
   const deletion = Promise.withResolvers<readonly WatchEvent[]>();
   const api = new ScriptedApi([page('5', [pod('a'), pod('b')])], [{ until: deletion.promise }]);
   // One worker, held by a: b waits in the queue.
-  const { controller, calls } = start(t, api, { reconcile: async (_, key) => (key === 'ns/a' ? release.promise : undefined) });
+  const { controller, calls } = start(t, api, {
+    reconcile: async (_, key) => (key === 'ns/a' ? release.promise : undefined),
+  });
 
   await until(() => calls.length === 1, 'a is being reconciled');
   deletion.resolve([{ type: 'DELETED', object: pod('b', '6') }]);
@@ -106,7 +116,9 @@ test('a failure with Retry-After is retried no sooner than the server asked', as
     queue: { now: () => Date.now() },
     reconcile: async () => {
       // Throttled once: the per-object backoff alone would retry after 5 ms.
-      if (failures++ === 0) throw new ApiError('PATCH', '/api/v1/namespaces/ns/pods/a', 429, { reason: 'TooManyRequests' }, '7');
+      if (failures++ === 0) {
+        throw new ApiError('PATCH', '/api/v1/namespaces/ns/pods/a', 429, { reason: 'TooManyRequests' }, '7');
+      }
     },
   });
 
@@ -123,7 +135,10 @@ test('a failure with Retry-After is retried no sooner than the server asked', as
 test('a relist requeues only the objects that changed while away, and forgets the deleted ones', async (t) => {
   const expiry = Promise.withResolvers<readonly WatchEvent[]>();
   const api = new ScriptedApi(
-    [page('10', [pod('a', '1'), pod('b', '2'), pod('c', '3')]), page('20', [pod('a', '1'), pod('b', '12'), pod('d', '13')])],
+    [
+      page('10', [pod('a', '1'), pod('b', '2'), pod('c', '3')]),
+      page('20', [pod('a', '1'), pod('b', '12'), pod('d', '13')]),
+    ],
     [{ until: expiry.promise }],
   );
   const { controller, calls, logs } = start(t, api);

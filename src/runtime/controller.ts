@@ -6,7 +6,7 @@ import { ApiError } from '../kube/errors.ts';
 import type { Logger } from '../log.ts';
 import type { StoreIndex } from './index.ts';
 import { Informer } from './informer.ts';
-import { WorkQueue, type QueueMetrics, type WorkQueueOptions } from './queue.ts';
+import { type QueueMetrics, WorkQueue, type WorkQueueOptions } from './queue.ts';
 import type { Projection, Store } from './store.ts';
 import type { ListWatch, WatcherOptions } from './watcher.ts';
 
@@ -66,7 +66,16 @@ export class Controller<T> {
   constructor(options: ControllerOptions<T>) {
     this.name = options.name;
     this.#options = options;
-    this.informer = new Informer({ name: options.name, api: options.api, project: options.project, indexes: options.indexes, watch: options.watch, metrics: options.metrics, onWatchError: options.onWatchError, log: options.log });
+    this.informer = new Informer({
+      name: options.name,
+      api: options.api,
+      project: options.project,
+      indexes: options.indexes,
+      watch: options.watch,
+      metrics: options.metrics,
+      onWatchError: options.onWatchError,
+      log: options.log,
+    });
     this.#queue = new WorkQueue({ ...options.queue, ...(options.metrics ? { metrics: options.metrics.queue } : {}) });
   }
 
@@ -96,7 +105,11 @@ export class Controller<T> {
    * bounds that wait with a grace period). When `writes` aborts (leadership lost) it stops
    * handing out work at once and the reconciles running get the aborted signal.
    */
-  async run(intake: AbortSignal, leading: Promise<unknown> = Promise.resolve(), writes: AbortSignal = ALWAYS): Promise<void> {
+  async run(
+    intake: AbortSignal,
+    leading: Promise<unknown> = Promise.resolve(),
+    writes: AbortSignal = ALWAYS,
+  ): Promise<void> {
     this.informer.subscribe((change) => {
       if (change.type === 'upsert') this.#queue.add(change.key);
       else if (change.type === 'delete') this.#queue.forget(change.key);
@@ -112,7 +125,9 @@ export class Controller<T> {
     let workers: Promise<unknown> = Promise.resolve();
     const dependencies = this.#options.dependencies ?? (() => Promise.resolve());
     void this.synced.then(dependencies).then(() => leading).then(() => {
-      if (!intake.aborted && !writes.aborted) workers = Promise.all(Array.from({ length: this.#options.concurrency }, () => this.#work(writes)));
+      if (!intake.aborted && !writes.aborted) {
+        workers = Promise.all(Array.from({ length: this.#options.concurrency }, () => this.#work(writes)));
+      }
     }, () => {});
     try {
       await this.informer.run(intake);

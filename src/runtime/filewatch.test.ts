@@ -8,10 +8,12 @@ import { watchFile } from './filewatch.ts';
 /** Resolves with the next `count` reports. */
 function reports(count: number, start: (report: (value: string | Error) => void) => void): Promise<(string | Error)[]> {
   const seen: (string | Error)[] = [];
-  return new Promise((resolve) => start((value) => {
-    seen.push(value);
-    if (seen.length === count) resolve(seen);
-  }));
+  return new Promise((resolve) =>
+    start((value) => {
+      seen.push(value);
+      if (seen.length === count) resolve(seen);
+    })
+  );
 }
 
 test('a file written in place, and a ConfigMap-style symlink swap (..data renamed), are each reported once', async () => {

@@ -18,7 +18,12 @@ export interface FileWatchOptions {
  * Calls `onChange` with each new content of `path` (never with the content it had at start,
  * `initial`), or with the error of a read that failed, until `signal` aborts.
  */
-export function watchFile(path: string, initial: string, onChange: (content: string | Error) => void, options: FileWatchOptions): void {
+export function watchFile(
+  path: string,
+  initial: string,
+  onChange: (content: string | Error) => void,
+  options: FileWatchOptions,
+): void {
   const { signal, pollMs = 5000, settleMs = 100 } = options;
   let last: string | Error = initial;
   let timer: ReturnType<typeof setTimeout> | undefined;

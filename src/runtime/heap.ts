@@ -28,7 +28,7 @@ export class MinHeap<T> {
     const last = this.#items.pop();
     if (this.#items.length === 0 || last === undefined) return top;
     this.#items[0] = last;
-    for (let i = 0; ; ) {
+    for (let i = 0;;) {
       const left = 2 * i + 1;
       const right = left + 1;
       let smallest = i;

@@ -48,7 +48,9 @@ export class StoreIndex<T> {
     else if (keys instanceof Set) keys.add(key);
     else if (typeof keys === 'string') {
       if (keys !== key) this.#keys.set(value, [keys, key]);
-    } else if (!keys.includes(key)) this.#keys.set(value, keys.length < SMALL ? keys.concat(key) : new Set(keys).add(key));
+    } else if (!keys.includes(key)) {
+      this.#keys.set(value, keys.length < SMALL ? keys.concat(key) : new Set(keys).add(key));
+    }
   }
 
   #remove(value: string, key: string): void {

@@ -4,8 +4,8 @@
 // watched once however many read it.
 import type { Logger } from '../log.ts';
 import type { StoreIndex } from './index.ts';
-import { Store, type Projection, type StoreChange } from './store.ts';
-import { watcher, type ListWatch, type WatcherEvent, type WatcherOptions } from './watcher.ts';
+import { type Projection, Store, type StoreChange } from './store.ts';
+import { type ListWatch, watcher, type WatcherEvent, type WatcherOptions } from './watcher.ts';
 
 /** What an informer reports (a subset of ControllerMetrics). */
 export interface InformerMetrics {
@@ -68,7 +68,10 @@ export class Informer<T> {
   async run(signal: AbortSignal): Promise<void> {
     for await (const event of watcher(this.#options.api, { ...this.#options.watch, signal })) {
       if (event.type === 'error') {
-        this.#options.log.warn('watch failed; retrying', { error: event.error, retryInMs: Math.round(event.retryInMs) });
+        this.#options.log.warn('watch failed; retrying', {
+          error: event.error,
+          retryInMs: Math.round(event.retryInMs),
+        });
         this.#options.metrics?.watchRestarted();
         this.#options.onWatchError?.(event.error);
         this.#watchFailure = event.error;
@@ -102,7 +105,7 @@ export class Informer<T> {
   #apply(event: WatcherEvent): void {
     const change = this.store.apply(event);
     // The gauge is set when the size moves, not on each of a list's many events.
-    if (this.store.size !== this.#cached) this.#options.metrics?.cached((this.#cached = this.store.size));
+    if (this.store.size !== this.#cached) this.#options.metrics?.cached(this.#cached = this.store.size);
     if (!change) return;
     for (const listener of this.#listeners) listener(change);
     if (change.type !== 'resync') return;

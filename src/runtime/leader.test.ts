@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { LeaseSpec } from '../kube/lease.ts';
 import { createLogger } from '../log.ts';
-import { LeaderElector, LeadershipLost, type Clock, type LeaseLock } from './leader.ts';
+import { type Clock, LeaderElector, LeadershipLost, type LeaseLock } from './leader.ts';
 
 const LEASE = 4000;
 const RENEW = 2500;
@@ -131,7 +131,13 @@ interface Candidate {
 /** A candidate campaigning from now on, until `intake` aborts. */
 function candidate(identity: string, server: Server, intake = new AbortController().signal): Candidate {
   const lock = new FakeLock(server);
-  const elector = new LeaderElector(lock, { identity, leaseDurationMs: LEASE, renewDeadlineMs: RENEW, retryPeriodMs: RETRY, log }, server.clock);
+  const elector = new LeaderElector(lock, {
+    identity,
+    leaseDurationMs: LEASE,
+    renewDeadlineMs: RENEW,
+    retryPeriodMs: RETRY,
+    log,
+  }, server.clock);
   const c: Candidate = { elector, lock, acquired: elector.acquire(intake), leadsAt: undefined };
   void c.acquired.then((leads) => {
     if (leads) c.leadsAt = server.clock.now();
@@ -183,7 +189,10 @@ test('expiry: a standby takes over only after a lease duration without an observ
   assert.ok(b.leadsAt !== undefined, 'the standby took over');
   assert.ok(b.leadsAt > lastRenewal + LEASE, `took over at ${b.leadsAt}, last renewal at ${lastRenewal}`);
   // It checks every retry period (jittered by up to 1.2×): it notices within about one of them.
-  assert.ok(b.leadsAt <= lastRenewal + LEASE + RETRY * 2.2 * 2, `took over at ${b.leadsAt}, last renewal at ${lastRenewal}`);
+  assert.ok(
+    b.leadsAt <= lastRenewal + LEASE + RETRY * 2.2 * 2,
+    `took over at ${b.leadsAt}, last renewal at ${lastRenewal}`,
+  );
   assert.equal(server.spec?.holderIdentity, 'b');
   assert.equal(server.spec?.leaseTransitions, 1);
   // The old leader had given up long before.
@@ -255,7 +264,10 @@ test('release: the lease is given up at once and a standby takes over at its nex
   assert.equal(server.spec?.holderIdentity, null);
   const writesByA = server.writes.filter((w) => w.identity === 'a').length;
   await clock.advance(RETRY * 2.2 + 1);
-  assert.ok(b.leadsAt !== undefined && b.leadsAt - releasedAt <= RETRY * 2.2, `standby took over ${b.leadsAt === undefined ? 'never' : b.leadsAt - releasedAt} ms after the release`);
+  assert.ok(
+    b.leadsAt !== undefined && b.leadsAt - releasedAt <= RETRY * 2.2,
+    `standby took over ${b.leadsAt === undefined ? 'never' : b.leadsAt - releasedAt} ms after the release`,
+  );
   assert.equal(server.writes.filter((w) => w.identity === 'a').length, writesByA, 'no renewal after the release');
 });
 

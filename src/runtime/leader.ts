@@ -113,7 +113,13 @@ export class LeaderElector {
     // An aborted renewal ends first, so the release is the last write.
     await this.#renewing;
     const { log, renewDeadlineMs, identity } = this.#options;
-    const released: LeaseSpec = { ...this.#observed, holderIdentity: null, acquireTime: null, renewTime: null, leaseDurationSeconds: 1 };
+    const released: LeaseSpec = {
+      ...this.#observed,
+      holderIdentity: null,
+      acquireTime: null,
+      renewTime: null,
+      leaseDurationSeconds: 1,
+    };
     const signal = AbortSignal.timeout(renewDeadlineMs);
     try {
       // A second try when the aborted renewal's write landed after all (its version is unknown here).
@@ -148,7 +154,10 @@ export class LeaderElector {
   /** One attempt to acquire or renew, given up at `until` (our clock). */
   async #round(until: number, parent: AbortSignal): Promise<boolean> {
     const bound = new AbortController();
-    const cancel = this.#after(until - this.#clock.now(), () => bound.abort(new Error('leader election round past its deadline')));
+    const cancel = this.#after(
+      until - this.#clock.now(),
+      () => bound.abort(new Error('leader election round past its deadline')),
+    );
     try {
       return await this.#tryAcquireOrRenew(AbortSignal.any([parent, bound.signal]));
     } finally {
@@ -161,7 +170,10 @@ export class LeaderElector {
     const { renewDeadlineMs } = this.#options;
     this.#lastRenew = start;
     this.#cancelDeadline();
-    this.#cancelDeadline = this.#after(start + renewDeadlineMs - this.#clock.now(), () => this.#lose(`not renewed within the renew deadline (${renewDeadlineMs} ms)`));
+    this.#cancelDeadline = this.#after(
+      start + renewDeadlineMs - this.#clock.now(),
+      () => this.#lose(`not renewed within the renew deadline (${renewDeadlineMs} ms)`),
+    );
   }
 
   #lose(why: string): void {
@@ -180,7 +192,13 @@ export class LeaderElector {
     try {
       const current = await this.#lock.get(signal);
       if (!current) {
-        const created: LeaseSpec = { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 };
+        const created: LeaseSpec = {
+          holderIdentity: identity,
+          leaseDurationSeconds,
+          acquireTime: now,
+          renewTime: now,
+          leaseTransitions: 0,
+        };
         return (await this.#lock.create(created, signal)) && this.#observe(created);
       }
       this.#observe(current);
@@ -203,8 +221,9 @@ export class LeaderElector {
       return false;
     } catch (error) {
       // The API server is not reachable, or the round ran out of time; the next round decides.
-      if (signal.aborted) log.debug('leader election round cut short', { lease: this.#lock.description, reason: String(signal.reason) });
-      else log.warn('leader election round failed', { error });
+      if (signal.aborted) {
+        log.debug('leader election round cut short', { lease: this.#lock.description, reason: String(signal.reason) });
+      } else log.warn('leader election round failed', { error });
       return false;
     }
   }

@@ -202,7 +202,13 @@ test('retries of many failing keys never outrun the overall bucket: by time t at
 });
 
 test('metrics follow client-go: adds, depth, retries, queue latency and work duration', async (t) => {
-  const seen = { adds: 0, depth: [] as number[], retries: 0, queueLatency: [] as number[], workDuration: [] as number[] };
+  const seen = {
+    adds: 0,
+    depth: [] as number[],
+    retries: 0,
+    queueLatency: [] as number[],
+    workDuration: [] as number[],
+  };
   const metrics: QueueMetrics = {
     adds: () => void seen.adds++,
     depth: (n) => void seen.depth.push(n),

@@ -45,7 +45,10 @@ test('the bucket allows a burst, then spaces calls at 1/qps', () => {
 });
 
 test('the default controller limiter takes the longer of per-key backoff and the overall bucket', () => {
-  const limiter = new MaxOfRateLimiter(new ItemExponentialRateLimiter({ initialMs: 5 }), new BucketRateLimiter({ qps: 10, burst: 1, now: () => 0 }));
+  const limiter = new MaxOfRateLimiter(
+    new ItemExponentialRateLimiter({ initialMs: 5 }),
+    new BucketRateLimiter({ qps: 10, burst: 1, now: () => 0 }),
+  );
   assert.equal(limiter.when('a'), 5);
   assert.equal(limiter.when('b'), 100);
   assert.equal(limiter.retries('a'), 1);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { EventContent } from '../kube/objects.ts';
 import { createLogger } from '../log.ts';
-import { EventRecorder, type Clock, type EventSink, type RecorderOptions, type Series } from './recorder.ts';
+import { type Clock, EventRecorder, type EventSink, type RecorderOptions, type Series } from './recorder.ts';
 
 /** Time that moves only when told; sleepers wake in order as it passes them. */
 class FakeClock implements Clock {
@@ -23,7 +23,7 @@ class FakeClock implements Clock {
 
   /** Moves time on by `ms` in 100 ms steps, letting woken code run at each. */
   async advance(ms: number): Promise<void> {
-    for (const end = this.#now + ms; this.#now < end; ) {
+    for (const end = this.#now + ms; this.#now < end;) {
       this.#now = Math.min(end, this.#now + 100);
       const due = this.#sleepers.filter((s) => s.at <= this.#now);
       this.#sleepers = this.#sleepers.filter((s) => s.at > this.#now);
@@ -69,7 +69,13 @@ class FakeSink implements EventSink {
 
   #write(op: Write['op'], event: EventContent, series: Series): void {
     if (this.failing) throw new Error('403 Forbidden');
-    this.writes.push({ op, name: event.regarding.name, reason: event.reason, count: series.count, at: this.#clock.now() });
+    this.writes.push({
+      op,
+      name: event.regarding.name,
+      reason: event.reason,
+      count: series.count,
+      at: this.#clock.now(),
+    });
   }
 }
 
@@ -85,7 +91,11 @@ function setUp(options: Partial<RecorderOptions> = {}) {
   const clock = new FakeClock();
   const sink = new FakeSink(clock);
   const lines: { level: string; msg: string }[] = [];
-  const log = createLogger({ level: 'debug', format: 'json', write: (line) => lines.push(JSON.parse(line) as { level: string; msg: string }) });
+  const log = createLogger({
+    level: 'debug',
+    format: 'json',
+    write: (line) => lines.push(JSON.parse(line) as { level: string; msg: string }),
+  });
   const recorder = new EventRecorder({ sink, clock, log, ...options });
   const stop = new AbortController();
   const running = recorder.run(stop.signal);
@@ -125,7 +135,12 @@ test('one Event per object and reason; repeats are counted and written back once
 });
 
 test('a thousand objects conflicting in a loop: writes stay within the bucket, the queue is bounded, drops are logged at debug', async () => {
-  const { clock, sink, lines, recorder, stop, running } = setUp({ qps: 5, burst: 100, flushIntervalMs: 10_000, maxQueued: 500 });
+  const { clock, sink, lines, recorder, stop, running } = setUp({
+    qps: 5,
+    burst: 100,
+    flushIntervalMs: 10_000,
+    maxQueued: 500,
+  });
   // Every object reconciled (and conflicting) once a second for two minutes.
   for (let s = 0; s < 120; s++) {
     for (let i = 0; i < 1000; i++) recorder.record(conflict(`cm-${i}`));

@@ -48,7 +48,14 @@ export interface RecorderOptions {
 }
 
 /** The defaults: kubelet's event budget divided by ten, client-go's caps. */
-export const RECORDER_DEFAULTS = { qps: 5, burst: 100, flushIntervalMs: 10_000, seriesTtlMs: 6 * 60_000, maxSeries: 4096, maxQueued: 1000 } as const;
+export const RECORDER_DEFAULTS = {
+  qps: 5,
+  burst: 100,
+  flushIntervalMs: 10_000,
+  seriesTtlMs: 6 * 60_000,
+  maxSeries: 4096,
+  maxQueued: 1000,
+} as const;
 
 interface Entry {
   readonly key: string;
@@ -83,7 +90,11 @@ export class EventRecorder {
     this.#clock = clock;
     this.#log = log;
     this.#options = { ...RECORDER_DEFAULTS, ...limits };
-    this.#bucket = new BucketRateLimiter({ qps: this.#options.qps, burst: this.#options.burst, now: () => this.#clock.now() });
+    this.#bucket = new BucketRateLimiter({
+      qps: this.#options.qps,
+      burst: this.#options.burst,
+      now: () => this.#clock.now(),
+    });
   }
 
   /** Series remembered now. */
@@ -105,10 +116,24 @@ export class EventRecorder {
     }
     if (this.#series.size >= this.#options.maxSeries) this.#expire(now);
     if (this.#series.size >= this.#options.maxSeries || this.#queue.length >= this.#options.maxQueued) {
-      this.#log.debug('event dropped: too many pending', { reason: event.reason, regarding: describe(event), series: this.#series.size, queued: this.#queue.length });
+      this.#log.debug('event dropped: too many pending', {
+        reason: event.reason,
+        regarding: describe(event),
+        series: this.#series.size,
+        queued: this.#queue.length,
+      });
       return;
     }
-    const entry: Entry = { key, event, firstObservedMs: now, count: 1, lastObservedMs: now, handle: undefined, dirty: false, queued: false };
+    const entry: Entry = {
+      key,
+      event,
+      firstObservedMs: now,
+      count: 1,
+      lastObservedMs: now,
+      handle: undefined,
+      dirty: false,
+      queued: false,
+    };
     this.#series.set(key, entry);
     this.#enqueue(entry);
   }
@@ -183,7 +208,11 @@ export class EventRecorder {
   async #send(entry: Entry, signal: AbortSignal): Promise<void> {
     entry.queued = false;
     entry.dirty = false;
-    const series: Series = { count: entry.count, firstObservedMs: entry.firstObservedMs, lastObservedMs: entry.lastObservedMs };
+    const series: Series = {
+      count: entry.count,
+      firstObservedMs: entry.firstObservedMs,
+      lastObservedMs: entry.lastObservedMs,
+    };
     try {
       if (entry.handle === undefined) {
         entry.handle = await this.#sink.create(entry.event, series, signal);

@@ -9,13 +9,29 @@ export function pod(name: string, resourceVersion = '1'): PartialObjectMetadata 
   return { apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'ns', uid: `uid-${name}`, resourceVersion } };
 }
 
-export function page(resourceVersion: string, items: PartialObjectMetadata[], next?: string): PartialObjectMetadataList {
-  return { apiVersion: 'meta.k8s.io/v1', kind: 'PartialObjectMetadataList', metadata: { resourceVersion, ...(next ? { continue: next } : {}) }, items };
+export function page(
+  resourceVersion: string,
+  items: PartialObjectMetadata[],
+  next?: string,
+): PartialObjectMetadataList {
+  return {
+    apiVersion: 'meta.k8s.io/v1',
+    kind: 'PartialObjectMetadataList',
+    metadata: { resourceVersion, ...(next ? { continue: next } : {}) },
+    items,
+  };
 }
 
-export const bookmark = (resourceVersion: string): WatchEvent => ({ type: 'BOOKMARK', object: { metadata: { resourceVersion } } });
-export const expiredEvent: WatchEvent = { type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' } };
-export const expired = (): ApiError => new ApiError('GET', '/api/v1/pods', 410, { code: 410, reason: 'Expired', message: 'too old resource version' });
+export const bookmark = (resourceVersion: string): WatchEvent => ({
+  type: 'BOOKMARK',
+  object: { metadata: { resourceVersion } },
+});
+export const expiredEvent: WatchEvent = {
+  type: 'ERROR',
+  object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' },
+};
+export const expired = (): ApiError =>
+  new ApiError('GET', '/api/v1/pods', 410, { code: 410, reason: 'Expired', message: 'too old resource version' });
 
 /** One scripted list call: a page, a failure, or a page the test hands over later. */
 export type ListStep = PartialObjectMetadataList | Error | Promise<PartialObjectMetadataList>;

@@ -8,7 +8,8 @@ import { SharedInformers, watches } from './shared.ts';
 
 type Meta = PartialObjectMetadata['metadata'];
 const log = createLogger({ level: 'error', format: 'json', write: () => {} });
-const informer = (api: ScriptedApi, name = 'pods'): Informer<Meta> => new Informer({ name, api, project: (object) => object.metadata, log });
+const informer = (api: ScriptedApi, name = 'pods'): Informer<Meta> =>
+  new Informer({ name, api, project: (object) => object.metadata, log });
 
 test('an id is made and started once, however many read it; a shared informer is not started again', () => {
   const started: string[] = [];
@@ -23,14 +24,21 @@ test('an id is made and started once, however many read it; a shared informer is
   assert.deepEqual([made, started], [1, ['replicasets.apps']]);
   const own = informer(new ScriptedApi([]), 'deployments.apps');
   shared.share('deployments.apps', own);
-  assert.equal(shared.ensure('deployments.apps', make), own, 'a controller\'s own cache serves its readers');
+  assert.equal(shared.ensure('deployments.apps', make), own, "a controller's own cache serves its readers");
   assert.deepEqual(started, ['replicasets.apps'], 'its controller runs it');
 });
 
 test('listOnce fills the store and tells listeners; watches() maps each change to keys to enqueue', async () => {
   const source = informer(new ScriptedApi([page('5', [pod('a'), pod('b')])]));
   const queued: string[] = [];
-  watches(source, (change) => (change.type === 'resync' ? change.changed.map((key) => [{ enqueue: (k: string) => queued.push(`x/${k}`) }, key] as const) : []));
+  watches(
+    source,
+    (
+      change,
+    ) => (change.type === 'resync'
+      ? change.changed.map((key) => [{ enqueue: (k: string) => queued.push(`x/${k}`) }, key] as const)
+      : []),
+  );
   await source.listOnce(new AbortController().signal);
   await source.synced;
   assert.deepEqual(queued, ['x/ns/a', 'x/ns/b']);

@@ -53,7 +53,10 @@ export class SharedInformers<T> {
 }
 
 /** Queues, on their controllers, the objects `mapper` finds affected by each change of `source`. */
-export function watches<T>(source: Informer<T>, mapper: (change: StoreChange<T>) => Iterable<readonly [Enqueue, string]>): void {
+export function watches<T>(
+  source: Informer<T>,
+  mapper: (change: StoreChange<T>) => Iterable<readonly [Enqueue, string]>,
+): void {
   source.subscribe((change) => {
     for (const [target, key] of mapper(change)) target.enqueue(key);
   });

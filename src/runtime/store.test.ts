@@ -4,7 +4,12 @@ import type { PartialObjectMetadata } from '../kube/objects.ts';
 import { StoreIndex } from './index.ts';
 import { objectKey, Store } from './store.ts';
 
-function pod(name: string, namespace?: string, labels: Record<string, string> = {}, resourceVersion = '1'): PartialObjectMetadata {
+function pod(
+  name: string,
+  namespace?: string,
+  labels: Record<string, string> = {},
+  resourceVersion = '1',
+): PartialObjectMetadata {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -33,12 +38,26 @@ test('objectKey is namespace/name, or the bare name for cluster-scoped objects',
 
 test('apply upserts the projection and reports it; delete removes the key and reports it', () => {
   const store = appStore();
-  assert.deepEqual(store.apply({ type: 'apply', object: pod('web', 'shop', { app: 'a' }) }), { type: 'upsert', key: 'shop/web', object: 'a', previous: undefined });
-  assert.deepEqual(store.apply({ type: 'apply', object: pod('web', 'shop', { app: 'b' }) }), { type: 'upsert', key: 'shop/web', object: 'b', previous: 'a' });
+  assert.deepEqual(store.apply({ type: 'apply', object: pod('web', 'shop', { app: 'a' }) }), {
+    type: 'upsert',
+    key: 'shop/web',
+    object: 'a',
+    previous: undefined,
+  });
+  assert.deepEqual(store.apply({ type: 'apply', object: pod('web', 'shop', { app: 'b' }) }), {
+    type: 'upsert',
+    key: 'shop/web',
+    object: 'b',
+    previous: 'a',
+  });
   assert.equal(store.get('shop/web'), 'b');
   assert.equal(store.size, 1);
 
-  assert.deepEqual(store.apply({ type: 'delete', object: pod('web', 'shop') }), { type: 'delete', key: 'shop/web', previous: 'b' });
+  assert.deepEqual(store.apply({ type: 'delete', object: pod('web', 'shop') }), {
+    type: 'delete',
+    key: 'shop/web',
+    previous: 'b',
+  });
   assert.equal(store.get('shop/web'), undefined);
   assert.equal(store.size, 0);
 });
@@ -58,8 +77,15 @@ test('a relist is buffered: reads during it see the old state, initDone swaps th
   const change = store.apply({ type: 'initDone' });
   // Only what changed is reported for requeueing: 'same' kept its resourceVersion.
   assert.ok(change?.type === 'resync');
-  assert.deepEqual({ changed: change.changed, removed: change.removed }, { changed: ['ns/kept', 'ns/new'], removed: ['ns/old'] });
-  assert.deepEqual([...change.previous.keys()].sort(), ['ns/kept', 'ns/old', 'ns/same'], 'what the store held before the relist');
+  assert.deepEqual({ changed: change.changed, removed: change.removed }, {
+    changed: ['ns/kept', 'ns/new'],
+    removed: ['ns/old'],
+  });
+  assert.deepEqual(
+    [...change.previous.keys()].sort(),
+    ['ns/kept', 'ns/old', 'ns/same'],
+    'what the store held before the relist',
+  );
   assert.deepEqual([...store.keys()].sort(), ['ns/kept', 'ns/new', 'ns/same']);
   assert.equal(store.get('ns/kept'), 'k2');
   assert.equal(store.get('ns/old'), undefined);
@@ -69,14 +95,24 @@ test('a relist restarted by a new init drops what the interrupted one buffered',
   const store = appStore();
   store.apply({ type: 'init' });
   store.apply({ type: 'initApply', object: pod('partial', 'ns') });
-  assert.deepEqual(relist(store, [pod('a', 'ns')]), { type: 'resync', changed: ['ns/a'], removed: [], previous: new Map() });
+  assert.deepEqual(relist(store, [pod('a', 'ns')]), {
+    type: 'resync',
+    changed: ['ns/a'],
+    removed: [],
+    previous: new Map(),
+  });
   assert.deepEqual([...store.keys()], ['ns/a']);
 });
 
 test('an empty relist removes everything', () => {
   const store = appStore();
   relist(store, [pod('a', 'ns'), pod('node')]);
-  assert.deepEqual(relist(store, []), { type: 'resync', changed: [], removed: ['ns/a', 'node'], previous: new Map([['ns/a', ''], ['node', '']]) });
+  assert.deepEqual(relist(store, []), {
+    type: 'resync',
+    changed: [],
+    removed: ['ns/a', 'node'],
+    previous: new Map([['ns/a', ''], ['node', '']]),
+  });
   assert.equal(store.size, 0);
 });
 

@@ -30,7 +30,12 @@ export type StoreChange<T> =
    * we last saw them (all of them after the first list); `removed` are gone; `previous` is what
    * the store held before, for listeners that compare.
    */
-  | { readonly type: 'resync'; readonly changed: readonly string[]; readonly removed: readonly string[]; readonly previous: ReadonlyMap<string, T> };
+  | {
+    readonly type: 'resync';
+    readonly changed: readonly string[];
+    readonly removed: readonly string[];
+    readonly previous: ReadonlyMap<string, T>;
+  };
 
 export class Store<T> {
   readonly #project: Projection<T>;
@@ -87,7 +92,9 @@ export class Store<T> {
         const next = this.#buffer ?? { objects: new Map<string, T>(), versions: new Map<string, string>() };
         const removed = [...this.#objects.keys()].filter((key) => !next.objects.has(key));
         // Unchanged objects need no new reconcile (and one waiting out a retry backoff keeps waiting).
-        const changed = [...next.versions].filter(([key, version]) => this.#versions.get(key) !== version).map(([key]) => key);
+        const changed = [...next.versions].filter(([key, version]) => this.#versions.get(key) !== version).map((
+          [key],
+        ) => key);
         const previous = this.#objects;
         for (const index of this.#indexes) index.rebuild(next.objects);
         // Every object is projected anew by the relist: the old projections all leave.

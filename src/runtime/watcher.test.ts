@@ -3,7 +3,7 @@ import { test, type TestContext } from 'node:test';
 import { ApiError, WatchIdleError } from '../kube/errors.ts';
 import { Backoff } from './backoff.ts';
 import { bookmark, expired, expiredEvent, page, pod, ScriptedApi } from './scripted.ts';
-import { watcher, type ListWatch, type WatcherEvent } from './watcher.ts';
+import { type ListWatch, watcher, type WatcherEvent } from './watcher.ts';
 
 /** Deterministic backoff: 1000 ms doubling, plus half of it as jitter (random = 0.5): 1500, 3000, 6000, ... */
 function fixedBackoff(): Backoff {
@@ -12,10 +12,19 @@ function fixedBackoff(): Backoff {
 
 const immediate = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
-function start(t: TestContext, api: ListWatch, options: { pageSize?: number; labelSelector?: string; backoff?: Backoff } = {}) {
+function start(
+  t: TestContext,
+  api: ListWatch,
+  options: { pageSize?: number; labelSelector?: string; backoff?: Backoff } = {},
+) {
   t.mock.timers.enable({ apis: ['setTimeout'] });
   const controller = new AbortController();
-  const events = watcher(api, { backoff: fixedBackoff(), ...options, watchTimeoutSeconds: 60, signal: controller.signal });
+  const events = watcher(api, {
+    backoff: fixedBackoff(),
+    ...options,
+    watchTimeoutSeconds: 60,
+    signal: controller.signal,
+  });
   t.after(async () => {
     controller.abort();
     await events.return(undefined);
@@ -59,10 +68,22 @@ function summary(events: readonly WatcherEvent[]): string[] {
 }
 
 test('a paginated list follows continue tokens: init, initApply per item, initDone', async (t) => {
-  const api = new ScriptedApi([page('9', [pod('a'), pod('b')], 'p2'), page('9', [pod('c'), pod('d')], 'p3'), page('9', [pod('e')])]);
+  const api = new ScriptedApi([
+    page('9', [pod('a'), pod('b')], 'p2'),
+    page('9', [pod('c'), pod('d')], 'p3'),
+    page('9', [pod('e')]),
+  ]);
   const run = start(t, api, { pageSize: 2, labelSelector: 'app=web' });
 
-  assert.deepEqual(summary(await run.take(7)), ['init', 'initApply a', 'initApply b', 'initApply c', 'initApply d', 'initApply e', 'initDone']);
+  assert.deepEqual(summary(await run.take(7)), [
+    'init',
+    'initApply a',
+    'initApply b',
+    'initApply c',
+    'initApply d',
+    'initApply e',
+    'initDone',
+  ]);
   assert.deepEqual(api.lists.map((o) => o.continue), [undefined, 'p2', 'p3']);
   for (const options of api.lists) {
     assert.equal(options.limit, 2);
@@ -71,22 +92,44 @@ test('a paginated list follows continue tokens: init, initApply per item, initDo
   }
 });
 
-test('the watch starts at the list\'s version and resumes from the newest one seen, bookmarks included, without a relist after a clean end', async (t) => {
+test("the watch starts at the list's version and resumes from the newest one seen, bookmarks included, without a relist after a clean end", async (t) => {
   const api = new ScriptedApi(
     [page('10', [pod('a'), pod('b')])],
     [
-      { events: [{ type: 'ADDED', object: pod('c', '11') }, { type: 'MODIFIED', object: pod('a', '12') }, { type: 'DELETED', object: pod('b', '13') }, bookmark('14')] },
+      {
+        events: [{ type: 'ADDED', object: pod('c', '11') }, { type: 'MODIFIED', object: pod('a', '12') }, {
+          type: 'DELETED',
+          object: pod('b', '13'),
+        }, bookmark('14')],
+      },
       { events: [{ type: 'ADDED', object: pod('d', '15') }] },
     ],
   );
   const run = start(t, api, { labelSelector: 'app=web' });
 
-  assert.deepEqual(summary(await run.take(10)), ['init', 'initApply a', 'initApply b', 'initDone', 'watching', 'apply c', 'apply a', 'delete b', 'watching', 'apply d']);
+  assert.deepEqual(summary(await run.take(10)), [
+    'init',
+    'initApply a',
+    'initApply b',
+    'initDone',
+    'watching',
+    'apply c',
+    'apply a',
+    'delete b',
+    'watching',
+    'apply d',
+  ]);
   const pending = run.events.next();
   await immediate();
   assert.deepEqual(api.watches.map((o) => o.resourceVersion), ['10', '14', '15']);
   assert.equal(api.lists.length, 1, 'no relist after the watch ended cleanly');
-  assert.deepEqual(api.watches[0], { labelSelector: 'app=web', resourceVersion: '10', timeoutSeconds: 60, idleMs: 90_000, signal: run.controller.signal });
+  assert.deepEqual(api.watches[0], {
+    labelSelector: 'app=web',
+    resourceVersion: '10',
+    timeoutSeconds: 60,
+    idleMs: 90_000,
+    signal: run.controller.signal,
+  });
   run.controller.abort();
   assert.equal((await pending).done, true);
 });
@@ -98,8 +141,20 @@ test('410 relists at once from the watch cache: the first page asks NotOlderThan
   );
   const run = start(t, api);
 
-  assert.deepEqual(summary(await run.take(6)), ['init', 'initApply a', 'initDone', 'watching', 'apply b', 'error 410 0']);
-  assert.deepEqual(summary([await run.next(0), ...(await run.take(3))]), ['init', 'initApply a', 'initApply c', 'initDone']);
+  assert.deepEqual(summary(await run.take(6)), [
+    'init',
+    'initApply a',
+    'initDone',
+    'watching',
+    'apply b',
+    'error 410 0',
+  ]);
+  assert.deepEqual(summary([await run.next(0), ...(await run.take(3))]), [
+    'init',
+    'initApply a',
+    'initApply c',
+    'initDone',
+  ]);
 
   const [, relist, second] = api.lists;
   assert.equal(relist?.resourceVersion, '12');
@@ -111,13 +166,15 @@ test('410 relists at once from the watch cache: the first page asks NotOlderThan
 
   const pending = run.events.next();
   await immediate();
-  assert.equal(api.watches[1]?.resourceVersion, '20', 'the watch resumes from the relist\'s version');
+  assert.equal(api.watches[1]?.resourceVersion, '20', "the watch resumes from the relist's version");
   run.controller.abort();
   await pending;
 });
 
 test('when the relist from the watch cache is 410 too, the next list is a consistent one, after a backoff', async (t) => {
-  const api = new ScriptedApi([page('10', []), expired(), page('30', [pod('a')])], [{ events: [bookmark('12'), expiredEvent] }]);
+  const api = new ScriptedApi([page('10', []), expired(), page('30', [pod('a')])], [{
+    events: [bookmark('12'), expiredEvent],
+  }]);
   const run = start(t, api);
 
   assert.deepEqual(summary(await run.take(4)), ['init', 'initDone', 'watching', 'error 410 0']);
@@ -166,15 +223,32 @@ test('a watch that delivered events earns a new immediate relist on its next 410
 
   assert.deepEqual(summary(await run.take(4)), ['init', 'initDone', 'watching', 'error 410 0']);
   assert.deepEqual(summary(await run.take(4)), ['init', 'initDone', 'watching', 'error 410 1500']);
-  assert.deepEqual(summary([await run.next(1500), ...(await run.take(3))]), ['init', 'initDone', 'watching', 'error 410 0']);
+  assert.deepEqual(summary([await run.next(1500), ...(await run.take(3))]), [
+    'init',
+    'initDone',
+    'watching',
+    'error 410 0',
+  ]);
 });
 
-test('other errors yield an error event with the backoff\'s delay, or the server\'s Retry-After when longer, and retry after it', async (t) => {
+test("other errors yield an error event with the backoff's delay, or the server's Retry-After when longer, and retry after it", async (t) => {
   const cases: Array<{ error: Error; retryInMs: number; shown: string }> = [
-    { error: new ApiError('GET', '/api/v1/pods', 500, { message: 'etcd timeout' }), retryInMs: 1500, shown: 'error 500 1500' },
+    {
+      error: new ApiError('GET', '/api/v1/pods', 500, { message: 'etcd timeout' }),
+      retryInMs: 1500,
+      shown: 'error 500 1500',
+    },
     { error: new Error('socket hang up'), retryInMs: 3000, shown: 'error socket hang up 3000' },
-    { error: new ApiError('GET', '/api/v1/pods', 429, { reason: 'TooManyRequests' }, '10'), retryInMs: 10_000, shown: 'error 429 10000' },
-    { error: new ApiError('GET', '/api/v1/pods', 503, { details: { retryAfterSeconds: 20 } }), retryInMs: 20_000, shown: 'error 503 20000' },
+    {
+      error: new ApiError('GET', '/api/v1/pods', 429, { reason: 'TooManyRequests' }, '10'),
+      retryInMs: 10_000,
+      shown: 'error 429 10000',
+    },
+    {
+      error: new ApiError('GET', '/api/v1/pods', 503, { details: { retryAfterSeconds: 20 } }),
+      retryInMs: 20_000,
+      shown: 'error 503 20000',
+    },
     { error: new ApiError('GET', '/api/v1/pods', 429, {}, '1'), retryInMs: 24_000, shown: 'error 429 24000' },
   ];
   const api = new ScriptedApi([...cases.map((c) => c.error), page('1', [])]);
@@ -206,7 +280,12 @@ test('a watch failure other than 410 resumes the watch from the newest version, 
   );
   const run = start(t, api);
 
-  assert.deepEqual(summary(await run.take(4)), ['init', 'initDone', 'watching', `error watch /api/v1/pods was silent for 90 s; reconnecting 1500`]);
+  assert.deepEqual(summary(await run.take(4)), [
+    'init',
+    'initDone',
+    'watching',
+    `error watch /api/v1/pods was silent for 90 s; reconnecting 1500`,
+  ]);
   assert.deepEqual(summary([await run.next(1500), await run.next()]), ['watching', 'error 500 3000']);
   assert.deepEqual(summary([await run.next(3000)]), ['error connect ECONNREFUSED 6000']);
   const pending = run.events.next();

@@ -71,7 +71,9 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
             continue: page?.metadata.continue,
             // A relist after 410 first asks the watch cache for a version not older than the
             // last one we saw (a relist storm after upgrades hit client-go); later pages follow the continue token.
-            ...(page === undefined && lastSeen !== undefined ? { resourceVersion: lastSeen, resourceVersionMatch: 'NotOlderThan' as const } : {}),
+            ...(page === undefined && lastSeen !== undefined
+              ? { resourceVersion: lastSeen, resourceVersionMatch: 'NotOlderThan' as const }
+              : {}),
             signal,
           });
           for (const object of page.items) yield { type: 'initApply', object };
@@ -85,7 +87,14 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
         yield { type: 'initDone' };
       }
 
-      const events = await api.watch({ labelSelector, ...(fieldSelector ? { fieldSelector } : {}), resourceVersion, timeoutSeconds, idleMs, signal });
+      const events = await api.watch({
+        labelSelector,
+        ...(fieldSelector ? { fieldSelector } : {}),
+        resourceVersion,
+        timeoutSeconds,
+        idleMs,
+        signal,
+      });
       yield { type: 'watching' };
       // The backoff starts over only once the watch delivers: a server that answers and then
       // fails at once (410, an error event) must still be backed off from. Bookmarks count, and
@@ -118,7 +127,9 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
         resourceVersion = undefined;
       }
       if (atOnce) mayRelistAtOnce = false;
-      const retryInMs = atOnce ? 0 : Math.max(backoff.next(), failure instanceof ApiError ? (failure.retryAfterSeconds ?? 0) * 1000 : 0);
+      const retryInMs = atOnce
+        ? 0
+        : Math.max(backoff.next(), failure instanceof ApiError ? (failure.retryAfterSeconds ?? 0) * 1000 : 0);
       yield { type: 'error', error: failure, retryInMs };
       if (retryInMs > 0) await sleep(retryInMs, signal);
     }

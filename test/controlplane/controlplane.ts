@@ -1,6 +1,6 @@
 // A real etcd + kube-apiserver on loopback for the e2e tests, in the spirit of
 // controller-runtime's envtest: RBAC on, an admin identity, service-account token signing.
-import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -50,13 +50,49 @@ export function clientCAFiles(dir: string): ClientCA {
  * by the control plane's client CA: the CSR API's signer runs in kube-controller-manager, which
  * the test control plane does not run. Returns PEM texts.
  */
-export function signClientCertificate(ca: ClientCA, user: string, groups: readonly string[] = [], days = 1): { cert: string; key: string } {
+export function signClientCertificate(
+  ca: ClientCA,
+  user: string,
+  groups: readonly string[] = [],
+  days = 1,
+): { cert: string; key: string } {
   const work = mkdtempSync(join(tmpdir(), 'labeller-clientcert-'));
   try {
     const subject = `/CN=${user}${groups.map((g) => `/O=${g}`).join('')}`;
-    openssl(['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', join(work, 'key.pem'), '-out', join(work, 'csr.pem'), '-subj', subject]);
+    openssl([
+      'req',
+      '-new',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-keyout',
+      join(work, 'key.pem'),
+      '-out',
+      join(work, 'csr.pem'),
+      '-subj',
+      subject,
+    ]);
     writeFileSync(join(work, 'ext.cnf'), 'extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature\n');
-    openssl(['x509', '-req', '-in', join(work, 'csr.pem'), '-CA', ca.cert, '-CAkey', ca.key, '-set_serial', `0x${randomBytes(8).toString('hex')}`, '-days', String(days), '-extfile', join(work, 'ext.cnf'), '-out', join(work, 'cert.pem')]);
+    openssl([
+      'x509',
+      '-req',
+      '-in',
+      join(work, 'csr.pem'),
+      '-CA',
+      ca.cert,
+      '-CAkey',
+      ca.key,
+      '-set_serial',
+      `0x${randomBytes(8).toString('hex')}`,
+      '-days',
+      String(days),
+      '-extfile',
+      join(work, 'ext.cnf'),
+      '-out',
+      join(work, 'cert.pem'),
+    ]);
     return { cert: readFileSync(join(work, 'cert.pem'), 'utf8'), key: readFileSync(join(work, 'key.pem'), 'utf8') };
   } finally {
     rmSync(work, { recursive: true, force: true });
@@ -68,7 +104,11 @@ function openssl(args: readonly string[]): void {
     execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
   } catch (error) {
     const stderr = (error as { stderr?: Buffer }).stderr?.toString() ?? '';
-    throw new ControlPlaneUnavailable(`openssl ${args[0]} failed (the test control plane signs client certificates with it): ${stderr || String(error)}`);
+    throw new ControlPlaneUnavailable(
+      `openssl ${args[0]} failed (the test control plane signs client certificates with it): ${
+        stderr || String(error)
+      }`,
+    );
   }
 }
 
@@ -82,7 +122,9 @@ export function binaries(): string {
   if (assets) {
     for (const bin of ['kube-apiserver', 'etcd']) {
       if (!existsSync(join(assets, bin))) {
-        throw new ControlPlaneUnavailable(`KUBEBUILDER_ASSETS=${assets} has no ${bin}; point it at a folder with kube-apiserver and etcd, or unset it to build them`);
+        throw new ControlPlaneUnavailable(
+          `KUBEBUILDER_ASSETS=${assets} has no ${bin}; point it at a folder with kube-apiserver and etcd, or unset it to build them`,
+        );
       }
     }
     return assets;
@@ -140,7 +182,23 @@ export async function startControlPlane(signal?: AbortSignal): Promise<ControlPl
     const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
     writeFileSync(join(dir, 'sa.key'), privateKey.export({ type: 'pkcs1', format: 'pem' }));
     const clientCA = clientCAFiles(dir);
-    openssl(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', clientCA.key, '-out', clientCA.cert, '-subj', '/CN=labeller-test-client-ca', '-days', '30']);
+    openssl([
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-keyout',
+      clientCA.key,
+      '-out',
+      clientCA.cert,
+      '-subj',
+      '/CN=labeller-test-client-ca',
+      '-days',
+      '30',
+    ]);
     const server = `https://127.0.0.1:${securePort}`;
     const auditLog = join(dir, 'audit.log');
     writeFileSync(join(dir, 'audit-policy.yaml'), AUDIT_POLICY);
@@ -173,7 +231,12 @@ export async function startControlPlane(signal?: AbortSignal): Promise<ControlPl
       processes.push(apiserver);
       const dispatcher = new Agent({ connect: { rejectUnauthorized: false } });
       try {
-        await waitFor(`${server}/readyz`, { signal, dispatcher, headers: { authorization: `Bearer ${token}` } }, () => apiserver, join(dir, 'kube-apiserver.log'));
+        await waitFor(
+          `${server}/readyz`,
+          { signal, dispatcher, headers: { authorization: `Bearer ${token}` } },
+          () => apiserver,
+          join(dir, 'kube-apiserver.log'),
+        );
       } finally {
         await dispatcher.close();
       }
@@ -226,11 +289,12 @@ function launch(dir: string, name: string, path: string, args: string[]): ChildP
 /** `n` TCP ports free on loopback right now. */
 export async function freePorts(n: number): Promise<number[]> {
   const servers = await Promise.all(
-    Array.from({ length: n }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-      const s = createServer();
-      s.once('error', reject);
-      s.listen(0, '127.0.0.1', () => resolve(s));
-    })),
+    Array.from({ length: n }, () =>
+      new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+        const s = createServer();
+        s.once('error', reject);
+        s.listen(0, '127.0.0.1', () => resolve(s));
+      })),
   );
   const ports = servers.map((s) => {
     const address = s.address();
@@ -241,16 +305,25 @@ export async function freePorts(n: number): Promise<number[]> {
   return ports;
 }
 
-type FetchInit = Omit<NonNullable<Parameters<typeof fetch>[1]>, 'signal'> & { readonly signal?: AbortSignal | undefined };
+type FetchInit = Omit<NonNullable<Parameters<typeof fetch>[1]>, 'signal'> & {
+  readonly signal?: AbortSignal | undefined;
+};
 
-async function waitFor(url: string, { signal, ...init }: FetchInit, process: () => ChildProcess | undefined, log: string): Promise<void> {
+async function waitFor(
+  url: string,
+  { signal, ...init }: FetchInit,
+  process: () => ChildProcess | undefined,
+  log: string,
+): Promise<void> {
   const deadline = Date.now() + 120_000;
   let last = '';
   while (Date.now() < deadline) {
     signal?.throwIfAborted();
     const p = process();
     if (p && p.exitCode !== null) {
-      throw new ControlPlaneUnavailable(`${url} never came up: the process exited with status ${p.exitCode}\n${tail(log)}`);
+      throw new ControlPlaneUnavailable(
+        `${url} never came up: the process exited with status ${p.exitCode}\n${tail(log)}`,
+      );
     }
     try {
       const res = await fetch(url, { ...init, signal: AbortSignal.timeout(5_000) });

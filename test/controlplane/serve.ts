@@ -3,7 +3,9 @@
 import { startControlPlane } from './controlplane.ts';
 
 const cp = await startControlPlane();
-console.log(`kube-apiserver at ${cp.server}\nexport KUBECONFIG=${cp.kubeconfig}\n(Ctrl-C stops it and removes ${cp.dir})`);
+console.log(
+  `kube-apiserver at ${cp.server}\nexport KUBECONFIG=${cp.kubeconfig}\n(Ctrl-C stops it and removes ${cp.dir})`,
+);
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => void cp.stop().then(() => process.exit(0)));
 }

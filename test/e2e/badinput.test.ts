@@ -4,10 +4,19 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { execFile } from 'node:child_process';
 import { tmpdir } from 'node:os';
-import { createServer, type AddressInfo } from 'node:net';
+import { type AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { create, createCrd, createNamespace, eventually, labelsOf, serviceAccountKubeconfig, skip, writeKubeconfig } from './cluster.ts';
+import {
+  create,
+  createCrd,
+  createNamespace,
+  eventually,
+  labelsOf,
+  serviceAccountKubeconfig,
+  skip,
+  writeKubeconfig,
+} from './cluster.ts';
 import { fatalMessage, Labeller, runLabeller } from './labeller.ts';
 import { denoPath } from '../tools.ts';
 
@@ -24,13 +33,48 @@ async function closedPort(): Promise<number> {
 }
 
 describe('bad input', { skip }, () => {
-  const cases: [what: string, args: string[] | (() => Promise<string[]> | string[]), status: number, message: RegExp][] = [
-    ['unknown kind', ['--kinds', 'deploymnts', '--label', 'a=b'], 2, /unknown resource "deploymnts": not served by the API server\. Did you mean "deployments"\?/],
-    ['invalid label key', ['--kinds', 'deploy', '--label', 'bad key=x'], 2, /--label "bad key=x": name part must consist of alphanumeric characters/],
-    ['invalid label value', ['--kinds', 'deploy', '--label', 'a=-x-'], 2, /a value must .*alphanumeric|must start and end with an alphanumeric/],
-    ['no kinds', ['--label', 'a=b'], 2, /no kinds configured: pass --kinds deployments,services or --config kinds\.yaml/],
-    ['unknown flag', ['--kinds', 'deploy', '--label', 'a=b', '--server-side'], 2, /Unknown argument: server-side\. Run labeller --help/],
-    ['missing config file', ['--config', '/nonexistent/kinds.yaml'], 2, /\/nonexistent\/kinds\.yaml: cannot read the config file \(ENOENT\)/],
+  const cases: [
+    what: string,
+    args: string[] | (() => Promise<string[]> | string[]),
+    status: number,
+    message: RegExp,
+  ][] = [
+    [
+      'unknown kind',
+      ['--kinds', 'deploymnts', '--label', 'a=b'],
+      2,
+      /unknown resource "deploymnts": not served by the API server\. Did you mean "deployments"\?/,
+    ],
+    [
+      'invalid label key',
+      ['--kinds', 'deploy', '--label', 'bad key=x'],
+      2,
+      /--label "bad key=x": name part must consist of alphanumeric characters/,
+    ],
+    [
+      'invalid label value',
+      ['--kinds', 'deploy', '--label', 'a=-x-'],
+      2,
+      /a value must .*alphanumeric|must start and end with an alphanumeric/,
+    ],
+    [
+      'no kinds',
+      ['--label', 'a=b'],
+      2,
+      /no kinds configured: pass --kinds deployments,services or --config kinds\.yaml/,
+    ],
+    [
+      'unknown flag',
+      ['--kinds', 'deploy', '--label', 'a=b', '--server-side'],
+      2,
+      /Unknown argument: server-side\. Run labeller --help/,
+    ],
+    [
+      'missing config file',
+      ['--config', '/nonexistent/kinds.yaml'],
+      2,
+      /\/nonexistent\/kinds\.yaml: cannot read the config file \(ENOENT\)/,
+    ],
     [
       'malformed YAML',
       () => {
@@ -64,7 +108,14 @@ describe('bad input', { skip }, () => {
     ],
     [
       'unreachable API server',
-      async () => ['--kinds', 'deploy', '--label', 'a=b', '--kubeconfig', writeKubeconfig({ server: `https://127.0.0.1:${await closedPort()}` })],
+      async () => [
+        '--kinds',
+        'deploy',
+        '--label',
+        'a=b',
+        '--kubeconfig',
+        writeKubeconfig({ server: `https://127.0.0.1:${await closedPort()}` }),
+      ],
       1,
       /cannot reach the API server at https:\/\/127\.0\.0\.1:\d+: .*ECONNREFUSED.*Check that it is up and that --kubeconfig\/--context point at it/,
     ],
@@ -83,9 +134,24 @@ describe('bad input', { skip }, () => {
     after(() => rmSync(home, { recursive: true, force: true }));
     const alone = { KUBECONFIG: '', HOME: home, KUBERNETES_SERVICE_HOST: '', KUBERNETES_SERVICE_PORT: '' };
     const cases: [what: string, env: Record<string, string>, kubeconfig: string, message: RegExp][] = [
-      ['no kubeconfig and not in a cluster', alone, '', /^no kubeconfig \(\$KUBECONFIG is unset and ~\/\.kube\/config does not exist\) and not inside a cluster .*Pass --kubeconfig/],
-      ['a pod without a token', { ...alone, KUBERNETES_SERVICE_HOST: '10.0.0.1', KUBERNETES_SERVICE_PORT: '443' }, '', /^running in a pod without a service-account token \(\/var\/run\/secrets\/kubernetes\.io\/serviceaccount\/token is missing\): set automountServiceAccountToken: true/],
-      ['rejected (expired) credentials', {}, writeKubeconfig({ token: 'expired-or-revoked' }), /^the API server at https:\/\/\S+ rejected the credentials of context "\S+" \(401 Unauthorized\): they have expired or were revoked\. Log in again or refresh the kubeconfig, or pick another --context$/],
+      [
+        'no kubeconfig and not in a cluster',
+        alone,
+        '',
+        /^no kubeconfig \(\$KUBECONFIG is unset and ~\/\.kube\/config does not exist\) and not inside a cluster .*Pass --kubeconfig/,
+      ],
+      [
+        'a pod without a token',
+        { ...alone, KUBERNETES_SERVICE_HOST: '10.0.0.1', KUBERNETES_SERVICE_PORT: '443' },
+        '',
+        /^running in a pod without a service-account token \(\/var\/run\/secrets\/kubernetes\.io\/serviceaccount\/token is missing\): set automountServiceAccountToken: true/,
+      ],
+      [
+        'rejected (expired) credentials',
+        {},
+        writeKubeconfig({ token: 'expired-or-revoked' }),
+        /^the API server at https:\/\/\S+ rejected the credentials of context "\S+" \(401 Unauthorized\): they have expired or were revoked\. Log in again or refresh the kubeconfig, or pick another --context$/,
+      ],
     ];
     for (const [what, env, kubeconfig, message] of cases) {
       const exit = await runLabeller(['--kinds', 'cm', '--label', 'a=b'], { kubeconfig, env });
@@ -97,14 +163,27 @@ describe('bad input', { skip }, () => {
 
   test('a forbidden kind is reported and retried while the other kinds are labelled', async () => {
     const ns = await createNamespace('forbidden');
-    await create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'cm' } });
+    await create(`/api/v1/namespaces/${ns}/configmaps`, {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'cm' },
+    });
     // The identity may label config maps but not secrets.
-    const kubeconfig = await serviceAccountKubeconfig(ns, 'labeller', [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch', 'patch'] }]);
-    const labeller = new Labeller(['--kinds', 'configmaps,secrets', '--label', 'team=platform', '--namespace', ns], { kubeconfig });
+    const kubeconfig = await serviceAccountKubeconfig(ns, 'labeller', [{
+      apiGroups: [''],
+      resources: ['configmaps'],
+      verbs: ['get', 'list', 'watch', 'patch'],
+    }]);
+    const labeller = new Labeller(['--kinds', 'configmaps,secrets', '--label', 'team=platform', '--namespace', ns], {
+      kubeconfig,
+    });
     try {
       const failure = await labeller.waitForLog((l) => l.msg === 'watch failed; retrying' && l.kind === 'Secret');
       assert.match(String(failure['error']), /403 Forbidden: .*secrets.*grant this identity list\/watch\/patch/);
-      await eventually(async () => (await labelsOf(`/api/v1/namespaces/${ns}/configmaps/cm`))['team'] === 'platform', 'the config map to be labelled');
+      await eventually(
+        async () => (await labelsOf(`/api/v1/namespaces/${ns}/configmaps/cm`))['team'] === 'platform',
+        'the config map to be labelled',
+      );
       // Retried with backoff, not given up.
       await labeller.waitForLog((l) => l.msg === 'watch failed; retrying' && l.kind === 'Secret' && l !== failure);
       assert.equal(labeller.process.exitCode, null, 'still running');
@@ -122,12 +201,23 @@ describe('npm run demo without Go or binaries', () => {
     const path = (process.env['PATH'] ?? '').split(':').filter((dir) => !existsSync(join(dir, 'go'))).join(':');
     const env = { ...process.env, PATH: path, LABELLER_CACHE_DIR: empty, KUBEBUILDER_ASSETS: '' };
     const cases: [Record<string, string | undefined>, RegExp][] = [
-      [env, /^demo: cannot start the local control plane: no Go toolchain to build kube-apiserver and etcd; install Go, or set KUBEBUILDER_ASSETS to a folder with both binaries$/m],
-      [{ ...env, KUBEBUILDER_ASSETS: empty }, /^demo: cannot start the local control plane: KUBEBUILDER_ASSETS=\S+ has no kube-apiserver; point it at a folder with kube-apiserver and etcd, or unset it to build them$/m],
+      [
+        env,
+        /^demo: cannot start the local control plane: no Go toolchain to build kube-apiserver and etcd; install Go, or set KUBEBUILDER_ASSETS to a folder with both binaries$/m,
+      ],
+      [
+        { ...env, KUBEBUILDER_ASSETS: empty },
+        /^demo: cannot start the local control plane: KUBEBUILDER_ASSETS=\S+ has no kube-apiserver; point it at a folder with kube-apiserver and etcd, or unset it to build them$/m,
+      ],
     ];
     for (const [vars, message] of cases) {
       const exit = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-        const child = execFile(process.execPath, ['--import', 'tsx', 'test/demo.ts'], { env: vars }, (error, _stdout, stderr) => resolve({ code: child.exitCode ?? (error ? 1 : 0), stderr }));
+        const child = execFile(
+          process.execPath,
+          ['--import', 'tsx', 'test/demo.ts'],
+          { env: vars },
+          (error, _stdout, stderr) => resolve({ code: child.exitCode ?? (error ? 1 : 0), stderr }),
+        );
       });
       assert.equal(exit.code, 2, exit.stderr);
       assert.match(exit.stderr, message);
@@ -139,10 +229,17 @@ describe('npm run demo without Go or binaries', () => {
 describe('Deno without permissions', () => {
   test('one line naming the permissions, exit 2, no stack trace', async () => {
     const exit = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-      const child = execFile(denoPath(), ['run', 'src/cli.ts', '--version'], (error, _stdout, stderr) => resolve({ code: child.exitCode ?? (error ? 1 : 0), stderr }));
+      const child = execFile(
+        denoPath(),
+        ['run', 'src/cli.ts', '--version'],
+        (error, _stdout, stderr) => resolve({ code: child.exitCode ?? (error ? 1 : 0), stderr }),
+      );
     });
     assert.equal(exit.code, 2, exit.stderr);
-    assert.match(fatalMessage(exit.stderr) ?? '', /^Requires \w+ access to .*: Deno runs labeller only with these permissions: deno run --allow-env --allow-read --allow-net --allow-sys --allow-run src\/cli\.ts \(or -A\)$/);
+    assert.match(
+      fatalMessage(exit.stderr) ?? '',
+      /^Requires \w+ access to .*: Deno runs labeller only with these permissions: deno run --allow-env --allow-read --allow-net --allow-sys --allow-run src\/cli\.ts \(or -A\)$/,
+    );
     assert.doesNotMatch(exit.stderr, /^\s+at /m);
   });
 });

@@ -2,9 +2,11 @@
 // labeller to apply the mounted ConfigMap's new content itself; restart rolls them.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { containers, EXAMPLES, only, render, type Manifest } from './helm.ts';
+import { containers, EXAMPLES, type Manifest, only, render } from './helm.ts';
 
-const podAnnotations = (deployment: Manifest) => (deployment['spec'] as { template: { metadata: { annotations?: Record<string, string> } } }).template.metadata.annotations ?? {};
+const podAnnotations = (deployment: Manifest) =>
+  (deployment['spec'] as { template: { metadata: { annotations?: Record<string, string> } } }).template.metadata
+    .annotations ?? {};
 
 describe('chart: configReload', () => {
   test('live: no config checksum on the pods, and the ConfigMap mounted as a folder (a subPath mount is never updated); restart: the checksum rolls them', async () => {
@@ -12,7 +14,9 @@ describe('chart: configReload', () => {
       const live = only(await render({ files: [file] }), 'Deployment');
       assert.equal(podAnnotations(live)['checksum/config'], undefined, file);
       const [container] = containers(live);
-      const mount = (container?.['volumeMounts'] as { name: string; mountPath: string; subPath?: string }[]).find((m) => m.name === 'config');
+      const mount = (container?.['volumeMounts'] as { name: string; mountPath: string; subPath?: string }[]).find((m) =>
+        m.name === 'config'
+      );
       assert.ok(mount && mount.subPath === undefined, `${file}: the config folder is mounted whole`);
       const args = container?.args ?? [];
       assert.ok(args.includes(`--config=${mount.mountPath}/kinds.yaml`), `${file}: labeller reads the mounted file`);

@@ -16,31 +16,38 @@ import { parseConfig } from '../../src/labeller/config.ts';
 import { parseDuration } from '../../src/options.ts';
 import { adminClient, create, createNamespace, eventually, labelsOf, skip } from './cluster.ts';
 import {
+  type Access,
   accessReview,
   apply,
   CHART,
+  type Container,
   containers,
   deleteAfter,
   describeAccess,
   EXAMPLES,
   freePort,
   lint,
+  type Manifest,
   only,
   peakRss,
   render,
   ROOT,
   serviceAccountKubeconfig,
   SIDECAR,
-  template,
   tempFile,
-  type Access,
-  type Container,
-  type Manifest,
+  template,
 } from './helm.ts';
 import { Labeller, runLabeller } from './labeller.ts';
 
 const LABELLER_VERBS = ['list', 'watch', 'patch'];
-const LEADER_FLAGS = ['--leader-elect', '--leader-elect-resource-namespace', '--leader-elect-resource-name', '--leader-elect-lease-duration', '--leader-elect-renew-deadline', '--leader-elect-retry-period'];
+const LEADER_FLAGS = [
+  '--leader-elect',
+  '--leader-elect-resource-namespace',
+  '--leader-elect-resource-name',
+  '--leader-elect-lease-duration',
+  '--leader-elect-renew-deadline',
+  '--leader-elect-retry-period',
+];
 // The defaults have no kinds (an install without kinds fails and says what to set): every example instead.
 const VALUE_FILES: readonly (string | undefined)[] = EXAMPLES;
 const shortName = (file: string | undefined) => (file ? file.slice(CHART.length + 1) : 'default values');
@@ -52,7 +59,11 @@ interface Rule {
   readonly verbs: string[];
 }
 const rulesOf = (role: Manifest) => role['rules'] as Rule[];
-const grant = (group: string, ...resources: string[]): Rule => ({ apiGroups: [group], resources, verbs: LABELLER_VERBS });
+const grant = (group: string, ...resources: string[]): Rule => ({
+  apiGroups: [group],
+  resources,
+  verbs: LABELLER_VERBS,
+});
 /** Kubernetes Events: create a series' Event, patch its count. */
 const EVENTS_RULE: Rule = { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] };
 const EVENTS_VERBS = EVENTS_RULE.verbs;
@@ -71,7 +82,9 @@ interface VolumeMount {
 
 /** What the tests read of a rendered container beyond `Container`. */
 interface ContainerDetails {
-  resources: Record<string, { cpu?: string; memory?: string } | undefined> & { limits: { cpu?: string; memory?: string } };
+  resources: Record<string, { cpu?: string; memory?: string } | undefined> & {
+    limits: { cpu?: string; memory?: string };
+  };
   ports: { name: string; containerPort: number }[];
   livenessProbe: { httpGet: object };
   readinessProbe: { httpGet: object };
@@ -86,7 +99,12 @@ interface PodSpec {
   serviceAccountName: string;
   securityContext: Record<string, unknown>;
   containers: (Container & ContainerDetails)[];
-  volumes: { name: string; emptyDir?: object; configMap?: { name: string }; projected?: { sources: { serviceAccountToken?: object }[] } }[];
+  volumes: {
+    name: string;
+    emptyDir?: object;
+    configMap?: { name: string };
+    projected?: { sources: { serviceAccountToken?: object }[] };
+  }[];
 }
 const podSpec = (deployment: Manifest) => (deployment['spec'] as { template: { spec: PodSpec } }).template.spec;
 
@@ -104,7 +122,15 @@ describe('chart: lint and render', () => {
       assert.ok(manifests.length >= 6, `${shortName(file)}: rendered ${manifests.length} objects`);
       for (const m of manifests) {
         const labels = m.metadata.labels ?? {};
-        for (const key of ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/version', 'app.kubernetes.io/managed-by', 'helm.sh/chart']) {
+        for (
+          const key of [
+            'app.kubernetes.io/name',
+            'app.kubernetes.io/instance',
+            'app.kubernetes.io/version',
+            'app.kubernetes.io/managed-by',
+            'helm.sh/chart',
+          ]
+        ) {
           assert.ok(labels[key], `${shortName(file)}: ${m.kind} ${m.metadata.name} lacks ${key}`);
         }
         assert.equal(labels['app.kubernetes.io/instance'], 'rel');
@@ -112,7 +138,7 @@ describe('chart: lint and render', () => {
     }
   });
 
-  test('the Deployment is hardened, probed and outlives labeller\'s grace period; its ConfigMap is a config labeller accepts', async () => {
+  test("the Deployment is hardened, probed and outlives labeller's grace period; its ConfigMap is a config labeller accepts", async () => {
     for (const file of VALUE_FILES) {
       const what = shortName(file);
       const manifests = await render({ release: 'rel', files: file ? [file] : [] });
@@ -126,10 +152,17 @@ describe('chart: lint and render', () => {
       assert.equal(pod.serviceAccountName, only(manifests, 'ServiceAccount').metadata.name);
       assert.equal(pod.securityContext['runAsNonRoot'], true, `${what}: runAsNonRoot`);
       assert.deepEqual(pod.securityContext['seccompProfile'], { type: 'RuntimeDefault' });
-      assert.deepEqual(container['securityContext'], { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
-      assert.equal(container.command, undefined, 'the image\'s entry point runs, as in the Dockerfile');
+      assert.deepEqual(container['securityContext'], {
+        allowPrivilegeEscalation: false,
+        readOnlyRootFilesystem: true,
+        capabilities: { drop: ['ALL'] },
+      });
+      assert.equal(container.command, undefined, "the image's entry point runs, as in the Dockerfile");
       for (const kind of ['requests', 'limits']) {
-        assert.ok(container['resources'][kind]?.cpu && container['resources'][kind]?.memory, `${what}: resources.${kind}`);
+        assert.ok(
+          container['resources'][kind]?.cpu && container['resources'][kind]?.memory,
+          `${what}: resources.${kind}`,
+        );
       }
 
       // Probes on the port labeller serves them on.
@@ -140,7 +173,10 @@ describe('chart: lint and render', () => {
 
       // Kubernetes waits for labeller's own grace period, with room to spare.
       const graceMs = parseDuration(flagValue(args, '--grace-period') ?? '');
-      assert.ok(graceMs !== undefined && pod.terminationGracePeriodSeconds * 1000 >= graceMs + 10_000, `${what}: terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds} vs --grace-period ${graceMs} ms`);
+      assert.ok(
+        graceMs !== undefined && pod.terminationGracePeriodSeconds * 1000 >= graceMs + 10_000,
+        `${what}: terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds} vs --grace-period ${graceMs} ms`,
+      );
 
       // Nothing writable is needed; the config is mounted read-only where --config points.
       const mounts = container['volumeMounts'] as VolumeMount[];
@@ -150,11 +186,16 @@ describe('chart: lint and render', () => {
       const configMap = only(manifests, 'ConfigMap');
       assert.equal(pod.volumes.find((v) => v.name === config.name)?.configMap?.name, configMap.metadata.name);
       const text = (configMap['data'] as Record<string, string>)[configPath.slice(config.mountPath.length + 1)] ?? '';
-      assert.doesNotThrow(() => parseConfig(text, `${what}: ConfigMap`), `${what}: labeller's loader accepts the ConfigMap`);
+      assert.doesNotThrow(
+        () => parseConfig(text, `${what}: ConfigMap`),
+        `${what}: labeller's loader accepts the ConfigMap`,
+      );
 
       // More than one replica: leader election on.
       const replicas = (deployment['spec'] as { replicas: number }).replicas;
-      if (replicas > 1) assert.ok(args.includes('--leader-elect'), `${what}: ${replicas} replicas without --leader-elect`);
+      if (replicas > 1) {
+        assert.ok(args.includes('--leader-elect'), `${what}: ${replicas} replicas without --leader-elect`);
+      }
     }
   });
 
@@ -163,19 +204,42 @@ describe('chart: lint and render', () => {
     // namespaces gets Roles there instead of the ClusterRole.
     const crd = await render({ release: 'rel', namespace: 'ops', files: [join(CHART, 'examples', 'crd.yaml')] });
     // Events go with the ClusterRole when there is one.
-    assert.deepEqual(rulesOf(only(crd, 'ClusterRole')), [grant('apps', 'deployments'), grant('cert-manager.io', 'certificates', 'clusterissuers'), grant('example.com', 'widgets'), EVENTS_RULE]);
+    assert.deepEqual(rulesOf(only(crd, 'ClusterRole')), [
+      grant('apps', 'deployments'),
+      grant('cert-manager.io', 'certificates', 'clusterissuers'),
+      grant('example.com', 'widgets'),
+      EVENTS_RULE,
+    ]);
     assert.deepEqual(rulesOf(only(crd, 'Role', 'rel-labeller')), [grant('', 'resourcequotas')]);
     assert.equal(only(crd, 'Role', 'rel-labeller').metadata.namespace, 'default');
-    const kinds = load((only(crd, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '') as { kinds: { resource: string }[] };
-    assert.deepEqual(kinds.kinds.map((k) => k.resource), ['widgets.example.com', 'certificates.cert-manager.io', 'clusterissuers.cert-manager.io', 'resourcequotas', 'deployments.apps']);
+    const kinds = load((only(crd, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '') as {
+      kinds: { resource: string }[];
+    };
+    assert.deepEqual(kinds.kinds.map((k) => k.resource), [
+      'widgets.example.com',
+      'certificates.cert-manager.io',
+      'clusterissuers.cert-manager.io',
+      'resourcequotas',
+      'deployments.apps',
+    ]);
     assert.ok(kinds.kinds.every((k) => !('group' in k) && !('scope' in k)), 'chart-only fields are stripped');
 
     // The leader-election Role: create any Lease, read and renew only labeller's; list the guard
     // Leases of other labellers, hold the release's own.
     assert.deepEqual(rulesOf(only(crd, 'Role', 'rel-labeller-leader-election')), [
       { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create', 'list'] },
-      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['rel-labeller'], verbs: ['get', 'update'] },
-      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['rel-labeller-field-manager'], verbs: ['get', 'update', 'delete'] },
+      {
+        apiGroups: ['coordination.k8s.io'],
+        resources: ['leases'],
+        resourceNames: ['rel-labeller'],
+        verbs: ['get', 'update'],
+      },
+      {
+        apiGroups: ['coordination.k8s.io'],
+        resources: ['leases'],
+        resourceNames: ['rel-labeller-field-manager'],
+        verbs: ['get', 'update', 'delete'],
+      },
     ]);
     // The field manager is the release's name unless set.
     assert.ok((containers(only(crd, 'Deployment'))[0]?.args ?? []).includes('--field-manager=rel'));
@@ -187,68 +251,143 @@ describe('chart: lint and render', () => {
     const roles = namespaced.filter((m) => m.kind === 'Role' && m.metadata.name === 'rel-labeller');
     assert.deepEqual(roles.map((r) => r.metadata.namespace), ['team-a', 'team-a-staging']);
     for (const role of roles) {
-      assert.deepEqual(rulesOf(role), [grant('', 'configmaps', 'persistentvolumeclaims', 'services'), grant('apps', 'deployments'), grant('networking.k8s.io', 'ingresses'), EVENTS_RULE]);
+      assert.deepEqual(rulesOf(role), [
+        grant('', 'configmaps', 'persistentvolumeclaims', 'services'),
+        grant('apps', 'deployments'),
+        grant('networking.k8s.io', 'ingresses'),
+        EVENTS_RULE,
+      ]);
     }
     // Events on labeller's own Pod: a Role in the release namespace, which is not watched.
     assert.deepEqual(rulesOf(only(namespaced, 'Role', 'rel-labeller-events')), [EVENTS_RULE]);
     assert.equal(only(namespaced, 'Role', 'rel-labeller-events').metadata.namespace, 'labeller');
     assert.equal(namespaced.filter((m) => m.kind === 'RoleBinding').length, 4);
-    assert.equal(flagValue(containers(only(namespaced, 'Deployment'))[0]?.args ?? [], '--namespace'), 'team-a,team-a-staging');
+    assert.equal(
+      flagValue(containers(only(namespaced, 'Deployment'))[0]?.args ?? [], '--namespace'),
+      'team-a,team-a-staging',
+    );
 
     // Every example: labeller's roles grant its three verbs (no get: it never reads one object by
     // name) and, on events, create and patch; nothing else.
     for (const file of VALUE_FILES) {
-      for (const role of (await render({ files: file ? [file] : [] })).filter((m) => /^(Cluster)?Role$/.test(m.kind) && !/-(leader-election|field-manager-guard)$/.test(m.metadata.name))) {
+      for (
+        const role of (await render({ files: file ? [file] : [] })).filter((m) =>
+          /^(Cluster)?Role$/.test(m.kind) && !/-(leader-election|field-manager-guard)$/.test(m.metadata.name)
+        )
+      ) {
         for (const rule of rulesOf(role)) {
-          assert.deepEqual(rule.verbs, rule.apiGroups[0] === 'events.k8s.io' ? EVENTS_VERBS : LABELLER_VERBS, `${shortName(file)}: ${role.kind} ${role.metadata.name}`);
+          assert.deepEqual(
+            rule.verbs,
+            rule.apiGroups[0] === 'events.k8s.io' ? EVENTS_VERBS : LABELLER_VERBS,
+            `${shortName(file)}: ${role.kind} ${role.metadata.name}`,
+          );
         }
       }
     }
     // Events off: no rights on events, and --events=false.
     for (const file of [EXAMPLES[0]!, EXAMPLES[1]!]) {
       const quiet = await render({ files: [file], values: { events: { enabled: false } } });
-      assert.deepEqual(quiet.filter((m) => /Role$/.test(m.kind) && rulesOf(m).some((r) => r.apiGroups.includes('events.k8s.io'))).map((m) => m.metadata.name), [], shortName(file));
+      assert.deepEqual(
+        quiet.filter((m) => /Role$/.test(m.kind) && rulesOf(m).some((r) => r.apiGroups.includes('events.k8s.io'))).map((
+          m,
+        ) => m.metadata.name),
+        [],
+        shortName(file),
+      );
       assert.ok((containers(only(quiet, 'Deployment'))[0]?.args ?? []).includes('--events=false'), shortName(file));
     }
     // Templates reading related objects: read access to them, and only then.
-    const read = (group: string, ...resources: string[]): Rule => ({ apiGroups: [group], resources, verbs: ['list', 'watch'] });
+    const read = (group: string, ...resources: string[]): Rule => ({
+      apiGroups: [group],
+      resources,
+      verbs: ['list', 'watch'],
+    });
     const related = {
       events: { enabled: false },
       labels: { team: '{{namespace.labels.team}}' },
-      kinds: [{ resource: 'pods', labels: { 'example.com/part-of': '{{ root.labels.app.kubernetes.io/part-of }}' } }, { resource: 'jobs', labels: { 'example.com/cron': '{{owner.name}}' } }],
+      kinds: [{ resource: 'pods', labels: { 'example.com/part-of': '{{ root.labels.app.kubernetes.io/part-of }}' } }, {
+        resource: 'jobs',
+        labels: { 'example.com/cron': '{{owner.name}}' },
+      }],
     };
     assert.deepEqual(rulesOf(only(await render({ values: related }), 'ClusterRole')), [
-      grant('', 'pods'), grant('batch', 'jobs'),
-      read('', 'namespaces'), read('apps', 'daemonsets', 'deployments', 'replicasets', 'statefulsets'), read('batch', 'cronjobs', 'jobs'),
+      grant('', 'pods'),
+      grant('batch', 'jobs'),
+      read('', 'namespaces'),
+      read('apps', 'daemonsets', 'deployments', 'replicasets', 'statefulsets'),
+      read('batch', 'cronjobs', 'jobs'),
     ]);
     // Namespaced: owner kinds in each Role; namespaces by name in a ClusterRole of their own.
     const relatedNamespaced = await render({ values: { ...related, watchNamespaces: ['a', 'b'] } });
-    assert.deepEqual(rulesOf(only(relatedNamespaced, 'ClusterRole')), [{ apiGroups: [''], resources: ['namespaces'], resourceNames: ['a', 'b'], verbs: ['list', 'watch'] }]);
-    assert.deepEqual(rulesOf(relatedNamespaced.find((m) => m.kind === 'Role' && m.metadata.namespace === 'a' && !m.metadata.name.endsWith('-leader-election'))!), [
-      grant('', 'pods'), grant('batch', 'jobs'), read('apps', 'daemonsets', 'deployments', 'replicasets', 'statefulsets'), read('batch', 'cronjobs', 'jobs'),
-    ]);
+    assert.deepEqual(rulesOf(only(relatedNamespaced, 'ClusterRole')), [{
+      apiGroups: [''],
+      resources: ['namespaces'],
+      resourceNames: ['a', 'b'],
+      verbs: ['list', 'watch'],
+    }]);
+    assert.deepEqual(
+      rulesOf(
+        relatedNamespaced.find((m) =>
+          m.kind === 'Role' && m.metadata.namespace === 'a' && !m.metadata.name.endsWith('-leader-election')
+        )!,
+      ),
+      [
+        grant('', 'pods'),
+        grant('batch', 'jobs'),
+        read('apps', 'daemonsets', 'deployments', 'replicasets', 'statefulsets'),
+        read('batch', 'cronjobs', 'jobs'),
+      ],
+    );
     assert.ok(only(relatedNamespaced, 'ClusterRoleBinding').metadata.name.endsWith('-namespaces'));
 
     // Leader election off: no leader-election Lease rights; the field-manager guard's, in the release namespace.
     const off = await render({ files: [EXAMPLES[0]!], values: { leaderElection: { enabled: false } } });
     assert.ok(!off.some((m) => m.metadata.name.endsWith('-leader-election')));
     assert.deepEqual(rulesOf(only(off, 'Role', 'labeller-field-manager-guard')), [
-      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create', 'list', 'get', 'update', 'delete'] },
+      {
+        apiGroups: ['coordination.k8s.io'],
+        resources: ['leases'],
+        verbs: ['create', 'list', 'get', 'update', 'delete'],
+      },
     ]);
     assert.ok(!(containers(only(off, 'Deployment'))[0]?.args ?? []).some((a) => a.startsWith('--lease')));
   });
 
   const schemaCases: [what: string, values: object, message: RegExp][] = [
     ['a bad conflicts policy', { conflicts: 'forse' }, /at '\/conflicts': value must be one of 'force', 'skip'/],
-    ['a bad global label key', { labels: { 'bad key': 'x' } }, /at '\/labels': validation failed[\s\S]*invalid propertyName 'bad key'[\s\S]*does not match pattern/],
-    ['a bad label key of a kind', { kinds: [{ resource: 'cm', labels: { 'example.com/-x': 'y' } }] }, /at '\/kinds\/0\/labels': validation failed[\s\S]*invalid propertyName 'example\.com\/-x'/],
+    [
+      'a bad global label key',
+      { labels: { 'bad key': 'x' } },
+      /at '\/labels': validation failed[\s\S]*invalid propertyName 'bad key'[\s\S]*does not match pattern/,
+    ],
+    [
+      'a bad label key of a kind',
+      { kinds: [{ resource: 'cm', labels: { 'example.com/-x': 'y' } }] },
+      /at '\/kinds\/0\/labels': validation failed[\s\S]*invalid propertyName 'example\.com\/-x'/,
+    ],
     ['an unknown top-level key (a typo)', { replicas: 2 }, /additional properties 'replicas' not allowed/],
-    ['an unknown field of a kind', { kinds: [{ resource: 'cm', namespace: ['x'] }] }, /at '\/kinds\/0': additional properties 'namespace' not allowed/],
+    [
+      'an unknown field of a kind',
+      { kinds: [{ resource: 'cm', namespace: ['x'] }] },
+      /at '\/kinds\/0': additional properties 'namespace' not allowed/,
+    ],
     ['replicaCount not an integer', { replicaCount: 1.5 }, /at '\/replicaCount': got number, want integer/],
     ['replicaCount a string', { replicaCount: 'two' }, /at '\/replicaCount': got string, want integer/],
-    ['a duration without unit', { gracePeriod: '30' }, /at '\/gracePeriod': got string|at '\/gracePeriod': '30' does not match pattern/],
-    ['an invalid namespace name', { watchNamespaces: ['Team-A'] }, /at '\/watchNamespaces\/0': 'Team-A' does not match pattern/],
-    ['a bad pull policy', { image: { pullPolicy: 'Sometimes' } }, /at '\/image\/pullPolicy': value must be one of 'Always', 'IfNotPresent', 'Never'/],
+    [
+      'a duration without unit',
+      { gracePeriod: '30' },
+      /at '\/gracePeriod': got string|at '\/gracePeriod': '30' does not match pattern/,
+    ],
+    [
+      'an invalid namespace name',
+      { watchNamespaces: ['Team-A'] },
+      /at '\/watchNamespaces\/0': 'Team-A' does not match pattern/,
+    ],
+    [
+      'a bad pull policy',
+      { image: { pullPolicy: 'Sometimes' } },
+      /at '\/image\/pullPolicy': value must be one of 'Always', 'IfNotPresent', 'Never'/,
+    ],
   ];
   for (const [what, values, message] of schemaCases) {
     test(`values.schema.json rejects ${what} with a clear message`, async () => {
@@ -262,23 +401,68 @@ describe('chart: lint and render', () => {
   test('the default values install nothing: helm says which kinds to set', async () => {
     const run = await template({});
     assert.notEqual(run.code, 0, `rendered: ${run.stdout.slice(0, 200)}`);
-    assert.match(run.stderr, /kinds: no kinds to label\. Say what to label, e\.g\. `--set kinds\[0\]\.resource=deployments --set labels\.team=platform`/);
+    assert.match(
+      run.stderr,
+      /kinds: no kinds to label\. Say what to label, e\.g\. `--set kinds\[0\]\.resource=deployments --set labels\.team=platform`/,
+    );
   });
 
   const label = { labels: { 'example.com/x': 'y' } };
   const checkCases: [what: string, values: object, message: RegExp][] = [
     ['no kinds', { kinds: [] }, /kinds: no kinds to label/],
-    ['an unknown resource without group', { kinds: [{ resource: 'widgets', ...label }] }, /kinds\[0\] \(resource: widgets\): the chart does not know the API group of "widgets", so it cannot grant RBAC for it\. For a custom resource, add its group and write its plural: `resource: widgets` with `group: example\.com`/],
-    ['the group given twice', { kinds: [{ resource: 'widgets.example.com', group: 'example.com', ...label }] }, /give the API group once/],
-    ['a custom kind instead of its plural', { kinds: [{ resource: 'Widget', group: 'example.com', ...label }] }, /kinds\[0\] \(resource: Widget\): write the resource's plural name in lowercase \(e\.g\. "widgets"\)/],
-    ['the same resource twice', { kinds: [{ resource: 'deploy', ...label }, { resource: 'Deployment.apps' }] }, /kinds\[1\] \(resource: Deployment\.apps\): the same resource as kinds\[0\] \(deployments\.apps\): merge the two entries/],
-    ['a cluster-scoped kind in namespaced mode', { watchNamespaces: ['a'], kinds: [{ resource: 'ns', ...label }] }, /namespaces is cluster-scoped and needs a ClusterRole, but namespaced mode \(watchNamespaces\) grants Roles only/],
-    ['a kind without labels', { kinds: [{ resource: 'cm' }] }, /kinds\[0\] \(resource: cm\): no labels to apply: give this kind `labels` or set the global `labels`/],
-    ['a null label without a global one', { kinds: [{ resource: 'cm', labels: { a: 'b', c: null } }] }, /labels\["c"\] is null, which drops a global label, but there is no global label "c"/],
-    ['an invalid constant label value', { kinds: [{ resource: 'cm', labels: { a: '-x-' } }] }, /label a="-x-": not a valid label value/],
-    ['several replicas without leader election', { replicaCount: 2, leaderElection: { enabled: false } }, /replicaCount is 2 but leaderElection\.enabled is false: every replica would write/],
-    ['lease timings in the wrong order', { leaderElection: { renewDeadline: '20s' } }, /need leaseDuration > renewDeadline > retryPeriod, got 15s, 20s, 2s/],
-    ['a ServiceMonitor without the Service', { metrics: { service: { enabled: false }, serviceMonitor: { enabled: true } } }, /metrics\.serviceMonitor\.enabled needs metrics\.service\.enabled/],
+    [
+      'an unknown resource without group',
+      { kinds: [{ resource: 'widgets', ...label }] },
+      /kinds\[0\] \(resource: widgets\): the chart does not know the API group of "widgets", so it cannot grant RBAC for it\. For a custom resource, add its group and write its plural: `resource: widgets` with `group: example\.com`/,
+    ],
+    [
+      'the group given twice',
+      { kinds: [{ resource: 'widgets.example.com', group: 'example.com', ...label }] },
+      /give the API group once/,
+    ],
+    [
+      'a custom kind instead of its plural',
+      { kinds: [{ resource: 'Widget', group: 'example.com', ...label }] },
+      /kinds\[0\] \(resource: Widget\): write the resource's plural name in lowercase \(e\.g\. "widgets"\)/,
+    ],
+    [
+      'the same resource twice',
+      { kinds: [{ resource: 'deploy', ...label }, { resource: 'Deployment.apps' }] },
+      /kinds\[1\] \(resource: Deployment\.apps\): the same resource as kinds\[0\] \(deployments\.apps\): merge the two entries/,
+    ],
+    [
+      'a cluster-scoped kind in namespaced mode',
+      { watchNamespaces: ['a'], kinds: [{ resource: 'ns', ...label }] },
+      /namespaces is cluster-scoped and needs a ClusterRole, but namespaced mode \(watchNamespaces\) grants Roles only/,
+    ],
+    [
+      'a kind without labels',
+      { kinds: [{ resource: 'cm' }] },
+      /kinds\[0\] \(resource: cm\): no labels to apply: give this kind `labels` or set the global `labels`/,
+    ],
+    [
+      'a null label without a global one',
+      { kinds: [{ resource: 'cm', labels: { a: 'b', c: null } }] },
+      /labels\["c"\] is null, which drops a global label, but there is no global label "c"/,
+    ],
+    [
+      'an invalid constant label value',
+      { kinds: [{ resource: 'cm', labels: { a: '-x-' } }] },
+      /label a="-x-": not a valid label value/,
+    ],
+    [
+      'several replicas without leader election',
+      { replicaCount: 2, leaderElection: { enabled: false } },
+      /replicaCount is 2 but leaderElection\.enabled is false: every replica would write/,
+    ],
+    [
+      'lease timings in the wrong order',
+      { leaderElection: { renewDeadline: '20s' } },
+      /need leaseDuration > renewDeadline > retryPeriod, got 15s, 20s, 2s/,
+    ],
+    ['a ServiceMonitor without the Service', {
+      metrics: { service: { enabled: false }, serviceMonitor: { enabled: true } },
+    }, /metrics\.serviceMonitor\.enabled needs metrics\.service\.enabled/],
   ];
   for (const [what, values, message] of checkCases) {
     test(`the chart refuses ${what} with a message that says what to write`, async () => {
@@ -303,19 +487,31 @@ describe('chart: lint and render', () => {
     const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
     const build = readFileSync(join(ROOT, 'image', 'build.sh'), 'utf8');
     assert.match(dockerfile, /^FROM node:24[-\w.]* AS build$/m, 'built on Node 24');
-    assert.match(dockerfile, /bash image\/rootfs\.sh \/layers$/m, 'the root filesystem from the image build\'s own script');
+    assert.match(
+      dockerfile,
+      /bash image\/rootfs\.sh \/layers$/m,
+      "the root filesystem from the image build's own script",
+    );
     assert.match(dockerfile, /^FROM scratch$/m, 'nothing but the layers');
     const user = /^USER (\d+):(\d+)$/m.exec(dockerfile);
     assert.ok(user && user[1] !== '0', 'a numeric non-root USER');
     assert.match(build, new RegExp(`--user ${user[1]}:${user[2]}`), 'the same user as the OCI image');
-    const entrypoint = /^ENTRYPOINT \[(.*)\]$/m.exec(dockerfile)?.[1]?.split(', ').map((part) => JSON.parse(part) as string);
-    assert.deepEqual(entrypoint, /--entrypoint (\S+)/.exec(build)?.[1]?.split(','), 'the same entry point as the OCI image');
+    const entrypoint = /^ENTRYPOINT \[(.*)\]$/m.exec(dockerfile)?.[1]?.split(', ').map((part) =>
+      JSON.parse(part) as string
+    );
+    assert.deepEqual(
+      entrypoint,
+      /--entrypoint (\S+)/.exec(build)?.[1]?.split(','),
+      'the same entry point as the OCI image',
+    );
     // The chart runs the image's entry point as the image's user.
     const pod = podSpec(only(await render({ files: [EXAMPLES[0]!] }), 'Deployment'));
     assert.equal(pod.containers[0]?.command, undefined);
     assert.equal(String(pod.securityContext['runAsUser']), user[1]);
     const ignore = readFileSync(join(ROOT, '.dockerignore'), 'utf8');
-    for (const path of ['package.json', 'package-lock.json', 'scripts/', 'src/', 'image/']) assert.match(ignore, new RegExp(`^!${path.replace('.', '\\.')}$`, 'm'));
+    for (const path of ['package.json', 'package-lock.json', 'scripts/', 'src/', 'image/']) {
+      assert.match(ignore, new RegExp(`^!${path.replace('.', '\\.')}$`, 'm'));
+    }
   });
 });
 
@@ -328,7 +524,10 @@ const LABELS = { 'example.com/team': 'platform', 'example.com/namespace': '{{nam
  * Every other argument is passed as the chart renders it, so a flag the binary does not take fails.
  */
 function localArgs(manifests: readonly Manifest[], options: { leaderElection: boolean; httpPort?: number }): string[] {
-  const configFile = tempFile('kinds.yaml', (only(manifests, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '');
+  const configFile = tempFile(
+    'kinds.yaml',
+    (only(manifests, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '',
+  );
   const args: string[] = [];
   for (const arg of containers(only(manifests, 'Deployment'))[0]?.args ?? []) {
     const flag = arg.split('=')[0] ?? '';
@@ -347,7 +546,8 @@ async function installRbac(prefix: string, values: object) {
   deleteAfter(manifests);
   await apply(manifests.filter((m) => RBAC_KINDS.has(m.kind)));
   const kubeconfig = await serviceAccountKubeconfig(namespace, only(manifests, 'ServiceAccount').metadata.name);
-  const leaseName = flagValue(containers(only(manifests, 'Deployment'))[0]?.args ?? [], '--leader-elect-resource-name') ?? '';
+  const leaseName =
+    flagValue(containers(only(manifests, 'Deployment'))[0]?.args ?? [], '--leader-elect-resource-name') ?? '';
   return { namespace, manifests, kubeconfig, leaseName };
 }
 
@@ -356,7 +556,12 @@ const OWN = { 'e2e.labeller/chart': 'rbac' };
 const OWN_SELECTOR = 'e2e.labeller/chart=rbac';
 
 async function createConfigMap(namespace: string, name: string): Promise<void> {
-  await create(`/api/v1/namespaces/${namespace}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, labels: OWN }, data: { key: 'value' } });
+  await create(`/api/v1/namespaces/${namespace}/configmaps`, {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name, labels: OWN },
+    data: { key: 'value' },
+  });
 }
 
 async function createDeployment(namespace: string, name: string): Promise<void> {
@@ -365,7 +570,10 @@ async function createDeployment(namespace: string, name: string): Promise<void> 
     apiVersion: 'apps/v1',
     kind: 'Deployment',
     metadata: { name, labels: { ...labels, ...OWN } },
-    spec: { selector: { matchLabels: labels }, template: { metadata: { labels }, spec: { containers: [{ name, image: 'nginx' }] } } },
+    spec: {
+      selector: { matchLabels: labels },
+      template: { metadata: { labels }, spec: { containers: [{ name, image: 'nginx' }] } },
+    },
   });
 }
 
@@ -383,24 +591,45 @@ async function assertAccess(kubeconfig: string, allowed: readonly Access[], deni
   assert.deepEqual(wrong, []);
 }
 
-const each = (verbs: readonly string[], access: Omit<Access, 'verb'>): Access[] => verbs.map((verb) => ({ verb, ...access }));
+const each = (verbs: readonly string[], access: Omit<Access, 'verb'>): Access[] =>
+  verbs.map((verb) => ({ verb, ...access }));
 
 describe('chart: RBAC against the API server', { skip }, () => {
   test('cluster-wide: the rendered RBAC lets labeller label config maps and deployments, and allows nothing more', async () => {
     const target = await createNamespace('chart-target');
-    const { namespace, manifests, kubeconfig, leaseName } = await installRbac('chart-cw', { labels: LABELS, selector: OWN_SELECTOR, kinds: [{ resource: 'configmaps' }, { resource: 'deployments' }] });
+    const { namespace, manifests, kubeconfig, leaseName } = await installRbac('chart-cw', {
+      labels: LABELS,
+      selector: OWN_SELECTOR,
+      kinds: [{ resource: 'configmaps' }, { resource: 'deployments' }],
+    });
     await createConfigMap(target, 'app-config');
     await createDeployment(target, 'web');
-    await create(`/api/v1/namespaces/${target}/secrets`, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'token' }, stringData: { a: 'b' } });
+    await create(`/api/v1/namespaces/${target}/secrets`, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'token' },
+      stringData: { a: 'b' },
+    });
 
     // Enough: labeller, as the chart's ServiceAccount with the chart's arguments, labels both kinds.
     // As deployed: with leader election, so the field-manager guard holds the Lease the RBAC names.
     const labeller = new Labeller(localArgs(manifests, { leaderElection: true }), { kubeconfig });
     try {
       const expected = { 'example.com/team': 'platform', 'example.com/namespace': target };
-      await eventually(() => labelled(`/api/v1/namespaces/${target}/configmaps/app-config`, expected), 'the config map to be labelled');
-      await eventually(() => labelled(`/apis/apps/v1/namespaces/${target}/deployments/web`, expected), 'the deployment to be labelled');
-      assert.deepEqual(labeller.logs.filter((l) => l.level === 'error' || /\b403\b|forbidden/i.test(`${l.msg} ${String(l['error'] ?? '')}`)), []);
+      await eventually(
+        () => labelled(`/api/v1/namespaces/${target}/configmaps/app-config`, expected),
+        'the config map to be labelled',
+      );
+      await eventually(
+        () => labelled(`/apis/apps/v1/namespaces/${target}/deployments/web`, expected),
+        'the deployment to be labelled',
+      );
+      assert.deepEqual(
+        labeller.logs.filter((l) =>
+          l.level === 'error' || /\b403\b|forbidden/i.test(`${l.msg} ${String(l['error'] ?? '')}`)
+        ),
+        [],
+      );
     } finally {
       const exit = await labeller.stop();
       assert.equal(exit.code, 0, exit.stderr);
@@ -440,29 +669,44 @@ describe('chart: RBAC against the API server', { skip }, () => {
     );
 
     // And labeller itself is refused a kind outside the configuration.
-    const exit = await runLabeller(['--kinds', 'secrets', '--label', 'a=b', '--namespace', target, '--once'], { kubeconfig });
+    const exit = await runLabeller(['--kinds', 'secrets', '--label', 'a=b', '--namespace', target, '--once'], {
+      kubeconfig,
+    });
     assert.equal(exit.code, 1, exit.stderr);
     assert.match(exit.stderr, /403 Forbidden/);
     assert.equal((await labelsOf(`/api/v1/namespaces/${target}/secrets/token`))['a'], undefined);
   });
 
-  test('cluster-wide with leader election: the Lease Role is enough for the chart\'s full arguments', async () => {
+  test("cluster-wide with leader election: the Lease Role is enough for the chart's full arguments", async () => {
     const target = await createNamespace('chart-target');
-    const { namespace, manifests, kubeconfig, leaseName } = await installRbac('chart-le', { labels: LABELS, selector: OWN_SELECTOR, kinds: [{ resource: 'configmaps' }] });
+    const { namespace, manifests, kubeconfig, leaseName } = await installRbac('chart-le', {
+      labels: LABELS,
+      selector: OWN_SELECTOR,
+      kinds: [{ resource: 'configmaps' }],
+    });
     await createConfigMap(target, 'app-config');
     const httpPort = await freePort();
     const labeller = new Labeller(localArgs(manifests, { leaderElection: true, httpPort }), { kubeconfig });
     try {
-      await eventually(() => labelled(`/api/v1/namespaces/${target}/configmaps/app-config`, { 'example.com/team': 'platform' }), 'the config map to be labelled by the leader');
+      await eventually(
+        () => labelled(`/api/v1/namespaces/${target}/configmaps/app-config`, { 'example.com/team': 'platform' }),
+        'the config map to be labelled by the leader',
+      );
       const lease = await eventually(async () => {
         const client = await adminClient();
-        const found = await client.json<{ spec: { holderIdentity?: string } }>('GET', `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/${leaseName}`);
+        const found = await client.json<{ spec: { holderIdentity?: string } }>(
+          'GET',
+          `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/${leaseName}`,
+        );
         return found.spec.holderIdentity ? found : undefined;
       }, `Lease ${namespace}/${leaseName} to be held`);
       assert.ok(lease.spec.holderIdentity);
       await eventually(async () => (await fetch(`http://127.0.0.1:${httpPort}/readyz`)).ok, '/readyz to answer 200');
       assert.equal((await fetch(`http://127.0.0.1:${httpPort}/healthz`)).status, 200);
-      assert.deepEqual(labeller.logs.filter((l) => /\b403\b|forbidden/i.test(`${l.msg} ${String(l['error'] ?? '')}`)), []);
+      assert.deepEqual(
+        labeller.logs.filter((l) => /\b403\b|forbidden/i.test(`${l.msg} ${String(l['error'] ?? '')}`)),
+        [],
+      );
     } finally {
       const exit = await labeller.stop();
       assert.equal(exit.code, 0, exit.stderr);
@@ -472,26 +716,47 @@ describe('chart: RBAC against the API server', { skip }, () => {
   test('namespaced mode: a Role in the watched namespace is enough with --namespace; all namespaces are forbidden', async () => {
     const watched = await createNamespace('chart-watched');
     const other = await createNamespace('chart-other');
-    const { manifests, kubeconfig } = await installRbac('chart-ns', { labels: LABELS, watchNamespaces: [watched], kinds: [{ resource: 'cm' }] });
+    const { manifests, kubeconfig } = await installRbac('chart-ns', {
+      labels: LABELS,
+      watchNamespaces: [watched],
+      kinds: [{ resource: 'cm' }],
+    });
     assert.deepEqual(manifests.filter((m) => m.kind.startsWith('Cluster')), [], 'no cluster-wide RBAC');
-    assert.deepEqual(manifests.filter((m) => m.kind === 'Role' && m.metadata.namespace === watched).map((r) => rulesOf(r)), [[grant('', 'configmaps'), EVENTS_RULE]]);
+    assert.deepEqual(
+      manifests.filter((m) => m.kind === 'Role' && m.metadata.namespace === watched).map((r) => rulesOf(r)),
+      [[grant('', 'configmaps'), EVENTS_RULE]],
+    );
     await createConfigMap(watched, 'app-config');
     await createConfigMap(other, 'app-config');
 
     const labeller = new Labeller(localArgs(manifests, { leaderElection: false }), { kubeconfig });
     try {
-      await eventually(() => labelled(`/api/v1/namespaces/${watched}/configmaps/app-config`, { 'example.com/namespace': watched }), 'the watched namespace\'s config map to be labelled');
+      await eventually(
+        () => labelled(`/api/v1/namespaces/${watched}/configmaps/app-config`, { 'example.com/namespace': watched }),
+        "the watched namespace's config map to be labelled",
+      );
     } finally {
       const exit = await labeller.stop();
       assert.equal(exit.code, 0, exit.stderr);
     }
-    assert.deepEqual(await labelsOf(`/api/v1/namespaces/${other}/configmaps/app-config`), OWN, 'untouched in a namespace it does not watch');
+    assert.deepEqual(
+      await labelsOf(`/api/v1/namespaces/${other}/configmaps/app-config`),
+      OWN,
+      'untouched in a namespace it does not watch',
+    );
 
     const configmaps = { resource: 'configmaps' };
     await assertAccess(
       kubeconfig,
-      [...each(LABELLER_VERBS, { ...configmaps, namespace: watched }), ...each(EVENTS_VERBS, { group: 'events.k8s.io', resource: 'events', namespace: watched })],
-      [...each(['list', 'watch'], configmaps), ...each(LABELLER_VERBS, { ...configmaps, namespace: other }), ...each(['create', 'delete'], { ...configmaps, namespace: watched })],
+      [
+        ...each(LABELLER_VERBS, { ...configmaps, namespace: watched }),
+        ...each(EVENTS_VERBS, { group: 'events.k8s.io', resource: 'events', namespace: watched }),
+      ],
+      [
+        ...each(['list', 'watch'], configmaps),
+        ...each(LABELLER_VERBS, { ...configmaps, namespace: other }),
+        ...each(['create', 'delete'], { ...configmaps, namespace: watched }),
+      ],
     );
     // Without --namespace, labeller's cluster-wide list is refused.
     const exit = await runLabeller(['--kinds', 'configmaps', '--label', 'a=b', '--once'], { kubeconfig });
@@ -499,21 +764,37 @@ describe('chart: RBAC against the API server', { skip }, () => {
     assert.match(exit.stderr, /403 Forbidden/);
   });
 
-  test('every rendered object passes the API server\'s validation (server-side dry run, strict fields)', async () => {
+  test("every rendered object passes the API server's validation (server-side dry run, strict fields)", async () => {
     for (const file of VALUE_FILES) {
       const namespace = await createNamespace('chart-dry');
       const watched = await createNamespace('chart-dry-watched');
       const namespaced = file?.endsWith('namespaced.yaml');
-      const manifests = await render({ release: namespace, namespace, files: file ? [file] : [], ...(namespaced ? { values: { watchNamespaces: [watched] } } : {}) });
+      const manifests = await render({
+        release: namespace,
+        namespace,
+        files: file ? [file] : [],
+        ...(namespaced ? { values: { watchNamespaces: [watched] } } : {}),
+      });
       // The ServiceMonitor needs the Prometheus Operator's CRD: check that it finds the Service instead.
       const monitors = manifests.filter((m) => m.kind === 'ServiceMonitor');
       for (const monitor of monitors) {
         const service = only(manifests, 'Service');
-        const spec = monitor['spec'] as { selector: { matchLabels: Record<string, string> }; endpoints: { port: string }[] };
-        for (const [key, value] of Object.entries(spec.selector.matchLabels)) assert.equal(service.metadata.labels?.[key], value);
-        assert.deepEqual(spec.endpoints.map((e) => e.port), (service['spec'] as { ports: { name: string }[] }).ports.map((p) => p.name));
+        const spec = monitor['spec'] as {
+          selector: { matchLabels: Record<string, string> };
+          endpoints: { port: string }[];
+        };
+        for (const [key, value] of Object.entries(spec.selector.matchLabels)) {
+          assert.equal(service.metadata.labels?.[key], value);
+        }
+        assert.deepEqual(
+          spec.endpoints.map((e) => e.port),
+          (service['spec'] as { ports: { name: string }[] }).ports.map((p) => p.name),
+        );
       }
-      const run = await apply(manifests.filter((m) => m.kind !== 'ServiceMonitor'), ['--dry-run=server', '--validate=strict']);
+      const run = await apply(manifests.filter((m) => m.kind !== 'ServiceMonitor'), [
+        '--dry-run=server',
+        '--validate=strict',
+      ]);
       assert.match(run.stdout, /deployment\.apps\/\S+ created \(server dry run\)/, shortName(file));
     }
   });
@@ -524,44 +805,75 @@ describe('sidecar example', { skip }, () => {
     const namespace = await createNamespace('sidecar');
     const docs = loadAll(readFileSync(SIDECAR, 'utf8')) as Manifest[];
     assert.deepEqual(docs.map((d) => d.kind).sort(), ['Deployment', 'Role', 'RoleBinding', 'ServiceAccount']);
-    assert.ok(docs.every((d) => d.metadata.namespace === undefined), 'nothing names a namespace: kubectl apply -n chooses it');
+    assert.ok(
+      docs.every((d) => d.metadata.namespace === undefined),
+      'nothing names a namespace: kubectl apply -n chooses it',
+    );
     await apply(docs.map((d) => ({ ...d, metadata: { ...d.metadata, namespace } })));
     await createConfigMap(namespace, 'shop-config');
-    await create(`/api/v1/namespaces/${namespace}/services`, { apiVersion: 'v1', kind: 'Service', metadata: { name: 'shop' }, spec: { selector: { 'app.kubernetes.io/name': 'shop' }, ports: [{ port: 80, targetPort: 8080 }] } });
+    await create(`/api/v1/namespaces/${namespace}/services`, {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'shop' },
+      spec: { selector: { 'app.kubernetes.io/name': 'shop' }, ports: [{ port: 80, targetPort: 8080 }] },
+    });
 
     const deployment = only(docs, 'Deployment');
     const pod = podSpec(deployment);
     const sidecar = pod.containers.find((c) => c.name === 'labeller');
     assert.ok(sidecar);
     assert.equal(sidecar.args, undefined, 'no arguments');
-    assert.equal(sidecar.command, undefined, 'the image\'s entry point');
+    assert.equal(sidecar.command, undefined, "the image's entry point");
     // The container's environment as the kubelet would resolve it; fieldRef metadata.namespace is the pod's namespace.
     const env: Record<string, string> = {};
-    const downward: Record<string, string> = { 'metadata.namespace': namespace, 'metadata.name': 'shop-0', 'metadata.uid': '' };
+    const downward: Record<string, string> = {
+      'metadata.namespace': namespace,
+      'metadata.name': 'shop-0',
+      'metadata.uid': '',
+    };
     for (const variable of sidecar.env ?? []) {
       const field = variable.valueFrom?.fieldRef?.fieldPath;
       if (field !== undefined && field in downward) env[variable.name] = downward[field] ?? '';
       else if (variable.value !== undefined) env[variable.name] = variable.value;
       else assert.fail(`unexpected env source for ${variable.name}`);
     }
-    assert.ok(Object.keys(env).every((name) => name.startsWith('LABELLER_') || name === 'NODE_OPTIONS' || name.startsWith('POD_')), Object.keys(env).join(', '));
+    assert.ok(
+      Object.keys(env).every((name) =>
+        name.startsWith('LABELLER_') || name === 'NODE_OPTIONS' || name.startsWith('POD_')
+      ),
+      Object.keys(env).join(', '),
+    );
     // Hardened like the chart's container, and Kubernetes waits for labeller's own grace period.
     assert.deepEqual(sidecar['securityContext'].capabilities, { drop: ['ALL'] });
     assert.equal(sidecar['securityContext'].readOnlyRootFilesystem, true);
     assert.equal(sidecar['securityContext'].allowPrivilegeEscalation, false);
     // The ServiceAccount token reaches labeller's container only, read-only where in-cluster config reads it; nothing writable (Node runs the TypeScript sources itself).
     assert.equal(pod.automountServiceAccountToken, false, 'no token for every container');
-    const tokenVolumes = new Set(pod.volumes.filter((v) => v.projected?.sources.some((s) => s.serviceAccountToken)).map((v) => v.name));
+    const tokenVolumes = new Set(
+      pod.volumes.filter((v) => v.projected?.sources.some((s) => s.serviceAccountToken)).map((v) => v.name),
+    );
     for (const container of pod.containers.filter((c) => c.name !== 'labeller')) {
-      assert.deepEqual((container['volumeMounts'] ?? []).filter((m: VolumeMount) => tokenVolumes.has(m.name) || m.mountPath.startsWith('/var/run/secrets')), [], `${container.name} has no token mount`);
+      assert.deepEqual(
+        (container['volumeMounts'] ?? []).filter((m: VolumeMount) =>
+          tokenVolumes.has(m.name) || m.mountPath.startsWith('/var/run/secrets')
+        ),
+        [],
+        `${container.name} has no token mount`,
+      );
     }
-    assert.deepEqual(sidecar['volumeMounts'], [{ name: 'labeller-serviceaccount', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true }]);
+    assert.deepEqual(sidecar['volumeMounts'], [{
+      name: 'labeller-serviceaccount',
+      mountPath: '/var/run/secrets/kubernetes.io/serviceaccount',
+      readOnly: true,
+    }]);
     assert.deepEqual(pod.volumes.find((v) => v.name === 'labeller-serviceaccount')?.projected?.sources, [
       { serviceAccountToken: { path: 'token', expirationSeconds: 3600 } },
       { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
       { downwardAPI: { items: [{ path: 'namespace', fieldRef: { fieldPath: 'metadata.namespace' } }] } },
     ]);
-    assert.ok(pod.terminationGracePeriodSeconds * 1000 > (parseDuration(env['LABELLER_GRACE_PERIOD'] ?? '30s') ?? Infinity));
+    assert.ok(
+      pod.terminationGracePeriodSeconds * 1000 > (parseDuration(env['LABELLER_GRACE_PERIOD'] ?? '30s') ?? Infinity),
+    );
     assert.equal(pod.enableServiceLinks, false);
     // A free port instead of the pod's (ports here are shared with other tests); the variables of the test process itself are blanked.
     const httpPort = await freePort();
@@ -572,21 +884,38 @@ describe('sidecar example', { skip }, () => {
     const labeller = new Labeller([], { kubeconfig, env });
     try {
       const expected = { 'app.kubernetes.io/part-of': 'shop', 'example.com/namespace': namespace };
-      for (const path of [`/apis/apps/v1/namespaces/${namespace}/deployments/shop`, `/api/v1/namespaces/${namespace}/services/shop`, `/api/v1/namespaces/${namespace}/configmaps/shop-config`]) {
+      for (
+        const path of [
+          `/apis/apps/v1/namespaces/${namespace}/deployments/shop`,
+          `/api/v1/namespaces/${namespace}/services/shop`,
+          `/api/v1/namespaces/${namespace}/configmaps/shop-config`,
+        ]
+      ) {
         await eventually(() => labelled(path, expected), `${path} to be labelled`);
       }
-      assert.deepEqual(labeller.logs.filter((l) => /\b403\b|forbidden/i.test(`${l.msg} ${String(l['error'] ?? '')}`)), []);
-      assert.equal((await fetch(`http://127.0.0.1:${httpPort}/healthz`)).status, 200, 'the liveness probe\'s endpoint');
+      assert.deepEqual(
+        labeller.logs.filter((l) => /\b403\b|forbidden/i.test(`${l.msg} ${String(l['error'] ?? '')}`)),
+        [],
+      );
+      assert.equal((await fetch(`http://127.0.0.1:${httpPort}/healthz`)).status, 200, "the liveness probe's endpoint");
       // The Role's two lease rules are enough to lead.
       const client = await adminClient();
-      const lease = await client.json<{ spec: { holderIdentity?: string } }>('GET', `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/${env['LABELLER_LEADER_ELECTION_ID']}`);
+      const lease = await client.json<{ spec: { holderIdentity?: string } }>(
+        'GET',
+        `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/${env['LABELLER_LEADER_ELECTION_ID']}`,
+      );
       assert.ok(lease.spec.holderIdentity, 'the sidecar holds its Lease');
       // Within the container's memory limit (the Node.js process; the kernel counts a little more).
       const limit = /^(\d+)Mi$/.exec(String(sidecar['resources'].limits.memory));
       const peak = peakRss(labeller.process.pid ?? 0);
       assert.ok(limit);
       if (peak !== undefined) t.diagnostic(`peak RSS ${(peak / 2 ** 20).toFixed(0)} MiB, limit ${limit[1]} MiB`);
-      if (peak !== undefined) assert.ok(peak < Number(limit[1]) * 2 ** 20, `peak RSS ${(peak / 2 ** 20).toFixed(0)} MiB over the limit ${limit[1]} MiB`);
+      if (peak !== undefined) {
+        assert.ok(
+          peak < Number(limit[1]) * 2 ** 20,
+          `peak RSS ${(peak / 2 ** 20).toFixed(0)} MiB over the limit ${limit[1]} MiB`,
+        );
+      }
     } finally {
       const exit = await labeller.stop();
       assert.equal(exit.code, 0, exit.stderr);

@@ -6,10 +6,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after } from 'node:test';
 import type { KubeClient } from '../../src/kube/client.ts';
-import { auditEvents as readAudit, auditTail as tailAudit, Cluster, copyKubeconfig, sharedKubeconfig, skip, type AuditEvent, type KubeconfigChange, type PolicyRule } from '../cluster.ts';
+import {
+  type AuditEvent,
+  auditEvents as readAudit,
+  auditTail as tailAudit,
+  Cluster,
+  copyKubeconfig,
+  type KubeconfigChange,
+  type PolicyRule,
+  sharedKubeconfig,
+  skip,
+} from '../cluster.ts';
 import { eventually } from '../eventually.ts';
 
-export { eventually, skip, type AuditEvent, type PolicyRule };
+export { type AuditEvent, eventually, type PolicyRule, skip };
 
 let shared: Promise<Cluster> | undefined;
 // Registered at the file's top level, so it runs once all of the file's tests have ended.
@@ -42,7 +52,11 @@ export async function labelsOf(path: string): Promise<Record<string, string>> {
 }
 
 /** A label change by another field manager (JSON merge patch; null removes a label). */
-export async function patchLabels(path: string, labels: Record<string, string | null>, fieldManager?: string): Promise<void> {
+export async function patchLabels(
+  path: string,
+  labels: Record<string, string | null>,
+  fieldManager?: string,
+): Promise<void> {
   await (await cluster()).patchLabels(path, labels, fieldManager);
 }
 
@@ -55,7 +69,12 @@ export async function createCrd(group: string, plural: string, kind: string): Pr
  * A kubeconfig for a new ServiceAccount with exactly `rules` (cluster-wide), with a token from
  * the TokenRequest API; `server` replaces the API server's address (e.g. a fault proxy's).
  */
-export async function serviceAccountKubeconfig(namespace: string, name: string, rules: readonly PolicyRule[], server?: string): Promise<string> {
+export async function serviceAccountKubeconfig(
+  namespace: string,
+  name: string,
+  rules: readonly PolicyRule[],
+  server?: string,
+): Promise<string> {
   return (await (await cluster()).serviceAccount(namespace, name, rules, server)).kubeconfig;
 }
 
@@ -76,7 +95,8 @@ export function writeKubeconfig(change: KubeconfigChange): string {
 }
 
 /** Why request counting is impossible here (an existing cluster has no audit log we can read), or false. */
-export const auditSkip: string | false = skip || (process.env['E2E_AUDIT_LOG'] ? false : 'needs the audit log of the project\'s own control plane');
+export const auditSkip: string | false = skip ||
+  (process.env['E2E_AUDIT_LOG'] ? false : "needs the audit log of the project's own control plane");
 
 /** The API server's audit events (one per completed request) that match `filter`. */
 export function auditEvents(filter: (event: AuditEvent) => boolean): AuditEvent[] {

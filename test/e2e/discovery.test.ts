@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { ControlPlane } from '../controlplane/controlplane.ts';
 import { ApiError } from '../../src/kube/errors.ts';
-import { discover, discoverByGroupVersion, StaleGroupError, type Discovery } from '../../src/kube/discovery.ts';
+import { discover, discoverByGroupVersion, type Discovery, StaleGroupError } from '../../src/kube/discovery.ts';
 import { Cluster, eventually, ownControlPlane, ownSkip } from '../cluster.ts';
 import { Labeller } from './labeller.ts';
 
@@ -27,7 +27,8 @@ async function statusOf(cluster: Cluster, path: string): Promise<number> {
 }
 
 /** The resource names of one group in a discovery result. */
-const namesIn = (discovery: Discovery, group: string) => discovery.resources.filter((r) => r.group === group).map((r) => r.resource);
+const namesIn = (discovery: Discovery, group: string) =>
+  discovery.resources.filter((r) => r.group === group).map((r) => r.resource);
 
 describe('discovery with an aggregated API that is down', { skip: ownSkip }, () => {
   let cp: ControlPlane;
@@ -39,10 +40,20 @@ describe('discovery with an aggregated API that is down', { skip: ownSkip }, () 
       apiVersion: 'apiregistration.k8s.io/v1',
       kind: 'APIService',
       metadata: { name: `v1.${GROUP}` },
-      spec: { group: GROUP, version: 'v1', groupPriorityMinimum: 1000, versionPriority: 15, insecureSkipTLSVerify: true, service: { namespace: 'default', name: 'nowhere' } },
+      spec: {
+        group: GROUP,
+        version: 'v1',
+        groupPriorityMinimum: 1000,
+        versionPriority: 15,
+        insecureSkipTLSVerify: true,
+        service: { namespace: 'default', name: 'nowhere' },
+      },
     });
     // Until the aggregator has judged it, the group version is not reported unavailable yet.
-    await eventually(async () => (await statusOf(cluster, `/apis/${GROUP}/v1`)) === 503, `/apis/${GROUP}/v1 to answer 503`);
+    await eventually(
+      async () => (await statusOf(cluster, `/apis/${GROUP}/v1`)) === 503,
+      `/apis/${GROUP}/v1 to answer 503`,
+    );
   });
   after(async () => {
     await cluster?.close();
@@ -68,7 +79,9 @@ describe('discovery with an aggregated API that is down', { skip: ownSkip }, () 
 
   test('labeller reports the failed group, waits for a kind of it instead of exiting 2, and labels it once it is served', async () => {
     const ns = await cluster.namespace('discovery');
-    const labeller = new Labeller(['--kinds', `widgets.${GROUP}`, '--label', 'team=platform', '--namespace', ns], { kubeconfig: cp.kubeconfig });
+    const labeller = new Labeller(['--kinds', `widgets.${GROUP}`, '--label', 'team=platform', '--namespace', ns], {
+      kubeconfig: cp.kubeconfig,
+    });
     try {
       const warning = await labeller.waitForLog((l) => l.msg.startsWith('API group unavailable'), 60_000);
       assert.equal(warning['groupVersion'], `${GROUP}/v1`);
@@ -78,10 +91,18 @@ describe('discovery with an aggregated API that is down', { skip: ownSkip }, () 
       await cluster.delete(APISERVICE);
       await eventually(async () => (await statusOf(cluster, APISERVICE)) === 404, 'the APIService to be gone');
       await cluster.createCrd(GROUP, 'widgets', 'Widget');
-      await cluster.post(`/apis/${GROUP}/v1/namespaces/${ns}/widgets`, { apiVersion: `${GROUP}/v1`, kind: 'Widget', metadata: { name: 'w1' } });
+      await cluster.post(`/apis/${GROUP}/v1/namespaces/${ns}/widgets`, {
+        apiVersion: `${GROUP}/v1`,
+        kind: 'Widget',
+        metadata: { name: 'w1' },
+      });
       // startWhenServed looks again after 5 s, then 10 s, ...
       await labeller.waitForLog((l) => l.msg === 'kind is served now; watching it', 90_000);
-      await eventually(async () => (await cluster.labelsOf(`/apis/${GROUP}/v1/namespaces/${ns}/widgets/w1`))['team'] === 'platform', 'the widget to be labelled', 60_000);
+      await eventually(
+        async () => (await cluster.labelsOf(`/apis/${GROUP}/v1/namespaces/${ns}/widgets/w1`))['team'] === 'platform',
+        'the widget to be labelled',
+        60_000,
+      );
     } finally {
       const exit = await labeller.stop();
       assert.equal(exit.code, 0, exit.stderr.slice(-2000));

@@ -2,7 +2,16 @@
 // carries controller-runtime's names (so existing dashboards work) and labeller's own.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { adminClient, create, createNamespace, eventually, labelsOf, patchLabels, skip, writeKubeconfig } from './cluster.ts';
+import {
+  adminClient,
+  create,
+  createNamespace,
+  eventually,
+  labelsOf,
+  patchLabels,
+  skip,
+  writeKubeconfig,
+} from './cluster.ts';
 import { Labeller } from './labeller.ts';
 import { FaultProxy } from './proxy.ts';
 
@@ -13,16 +22,27 @@ async function get(port: number, path: string): Promise<{ status: number; body: 
 
 /** The value of one sample, e.g. sample(text, 'controller_runtime_reconcile_total', { result: 'success' }). */
 function sample(metrics: string, name: string, labels: Record<string, string> = {}): number | undefined {
-  const line = metrics.split('\n').find((l) => l.startsWith(`${name}{`) && Object.entries(labels).every(([k, v]) => l.includes(`${k}="${v}"`)));
+  const line = metrics.split('\n').find((l) =>
+    l.startsWith(`${name}{`) && Object.entries(labels).every(([k, v]) => l.includes(`${k}="${v}"`))
+  );
   return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
 }
 
 describe('HTTP endpoints', { skip }, () => {
-  test('/readyz is 503 until every kind\'s first list is complete and while a watch is down, else 200; /healthz is 200 throughout', async () => {
+  test("/readyz is 503 until every kind's first list is complete and while a watch is down, else 200; /healthz is 200 throughout", async () => {
     const ns = await createNamespace('readyz');
     const proxy = await FaultProxy.start((await adminClient()).server);
     proxy.pause();
-    const labeller = new Labeller(['--kinds', 'configmaps', '--label', 'a=1', '--namespace', ns, '--http-port', '18391'], { kubeconfig: writeKubeconfig({ server: proxy.url }) });
+    const labeller = new Labeller([
+      '--kinds',
+      'configmaps',
+      '--label',
+      'a=1',
+      '--namespace',
+      ns,
+      '--http-port',
+      '18391',
+    ], { kubeconfig: writeKubeconfig({ server: proxy.url }) });
     try {
       await labeller.waitForLog((l) => l.msg === 'serving');
       const notReady = await get(18391, '/readyz');
@@ -31,7 +51,10 @@ describe('HTTP endpoints', { skip }, () => {
       assert.equal((await get(18391, '/healthz')).status, 200);
       proxy.resume();
       let readyAt = 0;
-      await eventually(async () => (await get(18391, '/readyz')).status === 200 && (readyAt = Date.now()) > 0, '/readyz to turn ready');
+      await eventually(
+        async () => (await get(18391, '/readyz')).status === 200 && (readyAt = Date.now()) > 0,
+        '/readyz to turn ready',
+      );
       // The log line may reach us after the HTTP answer: compare the times, not the arrival order.
       const listed = await labeller.waitForLog((l) => l.msg === 'initial list complete');
       assert.ok(Date.parse(String(listed['time'])) <= readyAt, 'ready only after the list');
@@ -58,7 +81,9 @@ describe('HTTP endpoints', { skip }, () => {
 
   test('labeller_objects_managed and labeller_objects_pending follow the cache: all pending before the first labelling, none after, the drifted one after a change by someone else', async () => {
     const ns = await createNamespace('ownership');
-    for (const name of ['a', 'b', 'c']) await create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } });
+    for (const name of ['a', 'b', 'c']) {
+      await create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } });
+    }
     const controller = { controller: `configmaps/${ns}` };
     const args = ['--kinds', 'configmaps', '--label', 'team=platform', '--namespace', ns];
     /** Runs labeller until its gauges read `expected`. */
@@ -67,7 +92,8 @@ describe('HTTP endpoints', { skip }, () => {
       try {
         await eventually(async () => {
           const { body } = await get(port, '/metrics');
-          return sample(body, 'labeller_objects_managed', controller) === expected.managed && sample(body, 'labeller_objects_pending', controller) === expected.pending;
+          return sample(body, 'labeller_objects_managed', controller) === expected.managed &&
+            sample(body, 'labeller_objects_pending', controller) === expected.pending;
         }, `gauges ${JSON.stringify(expected)}`);
       } finally {
         assert.equal((await labeller.stop()).code, 0);
@@ -80,12 +106,26 @@ describe('HTTP endpoints', { skip }, () => {
     await expect(['--dry-run'], 18397, { managed: 2, pending: 1 });
   });
 
-  test('/metrics exposes controller-runtime\'s and labeller\'s metrics with plausible values', async () => {
+  test("/metrics exposes controller-runtime's and labeller's metrics with plausible values", async () => {
     const ns = await createNamespace('metrics');
-    for (const name of ['a', 'b', 'c']) await create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } });
-    const labeller = new Labeller(['--kinds', 'configmaps', '--label', 'team=platform', '--namespace', ns, '--http-port', '18392']);
+    for (const name of ['a', 'b', 'c']) {
+      await create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } });
+    }
+    const labeller = new Labeller([
+      '--kinds',
+      'configmaps',
+      '--label',
+      'team=platform',
+      '--namespace',
+      ns,
+      '--http-port',
+      '18392',
+    ]);
     try {
-      await eventually(async () => (await labelsOf(`/api/v1/namespaces/${ns}/configmaps/c`))['team'] === 'platform', 'the labels');
+      await eventually(
+        async () => (await labelsOf(`/api/v1/namespaces/${ns}/configmaps/c`))['team'] === 'platform',
+        'the labels',
+      );
       const { status, body } = await get(18392, '/metrics');
       assert.equal(status, 200);
       const controller = { controller: `configmaps/${ns}` };
@@ -100,7 +140,17 @@ describe('HTTP endpoints', { skip }, () => {
       assert.ok((sample(body, 'workqueue_adds_total', { name: `configmaps/${ns}` }) ?? 0) >= 3);
       assert.equal(sample(body, 'workqueue_depth', { name: `configmaps/${ns}` }), 0);
       assert.equal(sample(body, 'rest_client_requests_total', { code: '200', method: 'PATCH' }), 3);
-      for (const name of ['workqueue_queue_duration_seconds_count', 'workqueue_work_duration_seconds_count', 'workqueue_retries_total', 'labeller_watch_restarts_total', 'labeller_relists_total', 'labeller_conflicts_total', 'process_resident_memory_bytes']) {
+      for (
+        const name of [
+          'workqueue_queue_duration_seconds_count',
+          'workqueue_work_duration_seconds_count',
+          'workqueue_retries_total',
+          'labeller_watch_restarts_total',
+          'labeller_relists_total',
+          'labeller_conflicts_total',
+          'process_resident_memory_bytes',
+        ]
+      ) {
         assert.match(body, new RegExp(`^${name}`, 'm'), name);
       }
     } finally {

@@ -5,8 +5,21 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { ControlPlane } from '../controlplane/controlplane.ts';
-import { assertCleanExit, auditEvents, byLabeller, Cluster, compactEtcd, delay, etcdRevision, eventually, figure, ownControlPlane, ownSkip, receivedAt } from '../cluster.ts';
-import { Labeller, watchFailed, type LogLine } from './labeller.ts';
+import {
+  assertCleanExit,
+  auditEvents,
+  byLabeller,
+  Cluster,
+  compactEtcd,
+  delay,
+  etcdRevision,
+  eventually,
+  figure,
+  ownControlPlane,
+  ownSkip,
+  receivedAt,
+} from '../cluster.ts';
+import { Labeller, type LogLine, watchFailed } from './labeller.ts';
 import { FaultProxy } from './proxy.ts';
 
 const configMap = (name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } });
@@ -66,7 +79,22 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
     await cluster.createMany(secrets, Array.from({ length: 40 }, (_, i) => `s-${String(i).padStart(3, '0')}`), secret);
     const proxy = await FaultProxy.start(cp.server);
     const labeller = new Labeller(
-      ['--kinds', 'configmaps,secrets', '--label', 'team=platform', '--label', 'example.com/name={{name}}', '--namespace', ns, '--concurrency', '1', '--watch-timeout', '60s', '--http-port', String(HTTP_PORT)],
+      [
+        '--kinds',
+        'configmaps,secrets',
+        '--label',
+        'team=platform',
+        '--label',
+        'example.com/name={{name}}',
+        '--namespace',
+        ns,
+        '--concurrency',
+        '1',
+        '--watch-timeout',
+        '60s',
+        '--http-port',
+        String(HTTP_PORT),
+      ],
       { kubeconfig: cluster.writeKubeconfig({ server: proxy.url }) },
     );
     const sampler = setInterval(() => {
@@ -81,7 +109,12 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
      * loaded machine that answer may come late, and the next outage must not cut it off.
      */
     const readyAgain = (since: number) =>
-      eventually(async () => readiness.some((r) => r.ready && r.at >= since), '/readyz to answer 200 after the outage', 120_000, 250);
+      eventually(
+        async () => readiness.some((r) => r.ready && r.at >= since),
+        '/readyz to answer 200 after the outage',
+        120_000,
+        250,
+      );
     /** Stops kube-apiserver, keeps it down `ms`, starts it and waits until it is ready. */
     const outage = async (ms: number) => {
       const stopping = Date.now();
@@ -117,13 +150,29 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
       await labeller.waitForLog((l) => /list complete/.test(l.msg) && l.kind === 'ConfigMap', 90_000);
       await labeller.waitForLog((l) => /list complete/.test(l.msg) && l.kind === 'Secret', 90_000);
       await labeller.waitForLog((l) => l.msg === 'labels applied', 60_000);
-      outages.push({ what: `initial list (${listedBefore} of 2 lists done when cut)`, ms: 3000, ...times, recovered: Date.now(), watchFailures: labeller.since(mark, watchFailed), reconcileFailures: labeller.since(mark, (l) => l.msg.startsWith('reconcile failed')).length, retryFailures: retryFailures(mark), requestsToRecover: 0 });
+      outages.push({
+        what: `initial list (${listedBefore} of 2 lists done when cut)`,
+        ms: 3000,
+        ...times,
+        recovered: Date.now(),
+        watchFailures: labeller.since(mark, watchFailed),
+        reconcileFailures: labeller.since(mark, (l) => l.msg.startsWith('reconcile failed')).length,
+        retryFailures: retryFailures(mark),
+        requestsToRecover: 0,
+      });
       await readyAgain(times.ready);
 
       // 2. Mid-burst (concurrency 1 leaves most objects pending), then in steady state.
       await labeller.waitForLog((l) => l.msg === 'labels applied' && l.kind === 'ConfigMap', 30_000, mark);
       for (const [what, ms] of [['mid-burst', 3000], ['steady state', 5000]] as const) {
-        if (what === 'steady state') await eventually(() => allLabelled([cms, secrets]), 'every object to be labelled before the next outage', 90_000, 500);
+        if (what === 'steady state') {
+          await eventually(
+            () => allLabelled([cms, secrets]),
+            'every object to be labelled before the next outage',
+            90_000,
+            500,
+          );
+        }
         mark = labeller.logs.length;
         const times = await outage(ms);
         // Changes made right after the restart must be seen by the re-established watches.
@@ -131,10 +180,29 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
         await cluster.post(cms, configMap(probe));
         await cluster.post(secrets, secret(probe));
         await cluster.patchLabels(`${cms}/cm-000`, { team: null });
-        await eventually(async () => isLabelled(probe, await cluster.labelsOf(`${cms}/${probe}`)) && isLabelled(probe, await cluster.labelsOf(`${secrets}/${probe}`)) && isLabelled('cm-000', await cluster.labelsOf(`${cms}/cm-000`)), `the objects changed after outage "${what}" to be labelled`, 120_000, 100);
+        await eventually(
+          async () =>
+            isLabelled(probe, await cluster.labelsOf(`${cms}/${probe}`)) &&
+            isLabelled(probe, await cluster.labelsOf(`${secrets}/${probe}`)) &&
+            isLabelled('cm-000', await cluster.labelsOf(`${cms}/cm-000`)),
+          `the objects changed after outage "${what}" to be labelled`,
+          120_000,
+          100,
+        );
         const recovered = Date.now();
-        const requestsToRecover = auditEvents(cp.auditLog, (e) => byLabeller(e) && receivedAt(e) >= times.ready - 5000 && receivedAt(e) <= recovered).length;
-        outages.push({ what, ms, ...times, recovered, watchFailures: labeller.since(mark, watchFailed), reconcileFailures: labeller.since(mark, (l) => l.msg.startsWith('reconcile failed')).length, retryFailures: retryFailures(mark), requestsToRecover });
+        const requestsToRecover = auditEvents(cp.auditLog, (e) =>
+          byLabeller(e) && receivedAt(e) >= times.ready - 5000 && receivedAt(e) <= recovered).length;
+        outages.push({
+          what,
+          ms,
+          ...times,
+          recovered,
+          watchFailures: labeller.since(mark, watchFailed),
+          reconcileFailures: labeller.since(mark, (l) =>
+            l.msg.startsWith('reconcile failed')).length,
+          retryFailures: retryFailures(mark),
+          requestsToRecover,
+        });
         await readyAgain(times.ready);
       }
       await eventually(() => allLabelled([cms, secrets]), 'every object to be labelled', 90_000, 500);
@@ -146,11 +214,21 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
       await proxy.close();
       for (const o of outages) {
         const byKind = new Map<string, number[]>();
-        for (const f of o.watchFailures) byKind.set(String(f['kind']), [...(byKind.get(String(f['kind'])) ?? []), Number(f['retryInMs'])]);
-        figure(t, `restart [${o.what}]: API server shutting down ${((o.down - o.stopping) / 1000).toFixed(1)} s, down ${o.ms / 1000} s, starting ${((o.ready - o.down - o.ms) / 1000).toFixed(1)} s; ` +
-          `labeller caught up ${((o.recovered - o.ready) / 1000).toFixed(1)} s after the API server was ready; ` +
-          `watch retries ${[...byKind].map(([k, v]) => `${k} ${v.length}× (${v.map((ms) => (ms / 1000).toFixed(1)).join(', ')} s)`).join(', ') || 'none'}; ` +
-          `failed reconciles ${o.reconcileFailures}; requests from ready to caught up ${o.requestsToRecover}`);
+        for (const f of o.watchFailures) {
+          byKind.set(String(f['kind']), [...(byKind.get(String(f['kind'])) ?? []), Number(f['retryInMs'])]);
+        }
+        figure(
+          t,
+          `restart [${o.what}]: API server shutting down ${((o.down - o.stopping) / 1000).toFixed(1)} s, down ${
+            o.ms / 1000
+          } s, starting ${((o.ready - o.down - o.ms) / 1000).toFixed(1)} s; ` +
+            `labeller caught up ${((o.recovered - o.ready) / 1000).toFixed(1)} s after the API server was ready; ` +
+            `watch retries ${
+              [...byKind].map(([k, v]) => `${k} ${v.length}× (${v.map((ms) => (ms / 1000).toFixed(1)).join(', ')} s)`)
+                .join(', ') || 'none'
+            }; ` +
+            `failed reconciles ${o.reconcileFailures}; requests from ready to caught up ${o.requestsToRecover}`,
+        );
       }
       assertCleanExit(exit);
     }
@@ -163,18 +241,42 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
         // failure, and at most one per outage, since a relist that expires again backs off.
         const failures = o.watchFailures.filter((f) => f['kind'] === kind);
         const expired = failures.filter((f) => /: 410 /.test(String(f['error'])));
-        assert.ok(expired.filter((f) => Number(f['retryInMs']) === 0).length <= 1, `${kind}, outage "${o.what}": at most one immediate relist`);
-        const retries = failures.filter((f) => Number(f['retryInMs']) > 0 || !expired.includes(f)).map((f) => Number(f['retryInMs']));
+        assert.ok(
+          expired.filter((f) => Number(f['retryInMs']) === 0).length <= 1,
+          `${kind}, outage "${o.what}": at most one immediate relist`,
+        );
+        const retries = failures.filter((f) => Number(f['retryInMs']) > 0 || !expired.includes(f)).map((f) =>
+          Number(f['retryInMs'])
+        );
         const downMs = o.ready - o.stopping + 1000;
         const bound = Math.ceil(Math.log2(downMs / 800)) + 3;
-        assert.ok(retries.length <= bound, `${kind}, outage "${o.what}": ${retries.length} watch retries in ${downMs} ms (at most ${bound} expected with backoff)`);
-        assert.ok(retries.every((ms) => ms >= 800), `retry delays never below the initial backoff: ${retries.join(', ')}`);
+        assert.ok(
+          retries.length <= bound,
+          `${kind}, outage "${o.what}": ${retries.length} watch retries in ${downMs} ms (at most ${bound} expected with backoff)`,
+        );
+        assert.ok(
+          retries.every((ms) => ms >= 800),
+          `retry delays never below the initial backoff: ${retries.join(', ')}`,
+        );
       }
     }
-    const patches = auditEvents(cp.auditLog, (e) => byLabeller(e) && e.verb === 'patch' && e.objectRef?.namespace === ns);
-    figure(t, `restarts: ${outages.length} API server restarts survived; ${patches.length} PATCH requests reached the API server for 240 objects, 4 probes and 2 label removals`);
+    const patches = auditEvents(
+      cp.auditLog,
+      (e) => byLabeller(e) && e.verb === 'patch' && e.objectRef?.namespace === ns,
+    );
+    figure(
+      t,
+      `restarts: ${outages.length} API server restarts survived; ${patches.length} PATCH requests reached the API server for 240 objects, 4 probes and 2 label removals`,
+    );
     // Of the labelled kinds, that is: it creates its own Events and its field-manager guard's Lease.
-    assert.equal(auditEvents(cp.auditLog, (e) => byLabeller(e) && e.verb === 'create' && ['configmaps', 'secrets'].includes(e.objectRef?.resource ?? '')).length, 0, 'labeller never creates');
+    assert.equal(
+      auditEvents(
+        cp.auditLog,
+        (e) => byLabeller(e) && e.verb === 'create' && ['configmaps', 'secrets'].includes(e.objectRef?.resource ?? ''),
+      ).length,
+      0,
+      'labeller never creates',
+    );
   });
 
   test('each outage starts the watch backoff over, and labeller catches up within the backoff of that outage alone', () => {
@@ -183,12 +285,22 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
       // The first retry of an outage waits the initial delay (0.8 s, up to twice that with jitter).
       for (const kind of ['ConfigMap', 'Secret']) {
         const first = o.watchFailures.find((f) => f['kind'] === kind);
-        if (first) assert.ok(Number(first['retryInMs']) <= 1600, `outage "${o.what}", ${kind}: first retry after ${Number(first['retryInMs']).toFixed(0)} ms`);
+        if (first) {
+          assert.ok(
+            Number(first['retryInMs']) <= 1600,
+            `outage "${o.what}", ${kind}: first retry after ${Number(first['retryInMs']).toFixed(0)} ms`,
+          );
+        }
       }
       // With full jitter the last retry of an outage of length T comes at most about 2T later (≤ 60 s).
       const down = o.ready - o.stopping;
       const bound = Math.min(60_000, 2 * down) + 5000;
-      assert.ok(o.recovered - o.ready <= bound, `outage "${o.what}" (${(down / 1000).toFixed(1)} s): caught up ${((o.recovered - o.ready) / 1000).toFixed(1)} s after the API server was ready (at most ${(bound / 1000).toFixed(1)} s)`);
+      assert.ok(
+        o.recovered - o.ready <= bound,
+        `outage "${o.what}" (${(down / 1000).toFixed(1)} s): caught up ${
+          ((o.recovered - o.ready) / 1000).toFixed(1)
+        } s after the API server was ready (at most ${(bound / 1000).toFixed(1)} s)`,
+      );
     }
   });
 
@@ -202,14 +314,22 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
       const changes = samples.filter((r, j) => j === 0 || r.ready !== samples[j - 1]!.ready);
       const notReady = samples.find((r) => !r.ready && r.at >= o.down && r.at <= o.ready);
       const readyAgain = samples.find((r) => r.ready && r.at >= o.ready);
-      figure(t, `readiness [${o.what}] (API server stopped at 0 s, down at ${((o.down - o.stopping) / 1000).toFixed(1)} s, ready at ${((o.ready - o.stopping) / 1000).toFixed(1)} s): ` +
-        changes.map((r) => `${r.ready ? 200 : 503} at ${((r.at - o.stopping) / 1000).toFixed(1)} s`).join(', '));
+      figure(
+        t,
+        `readiness [${o.what}] (API server stopped at 0 s, down at ${
+          ((o.down - o.stopping) / 1000).toFixed(1)
+        } s, ready at ${((o.ready - o.stopping) / 1000).toFixed(1)} s): ` +
+          changes.map((r) => `${r.ready ? 200 : 503} at ${((r.at - o.stopping) / 1000).toFixed(1)} s`).join(', '),
+      );
       assert.ok(notReady, `outage "${o.what}": /readyz answered 503 while the API server was down`);
-      assert.ok(readyAgain && readyAgain.at <= o.recovered + 5000, `outage "${o.what}": /readyz answered 200 again once labeller had caught up`);
+      assert.ok(
+        readyAgain && readyAgain.at <= o.recovered + 5000,
+        `outage "${o.what}": /readyz answered 200 again once labeller had caught up`,
+      );
     }
   });
 
-  test('while the API server is away, failed retries stay within each controller\'s token bucket (a burst of 100, then 10 a second)', () => {
+  test("while the API server is away, failed retries stay within each controller's token bucket (a burst of 100, then 10 a second)", () => {
     assert.ok(outages.length > 0, 'the restart test ran');
     for (const o of outages) {
       // Every retry reserved a slot in its controller's bucket when its key last failed (after
@@ -220,8 +340,15 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
       for (const [controller, failures] of byController) {
         failures.forEach((f, i) => {
           const allowed = 100 + (10 * (f.at - o.stopping)) / 1000;
-          assert.ok(i + 1 <= allowed + 5, `outage "${o.what}", ${controller}: ${i + 1} failed retries by ${((f.at - o.stopping) / 1000).toFixed(1)} s after the API server was stopped, ` +
-            `more than the bucket allows (${Math.floor(allowed)}); ${o.reconcileFailures} failed reconciles in all; last error: ${f.error.slice(0, 200)}`);
+          assert.ok(
+            i + 1 <= allowed + 5,
+            `outage "${o.what}", ${controller}: ${i + 1} failed retries by ${
+              ((f.at - o.stopping) / 1000).toFixed(1)
+            } s after the API server was stopped, ` +
+              `more than the bucket allows (${
+                Math.floor(allowed)
+              }); ${o.reconcileFailures} failed reconciles in all; last error: ${f.error.slice(0, 200)}`,
+          );
         });
       }
     }
@@ -234,11 +361,27 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
     await cluster.createMany(cms, names, configMap);
     const proxy = await FaultProxy.start(cp.server);
     const labeller = new Labeller(
-      ['--kinds', 'configmaps', '--label', 'team=platform', '--label', 'example.com/name={{name}}', '--namespace', ns, '--watch-timeout', '60s'],
+      [
+        '--kinds',
+        'configmaps',
+        '--label',
+        'team=platform',
+        '--label',
+        'example.com/name={{name}}',
+        '--namespace',
+        ns,
+        '--watch-timeout',
+        '60s',
+      ],
       { kubeconfig: cluster.writeKubeconfig({ server: proxy.url }) },
     );
     try {
-      await eventually(async () => [...(await cluster.labelsByName(cms))].every(([name, l]) => isLabelled(name, l)), 'the first labelling', 60_000, 200);
+      await eventually(
+        async () => [...(await cluster.labelsByName(cms))].every(([name, l]) => isLabelled(name, l)),
+        'the first labelling',
+        60_000,
+        200,
+      );
       // Cut labeller off (connections dropped, new ones refused), then change the world.
       proxy.refuse(true);
       proxy.drop();
@@ -249,7 +392,9 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
       const added = Array.from({ length: 10 }, (_, i) => `new-${i}`);
       const deletedAt = Date.now();
       await Promise.all(deleted.map((name) => cluster.delete(`${cms}/${name}`)));
-      await Promise.all(stripped.map((name) => cluster.patchLabels(`${cms}/${name}`, { team: null, 'example.com/name': null })));
+      await Promise.all(
+        stripped.map((name) => cluster.patchLabels(`${cms}/${name}`, { team: null, 'example.com/name': null })),
+      );
       await cluster.createMany(cms, added, configMap);
       // Compact etcd up to now and restart the API server, so no cache can serve the old versions.
       const revision = await etcdRevision(cp.etcd);
@@ -259,22 +404,52 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
       const reconnected = Date.now();
       proxy.refuse(false);
 
-      const expired = await labeller.waitForLog((l) => watchFailed(l) && /410|too old|expired/i.test(String(l['error'])), 60_000, mark);
+      const expired = await labeller.waitForLog(
+        (l) => watchFailed(l) && /410|too old|expired/i.test(String(l['error'])),
+        60_000,
+        mark,
+      );
       const relisted = await labeller.waitForLog((l) => /list complete/.test(l.msg), 60_000, mark);
-      await eventually(async () => {
-        const now = await cluster.labelsByName(cms);
-        return now.size === names.length - deleted.length + added.length && [...now].every(([name, l]) => isLabelled(name, l));
-      }, 'the stripped and added objects to be labelled', 60_000, 200);
+      await eventually(
+        async () => {
+          const now = await cluster.labelsByName(cms);
+          return now.size === names.length - deleted.length + added.length &&
+            [...now].every(([name, l]) => isLabelled(name, l));
+        },
+        'the stripped and added objects to be labelled',
+        60_000,
+        200,
+      );
       const recovered = Date.now();
       // Give queued work time to run against the deleted objects, then look for traces of them.
       await delay(2000);
       const now = await cluster.labelsByName(cms);
       for (const name of deleted) assert.ok(!now.has(name), `${name} was not recreated`);
-      const touched = auditEvents(cp.auditLog, (e) => byLabeller(e) && e.objectRef?.namespace === ns && deleted.includes(e.objectRef?.name ?? '') && receivedAt(e) >= deletedAt);
-      assert.deepEqual(touched.map((e) => `${e.verb} ${e.objectRef?.name} ${e.responseStatus?.code}`), [], 'no request for an object deleted during the gap');
-      figure(t, `compaction: 410 seen (${String(expired['error']).slice(0, 120)}); "${relisted.msg}" ${JSON.stringify({ objects: relisted['objects'], removed: relisted['removed'] })}; ` +
-        `${stripped.length} stripped + ${added.length} added objects labelled ${((recovered - reconnected) / 1000).toFixed(1)} s after reconnecting`);
-      assert.equal(relisted['removed'] ?? deleted.length, deleted.length, 'the relist reports the deleted objects as removed');
+      const touched = auditEvents(
+        cp.auditLog,
+        (e) =>
+          byLabeller(e) && e.objectRef?.namespace === ns && deleted.includes(e.objectRef?.name ?? '') &&
+          receivedAt(e) >= deletedAt,
+      );
+      assert.deepEqual(
+        touched.map((e) => `${e.verb} ${e.objectRef?.name} ${e.responseStatus?.code}`),
+        [],
+        'no request for an object deleted during the gap',
+      );
+      figure(
+        t,
+        `compaction: 410 seen (${String(expired['error']).slice(0, 120)}); "${relisted.msg}" ${
+          JSON.stringify({ objects: relisted['objects'], removed: relisted['removed'] })
+        }; ` +
+          `${stripped.length} stripped + ${added.length} added objects labelled ${
+            ((recovered - reconnected) / 1000).toFixed(1)
+          } s after reconnecting`,
+      );
+      assert.equal(
+        relisted['removed'] ?? deleted.length,
+        deleted.length,
+        'the relist reports the deleted objects as removed',
+      );
     } finally {
       const exit = await labeller.stop();
       labeller.kill();

@@ -4,7 +4,16 @@
 // left held.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { assertCleanExit, assertNoCrash, Cluster, delay, eventually, figure, sharedKubeconfig, skip } from '../cluster.ts';
+import {
+  assertCleanExit,
+  assertNoCrash,
+  Cluster,
+  delay,
+  eventually,
+  figure,
+  sharedKubeconfig,
+  skip,
+} from '../cluster.ts';
 import { Labeller, type Runtime } from './labeller.ts';
 import { FaultProxy } from './proxy.ts';
 
@@ -15,7 +24,11 @@ describe('signals at random points', { skip }, () => {
   before(async () => {
     cluster = await Cluster.connect(sharedKubeconfig());
     ns = await cluster.namespace('signals');
-    await cluster.createMany(cms(), Array.from({ length: 300 }, (_, i) => `cm-${String(i).padStart(3, '0')}`), (name) => ({ metadata: { name } }));
+    await cluster.createMany(
+      cms(),
+      Array.from({ length: 300 }, (_, i) => `cm-${String(i).padStart(3, '0')}`),
+      (name) => ({ metadata: { name } }),
+    );
   });
   after(() => cluster?.close());
 
@@ -24,20 +37,44 @@ describe('signals at random points', { skip }, () => {
     const all = await cluster.labelsByName(cms());
     const names = [...all].filter(([, l]) => Object.keys(l).length > 0).map(([name]) => name);
     for (let i = 0; i < names.length; i += 25) {
-      await Promise.all(names.slice(i, i + 25).map((name) => cluster.client.json('PATCH', `${cms()}/${name}?fieldManager=labeller`, {
-        headers: { 'content-type': 'application/apply-patch+yaml' },
-        body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, labels: {} } }),
-      })));
+      await Promise.all(
+        names.slice(i, i + 25).map((name) =>
+          cluster.client.json('PATCH', `${cms()}/${name}?fieldManager=labeller`, {
+            headers: { 'content-type': 'application/apply-patch+yaml' },
+            body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, labels: {} } }),
+          })
+        ),
+      );
     }
   }
 
   async function assertAllOrNone(): Promise<number> {
     const labels = [...(await cluster.labelsByName(cms())).values()];
-    for (const l of labels) assert.ok(('a' in l) === ('b' in l) && ('a' in l) === ('c' in l), `all or none of the labels: ${JSON.stringify(l)}`);
+    for (const l of labels) {
+      assert.ok(
+        ('a' in l) === ('b' in l) && ('a' in l) === ('c' in l),
+        `all or none of the labels: ${JSON.stringify(l)}`,
+      );
+    }
     return labels.filter((l) => 'a' in l).length;
   }
 
-  const args = () => ['--kinds', 'configmaps', '--label', 'a=1', '--label', 'b=2', '--label', 'c={{name}}', '--namespace', ns, '--concurrency', '2', '--grace-period', '10s'];
+  const args = () => [
+    '--kinds',
+    'configmaps',
+    '--label',
+    'a=1',
+    '--label',
+    'b=2',
+    '--label',
+    'c={{name}}',
+    '--namespace',
+    ns,
+    '--concurrency',
+    '2',
+    '--grace-period',
+    '10s',
+  ];
 
   test('SIGTERM within the first seconds after start (from the first log line on): a clean exit 0', async (t) => {
     const outcomes: string[] = [];
@@ -49,7 +86,11 @@ describe('signals at random points', { skip }, () => {
       await delay(ms);
       const logged = labeller.logs.length;
       const exit = await labeller.stop();
-      outcomes.push(`${Math.round(ms)} ms after "${first.msg}": ${exit.code === null ? `killed by ${exit.signal}` : `exit ${exit.code}`} (${logged} log line${logged === 1 ? '' : 's'} by then)`);
+      outcomes.push(
+        `${Math.round(ms)} ms after "${first.msg}": ${
+          exit.code === null ? `killed by ${exit.signal}` : `exit ${exit.code}`
+        } (${logged} log line${logged === 1 ? '' : 's'} by then)`,
+      );
       assertNoCrash(exit.stderr);
     }
     figure(t, `signal at startup: ${outcomes.join('; ')}`);
@@ -66,7 +107,12 @@ describe('signals at random points', { skip }, () => {
       await delay(500);
       const started = Date.now();
       const exit = await labeller.stop();
-      figure(t, `signal during discovery: exit ${exit.code ?? exit.signal} after ${Date.now() - started} ms, stderr ${JSON.stringify(exit.stderr.trim().split('\n').at(-1))}`);
+      figure(
+        t,
+        `signal during discovery: exit ${exit.code ?? exit.signal} after ${Date.now() - started} ms, stderr ${
+          JSON.stringify(exit.stderr.trim().split('\n').at(-1))
+        }`,
+      );
       assertNoCrash(exit.stderr);
       assert.equal(exit.code, 0, exit.stderr);
       assert.doesNotMatch(exit.stderr, /labeller: SIGTERM/);
@@ -119,16 +165,32 @@ describe('signals at random points', { skip }, () => {
 
   test('SIGTERM as the leader: exit 0 and the Lease released (holderIdentity empty)', async (t) => {
     const lease = `labeller-${ns}`;
-    const labeller = new Labeller([...args(), '--leader-elect', '--leader-election-namespace', ns, '--leader-election-id', lease], { kubeconfig: cluster.kubeconfig });
+    const labeller = new Labeller([
+      ...args(),
+      '--leader-elect',
+      '--leader-election-namespace',
+      ns,
+      '--leader-election-id',
+      lease,
+    ], { kubeconfig: cluster.kubeconfig });
     try {
       await labeller.waitForLog((l) => /became leader|leading/i.test(l.msg), 30_000);
       await labeller.waitForLog((l) => l.msg === 'labels applied', 30_000);
-      const held = await cluster.get<{ spec: { holderIdentity?: string } }>(`/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${lease}`);
+      const held = await cluster.get<{ spec: { holderIdentity?: string } }>(
+        `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${lease}`,
+      );
       assert.ok(held.spec.holderIdentity, 'the Lease is held while leading');
       const exit = await labeller.stop();
       assertCleanExit(exit);
-      const released = await cluster.get<{ spec: { holderIdentity?: string | null } }>(`/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${lease}`);
-      figure(t, `signal as leader: exit 0, Lease holder before "${held.spec.holderIdentity}", after "${released.spec.holderIdentity ?? ''}"`);
+      const released = await cluster.get<{ spec: { holderIdentity?: string | null } }>(
+        `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${lease}`,
+      );
+      figure(
+        t,
+        `signal as leader: exit 0, Lease holder before "${held.spec.holderIdentity}", after "${
+          released.spec.holderIdentity ?? ''
+        }"`,
+      );
       assert.ok(!released.spec.holderIdentity, `the Lease is released, holder "${released.spec.holderIdentity}"`);
     } finally {
       labeller.kill();

@@ -17,7 +17,14 @@ describe('soak (short)', { skip: ownSkip }, () => {
   after(() => cp?.stop());
 
   test(`${SECONDS} s of churn with dropped connections and an API server restart: exactly the desired labels, memory flat`, async (t) => {
-    const result = await soak({ controlPlane: cp, durationMs: SECONDS * 1000, dropEveryMs: 10_000, restartEveryMs: SECONDS * 500, opsPerSecond: 10, log: (line) => t.diagnostic(line) });
+    const result = await soak({
+      controlPlane: cp,
+      durationMs: SECONDS * 1000,
+      dropEveryMs: 10_000,
+      restartEveryMs: SECONDS * 500,
+      opsPerSecond: 10,
+      log: (line) => t.diagnostic(line),
+    });
     for (const line of describeSoak(result, SECONDS / 60)) figure(t, line);
     assert.equal(result.exitCode, 0, result.stderrTail);
     assertNoCrash(result.stderrTail);
@@ -25,6 +32,9 @@ describe('soak (short)', { skip: ownSkip }, () => {
     assert.deepEqual(result.wrong.slice(0, 10), [], 'every object carries exactly the desired labels');
     assert.ok(result.restarts >= 1 && result.drops >= 3, 'the watches were forced to reconnect');
     // Flat memory: a minute is short, so this only catches gross growth; the full soak says more.
-    assert.ok(result.rss.endMiB - result.rss.startMiB < 40, `RSS ${result.rss.startMiB.toFixed(0)} → ${result.rss.endMiB.toFixed(0)} MiB`);
+    assert.ok(
+      result.rss.endMiB - result.rss.startMiB < 40,
+      `RSS ${result.rss.startMiB.toFixed(0)} → ${result.rss.endMiB.toFixed(0)} MiB`,
+    );
   });
 });

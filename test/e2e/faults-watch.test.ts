@@ -3,12 +3,12 @@
 // notice and a new watch must deliver what happened meanwhile, on Node and on Deno: first with
 // labeller's own watcher in a small script (test/faults/watchprinter.ts), then with the real CLI.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { Arrivals, lineSplitter } from '../lines.ts';
 import { denoPath } from '../tools.ts';
 import { assertCleanExit, assertNoCrash, Cluster, eventually, figure, sharedKubeconfig, skip } from '../cluster.ts';
-import { Labeller, watchFailed, type Runtime } from './labeller.ts';
+import { Labeller, type Runtime, watchFailed } from './labeller.ts';
 import { FaultProxy } from './proxy.ts';
 
 interface Printed {
@@ -27,11 +27,16 @@ class WatchPrinter {
   stderr = '';
 
   constructor(runtime: Runtime, args: readonly string[]) {
-    const [bin, prefix] = runtime === 'deno' ? [denoPath(), ['run', '-A', 'test/faults/watchprinter.ts']] : [process.execPath, ['--import', 'tsx', 'test/faults/watchprinter.ts']];
+    const [bin, prefix] = runtime === 'deno'
+      ? [denoPath(), ['run', '-A', 'test/faults/watchprinter.ts']]
+      : [process.execPath, ['--import', 'tsx', 'test/faults/watchprinter.ts']];
     this.child = spawn(bin, [...prefix, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-    this.child.stdout?.setEncoding('utf8').on('data', lineSplitter((line) => {
-      if (line.startsWith('{')) this.#printed.push(JSON.parse(line) as Printed);
-    }));
+    this.child.stdout?.setEncoding('utf8').on(
+      'data',
+      lineSplitter((line) => {
+        if (line.startsWith('{')) this.#printed.push(JSON.parse(line) as Printed);
+      }),
+    );
     this.child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
       this.stderr += chunk;
     });
@@ -39,7 +44,11 @@ class WatchPrinter {
   }
 
   next(predicate: (e: Printed) => boolean, from: number, timeoutMs: number): Promise<Printed> {
-    return this.#printed.waitFor(predicate, { timeoutMs, from, context: () => `got ${JSON.stringify(this.events.slice(from))}\n${this.stderr}` });
+    return this.#printed.waitFor(predicate, {
+      timeoutMs,
+      from,
+      context: () => `got ${JSON.stringify(this.events.slice(from))}\n${this.stderr}`,
+    });
   }
 
   async stop(): Promise<number | null> {
@@ -71,7 +80,12 @@ describe('a watch that goes silent', { skip }, () => {
         const ns = await cluster.namespace(`silent-${runtime}`);
         const cms = `/api/v1/namespaces/${ns}/configmaps`;
         const proxy = await FaultProxy.start(cluster.server);
-        const printer = new WatchPrinter(runtime, [cluster.writeKubeconfig({ server: proxy.url }), ns, String(TIMEOUT_SECONDS), String(IDLE_MS)]);
+        const printer = new WatchPrinter(runtime, [
+          cluster.writeKubeconfig({ server: proxy.url }),
+          ns,
+          String(TIMEOUT_SECONDS),
+          String(IDLE_MS),
+        ]);
         try {
           await printer.next((e) => e.type === 'initDone', 0, 30_000);
           await cluster.post(cms, { metadata: { name: 'before' } });
@@ -94,14 +108,33 @@ describe('a watch that goes silent', { skip }, () => {
           const resumedAt = Date.now();
           if (mode === 'frozen until resumed') proxy.resume();
           const connectionsBefore = proxy.connections;
-          const missed = await printer.next((e) => e.type === 'apply' && e.name === 'during', mark, 15_000).catch((error: unknown) => {
-            throw new Error(`${String(error)}\n(new connections opened after the silence began: ${proxy.connections - connectionsBefore})`);
-          });
+          const missed = await printer.next((e) => e.type === 'apply' && e.name === 'during', mark, 15_000).catch(
+            (error: unknown) => {
+              throw new Error(
+                `${String(error)}\n(new connections opened after the silence began: ${
+                  proxy.connections - connectionsBefore
+                })`,
+              );
+            },
+          );
           await cluster.post(cms, { metadata: { name: 'after' } });
           await printer.next((e) => e.type === 'apply' && e.name === 'after', mark, 10_000);
-          figure(t, `silent watch (${runtime}, ${mode}): detected after ${(detected / 1000).toFixed(1)} s (idle timeout ${IDLE_MS / 1000} s), ` +
-            `missed change delivered ${((missed.t - resumedAt) / 1000).toFixed(1)} s after the connection came back; ` +
-            `${proxy.connections - connectionsBefore} new connections, ${printer.events.slice(mark).filter((e) => e.type === 'error').length} errors: ${printer.events.slice(mark).filter((e) => e.type === 'error').map((e) => `${e.error?.split(':')[0]} (retry in ${e.retryInMs} ms)`).join(', ')}`);
+          figure(
+            t,
+            `silent watch (${runtime}, ${mode}): detected after ${(detected / 1000).toFixed(1)} s (idle timeout ${
+              IDLE_MS / 1000
+            } s), ` +
+              `missed change delivered ${
+                ((missed.t - resumedAt) / 1000).toFixed(1)
+              } s after the connection came back; ` +
+              `${proxy.connections - connectionsBefore} new connections, ${
+                printer.events.slice(mark).filter((e) => e.type === 'error').length
+              } errors: ${
+                printer.events.slice(mark).filter((e) => e.type === 'error').map((e) =>
+                  `${e.error?.split(':')[0]} (retry in ${e.retryInMs} ms)`
+                ).join(', ')
+              }`,
+          );
         } finally {
           const code = await printer.stop();
           await proxy.close();
@@ -112,25 +145,55 @@ describe('a watch that goes silent', { skip }, () => {
     }
 
     // (The connection frozen for good is the same bug on both runtimes: checked on Node only.)
-    for (const mode of runtime === 'node' ? ['frozen until resumed', 'open connections frozen for good, new ones work'] as const : ['frozen until resumed'] as const) {
+    for (
+      const mode of runtime === 'node'
+        ? ['frozen until resumed', 'open connections frozen for good, new ones work'] as const
+        : ['frozen until resumed'] as const
+    ) {
       test(`the labeller CLI with --watch-timeout 2s, ${mode}: reported, re-established, the missed object labelled (${runtime})`, async (t) => {
         const ns = await cluster.namespace(`silent-cli-${runtime}`);
         const cms = `/api/v1/namespaces/${ns}/configmaps`;
         await cluster.post(cms, { metadata: { name: 'before' } });
         const proxy = await FaultProxy.start(cluster.server);
-        const labeller = new Labeller(['--kinds', 'configmaps', '--label', 'team=platform', '--namespace', ns, '--watch-timeout', '2s'], { kubeconfig: cluster.writeKubeconfig({ server: proxy.url }), runtime });
+        const labeller = new Labeller([
+          '--kinds',
+          'configmaps',
+          '--label',
+          'team=platform',
+          '--namespace',
+          ns,
+          '--watch-timeout',
+          '2s',
+        ], { kubeconfig: cluster.writeKubeconfig({ server: proxy.url }), runtime });
         try {
-          await eventually(async () => (await cluster.labelsOf(`${cms}/before`))['team'] === 'platform', 'the first label', 30_000);
+          await eventually(
+            async () => (await cluster.labelsOf(`${cms}/before`))['team'] === 'platform',
+            'the first label',
+            30_000,
+          );
           const mark = labeller.logs.length;
           const silentAt = Date.now();
           if (mode === 'frozen until resumed') proxy.pause();
           else proxy.freezeExisting();
           await cluster.post(cms, { metadata: { name: 'during' } });
-          const failure = await labeller.waitForLog((l) => watchFailed(l) && /silent/.test(String(l['error'])), 15_000, mark);
+          const failure = await labeller.waitForLog(
+            (l) => watchFailed(l) && /silent/.test(String(l['error'])),
+            15_000,
+            mark,
+          );
           const reportedAt = labeller.arrivals[labeller.logs.indexOf(failure)]!;
           if (mode === 'frozen until resumed') proxy.resume();
-          await eventually(async () => (await cluster.labelsOf(`${cms}/during`))['team'] === 'platform', 'the object created during the silence to be labelled', 15_000);
-          figure(t, `silent watch (labeller CLI, ${runtime}, ${mode}): reported after ${((reportedAt - silentAt) / 1000).toFixed(1)} s, missed object labelled ${((Date.now() - reportedAt) / 1000).toFixed(1)} s after that`);
+          await eventually(
+            async () => (await cluster.labelsOf(`${cms}/during`))['team'] === 'platform',
+            'the object created during the silence to be labelled',
+            15_000,
+          );
+          figure(
+            t,
+            `silent watch (labeller CLI, ${runtime}, ${mode}): reported after ${
+              ((reportedAt - silentAt) / 1000).toFixed(1)
+            } s, missed object labelled ${((Date.now() - reportedAt) / 1000).toFixed(1)} s after that`,
+          );
         } finally {
           const exit = await labeller.stop();
           labeller.kill();

@@ -2,7 +2,7 @@
 // manifests, service-account tokens (TokenRequest) and access reviews for an identity.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -14,7 +14,9 @@ import { adminClient, kubeconfig, writeKubeconfig } from './cluster.ts';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const CHART = join(ROOT, 'chart');
-export const EXAMPLES = ['cluster-wide', 'namespaced', 'crd', 'ha'].map((name) => join(CHART, 'examples', `${name}.yaml`));
+export const EXAMPLES = ['cluster-wide', 'namespaced', 'crd', 'ha'].map((name) =>
+  join(CHART, 'examples', `${name}.yaml`)
+);
 export const SIDECAR = join(CHART, 'examples', 'sidecar.yaml');
 
 const tools = ensureTools();
@@ -69,12 +71,26 @@ function valueArgs(options: RenderOptions): string[] {
 
 /** `helm template`; resolves with its result whether it rendered or not. */
 export function template(options: RenderOptions = {}): Promise<Run> {
-  return tool('helm', ['template', options.release ?? 'labeller', CHART, '--namespace', options.namespace ?? 'labeller', ...valueArgs(options)]);
+  return tool('helm', [
+    'template',
+    options.release ?? 'labeller',
+    CHART,
+    '--namespace',
+    options.namespace ?? 'labeller',
+    ...valueArgs(options),
+  ]);
 }
 
 /** `helm lint --strict` with the values. */
 export function lint(options: RenderOptions = {}): Promise<Run> {
-  return tool('helm', ['lint', '--strict', CHART, '--namespace', options.namespace ?? 'labeller', ...valueArgs(options)]);
+  return tool('helm', [
+    'lint',
+    '--strict',
+    CHART,
+    '--namespace',
+    options.namespace ?? 'labeller',
+    ...valueArgs(options),
+  ]);
 }
 
 /** `helm install` into the shared cluster (as admin, nothing waited for); uninstalled when the file's tests end. */
@@ -139,10 +155,18 @@ export function deleteAfter(manifests: readonly Manifest[]): void {
 /** A kubeconfig for a ServiceAccount, with a token minted by the TokenRequest API (as the kubelet does). */
 export async function serviceAccountKubeconfig(namespace: string, name: string): Promise<string> {
   const client = await adminClient();
-  const { status } = await client.json<{ status: { token: string } }>('POST', `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`, {
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } }),
-  });
+  const { status } = await client.json<{ status: { token: string } }>(
+    'POST',
+    `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
+    {
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenRequest',
+        spec: { expirationSeconds: 3600 },
+      }),
+    },
+  );
   return writeKubeconfig({ token: status.token });
 }
 
@@ -157,7 +181,9 @@ export interface Access {
 }
 
 export function describeAccess(a: Access): string {
-  const what = `${a.resource}${a.subresource ? `/${a.subresource}` : ''}${a.group ? `.${a.group}` : ''}${a.name ? `/${a.name}` : ''}`;
+  const what = `${a.resource}${a.subresource ? `/${a.subresource}` : ''}${a.group ? `.${a.group}` : ''}${
+    a.name ? `/${a.name}` : ''
+  }`;
   return `${a.verb} ${what} ${a.namespace ? `in ${a.namespace}` : 'cluster-wide'}`;
 }
 
@@ -167,14 +193,18 @@ export async function accessReview(kubeconfigPath: string, checks: readonly Acce
   try {
     const answers = await Promise.all(
       checks.map(async (check) => {
-        const review = await client.json<{ status: { allowed: boolean } }>('POST', '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', {
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({
-            apiVersion: 'authorization.k8s.io/v1',
-            kind: 'SelfSubjectAccessReview',
-            spec: { resourceAttributes: { group: '', ...check } },
-          }),
-        });
+        const review = await client.json<{ status: { allowed: boolean } }>(
+          'POST',
+          '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',
+          {
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({
+              apiVersion: 'authorization.k8s.io/v1',
+              kind: 'SelfSubjectAccessReview',
+              spec: { resourceAttributes: { group: '', ...check } },
+            }),
+          },
+        );
         return [check, review.status.allowed] as const;
       }),
     );

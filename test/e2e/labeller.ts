@@ -1,6 +1,6 @@
 // The real `labeller` command (Node or Deno) as a child process, with its JSON logs parsed as they
 // arrive. Free of node:test hooks, so scripts (test/soak.ts) use it too.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Arrivals, lineSplitter } from '../lines.ts';
@@ -61,12 +61,25 @@ export class Labeller {
    * of this tree's, on `runtime`. `wrapper` is a command that runs labeller's command line (e.g.
    * `unshare … sh -c 'exec "$@"'`).
    */
-  constructor(args: readonly string[], options: { readonly kubeconfig?: string; readonly runtime?: Runtime; readonly env?: Record<string, string>; readonly command?: readonly [string, ...string[]]; readonly wrapper?: readonly string[] } = {}) {
+  constructor(
+    args: readonly string[],
+    options: {
+      readonly kubeconfig?: string;
+      readonly runtime?: Runtime;
+      readonly env?: Record<string, string>;
+      readonly command?: readonly [string, ...string[]];
+      readonly wrapper?: readonly string[];
+    } = {},
+  ) {
     const [bin, prefix] = options.command
       ? [options.command[0], options.command.slice(1)]
-      : options.runtime === 'deno' ? [denoPath(), ['run', '--allow-all', 'src/cli.ts']] : [process.execPath, ['bin/labeller.js']];
+      : options.runtime === 'deno'
+      ? [denoPath(), ['run', '--allow-all', 'src/cli.ts']]
+      : [process.execPath, ['bin/labeller.js']];
     const kubeconfig = options.kubeconfig ?? process.env['E2E_KUBECONFIG'];
-    const withKubeconfig = args.some((a) => a.startsWith('--kubeconfig')) || !kubeconfig ? [] : ['--kubeconfig', kubeconfig];
+    const withKubeconfig = args.some((a) => a.startsWith('--kubeconfig')) || !kubeconfig
+      ? []
+      : ['--kubeconfig', kubeconfig];
     const [command = bin, ...wrapperArgs] = options.wrapper ?? [];
     const commandLine = [...prefix, ...withKubeconfig, '--log-format', 'json', ...args];
     this.process = spawn(command, options.wrapper ? [...wrapperArgs, bin, ...commandLine] : commandLine, {
@@ -98,7 +111,10 @@ export class Labeller {
         const dir = process.env['FAULTS_LOG_DIR'];
         if (dir) {
           mkdirSync(dir, { recursive: true });
-          writeFileSync(join(dir, `labeller-${this.startedAt}-${this.process.pid}.log`), `${args.join(' ')}\nexit ${code} ${signal}\n${this.stdout}\n${this.stderr}`);
+          writeFileSync(
+            join(dir, `labeller-${this.startedAt}-${this.process.pid}.log`),
+            `${args.join(' ')}\nexit ${code} ${signal}\n${this.stdout}\n${this.stderr}`,
+          );
         }
         this.#lines.end(`labeller exited (${code ?? signal})`);
         resolve({ code, signal, stdout: this.stdout, stderr: this.stderr, fatal: fatalMessage(this.stderr) });
@@ -141,6 +157,9 @@ export class Labeller {
 export const watchFailed = (line: LogLine): boolean => line.msg === 'watch failed; retrying';
 
 /** Runs labeller to completion (for --once and error cases). */
-export function runLabeller(args: readonly string[], options: ConstructorParameters<typeof Labeller>[1] = {}): Promise<Exit> {
+export function runLabeller(
+  args: readonly string[],
+  options: ConstructorParameters<typeof Labeller>[1] = {},
+): Promise<Exit> {
   return new Labeller(args, options).exited;
 }

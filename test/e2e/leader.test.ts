@@ -3,7 +3,17 @@
 // and a clean shutdown hands the lease over at once.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { adminClient, auditEvents, auditSkip, create, createNamespace, eventually, labelsOf, skip, writeKubeconfig } from './cluster.ts';
+import {
+  adminClient,
+  auditEvents,
+  auditSkip,
+  create,
+  createNamespace,
+  eventually,
+  labelsOf,
+  skip,
+  writeKubeconfig,
+} from './cluster.ts';
 import { Labeller } from './labeller.ts';
 import { FaultProxy } from './proxy.ts';
 
@@ -13,30 +23,56 @@ const timings = ['--lease-duration', '3s', '--renew-deadline', '2s', '--retry-pe
 
 async function holder(ns: string): Promise<string | undefined> {
   const client = await adminClient();
-  const lease = await client.json<{ spec: { holderIdentity?: string } }>('GET', `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/labeller`);
+  const lease = await client.json<{ spec: { holderIdentity?: string } }>(
+    'GET',
+    `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/labeller`,
+  );
   return lease.spec.holderIdentity ?? undefined;
 }
 
 function replica(ns: string, extra: { kubeconfig?: string } = {}): Labeller {
-  return new Labeller(['--kinds', 'configmaps', '--label', 'team=platform', '--namespace', ns, '--leader-elect', '--leader-election-namespace', ns, ...timings], extra);
+  return new Labeller([
+    '--kinds',
+    'configmaps',
+    '--label',
+    'team=platform',
+    '--namespace',
+    ns,
+    '--leader-elect',
+    '--leader-election-namespace',
+    ns,
+    ...timings,
+  ], extra);
 }
 
 const configMap = (name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } });
 
 describe('leader election', { skip }, () => {
-  test('only the leader patches; when it is killed the standby takes over within a lease duration; no double writes', { skip: auditSkip }, async () => {
+  test('only the leader patches; when it is killed the standby takes over within a lease duration; no double writes', {
+    skip: auditSkip,
+  }, async () => {
     const ns = await createNamespace('leader');
     for (let i = 0; i < 10; i++) await create(`/api/v1/namespaces/${ns}/configmaps`, configMap(`before-${i}`));
-    const patches = () => auditEvents((e) => e.verb === 'patch' && e.objectRef?.namespace === ns && e.objectRef.resource === 'configmaps' && (e.userAgent ?? '').startsWith('labeller/')).length;
+    const patches = () =>
+      auditEvents((e) =>
+        e.verb === 'patch' && e.objectRef?.namespace === ns && e.objectRef.resource === 'configmaps' &&
+        (e.userAgent ?? '').startsWith('labeller/')
+      ).length;
 
     const first = replica(ns);
     await first.waitForLog((l) => l.msg === 'became leader');
     const second = replica(ns);
     try {
       await second.waitForLog((l) => l.msg === 'initial list complete');
-      await eventually(async () => (await labelsOf(`/api/v1/namespaces/${ns}/configmaps/before-9`))['team'] === 'platform', 'the leader to label');
+      await eventually(
+        async () => (await labelsOf(`/api/v1/namespaces/${ns}/configmaps/before-9`))['team'] === 'platform',
+        'the leader to label',
+      );
       await eventually(async () => patches() === 10 && 'ten', 'one patch per object');
-      assert.ok(!second.logs.some((l) => l.msg === 'became leader' || l.msg === 'labels applied'), 'the standby neither leads nor writes');
+      assert.ok(
+        !second.logs.some((l) => l.msg === 'became leader' || l.msg === 'labels applied'),
+        'the standby neither leads nor writes',
+      );
 
       first.process.kill('SIGKILL');
       const killed = Date.now();
@@ -47,7 +83,10 @@ describe('leader election', { skip }, () => {
       assert.ok(takeover < LEASE_MS * 1.5, `took over in ${takeover} ms, lease duration ${LEASE_MS} ms`);
 
       for (let i = 0; i < 5; i++) await create(`/api/v1/namespaces/${ns}/configmaps`, configMap(`after-${i}`));
-      await eventually(async () => (await labelsOf(`/api/v1/namespaces/${ns}/configmaps/after-4`))['team'] === 'platform', 'the new leader to label');
+      await eventually(
+        async () => (await labelsOf(`/api/v1/namespaces/${ns}/configmaps/after-4`))['team'] === 'platform',
+        'the new leader to label',
+      );
       await eventually(async () => patches() === 15 && 'fifteen', 'one patch per object');
       await new Promise((resolve) => setTimeout(resolve, 1000));
       assert.equal(patches(), 15, 'no object was written twice');

@@ -1,7 +1,16 @@
 // Objects that vanish under labeller, and the shutdown coordinator under load.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { adminClient, auditEvents, auditSkip, create, createNamespace, eventually, skip, writeKubeconfig } from './cluster.ts';
+import {
+  adminClient,
+  auditEvents,
+  auditSkip,
+  create,
+  createNamespace,
+  eventually,
+  skip,
+  writeKubeconfig,
+} from './cluster.ts';
 import { Labeller, type Runtime } from './labeller.ts';
 import { FaultProxy } from './proxy.ts';
 
@@ -9,13 +18,20 @@ async function createConfigMaps(ns: string, count: number): Promise<void> {
   const names = Array.from({ length: count }, (_, i) => `cm-${String(i).padStart(4, '0')}`);
   // 25 at a time: quick, without tripping the API server's in-flight limits.
   for (let i = 0; i < names.length; i += 25) {
-    await Promise.all(names.slice(i, i + 25).map((name) => create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } })));
+    await Promise.all(
+      names.slice(i, i + 25).map((name) =>
+        create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } })
+      ),
+    );
   }
 }
 
 async function configMapLabels(ns: string): Promise<Record<string, string>[]> {
   const client = await adminClient();
-  const list = await client.json<{ items: { metadata: { labels?: Record<string, string> } }[] }>('GET', `/api/v1/namespaces/${ns}/configmaps`);
+  const list = await client.json<{ items: { metadata: { labels?: Record<string, string> } }[] }>(
+    'GET',
+    `/api/v1/namespaces/${ns}/configmaps`,
+  );
   return list.items.map((i) => i.metadata.labels ?? {});
 }
 
@@ -24,17 +40,34 @@ describe('lifecycle', { skip }, () => {
     const ns = await createNamespace('deleted');
     await createConfigMaps(ns, 300);
     // One worker, so most objects are still queued when they are deleted.
-    const labeller = new Labeller(['--kinds', 'configmaps', '--label', 'team=platform', '--namespace', ns, '--concurrency', '1']);
+    const labeller = new Labeller([
+      '--kinds',
+      'configmaps',
+      '--label',
+      'team=platform',
+      '--namespace',
+      ns,
+      '--concurrency',
+      '1',
+    ]);
     try {
       await labeller.waitForLog((l) => l.msg === 'labels applied');
       await (await adminClient()).request('DELETE', `/api/v1/namespaces/${ns}/configmaps`);
-      await eventually(async () => (await configMapLabels(ns)).length === 0 && 'empty', 'the namespace to have no config maps');
+      await eventually(
+        async () => (await configMapLabels(ns)).length === 0 && 'empty',
+        'the namespace to have no config maps',
+      );
       // Give the queued reconciles time to run against the deleted objects.
       await new Promise((resolve) => setTimeout(resolve, 3000));
       assert.equal((await configMapLabels(ns)).length, 0, 'no config map was recreated');
-      const byLabeller = auditEvents((e) => e.objectRef?.namespace === ns && (e.userAgent ?? '').startsWith('labeller/'));
+      const byLabeller = auditEvents((e) =>
+        e.objectRef?.namespace === ns && (e.userAgent ?? '').startsWith('labeller/')
+      );
       assert.equal(byLabeller.filter((e) => e.verb === 'create').length, 0);
-      assert.ok(byLabeller.every((e) => e.verb !== 'patch' || e.responseStatus?.code === 200 || e.responseStatus?.code === 409), 'patches either applied or were refused by the uid guard');
+      assert.ok(
+        byLabeller.every((e) => e.verb !== 'patch' || e.responseStatus?.code === 200 || e.responseStatus?.code === 409),
+        'patches either applied or were refused by the uid guard',
+      );
     } finally {
       assert.equal((await labeller.stop()).code, 0);
     }
@@ -44,7 +77,22 @@ describe('lifecycle', { skip }, () => {
     test(`SIGTERM during a burst of 500 pending objects: exit 0 within the grace period, no half-applied object (${runtime})`, async () => {
       const ns = await createNamespace(`sigterm-${runtime}`);
       await createConfigMaps(ns, 500);
-      const labeller = new Labeller(['--kinds', 'configmaps', '--label', 'a=1', '--label', 'b=2', '--label', 'c={{name}}', '--namespace', ns, '--concurrency', '4', '--grace-period', '10s'], { runtime });
+      const labeller = new Labeller([
+        '--kinds',
+        'configmaps',
+        '--label',
+        'a=1',
+        '--label',
+        'b=2',
+        '--label',
+        'c={{name}}',
+        '--namespace',
+        ns,
+        '--concurrency',
+        '4',
+        '--grace-period',
+        '10s',
+      ], { runtime });
       await labeller.waitForLog((l) => l.msg === 'labels applied');
       const started = Date.now();
       const exit = await labeller.stop('SIGTERM');
@@ -52,8 +100,16 @@ describe('lifecycle', { skip }, () => {
       assert.ok(Date.now() - started < 10_000, 'exited within the grace period');
       const labels = await configMapLabels(ns);
       const labelled = labels.filter((l) => l['a'] === '1');
-      assert.ok(labelled.length > 0 && labelled.length < 500, `the signal came mid-burst (${labelled.length} labelled)`);
-      for (const l of labels) assert.ok(('a' in l) === ('b' in l) && ('a' in l) === ('c' in l), `all or none of the labels: ${JSON.stringify(l)}`);
+      assert.ok(
+        labelled.length > 0 && labelled.length < 500,
+        `the signal came mid-burst (${labelled.length} labelled)`,
+      );
+      for (const l of labels) {
+        assert.ok(
+          ('a' in l) === ('b' in l) && ('a' in l) === ('c' in l),
+          `all or none of the labels: ${JSON.stringify(l)}`,
+        );
+      }
     });
   }
 
@@ -61,7 +117,16 @@ describe('lifecycle', { skip }, () => {
     const ns = await createNamespace('second-signal');
     await createConfigMaps(ns, 50);
     const proxy = await FaultProxy.start((await adminClient()).server);
-    const labeller = new Labeller(['--kinds', 'configmaps', '--label', 'a=1', '--namespace', ns, '--grace-period', '60s'], { kubeconfig: writeKubeconfig({ server: proxy.url }) });
+    const labeller = new Labeller([
+      '--kinds',
+      'configmaps',
+      '--label',
+      'a=1',
+      '--namespace',
+      ns,
+      '--grace-period',
+      '60s',
+    ], { kubeconfig: writeKubeconfig({ server: proxy.url }) });
     try {
       await labeller.waitForLog((l) => l.msg === 'initial list complete');
       // Freeze the connection: the patches now in flight cannot finish.

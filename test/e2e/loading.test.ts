@@ -12,19 +12,28 @@ import { runLabeller } from './labeller.ts';
 const dir = mkdtempSync(join(tmpdir(), 'labeller-e2e-loading-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 const hook = join(dir, 'hook.mjs');
-writeFileSync(hook, `import { registerHooks } from 'node:module';
+writeFileSync(
+  hook,
+  `import { registerHooks } from 'node:module';
 registerHooks({
   resolve(specifier, context, next) {
     if (specifier.startsWith('@kubernetes/client-node')) process.stderr.write('client-node imported\\n');
     return next(specifier, context);
   },
 });
-`);
+`,
+);
 const LOADED = 'client-node imported';
 
 /** Runs the CLI with the hook; returns the exit and whether client-node was imported. */
-async function run(args: readonly string[], kubeconfigPath?: string): Promise<{ code: number | null; stderr: string; loaded: boolean }> {
-  const exit = await runLabeller(args, { env: { NODE_OPTIONS: `--import=${hook}` }, ...(kubeconfigPath === undefined ? {} : { kubeconfig: kubeconfigPath }) });
+async function run(
+  args: readonly string[],
+  kubeconfigPath?: string,
+): Promise<{ code: number | null; stderr: string; loaded: boolean }> {
+  const exit = await runLabeller(args, {
+    env: { NODE_OPTIONS: `--import=${hook}` },
+    ...(kubeconfigPath === undefined ? {} : { kubeconfig: kubeconfigPath }),
+  });
   return { code: exit.code, stderr: exit.stderr, loaded: exit.stderr.includes(LOADED) };
 }
 
@@ -54,7 +63,10 @@ describe('what labeller loads', { skip }, () => {
     const withProxy = JSON.parse(readFileSync(proxied, 'utf8')) as { clusters: { cluster: Record<string, unknown> }[] };
     for (const c of withProxy.clusters) c.cluster['proxy-url'] = 'http://127.0.0.1:1';
     writeFileSync(proxied, JSON.stringify(withProxy));
-    const viaProxy = await run(['--kinds', 'configmaps', '--label', 'team=platform', '--namespace', ns, '--once'], proxied);
+    const viaProxy = await run(
+      ['--kinds', 'configmaps', '--label', 'team=platform', '--namespace', ns, '--once'],
+      proxied,
+    );
     assert.equal(viaProxy.loaded, true, viaProxy.stderr);
   });
 });

@@ -9,7 +9,9 @@ if (!kubeconfig || !namespace) throw new Error('usage: plumbing.deno.ts KUBECONF
 const client = await KubeClient.load({ kubeconfig, userAgent: 'labeller-e2e-deno' });
 try {
   const version = await plumbing(client, namespace);
-  console.log(`plumbing ok: kube-apiserver ${version} on Deno ${typeof Deno === 'undefined' ? 'missing' : Deno.version.deno}`);
+  console.log(
+    `plumbing ok: kube-apiserver ${version} on Deno ${typeof Deno === 'undefined' ? 'missing' : Deno.version.deno}`,
+  );
 } finally {
   await client.close();
 }

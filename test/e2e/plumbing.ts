@@ -8,12 +8,26 @@ import type { PartialObjectMetadata, WatchEvent } from '../../src/kube/objects.t
 import type { ApiResource } from '../../src/kube/resource.ts';
 
 const configmaps: ApiResource = {
-  group: '', version: 'v1', resource: 'configmaps', singular: 'configmap', kind: 'ConfigMap',
-  shortNames: ['cm'], namespaced: true, verbs: ['get', 'list', 'watch', 'patch'], preferred: true,
+  group: '',
+  version: 'v1',
+  resource: 'configmaps',
+  singular: 'configmap',
+  kind: 'ConfigMap',
+  shortNames: ['cm'],
+  namespaced: true,
+  verbs: ['get', 'list', 'watch', 'patch'],
+  preferred: true,
 };
 const deployments: ApiResource = {
-  group: 'apps', version: 'v1', resource: 'deployments', singular: 'deployment', kind: 'Deployment',
-  shortNames: ['deploy'], namespaced: true, verbs: ['get', 'list', 'watch', 'patch'], preferred: true,
+  group: 'apps',
+  version: 'v1',
+  resource: 'deployments',
+  singular: 'deployment',
+  kind: 'Deployment',
+  shortNames: ['deploy'],
+  namespaced: true,
+  verbs: ['get', 'list', 'watch', 'patch'],
+  preferred: true,
 };
 
 const json = (body: object) => ({ headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -24,14 +38,24 @@ export async function plumbing(client: KubeClient, namespace: string): Promise<s
 
   const cms = new MetadataApi(client, configmaps, namespace);
   const deploys = new MetadataApi(client, deployments, namespace);
-  await client.json('POST', cms.path(), json({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'first' }, data: { secret: 'x'.repeat(1000) } }));
-  const deployment = await client.json<PartialObjectMetadata>('POST', deploys.path(), json({
-    apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web', labels: { app: 'web' } },
-    spec: {
-      selector: { matchLabels: { app: 'web' } },
-      template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } },
-    },
-  }));
+  await client.json(
+    'POST',
+    cms.path(),
+    json({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'first' }, data: { secret: 'x'.repeat(1000) } }),
+  );
+  const deployment = await client.json<PartialObjectMetadata>(
+    'POST',
+    deploys.path(),
+    json({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'web', labels: { app: 'web' } },
+      spec: {
+        selector: { matchLabels: { app: 'web' } },
+        template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } },
+      },
+    }),
+  );
 
   // List, metadata-only: the server projects to PartialObjectMetadata, no data or spec.
   const list = await cms.list({ limit: 500 });
@@ -50,22 +74,43 @@ export async function plumbing(client: KubeClient, namespace: string): Promise<s
   const abort = new AbortController();
   const events: WatchEvent[] = [];
   const watching = (async () => {
-    for await (const event of await cms.watch({ resourceVersion: list.metadata.resourceVersion, timeoutSeconds: 60, idleMs: 70_000, signal: abort.signal })) {
+    for await (
+      const event of await cms.watch({
+        resourceVersion: list.metadata.resourceVersion,
+        timeoutSeconds: 60,
+        idleMs: 70_000,
+        signal: abort.signal,
+      })
+    ) {
       events.push(event);
       if (event.type === 'ADDED' && event.object.metadata.name === 'second') abort.abort();
     }
   })();
-  await client.json('POST', cms.path(), json({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'second' }, data: { big: 'y'.repeat(1000) } }));
-  await Promise.race([watching, new Promise((_, reject) => setTimeout(() => reject(new Error('no watch event within 10 s')), 10_000).unref())]);
+  await client.json(
+    'POST',
+    cms.path(),
+    json({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'second' }, data: { big: 'y'.repeat(1000) } }),
+  );
+  await Promise.race([
+    watching,
+    new Promise((_, reject) => setTimeout(() => reject(new Error('no watch event within 10 s')), 10_000).unref()),
+  ]);
   const added = events.find((e) => e.type === 'ADDED' && e.object.metadata.name === 'second');
   assert.ok(added && added.type === 'ADDED');
   assert.equal(added.object.kind, 'PartialObjectMetadata');
   assert.ok(!('data' in added.object), 'no data in a metadata-only watch event');
-  assert.ok(!events.some((e) => e.type !== 'BOOKMARK' && 'metadata' in e.object && e.object.metadata.name === 'first'), 'the watch starts after the list');
+  assert.ok(
+    !events.some((e) => e.type !== 'BOOKMARK' && 'metadata' in e.object && e.object.metadata.name === 'first'),
+    'the watch starts after the list',
+  );
 
   // Server-side apply of one label under labeller's field manager, guarded by the uid.
   const applied = await deploys.apply(
-    { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web', namespace, uid: deployment.metadata.uid, labels: { 'example.com/managed': 'yes' } } },
+    {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'web', namespace, uid: deployment.metadata.uid, labels: { 'example.com/managed': 'yes' } },
+    },
     { fieldManager: 'labeller', force: false },
   );
   assert.equal(applied.kind, 'PartialObjectMetadata');
@@ -78,7 +123,11 @@ export async function plumbing(client: KubeClient, namespace: string): Promise<s
   // The uid guard: an apply for a deleted object fails instead of recreating it.
   await client.request('DELETE', cms.path('first'));
   const gone = await cms.apply(
-    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'first', namespace, uid: first.metadata.uid, labels: { a: 'b' } } },
+    {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'first', namespace, uid: first.metadata.uid, labels: { a: 'b' } },
+    },
     { fieldManager: 'labeller', force: true },
   ).then(() => undefined, (error: unknown) => error);
   assert.ok(gone instanceof ApiError, `apply to a deleted object must fail, got ${String(gone)}`);

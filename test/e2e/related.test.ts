@@ -5,9 +5,20 @@
 // sends nothing; an owner kind labeller may not read is reported and the other kinds go on.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { assertCleanExit, byLabeller, figure, receivedAt, type AuditEvent } from '../cluster.ts';
-import { adminClient, auditEvents, auditSkip, configFile, create, createNamespace, eventually, labelsOf, patchLabels, serviceAccountKubeconfig } from './cluster.ts';
-import { Labeller, watchFailed, type Runtime } from './labeller.ts';
+import { assertCleanExit, type AuditEvent, byLabeller, figure, receivedAt } from '../cluster.ts';
+import {
+  adminClient,
+  auditEvents,
+  auditSkip,
+  configFile,
+  create,
+  createNamespace,
+  eventually,
+  labelsOf,
+  patchLabels,
+  serviceAccountKubeconfig,
+} from './cluster.ts';
+import { Labeller, type Runtime, watchFailed } from './labeller.ts';
 
 /** Objects per kind in the namespace whose label changes (3 kinds); the bench runs 10 000. */
 const PER_KIND = 200;
@@ -25,12 +36,20 @@ const FIELD_MANAGER = 'labeller-related-e2e';
  * their names are random) that match `filter`.
  */
 const requests = (since: number, namespaces: readonly string[], filter: (event: AuditEvent) => boolean): AuditEvent[] =>
-  auditEvents((e) => byLabeller(e) && receivedAt(e) >= since && namespaces.some((n) => e.requestURI.includes(n)) && (e.verb !== 'patch' || e.requestURI.includes(`fieldManager=${FIELD_MANAGER}`)) && filter(e));
+  auditEvents((e) =>
+    byLabeller(e) && receivedAt(e) >= since && namespaces.some((n) => e.requestURI.includes(n)) &&
+    (e.verb !== 'patch' || e.requestURI.includes(`fieldManager=${FIELD_MANAGER}`)) && filter(e)
+  );
 
 async function createMany(ns: string, count: number): Promise<void> {
   for (const [resource, make] of KINDS) {
     for (let i = 0; i < count; i += 25) {
-      await Promise.all(Array.from({ length: Math.min(25, count - i) }, (_, j) => create(`/api/v1/namespaces/${ns}/${resource}`, make(`o-${i + j}`))));
+      await Promise.all(
+        Array.from(
+          { length: Math.min(25, count - i) },
+          (_, j) => create(`/api/v1/namespaces/${ns}/${resource}`, make(`o-${i + j}`)),
+        ),
+      );
     }
   }
 }
@@ -39,7 +58,10 @@ async function createMany(ns: string, count: number): Promise<void> {
 async function carrying(ns: string, value: string | undefined): Promise<number> {
   let n = 0;
   for (const [resource] of KINDS) {
-    const list = await (await adminClient()).json<{ items: { metadata: { labels?: Record<string, string> } }[] }>('GET', `/api/v1/namespaces/${ns}/${resource}`);
+    const list = await (await adminClient()).json<{ items: { metadata: { labels?: Record<string, string> } }[] }>(
+      'GET',
+      `/api/v1/namespaces/${ns}/${resource}`,
+    );
     n += list.items.filter((i) => i.metadata.labels?.['team'] === value).length;
   }
   return n;
@@ -53,35 +75,86 @@ describe('labels from related objects', { skip: auditSkip }, () => {
     await createMany(ns, PER_KIND);
     await createMany(other, 5);
     const total = PER_KIND * KINDS.length;
-    const args = ['--kinds', KINDS.map(([r]) => r).join(','), '--label', 'team={{namespace.labels.team}}', '--namespace', `${ns},${other}`, '--field-manager', FIELD_MANAGER];
+    const args = [
+      '--kinds',
+      KINDS.map(([r]) => r).join(','),
+      '--label',
+      'team={{namespace.labels.team}}',
+      '--namespace',
+      `${ns},${other}`,
+      '--field-manager',
+      FIELD_MANAGER,
+    ];
     const both = [ns, other];
     const inOther = (e: AuditEvent) => e.objectRef?.namespace === other;
-    const patchesIn = (since: number, namespace: string) => requests(since, [namespace], (e) => e.verb === 'patch' && e.objectRef?.namespace === namespace && e.objectRef.resource !== 'namespaces').length;
+    const patchesIn = (since: number, namespace: string) =>
+      requests(
+        since,
+        [namespace],
+        (e) => e.verb === 'patch' && e.objectRef?.namespace === namespace && e.objectRef.resource !== 'namespaces',
+      ).length;
 
     let labeller = new Labeller(args);
     try {
-      await eventually(async () => (await carrying(ns, 'payments')) === total, `all ${total} objects to carry team=payments`, 120_000, 500);
-      await eventually(async () => (await carrying(other, 'search')) === 15, 'the other namespace\'s objects to carry team=search');
+      await eventually(
+        async () => (await carrying(ns, 'payments')) === total,
+        `all ${total} objects to carry team=payments`,
+        120_000,
+        500,
+      );
+      await eventually(
+        async () => (await carrying(other, 'search')) === 15,
+        "the other namespace's objects to carry team=search",
+      );
 
       // Change: every object follows, with one PATCH each, no GET and no LIST.
       let mark = Date.now();
       await patchLabels(`/api/v1/namespaces/${ns}`, { team: 'billing' });
-      await eventually(async () => (await carrying(ns, 'billing')) === total, `all ${total} objects to carry team=billing`, 120_000, 500);
+      await eventually(
+        async () => (await carrying(ns, 'billing')) === total,
+        `all ${total} objects to carry team=billing`,
+        120_000,
+        500,
+      );
       const changed = (Date.now() - mark) / 1000;
       await eventually(async () => patchesIn(mark, ns) >= total, 'the audit log to record the patches', 10_000);
       assert.equal(patchesIn(mark, ns), total, 'one PATCH per object');
-      assert.equal(requests(mark, both, (e) => e.verb === 'get' || e.verb === 'list').length, 0, 'no GET, no LIST: related objects come from the caches');
-      assert.equal(requests(mark, both, (e) => e.verb === 'patch' && inOther(e)).length, 0, 'objects in the other namespace untouched');
+      assert.equal(
+        requests(mark, both, (e) => e.verb === 'get' || e.verb === 'list').length,
+        0,
+        'no GET, no LIST: related objects come from the caches',
+      );
+      assert.equal(
+        requests(mark, both, (e) => e.verb === 'patch' && inOther(e)).length,
+        0,
+        'objects in the other namespace untouched',
+      );
 
       // Removal: the derived label goes from every object.
       mark = Date.now();
       await patchLabels(`/api/v1/namespaces/${ns}`, { team: null });
-      await eventually(async () => (await carrying(ns, undefined)) === total, `all ${total} objects to lose team`, 120_000, 500);
+      await eventually(
+        async () => (await carrying(ns, undefined)) === total,
+        `all ${total} objects to lose team`,
+        120_000,
+        500,
+      );
       const removed = (Date.now() - mark) / 1000;
       await eventually(async () => patchesIn(mark, ns) >= total, 'the audit log to record the patches', 10_000);
       assert.equal(patchesIn(mark, ns), total, 'one PATCH per object');
-      assert.equal(requests(mark, both, (e) => e.verb === 'patch' && inOther(e)).length, 0, 'objects in the other namespace untouched');
-      figure(t, `namespace label on ${total} objects (3 kinds): changed on all in ${changed.toFixed(1)} s, removed from all in ${removed.toFixed(1)} s, 1 PATCH per object, 0 GET/LIST, 0 PATCH in the other namespace`);
+      assert.equal(
+        requests(mark, both, (e) => e.verb === 'patch' && inOther(e)).length,
+        0,
+        'objects in the other namespace untouched',
+      );
+      figure(
+        t,
+        `namespace label on ${total} objects (3 kinds): changed on all in ${
+          changed.toFixed(1)
+        } s, removed from all in ${
+          removed.toFixed(1)
+        } s, 1 PATCH per object, 0 GET/LIST, 0 PATCH in the other namespace`,
+      );
       assertCleanExit(await labeller.stop());
 
       // Restart over the converged cluster: nothing to send.
@@ -90,7 +163,11 @@ describe('labels from related objects', { skip: auditSkip }, () => {
       assert.equal(dryRun.code, 0, dryRun.stderr);
       assert.match(dryRun.stdout, new RegExp(`^dry run: seen ${total + 15}, would patch ${total}, unchanged 15,`, 'm'));
       const line = dryRun.stderr.split('\n').find((l) => l.includes('would apply labels (dry run)'));
-      assert.deepEqual((JSON.parse(line ?? '{}') as { patch?: unknown }).patch, [{ op: 'add', path: '/metadata/labels/team', value: 'ops' }]);
+      assert.deepEqual((JSON.parse(line ?? '{}') as { patch?: unknown }).patch, [{
+        op: 'add',
+        path: '/metadata/labels/team',
+        value: 'ops',
+      }]);
       assert.equal(await carrying(ns, undefined), total, 'the dry run wrote nothing');
       await patchLabels(`/api/v1/namespaces/${ns}`, { team: null });
 
@@ -114,18 +191,40 @@ describe('labels from related objects', { skip: auditSkip }, () => {
       const podSpec = { containers: [{ name: 'c', image: 'nginx' }] };
       const deployment = await create<{ metadata: { uid: string } }>(`${apps}/deployments`, {
         metadata: { name: 'web', labels: { app: 'web', 'app.kubernetes.io/part-of': 'shop' } },
-        spec: { selector: { matchLabels: { app: 'web' } }, template: { metadata: { labels: { app: 'web' } }, spec: podSpec } },
+        spec: {
+          selector: { matchLabels: { app: 'web' } },
+          template: { metadata: { labels: { app: 'web' } }, spec: podSpec },
+        },
       });
-      const controllerRef = (kind: string, name: string, uid: string, apiVersion = 'apps/v1') => [{ apiVersion, kind, name, uid, controller: true, blockOwnerDeletion: true }];
+      const controllerRef = (
+        kind: string,
+        name: string,
+        uid: string,
+        apiVersion = 'apps/v1',
+      ) => [{ apiVersion, kind, name, uid, controller: true, blockOwnerDeletion: true }];
       const replicaSets: { name: string; uid: string }[] = [];
       for (const name of ['web-1', 'web-2']) {
         const rs = await create<{ metadata: { uid: string } }>(`${apps}/replicasets`, {
-          metadata: { name, labels: { app: 'web' }, ownerReferences: controllerRef('Deployment', 'web', deployment.metadata.uid) },
-          spec: { selector: { matchLabels: { app: 'web' } }, template: { metadata: { labels: { app: 'web' } }, spec: podSpec } },
+          metadata: {
+            name,
+            labels: { app: 'web' },
+            ownerReferences: controllerRef('Deployment', 'web', deployment.metadata.uid),
+          },
+          spec: {
+            selector: { matchLabels: { app: 'web' } },
+            template: { metadata: { labels: { app: 'web' } }, spec: podSpec },
+          },
         });
         replicaSets.push({ name, uid: rs.metadata.uid });
         for (const pod of ['a', 'b']) {
-          await create(`${core}/pods`, { metadata: { name: `${name}-${pod}`, labels: { app: 'web' }, ownerReferences: controllerRef('ReplicaSet', name, rs.metadata.uid) }, spec: podSpec });
+          await create(`${core}/pods`, {
+            metadata: {
+              name: `${name}-${pod}`,
+              labels: { app: 'web' },
+              ownerReferences: controllerRef('ReplicaSet', name, rs.metadata.uid),
+            },
+            spec: podSpec,
+          });
         }
       }
       const config = `
@@ -137,18 +236,34 @@ describe('labels from related objects', { skip: auditSkip }, () => {
         example.com/owner: "{{owner.kind}}.{{owner.name}}"
     - resource: pods
   `;
-      const labeller = new Labeller(['--config', configFile(config), '--namespace', ns, '--field-manager', FIELD_MANAGER], { runtime });
+      const labeller = new Labeller([
+        '--config',
+        configFile(config),
+        '--namespace',
+        ns,
+        '--field-manager',
+        FIELD_MANAGER,
+      ], { runtime });
       const rsPath = (name: string) => `${apps}/replicasets/${name}`;
       const podPaths = (rs: string) => ['a', 'b'].map((p) => `${core}/pods/${rs}-${p}`);
       const all = ['web-1', 'web-2'].flatMap((rs) => [rsPath(rs), ...podPaths(rs)]);
-      const partOf = async (paths: readonly string[], value: string | undefined) => (await Promise.all(paths.map(labelsOf))).every((l) => l['example.com/part-of'] === value);
+      const partOf = async (paths: readonly string[], value: string | undefined) =>
+        (await Promise.all(paths.map(labelsOf))).every((l) => l['example.com/part-of'] === value);
       try {
         const started = Date.now();
-        await eventually(() => partOf(all, 'shop'), 'the Deployment\'s label on its ReplicaSets and Pods');
+        await eventually(() => partOf(all, 'shop'), "the Deployment's label on its ReplicaSets and Pods");
         assert.equal((await labelsOf(rsPath('web-1')))['example.com/owner'], 'Deployment.web');
         // A labelled kind that is also an owner (replicasets) is listed once; deployments, only read, once.
-        assert.equal(requests(started, [ns], (e) => e.verb === 'list' && e.objectRef?.resource === 'replicasets').length, 1, 'replicasets listed once');
-        assert.equal(requests(started, [ns], (e) => e.verb === 'list' && e.objectRef?.resource === 'deployments').length, 1, 'deployments listed once');
+        assert.equal(
+          requests(started, [ns], (e) => e.verb === 'list' && e.objectRef?.resource === 'replicasets').length,
+          1,
+          'replicasets listed once',
+        );
+        assert.equal(
+          requests(started, [ns], (e) => e.verb === 'list' && e.objectRef?.resource === 'deployments').length,
+          1,
+          'deployments listed once',
+        );
 
         let mark = Date.now();
         await patchLabels(`${apps}/deployments/web`, { 'app.kubernetes.io/part-of': 'mall' });
@@ -158,12 +273,25 @@ describe('labels from related objects', { skip: auditSkip }, () => {
 
         // Orphan web-2 (as `kubectl delete --cascade=orphan` does): its derived labels go, from it and its Pods.
         mark = Date.now();
-        await (await adminClient()).json('PATCH', rsPath('web-2'), { headers: { 'content-type': 'application/merge-patch+json' }, body: JSON.stringify({ metadata: { ownerReferences: null } }) });
-        await eventually(() => partOf([rsPath('web-2'), ...podPaths('web-2')], undefined), 'the orphaned ReplicaSet and its Pods to lose the derived label');
+        await (await adminClient()).json('PATCH', rsPath('web-2'), {
+          headers: { 'content-type': 'application/merge-patch+json' },
+          body: JSON.stringify({ metadata: { ownerReferences: null } }),
+        });
+        await eventually(
+          () => partOf([rsPath('web-2'), ...podPaths('web-2')], undefined),
+          'the orphaned ReplicaSet and its Pods to lose the derived label',
+        );
         assert.equal((await labelsOf(rsPath('web-2')))['example.com/owner'], undefined, 'no owner, no owner label');
         assert.ok(await partOf([rsPath('web-1'), ...podPaths('web-1')], 'mall'), 'the other ReplicaSet keeps it');
-        assert.equal(requests(mark, [ns], (e) => e.verb === 'patch').length, 3, 'one PATCH each for the orphan and its two Pods');
-        figure(t, `owner chain (${runtime}): Deployment label change on its 2 ReplicaSets and 4 Pods in ${followed} ms; orphaning a ReplicaSet: 3 PATCHes`);
+        assert.equal(
+          requests(mark, [ns], (e) => e.verb === 'patch').length,
+          3,
+          'one PATCH each for the orphan and its two Pods',
+        );
+        figure(
+          t,
+          `owner chain (${runtime}): Deployment label change on its 2 ReplicaSets and 4 Pods in ${followed} ms; orphaning a ReplicaSet: 3 PATCHes`,
+        );
       } finally {
         assertCleanExit(await labeller.stop());
       }
@@ -176,7 +304,16 @@ describe('labels from related objects', { skip: auditSkip }, () => {
     const core = `/api/v1/namespaces/${ns}`;
     await create(`${core}/configmaps`, { metadata: { name: 'cm' } });
     await create(`${core}/pods`, {
-      metadata: { name: 'p', ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'rs', uid: '00000000-0000-0000-0000-000000000001', controller: true }] },
+      metadata: {
+        name: 'p',
+        ownerReferences: [{
+          apiVersion: 'apps/v1',
+          kind: 'ReplicaSet',
+          name: 'rs',
+          uid: '00000000-0000-0000-0000-000000000001',
+          controller: true,
+        }],
+      },
       spec: { containers: [{ name: 'c', image: 'nginx' }] },
     });
     const verbs = ['get', 'list', 'watch', 'patch'];
@@ -193,17 +330,33 @@ kinds:
     labels: { example.com/root: "{{root.name}}" }
 `;
     const port = 18473;
-    const labeller = new Labeller(['--config', configFile(config), '--namespace', ns, '--field-manager', FIELD_MANAGER, '--health-probe-bind-address', `127.0.0.1:${port}`], { kubeconfig });
+    const labeller = new Labeller([
+      '--config',
+      configFile(config),
+      '--namespace',
+      ns,
+      '--field-manager',
+      FIELD_MANAGER,
+      '--health-probe-bind-address',
+      `127.0.0.1:${port}`,
+    ], { kubeconfig });
     try {
       const refused = await labeller.waitForLog((l) => watchFailed(l) && l.kind === 'ReplicaSet', 30_000);
       assert.match(String(refused['error']), /403 Forbidden: .*replicasets/);
-      await eventually(async () => (await labelsOf(`${core}/configmaps/cm`))['team'] === 'payments', 'config maps labelled from their namespace, read by name');
+      await eventually(
+        async () => (await labelsOf(`${core}/configmaps/cm`))['team'] === 'payments',
+        'config maps labelled from their namespace, read by name',
+      );
       await new Promise((resolve) => setTimeout(resolve, 2000));
       assert.equal((await labelsOf(`${core}/pods/p`))['example.com/root'], undefined, 'pods wait for the owner cache');
       const readyz = await fetch(`http://127.0.0.1:${port}/readyz`);
       const body = await readyz.text();
       assert.equal(readyz.status, 503, body);
-      assert.match(body, new RegExp(`replicasets\\.apps/${ns} \\(read by templates\\): waiting for the first list: .*403`), 'readiness names the cache the pods wait for');
+      assert.match(
+        body,
+        new RegExp(`replicasets\\.apps/${ns} \\(read by templates\\): waiting for the first list: .*403`),
+        'readiness names the cache the pods wait for',
+      );
       assert.ok(labeller.running);
     } finally {
       assertCleanExit(await labeller.stop());

@@ -8,7 +8,17 @@ import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { adminClient, auditEvents, auditSkip, create, createNamespace, eventually, labelsOf, patchLabels, skip } from './cluster.ts';
+import {
+  adminClient,
+  auditEvents,
+  auditSkip,
+  create,
+  createNamespace,
+  eventually,
+  labelsOf,
+  patchLabels,
+  skip,
+} from './cluster.ts';
 import { figure } from '../cluster.ts';
 import { Labeller, type LogLine } from './labeller.ts';
 
@@ -32,117 +42,209 @@ class ConfigMapVolume {
   }
 }
 
-const service = (name: string, app: string) => ({ apiVersion: 'v1', kind: 'Service', metadata: { name, labels: { app } }, spec: { ports: [{ port: 80 }] } });
+const service = (name: string, app: string) => ({
+  apiVersion: 'v1',
+  kind: 'Service',
+  metadata: { name, labels: { app } },
+  spec: { ports: [{ port: 80 }] },
+});
 const deployment = (name: string) => ({
-  apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name },
-  spec: { selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'c', image: 'nginx' }] } } },
+  apiVersion: 'apps/v1',
+  kind: 'Deployment',
+  metadata: { name },
+  spec: {
+    selector: { matchLabels: { app: name } },
+    template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'c', image: 'nginx' }] } },
+  },
 });
 
 describe('live config reload', { skip }, () => {
   for (const [runtime, port] of [['node', 18398], ['deno', 18399]] as const) {
-    test(`add a kind, drop a label, change a template and a selector, break the YAML, remove a kind: PATCHes for exactly the objects whose labels change, a LIST only for kinds added or whose selector changed (${runtime})`, { skip: auditSkip }, async (t) => {
-      const ns = await createNamespace(`reload-${runtime}`);
-      for (const name of ['c1', 'c2', 'c3']) await create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } });
-      await create(`/api/v1/namespaces/${ns}/services`, service('s1', 'web'));
-      await create(`/api/v1/namespaces/${ns}/services`, service('s2', 'api'));
-      await create(`/apis/apps/v1/namespaces/${ns}/deployments`, deployment('d1'));
-      const configMaps = `  - resource: configmaps\n    labels: { example.com/name: "{{name}}" }\n`;
-      const services = (app: string) => `  - resource: services\n    labels: { example.com/app: "${app}" }\n`;
-      const volume = new ConfigMapVolume(`labels: { team: platform }\nkinds:\n${configMaps}${services('{{labels.app}}')}`);
-      after(() => rmSync(volume.dir, { recursive: true, force: true }));
+    test(
+      `add a kind, drop a label, change a template and a selector, break the YAML, remove a kind: PATCHes for exactly the objects whose labels change, a LIST only for kinds added or whose selector changed (${runtime})`,
+      { skip: auditSkip },
+      async (t) => {
+        const ns = await createNamespace(`reload-${runtime}`);
+        for (const name of ['c1', 'c2', 'c3']) {
+          await create(`/api/v1/namespaces/${ns}/configmaps`, {
+            apiVersion: 'v1',
+            kind: 'ConfigMap',
+            metadata: { name },
+          });
+        }
+        await create(`/api/v1/namespaces/${ns}/services`, service('s1', 'web'));
+        await create(`/api/v1/namespaces/${ns}/services`, service('s2', 'api'));
+        await create(`/apis/apps/v1/namespaces/${ns}/deployments`, deployment('d1'));
+        const configMaps = `  - resource: configmaps\n    labels: { example.com/name: "{{name}}" }\n`;
+        const services = (app: string) => `  - resource: services\n    labels: { example.com/app: "${app}" }\n`;
+        const volume = new ConfigMapVolume(
+          `labels: { team: platform }\nkinds:\n${configMaps}${services('{{labels.app}}')}`,
+        );
+        after(() => rmSync(volume.dir, { recursive: true, force: true }));
 
-      const ours = (verb: string, resource?: string) => auditEvents((e) => e.verb === verb && e.objectRef?.namespace === ns && e.objectRef.resource !== 'events' && (resource === undefined || e.objectRef.resource === resource) && (e.userAgent ?? '').startsWith('labeller/')).length;
-      const snapshot = () => ({ patch: ours('patch'), configmaps: ours('list', 'configmaps'), services: ours('list', 'services'), deployments: ours('list', 'deployments') });
-      const since = (before: ReturnType<typeof snapshot>) => {
-        const now = snapshot();
-        return { patch: now.patch - before.patch, list: { configmaps: now.configmaps - before.configmaps, services: now.services - before.services, deployments: now.deployments - before.deployments } };
-      };
-      const labelled = (path: string, expected: Record<string, string | undefined>) =>
-        eventually(async () => {
-          const labels = await labelsOf(path);
-          return Object.entries(expected).every(([key, value]) => labels[key] === value);
-        }, `${path} labelled ${JSON.stringify(expected)}`);
-      const cm = (name: string) => `/api/v1/namespaces/${ns}/configmaps/${name}`;
-      const svc = (name: string) => `/api/v1/namespaces/${ns}/services/${name}`;
-      const reloads = (labeller: Labeller, from: number) => labeller.waitForLog((l) => l.msg === 'config reloaded' || l.msg.startsWith('config change rejected'), 30_000, from);
-      /** Whatever the change sets in motion has happened: wait for it, then a little longer for anything unexpected. */
-      const settle = () => new Promise((resolve) => setTimeout(resolve, 1500));
-
-      // As in a pod (the downward API's variables), so a rejected change is an Event on it.
-      const labeller = new Labeller(['--config', volume.path, '--namespace', ns, '--requeue-after', '0', '--metrics-bind-address', `127.0.0.1:${port}`], { runtime, env: { POD_NAME: 'labeller-0', POD_NAMESPACE: ns } });
-      const metric = async (sample: string) => {
-        const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-        return Number(text.split('\n').find((line) => line.startsWith(`${sample} `))?.split(' ')[1]);
-      };
-      try {
-        await labelled(svc('s2'), { team: 'platform', 'example.com/app': 'api' });
-        await labelled(cm('c3'), { team: 'platform', 'example.com/name': 'c3' });
-        await settle();
-        const figures: string[] = [];
-        const none = { configmaps: 0, services: 0, deployments: 0 };
-        /** Writes `yaml`, checks the reload's log line, waits for `converged`, then counts the requests since. */
-        const step = async (what: string, yaml: string, reported: (line: LogLine) => void, converged: () => Promise<unknown>, expected: ReturnType<typeof since>) => {
-          const before = snapshot();
-          const from = labeller.logs.length;
-          volume.update(yaml);
-          reported(await reloads(labeller, from));
-          await converged();
-          await settle();
-          const counted = since(before);
-          figures.push(`${what}: ${counted.patch} PATCH, LIST ${JSON.stringify(counted.list)}`);
-          assert.deepEqual(counted, expected, what);
+        const ours = (verb: string, resource?: string) =>
+          auditEvents((e) =>
+            e.verb === verb && e.objectRef?.namespace === ns && e.objectRef.resource !== 'events' &&
+            (resource === undefined || e.objectRef.resource === resource) && (e.userAgent ?? '').startsWith('labeller/')
+          ).length;
+        const snapshot = () => ({
+          patch: ours('patch'),
+          configmaps: ours('list', 'configmaps'),
+          services: ours('list', 'services'),
+          deployments: ours('list', 'deployments'),
+        });
+        const since = (before: ReturnType<typeof snapshot>) => {
+          const now = snapshot();
+          return {
+            patch: now.patch - before.patch,
+            list: {
+              configmaps: now.configmaps - before.configmaps,
+              services: now.services - before.services,
+              deployments: now.deployments - before.deployments,
+            },
+          };
         };
+        const labelled = (path: string, expected: Record<string, string | undefined>) =>
+          eventually(async () => {
+            const labels = await labelsOf(path);
+            return Object.entries(expected).every(([key, value]) => labels[key] === value);
+          }, `${path} labelled ${JSON.stringify(expected)}`);
+        const cm = (name: string) => `/api/v1/namespaces/${ns}/configmaps/${name}`;
+        const svc = (name: string) => `/api/v1/namespaces/${ns}/services/${name}`;
+        const reloads = (labeller: Labeller, from: number) =>
+          labeller.waitForLog(
+            (l) => l.msg === 'config reloaded' || l.msg.startsWith('config change rejected'),
+            30_000,
+            from,
+          );
+        /** Whatever the change sets in motion has happened: wait for it, then a little longer for anything unexpected. */
+        const settle = () => new Promise((resolve) => setTimeout(resolve, 1500));
 
-        // A kind added: its controller starts (one LIST), its one object is labelled; the others are not listed again.
-        await step('kind added', `labels: { team: platform }\nkinds:\n${configMaps}${services('{{labels.app}}')}  - resource: deployments\n`,
-          (line) => assert.deepEqual(line['added'], ['deployments']),
-          () => labelled(`/apis/apps/v1/namespaces/${ns}/deployments/d1`, { team: 'platform' }),
-          { patch: 1, list: { ...none, deployments: 1 } });
-        // A label dropped from one kind: its three objects lose it, no relist.
-        await step('label dropped', `labels: { team: platform }\nkinds:\n  - resource: configmaps\n${services('{{labels.app}}')}  - resource: deployments\n`,
-          (line) => assert.deepEqual(line['relabelled'], ['configmaps']),
-          () => Promise.all(['c1', 'c2', 'c3'].map((name) => labelled(cm(name), { team: 'platform', 'example.com/name': undefined }))),
-          { patch: 3, list: none });
-        // A template changed so that it renders another value for one of two services only.
-        await step('template changed', `labels: { team: platform }\nkinds:\n  - resource: configmaps\n${services('web')}  - resource: deployments\n`,
-          (line) => assert.deepEqual(line['relabelled'], ['services']),
-          () => labelled(svc('s2'), { 'example.com/app': 'web' }),
-          { patch: 1, list: none });
-        // A selector changed: only that kind is listed again (s1 still matches and is right; s2 no longer matches).
-        await step('selector changed', `labels: { team: platform }\nkinds:\n  - resource: configmaps\n${services('web')}    selector: app=web\n  - resource: deployments\n`,
-          (line) => assert.deepEqual(line['restarted'], ['services']),
-          () => labeller.waitForLog((l) => l.msg === 'initial list complete' && l.kind === 'Service' && l['objects'] === 1),
-          { patch: 0, list: { ...none, services: 1 } });
-        // Broken YAML: rejected, nothing sent, and the last good config still in force.
-        await step('broken YAML', 'labels: { team: platform\nkinds: [\n',
-          (line) => {
-            assert.equal(line.msg, 'config change rejected; the last good config stays in force');
-            assert.match(String(line['error']), /kinds\.yaml:\d+:\d+: YAML syntax error/);
-          },
-          async () => {},
-          { patch: 0, list: none });
-        assert.equal(await metric('labeller_config_last_reload_successful'), 0);
-        assert.equal(await metric('labeller_config_reloads_total{result="failure"}'), 1);
-        assert.equal(await metric('labeller_config_reloads_total{result="success"}'), 4);
-        const rejected = await eventually(async () => {
-          const { items } = await (await adminClient()).json<{ items: { reason: string; note: string; regarding: { kind: string; name: string } }[] }>('GET', `/apis/events.k8s.io/v1/namespaces/${ns}/events`);
-          return items.find((e) => e.reason === 'ConfigRejected');
-        }, 'a ConfigRejected Event');
-        assert.deepEqual([rejected.regarding.kind, rejected.regarding.name], ['Pod', 'labeller-0']);
-        assert.match(rejected.note, /YAML syntax error.*the last good config stays in force/s);
-        await patchLabels(cm('c1'), { team: 'ops' });
-        await labelled(cm('c1'), { team: 'platform' });
-        // A kind removed: its controller stops; a new object of that kind is left alone.
-        await step('kind removed', `labels: { team: platform }\nkinds:\n  - resource: configmaps\n${services('web')}    selector: app=web\n`,
-          (line) => assert.deepEqual([line['removed'], line['restarted']], [['deployments'], undefined]),
-          () => create(`/apis/apps/v1/namespaces/${ns}/deployments`, deployment('d2')),
-          { patch: 0, list: none });
-        assert.equal((await labelsOf(`/apis/apps/v1/namespaces/${ns}/deployments/d2`))['team'], undefined);
-        for (const line of figures) figure(t, `reload (${runtime}): ${line}`);
-      } finally {
-        const exit = await labeller.stop();
-        assert.equal(exit.code, 0, exit.stderr.slice(-2000));
-      }
-    });
+        // As in a pod (the downward API's variables), so a rejected change is an Event on it.
+        const labeller = new Labeller([
+          '--config',
+          volume.path,
+          '--namespace',
+          ns,
+          '--requeue-after',
+          '0',
+          '--metrics-bind-address',
+          `127.0.0.1:${port}`,
+        ], { runtime, env: { POD_NAME: 'labeller-0', POD_NAMESPACE: ns } });
+        const metric = async (sample: string) => {
+          const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+          return Number(text.split('\n').find((line) => line.startsWith(`${sample} `))?.split(' ')[1]);
+        };
+        try {
+          await labelled(svc('s2'), { team: 'platform', 'example.com/app': 'api' });
+          await labelled(cm('c3'), { team: 'platform', 'example.com/name': 'c3' });
+          await settle();
+          const figures: string[] = [];
+          const none = { configmaps: 0, services: 0, deployments: 0 };
+          /** Writes `yaml`, checks the reload's log line, waits for `converged`, then counts the requests since. */
+          const step = async (
+            what: string,
+            yaml: string,
+            reported: (line: LogLine) => void,
+            converged: () => Promise<unknown>,
+            expected: ReturnType<typeof since>,
+          ) => {
+            const before = snapshot();
+            const from = labeller.logs.length;
+            volume.update(yaml);
+            reported(await reloads(labeller, from));
+            await converged();
+            await settle();
+            const counted = since(before);
+            figures.push(`${what}: ${counted.patch} PATCH, LIST ${JSON.stringify(counted.list)}`);
+            assert.deepEqual(counted, expected, what);
+          };
+
+          // A kind added: its controller starts (one LIST), its one object is labelled; the others are not listed again.
+          await step(
+            'kind added',
+            `labels: { team: platform }\nkinds:\n${configMaps}${services('{{labels.app}}')}  - resource: deployments\n`,
+            (line) => assert.deepEqual(line['added'], ['deployments']),
+            () => labelled(`/apis/apps/v1/namespaces/${ns}/deployments/d1`, { team: 'platform' }),
+            { patch: 1, list: { ...none, deployments: 1 } },
+          );
+          // A label dropped from one kind: its three objects lose it, no relist.
+          await step(
+            'label dropped',
+            `labels: { team: platform }\nkinds:\n  - resource: configmaps\n${
+              services('{{labels.app}}')
+            }  - resource: deployments\n`,
+            (line) => assert.deepEqual(line['relabelled'], ['configmaps']),
+            () =>
+              Promise.all(
+                ['c1', 'c2', 'c3'].map((name) =>
+                  labelled(cm(name), { team: 'platform', 'example.com/name': undefined })
+                ),
+              ),
+            { patch: 3, list: none },
+          );
+          // A template changed so that it renders another value for one of two services only.
+          await step(
+            'template changed',
+            `labels: { team: platform }\nkinds:\n  - resource: configmaps\n${
+              services('web')
+            }  - resource: deployments\n`,
+            (line) => assert.deepEqual(line['relabelled'], ['services']),
+            () => labelled(svc('s2'), { 'example.com/app': 'web' }),
+            { patch: 1, list: none },
+          );
+          // A selector changed: only that kind is listed again (s1 still matches and is right; s2 no longer matches).
+          await step(
+            'selector changed',
+            `labels: { team: platform }\nkinds:\n  - resource: configmaps\n${
+              services('web')
+            }    selector: app=web\n  - resource: deployments\n`,
+            (line) => assert.deepEqual(line['restarted'], ['services']),
+            () =>
+              labeller.waitForLog((l) =>
+                l.msg === 'initial list complete' && l.kind === 'Service' && l['objects'] === 1
+              ),
+            { patch: 0, list: { ...none, services: 1 } },
+          );
+          // Broken YAML: rejected, nothing sent, and the last good config still in force.
+          await step(
+            'broken YAML',
+            'labels: { team: platform\nkinds: [\n',
+            (line) => {
+              assert.equal(line.msg, 'config change rejected; the last good config stays in force');
+              assert.match(String(line['error']), /kinds\.yaml:\d+:\d+: YAML syntax error/);
+            },
+            async () => {},
+            { patch: 0, list: none },
+          );
+          assert.equal(await metric('labeller_config_last_reload_successful'), 0);
+          assert.equal(await metric('labeller_config_reloads_total{result="failure"}'), 1);
+          assert.equal(await metric('labeller_config_reloads_total{result="success"}'), 4);
+          const rejected = await eventually(async () => {
+            const { items } = await (await adminClient()).json<
+              { items: { reason: string; note: string; regarding: { kind: string; name: string } }[] }
+            >('GET', `/apis/events.k8s.io/v1/namespaces/${ns}/events`);
+            return items.find((e) => e.reason === 'ConfigRejected');
+          }, 'a ConfigRejected Event');
+          assert.deepEqual([rejected.regarding.kind, rejected.regarding.name], ['Pod', 'labeller-0']);
+          assert.match(rejected.note, /YAML syntax error.*the last good config stays in force/s);
+          await patchLabels(cm('c1'), { team: 'ops' });
+          await labelled(cm('c1'), { team: 'platform' });
+          // A kind removed: its controller stops; a new object of that kind is left alone.
+          await step(
+            'kind removed',
+            `labels: { team: platform }\nkinds:\n  - resource: configmaps\n${services('web')}    selector: app=web\n`,
+            (line) => assert.deepEqual([line['removed'], line['restarted']], [['deployments'], undefined]),
+            () => create(`/apis/apps/v1/namespaces/${ns}/deployments`, deployment('d2')),
+            { patch: 0, list: none },
+          );
+          assert.equal((await labelsOf(`/apis/apps/v1/namespaces/${ns}/deployments/d2`))['team'], undefined);
+          for (const line of figures) figure(t, `reload (${runtime}): ${line}`);
+        } finally {
+          const exit = await labeller.stop();
+          assert.equal(exit.code, 0, exit.stderr.slice(-2000));
+        }
+      },
+    );
   }
 });

@@ -5,7 +5,17 @@
 // (`npm pack` runs `prepare`) and the image's never rewrite dist/ at the same time.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, globSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  globSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -23,10 +33,20 @@ after(() => rmSync(work, { recursive: true, force: true }));
 const path = `${dirname(process.execPath)}${delimiter}${process.env['PATH'] ?? ''}`;
 const mib = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 
-function run(command: string, args: readonly string[], options: { readonly cwd?: string; readonly env?: Record<string, string> } = {}): string {
+function run(
+  command: string,
+  args: readonly string[],
+  options: { readonly cwd?: string; readonly env?: Record<string, string> } = {},
+): string {
   const env = { ...process.env, PATH: path, npm_config_update_notifier: 'false', ...options.env };
   const result = spawnSync(command, args, { cwd: options.cwd ?? root, env, encoding: 'utf8' });
-  if (result.status !== 0) throw new Error(`${command} ${args.join(' ')} exited ${result.status ?? result.signal}:\n${result.stdout}\n${result.stderr.slice(-3000)}`);
+  if (result.status !== 0) {
+    throw new Error(
+      `${command} ${args.join(' ')} exited ${result.status ?? result.signal}:\n${result.stdout}\n${
+        result.stderr.slice(-3000)
+      }`,
+    );
+  }
   return result.stdout;
 }
 
@@ -36,14 +56,33 @@ function sizeOf(dir: string): number {
 }
 
 /** A real `--once` run of `command` over two fresh ConfigMaps: both get the labels. */
-async function labelsTwoConfigMaps(prefix: string, command: readonly [string, ...string[]], options: { readonly kubeconfig?: string; readonly env?: Record<string, string> } = {}): Promise<void> {
+async function labelsTwoConfigMaps(
+  prefix: string,
+  command: readonly [string, ...string[]],
+  options: { readonly kubeconfig?: string; readonly env?: Record<string, string> } = {},
+): Promise<void> {
   const ns = await createNamespace(prefix);
-  for (const name of ['one', 'two']) await create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } });
-  const exit = await runLabeller(['--kinds', 'configmaps', '--label', 'team=platform', '--label', 'example.com/name={{name}}', '--namespace', ns, '--once'], { ...options, command });
+  for (const name of ['one', 'two']) {
+    await create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } });
+  }
+  const exit = await runLabeller([
+    '--kinds',
+    'configmaps',
+    '--label',
+    'team=platform',
+    '--label',
+    'example.com/name={{name}}',
+    '--namespace',
+    ns,
+    '--once',
+  ], { ...options, command });
   assert.equal(exit.code, 0, exit.stderr);
   assert.match(exit.stdout, /^seen 2, patched 2, unchanged 0, conflicts 0, failed 0/m);
   for (const name of ['one', 'two']) {
-    assert.deepEqual(await labelsOf(`/api/v1/namespaces/${ns}/configmaps/${name}`), { 'example.com/name': name, team: 'platform' });
+    assert.deepEqual(await labelsOf(`/api/v1/namespaces/${ns}/configmaps/${name}`), {
+      'example.com/name': name,
+      team: 'platform',
+    });
   }
 }
 
@@ -63,10 +102,20 @@ describe('the npm package', { skip }, () => {
   const tarball = join(work, `labeller-${version}.tgz`);
 
   test('npm pack builds dist/ and ships only bin/labeller.js and dist/ (and what npm always adds)', (t) => {
-    const [packed] = JSON.parse(run('npm', ['pack', '--json', '--pack-destination', work])) as { filename: string; size: number; unpackedSize: number; files: { path: string }[] }[];
+    const [packed] = JSON.parse(run('npm', ['pack', '--json', '--pack-destination', work])) as {
+      filename: string;
+      size: number;
+      unpackedSize: number;
+      files: { path: string }[];
+    }[];
     assert.equal(packed?.filename, `labeller-${version}.tgz`);
     const files = packed.files.map((f) => f.path).sort();
-    figure(t, `npm pack: ${packed.filename} ${(packed.size / 1024).toFixed(0)} KiB, ${mib(packed.unpackedSize)} unpacked, ${files.length} files: ${files.join(', ')}`);
+    figure(
+      t,
+      `npm pack: ${packed.filename} ${(packed.size / 1024).toFixed(0)} KiB, ${
+        mib(packed.unpackedSize)
+      } unpacked, ${files.length} files: ${files.join(', ')}`,
+    );
     for (const file of files) assert.match(file, /^(bin\/labeller\.js|dist\/[^/]+|package\.json|README\.md|LICENSE)$/);
     assert.ok(files.includes('dist/cli.js') && files.includes('bin/labeller.js'), files.join(', '));
   });
@@ -90,10 +139,16 @@ describe('the npm package', { skip }, () => {
       return;
     }
     // The shipped bin file itself, run by the old Node (as a global install on it would).
-    const result = spawnSync(old.path, [join(prefix, 'lib', 'node_modules', 'labeller', 'bin', 'labeller.js'), '--version'], { encoding: 'utf8' });
+    const result = spawnSync(old.path, [
+      join(prefix, 'lib', 'node_modules', 'labeller', 'bin', 'labeller.js'),
+      '--version',
+    ], { encoding: 'utf8' });
     assert.equal(result.status, 2, result.stderr);
     assert.equal(result.stdout, '');
-    assert.equal(result.stderr, `labeller: needs Node 22.19 or newer, this is ${old.version}. Install Node 22.19 or newer and run labeller with it.\n`);
+    assert.equal(
+      result.stderr,
+      `labeller: needs Node 22.19 or newer, this is ${old.version}. Install Node 22.19 or newer and run labeller with it.\n`,
+    );
   });
 });
 
@@ -106,11 +161,19 @@ const out = join(root, 'image', 'out');
 function imageIsCurrent(): boolean {
   const built = statSync(join(out, 'oci', 'index.json'), { throwIfNoEntry: false })?.mtimeMs;
   if (built === undefined) return false;
-  const inputs = ['package.json', 'package-lock.json', ...['src', 'scripts', 'image'].flatMap((dir) => globSync(`${dir}/**/*`, { cwd: root, exclude: (f) => f.startsWith('image/out') }))];
+  const inputs = [
+    'package.json',
+    'package-lock.json',
+    ...['src', 'scripts', 'image'].flatMap((dir) =>
+      globSync(`${dir}/**/*`, { cwd: root, exclude: (f) => f.startsWith('image/out') })
+    ),
+  ];
   return inputs.every((f) => statSync(join(root, f)).mtimeMs < built);
 }
 
-const notRoot = process.getuid?.() === 0 ? false : 'the image test needs root, to enter the image\'s root filesystem (unshare --root) and become its user';
+const notRoot = process.getuid?.() === 0
+  ? false
+  : "the image test needs root, to enter the image's root filesystem (unshare --root) and become its user";
 
 describe('the image', { skip: skip || (ci ? false : notRoot) }, () => {
   const rootfs = join(work, 'rootfs');
@@ -128,10 +191,19 @@ describe('the image', { skip: skip || (ci ? false : notRoot) }, () => {
       described = `image/build.sh: ${((performance.now() - started) / 1000).toFixed(0)} s; `;
     }
     const blob = (digest: string): string => join(out, 'oci', 'blobs', ...digest.split(':'));
-    const index = JSON.parse(readFileSync(join(out, 'oci', 'index.json'), 'utf8')) as { manifests: { digest: string }[] };
-    const manifest = JSON.parse(readFileSync(blob(index.manifests[0]!.digest), 'utf8')) as { config: { digest: string }; layers: { digest: string; size: number }[] };
+    const index = JSON.parse(readFileSync(join(out, 'oci', 'index.json'), 'utf8')) as {
+      manifests: { digest: string }[];
+    };
+    const manifest = JSON.parse(readFileSync(blob(index.manifests[0]!.digest), 'utf8')) as {
+      config: { digest: string };
+      layers: { digest: string; size: number }[];
+    };
     const { config } = JSON.parse(readFileSync(blob(manifest.config.digest), 'utf8')) as OciConfig;
-    described += `image: ${mib(manifest.layers.reduce((sum, l) => sum + l.size, 0))} compressed, ${manifest.layers.length} layers (${manifest.layers.map((l) => mib(l.size)).join(' + ')}), entry point ${config.Entrypoint.join(' ')}, user ${config.User}, workdir ${config.WorkingDir}`;
+    described += `image: ${
+      mib(manifest.layers.reduce((sum, l) => sum + l.size, 0))
+    } compressed, ${manifest.layers.length} layers (${
+      manifest.layers.map((l) => mib(l.size)).join(' + ')
+    }), entry point ${config.Entrypoint.join(' ')}, user ${config.User}, workdir ${config.WorkingDir}`;
     assert.equal(config.User, '1000:1000');
     mkdirSync(rootfs);
     for (const layer of manifest.layers) execFileSync('tar', ['-xzf', blob(layer.digest), '-C', rootfs]);
@@ -142,7 +214,19 @@ describe('the image', { skip: skip || (ci ? false : notRoot) }, () => {
     chmodSync(join(rootfs, 'kubeconfig'), 0o644);
     const [uid, gid = uid] = config.User.split(':') as [string, string?];
     // Its own mount and PID namespaces (the entry point is PID 1, /proc is its own), the host's network.
-    launcher = ['--mount', '--pid', '--fork', '--kill-child', '--mount-proc=/proc', `--root=${rootfs}`, `--wd=${config.WorkingDir}`, '--setuid', uid, '--setgid', gid];
+    launcher = [
+      '--mount',
+      '--pid',
+      '--fork',
+      '--kill-child',
+      '--mount-proc=/proc',
+      `--root=${rootfs}`,
+      `--wd=${config.WorkingDir}`,
+      '--setuid',
+      uid,
+      '--setgid',
+      gid,
+    ];
     entrypoint = config.Entrypoint as [string, ...string[]];
     command = ['unshare', ...launcher, ...entrypoint];
   });
@@ -151,7 +235,12 @@ describe('the image', { skip: skip || (ci ? false : notRoot) }, () => {
     figure(t, described);
     assert.equal(run('unshare', [...launcher, ...entrypoint, '--version']).trim(), version);
     // The entry point's Node, in the same place as the same user.
-    const who = run('unshare', [...launcher, entrypoint[0], '-p', 'process.getuid() + ":" + process.getgid() + " " + process.getgroups().join(",")']);
+    const who = run('unshare', [
+      ...launcher,
+      entrypoint[0],
+      '-p',
+      'process.getuid() + ":" + process.getgid() + " " + process.getgroups().join(",")',
+    ]);
     assert.equal(who.trim(), '1000:1000 1000', 'uid and gid 1000, no other groups');
   });
 

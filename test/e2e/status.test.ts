@@ -4,85 +4,153 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { describe, test } from 'node:test';
-import { auditEvents, auditSkip, create, createNamespace, patchLabels, serviceAccountKubeconfig, skip } from './cluster.ts';
+import {
+  auditEvents,
+  auditSkip,
+  create,
+  createNamespace,
+  patchLabels,
+  serviceAccountKubeconfig,
+  skip,
+} from './cluster.ts';
 import type { StatusReport } from '../../src/app/status.ts';
 import { Labeller } from './labeller.ts';
 
 const deployment = (name: string) => ({
-  apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name },
-  spec: { selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'c', image: 'nginx' }] } } },
+  apiVersion: 'apps/v1',
+  kind: 'Deployment',
+  metadata: { name },
+  spec: {
+    selector: { matchLabels: { app: name } },
+    template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'c', image: 'nginx' }] } },
+  },
 });
 
 describe('status', { skip }, () => {
-  test('counts per kind what labeller owns and would change, as JSON or a table, reading only; a CI gate fails while anything would change', { skip: auditSkip }, async () => {
-    const ns = await createNamespace('status');
-    for (const name of ['a', 'b']) await create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } });
-    const labels = ['--label', 'team=platform', '--label', 'example.com/name={{name}}'];
-    const run = await new Labeller(['--kinds', 'configmaps', ...labels, '--namespace', ns, '--once']).exited;
-    assert.equal(run.code, 0, run.stderr);
-    // a: someone sets team to another value (a conflict: force takes it over, skip leaves it);
-    // c: created since (not labelled yet); the deployment's kind was never labelled.
-    await patchLabels(`/api/v1/namespaces/${ns}/configmaps/a`, { team: 'ops' });
-    await create(`/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c' } });
-    await create(`/apis/apps/v1/namespaces/${ns}/deployments`, deployment('web'));
-
-    // Only list rights (and not even watch): status reads the kinds, nothing more.
-    const readOnly = await serviceAccountKubeconfig(ns, 'auditor', [
-      { apiGroups: [''], resources: ['configmaps'], verbs: ['list'] },
-      { apiGroups: ['apps'], resources: ['deployments'], verbs: ['list'] },
-    ]);
-    const args = ['status', '--kinds', 'configmaps,deployments', ...labels, '--namespace', ns];
-    const ours = () => auditEvents((e) => e.objectRef?.namespace === ns && (e.userAgent ?? '').startsWith('labeller/') && e.user?.username === `system:serviceaccount:${ns}:auditor`);
-    const json = await new Labeller([...args, '-o', 'json'], { kubeconfig: readOnly }).exited;
-    assert.equal(json.code, 0, json.stderr);
-    const report = JSON.parse(json.stdout) as StatusReport;
-    const row = { namespaces: [ns], invalid: 0 };
-    assert.deepEqual(report, {
-      fieldManager: 'labeller',
-      kinds: [
-        { kind: 'ConfigMap', resource: 'configmaps', ...row, seen: 3, managed: 2, pending: 2, conflicts: 1 },
-        { kind: 'Deployment', resource: 'deployments.apps', ...row, seen: 1, managed: 0, pending: 1, conflicts: 0 },
-      ],
-      total: { seen: 4, managed: 2, pending: 3, conflicts: 1, invalid: 0 },
-    });
-    assert.deepEqual(ours().map((e) => e.verb).sort(), ['list', 'list'], 'one LIST per kind, nothing else');
-
-    // Under skip the contested label stays theirs: a conflict, no longer a change.
-    const skipped = await new Labeller([...args, '--conflicts', 'skip', '-o', 'json'], { kubeconfig: readOnly }).exited;
-    assert.deepEqual((JSON.parse(skipped.stdout) as StatusReport).kinds[0], { kind: 'ConfigMap', resource: 'configmaps', ...row, seen: 3, managed: 2, pending: 1, conflicts: 1 });
-
-    const table = await new Labeller(args, { kubeconfig: readOnly }).exited;
-    assert.equal(table.code, 0, table.stderr);
-    assert.deepEqual(table.stdout.trimEnd().split('\n').map((l) => l.split(/\s+/)), [
-      ['KIND', 'NAMESPACES', 'SEEN', 'MANAGED', 'PENDING', 'CONFLICTS', 'INVALID'],
-      ['configmaps', ns, '3', '2', '2', '1', '0'],
-      ['deployments.apps', ns, '1', '0', '1', '0', '0'],
-      ['total', '4', '2', '3', '1', '0'],
-    ]);
-
-    // The CI gate of the README: fails now, passes once labeller has converged.
-    const gate = (): number => {
-      try {
-        execFileSync('sh', ['-c', `"$NODE" bin/labeller.js "$@" -o json | jq -e '.total.pending == 0' >/dev/null`, 'gate', ...args, '--kubeconfig', readOnly, '--log-format', 'json'], { stdio: 'ignore', env: { ...process.env, NODE: process.execPath } });
-        return 0;
-      } catch (error) {
-        return (error as { status: number }).status;
+  test(
+    'counts per kind what labeller owns and would change, as JSON or a table, reading only; a CI gate fails while anything would change',
+    { skip: auditSkip },
+    async () => {
+      const ns = await createNamespace('status');
+      for (const name of ['a', 'b']) {
+        await create(`/api/v1/namespaces/${ns}/configmaps`, {
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          metadata: { name },
+        });
       }
-    };
-    assert.equal(gate(), 1);
-    const converge = await new Labeller(['--kinds', 'configmaps,deployments', ...labels, '--namespace', ns, '--once']).exited;
-    assert.equal(converge.code, 0, converge.stderr);
-    assert.equal(gate(), 0);
-    assert.equal(ours().filter((e) => e.verb !== 'list').length, 0, 'status never wrote');
-  });
+      const labels = ['--label', 'team=platform', '--label', 'example.com/name={{name}}'];
+      const run = await new Labeller(['--kinds', 'configmaps', ...labels, '--namespace', ns, '--once']).exited;
+      assert.equal(run.code, 0, run.stderr);
+      // a: someone sets team to another value (a conflict: force takes it over, skip leaves it);
+      // c: created since (not labelled yet); the deployment's kind was never labelled.
+      await patchLabels(`/api/v1/namespaces/${ns}/configmaps/a`, { team: 'ops' });
+      await create(`/api/v1/namespaces/${ns}/configmaps`, {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'c' },
+      });
+      await create(`/apis/apps/v1/namespaces/${ns}/deployments`, deployment('web'));
+
+      // Only list rights (and not even watch): status reads the kinds, nothing more.
+      const readOnly = await serviceAccountKubeconfig(ns, 'auditor', [
+        { apiGroups: [''], resources: ['configmaps'], verbs: ['list'] },
+        { apiGroups: ['apps'], resources: ['deployments'], verbs: ['list'] },
+      ]);
+      const args = ['status', '--kinds', 'configmaps,deployments', ...labels, '--namespace', ns];
+      const ours = () =>
+        auditEvents((e) =>
+          e.objectRef?.namespace === ns && (e.userAgent ?? '').startsWith('labeller/') &&
+          e.user?.username === `system:serviceaccount:${ns}:auditor`
+        );
+      const json = await new Labeller([...args, '-o', 'json'], { kubeconfig: readOnly }).exited;
+      assert.equal(json.code, 0, json.stderr);
+      const report = JSON.parse(json.stdout) as StatusReport;
+      const row = { namespaces: [ns], invalid: 0 };
+      assert.deepEqual(report, {
+        fieldManager: 'labeller',
+        kinds: [
+          { kind: 'ConfigMap', resource: 'configmaps', ...row, seen: 3, managed: 2, pending: 2, conflicts: 1 },
+          { kind: 'Deployment', resource: 'deployments.apps', ...row, seen: 1, managed: 0, pending: 1, conflicts: 0 },
+        ],
+        total: { seen: 4, managed: 2, pending: 3, conflicts: 1, invalid: 0 },
+      });
+      assert.deepEqual(ours().map((e) => e.verb).sort(), ['list', 'list'], 'one LIST per kind, nothing else');
+
+      // Under skip the contested label stays theirs: a conflict, no longer a change.
+      const skipped = await new Labeller([...args, '--conflicts', 'skip', '-o', 'json'], { kubeconfig: readOnly })
+        .exited;
+      assert.deepEqual((JSON.parse(skipped.stdout) as StatusReport).kinds[0], {
+        kind: 'ConfigMap',
+        resource: 'configmaps',
+        ...row,
+        seen: 3,
+        managed: 2,
+        pending: 1,
+        conflicts: 1,
+      });
+
+      const table = await new Labeller(args, { kubeconfig: readOnly }).exited;
+      assert.equal(table.code, 0, table.stderr);
+      assert.deepEqual(table.stdout.trimEnd().split('\n').map((l) => l.split(/\s+/)), [
+        ['KIND', 'NAMESPACES', 'SEEN', 'MANAGED', 'PENDING', 'CONFLICTS', 'INVALID'],
+        ['configmaps', ns, '3', '2', '2', '1', '0'],
+        ['deployments.apps', ns, '1', '0', '1', '0', '0'],
+        ['total', '4', '2', '3', '1', '0'],
+      ]);
+
+      // The CI gate of the README: fails now, passes once labeller has converged.
+      const gate = (): number => {
+        try {
+          execFileSync('sh', [
+            '-c',
+            `"$NODE" bin/labeller.js "$@" -o json | jq -e '.total.pending == 0' >/dev/null`,
+            'gate',
+            ...args,
+            '--kubeconfig',
+            readOnly,
+            '--log-format',
+            'json',
+          ], { stdio: 'ignore', env: { ...process.env, NODE: process.execPath } });
+          return 0;
+        } catch (error) {
+          return (error as { status: number }).status;
+        }
+      };
+      assert.equal(gate(), 1);
+      const converge = await new Labeller(['--kinds', 'configmaps,deployments', ...labels, '--namespace', ns, '--once'])
+        .exited;
+      assert.equal(converge.code, 0, converge.stderr);
+      assert.equal(gate(), 0);
+      assert.equal(ours().filter((e) => e.verb !== 'list').length, 0, 'status never wrote');
+    },
+  );
 
   test('a kind that is not served or cannot be listed is reported on its row and makes the exit status 1', async () => {
     const ns = await createNamespace('status-fail');
-    const onlyConfigMaps = await serviceAccountKubeconfig(ns, 'narrow', [{ apiGroups: [''], resources: ['configmaps'], verbs: ['list'] }]);
-    const exit = await new Labeller(['status', '--kinds', 'configmaps,secrets,widgets.nowhere.example.com', '--label', 'a=b', '--namespace', ns, '-o', 'json'], { kubeconfig: onlyConfigMaps }).exited;
+    const onlyConfigMaps = await serviceAccountKubeconfig(ns, 'narrow', [{
+      apiGroups: [''],
+      resources: ['configmaps'],
+      verbs: ['list'],
+    }]);
+    const exit = await new Labeller([
+      'status',
+      '--kinds',
+      'configmaps,secrets,widgets.nowhere.example.com',
+      '--label',
+      'a=b',
+      '--namespace',
+      ns,
+      '-o',
+      'json',
+    ], { kubeconfig: onlyConfigMaps }).exited;
     assert.equal(exit.code, 1, exit.stderr);
     const report = JSON.parse(exit.stdout) as StatusReport;
-    assert.deepEqual(report.kinds.map((k) => [k.resource, k.seen, k.error !== undefined]), [['configmaps', 0, false], ['secrets', 0, true], ['widgets.nowhere.example.com', 0, true]]);
+    assert.deepEqual(report.kinds.map((k) => [k.resource, k.seen, k.error !== undefined]), [['configmaps', 0, false], [
+      'secrets',
+      0,
+      true,
+    ], ['widgets.nowhere.example.com', 0, true]]);
     assert.match(report.kinds[1]?.error ?? '', /forbidden|403/i);
   });
 });

@@ -31,7 +31,12 @@ export interface SoakResult {
   readonly wrong: readonly string[];
   /** Objects that exist but should not (deleted ones recreated), or are missing. */
   readonly unexpected: readonly string[];
-  readonly rss: { readonly startMiB: number; readonly endMiB: number; readonly maxMiB: number; readonly samples: readonly number[] };
+  readonly rss: {
+    readonly startMiB: number;
+    readonly endMiB: number;
+    readonly maxMiB: number;
+    readonly samples: readonly number[];
+  };
   readonly watchFailures: number;
   readonly requests: number | undefined;
   readonly exitCode: number | null;
@@ -39,8 +44,14 @@ export interface SoakResult {
 }
 
 const KINDS = [
-  { path: 'configmaps', make: (name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name }, data: { v: '0' } }) },
-  { path: 'secrets', make: (name: string) => ({ apiVersion: 'v1', kind: 'Secret', metadata: { name }, stringData: { v: '0' } }) },
+  {
+    path: 'configmaps',
+    make: (name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name }, data: { v: '0' } }),
+  },
+  {
+    path: 'secrets',
+    make: (name: string) => ({ apiVersion: 'v1', kind: 'Secret', metadata: { name }, stringData: { v: '0' } }),
+  },
 ] as const;
 
 const desired = (name: string): Record<string, string> => ({ 'example.com/name': name, team: 'platform' });
@@ -63,7 +74,18 @@ export async function soak(options: SoakOptions): Promise<SoakResult> {
   }
 
   const labeller = new Labeller(
-    ['--kinds', KINDS.map((k) => k.path).join(','), '--label', 'team=platform', '--label', 'example.com/name={{name}}', '--namespace', ns, '--watch-timeout', '20s'],
+    [
+      '--kinds',
+      KINDS.map((k) => k.path).join(','),
+      '--label',
+      'team=platform',
+      '--label',
+      'example.com/name={{name}}',
+      '--namespace',
+      ns,
+      '--watch-timeout',
+      '20s',
+    ],
     { kubeconfig: cluster.writeKubeconfig({ server: proxy.url }) },
   );
   const samples: number[] = [];
@@ -74,19 +96,35 @@ export async function soak(options: SoakOptions): Promise<SoakResult> {
       // The process is gone: its exit is reported below.
     }
   }, 1000);
-  const operations: Record<string, number> = { create: 0, update: 0, delete: 0, 'remove label': 0, 'change label': 0, failed: 0 };
+  const operations: Record<string, number> = {
+    create: 0,
+    update: 0,
+    delete: 0,
+    'remove label': 0,
+    'change label': 0,
+    failed: 0,
+  };
   let drops = 0;
   let restarts = 0;
   let apiDown = false;
   try {
-    await eventually(async () => {
-      for (const kind of KINDS) {
-        const now = await cluster.labelsByName(`${base}/${kind.path}`);
-        if (![...now].every(([name, l]) => sameLabels(l, desired(name)))) return false;
-      }
-      return true;
-    }, 'the first labelling', 120_000, 500);
-    log(`soak: ${ns}, ${[...live.values()].reduce((n, s) => n + s.size, 0)} objects labelled, churning for ${Math.round(options.durationMs / 1000)} s`);
+    await eventually(
+      async () => {
+        for (const kind of KINDS) {
+          const now = await cluster.labelsByName(`${base}/${kind.path}`);
+          if (![...now].every(([name, l]) => sameLabels(l, desired(name)))) return false;
+        }
+        return true;
+      },
+      'the first labelling',
+      120_000,
+      500,
+    );
+    log(
+      `soak: ${ns}, ${[...live.values()].reduce((n, s) => n + s.size, 0)} objects labelled, churning for ${
+        Math.round(options.durationMs / 1000)
+      } s`,
+    );
 
     const start = Date.now();
     let nextDrop = start + options.dropEveryMs;
@@ -117,7 +155,9 @@ export async function soak(options: SoakOptions): Promise<SoakResult> {
       if (!apiDown) {
         const kind = pick(KINDS);
         const names = [...live.get(kind.path)!];
-        const op = names.length < 20 ? 'create' : pick(['create', 'create', 'update', 'delete', 'delete', 'remove label', 'change label'] as const);
+        const op = names.length < 20
+          ? 'create'
+          : pick(['create', 'create', 'update', 'delete', 'delete', 'remove label', 'change label'] as const);
         const path = `${base}/${kind.path}`;
         try {
           if (op === 'create') {
@@ -133,9 +173,19 @@ export async function soak(options: SoakOptions): Promise<SoakResult> {
               live.get(kind.path)!.delete(name);
               await cluster.delete(`${path}/${name}`);
             } else if (op === 'update') {
-              await cluster.client.json('PATCH', `${path}/${name}`, { headers: { 'content-type': 'application/merge-patch+json' }, body: JSON.stringify(kind.path === 'configmaps' ? { data: { v: String(serial++) } } : { stringData: { v: String(serial++) } }) });
+              await cluster.client.json('PATCH', `${path}/${name}`, {
+                headers: { 'content-type': 'application/merge-patch+json' },
+                body: JSON.stringify(
+                  kind.path === 'configmaps'
+                    ? { data: { v: String(serial++) } }
+                    : { stringData: { v: String(serial++) } },
+                ),
+              });
             } else {
-              await cluster.patchLabels(`${path}/${name}`, op === 'remove label' ? { team: null } : { team: 'someone-else' });
+              await cluster.patchLabels(
+                `${path}/${name}`,
+                op === 'remove label' ? { team: null } : { team: 'someone-else' },
+              );
             }
           }
           operations[op] = (operations[op] ?? 0) + 1;
@@ -147,7 +197,11 @@ export async function soak(options: SoakOptions): Promise<SoakResult> {
     }
     await restarting;
     const churnEnded = Date.now();
-    log(`soak: churn over: ${JSON.stringify(operations)}, ${drops} connection drops, ${restarts} API server restarts; waiting for convergence`);
+    log(
+      `soak: churn over: ${
+        JSON.stringify(operations)
+      }, ${drops} connection drops, ${restarts} API server restarts; waiting for convergence`,
+    );
 
     // Converged: every live object carries exactly the desired labels and nothing else exists.
     let wrong: string[] = [];
@@ -199,8 +253,16 @@ export async function soak(options: SoakOptions): Promise<SoakResult> {
 /** One line per figure, for the README's reliability section. */
 export function describeSoak(r: SoakResult, minutes: number): string[] {
   return [
-    `soak ${minutes.toFixed(1)} min: ${Object.entries(r.operations).map(([k, v]) => `${v} ${k}`).join(', ')}; ${r.drops} connection drops, ${r.restarts} API server restarts`,
-    `soak: converged ${r.convergedSeconds.toFixed(1)} s after the churn; ${r.objects} objects, ${r.wrong.length} with wrong labels, ${r.unexpected.length} unexpected; ${r.watchFailures} watch retries; ${r.requests ?? '?'} requests by labeller in all`,
-    `soak memory (RSS): ${r.rss.startMiB.toFixed(0)} MiB after warm-up, ${r.rss.endMiB.toFixed(0)} MiB at the end, peak ${r.rss.maxMiB.toFixed(0)} MiB (${r.rss.samples.length} samples)`,
+    `soak ${minutes.toFixed(1)} min: ${
+      Object.entries(r.operations).map(([k, v]) => `${v} ${k}`).join(', ')
+    }; ${r.drops} connection drops, ${r.restarts} API server restarts`,
+    `soak: converged ${
+      r.convergedSeconds.toFixed(1)
+    } s after the churn; ${r.objects} objects, ${r.wrong.length} with wrong labels, ${r.unexpected.length} unexpected; ${r.watchFailures} watch retries; ${
+      r.requests ?? '?'
+    } requests by labeller in all`,
+    `soak memory (RSS): ${r.rss.startMiB.toFixed(0)} MiB after warm-up, ${
+      r.rss.endMiB.toFixed(0)
+    } MiB at the end, peak ${r.rss.maxMiB.toFixed(0)} MiB (${r.rss.samples.length} samples)`,
   ];
 }

@@ -9,12 +9,21 @@ import type { ApiResource } from '../../src/kube/resource.ts';
 import { watcher } from '../../src/runtime/watcher.ts';
 
 const configmaps: ApiResource = {
-  group: '', version: 'v1', resource: 'configmaps', singular: 'configmap', kind: 'ConfigMap',
-  shortNames: ['cm'], namespaced: true, verbs: ['get', 'list', 'watch', 'patch'], preferred: true,
+  group: '',
+  version: 'v1',
+  resource: 'configmaps',
+  singular: 'configmap',
+  kind: 'ConfigMap',
+  shortNames: ['cm'],
+  namespaced: true,
+  verbs: ['get', 'list', 'watch', 'patch'],
+  preferred: true,
 };
 
 const [kubeconfig, namespace, timeout, idle] = process.argv.slice(2);
-if (!kubeconfig || !namespace || !timeout || !idle) throw new Error('usage: watchprinter.ts KUBECONFIG NAMESPACE TIMEOUT_SECONDS IDLE_MS');
+if (!kubeconfig || !namespace || !timeout || !idle) {
+  throw new Error('usage: watchprinter.ts KUBECONFIG NAMESPACE TIMEOUT_SECONDS IDLE_MS');
+}
 const client = await KubeClient.load({ kubeconfig, userAgent: 'labeller-faults-watch' });
 const abort = new AbortController();
 process.stdin.on('data', () => {});
@@ -23,10 +32,22 @@ process.stdin.on('close', () => abort.abort());
 const print = (line: object): void => void process.stdout.write(`${JSON.stringify({ t: Date.now(), ...line })}\n`);
 try {
   print({ type: 'started' });
-  for await (const event of watcher(new MetadataApi(client, configmaps, namespace), { watchTimeoutSeconds: Number(timeout), idleMs: Number(idle), signal: abort.signal })) {
-    if (event.type === 'error') print({ type: 'error', error: `${event.error.name}: ${event.error.message}`, retryInMs: Math.round(event.retryInMs) });
-    else if (event.type === 'apply' || event.type === 'delete' || event.type === 'initApply') print({ type: event.type, name: event.object.metadata.name });
-    else print({ type: event.type });
+  for await (
+    const event of watcher(new MetadataApi(client, configmaps, namespace), {
+      watchTimeoutSeconds: Number(timeout),
+      idleMs: Number(idle),
+      signal: abort.signal,
+    })
+  ) {
+    if (event.type === 'error') {
+      print({
+        type: 'error',
+        error: `${event.error.name}: ${event.error.message}`,
+        retryInMs: Math.round(event.retryInMs),
+      });
+    } else if (event.type === 'apply' || event.type === 'delete' || event.type === 'initApply') {
+      print({ type: event.type, name: event.object.metadata.name });
+    } else print({ type: event.type });
   }
 } finally {
   await client.close();
