@@ -11,8 +11,8 @@
 // @kubernetes/client-node's full-object informer (makeInformer) on the same kinds.
 import { AppsV1Api, CoreV1Api, KubeConfig, type KubernetesObject, makeInformer } from '@kubernetes/client-node';
 import {
-  controllersFor,
   type Counts,
+  kindControllers,
   labellingFor,
   watchedNamespaces,
   type WiringOptions,
@@ -128,7 +128,7 @@ async function labellerCache(request: MemoryRequest): Promise<MemoryResult> {
     const controllers: Cache[] = config.kinds.flatMap((kind): Cache[] => {
       const resource = resolveResource(kind.resource, resources);
       return request.mode === 'pruned'
-        ? controllersFor(client, kind, resource, options, log, counts)
+        ? kindControllers(kind, resource, { client, options, log, counts }).controllers
         : fullControllers(client, kind, resource, options, log, counts);
     });
     const stop = new AbortController();

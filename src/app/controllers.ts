@@ -73,32 +73,20 @@ export interface KindControllers {
   relabel(kind: KindConfig): void;
 }
 
-/** The controllers of one configured kind: one per namespace, or one for all namespaces. */
-export function controllersFor(
-  client: KubeClient,
-  kind: KindConfig,
-  resource: ApiResource,
-  options: WiringOptions,
-  log: Logger,
-  counts: Counts,
-  metrics?: Metrics,
-  events?: LabellerEvents,
-  relations?: Relations,
-): Controller<LabelledObject>[] {
-  return kindControllers(client, kind, resource, options, log, counts, metrics, events, relations).controllers;
+/** What wiring a kind's controllers takes besides the kind: the client, the options and what they report to. */
+export interface Wiring {
+  readonly client: KubeClient;
+  readonly options: WiringOptions;
+  readonly log: Logger;
+  readonly counts: Counts;
+  readonly metrics?: Metrics | undefined;
+  readonly events?: LabellerEvents | undefined;
+  readonly relations?: Relations | undefined;
 }
 
-export function kindControllers(
-  client: KubeClient,
-  kind: KindConfig,
-  resource: ApiResource,
-  options: WiringOptions,
-  log: Logger,
-  counts: Counts,
-  metrics?: Metrics,
-  events?: LabellerEvents,
-  relations?: Relations,
-): KindControllers {
+/** The controllers of one configured kind: one per namespace, or one for all namespaces. */
+export function kindControllers(kind: KindConfig, resource: ApiResource, wiring: Wiring): KindControllers {
+  const { client, options, log, counts, metrics, events, relations } = wiring;
   const name = groupResource(resource);
   const kindLog = log.child({ kind: resource.kind });
   const wired = watchedNamespaces(kind, resource).map((namespace) => {

@@ -136,7 +136,15 @@ export async function runApp(
     }, log);
     const counts = noCounts();
     const wireKind = (kind: KindConfig, resource: ApiResource): KindControllers => {
-      const wired = kindControllers(client, kind, resource, options, log, counts, metrics, events, related);
+      const wired = kindControllers(kind, resource, {
+        client,
+        options,
+        log,
+        counts,
+        metrics,
+        events,
+        relations: related,
+      });
       all.push(...wired.controllers);
       return wired;
     };

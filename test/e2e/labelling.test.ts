@@ -18,7 +18,7 @@ import {
   skip,
 } from './cluster.ts';
 import { figure } from '../cluster.ts';
-import { controllersFor, type Counts } from '../../src/app/controllers.ts';
+import { type Counts, kindControllers } from '../../src/app/controllers.ts';
 import { discover } from '../../src/kube/discovery.ts';
 import { resolveResource } from '../../src/kube/resolve.ts';
 import { buildConfig } from '../../src/labeller/config.ts';
@@ -363,12 +363,12 @@ kinds:
       once: true,
       watchTimeoutSeconds: 290,
     };
-    const [controller] = controllersFor(client, config.kinds[0]!, resource, options, log, counts);
+    const [controller] = kindControllers(config.kinds[0]!, resource, { client, options, log, counts }).controllers;
     assert.ok(controller);
     await controller.runOnce(new AbortController().signal);
     assert.equal(counts.patched, 1);
     // A second pass sees labeller's ownership through the pruned cache: nothing to do.
-    const [again] = controllersFor(client, config.kinds[0]!, resource, options, log, counts);
+    const [again] = kindControllers(config.kinds[0]!, resource, { client, options, log, counts }).controllers;
     await again!.runOnce(new AbortController().signal);
     client.request = request;
     client.json = json;
