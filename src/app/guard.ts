@@ -9,9 +9,15 @@
 // and a rolling update is how a group changes its config. Holders that stopped renewing expire.
 import { createHash } from 'node:crypto';
 import { ApiError } from '../kube/errors.ts';
-import type { Lease, LeaseApi } from '../kube/lease.ts';
+import type { KubeClient } from '../kube/client.ts';
+import { type Lease, LeaseApi } from '../kube/lease.ts';
+import { groupResource } from '../kube/resource.ts';
+import type { Config } from '../labeller/config.ts';
+import { configFingerprint } from '../labeller/fingerprint.ts';
 import type { Logger } from '../log.ts';
 import { sleep } from '../runtime/sleep.ts';
+import { watchedNamespaces } from './controllers.ts';
+import type { Resolved } from './kinds.ts';
 
 const PREFIX = 'labeller';
 /**
@@ -230,4 +236,41 @@ export class FieldManagerGuard {
 
 function hash(text: string): string {
   return createHash('sha256').update(text).digest('hex');
+}
+
+/**
+ * The guard of this process: its claim is the config's fingerprint and the kinds × namespaces it
+ * writes (kinds not served yet included), grouped with its leader-election replicas.
+ */
+export function guardFor(
+  client: KubeClient,
+  config: Config,
+  kinds: Resolved,
+  options: {
+    readonly fieldManager: string;
+    readonly leaderElection?: { readonly namespace: string; readonly name: string } | undefined;
+    readonly guard: Omit<GuardOptions, 'log'> & { readonly identity: string };
+  },
+  log: Logger,
+): FieldManagerGuard {
+  const scope = [
+    ...kinds.resolved.flatMap(({ kind, resource }) =>
+      watchedNamespaces(kind, resource).map((ns) => `${groupResource(resource)}@${ns || '*'}`)
+    ),
+    ...kinds.unknown.flatMap(({ kind }) =>
+      (kind.namespaces.length > 0 ? kind.namespaces : ['*']).map((ns) => `${kind.resource}@${ns}`)
+    ),
+  ];
+  const group = options.leaderElection && `${options.leaderElection.namespace}/${options.leaderElection.name}`;
+  return new FieldManagerGuard(
+    new LeaseApi(client),
+    {
+      fieldManager: options.fieldManager,
+      fingerprint: configFingerprint(config),
+      scope,
+      group,
+      identity: options.guard.identity,
+    },
+    { ...options.guard, log },
+  );
 }

@@ -2,10 +2,8 @@
 // metadata-only watcher feeding a store and a work queue whose workers run the label reconciler;
 // then either `--once` or the controller mode, all under the entry point's shutdown coordinator.
 import type { KubeClient } from '../kube/client.ts';
-import { LeaseApi } from '../kube/lease.ts';
-import { type ApiResource, groupResource } from '../kube/resource.ts';
+import type { ApiResource } from '../kube/resource.ts';
 import type { Config, KindConfig } from '../labeller/config.ts';
-import { configFingerprint } from '../labeller/fingerprint.ts';
 import type { LabelledObject } from '../labeller/object.ts';
 import type { Logger } from '../log.ts';
 import type { BindAddress, Options } from '../options.ts';
@@ -13,15 +11,9 @@ import { type Endpoints, formatAddress, serveHttp } from '../http.ts';
 import { Metrics } from '../metrics.ts';
 import type { Controller } from '../runtime/controller.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';
-import {
-  type KindControllers,
-  kindControllers,
-  noCounts,
-  watchedNamespaces,
-  type WiringOptions,
-} from './controllers.ts';
+import { type KindControllers, kindControllers, noCounts, type WiringOptions } from './controllers.ts';
 import { type EventsIdentity, LabellerEvents } from './events.ts';
-import { FieldManagerGuard, type GuardOptions } from './guard.ts';
+import { guardFor, type GuardOptions } from './guard.ts';
 import { resolveConfiguredKinds } from './kinds.ts';
 import { type LeaderElectionConfig, runUntilStopped } from './lifecycle.ts';
 import { whileLeading } from './leading.ts';
@@ -107,25 +99,7 @@ export async function runApp(
     }
     if (options.command === 'status') return await runStatus(client, kinds, options, shutdown.intake, log);
     // Before the first write: refuse to fight a labeller of another config under this field manager.
-    const scope = [
-      ...kinds.resolved.flatMap(({ kind, resource }) =>
-        watchedNamespaces(kind, resource).map((ns) => `${groupResource(resource)}@${ns || '*'}`)
-      ),
-      ...kinds.unknown.flatMap(({ kind }) =>
-        (kind.namespaces.length > 0 ? kind.namespaces : ['*']).map((ns) => `${kind.resource}@${ns}`)
-      ),
-    ];
-    const guard = options.dryRun ? undefined : new FieldManagerGuard(
-      new LeaseApi(client),
-      {
-        fieldManager: options.fieldManager,
-        fingerprint: configFingerprint(config),
-        scope,
-        group: options.leaderElection && `${options.leaderElection.namespace}/${options.leaderElection.name}`,
-        identity: options.guard.identity,
-      },
-      { ...options.guard, log },
-    );
+    const guard = options.dryRun ? undefined : guardFor(client, config, kinds, options, log);
     await guard?.check(shutdown.intake);
     const related = new Relations(client, config.kinds, kinds.resources, {
       fieldManager: options.fieldManager,
