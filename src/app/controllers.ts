@@ -96,7 +96,7 @@ export function kindControllers(kind: KindConfig, resource: ApiResource, wiring:
     const labelling = labellingFor(client, kind, resource, namespace, options, kindLog, related);
     let { reconciler } = labelling;
     let count = objectCounter((object) => reconciler.plan(object));
-    const kindEvents = events?.forKind(controller);
+    const kindEvents = events?.forKind(controller, { apiVersion: apiVersion(resource), kind: resource.kind });
     const wired = new Controller({
       name: controller,
       api: labelling.api,
@@ -108,13 +108,7 @@ export function kindControllers(kind: KindConfig, resource: ApiResource, wiring:
           const result = await reconciler.reconcile(object, writes);
           const { outcome, patch } = result;
           counts[outcome]++;
-          kindEvents?.reconciled({
-            apiVersion: apiVersion(resource),
-            kind: resource.kind,
-            name: object.name,
-            namespace: object.namespace,
-            uid: object.uid,
-          }, result);
+          kindEvents?.reconciled(object, result);
           if (outcome === 'conflict') labelMetrics?.conflict();
           if (!options.dryRun && patch.length > 0) {
             const removed = patch.filter((op) => op.op === 'remove').length;

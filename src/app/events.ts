@@ -33,9 +33,12 @@ export function eventsIdentity(env: Readonly<Record<string, string | undefined>>
   return { instance: (name || hostname()).slice(0, 128), pod };
 }
 
+/** The object's part of a reference; the kind's part is the controller's. */
+export type ObjectIdentity = Pick<ObjectReference, 'name' | 'namespace' | 'uid'>;
+
 /** The Events of one controller: its objects' outcomes and its watch's refusals. */
 export interface KindEvents {
-  reconciled(object: ObjectReference, result: Result): void;
+  reconciled(object: ObjectIdentity, result: Result): void;
   watchFailed(error: Error): void;
 }
 
@@ -74,10 +77,14 @@ export class LabellerEvents {
     }
   }
 
-  forKind(controller: string): KindEvents {
+  forKind(controller: string, kind: Pick<ObjectReference, 'apiVersion' | 'kind'>): KindEvents {
     return {
       reconciled: (object, result) => {
-        for (const event of outcomeEvents(object, result)) this.#recorder.record(event);
+        // Most reconciles call for no Event: then nothing is built, on the path every object takes.
+        if (!result.contested?.length && result.outcome !== 'invalid') return;
+        const { name, namespace, uid } = object;
+        const regarding = { apiVersion: kind.apiVersion, kind: kind.kind, name, namespace, uid };
+        for (const event of outcomeEvents(regarding, result)) this.#recorder.record(event);
       },
       watchFailed: (error) => {
         const event = this.#pod && refusalEvent(this.#pod, controller, error);

@@ -6,7 +6,7 @@
 import { MetadataApi } from '../kube/api.ts';
 import type { KubeClient } from '../kube/client.ts';
 import type { PartialObjectMetadata } from '../kube/objects.ts';
-import { type ApiResource, groupResource } from '../kube/resource.ts';
+import { type ApiResource, apiVersion, groupResource } from '../kube/resource.ts';
 import type { KindConfig } from '../labeller/config.ts';
 import { type ControllerRef, type LabelledObject, projector } from '../labeller/object.ts';
 import {
@@ -292,7 +292,8 @@ export class Relations implements RelatedCaches {
         project: projector(this.#options.fieldManager, this.#annotations, byOwner !== undefined),
         indexes: byOwner ? [byOwner] : [],
         watch: { fieldSelector, watchTimeoutSeconds: this.#options.watchTimeoutSeconds },
-        onWatchError: this.#options.events?.forKind(id).watchFailed,
+        onWatchError: this.#options.events?.forKind(id, { apiVersion: apiVersion(resource), kind: resource.kind })
+          .watchFailed,
         log: this.#log.child({ kind: resource.kind, controller: id }),
       });
       this.#created.push(informer);
