@@ -77,6 +77,20 @@ async function takenConfigMap(namespace: string, name: string, team = 'other'): 
   return created.metadata.uid;
 }
 
+/** labeller under `--conflicts skip`, reconciling every object of `ns` every second. */
+const skipEverySecond = (ns: string): string[] => [
+  '--kinds',
+  'configmaps',
+  '--label',
+  'team=platform',
+  '--conflicts',
+  'skip',
+  '--namespace',
+  ns,
+  '--requeue-after',
+  '1s',
+];
+
 describe('events', { skip }, () => {
   test(
     '200 config maps in conflict: one LabelConflict series each; the conflict recurring in a loop keeps event writes within the bucket',
@@ -91,18 +105,7 @@ describe('events', { skip }, () => {
       }
       const started = Date.now();
       // Every object is reconciled, and conflicts, every second.
-      const labeller = new Labeller([
-        '--kinds',
-        'configmaps',
-        '--label',
-        'team=platform',
-        '--conflicts',
-        'skip',
-        '--namespace',
-        ns,
-        '--requeue-after',
-        '1s',
-      ], { env: { POD_NAME: 'labeller-e2e' } });
+      const labeller = new Labeller(skipEverySecond(ns), { env: { POD_NAME: 'labeller-e2e' } });
       try {
         const first = await eventually(
           async () => {
@@ -236,19 +239,7 @@ describe('events', { skip }, () => {
   test('--events=false writes no Event', { skip: auditSkip }, async () => {
     const ns = await createNamespace('events-off');
     await takenConfigMap(ns, 'taken');
-    const labeller = new Labeller([
-      '--kinds',
-      'configmaps',
-      '--label',
-      'team=platform',
-      '--conflicts',
-      'skip',
-      '--namespace',
-      ns,
-      '--requeue-after',
-      '1s',
-      '--events=false',
-    ]);
+    const labeller = new Labeller([...skipEverySecond(ns), '--events=false']);
     try {
       await labeller.waitForLog((l) => l.msg === CONFLICT);
       // A few more conflicts (one a second), time enough for an Event to be written.
