@@ -182,7 +182,7 @@ export class Cluster {
       },
     });
     await eventually(
-      async () => (await this.client.request('GET', `/apis/${group}/v1/${plural}`)).ok,
+      async () => Boolean(await this.client.json('GET', `/apis/${group}/v1/${plural}`)),
       `CRD ${plural}.${group} to be served`,
     );
   }

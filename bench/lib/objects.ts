@@ -147,7 +147,7 @@ export async function createObject(
     })
   );
   await retrying(() =>
-    client.request('PATCH', `${collection(kind, namespace)}/${name}`, {
+    client.json('PATCH', `${collection(kind, namespace)}/${name}`, {
       query: { fieldManager: 'argocd-controller' },
       headers: {
         'content-type': 'application/apply-patch+yaml',
@@ -165,7 +165,7 @@ export async function createObject(
           },
         },
       }),
-    }).then((r) => r.arrayBuffer())
+    })
   );
   return { kind, name, uid: created.metadata.uid };
 }

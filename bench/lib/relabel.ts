@@ -193,7 +193,7 @@ export class Churn {
     for (let i = 0; !this.#abort.signal.aborted; i++) {
       try {
         if (i % 2 === 0 || this.created === 0) {
-          await this.#client.request('POST', path, {
+          await this.#client.json('POST', path, {
             query: { fieldManager: 'churn-writer' },
             headers: { 'content-type': 'application/json' },
             body: JSON.stringify({
@@ -202,17 +202,17 @@ export class Churn {
               metadata: { name: `churn-${this.created}`, labels: { app: 'churn' } },
               data: { n: String(i) },
             }),
-          }).then((r) => r.arrayBuffer());
+          });
           this.created++;
         } else {
-          await this.#client.request('PATCH', `${path}/churn-${i % this.created}`, {
+          await this.#client.json('PATCH', `${path}/churn-${i % this.created}`, {
             query: { fieldManager: 'churn-writer' },
             headers: { 'content-type': 'application/merge-patch+json' },
             body: JSON.stringify({
               metadata: { annotations: { 'example.com/revision': String(i) } },
               data: { n: String(i) },
             }),
-          }).then((r) => r.arrayBuffer());
+          });
           this.updated++;
         }
       } catch {

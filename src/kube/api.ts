@@ -1,5 +1,6 @@
 // Metadata-only access to one resource kind: list, watch and server-side apply of labels,
 // all projected to meta.k8s.io/v1 PartialObjectMetadata so no spec or data crosses the wire.
+import type { IncomingMessage } from 'node:http';
 import type { KubeClient } from './client.ts';
 import type {
   LabelsApplyConfiguration,
@@ -83,7 +84,7 @@ export class MetadataApi {
     return this.#events(response, path, options);
   }
 
-  async #open(path: string, options: WatchOptions): Promise<Response> {
+  async #open(path: string, options: WatchOptions): Promise<IncomingMessage> {
     const headers = new AbortController();
     const timer = setTimeout(() => headers.abort(new WatchIdleError(path, options.idleMs)), options.idleMs);
     return this.#client.request('GET', path, {
@@ -100,10 +101,9 @@ export class MetadataApi {
     }).finally(() => clearTimeout(timer));
   }
 
-  async *#events(response: Response, path: string, options: WatchOptions): AsyncGenerator<WatchEvent> {
-    if (!response.body) return;
+  async *#events(response: IncomingMessage, path: string, options: WatchOptions): AsyncGenerator<WatchEvent> {
     try {
-      yield* readWatchStream<WatchEvent>(response.body, { idleMs: options.idleMs, signal: options.signal, path });
+      yield* readWatchStream<WatchEvent>(response, { idleMs: options.idleMs, signal: options.signal, path });
     } catch (error) {
       await this.#failed(error);
     }

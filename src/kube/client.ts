@@ -1,10 +1,13 @@
-// The authenticated HTTP transport to the API server. Requests go through undici (fetch for
-// streams, its request API for whole JSON answers) so we control headers, streaming and timeouts (client-node's Watch/informer cannot ask for
-// metadata-only objects); credentials.ts says who we are, and this file keeps a connection pool
-// that matches: a new pool when the client certificate changes, one refresh and one retry on a 401.
-import { type Dispatcher, fetch, request as undiciRequest, type Response } from 'undici';
-import { connect, type Credential, type CredentialSource, type Transport } from './credentials.ts';
+// The authenticated HTTP transport to the API server, on Node's own node:http(s) (transport.ts
+// says why not undici or fetch): we control headers, streaming and timeouts (client-node's
+// Watch/informer cannot ask for metadata-only objects). credentials.ts says who we are, and this
+// file keeps a connection pool that matches: a new pool when the client certificate changes, one
+// refresh and one retry on a 401.
+import { type Agent, type ClientRequest, type IncomingMessage, request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { connect, type Credential, type CredentialSource } from './credentials.ts';
 import { ApiError, ConnectionError, KubeConfigError, type Status } from './errors.ts';
+import { retire, type Transport } from './transport.ts';
 
 export interface ClientOptions {
   /** Path to a kubeconfig file; default: $KUBECONFIG, ~/.kube/config, then in-cluster. */
@@ -32,8 +35,9 @@ export class KubeClient {
   /** The namespace of the kubeconfig context (or the pod's own namespace in-cluster), if any. */
   readonly defaultNamespace: string | undefined;
   readonly #credentials: CredentialSource;
+  readonly #send: typeof httpRequest;
   #transport: Transport;
-  #dispatcher: Dispatcher;
+  #pool: Agent;
   #resetAt = 0;
   readonly #userAgent: string;
   readonly #observers: RequestObserver[] = [];
@@ -50,8 +54,9 @@ export class KubeClient {
     this.context = context;
     this.defaultNamespace = namespace;
     this.#credentials = credentials;
+    this.#send = server.startsWith('https:') ? httpsRequest : httpRequest;
     this.#transport = transport;
-    this.#dispatcher = transport.pool();
+    this.#pool = transport.pool();
     this.#userAgent = userAgent;
   }
 
@@ -77,68 +82,31 @@ export class KubeClient {
   }
 
   /**
-   * Sends one request. Non-2xx answers throw ApiError, unreachable servers ConnectionError;
-   * on success the caller owns the response body.
+   * Sends one request and resolves with the response once its headers are in (a watch's body
+   * then streams). Non-2xx answers throw ApiError, unreachable servers ConnectionError; `signal`
+   * ends the request and its body whenever it aborts.
    */
-  async request(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
+  async request(method: string, path: string, options: RequestOptions = {}): Promise<IncomingMessage> {
     const url = this.server + path + queryString(options.query);
     const credential = await this.#credential();
-    let response = await this.#send(method, path, url, credential, options);
-    if (response.status === 401) {
-      response = await this.#retryUnauthorized(method, path, url, credential, options, response);
+    let response = await this.#exchange(method, path, url, credential, options);
+    if (response.statusCode === 401) {
+      const fresh = await this.#credentials.refresh(credential).catch(rethrowAsConfig);
+      if (fresh !== credential) {
+        response.resume(); // read and dropped, so the connection can serve the retry
+        response = await this.#exchange(method, path, url, this.#use(fresh), options);
+      }
     }
-    if (!response.ok) {
-      const text = await response.text();
-      throw new ApiError(method, path, response.status, parseStatus(text), response.headers.get('retry-after'));
+    const status = response.statusCode ?? 0;
+    if (status < 200 || status > 299) {
+      const text = await readText(response).catch(() => '');
+      const retryAfter = response.headers['retry-after'];
+      throw new ApiError(method, path, status, parseStatus(text), retryAfter);
     }
     return response;
   }
 
-  /** One attempt with `credential`, whatever its status; unreachable servers throw ConnectionError. */
-  async #send(
-    method: string,
-    path: string,
-    url: string,
-    credential: Credential,
-    options: RequestOptions,
-  ): Promise<Response> {
-    const started = performance.now();
-    let response: Response;
-    try {
-      response = await fetch(url, {
-        method,
-        headers: this.#headers(credential, options),
-        body: options.body ?? null,
-        signal: options.signal ?? null,
-        dispatcher: this.#dispatcher,
-      });
-    } catch (error) {
-      this.#notify(method, 'error', started);
-      throw this.#failed(method, path, options.signal, error);
-    }
-    this.#notify(method, response.status, started);
-    return response;
-  }
-
-  /**
-   * After a 401, as client-go does: one credential refresh (shared by every request refused with
-   * the same credential) and one retry; the 401 stands when nothing changed or the retry fails too.
-   */
-  async #retryUnauthorized(
-    method: string,
-    path: string,
-    url: string,
-    rejected: Credential,
-    options: RequestOptions,
-    response: Response,
-  ): Promise<Response> {
-    const fresh = await this.#credentials.refresh(rejected).catch(rethrowAsConfig);
-    if (fresh === rejected) return response;
-    await response.body?.cancel();
-    return this.#send(method, path, url, this.#use(fresh), options);
-  }
-
-  /** One request whose JSON answer is read whole, within `timeoutMs`; a 401 as in request(). */
+  /** One request whose JSON answer is read whole, within `timeoutMs`; errors as in request(). */
   async json<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     // One controller and one timer, both released once the answer is read. AbortSignal.timeout
     // (and AbortSignal.any over it) would keep the signal, its timer and the request's abort
@@ -153,34 +121,13 @@ export class KubeClient {
     const forward = (): void => controller.abort(outer?.reason);
     if (outer?.aborted) forward();
     else outer?.addEventListener('abort', forward, { once: true });
-    const attempt = { ...options, signal: controller.signal };
-    const url = this.server + path + queryString(options.query);
     try {
-      const credential = await this.#credential();
-      let answer = await this.#exchange(method, path, url, credential, attempt);
-      if (answer.statusCode === 401) {
-        const fresh = await this.#credentials.refresh(credential).catch(rethrowAsConfig);
-        if (fresh !== credential) {
-          await answer.body.dump();
-          answer = await this.#exchange(method, path, url, this.#use(fresh), attempt);
-        }
-      }
-      const { statusCode, headers, body } = answer;
-      if (statusCode < 200 || statusCode > 299) {
-        const retryAfter = headers['retry-after'];
-        throw new ApiError(
-          method,
-          path,
-          statusCode,
-          parseStatus(await body.text()),
-          Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
-        );
-      }
+      const response = await this.request(method, path, { ...options, signal: controller.signal });
       try {
-        return (await body.json()) as T;
+        return JSON.parse(await readText(response)) as T;
       } catch (error) {
         // An answer that could not be read whole: a timeout or a dropped connection, or not JSON.
-        throw controller.signal.aborted ? this.#failed(method, path, controller.signal, error) : error;
+        throw error instanceof SyntaxError ? error : this.#failed(method, path, controller.signal, error);
       }
     } finally {
       clearTimeout(timer);
@@ -188,42 +135,49 @@ export class KubeClient {
     }
   }
 
-  /**
-   * One attempt of json(), whatever its status, over undici's request API rather than fetch: a
-   * whole answer needs no WHATWG streams, Headers or Response objects, which cost about 0.25 ms
-   * of CPU per request (bench/README.md).
-   */
-  async #exchange(
+  /** One attempt with `credential`, whatever its status; unreachable servers throw ConnectionError. */
+  #exchange(
     method: string,
     path: string,
     url: string,
     credential: Credential,
     options: RequestOptions,
-  ): Promise<Dispatcher.ResponseData> {
+  ): Promise<IncomingMessage> {
     const started = performance.now();
-    let answer: Dispatcher.ResponseData;
-    try {
-      const sent = undiciRequest(url, {
-        method: method as Dispatcher.HttpMethod,
-        headers: this.#headers(credential, options),
-        body: options.body ?? null,
-        signal: options.signal ?? null,
-        dispatcher: this.#dispatcher,
+    const { signal, body } = options;
+    return new Promise<IncomingMessage>((resolve, reject) => {
+      if (signal?.aborted) return reject(signal.reason);
+      let sent: ClientRequest;
+      try {
+        sent = this.#send(url, { method, headers: this.#headers(credential, options, body), agent: this.#pool });
+      } catch (error) {
+        return reject(new ConnectionError(this.server, error));
+      }
+      // The abort reaches the request, and through it the response's body, until the exchange
+      // ends: the request's 'close' comes when the body has been read or the connection dropped.
+      const abort = (): void => void sent.destroy(signal?.reason instanceof Error ? signal.reason : undefined);
+      signal?.addEventListener('abort', abort, { once: true });
+      sent.once('close', () => signal?.removeEventListener('abort', abort));
+      sent.once('response', (response) => {
+        this.#notify(method, response.statusCode ?? 0, started);
+        // A connection that drops before the caller reads the body must not be an uncaught
+        // 'error': the reader's own listener (readText, the watch stream) still sees it.
+        response.on('error', () => {});
+        resolve(response);
       });
-      answer = await (options.signal ? untilAborted(sent, options.signal) : sent);
-    } catch (error) {
-      this.#notify(method, 'error', started);
-      throw this.#failed(method, path, options.signal, error);
-    }
-    this.#notify(method, answer.statusCode, started);
-    return answer;
+      sent.on('error', (error) => {
+        this.#notify(method, 'error', started);
+        reject(this.#failed(method, path, signal, error));
+      });
+      sent.end(body);
+    });
   }
 
   /**
    * Replaces the connection pool, so no new request lands on an idle connection that died
    * silently (a load balancer dropping its flows). Called when a watch goes silent; at most
    * once a second however many watches notice. Requests still running on the old pool finish
-   * or time out there.
+   * there.
    */
   async resetConnections(): Promise<void> {
     if (Date.now() - this.#resetAt < 1000) return;
@@ -233,11 +187,16 @@ export class KubeClient {
 
   /** Drops open connections: called on the way out, after the work that mattered has drained. */
   async close(): Promise<void> {
-    await this.#dispatcher.destroy();
+    this.#pool.destroy();
   }
 
-  #headers(credential: Credential, options: RequestOptions): Record<string, string> {
-    return { ...credential.headers, 'user-agent': this.#userAgent, ...options.headers };
+  #headers(credential: Credential, options: RequestOptions, body: string | undefined): Record<string, string> {
+    return {
+      ...credential.headers,
+      'user-agent': this.#userAgent,
+      ...(body === undefined ? {} : { 'content-length': String(Buffer.byteLength(body)) }),
+      ...options.headers,
+    };
   }
 
   /** What a request that got no answer throws: ConnectionError, or the reason it was aborted for. */
@@ -268,25 +227,23 @@ export class KubeClient {
 
   /** New requests go to a new pool; requests still running on the old one finish there, then it closes. */
   #swapPool(transport: Transport): void {
-    const old = this.#dispatcher;
+    const old = this.#pool;
     this.#transport = transport;
-    this.#dispatcher = transport.pool();
-    if (old !== this.#dispatcher) old.close().catch(() => {});
+    this.#pool = transport.pool();
+    if (old !== this.#pool) retire(old);
   }
 }
 
-/**
- * `promise`, or the abort's reason as soon as `signal` aborts. undici's request API honours an
- * abort only once it has a connection: one still connecting (a TLS handshake through a proxy that
- * forwards nothing) would hold a shutdown until the connect timeout.
- */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  promise.catch(() => {});
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const abort = (): void => reject(signal.reason);
-    signal.addEventListener('abort', abort, { once: true });
-    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', abort));
+/** The whole body of `response` as text; rejects when the connection drops before its end. */
+function readText(response: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    response.on('data', (chunk: Buffer) => chunks.push(chunk));
+    response.once('end', () => resolve(chunks.length === 1 ? chunks[0]!.toString() : Buffer.concat(chunks).toString()));
+    response.once('error', reject);
+    response.once('close', () => {
+      if (!response.complete) reject(new Error('the connection closed before the whole answer arrived'));
+    });
   });
 }
 

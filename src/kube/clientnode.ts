@@ -1,11 +1,12 @@
 // The kubeconfig features labeller leaves to @kubernetes/client-node: auth providers (oidc,
 // azure, gcp) and proxies (proxy-url, SOCKS included). Imported on demand by credentials.ts, so
 // nothing else pays for the library (its generated API costs about 80 MiB and a second or two).
-import { KubeConfig, RequestContext } from '@kubernetes/client-node';
+import { KubeConfig } from '@kubernetes/client-node';
+import type { Agent } from 'node:http';
 import type { RequestOptions as HttpsOptions } from 'node:https';
-import { Agent, type Dispatcher, ProxyAgent } from 'undici';
-import type { Credential, CredentialSource, Transport } from './credentials.ts';
+import type { Credential, CredentialSource } from './credentials.ts';
 import { KubeConfigError } from './errors.ts';
+import { keepAliveTransport, type TlsOptions, type Transport } from './transport.ts';
 
 /** Auth providers refresh their tokens inside client-node; ask it again this often. */
 const REFRESH_MS = 60_000;
@@ -72,15 +73,11 @@ class ClientNodeSource implements CredentialSource {
       const { ca, cert, key, pfx, passphrase, rejectUnauthorized, servername } = options as HttpsOptions & {
         servername?: string;
       };
-      const tls = Object.fromEntries(
-        Object.entries({ ca, cert, key, pfx, passphrase, rejectUnauthorized, servername }).filter(([, v]) =>
-          v !== undefined
-        ),
-      );
+      const tls: TlsOptions = { ca, cert, key, pfx, passphrase, rejectUnauthorized, servername };
       const tlsKey = JSON.stringify(tls);
       const transport = this.#credential && tlsKey === this.#tls
         ? this.#credential.transport
-        : await this.#transport(tls);
+        : this.#transport(tls, typeof options.agent === 'object' ? options.agent : undefined);
       this.#tls = tlsKey;
       this.#at = Date.now();
       this.#credential = { headers, transport };
@@ -95,24 +92,12 @@ class ClientNodeSource implements CredentialSource {
   }
 
   /**
-   * HTTP/1.1 pools, as credentials.ts explains; HTTP proxies as client-node makes them. Its
-   * SOCKS connector is internal, so a SOCKS pool comes from a RequestContext and is kept for good
-   * (resetConnections cannot replace it).
+   * Without a proxy, keep-alive pools as for every other kubeconfig (transport.ts). Through a
+   * proxy, the agent client-node makes (HTTP CONNECT or SOCKS); client-node keeps one per
+   * cluster and user, so that pool is kept for good (resetConnections cannot replace it).
    */
-  async #transport(tls: Record<string, unknown>): Promise<Transport> {
-    const options = this.#kc.createDispatcherOptions(this.#kc.getCurrentCluster(), tls);
-    if (options.type === 'socks') {
-      const context = new RequestContext(this.#server, 'GET' as ConstructorParameters<typeof RequestContext>[1]);
-      await this.#kc.applySecurityAuthentication(context);
-      const socks = context.getDispatcher();
-      if (!socks) throw new Error('client-node made no dispatcher for the SOCKS proxy');
-      return { pool: () => socks };
-    }
-    return {
-      pool: (): Dispatcher =>
-        options.type === 'proxy'
-          ? new ProxyAgent({ uri: options.uri, requestTls: tls })
-          : new Agent({ connect: tls, allowH2: false }),
-    };
+  #transport(tls: TlsOptions, agent: Agent | undefined): Transport {
+    if (this.#kc.getCurrentCluster()?.proxyUrl && agent) return { pool: () => agent };
+    return keepAliveTransport(this.#server, tls);
   }
 }

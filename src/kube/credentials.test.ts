@@ -17,7 +17,7 @@ function settable<T>(first: T) {
 
 test('the same credential and pool while nothing changes; a new token keeps the pool', async () => {
   const token = settable('t1');
-  const id = new IdentitySource({ token: token.source, ca: 'CA' });
+  const id = new IdentitySource({ token: token.source, ca: 'CA' }, 'https://cluster.test');
   const first = await id.current();
   assert.equal(first.headers['authorization'], 'Bearer t1');
   assert.equal(await id.current(), first);
@@ -29,7 +29,7 @@ test('the same credential and pool while nothing changes; a new token keeps the 
 
 test('a new client certificate means a new pool; the same contents keep it', async () => {
   const pair = settable<KeyPair>({ cert: 'c1', key: 'k1' });
-  const id = new IdentitySource({ pair: pair.source });
+  const id = new IdentitySource({ pair: pair.source }, 'https://cluster.test');
   const first = await id.current();
   pair.set({ cert: 'c1', key: 'k1' });
   assert.equal((await id.current()).transport, first.transport);
@@ -40,20 +40,24 @@ test('a new client certificate means a new pool; the same contents keep it', asy
 test('refresh after a 401: one reload for many rejected requests; static credentials give the same object back (no retry)', async () => {
   const token = new Refreshing<string>(async () => ({ value: `t${++loads}`, freshUntil: Infinity }));
   let loads = 0;
-  const id = new IdentitySource({ token });
+  const id = new IdentitySource({ token }, 'https://cluster.test');
   const rejected = await id.current();
   const fresh = await Promise.all(Array.from({ length: 20 }, () => id.refresh(rejected)));
   assert.equal(loads, 2);
   assert.ok(fresh.every((c) => c === fresh[0] && c !== rejected));
   assert.equal(fresh[0]?.headers['authorization'], 'Bearer t2');
 
-  const fixed = new IdentitySource({ token: 'static', headers: { 'impersonate-user': 'jane' } });
+  const fixed = new IdentitySource(
+    { token: 'static', headers: { 'impersonate-user': 'jane' } },
+    'https://cluster.test',
+  );
   const credential = await fixed.current();
   assert.deepEqual(credential.headers, { 'impersonate-user': 'jane', authorization: 'Bearer static' });
   assert.equal(await fixed.refresh(credential), credential);
 });
 
 test('basic auth when there is no token', async () => {
-  const credential = await new IdentitySource({ basic: { username: 'u', password: 'p' } }).current();
+  const credential = await new IdentitySource({ basic: { username: 'u', password: 'p' } }, 'https://cluster.test')
+    .current();
   assert.equal(credential.headers['authorization'], `Basic ${Buffer.from('u:p').toString('base64')}`);
 });

@@ -5,19 +5,13 @@
 // Token files, certificate files and exec plugins are handled here, as client-go handles them;
 // only auth providers and proxies load @kubernetes/client-node (clientnode.ts), on demand.
 import { readFileSync } from 'node:fs';
-import { Agent, type Dispatcher } from 'undici';
 import { type KeyPair, keyPair, keyPairFiles, tokenFile } from './credentialfiles.ts';
 import { KubeConfigError } from './errors.ts';
 import { type ExecCredential, execSource } from './exec.ts';
 import { inCluster, inClusterAvailable, SERVICE_ACCOUNT_DIR } from './incluster.ts';
 import { kubeconfigFiles, type KubeconfigSelection, loadKubeconfig } from './kubeconfig.ts';
 import { Refreshing } from './refreshing.ts';
-
-/** How connections are made: a different Transport object means a new connection pool. */
-export interface Transport {
-  /** A new connection pool. */
-  pool(): Dispatcher;
-}
+import { keepAliveTransport, type Transport } from './transport.ts';
 
 export interface Credential {
   readonly headers: Readonly<Record<string, string>>;
@@ -77,7 +71,7 @@ export async function connect(options: ConnectOptions = {}): Promise<Connection>
       server: pod.server,
       context: 'in-cluster',
       namespace: pod.namespace,
-      credentials: new IdentitySource(pod.identity),
+      credentials: new IdentitySource(pod.identity, pod.server),
     };
   }
   const selection = loadKubeconfig(files, options.context);
@@ -95,7 +89,7 @@ export async function connect(options: ConnectOptions = {}): Promise<Connection>
     server,
     context: selection.context,
     namespace: selection.namespace,
-    credentials: new IdentitySource(identity(selection, server)),
+    credentials: new IdentitySource(identity(selection, server), server),
   };
 }
 
@@ -148,7 +142,8 @@ function identity(selection: KubeconfigSelection, server: string): Identity {
   }
   const impersonation: Record<string, string> = {};
   if (user.as) impersonation['impersonate-user'] = user.as;
-  // One header per group would be right; undici joins repeated values with ", ", which the API server does not split.
+  // Impersonate-Group needs one header line per group (the API server does not split ", "); a
+  // credential carries one value per header.
   if (user['as-groups']?.length) {
     throw new KubeConfigError(
       `${where} uses as-groups, which labeller does not support. Remove it or run labeller as that identity`,
@@ -183,6 +178,7 @@ function identity(selection: KubeconfigSelection, server: string): Identity {
  */
 export class IdentitySource implements CredentialSource {
   readonly #identity: Identity;
+  readonly #server: string;
   #last: {
     token: string | undefined;
     pair: KeyPair | undefined;
@@ -190,8 +186,10 @@ export class IdentitySource implements CredentialSource {
     credential: Credential;
   } | undefined;
 
-  constructor(identity: Identity) {
+  /** `server`: the API server's URL, whose scheme says whether connections use TLS. */
+  constructor(identity: Identity, server: string) {
     this.#identity = identity;
+    this.#server = server;
   }
 
   async current(): Promise<Credential> {
@@ -240,19 +238,14 @@ export class IdentitySource implements CredentialSource {
     return credential;
   }
 
-  /**
-   * The pool speaks HTTP/1.1 only: with HTTP/2 every request shares one connection, so one that
-   * dies silently stalls them all (and undici's HTTP/2 client trips an assertion on Deno when
-   * such a connection is closed).
-   */
   #transport(pair: KeyPair | undefined): Transport {
     const { ca, insecureSkipTLSVerify, servername } = this.#identity;
-    const tls = {
-      ...(ca !== undefined ? { ca } : {}),
-      ...(insecureSkipTLSVerify ? { rejectUnauthorized: false } : {}),
-      ...(servername ? { servername } : {}),
-      ...(pair ? { cert: pair.cert, key: pair.key } : {}),
-    };
-    return { pool: () => new Agent({ connect: tls, allowH2: false }) };
+    return keepAliveTransport(this.#server, {
+      ca,
+      rejectUnauthorized: insecureSkipTLSVerify ? false : undefined,
+      servername,
+      cert: pair?.cert,
+      key: pair?.key,
+    });
   }
 }

@@ -87,7 +87,7 @@ export class WatchIdleError extends Error {
 
 function describeCause(cause: unknown): string {
   if (!(cause instanceof Error)) return String(cause);
-  // undici wraps the socket error: "fetch failed" with the useful part in `cause`.
+  // A wrapped socket error ("fetch failed", a proxy agent's) has the useful part in `cause`.
   const inner = cause.cause instanceof Error ? cause.cause : undefined;
   const code = inner && 'code' in inner ? ` (${String(inner.code)})` : '';
   return inner ? `${inner.message}${code}` : cause.message;

@@ -1,5 +1,6 @@
 // Reads a watch response: one JSON event per line, with a client-side idle timeout.
-// Cancelling the body reader (not aborting the fetch) is what ends a stalled stream on Deno.
+// Destroying the response (not only the request) is what ends a stalled stream on every runtime.
+import type { Readable } from 'node:stream';
 import { WatchIdleError } from './errors.ts';
 
 export class WatchDecodeError extends Error {
@@ -11,53 +12,46 @@ export class WatchDecodeError extends Error {
  * arrives for `idleMs`; ends quietly when `signal` aborts or the server closes the stream.
  */
 export async function* readWatchStream<T>(
-  body: ReadableStream<Uint8Array>,
+  body: Readable,
   options: { readonly idleMs: number; readonly signal?: AbortSignal | undefined; readonly path: string },
 ): AsyncGenerator<T> {
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
   let idle = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const cancel = (): void => {
-    reader.cancel().catch(() => {});
-  };
+  const stop = (): void => void body.destroy();
   const arm = (): void => {
     clearTimeout(timer);
     timer = setTimeout(() => {
       idle = true;
-      cancel();
+      stop();
     }, options.idleMs);
   };
-  options.signal?.addEventListener('abort', cancel, { once: true });
+  options.signal?.addEventListener('abort', stop, { once: true });
+  body.setEncoding('utf8');
   let buffer = '';
   try {
     arm();
-    for (;;) {
-      let chunk: Awaited<ReturnType<typeof reader.read>>;
-      try {
-        chunk = await reader.read();
-      } catch (error) {
-        if (idle) throw new WatchIdleError(options.path, options.idleMs);
-        if (options.signal?.aborted) return;
-        throw error;
+    try {
+      for await (const chunk of body as AsyncIterable<string>) {
+        arm();
+        buffer += chunk;
+        let newline: number;
+        while ((newline = buffer.indexOf('\n')) >= 0) {
+          const line = buffer.slice(0, newline).trim();
+          buffer = buffer.slice(newline + 1);
+          if (line) yield parse<T>(line, options.path);
+        }
       }
-      if (chunk.done) {
-        if (idle) throw new WatchIdleError(options.path, options.idleMs);
-        return;
-      }
-      arm();
-      buffer += decoder.decode(chunk.value, { stream: true });
-      let newline: number;
-      while ((newline = buffer.indexOf('\n')) >= 0) {
-        const line = buffer.slice(0, newline).trim();
-        buffer = buffer.slice(newline + 1);
-        if (line) yield parse<T>(line, options.path);
-      }
+    } catch (error) {
+      if (error instanceof WatchDecodeError) throw error;
+      if (idle) throw new WatchIdleError(options.path, options.idleMs);
+      if (options.signal?.aborted) return;
+      throw error;
     }
+    if (idle) throw new WatchIdleError(options.path, options.idleMs);
   } finally {
     clearTimeout(timer);
-    options.signal?.removeEventListener('abort', cancel);
-    cancel();
+    options.signal?.removeEventListener('abort', stop);
+    stop();
   }
 }
 

@@ -18,8 +18,8 @@ const APISERVICE = `/apis/apiregistration.k8s.io/v1/apiservices/v1.${GROUP}`;
 async function statusOf(cluster: Cluster, path: string): Promise<number> {
   try {
     const response = await cluster.client.request('GET', path);
-    await response.body?.cancel();
-    return response.status;
+    response.resume();
+    return response.statusCode ?? 0;
   } catch (error) {
     if (error instanceof ApiError) return error.status;
     throw error;

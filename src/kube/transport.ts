@@ -1,0 +1,42 @@
+// Connection pools to the API server: Node's own http(s) Agents with keep-alive. They cost
+// nothing to load (node:http is part of the runtime), where undici costs 15–28 MiB of RSS, and
+// they leave less garbage per request (bench/README.md, "Where the CPU and memory go").
+// HTTP/1.1 only: with HTTP/2 every request shares one connection, so one that dies silently
+// stalls them all.
+import { Agent as HttpAgent } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
+import type { ConnectionOptions } from 'node:tls';
+
+/** TLS settings of a pool, as node:tls takes them. */
+export type TlsOptions = Pick<
+  ConnectionOptions,
+  'ca' | 'cert' | 'key' | 'pfx' | 'passphrase' | 'rejectUnauthorized' | 'servername'
+>;
+
+/** How connections are made: a different Transport object means a new connection pool. */
+export interface Transport {
+  /** A connection pool: a new one, or the same one when it cannot be replaced (a proxy's). */
+  pool(): HttpAgent;
+}
+
+/** A transport whose pools keep connections to `server` open between requests. */
+export function keepAliveTransport(server: string, tls: TlsOptions): Transport {
+  const options = Object.fromEntries(Object.entries(tls).filter(([, v]) => v !== undefined));
+  return {
+    pool: () =>
+      server.startsWith('https:')
+        ? new HttpsAgent({ ...options, keepAlive: true })
+        : new HttpAgent({ keepAlive: true }),
+  };
+}
+
+/**
+ * Stops `pool` from being used again: its idle connections close now, the busy ones when their
+ * request ends, so requests still running on it finish there.
+ */
+export function retire(pool: HttpAgent): void {
+  pool.keepSocketAlive = () => false;
+  for (const sockets of Object.values(pool.freeSockets)) {
+    for (const socket of sockets ?? []) socket.destroy();
+  }
+}
