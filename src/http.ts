@@ -3,7 +3,7 @@
 // on one address or two (--health-probe-bind-address, --metrics-bind-address).
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Registry } from 'prom-client';
+import type { Registry } from './promclient.ts';
 import type { BindAddress } from './options.ts';
 
 export interface Readiness {

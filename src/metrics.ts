@@ -1,8 +1,9 @@
 // Prometheus metrics, named as controller-runtime and client-go name them so existing
-// dashboards work, plus labeller's own. prom-client does the exposition format and the
-// standard process_* / nodejs_* metrics.
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+// dashboards work, plus labeller's own, and the standard process_* / nodejs_* metrics
+// (processmetrics.ts). prom-client does the exposition format.
 import type { RequestObserver } from './kube/client.ts';
+import { registerProcessMetrics } from './processmetrics.ts';
+import { Counter, Gauge, Histogram, Registry } from './promclient.ts';
 import type { ControllerMetrics } from './runtime/controller.ts';
 
 /** Buckets of controller-runtime's reconcile and workqueue histograms. */
@@ -88,7 +89,7 @@ export class Metrics {
 
   constructor() {
     const registers = [this.registry];
-    collectDefaultMetrics({ register: this.registry });
+    registerProcessMetrics(this.registry);
     const counter = (name: string, help: string, labelNames: string[]) =>
       new Counter({ name, help, labelNames, registers });
     const gauge = (name: string, help: string, labelNames: string[]) =>
