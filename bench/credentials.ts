@@ -11,23 +11,20 @@
 // credentials are this one's. --preload MODULE starts Node with `--import MODULE`: with
 // @kubernetes/client-node it shows what loading that library for every kubeconfig would cost.
 // Nothing is pass/fail: the figures go in the README.
-import { spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fetch } from 'undici';
-import {
-  Cluster,
-  delay,
-  eventually,
-  inClusterWrapper,
-  type PolicyRule,
-  procStatusMiB,
-  stats,
-} from '../test/cluster.ts';
 import { freePorts, signClientCertificate, startControlPlane } from '../test/controlplane/controlplane.ts';
-import { executable } from './lib/runtime.ts';
+import { Cluster, type PolicyRule } from '../test/harness/cluster.ts';
+import { eventually } from '../test/harness/eventually.ts';
+import { stats } from '../test/harness/figures.ts';
+import { inClusterWrapper } from '../test/harness/incluster.ts';
+import { Labeller } from '../test/harness/labeller.ts';
+import { procSample } from '../test/harness/procstat.ts';
+import { executable } from '../test/harness/runtime.ts';
+import { sleep } from '../test/harness/sleep.ts';
 
 const { values } = parseArgs({
   options: {
@@ -149,46 +146,33 @@ try {
 /** Starts labeller, waits for /readyz and the rest period, reads its memory, stops it. */
 async function atRest(mode: Mode, ns: string): Promise<{ rss: number; hwm: number }> {
   const [port = 0] = await freePorts(1);
-  const args = [
-    ...(values.preload ? ['--import', values.preload] : []),
-    'bin/labeller.js',
-    ...(mode.kubeconfig ? ['--kubeconfig', mode.kubeconfig] : []),
-    '--kinds',
-    KINDS.join(','),
-    '--namespace',
-    ns,
-    '--label',
-    'team=platform',
-    '--log-format',
-    'json',
-    '--http-port',
-    String(port),
-  ];
-  const node = executable('node');
-  const [command = node, ...prefix] = mode.wrapper ?? [];
-  const child = spawn(command, mode.wrapper ? [...prefix, node, ...args] : args, {
-    cwd: checkout,
-    env: { ...process.env, ...mode.env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-3000)));
-  const exited = new Promise<void>((done) => child.on('exit', () => done()));
+  const labeller = new Labeller(
+    ['--kinds', KINDS.join(','), '--namespace', ns, '--label', 'team=platform', '--http-port', String(port)],
+    {
+      // The checkout's own source run, from there.
+      command: [executable('node'), ...(values.preload ? ['--import', values.preload] : []), 'bin/labeller.js'],
+      cwd: checkout,
+      kubeconfig: mode.kubeconfig ?? '',
+      wrapper: mode.wrapper,
+      env: mode.env,
+      outputLimit: 3000,
+    },
+  );
   try {
     await eventually(
       async () => {
-        if (child.exitCode !== null) throw new Error(`labeller exited ${child.exitCode}: ${stderr}`);
+        labeller.assertRunning();
         return (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200;
       },
       `${mode.name}: /readyz 200`,
       60_000,
       200,
     );
-    await delay(restMs);
-    const pid = child.pid ?? 0;
-    return { rss: procStatusMiB(pid, 'VmRSS'), hwm: procStatusMiB(pid, 'VmHWM') };
+    await sleep(restMs);
+    const reading = procSample(labeller.pid);
+    if (!reading) throw new Error(`${mode.name}: labeller is gone`);
+    return { rss: reading.rss / 2 ** 20, hwm: reading.peakRss / 2 ** 20 };
   } finally {
-    child.kill('SIGTERM');
-    await exited;
+    await labeller.stop();
   }
 }

@@ -14,11 +14,12 @@ import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { KubeClient } from '../src/kube/client.ts';
 import { type ControlPlane, startControlPlane } from '../test/controlplane/controlplane.ts';
-import { LabellerProcess, type Launch, launch, LAUNCH_OPTIONS, LAUNCH_USAGE } from './lib/labeller.ts';
-import { procSample, ProcSampler } from './lib/procstat.ts';
+import { start } from '../test/harness/child.ts';
+import { procSample, ProcSampler } from '../test/harness/procstat.ts';
+import { host, runtimeVersion, tsCommand } from '../test/harness/runtime.ts';
+import { sleep } from '../test/harness/sleep.ts';
+import { type Launch, launch, LAUNCH_OPTIONS, LAUNCH_USAGE, startLabeller } from './lib/launch.ts';
 import { mib, type Row, seconds, table } from './lib/report.ts';
-import { host, runtimeVersion, tsCommand } from './lib/runtime.ts';
-import { start } from './lib/spawn.ts';
 
 const USAGE = `usage: bench/footprint.ts [options]
 ${LAUNCH_USAGE}
@@ -76,8 +77,7 @@ const median = (xs: readonly number[]): number => {
 async function helpRun(opts: Options): Promise<{ seconds: number; peakRss: number }> {
   const [bin, args] = tsCommand(opts.runtime, opts.entry, opts.v8Flags);
   const started = performance.now();
-  let stdout = '';
-  const child = start(bin, [...args, '--help'], () => {}, (chunk) => (stdout += chunk));
+  const child = start(bin, [...args, '--help']);
   let peakRss = 0;
   const poll = (): void => {
     const s = child.pid === undefined ? undefined : procSample(child.pid);
@@ -87,7 +87,7 @@ async function helpRun(opts: Options): Promise<{ seconds: number; peakRss: numbe
   const exit = await child.exited;
   const elapsed = (performance.now() - started) / 1000;
   clearInterval(timer);
-  if (exit.code !== 0 || !stdout.includes('--kinds')) {
+  if (exit.code !== 0 || !exit.stdout.includes('--kinds')) {
     throw new Error(`labeller --help exited with status ${exit.code} (signal ${exit.signal}) and printed no usage`);
   }
   return { seconds: elapsed, peakRss };
@@ -106,27 +106,25 @@ async function atRest(cp: ControlPlane, opts: Options): Promise<{ rss: number; p
     await admin.close();
   }
   const kinds = ['configmaps', 'services', 'deployments'];
-  const labeller = new LabellerProcess(
-    opts.runtime,
+  const labeller = startLabeller(
+    opts,
     ['--kubeconfig', cp.kubeconfig, '--kinds', kinds.join(','), '--label', 'team=platform', '--namespace', namespace],
-    opts.entry,
-    opts.v8Flags,
   );
-  const proc = new ProcSampler(labeller.process.pid!, 500);
+  const proc = new ProcSampler(labeller.pid, 500);
   try {
     await Promise.all(
       ['ConfigMap', 'Service', 'Deployment'].map((kind) =>
         labeller.waitForLog((l) => l.msg === 'initial list complete' && l.kind === kind, 60_000)
       ),
     );
-    await new Promise((resolve) => setTimeout(resolve, opts.settleSeconds * 1000));
+    await sleep(opts.settleSeconds * 1000);
     labeller.assertRunning();
     const s = proc.sample();
     if (!s) throw new Error('labeller at rest: /proc gave no reading');
     return { rss: s.rss, peakRss: s.peakRss, cpuSeconds: s.cpuSeconds };
   } finally {
     proc.stop();
-    await labeller.stop();
+    await labeller.stop('SIGTERM', 15_000);
   }
 }
 

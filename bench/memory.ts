@@ -25,6 +25,7 @@ import { type ApiResource, groupResource } from '../src/kube/resource.ts';
 import { buildConfig, type KindConfig } from '../src/labeller/config.ts';
 import { createLogger, type Logger } from '../src/log.ts';
 import { Controller } from '../src/runtime/controller.ts';
+import { sleep } from '../test/harness/sleep.ts';
 
 export type MemoryMode = 'pruned' | 'full' | 'informer';
 
@@ -69,7 +70,7 @@ async function reading(): Promise<MemoryReading> {
   if (!gc) throw new Error('gc() is not exposed: run with --expose-gc (Node) or --v8-flags=--expose-gc (Deno)');
   for (let i = 0; i < 4; i++) {
     gc();
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await sleep(50);
   }
   const { rss, heapUsed, external } = process.memoryUsage();
   return { rss, heapUsed, external };
@@ -79,7 +80,7 @@ async function until(check: () => boolean, what: string, timeoutMs: number): Pro
   const deadline = Date.now() + timeoutMs;
   while (!check()) {
     if (Date.now() > deadline) throw new Error(`memory: timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await sleep(50);
   }
 }
 

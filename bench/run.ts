@@ -28,24 +28,18 @@ import { resolveResource } from '../src/kube/resolve.ts';
 import type { ApiResource } from '../src/kube/resource.ts';
 import { labelClient } from '../src/labelclient.ts';
 import { binaries, type ControlPlane, startControlPlane } from '../test/controlplane/controlplane.ts';
-import { AuditLog, type AuditRequest, byVerb, formatVerbs } from './lib/audit.ts';
-import {
-  describe as describeExit,
-  LabellerProcess,
-  type Launch,
-  launch,
-  LAUNCH_OPTIONS,
-  LAUNCH_USAGE,
-  running as runningLabellers,
-} from './lib/labeller.ts';
+import { type AuditRequest, AuditRequests, byVerb, formatVerbs } from '../test/harness/audit.ts';
+import { type Child, describeExit, start } from '../test/harness/child.ts';
+import { running as runningLabellers } from '../test/harness/labeller.ts';
+import { ProcSampler } from '../test/harness/procstat.ts';
+import { host, type Runtime, runtimeVersion, tsCommand } from '../test/harness/runtime.ts';
+import { sleep } from '../test/harness/sleep.ts';
+import { type Launch, launch, LAUNCH_OPTIONS, LAUNCH_USAGE, startLabeller } from './lib/launch.ts';
 import type { MemoryMode, MemoryRequest, MemoryResult } from './memory.ts';
 import { type BenchObject, createObjects, KINDS, type KindSpec, pool, split } from './lib/objects.ts';
 import { bytes, mib, ms, type Row, seconds, table, updateResultsFile, type Verdict, writeJson } from './lib/report.ts';
-import { ProcSampler } from './lib/procstat.ts';
 import { benchRelated, type RelatedResults, relatedRows } from './lib/related.ts';
 import { Churn, LabelWatch, type LatencySamples, measureRelabel, percentile } from './lib/relabel.ts';
-import { host, type Runtime, runtimeVersion, tsCommand } from './lib/runtime.ts';
-import { type Child, start } from './lib/spawn.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 process.chdir(root);
@@ -148,20 +142,6 @@ const log = (message: string): void => {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
 };
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
 function labellerArgs(kubeconfig: string, namespace: string, concurrency: number): string[] {
   return [
     '--kubeconfig',
@@ -210,19 +190,14 @@ function etcdVersion(): string {
 
 async function runMemory(request: MemoryRequest, runtime: Runtime): Promise<MemoryResult> {
   const [bin, args] = tsCommand(runtime, 'bench/memory.ts', ['--expose-gc']);
-  let stdout = '';
-  let stderr = '';
-  const child = start(
-    bin,
-    [...args, JSON.stringify(request)],
-    (c) => (stderr = (stderr + c).slice(-4000)),
-    (c) => (stdout += c),
-  );
+  const child = start(bin, [...args, JSON.stringify(request)]);
   children.add(child);
   const exit = await child.exited;
   children.delete(child);
-  if (exit.code !== 0) throw new Error(`memory probe (${request.mode}) exited with ${describeExit(exit)}\n${stderr}`);
-  return JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as MemoryResult;
+  if (exit.code !== 0) {
+    throw new Error(`memory probe (${request.mode}) exited with ${describeExit(exit)}\n${exit.stderr.slice(-4000)}`);
+  }
+  return JSON.parse(exit.stdout.trim().split('\n').at(-1) ?? '') as MemoryResult;
 }
 
 // ---------------------------------------------------------------- the bench
@@ -287,7 +262,7 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
   try {
     const version = await admin.json<{ gitVersion: string }>('GET', '/version');
     results.meta['kubeApiserver'] = version.gitVersion;
-    const audit = new AuditLog(cp.auditLog, 'labeller/');
+    const audit = new AuditRequests(cp.auditLog, 'labeller/');
     const { resources } = await discover(admin);
     const resourceOf = new Map<KindSpec, ApiResource>(KINDS.map((k) => [k, resolveResource(k.resource, resources)]));
     if (opts.related) {
@@ -326,9 +301,9 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
 
     // -------- 1. cold convergence
     log(`cold convergence: starting labeller on ${opts.runtime}`);
-    const cold = new LabellerProcess(opts.runtime, args, opts.entry, opts.v8Flags);
+    const cold = startLabeller(opts, args);
     // Memory and CPU as the kernel sees them, sampled from outside until labeller is stopped.
-    const proc = new ProcSampler(cold.process.pid!);
+    const proc = new ProcSampler(cold.pid);
     const timeoutMs = 120_000 + opts.n * 30;
     const unlabelled = `${TEAM}!=${LABELS[TEAM]}`;
     for (;;) {
@@ -339,7 +314,7 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
       );
       if (remaining.every((page) => page.items.length === 0)) break;
       if (Date.now() - cold.startedAt > timeoutMs) {
-        throw new Error(`cold convergence: not every object labelled after ${timeoutMs / 1000} s\n${cold.stderrTail}`);
+        throw new Error(`cold convergence: not every object labelled after ${timeoutMs / 1000} s\n${cold.stderr}`);
       }
       await sleep(200, signal);
     }
@@ -355,7 +330,7 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     }
     const atEnd = proc.sample();
     proc.stop();
-    const coldExit = await cold.stop();
+    const coldExit = await cold.stop('SIGTERM', 15_000);
     const listed = cold.logs.filter((l) => l.msg === 'initial list complete').map((l) => Date.parse(l.time));
     const convergedAt = patches.length ? lastPatch : confirmedAt;
     const cpuAtConverged = proc.cpuAt(convergedAt);
@@ -392,7 +367,7 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     );
     if (coldExit.code !== 0) {
       throw new Error(
-        `labeller exited with ${describeExit(coldExit)} on SIGTERM after cold convergence\n${cold.stderrTail}`,
+        `labeller exited with ${describeExit(coldExit)} on SIGTERM after cold convergence\n${cold.stderr}`,
       );
     }
 
@@ -437,7 +412,7 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
 
     // -------- 3. restart over the labelled cluster
     log('restart over the labelled cluster');
-    const second = new LabellerProcess(opts.runtime, args, opts.entry, opts.v8Flags);
+    const second = startLabeller(opts, args);
     const ready = await Promise.all(
       KINDS.map((k) =>
         second.waitForLog((l) => l.msg === 'initial list complete' && l.kind === k.kind, 120_000 + opts.n * 5)
@@ -503,7 +478,7 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
       await churnClient.close();
       await watch.stop();
     }
-    const restartExit = await second.stop();
+    const restartExit = await second.stop('SIGTERM', 15_000);
     results.latency = {
       idle: idleLatency,
       churn: { ...churnLatency, rate: churn.achievedRate, churnErrors: churn.errors, load: load1() },
@@ -518,7 +493,7 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
       }`,
     );
     if (restartExit.code !== 0) {
-      throw new Error(`labeller exited with ${describeExit(restartExit)} on SIGTERM\n${second.stderrTail}`);
+      throw new Error(`labeller exited with ${describeExit(restartExit)} on SIGTERM\n${second.stderr}`);
     }
     if (idleLatency.latenciesMs.length === 0 && churnLatency.latenciesMs.length === 0) {
       throw new Error('relabel latency: no sample completed (labeller never restored the label)');
@@ -808,7 +783,7 @@ let controlPlane: Promise<ControlPlane> | undefined;
 let finishing = false;
 
 async function teardown(): Promise<void> {
-  await Promise.all([...runningLabellers].map((l) => l.stop(5000)));
+  await Promise.all([...runningLabellers].map((l) => l.stop('SIGTERM', 5000)));
   for (const child of children) child.kill('SIGKILL');
   await controlPlane?.then((cp) => cp.stop(), () => {});
 }
@@ -816,7 +791,7 @@ async function teardown(): Promise<void> {
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => {
     if (finishing) {
-      for (const l of runningLabellers) l.process.kill('SIGKILL');
+      for (const l of runningLabellers) l.kill();
       for (const child of children) child.kill('SIGKILL');
       process.exit(130);
     }

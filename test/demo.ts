@@ -1,9 +1,10 @@
 // `npm run demo`: labeller without a cluster of your own. Starts the local control plane,
 // creates a few deployments, services and config maps, runs `labeller --config kinds.yaml
 // --once`, and prints every object's labels before and after.
-import { execFileSync } from 'node:child_process';
 import { type ControlPlane, ControlPlaneUnavailable, startControlPlane } from './controlplane/controlplane.ts';
-import { KubeClient } from '../src/kube/client.ts';
+import { describeExit } from './harness/child.ts';
+import { Cluster } from './harness/cluster.ts';
+import { runLabeller } from './harness/labeller.ts';
 
 const cp: ControlPlane = await startControlPlane().catch((error: unknown) => {
   // No Go and no binaries (or a bad KUBEBUILDER_ASSETS): say what to do, not where it failed.
@@ -14,12 +15,13 @@ const cp: ControlPlane = await startControlPlane().catch((error: unknown) => {
 const stop = () => void cp.stop().then(() => process.exit(130));
 process.once('SIGINT', stop);
 process.once('SIGTERM', stop);
+const cluster = await Cluster.connect(cp.kubeconfig).catch(async (error: unknown) => {
+  await cp.stop();
+  throw error;
+});
 try {
-  const client = await KubeClient.load({ kubeconfig: cp.kubeconfig });
-  const post = (path: string, body: object) =>
-    client.json('POST', path, { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   for (const app of ['web', 'api', 'worker']) {
-    await post('/apis/apps/v1/namespaces/default/deployments', {
+    await cluster.post('/apis/apps/v1/namespaces/default/deployments', {
       metadata: { name: app, labels: { app } },
       spec: {
         selector: { matchLabels: { app } },
@@ -27,13 +29,16 @@ try {
       },
     });
     if (app !== 'worker') {
-      await post('/api/v1/namespaces/default/services', {
+      await cluster.post('/api/v1/namespaces/default/services', {
         metadata: { name: app, labels: { app } },
         spec: { ports: [{ port: 80 }] },
       });
     }
   }
-  await post('/api/v1/namespaces/default/configmaps', { metadata: { name: 'settings' }, data: { mode: 'demo' } });
+  await cluster.post('/api/v1/namespaces/default/configmaps', {
+    metadata: { name: 'settings' },
+    data: { mode: 'demo' },
+  });
 
   const paths = [
     '/apis/apps/v1/namespaces/default/deployments',
@@ -43,9 +48,9 @@ try {
   const snapshot = async (): Promise<Map<string, string>> => {
     const labels = new Map<string, string>();
     for (const path of paths) {
-      const list = await client.json<
+      const list = await cluster.get<
         { items: { kind?: string; metadata: { name: string; labels?: Record<string, string> } }[] }
-      >('GET', path);
+      >(path);
       const kind = path.split('/').at(-1) ?? '';
       for (const item of list.items) {
         labels.set(
@@ -59,16 +64,13 @@ try {
 
   const before = await snapshot();
   console.log(`kube-apiserver at ${cp.server}; running: labeller --config kinds.yaml --once\n`);
-  const summary = execFileSync(process.execPath, [
-    'bin/labeller.js',
-    '--kubeconfig',
-    cp.kubeconfig,
-    '--config',
-    'kinds.yaml',
-    '--once',
-    '--log-level',
-    'warn',
-  ], { encoding: 'utf8' });
+  const run = await runLabeller(
+    ['--kubeconfig', cp.kubeconfig, '--config', 'kinds.yaml', '--once', '--log-level', 'warn'],
+    { raw: true },
+  );
+  process.stderr.write(run.stderr);
+  if (run.code !== 0) throw new Error(`labeller exited with ${describeExit(run)}`);
+  const summary = run.stdout;
   const after = await snapshot();
 
   const width = Math.max(...[...before.keys()].map((k) => k.length));
@@ -76,7 +78,7 @@ try {
     console.log(`${object.padEnd(width)}  before: ${labels}\n${' '.repeat(width)}  after:  ${after.get(object)}\n`);
   }
   console.log(summary.trim());
-  await client.close();
 } finally {
+  await cluster.close();
   await cp.stop();
 }

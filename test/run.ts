@@ -10,7 +10,7 @@ import { globSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { type ControlPlane, ControlPlaneUnavailable, startControlPlane } from './controlplane/controlplane.ts';
-import { ensureTools } from './tools.ts';
+import { ensureTools } from './harness/tools.ts';
 
 // `node --import tsx test/run.ts [--unit-only | --e2e-only] [test files…]`
 const args = new Set(process.argv.slice(2));

@@ -3,6 +3,7 @@
 // server-side applied by another), created through KubeClient with bounded concurrency.
 import type { KubeClient } from '../../src/kube/client.ts';
 import { ApiError, ConnectionError } from '../../src/kube/errors.ts';
+import { sleep } from '../../test/harness/sleep.ts';
 
 export interface KindSpec {
   readonly resource: 'configmaps' | 'services' | 'deployments';
@@ -99,7 +100,7 @@ export async function retrying<T>(what: () => Promise<T>, attempts = 5): Promise
         (error instanceof ApiError && (error.status === 429 || error.status >= 500));
       if (!transient || attempt >= attempts) throw error;
       const retryAfter = error instanceof ApiError && error.retryAfterSeconds ? error.retryAfterSeconds * 1000 : 0;
-      await new Promise((resolve) => setTimeout(resolve, Math.max(retryAfter, 100 * 2 ** attempt)));
+      await sleep(Math.max(retryAfter, 100 * 2 ** attempt));
     }
   }
 }

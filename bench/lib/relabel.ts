@@ -6,6 +6,7 @@ import type { KubeClient } from '../../src/kube/client.ts';
 import { ApiError } from '../../src/kube/errors.ts';
 import type { ApiResource } from '../../src/kube/resource.ts';
 import { type BenchObject, collection, type KindSpec } from './objects.ts';
+import { sleep } from '../../test/harness/sleep.ts';
 
 type Labels = Readonly<Record<string, string>>;
 
@@ -90,7 +91,7 @@ export class LabelWatch {
         if (error instanceof ApiError && error.expired) {
           resourceVersion = (await api.list({ limit: 1 })).metadata.resourceVersion;
         }
-        await new Promise((resolve) => setTimeout(resolve, 200));
+        await sleep(200);
       }
     }
   }
@@ -140,7 +141,7 @@ export async function measureRelabel(
       timeouts++;
     }
     // A short pause, so that samples do not queue behind each other.
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await sleep(20);
   }
   return { samples, timeouts, latenciesMs: latencies.sort((a, b) => a - b) };
 }
@@ -220,7 +221,7 @@ export class Churn {
       }
       next += interval;
       const wait = next - performance.now();
-      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      if (wait > 0) await sleep(wait);
     }
   }
 }

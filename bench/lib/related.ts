@@ -13,11 +13,13 @@ import { labelClient } from '../../src/labelclient.ts';
 import { type LabelledObject, projector } from '../../src/labeller/object.ts';
 import { StoreIndex } from '../../src/runtime/index.ts';
 import { Store } from '../../src/runtime/store.ts';
-import { type AuditLog, byVerb, formatVerbs } from './audit.ts';
-import { LabellerProcess } from './labeller.ts';
+import { type AuditRequests, byVerb, formatVerbs } from '../../test/harness/audit.ts';
+import { type Labeller, sourceEntry } from '../../test/harness/labeller.ts';
+import type { Runtime } from '../../test/harness/runtime.ts';
+import { sleep } from '../../test/harness/sleep.ts';
+import { startLabeller } from './launch.ts';
 import { type BenchObject, createObjects, KINDS, type KindSpec, pool } from './objects.ts';
 import { bytes, type Row, seconds } from './report.ts';
-import type { Runtime } from './runtime.ts';
 
 const TEAM = 'bench.example.com/team';
 
@@ -46,7 +48,7 @@ type Log = (message: string) => void;
 export async function benchRelated(
   admin: KubeClient,
   kubeconfig: string,
-  audit: AuditLog,
+  audit: AuditRequests,
   resources: ReadonlyMap<KindSpec, ApiResource>,
   options: RelatedOptions,
   signal: AbortSignal,
@@ -89,20 +91,22 @@ export async function benchRelated(
     '10s',
   ];
   /** Resolves when every object carries team=`team`. */
-  const converged = async (process: LabellerProcess, team: string): Promise<void> => {
+  const converged = async (process: Labeller, team: string): Promise<void> => {
     for (const deadline = Date.now() + 120_000 + options.n * 30;;) {
       process.assertRunning();
       signal.throwIfAborted();
       const left = await Promise.all(apis.map((api) => api.list({ labelSelector: `${TEAM}!=${team}`, limit: 1 })));
       if (left.every((page) => page.items.length === 0)) return;
       if (Date.now() > deadline) {
-        throw new Error(`related: not every object carries ${TEAM}=${team}\n${process.stderrTail}`);
+        throw new Error(`related: not every object carries ${TEAM}=${team}\n${process.stderr}`);
       }
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await sleep(200);
     }
   };
 
-  const first = new LabellerProcess(options.runtime, args);
+  // The sources, whatever --build says.
+  const launch = { runtime: options.runtime, entry: sourceEntry(options.runtime), v8Flags: [] };
+  const first = startLabeller(launch, args);
   await converged(first, 'a');
   log('related: converged; changing the namespace label');
   const changedAt = Date.now();
@@ -115,7 +119,7 @@ export async function benchRelated(
   results.fanOutRequests = byVerb(fanOut);
   results.fanOutPatches = patches.length;
   log(`related: fan-out in ${seconds(results.fanOutSeconds)} (${formatVerbs(results.fanOutRequests)})`);
-  await first.stop();
+  await first.stop('SIGTERM', 15_000);
 
   results.loopSeconds = await tightLoop(
     admin,
@@ -127,15 +131,15 @@ export async function benchRelated(
   );
   log(`related: tight loop ${seconds(results.loopSeconds)}`);
 
-  const second = new LabellerProcess(options.runtime, args);
+  const second = startLabeller(launch, args);
   for (const kind of [...KINDS.map((k) => k.kind), 'Namespace']) {
     await second.waitForLog((l) => l.msg === 'initial list complete' && l.kind === kind, 120_000 + options.n * 5);
   }
-  await new Promise((resolve) => setTimeout(resolve, 3000 + options.n / 5));
+  await sleep(3000 + options.n / 5);
   const restart = audit.requests(second.startedAt, Date.now());
   results.restartRequests = byVerb(restart);
   results.restartPatches = restart.filter((r) => r.verb === 'patch').length;
-  await second.stop();
+  await second.stop('SIGTERM', 15_000);
   return results;
 }
 

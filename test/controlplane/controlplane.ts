@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Agent, fetch } from 'undici';
+import { sleep } from '../harness/sleep.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -332,7 +333,7 @@ async function waitFor(
     } catch (error) {
       last = error instanceof Error ? error.message : String(error);
     }
-    await new Promise((resolve) => setTimeout(resolve, 250));
+    await sleep(250);
   }
   throw new ControlPlaneUnavailable(`${url} not ready after 120 s (last: ${last})\n${tail(log)}`);
 }

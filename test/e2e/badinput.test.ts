@@ -17,8 +17,8 @@ import {
   skip,
   writeKubeconfig,
 } from './cluster.ts';
-import { fatalMessage, Labeller, runLabeller } from './labeller.ts';
-import { denoPath } from '../tools.ts';
+import { fatalMessage, Labeller, runLabeller } from '../harness/labeller.ts';
+import { denoPath } from '../harness/runtime.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'labeller-e2e-bad-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -186,7 +186,7 @@ describe('bad input', { skip }, () => {
       );
       // Retried with backoff, not given up.
       await labeller.waitForLog((l) => l.msg === 'watch failed; retrying' && l.kind === 'Secret' && l !== failure);
-      assert.equal(labeller.process.exitCode, null, 'still running');
+      assert.ok(labeller.running, 'still running');
     } finally {
       assert.equal((await labeller.stop()).code, 0);
     }
@@ -228,13 +228,7 @@ describe('npm run demo without Go or binaries', () => {
 
 describe('Deno without permissions', () => {
   test('one line naming the permissions, exit 2, no stack trace', async () => {
-    const exit = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-      const child = execFile(
-        denoPath(),
-        ['run', 'src/cli.ts', '--version'],
-        (error, _stdout, stderr) => resolve({ code: child.exitCode ?? (error ? 1 : 0), stderr }),
-      );
-    });
+    const exit = await runLabeller(['--version'], { command: [denoPath(), 'run', 'src/cli.ts'], raw: true });
     assert.equal(exit.code, 2, exit.stderr);
     assert.match(
       fatalMessage(exit.stderr) ?? '',

@@ -13,6 +13,7 @@ import {
   eventually,
   kubeconfig as adminKubeconfig,
   labelsOf,
+  serviceAccountKubeconfig,
   skip,
 } from './cluster.ts';
 import {
@@ -24,13 +25,13 @@ import {
   lint,
   type Manifest,
   render,
-  serviceAccountKubeconfig,
   tempFile,
   template,
   tool,
 } from './helm.ts';
 import { ApiError } from '../../src/kube/errors.ts';
-import { Labeller } from './labeller.ts';
+import { Labeller } from '../harness/labeller.ts';
+import { sleep } from '../harness/sleep.ts';
 
 const HOOK = 'helm.sh/hook';
 const annotations = (m: Manifest) => (m.metadata as { annotations?: Record<string, string> }).annotations ?? {};
@@ -244,7 +245,7 @@ describe('chart: cleanupOnUninstall', () => {
         ).length;
       try {
         await prune.waitForLog((l) => l.msg === 'waiting for leadership');
-        await new Promise((resolve) => setTimeout(resolve, 2000));
+        await sleep(2000);
         assert.equal(patches(), 0, 'no prune while the labeller holds the Lease');
         assert.equal((await running.stop()).code, 0);
       } finally {

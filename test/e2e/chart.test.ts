@@ -14,7 +14,17 @@ import { describe, test } from 'node:test';
 import { load, loadAll } from 'js-yaml';
 import { parseConfig } from '../../src/labeller/config.ts';
 import { parseDuration } from '../../src/options.ts';
-import { adminClient, create, createNamespace, eventually, labelsOf, skip } from './cluster.ts';
+import { freePorts } from '../controlplane/controlplane.ts';
+import { procSample } from '../harness/procstat.ts';
+import {
+  adminClient,
+  create,
+  createNamespace,
+  eventually,
+  labelsOf,
+  serviceAccountKubeconfig,
+  skip,
+} from './cluster.ts';
 import {
   type Access,
   accessReview,
@@ -25,19 +35,16 @@ import {
   deleteAfter,
   describeAccess,
   EXAMPLES,
-  freePort,
   lint,
   type Manifest,
   only,
-  peakRss,
   render,
   ROOT,
-  serviceAccountKubeconfig,
   SIDECAR,
   tempFile,
   template,
 } from './helm.ts';
-import { Labeller, runLabeller } from './labeller.ts';
+import { Labeller, runLabeller } from '../harness/labeller.ts';
 
 const LABELLER_VERBS = ['list', 'watch', 'patch'];
 const LEADER_FLAGS = [
@@ -685,7 +692,7 @@ describe('chart: RBAC against the API server', { skip }, () => {
       kinds: [{ resource: 'configmaps' }],
     });
     await createConfigMap(target, 'app-config');
-    const httpPort = await freePort();
+    const [httpPort = 0] = await freePorts(1);
     const labeller = new Labeller(localArgs(manifests, { leaderElection: true, httpPort }), { kubeconfig });
     try {
       await eventually(
@@ -876,7 +883,7 @@ describe('sidecar example', { skip }, () => {
     );
     assert.equal(pod.enableServiceLinks, false);
     // A free port instead of the pod's (ports here are shared with other tests); the variables of the test process itself are blanked.
-    const httpPort = await freePort();
+    const [httpPort = 0] = await freePorts(1);
     env['LABELLER_HTTP_PORT'] = String(httpPort);
     for (const name of Object.keys(process.env)) if (name.startsWith('LABELLER_') && !(name in env)) env[name] = '';
 
@@ -907,7 +914,7 @@ describe('sidecar example', { skip }, () => {
       assert.ok(lease.spec.holderIdentity, 'the sidecar holds its Lease');
       // Within the container's memory limit (the Node.js process; the kernel counts a little more).
       const limit = /^(\d+)Mi$/.exec(String(sidecar['resources'].limits.memory));
-      const peak = peakRss(labeller.process.pid ?? 0);
+      const peak = procSample(labeller.pid)?.peakRss;
       assert.ok(limit);
       if (peak !== undefined) t.diagnostic(`peak RSS ${(peak / 2 ** 20).toFixed(0)} MiB, limit ${limit[1]} MiB`);
       if (peak !== undefined) {

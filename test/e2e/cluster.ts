@@ -1,25 +1,17 @@
 // What every e2e test file needs, bound to the shared cluster of the test run (test/run.ts): an
-// admin handle (test/cluster.ts's Cluster) closed when the file's tests end, namespaces of its
-// own, and the API server's audit log.
+// admin handle (test/harness/cluster.ts's Cluster) closed when the file's tests end, namespaces of
+// its own, ServiceAccounts, and the API server's audit log.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after } from 'node:test';
 import type { KubeClient } from '../../src/kube/client.ts';
-import {
-  type AuditEvent,
-  auditEvents as readAudit,
-  auditTail as tailAudit,
-  Cluster,
-  copyKubeconfig,
-  type KubeconfigChange,
-  type PolicyRule,
-  sharedKubeconfig,
-  skip,
-} from '../cluster.ts';
-import { eventually } from '../eventually.ts';
+import { type AuditEvent, auditEvents as readAudit, auditTail as tailAudit } from '../harness/audit.ts';
+import { Cluster, copyKubeconfig, type KubeconfigChange, type PolicyRule } from '../harness/cluster.ts';
+import { eventually } from '../harness/eventually.ts';
+import { auditSkip, sharedAuditLog, sharedKubeconfig, skip } from '../harness/testrun.ts';
 
-export { type AuditEvent, eventually, type PolicyRule, skip };
+export { type AuditEvent, auditSkip, eventually, type PolicyRule, skip };
 
 let shared: Promise<Cluster> | undefined;
 // Registered at the file's top level, so it runs once all of the file's tests have ended.
@@ -66,16 +58,20 @@ export async function createCrd(group: string, plural: string, kind: string): Pr
 }
 
 /**
- * A kubeconfig for a new ServiceAccount with exactly `rules` (cluster-wide), with a token from
- * the TokenRequest API; `server` replaces the API server's address (e.g. a fault proxy's).
+ * A kubeconfig for the ServiceAccount `name`, with a token from the TokenRequest API; with
+ * `rules`, the ServiceAccount is created first, bound cluster-wide to exactly those (else it
+ * exists, e.g. the chart's). `server` replaces the API server's address (e.g. a fault proxy's).
  */
 export async function serviceAccountKubeconfig(
   namespace: string,
   name: string,
-  rules: readonly PolicyRule[],
+  rules?: readonly PolicyRule[],
   server?: string,
 ): Promise<string> {
-  return (await (await cluster()).serviceAccount(namespace, name, rules, server)).kubeconfig;
+  const admin = await cluster();
+  return rules
+    ? (await admin.serviceAccount(namespace, name, rules, server)).kubeconfig
+    : admin.serviceAccountKubeconfig(namespace, name, server);
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'labeller-e2e-'));
@@ -94,20 +90,12 @@ export function writeKubeconfig(change: KubeconfigChange): string {
   return copyKubeconfig(sharedKubeconfig(), dir, change);
 }
 
-/** Why request counting is impossible here (an existing cluster has no audit log we can read), or false. */
-export const auditSkip: string | false = skip ||
-  (process.env['E2E_AUDIT_LOG'] ? false : "needs the audit log of the project's own control plane");
-
 /** The API server's audit events (one per completed request) that match `filter`. */
 export function auditEvents(filter: (event: AuditEvent) => boolean): AuditEvent[] {
-  const path = process.env['E2E_AUDIT_LOG'];
-  if (!path) throw new Error('E2E_AUDIT_LOG is not set');
-  return readAudit(path, filter);
+  return readAudit(sharedAuditLog(), filter);
 }
 
 /** The audit events matching `filter` written since the previous call (the first: since now). */
 export function auditTail(filter: (event: AuditEvent) => boolean): () => AuditEvent[] {
-  const path = process.env['E2E_AUDIT_LOG'];
-  if (!path) throw new Error('E2E_AUDIT_LOG is not set');
-  return tailAudit(path, filter);
+  return tailAudit(sharedAuditLog(), filter);
 }

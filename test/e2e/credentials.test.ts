@@ -8,23 +8,17 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
-import {
-  assertCleanExit,
-  type AuditEvent,
-  auditEvents,
-  byLabeller,
-  Cluster,
-  delay,
-  eventually,
-  figure,
-  inClusterWrapper,
-  type PolicyRule,
-  receivedAt,
-  sharedKubeconfig,
-  skip,
-} from '../cluster.ts';
+import { assertCleanExit } from '../harness/crash.ts';
+import { type AuditEvent, auditEvents, byLabeller, receivedAt } from '../harness/audit.ts';
+import { Cluster, type PolicyRule } from '../harness/cluster.ts';
+import { sleep } from '../harness/sleep.ts';
+import { eventually } from '../harness/eventually.ts';
+import { figure } from '../harness/figures.ts';
+import { inClusterWrapper } from '../harness/incluster.ts';
+import { sharedKubeconfig, skip } from '../harness/testrun.ts';
 import { clientCAFiles, signClientCertificate } from '../controlplane/controlplane.ts';
-import { Labeller, type Runtime } from './labeller.ts';
+import { Labeller } from '../harness/labeller.ts';
+import type { Runtime } from '../harness/runtime.ts';
 
 const RULES: PolicyRule[] = [
   { apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch', 'patch'] },
@@ -75,7 +69,7 @@ describe('credentials that rotate', { skip }, () => {
     replaceFile(tokenPath, await cluster.boundToken(ns, 'labeller', 'token-2'));
     await cluster.delete(`/api/v1/namespaces/${ns}/secrets/token-1`);
     const revokedAt = Date.now();
-    await delay(AUTH_CACHE_MS);
+    await sleep(AUTH_CACHE_MS);
     const createdAt = Date.now();
     await cluster.post(cms, { metadata: { name: 'after' } });
     await labelled(`${cms}/after`);
@@ -279,7 +273,7 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
             await cluster.createMany(cms, names(`batch${batch}`), (name) => ({ metadata: { name } }));
             batch++;
           }
-          await delay(1000);
+          await sleep(1000);
         }
         for (const name of [...names('batch0'), ...names('batch1')]) await labelled(`${cms}/${name}`);
         const elapsed = (Date.now() - startedAt) / 1000;
@@ -311,7 +305,7 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
         const current = runs().length;
         await cluster.delete(`/api/v1/namespaces/${ns}/secrets/token-${current}`);
         const revokedAt = Date.now();
-        await delay(AUTH_CACHE_MS);
+        await sleep(AUTH_CACHE_MS);
         await cluster.createMany(cms, names('revoked'), (name) => ({ metadata: { name } }));
         for (const name of names('revoked')) {
           await labelled(`${cms}/${name}`);

@@ -8,8 +8,11 @@ import { after, before, describe, test } from 'node:test';
 import type { ControlPlane } from '../controlplane/controlplane.ts';
 import { ApiError } from '../../src/kube/errors.ts';
 import { discover, discoverByGroupVersion, type Discovery, StaleGroupError } from '../../src/kube/discovery.ts';
-import { Cluster, eventually, ownControlPlane, ownSkip } from '../cluster.ts';
-import { Labeller } from './labeller.ts';
+import { Cluster } from '../harness/cluster.ts';
+import { eventually } from '../harness/eventually.ts';
+import { startControlPlane } from '../controlplane/controlplane.ts';
+import { ownSkip } from '../harness/testrun.ts';
+import { Labeller } from '../harness/labeller.ts';
 
 const GROUP = 'broken.labeller.test';
 const APISERVICE = `/apis/apiregistration.k8s.io/v1/apiservices/v1.${GROUP}`;
@@ -34,7 +37,7 @@ describe('discovery with an aggregated API that is down', { skip: ownSkip }, () 
   let cp: ControlPlane;
   let cluster: Cluster;
   before(async () => {
-    cp = await ownControlPlane();
+    cp = await startControlPlane();
     cluster = await Cluster.connect(cp.kubeconfig);
     await cluster.post('/apis/apiregistration.k8s.io/v1/apiservices', {
       apiVersion: 'apiregistration.k8s.io/v1',

@@ -12,8 +12,8 @@ import {
   skip,
   writeKubeconfig,
 } from './cluster.ts';
-import { Labeller } from './labeller.ts';
-import { FaultProxy } from './proxy.ts';
+import { Labeller } from '../harness/labeller.ts';
+import { FaultProxy } from '../harness/proxy.ts';
 
 async function get(port: number, path: string): Promise<{ status: number; body: string }> {
   const response = await fetch(`http://127.0.0.1:${port}${path}`);

@@ -5,8 +5,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { RECORDER_DEFAULTS } from '../../src/runtime/recorder.ts';
-import { figure, receivedAt } from '../cluster.ts';
-import { delay } from '../eventually.ts';
+import { figure } from '../harness/figures.ts';
+import { receivedAt } from '../harness/audit.ts';
+import { sleep } from '../harness/sleep.ts';
 import {
   adminClient,
   type AuditEvent,
@@ -18,10 +19,12 @@ import {
   kubeconfig as adminKubeconfig,
   labelsOf,
   patchLabels,
+  serviceAccountKubeconfig,
   skip,
 } from './cluster.ts';
-import { apply, deleteAfter, only, render, serviceAccountKubeconfig, tool } from './helm.ts';
-import { Labeller, type Runtime } from './labeller.ts';
+import { apply, deleteAfter, only, render, tool } from './helm.ts';
+import { Labeller } from '../harness/labeller.ts';
+import type { Runtime } from '../harness/runtime.ts';
 
 interface Event {
   readonly metadata: { readonly name: string; readonly namespace: string };
@@ -143,7 +146,7 @@ describe('events', { skip }, () => {
               patchLabels(`/api/v1/namespaces/${ns}/configmaps/${name}`, { team: round % 2 ? 'other' : 'other-2' })
             ),
           );
-          await delay(2_000);
+          await sleep(2_000);
         }
         const loopEnd = Date.now();
         const events = (await labellerEvents(ns)).filter((e) => e.reason === 'LabelConflict');
@@ -227,7 +230,7 @@ describe('events', { skip }, () => {
           ),
         );
         assert.equal((await labelsOf(`/api/v1/namespaces/${ns}/configmaps/fine`))['example.com/x'], 'ok');
-        await delay(1_000);
+        await sleep(1_000);
         assert.deepEqual((await labellerEvents(ns)).map((e) => e.regarding.name), ['long']);
       } finally {
         const exit = await labeller.stop();
@@ -243,7 +246,7 @@ describe('events', { skip }, () => {
     try {
       await labeller.waitForLog((l) => l.msg === CONFLICT);
       // A few more conflicts (one a second), time enough for an Event to be written.
-      await delay(3_000);
+      await sleep(3_000);
       assert.ok(labeller.logs.filter((l) => l.msg === CONFLICT).length >= 2);
     } finally {
       const exit = await labeller.stop();

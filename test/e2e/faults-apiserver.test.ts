@@ -5,22 +5,17 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { ControlPlane } from '../controlplane/controlplane.ts';
-import {
-  assertCleanExit,
-  auditEvents,
-  byLabeller,
-  Cluster,
-  compactEtcd,
-  delay,
-  etcdRevision,
-  eventually,
-  figure,
-  ownControlPlane,
-  ownSkip,
-  receivedAt,
-} from '../cluster.ts';
-import { Labeller, type LogLine, watchFailed } from './labeller.ts';
-import { FaultProxy } from './proxy.ts';
+import { assertCleanExit } from '../harness/crash.ts';
+import { auditEvents, byLabeller, receivedAt } from '../harness/audit.ts';
+import { Cluster } from '../harness/cluster.ts';
+import { compactEtcd, etcdRevision } from '../harness/etcd.ts';
+import { sleep } from '../harness/sleep.ts';
+import { eventually } from '../harness/eventually.ts';
+import { figure } from '../harness/figures.ts';
+import { startControlPlane } from '../controlplane/controlplane.ts';
+import { ownSkip } from '../harness/testrun.ts';
+import { Labeller, type LogLine, watchFailed } from '../harness/labeller.ts';
+import { FaultProxy } from '../harness/proxy.ts';
 
 const configMap = (name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } });
 const secret = (name: string) => ({ apiVersion: 'v1', kind: 'Secret', metadata: { name }, stringData: { k: 'v' } });
@@ -34,7 +29,7 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
   let cp: ControlPlane;
   let cluster: Cluster;
   before(async () => {
-    cp = await ownControlPlane();
+    cp = await startControlPlane();
     cluster = await Cluster.connect(cp.kubeconfig);
   });
   after(async () => {
@@ -120,7 +115,7 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
       const stopping = Date.now();
       await cp.stopApiServer();
       const down = Date.now();
-      await delay(ms);
+      await sleep(ms);
       await cp.startApiServer();
       return { stopping, down, ready: Date.now() };
     };
@@ -422,7 +417,7 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
       );
       const recovered = Date.now();
       // Give queued work time to run against the deleted objects, then look for traces of them.
-      await delay(2000);
+      await sleep(2000);
       const now = await cluster.labelsByName(cms);
       for (const name of deleted) assert.ok(!now.has(name), `${name} was not recreated`);
       const touched = auditEvents(

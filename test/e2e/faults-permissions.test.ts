@@ -3,19 +3,14 @@
 // backoff, leaves the other kinds working, and is watched again once it is back.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import {
-  assertCleanExit,
-  auditEvents,
-  byLabeller,
-  Cluster,
-  eventually,
-  figure,
-  type PolicyRule,
-  receivedAt,
-  sharedKubeconfig,
-  skip,
-} from '../cluster.ts';
-import { Labeller, type LogLine, watchFailed } from './labeller.ts';
+import { assertCleanExit } from '../harness/crash.ts';
+import { auditEvents, byLabeller, receivedAt } from '../harness/audit.ts';
+import { Cluster, type PolicyRule } from '../harness/cluster.ts';
+import { eventually } from '../harness/eventually.ts';
+import { figure } from '../harness/figures.ts';
+import { sharedKubeconfig, skip } from '../harness/testrun.ts';
+import { Labeller, type LogLine, watchFailed } from '../harness/labeller.ts';
+import { sleep } from '../harness/sleep.ts';
 
 const verbs = ['get', 'list', 'watch', 'patch'];
 
@@ -71,7 +66,7 @@ describe('permissions and kinds changing at runtime', { skip }, () => {
         'config maps still labelled while secrets are forbidden',
         10_000,
       );
-      await new Promise((resolve) => setTimeout(resolve, 8000));
+      await sleep(8000);
       const whileRevoked = retries(labeller.since(mark), 'Secret');
       assert.ok(
         whileRevoked.length >= 2 && whileRevoked.length <= 6,
@@ -146,7 +141,7 @@ describe('permissions and kinds changing at runtime', { skip }, () => {
         'config maps labelled while the CRD is gone',
         10_000,
       );
-      await new Promise((resolve) => setTimeout(resolve, 5000));
+      await sleep(5000);
       const whileGone = retries(labeller.since(mark), 'Widget');
 
       const recreatedAt = Date.now();
@@ -159,7 +154,7 @@ describe('permissions and kinds changing at runtime', { skip }, () => {
         200,
       );
       const recovered = Date.now();
-      await new Promise((resolve) => setTimeout(resolve, 1000));
+      await sleep(1000);
       const names = [...(await cluster.labelsByName(widgets)).keys()];
       assert.deepEqual(names, ['new'], 'the widget deleted with the CRD was not recreated');
       const audit = process.env['E2E_AUDIT_LOG'];

@@ -4,18 +4,15 @@
 // left held.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import {
-  assertCleanExit,
-  assertNoCrash,
-  Cluster,
-  delay,
-  eventually,
-  figure,
-  sharedKubeconfig,
-  skip,
-} from '../cluster.ts';
-import { Labeller, type Runtime } from './labeller.ts';
-import { FaultProxy } from './proxy.ts';
+import { assertCleanExit, assertNoCrash } from '../harness/crash.ts';
+import { Cluster } from '../harness/cluster.ts';
+import { sleep } from '../harness/sleep.ts';
+import { eventually } from '../harness/eventually.ts';
+import { figure } from '../harness/figures.ts';
+import { sharedKubeconfig, skip } from '../harness/testrun.ts';
+import { Labeller } from '../harness/labeller.ts';
+import type { Runtime } from '../harness/runtime.ts';
+import { FaultProxy } from '../harness/proxy.ts';
 
 describe('signals at random points', { skip }, () => {
   let cluster: Cluster;
@@ -83,7 +80,7 @@ describe('signals at random points', { skip }, () => {
     for (const ms of [0, 200 + Math.random() * 400, 1000 + Math.random() * 1000]) {
       const labeller = new Labeller(args(), { kubeconfig: cluster.kubeconfig });
       const first = await labeller.waitForLog(() => true, 60_000);
-      await delay(ms);
+      await sleep(ms);
       const logged = labeller.logs.length;
       const exit = await labeller.stop();
       outcomes.push(
@@ -104,7 +101,7 @@ describe('signals at random points', { skip }, () => {
     try {
       // Long enough for the process to have started and to be waiting on discovery.
       await eventually(async () => proxy.connections > 0, 'labeller to connect', 20_000);
-      await delay(500);
+      await sleep(500);
       const started = Date.now();
       const exit = await labeller.stop();
       figure(
@@ -128,7 +125,7 @@ describe('signals at random points', { skip }, () => {
     try {
       await labeller.waitForLog((l) => l.msg === 'starting', 30_000);
       proxy.pause();
-      await delay(300);
+      await sleep(300);
       assert.equal(labeller.logs.filter((l) => /list complete/.test(l.msg)).length, 0, 'the list was held back');
       const started = Date.now();
       const exit = await labeller.stop();
@@ -151,7 +148,7 @@ describe('signals at random points', { skip }, () => {
         try {
           await labeller.waitForLog((l) => l.msg === 'labels applied', 30_000);
           const ms = Math.random() * 600;
-          await delay(ms);
+          await sleep(ms);
           const exit = await labeller.stop();
           assertCleanExit(exit);
           outcomes.push(`${Math.round(ms)} ms into the burst: ${await assertAllOrNone()} of 300 labelled`);

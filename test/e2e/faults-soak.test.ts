@@ -4,7 +4,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { ControlPlane } from '../controlplane/controlplane.ts';
-import { assertNoCrash, figure, ownControlPlane, ownSkip } from '../cluster.ts';
+import { assertNoCrash } from '../harness/crash.ts';
+import { figure } from '../harness/figures.ts';
+import { startControlPlane } from '../controlplane/controlplane.ts';
+import { ownSkip } from '../harness/testrun.ts';
 import { describeSoak, soak } from '../faults/soak.ts';
 
 const SECONDS = Number(process.env['FAULTS_SOAK_SECONDS'] ?? 60);
@@ -12,7 +15,7 @@ const SECONDS = Number(process.env['FAULTS_SOAK_SECONDS'] ?? 60);
 describe('soak (short)', { skip: ownSkip }, () => {
   let cp: ControlPlane;
   before(async () => {
-    cp = await ownControlPlane();
+    cp = await startControlPlane();
   });
   after(() => cp?.stop());
 

@@ -4,17 +4,14 @@
 // labeller must honour Retry-After and converge without a retry storm; the audit log counts.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import {
-  assertCleanExit,
-  auditEvents,
-  Cluster,
-  eventually,
-  figure,
-  receivedAt,
-  sharedKubeconfig,
-  skip,
-} from '../cluster.ts';
-import { Labeller } from './labeller.ts';
+import { assertCleanExit } from '../harness/crash.ts';
+import { auditEvents, receivedAt } from '../harness/audit.ts';
+import { Cluster } from '../harness/cluster.ts';
+import { eventually } from '../harness/eventually.ts';
+import { figure } from '../harness/figures.ts';
+import { sharedKubeconfig, skip } from '../harness/testrun.ts';
+import { Labeller } from '../harness/labeller.ts';
+import { sleep } from '../harness/sleep.ts';
 
 const auditSkip = skip ||
   (process.env['E2E_AUDIT_LOG'] ? false : "needs the audit log of the project's own control plane");
@@ -68,7 +65,7 @@ describe('throttled by API Priority and Fairness', { skip: auditSkip }, () => {
       'the FlowSchema to be active',
       10_000,
     );
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+    await sleep(1000);
   }
 
   test(`${OBJECTS} objects, 16 workers, a priority level of 1 share: 429s honoured (Retry-After), converges, no retry storm`, async (t) => {
@@ -104,7 +101,7 @@ describe('throttled by API Priority and Fairness', { skip: auditSkip }, () => {
         250,
       );
       converged = Date.now();
-      await new Promise((resolve) => setTimeout(resolve, 2000));
+      await sleep(2000);
     } finally {
       const exit = await labeller.stop();
       labeller.kill();

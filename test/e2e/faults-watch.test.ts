@@ -5,11 +5,16 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
-import { Arrivals, lineSplitter } from '../lines.ts';
-import { denoPath } from '../tools.ts';
-import { assertCleanExit, assertNoCrash, Cluster, eventually, figure, sharedKubeconfig, skip } from '../cluster.ts';
-import { Labeller, type Runtime, watchFailed } from './labeller.ts';
-import { FaultProxy } from './proxy.ts';
+import { Arrivals, lineSplitter } from '../harness/lines.ts';
+import { assertCleanExit, assertNoCrash } from '../harness/crash.ts';
+import { Cluster } from '../harness/cluster.ts';
+import { eventually } from '../harness/eventually.ts';
+import { figure } from '../harness/figures.ts';
+import { sharedKubeconfig, skip } from '../harness/testrun.ts';
+import { Labeller, watchFailed } from '../harness/labeller.ts';
+import { type Runtime, tsCommand } from '../harness/runtime.ts';
+import { FaultProxy } from '../harness/proxy.ts';
+import { sleep } from '../harness/sleep.ts';
 
 interface Printed {
   readonly t: number;
@@ -27,9 +32,7 @@ class WatchPrinter {
   stderr = '';
 
   constructor(runtime: Runtime, args: readonly string[]) {
-    const [bin, prefix] = runtime === 'deno'
-      ? [denoPath(), ['run', '-A', 'test/faults/watchprinter.ts']]
-      : [process.execPath, ['--import', 'tsx', 'test/faults/watchprinter.ts']];
+    const [bin, prefix] = tsCommand(runtime, 'test/faults/watchprinter.ts');
     this.child = spawn(bin, [...prefix, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
     this.child.stdout?.setEncoding('utf8').on(
       'data',
@@ -91,7 +94,7 @@ describe('a watch that goes silent', { skip }, () => {
           await cluster.post(cms, { metadata: { name: 'before' } });
           await printer.next((e) => e.type === 'apply' && e.name === 'before', 0, 10_000);
           // Healthy watches end every TIMEOUT_SECONDS and resume: no idle error while traffic flows.
-          await new Promise((resolve) => setTimeout(resolve, IDLE_MS + 1000));
+          await sleep(IDLE_MS + 1000);
           assert.deepEqual(printer.events.filter((e) => e.type === 'error'), [], 'no error while the connection works');
 
           const mark = printer.events.length;

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { figure } from '../cluster.ts';
+import { figure } from '../harness/figures.ts';
 import {
   auditSkip,
   auditTail,
@@ -18,7 +18,8 @@ import {
   serviceAccountKubeconfig,
   skip,
 } from './cluster.ts';
-import { Labeller, runLabeller } from './labeller.ts';
+import { Labeller, runLabeller } from '../harness/labeller.ts';
+import { sleep } from '../harness/sleep.ts';
 
 describe('field-manager guard', { skip }, () => {
   test(
@@ -111,7 +112,7 @@ describe('field-manager guard', { skip }, () => {
         // The holder dies without releasing: once its Lease has expired (3 s), it blocks nobody.
         instance.process.kill('SIGKILL');
         await instance.exited;
-        await new Promise((resolve) => setTimeout(resolve, 3500));
+        await sleep(3500);
         const after = await runLabeller([...config('laptop'), '--once']);
         assert.equal(after.code, 0, after.stderr);
         assert.equal((await labelsOf(`/api/v1/namespaces/${target}/configmaps/app`))['team'], 'laptop');

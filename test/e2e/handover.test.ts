@@ -10,7 +10,8 @@
 // leader's first PATCH was received.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { type AuditEvent, figure, receivedAt, stats } from '../cluster.ts';
+import { type AuditEvent, receivedAt } from '../harness/audit.ts';
+import { figure, stats } from '../harness/figures.ts';
 import {
   adminClient,
   auditSkip,
@@ -21,8 +22,9 @@ import {
   serviceAccountKubeconfig,
   skip,
 } from './cluster.ts';
-import { Labeller, type LogLine } from './labeller.ts';
-import { FaultProxy } from './proxy.ts';
+import { Labeller, type LogLine } from '../harness/labeller.ts';
+import { FaultProxy } from '../harness/proxy.ts';
+import { sleep } from '../harness/sleep.ts';
 
 const timings = ['--lease-duration', '5s', '--renew-deadline', '3s', '--retry-period', '500ms'];
 const MARGIN_MS = 5000 - 3000;
@@ -112,7 +114,7 @@ describe('leader handover', { skip }, () => {
         for (let i = 0; churning; i++) {
           await patchLabels(`/api/v1/namespaces/${ns}/configmaps/cm-${i % OBJECTS}`, { team: `user-${i}` }, 'churn')
             .catch(() => {});
-          await new Promise((resolve) => setTimeout(resolve, 25));
+          await sleep(25);
         }
       })();
 
@@ -162,7 +164,7 @@ describe('leader handover', { skip }, () => {
             `${mode}: the old leader's log`,
           );
           // Bytes still inside the proxy reach the API server before it is closed.
-          await new Promise((resolve) => setTimeout(resolve, DELAY_MS + 500));
+          await sleep(DELAY_MS + 500);
           await old.proxy.close();
 
           const newFirst = Math.min(...patchesBy(next.username).map(receivedAt));

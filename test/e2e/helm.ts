@@ -1,16 +1,15 @@
-// The chart's test kit: helm and kubectl from test/tools.ts, rendering with values, applying
-// manifests, service-account tokens (TokenRequest) and access reviews for an identity.
+// The chart's test kit: helm and kubectl from test/harness/tools.ts, rendering with values,
+// applying manifests, and access reviews for an identity.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { type AddressInfo, createServer } from 'node:net';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after } from 'node:test';
 import { loadAll } from 'js-yaml';
 import { KubeClient } from '../../src/kube/client.ts';
-import { ensureTools } from '../tools.ts';
-import { adminClient, kubeconfig, writeKubeconfig } from './cluster.ts';
+import { ensureTools } from '../harness/tools.ts';
+import { adminClient, kubeconfig } from './cluster.ts';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const CHART = join(ROOT, 'chart');
@@ -152,24 +151,6 @@ export function deleteAfter(manifests: readonly Manifest[]): void {
   });
 }
 
-/** A kubeconfig for a ServiceAccount, with a token minted by the TokenRequest API (as the kubelet does). */
-export async function serviceAccountKubeconfig(namespace: string, name: string): Promise<string> {
-  const client = await adminClient();
-  const { status } = await client.json<{ status: { token: string } }>(
-    'POST',
-    `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
-    {
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        apiVersion: 'authentication.k8s.io/v1',
-        kind: 'TokenRequest',
-        spec: { expirationSeconds: 3600 },
-      }),
-    },
-  );
-  return writeKubeconfig({ token: status.token });
-}
-
 export interface Access {
   readonly verb: string;
   readonly group?: string;
@@ -212,25 +193,4 @@ export async function accessReview(kubeconfigPath: string, checks: readonly Acce
   } finally {
     await client.close();
   }
-}
-
-/** A loopback port nothing listens on now. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-/** Peak resident memory of a Linux process in bytes (VmHWM), or undefined where /proc has none. */
-export function peakRss(pid: number): number | undefined {
-  let status: string;
-  try {
-    status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  } catch {
-    return undefined;
-  }
-  const match = /^VmHWM:\s+(\d+) kB$/m.exec(status);
-  return match ? Number(match[1]) * 1024 : undefined;
 }

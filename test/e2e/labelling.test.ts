@@ -17,13 +17,15 @@ import {
   patchLabels,
   skip,
 } from './cluster.ts';
-import { figure } from '../cluster.ts';
+import { figure } from '../harness/figures.ts';
 import { type Counts, kindControllers } from '../../src/app/controllers.ts';
 import { discover } from '../../src/kube/discovery.ts';
 import { resolveResource } from '../../src/kube/resolve.ts';
 import { buildConfig } from '../../src/labeller/config.ts';
 import { createLogger } from '../../src/log.ts';
-import { Labeller, type Runtime } from './labeller.ts';
+import { Labeller } from '../harness/labeller.ts';
+import type { Runtime } from '../harness/runtime.ts';
+import { sleep } from '../harness/sleep.ts';
 
 const configDir = mkdtempSync(join(tmpdir(), 'labeller-e2e-config-'));
 after(() => rmSync(configDir, { recursive: true, force: true }));
@@ -260,7 +262,7 @@ kinds:
     await second.waitForLog((l) => l.msg === 'initial list complete' && l.kind === 'ConfigMap');
     await second.waitForLog((l) => l.msg === 'initial list complete' && l.kind === 'Deployment');
     // Every object is reconciled right after the list; give that time to happen, then count.
-    await new Promise((resolve) => setTimeout(resolve, 2000));
+    await sleep(2000);
     const exit = await second.stop();
     assert.equal(exit.code, 0);
     assert.equal(patches(), 25, 'the restart sent no PATCH');

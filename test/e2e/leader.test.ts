@@ -14,8 +14,9 @@ import {
   skip,
   writeKubeconfig,
 } from './cluster.ts';
-import { Labeller } from './labeller.ts';
-import { FaultProxy } from './proxy.ts';
+import { Labeller } from '../harness/labeller.ts';
+import { FaultProxy } from '../harness/proxy.ts';
+import { sleep } from '../harness/sleep.ts';
 
 // Short timings keep the test quick; the ratios are controller-runtime's (15 s / 10 s / 2 s).
 const LEASE_MS = 3000;
@@ -88,7 +89,7 @@ describe('leader election', { skip }, () => {
         'the new leader to label',
       );
       await eventually(async () => patches() === 15 && 'fifteen', 'one patch per object');
-      await new Promise((resolve) => setTimeout(resolve, 1000));
+      await sleep(1000);
       assert.equal(patches(), 15, 'no object was written twice');
     } finally {
       first.process.kill('SIGKILL');

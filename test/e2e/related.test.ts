@@ -5,7 +5,9 @@
 // sends nothing; an owner kind labeller may not read is reported and the other kinds go on.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { assertCleanExit, type AuditEvent, byLabeller, figure, receivedAt } from '../cluster.ts';
+import { assertCleanExit } from '../harness/crash.ts';
+import { type AuditEvent, byLabeller, receivedAt } from '../harness/audit.ts';
+import { figure } from '../harness/figures.ts';
 import {
   adminClient,
   auditEvents,
@@ -18,7 +20,9 @@ import {
   patchLabels,
   serviceAccountKubeconfig,
 } from './cluster.ts';
-import { Labeller, type Runtime, watchFailed } from './labeller.ts';
+import { Labeller, watchFailed } from '../harness/labeller.ts';
+import type { Runtime } from '../harness/runtime.ts';
+import { sleep } from '../harness/sleep.ts';
 
 /** Objects per kind in the namespace whose label changes (3 kinds); the bench runs 10 000. */
 const PER_KIND = 200;
@@ -176,7 +180,7 @@ describe('labels from related objects', { skip: auditSkip }, () => {
       for (const kind of ['ConfigMap', 'Secret', 'ServiceAccount']) {
         await labeller.waitForLog((l) => l.msg === 'initial list complete' && l.kind === kind, 60_000);
       }
-      await new Promise((resolve) => setTimeout(resolve, 3000));
+      await sleep(3000);
       assert.equal(requests(mark, both, (e) => e.verb === 'patch').length, 0, 'the restart sent no PATCH');
     } finally {
       assertCleanExit(await labeller.stop());
@@ -347,7 +351,7 @@ kinds:
         async () => (await labelsOf(`${core}/configmaps/cm`))['team'] === 'payments',
         'config maps labelled from their namespace, read by name',
       );
-      await new Promise((resolve) => setTimeout(resolve, 2000));
+      await sleep(2000);
       assert.equal((await labelsOf(`${core}/pods/p`))['example.com/root'], undefined, 'pods wait for the owner cache');
       const readyz = await fetch(`http://127.0.0.1:${port}/readyz`);
       const body = await readyz.text();

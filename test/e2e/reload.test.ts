@@ -19,8 +19,9 @@ import {
   patchLabels,
   skip,
 } from './cluster.ts';
-import { figure } from '../cluster.ts';
-import { Labeller, type LogLine } from './labeller.ts';
+import { figure } from '../harness/figures.ts';
+import { Labeller, type LogLine } from '../harness/labeller.ts';
+import { sleep } from '../harness/sleep.ts';
 
 /** A folder laid out as the kubelet lays out a ConfigMap volume: kinds.yaml → ..data/kinds.yaml, ..data → ..<version>. */
 class ConfigMapVolume {
@@ -118,7 +119,7 @@ describe('live config reload', { skip }, () => {
             from,
           );
         /** Whatever the change sets in motion has happened: wait for it, then a little longer for anything unexpected. */
-        const settle = () => new Promise((resolve) => setTimeout(resolve, 1500));
+        const settle = () => sleep(1500);
 
         // As in a pod (the downward API's variables), so a rejected change is an Event on it.
         const labeller = new Labeller([

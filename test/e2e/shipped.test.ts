@@ -20,9 +20,9 @@ import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { figure } from '../cluster.ts';
+import { figure } from '../harness/figures.ts';
 import { create, createNamespace, labelsOf, skip } from './cluster.ts';
-import { runLabeller } from './labeller.ts';
+import { runLabeller } from '../harness/labeller.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };

@@ -4,9 +4,14 @@
 // the cluster must be exactly as desired, and labeller's memory must not have grown.
 // Used by test/e2e/faults-soak.test.ts (about a minute) and test/soak.ts (`npm run soak`).
 import type { ControlPlane } from '../controlplane/controlplane.ts';
-import { auditEvents, byLabeller, Cluster, delay, eventually, rssMiB, stats } from '../cluster.ts';
-import { Labeller, watchFailed } from '../e2e/labeller.ts';
-import { FaultProxy } from '../e2e/proxy.ts';
+import { auditEvents, byLabeller } from '../harness/audit.ts';
+import { Cluster } from '../harness/cluster.ts';
+import { sleep } from '../harness/sleep.ts';
+import { eventually } from '../harness/eventually.ts';
+import { procSample } from '../harness/procstat.ts';
+import { stats } from '../harness/figures.ts';
+import { Labeller, watchFailed } from '../harness/labeller.ts';
+import { FaultProxy } from '../harness/proxy.ts';
 
 export interface SoakOptions {
   readonly controlPlane: ControlPlane;
@@ -91,7 +96,8 @@ export async function soak(options: SoakOptions): Promise<SoakResult> {
   const samples: number[] = [];
   const sampler = setInterval(() => {
     try {
-      if (labeller.running) samples.push(rssMiB(labeller.pid));
+      const reading = labeller.running ? procSample(labeller.pid) : undefined;
+      if (reading) samples.push(reading.rss / 2 ** 20);
     } catch {
       // The process is gone: its exit is reported below.
     }
@@ -143,7 +149,7 @@ export async function soak(options: SoakOptions): Promise<SoakResult> {
         apiDown = true;
         restarting = (async () => {
           await cp.stopApiServer();
-          await delay(2000);
+          await sleep(2000);
           await cp.startApiServer();
           restarts++;
           apiDown = false;
@@ -193,7 +199,7 @@ export async function soak(options: SoakOptions): Promise<SoakResult> {
           operations['failed'] = (operations['failed'] ?? 0) + 1;
         }
       }
-      await delay(1000 / options.opsPerSecond);
+      await sleep(1000 / options.opsPerSecond);
     }
     await restarting;
     const churnEnded = Date.now();
@@ -222,7 +228,7 @@ export async function soak(options: SoakOptions): Promise<SoakResult> {
     await eventually(check, 'the cluster to converge', 150_000, 500).catch(() => {});
     const convergedSeconds = (Date.now() - churnEnded) / 1000;
     // Memory after a quiet period: the last samples, not the peak of the churn.
-    await delay(5000);
+    await sleep(5000);
     clearInterval(sampler);
     const exit = await labeller.stop();
     const warm = samples.slice(5, 15);

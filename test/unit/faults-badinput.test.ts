@@ -5,7 +5,6 @@
 // Needs no cluster: the CLI runs get a kubeconfig whose server nothing listens on, and must stop
 // before connecting.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -15,8 +14,8 @@ import fc from 'fast-check';
 import { dump } from 'js-yaml';
 import { buildConfig, ConfigError, parseLabelFlag } from '../../src/labeller/config.ts';
 import { parseOptions, UsageError } from '../../src/options.ts';
-import { figure } from '../cluster.ts';
-import { fatalMessage } from '../e2e/labeller.ts';
+import { figure } from '../harness/figures.ts';
+import { fatalMessage, Labeller, type LabellerExit } from '../harness/labeller.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'labeller-faults-fuzz-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -356,25 +355,15 @@ before(async () => {
   );
 });
 
-function cli(
-  args: readonly string[],
-  env: Record<string, string> = {},
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['bin/labeller.js', '--kubeconfig', kubeconfig, ...args], {
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-    child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+/** The CLI with `args` as they are (the text of its fatal line is what is checked), killed after 20 s. */
+async function cli(args: readonly string[], env: Record<string, string> = {}): Promise<LabellerExit> {
+  const labeller = new Labeller(['--kubeconfig', kubeconfig, ...args], { raw: true, env });
+  const timer = setTimeout(() => labeller.kill(), 20_000);
+  try {
+    return await labeller.exited;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** Runs `items` through `run`, `width` at a time. */

@@ -1,4 +1,5 @@
 // Waiting in tests: for a condition the system reaches in its own time, never a fixed sleep.
+import { sleep } from './sleep.ts';
 
 /** Polls `check` until it returns a truthy value; fails with `what` after `timeoutMs`. */
 export async function eventually<T>(
@@ -19,10 +20,6 @@ export async function eventually<T>(
     if (Date.now() > deadline) {
       throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
     }
-    await delay(intervalMs);
+    await sleep(intervalMs);
   }
-}
-
-export function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -29,9 +29,3 @@ export function ensureTools(): string {
   renameSync(partial, dir);
   return dir;
 }
-
-/** The Deno executable of the `deno` npm package (its bin.cjs wrapper would not pass signals on). */
-export function denoPath(): string {
-  const install = createRequire(import.meta.url)('deno/install_api.cjs') as { runInstall(): string };
-  return install.runInstall();
-}

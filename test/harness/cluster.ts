@@ -1,42 +1,13 @@
-// Test helpers free of node:test hooks (scripts use them too): an admin's handle on any cluster
-// (the shared one or a control plane a test file starts for itself), the API server's audit log,
-// etcd compaction and a process's memory. Nothing here changes labeller; it only observes and
-// disturbs it. test/e2e/cluster.ts binds them to the shared cluster of a test run.
-import assert from 'node:assert/strict';
+// An admin's handle on any cluster (the shared one of a test run or a control plane a test file or
+// a bench starts for itself), free of node:test hooks: namespaces, objects, CRDs, ServiceAccounts
+// and kubeconfigs for them. Nothing here changes labeller; it only observes and disturbs it.
+// test/e2e/cluster.ts binds it to the shared cluster of a test run.
 import { randomBytes } from 'node:crypto';
-import { closeSync, fstatSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fetch } from 'undici';
-import { KubeClient } from '../src/kube/client.ts';
-import { SERVICE_ACCOUNT_DIR } from '../src/kube/incluster.ts';
-import { type ControlPlane, startControlPlane } from './controlplane/controlplane.ts';
-import { delay, eventually } from './eventually.ts';
-
-export { delay, eventually };
-
-/** Why the e2e tests cannot run, or false when a cluster is there. Pass it as `{ skip }` to describe(). */
-export const skip: string | false = process.env['E2E_NOT_RUN']
-  ? `e2e not run: ${process.env['E2E_NOT_RUN'].split('\n')[0]}`
-  : process.env['E2E_KUBECONFIG']
-  ? false
-  : 'e2e not run: no cluster (run the tests with `npm test`, which starts one)';
-
-/**
- * Why a test file that needs a control plane of its own (to kill its API server or compact its
- * etcd) cannot run, or false. It can whenever test/run.ts could start the shared one.
- */
-export const ownSkip: string | false = skip ||
-  (process.env['E2E_ETCD'] || process.env['KUBEBUILDER_ASSETS']
-    ? false
-    : "needs the project's own control plane binaries (the run uses an existing cluster)");
-
-/** The shared cluster's kubeconfig (from test/run.ts). */
-export function sharedKubeconfig(): string {
-  const path = process.env['E2E_KUBECONFIG'];
-  if (!path) throw new Error('E2E_KUBECONFIG is not set: run the tests with `npm test`');
-  return path;
-}
+import { KubeClient } from '../../src/kube/client.ts';
+import { eventually } from './eventually.ts';
 
 export interface KubeconfigChange {
   readonly server?: string;
@@ -225,19 +196,20 @@ export class Cluster {
     });
     this.onClose(() => this.delete(`/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${role}`));
     this.onClose(() => this.delete(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${role}`));
-    const { status } = await this.post<{ status: { token: string } }>(
-      `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
-      {
-        apiVersion: 'authentication.k8s.io/v1',
-        kind: 'TokenRequest',
-        spec: { expirationSeconds: 3600 },
-      },
-    );
     return {
-      kubeconfig: this.writeKubeconfig({ token: status.token, ...(server ? { server } : {}) }),
+      kubeconfig: await this.serviceAccountKubeconfig(namespace, name, server),
       username: `system:serviceaccount:${namespace}:${name}`,
       role,
     };
+  }
+
+  /**
+   * A kubeconfig for an existing ServiceAccount, with a token from the TokenRequest API (as the
+   * kubelet mints one); `server` replaces the API server's address (e.g. a fault proxy's).
+   */
+  async serviceAccountKubeconfig(namespace: string, name: string, server?: string): Promise<string> {
+    const token = await this.#token(namespace, name, {});
+    return this.writeKubeconfig({ token, ...(server ? { server } : {}) });
   }
 
   /**
@@ -249,15 +221,19 @@ export class Cluster {
       metadata: { name: secret },
       stringData: { purpose: 'token binding' },
     });
+    return this.#token(namespace, serviceAccount, {
+      boundObjectRef: { apiVersion: 'v1', kind: 'Secret', name: secret, uid: created.metadata.uid },
+    });
+  }
+
+  /** A token for a ServiceAccount from the TokenRequest API, valid for an hour. */
+  async #token(namespace: string, serviceAccount: string, spec: object): Promise<string> {
     const { status } = await this.post<{ status: { token: string } }>(
       `/api/v1/namespaces/${namespace}/serviceaccounts/${serviceAccount}/token`,
       {
         apiVersion: 'authentication.k8s.io/v1',
         kind: 'TokenRequest',
-        spec: {
-          expirationSeconds: 3600,
-          boundObjectRef: { apiVersion: 'v1', kind: 'Secret', name: secret, uid: created.metadata.uid },
-        },
+        spec: { expirationSeconds: 3600, ...spec },
       },
     );
     return status.token;
@@ -272,152 +248,4 @@ export class Cluster {
       rules,
     });
   }
-}
-
-/** Starts a control plane for one test file; the caller stops it. */
-export async function ownControlPlane(): Promise<ControlPlane> {
-  return startControlPlane();
-}
-
-export interface AuditEvent {
-  readonly verb: string;
-  readonly userAgent?: string;
-  readonly user?: { readonly username?: string };
-  readonly requestURI: string;
-  readonly objectRef?: { readonly resource?: string; readonly namespace?: string; readonly name?: string };
-  readonly responseStatus?: { readonly code?: number };
-  readonly requestReceivedTimestamp?: string;
-  readonly stageTimestamp?: string;
-}
-
-/** The audit events (one per completed request) of the log at `path` that match `filter`. */
-export function auditEvents(path: string, filter: (event: AuditEvent) => boolean = () => true): AuditEvent[] {
-  return readFileSync(path, 'utf8')
-    .split('\n')
-    .filter((line) => line.startsWith('{'))
-    .map((line) => JSON.parse(line) as AuditEvent)
-    .filter(filter);
-}
-
-/**
- * The audit log as it grows: each call answers the events (matching `filter`) written since the
- * previous call, the first since now. Cheap where auditEvents() parses the whole log, which
- * stalls the calling process (and a fault proxy running in it) for seconds on a long run.
- */
-export function auditTail(path: string, filter: (event: AuditEvent) => boolean = () => true): () => AuditEvent[] {
-  let offset = statSize(path);
-  let partial = '';
-  return () => {
-    const fd = openSync(path, 'r');
-    try {
-      const size = fstatSync(fd).size;
-      if (size < offset) throw new Error(`${path} shrank from ${offset} to ${size} bytes`);
-      const buffer = Buffer.alloc(size - offset);
-      const n = readSync(fd, buffer, 0, buffer.length, offset);
-      offset += n;
-      const lines = (partial + buffer.toString('utf8', 0, n)).split('\n');
-      partial = lines.pop() ?? '';
-      return lines.filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as AuditEvent).filter(filter);
-    } finally {
-      closeSync(fd);
-    }
-  };
-}
-
-function statSize(path: string): number {
-  const fd = openSync(path, 'r');
-  try {
-    return fstatSync(fd).size;
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** Milliseconds since the epoch at which the API server received the request. */
-export function receivedAt(event: AuditEvent): number {
-  return Date.parse(event.requestReceivedTimestamp ?? event.stageTimestamp ?? '');
-}
-
-/** Requests by labeller itself (its user agent is `labeller/<version>`). */
-export const byLabeller = (event: AuditEvent): boolean => (event.userAgent ?? '').startsWith('labeller/');
-
-/**
- * A command prefix that runs a command as in a pod with its service account mounted: the
- * folder `serviceAccountDir` (token, ca.crt, namespace) appears at the kubelet's mount point for
- * that process only (a private mount namespace with a tmpfs over /var/run; as root, or as root of
- * a user namespace otherwise). Add KUBERNETES_SERVICE_HOST/PORT to its environment.
- */
-export function inClusterWrapper(serviceAccountDir: string): string[] {
-  return [
-    'unshare',
-    '--mount',
-    '--propagation',
-    'private',
-    ...(process.getuid?.() === 0 ? [] : ['--map-root-user']),
-    'sh',
-    '-c',
-    `mount -t tmpfs tmpfs /var/run && mkdir -p ${SERVICE_ACCOUNT_DIR} && mount --bind "$0" ${SERVICE_ACCOUNT_DIR} && exec "$@"`,
-    serviceAccountDir,
-  ];
-}
-
-/** The resident set size of a process in MiB, from /proc (Linux). */
-export function rssMiB(pid: number): number {
-  return procStatusMiB(pid, 'VmRSS');
-}
-
-/** A memory figure of /proc/<pid>/status in MiB (VmRSS now, VmHWM its peak). */
-export function procStatusMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const match = new RegExp(`^${field}:\\s+(\\d+)\\s+kB`, 'm').exec(status);
-  if (!match) throw new Error(`no ${field} for ${pid}`);
-  return Number(match[1]) / 1024;
-}
-
-/** etcd's current revision, through its HTTP/JSON gateway. */
-export async function etcdRevision(etcd: string): Promise<number> {
-  const response = await fetch(`${etcd}/v3/kv/range`, {
-    method: 'POST',
-    body: JSON.stringify({ key: Buffer.from('/').toString('base64') }),
-  });
-  const body = (await response.json()) as { header?: { revision?: string } };
-  const revision = Number(body.header?.revision);
-  if (!Number.isFinite(revision)) throw new Error(`no revision from etcd: ${JSON.stringify(body)}`);
-  return revision;
-}
-
-/** Compacts etcd's history up to `revision` (physically), so older resourceVersions are gone. */
-export async function compactEtcd(etcd: string, revision: number): Promise<void> {
-  const response = await fetch(`${etcd}/v3/kv/compaction`, {
-    method: 'POST',
-    body: JSON.stringify({ revision: String(revision), physical: true }),
-  });
-  if (!response.ok) throw new Error(`etcd compaction failed: ${response.status} ${await response.text()}`);
-  await response.text();
-}
-
-/** No stack trace and no unhandled rejection in a process's stderr. */
-export function assertNoCrash(stderr: string): void {
-  if (/^\s+at .+(\(|:\d+:\d+)/m.test(stderr) || /Unhandled|unhandledRejection|ERR_UNHANDLED|uncaught/i.test(stderr)) {
-    throw new Error(`stderr shows a crash:\n${stderr.slice(-3000)}`);
-  }
-}
-
-/** Exit status 0, and no crash in stderr. */
-export function assertCleanExit(exit: { readonly code: number | null; readonly stderr: string }): void {
-  assert.equal(exit.code, 0, exit.stderr.slice(-3000));
-  assertNoCrash(exit.stderr);
-}
-
-/** Summary figures of a series of samples. */
-export function stats(values: readonly number[]): { min: number; max: number; median: number } {
-  const sorted = [...values].sort((a, b) => a - b);
-  return { min: sorted[0] ?? NaN, max: sorted.at(-1) ?? NaN, median: sorted[Math.floor(sorted.length / 2)] ?? NaN };
-}
-
-/** Prints a figure both as a test diagnostic and to a shared file, so the README numbers can be collected. */
-export function figure(t: { diagnostic(message: string): void }, text: string): void {
-  t.diagnostic(text);
-  const file = process.env['FAULTS_FIGURES'];
-  if (file) writeFileSync(file, `${text}\n`, { flag: 'a' });
 }

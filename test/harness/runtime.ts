@@ -1,7 +1,7 @@
-// Which runtime the bench (and the processes it starts) run on: Node 24 or Deno 2.
+// The runtimes labeller runs on, Node 24 and Deno 2: which one this process is, and the command
+// that runs a TypeScript entry point of this repository on either.
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { denoPath } from '../../test/tools.ts';
 
 export type Runtime = 'node' | 'deno';
 
@@ -11,6 +11,12 @@ export const host: Runtime = typeof Deno === 'undefined' ? 'node' : 'deno';
 
 export function runtimeVersion(): string {
   return typeof Deno === 'undefined' ? `Node ${process.version}` : `Deno ${Deno.version.deno} (V8 ${Deno.version.v8})`;
+}
+
+/** The Deno executable of the `deno` npm package (its bin.cjs wrapper would not pass signals on). */
+export function denoPath(): string {
+  const install = createRequire(import.meta.url)('deno/install_api.cjs') as { runInstall(): string };
+  return install.runInstall();
 }
 
 /** The executable of `runtime`: this process's own when it matches, else the one from node_modules. */

@@ -1,5 +1,5 @@
-// A child process's output, line by line, and waiting for a line: what the e2e tests' labeller
-// runner, the fault tests' watch printer and the bench's labeller runner all need.
+// A child process's output, line by line, and waiting for a line: what the labeller runner and
+// the fault tests' watch printer need.
 
 /** A chunk handler that calls `onLine` with every complete line; a partial line waits for the rest. */
 export function lineSplitter(onLine: (line: string) => void): (chunk: string) => void {

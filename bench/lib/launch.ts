@@ -1,0 +1,72 @@
+// How the benches start labeller: the runtime, the sources or a build, V8 flags (their shared
+// command-line options), and the runner settings a long run over many objects needs.
+import { existsSync } from 'node:fs';
+import { Labeller, sourceEntry } from '../../test/harness/labeller.ts';
+import { host, type Runtime } from '../../test/harness/runtime.ts';
+
+/** How labeller is started, shared by the benches: the runtime, the sources or a build, V8 flags. */
+export interface Launch {
+  readonly runtime: Runtime;
+  /** What runs: the sources, or a build folder's cli.js. */
+  readonly entry: string;
+  readonly build: string | undefined;
+  readonly v8Flags: readonly string[];
+}
+
+/** The parseArgs options behind Launch. */
+export const LAUNCH_OPTIONS = {
+  'labeller-runtime': { type: 'string', default: host },
+  build: { type: 'string' },
+  'v8-flags': { type: 'string' },
+} as const;
+
+export const LAUNCH_USAGE = `  --labeller-runtime R    node or deno: what runs labeller (default: this runtime)
+  --build DIR             run the shipped build (DIR/cli.js, e.g. --build dist after \`npm run build\`)
+                          instead of the sources (bin/labeller.js, or src/cli.ts on Deno)
+  --v8-flags F            comma-separated V8 flags for labeller, e.g. --max-semi-space-size=1`;
+
+export function launch(
+  values: {
+    readonly 'labeller-runtime'?: string | undefined;
+    readonly build?: string | undefined;
+    readonly 'v8-flags'?: string | undefined;
+  },
+): Launch {
+  const runtime = values['labeller-runtime'] ?? host;
+  if (runtime !== 'node' && runtime !== 'deno') throw new Error(`--labeller-runtime ${runtime}: expected node or deno`);
+  const build = values.build?.replace(/\/+$/, '');
+  return {
+    runtime,
+    entry: build === undefined ? sourceEntry(runtime) : builtEntry(build),
+    build,
+    v8Flags: values['v8-flags'] ? values['v8-flags'].split(',').filter(Boolean) : [],
+  };
+}
+
+/** The shipped build's entry point in `dir` (`npm run build` writes dist/cli.js); throws if it is not built. */
+function builtEntry(dir: string): string {
+  const entry = `${dir}/cli.js`;
+  if (!existsSync(entry)) {
+    throw new Error(
+      `--build ${dir}: ${entry} does not exist; run \`npm run build\` first, or leave --build out to measure the sources`,
+    );
+  }
+  return entry;
+}
+
+/**
+ * Starts labeller as `launch` says. Only the log lines the bench reads are kept ("labels applied"
+ * are counted), and the last 4000 characters of its output, so a 50k-object run holds neither.
+ */
+export function startLabeller(
+  launch: Pick<Launch, 'runtime' | 'entry' | 'v8Flags'>,
+  args: readonly string[],
+): Labeller {
+  return new Labeller(args, {
+    runtime: launch.runtime,
+    entry: launch.entry,
+    v8Flags: launch.v8Flags,
+    keep: (line) => line.msg !== 'labels applied',
+    outputLimit: 4000,
+  });
+}

@@ -1,0 +1,193 @@
+// The real `labeller` command as a child process, with its JSON logs parsed as they arrive: what
+// the e2e and fault tests, the soak, the bench and the demo run. Free of node:test hooks.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { type Child, describeExit, type Exit, start } from './child.ts';
+import { Arrivals, lineSplitter } from './lines.ts';
+import { host, type Runtime, tsCommand } from './runtime.ts';
+
+export interface LogLine {
+  readonly time: string;
+  readonly level: string;
+  readonly msg: string;
+  readonly [field: string]: unknown;
+}
+
+/** A labeller's exit, with the message of the fatal line it ends a failed run with (JSON or `labeller: …`), if any. */
+export interface LabellerExit extends Exit {
+  readonly fatal: string | undefined;
+}
+
+/** The message of labeller's fatal line in `stderr`: a JSON log line with `exitStatus`, or `labeller: …` text. */
+export function fatalMessage(stderr: string): string | undefined {
+  for (const line of stderr.trim().split('\n').reverse()) {
+    if (line.startsWith('labeller: ')) return line.slice('labeller: '.length);
+    if (!line.startsWith('{')) continue;
+    try {
+      const parsed = JSON.parse(line) as Partial<LogLine>;
+      if (parsed.exitStatus !== undefined) return String(parsed.msg);
+    } catch {
+      // not a log line
+    }
+  }
+  return undefined;
+}
+
+/** The source run: what `npx labeller` runs in a clone, or `deno run -A src/cli.ts`. */
+export function sourceEntry(runtime: Runtime): string {
+  return runtime === 'node' ? 'bin/labeller.js' : 'src/cli.ts';
+}
+
+export interface LabellerOptions {
+  /**
+   * Without it, the test run's shared cluster (E2E_KUBECONFIG) unless `args` name one; '' passes
+   * none.
+   */
+  readonly kubeconfig?: string | undefined;
+  /** What runs labeller (default: this process's runtime). */
+  readonly runtime?: Runtime | undefined;
+  /** What runs: the sources by default, or a build's entry point such as dist/cli.js. */
+  readonly entry?: string | undefined;
+  /** Flags for the runtime, e.g. --max-semi-space-size=1. */
+  readonly v8Flags?: readonly string[] | undefined;
+  /** Another labeller (an installed package, the image's entry point, another checkout's) instead of `runtime` and `entry`. */
+  readonly command?: readonly [string, ...string[]] | undefined;
+  /** A command that runs labeller's command line, e.g. `unshare … sh -c 'exec "$@"'`. */
+  readonly wrapper?: readonly string[] | undefined;
+  readonly env?: Readonly<Record<string, string>> | undefined;
+  readonly cwd?: string | undefined;
+  /** `args` go to labeller as they are: no --kubeconfig and no --log-format json added. */
+  readonly raw?: boolean | undefined;
+  /**
+   * Which log lines `logs` keeps (all by default); the others are only counted. A run over 50k
+   * objects keeps its "labels applied" lines out, and `outputLimit` characters of its output.
+   */
+  readonly keep?: ((line: LogLine) => boolean) | undefined;
+  readonly outputLimit?: number | undefined;
+}
+
+/** Every labeller still running: a crashed script or a failed assertion must not leave one behind. */
+export const running = new Set<Labeller>();
+process.on('exit', () => {
+  for (const labeller of running) labeller.kill();
+});
+
+export class Labeller {
+  readonly process: Child;
+  /** Epoch ms just before the process was spawned. */
+  readonly startedAt = Date.now();
+  readonly #lines = new Arrivals<LogLine>();
+  readonly logs: readonly LogLine[] = this.#lines.items;
+  /** Date.now() when each line of `logs` arrived. */
+  readonly arrivals: number[] = [];
+  /** Every log line counted, kept in `logs` or not. */
+  readonly counts = { applied: 0, warn: 0, error: 0 };
+  readonly exited: Promise<LabellerExit>;
+
+  constructor(args: readonly string[], options: LabellerOptions = {}) {
+    const runtime = options.runtime ?? host;
+    const [bin, prefix] = options.command
+      ? [options.command[0], options.command.slice(1)]
+      : tsCommand(runtime, options.entry ?? sourceEntry(runtime), options.v8Flags);
+    const kubeconfig = options.kubeconfig ?? process.env['E2E_KUBECONFIG'];
+    const withKubeconfig = options.raw || args.some((a) => a.startsWith('--kubeconfig')) || !kubeconfig
+      ? []
+      : ['--kubeconfig', kubeconfig];
+    const commandLine = [...prefix, ...withKubeconfig, ...(options.raw ? [] : ['--log-format', 'json']), ...args];
+    const [command = bin, ...wrapperArgs] = options.wrapper ?? [];
+    const keep = options.keep ?? (() => true);
+    const split = lineSplitter((text) => {
+      if (!text.startsWith('{')) return;
+      let line: LogLine;
+      try {
+        line = JSON.parse(text) as LogLine;
+      } catch {
+        return; // a partial or foreign line: kept in stderr only
+      }
+      if (line.level === 'warn') this.counts.warn++;
+      if (line.level === 'error') this.counts.error++;
+      if (line.msg === 'labels applied') this.counts.applied++;
+      if (!keep(line)) return;
+      this.arrivals.push(Date.now());
+      this.#lines.push(line);
+    });
+    this.process = start(command, options.wrapper ? [...wrapperArgs, bin, ...commandLine] : commandLine, {
+      env: options.env,
+      cwd: options.cwd,
+      onStderr: split,
+      outputLimit: options.outputLimit,
+    });
+    running.add(this);
+    this.exited = this.process.exited.then((exit) => {
+      running.delete(this);
+      // FAULTS_LOG_DIR=dir keeps every run's output, for looking into a failure.
+      const dir = process.env['FAULTS_LOG_DIR'];
+      if (dir) {
+        mkdirSync(dir, { recursive: true });
+        writeFileSync(
+          join(dir, `labeller-${this.startedAt}-${this.process.pid}.log`),
+          `${args.join(' ')}\nexit ${exit.code} ${exit.signal}\n${exit.stdout}\n${exit.stderr}`,
+        );
+      }
+      this.#lines.end(`labeller exited (${describeExit(exit)})`);
+      return { ...exit, fatal: fatalMessage(exit.stderr) };
+    });
+  }
+
+  get pid(): number {
+    if (this.process.pid === undefined) throw new Error('labeller did not start');
+    return this.process.pid;
+  }
+
+  get running(): boolean {
+    return this.process.exit === undefined;
+  }
+
+  get stdout(): string {
+    return this.process.stdout;
+  }
+
+  get stderr(): string {
+    return this.process.stderr;
+  }
+
+  /** Resolves with the first log line at index ≥ `from` matching `predicate`; rejects after `timeoutMs` or if the process exits. */
+  waitForLog(predicate: (line: LogLine) => boolean, timeoutMs = 30_000, from = 0): Promise<LogLine> {
+    return this.#lines.waitFor(predicate, { timeoutMs, from, context: () => this.stderr.slice(-3000) });
+  }
+
+  /** Log lines from index `from` on that match `predicate`. */
+  since(from: number, predicate: (line: LogLine) => boolean = () => true): LogLine[] {
+    return this.logs.slice(from).filter(predicate);
+  }
+
+  /** Throws if the process has exited (a long-running labeller never should on its own). */
+  assertRunning(): void {
+    const exit = this.process.exit;
+    if (exit) throw new Error(`labeller exited unexpectedly (${describeExit(exit)})\n${this.stderr.slice(-3000)}`);
+  }
+
+  /** Sends a signal and waits for the exit; with `killAfterMs`, SIGKILL if it has not exited by then. */
+  async stop(signal: NodeJS.Signals = 'SIGTERM', killAfterMs?: number): Promise<LabellerExit> {
+    this.process.kill(signal);
+    const timer = killAfterMs === undefined ? undefined : setTimeout(() => this.kill(), killAfterMs);
+    try {
+      return await this.exited;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Ends the process whatever state it is in (for `finally` blocks). */
+  kill(): void {
+    this.process.kill('SIGKILL');
+  }
+}
+
+/** `watch failed; retrying` lines, the watcher's report of every failed list or watch. */
+export const watchFailed = (line: LogLine): boolean => line.msg === 'watch failed; retrying';
+
+/** Runs labeller to completion (for --once and error cases). */
+export function runLabeller(args: readonly string[], options: LabellerOptions = {}): Promise<LabellerExit> {
+  return new Labeller(args, options).exited;
+}
