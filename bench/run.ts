@@ -16,8 +16,8 @@
 // Exit status: 0 when the bench ran (missed targets are reported, not failures), 1 when
 // something broke, 130 on Ctrl-C. Run with --help for every option.
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { cpus, loadavg, release, totalmem } from 'node:os';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, release, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -30,11 +30,12 @@ import { labelClient } from '../src/labelclient.ts';
 import { binaries, type ControlPlane, startControlPlane } from '../test/controlplane/controlplane.ts';
 import { type AuditRequest, AuditRequests, byVerb, formatVerbs } from '../test/harness/audit.ts';
 import { type Child, describeExit, start } from '../test/harness/child.ts';
+import { inClusterWrapper } from '../test/harness/incluster.ts';
 import { running as runningLabellers } from '../test/harness/labeller.ts';
 import { ProcSampler } from '../test/harness/procstat.ts';
 import { host, type Runtime, runtimeVersion, tsCommand } from '../test/harness/runtime.ts';
 import { sleep } from '../test/harness/sleep.ts';
-import { type Launch, launch, LAUNCH_OPTIONS, LAUNCH_USAGE, startLabeller } from './lib/launch.ts';
+import { type Launch, launch, LAUNCH_OPTIONS, LAUNCH_USAGE, type PodLaunch, startLabeller } from './lib/launch.ts';
 import type { MemoryMode, MemoryRequest, MemoryResult } from './memory.ts';
 import { type BenchObject, createObjects, KINDS, type KindSpec, pool, split } from './lib/objects.ts';
 import { bytes, mib, ms, type Row, seconds, table, updateResultsFile, type Verdict, writeJson } from './lib/report.ts';
@@ -56,6 +57,8 @@ const USAGE = `usage: bench/run.ts [options]
   --churn-rate R          background writes per second during the churn latency samples (default 20)
 ${LAUNCH_USAGE}
                           (the memory probes run on labeller’s runtime)
+  --credentials C         how labeller authenticates: kubeconfig (a bearer token, default) or in-cluster
+                          (the same token as a pod's service-account mount, KUBERNETES_SERVICE_*, no kubeconfig)
   --cold-only             stop after cold convergence and the tight loop (for iterating on CPU and memory)
   --related               only the rows of labels from related objects (bench/lib/related.ts)
   --no-memory             skip the memory measurements
@@ -86,7 +89,10 @@ interface Options extends Launch {
   readonly resultsMd: boolean;
   readonly related: boolean;
   readonly coldOnly: boolean;
+  readonly credentials: Credentials;
 }
+
+type Credentials = 'kubeconfig' | 'in-cluster';
 
 function options(argv: string[]): Options {
   const { values } = parseArgs({
@@ -105,6 +111,7 @@ function options(argv: string[]): Options {
       related: { type: 'boolean', default: false },
       'no-results-md': { type: 'boolean', default: false },
       'cold-only': { type: 'boolean', default: false },
+      credentials: { type: 'string', default: 'kubeconfig' },
       help: { type: 'boolean', default: false },
     },
   });
@@ -113,6 +120,10 @@ function options(argv: string[]): Options {
     process.exit(0);
   }
   const quick = values.quick;
+  const credentials = values.credentials;
+  if (credentials !== 'kubeconfig' && credentials !== 'in-cluster') {
+    throw new Error(`--credentials ${credentials}: expected kubeconfig or in-cluster`);
+  }
   return {
     ...launch(values),
     quick,
@@ -126,10 +137,34 @@ function options(argv: string[]): Options {
     resultsMd: !values['no-results-md'],
     related: values.related,
     coldOnly: values['cold-only'],
+    credentials,
   };
 }
 
 // ---------------------------------------------------------------- helpers
+
+/**
+ * What labeller sees in a pod: the control plane's token and CA as a service-account folder at
+ * the kubelet's mount point (for labeller's process only) and KUBERNETES_SERVICE_*, no kubeconfig.
+ */
+function podCredentials(kubeconfig: string, namespace: string): PodLaunch {
+  const config = JSON.parse(readFileSync(kubeconfig, 'utf8')) as {
+    clusters: { cluster: { server: string; 'certificate-authority-data': string } }[];
+    users: { user: { token: string } }[];
+  };
+  const cluster = config.clusters[0]!.cluster;
+  const dir = mkdtempSync(join(tmpdir(), 'labeller-bench-serviceaccount-'));
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, 'token'), config.users[0]!.user.token);
+  writeFileSync(join(dir, 'ca.crt'), Buffer.from(cluster['certificate-authority-data'], 'base64'));
+  writeFileSync(join(dir, 'namespace'), namespace);
+  const server = new URL(cluster.server);
+  return {
+    kubeconfig: '',
+    wrapper: inClusterWrapper(dir),
+    env: { KUBERNETES_SERVICE_HOST: server.hostname, KUBERNETES_SERVICE_PORT: server.port, KUBECONFIG: '', HOME: dir },
+  };
+}
 
 const LABELS = { 'bench.example.com/team': 'platform', 'bench.example.com/tier': 'gold' } as const;
 const TEAM = 'bench.example.com/team';
@@ -142,10 +177,9 @@ const log = (message: string): void => {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
 };
 
-function labellerArgs(kubeconfig: string, namespace: string, concurrency: number): string[] {
+function labellerArgs(kubeconfig: string | undefined, namespace: string, concurrency: number): string[] {
   return [
-    '--kubeconfig',
-    kubeconfig,
+    ...(kubeconfig === undefined ? [] : ['--kubeconfig', kubeconfig]),
     '--kinds',
     KIND_ARG,
     ...Object.entries(LABELS).flatMap(([k, v]) => ['--label', `${k}=${v}`]),
@@ -297,11 +331,12 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     const apis = new Map<KindSpec, MetadataApi>(
       KINDS.map((k) => [k, new MetadataApi(admin, resourceOf.get(k)!, namespace)]),
     );
-    const args = labellerArgs(cp.kubeconfig, namespace, opts.concurrency);
+    const pod = opts.credentials === 'in-cluster' ? podCredentials(cp.kubeconfig, namespace) : undefined;
+    const args = labellerArgs(pod ? undefined : cp.kubeconfig, namespace, opts.concurrency);
 
     // -------- 1. cold convergence
     log(`cold convergence: starting labeller on ${opts.runtime}`);
-    const cold = startLabeller(opts, args);
+    const cold = startLabeller(opts, args, pod);
     // Memory and CPU as the kernel sees them, sampled from outside until labeller is stopped.
     const proc = new ProcSampler(cold.pid);
     const timeoutMs = 120_000 + opts.n * 30;
@@ -412,7 +447,7 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
 
     // -------- 3. restart over the labelled cluster
     log('restart over the labelled cluster');
-    const second = startLabeller(opts, args);
+    const second = startLabeller(opts, args, pod);
     const ready = await Promise.all(
       KINDS.map((k) =>
         second.waitForLog((l) => l.msg === 'initial list complete' && l.kind === k.kind, 120_000 + opts.n * 5)
@@ -582,7 +617,7 @@ function rows(r: Results): Row[] {
       result: `${mib(cold.peakRss)} (RSS ${cold.rssAtEnd === undefined ? 'n/a' : mib(cold.rssAtEnd)} when converged)`,
       target: n >= 50_000 ? '≤ 160 MiB at 50k' : '≤ 96 MiB at 10k, in-cluster credentials',
       verdict: verdict(cold.peakRss <= (n >= 50_000 ? 160 : 96) * 2 ** 20),
-      verdictNote: `(kubeconfig credentials${n === 10_000 || n === 50_000 ? '' : `, at N = ${n}`})`,
+      verdictNote: `(${r.options.credentials} credentials${n === 10_000 || n === 50_000 ? '' : `, at N = ${n}`})`,
       load: cold.load,
     });
     out.push({
@@ -747,7 +782,11 @@ function describeRun(r: Results): string {
       }`,
     `- labeller run from ${o.build === undefined ? `the sources (\`${o.entry}\`)` : `the build (\`${o.entry}\`)`}${
       o.v8Flags.length ? ` with V8 flags \`${o.v8Flags.join(' ')}\`` : ''
-    }; kubeconfig credentials (bearer token)`,
+    }; ${
+      o.credentials === 'in-cluster'
+        ? "in-cluster credentials (a service-account folder at the kubelet's mount point, in a private mount namespace)"
+        : 'kubeconfig credentials (bearer token)'
+    }`,
     `- labeller \`--concurrency ${o.concurrency}\` per kind (${
       o.concurrency * KINDS.length
     } in all; the tight loop uses the same), 2 labels; convergence ends at the last labeller PATCH in the audit log, confirmed by a metadata-only list`,

@@ -1,7 +1,7 @@
 // How the benches start labeller: the runtime, the sources or a build, V8 flags (their shared
 // command-line options), and the runner settings a long run over many objects needs.
 import { existsSync } from 'node:fs';
-import { Labeller, sourceEntry } from '../../test/harness/labeller.ts';
+import { Labeller, type LabellerOptions, sourceEntry } from '../../test/harness/labeller.ts';
 import { host, type Runtime } from '../../test/harness/runtime.ts';
 
 /** How labeller is started, shared by the benches: the runtime, the sources or a build, V8 flags. */
@@ -58,11 +58,16 @@ function builtEntry(dir: string): string {
  * Starts labeller as `launch` says. Only the log lines the bench reads are kept ("labels applied"
  * are counted), and the last 4000 characters of its output, so a 50k-object run holds neither.
  */
+/** How labeller runs as in a pod (bench/run.ts --credentials in-cluster): no kubeconfig, a wrapper, its environment. */
+export type PodLaunch = Required<Pick<LabellerOptions, 'kubeconfig' | 'wrapper' | 'env'>>;
+
 export function startLabeller(
   launch: Pick<Launch, 'runtime' | 'entry' | 'v8Flags'>,
   args: readonly string[],
+  pod?: PodLaunch,
 ): Labeller {
   return new Labeller(args, {
+    ...pod,
     runtime: launch.runtime,
     entry: launch.entry,
     v8Flags: launch.v8Flags,
