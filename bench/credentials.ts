@@ -5,11 +5,14 @@
 // and VmHWM (the peak) at that moment.
 //
 //   node --import tsx bench/credentials.ts [--repeat 3] [--rest-seconds 10] [--checkout DIR] [--preload MODULE]
+//     [--build dist] [--v8-flags F,…]
 //
 // --checkout runs `bin/labeller.js` of another checkout (e.g. `git archive main | tar -x -C
 // /tmp/before` with node_modules linked), for before/after figures; the control plane and the
 // credentials are this one's. --preload MODULE starts Node with `--import MODULE`: with
 // @kubernetes/client-node it shows what loading that library for every kubeconfig would cost.
+// --build DIR runs the checkout's build (DIR/cli.js) instead of its sources, and --v8-flags gives
+// node flags, e.g. the image's `--max-semi-space-size=1,--optimize-for-size`.
 // Nothing is pass/fail: the figures go in the README.
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -32,8 +35,12 @@ const { values } = parseArgs({
     'rest-seconds': { type: 'string', default: '10' },
     checkout: { type: 'string', default: '.' },
     preload: { type: 'string' },
+    build: { type: 'string' },
+    'v8-flags': { type: 'string' },
   },
 });
+const entry = values.build === undefined ? 'bin/labeller.js' : `${values.build.replace(/\/+$/, '')}/cli.js`;
+const v8Flags = values['v8-flags']?.split(',').filter(Boolean) ?? [];
 const repeat = Number(values.repeat);
 const restMs = Number(values['rest-seconds']) * 1000;
 const checkout = resolve(values.checkout);
@@ -118,9 +125,11 @@ try {
   ];
 
   console.log(
-    `labeller of ${checkout}${values.preload ? ` with ${values.preload} preloaded` : ''}; ${
-      KINDS.join(', ')
-    } watched in an empty namespace; RSS ${restMs / 1000} s after /readyz is 200; median of ${repeat}`,
+    `labeller of ${checkout} (${entry}${v8Flags.length ? ` ${v8Flags.join(' ')}` : ''})${
+      values.preload ? ` with ${values.preload} preloaded` : ''
+    }; ${KINDS.join(', ')} watched in an empty namespace; RSS ${
+      restMs / 1000
+    } s after /readyz is 200; median of ${repeat}`,
   );
   console.log('\n| credentials | RSS at rest (MiB) | peak RSS (MiB) | runs (RSS) |\n|---|---|---|---|');
   for (const mode of modes) {
@@ -149,8 +158,8 @@ async function atRest(mode: Mode, ns: string): Promise<{ rss: number; hwm: numbe
   const labeller = new Labeller(
     ['--kinds', KINDS.join(','), '--namespace', ns, '--label', 'team=platform', '--http-port', String(port)],
     {
-      // The checkout's own source run, from there.
-      command: [executable('node'), ...(values.preload ? ['--import', values.preload] : []), 'bin/labeller.js'],
+      // The checkout's own source run or build, from there.
+      command: [executable('node'), ...v8Flags, ...(values.preload ? ['--import', values.preload] : []), entry],
       cwd: checkout,
       kubeconfig: mode.kubeconfig ?? '',
       wrapper: mode.wrapper,
