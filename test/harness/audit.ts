@@ -2,6 +2,7 @@
 // ResponseComplete for every request), read as it grows: what the tests and the bench count
 // requests with.
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { StringDecoder } from 'node:string_decoder';
 
 export interface AuditEvent {
   readonly auditID: string;
@@ -26,6 +27,8 @@ export class AuditLog {
   /** Lines without it are skipped unparsed. */
   readonly #needle: string | undefined;
   #offset: number;
+  /** Keeps a character split between two reads whole. */
+  readonly #decoder = new StringDecoder('utf8');
   #partial = '';
 
   /**
@@ -54,7 +57,7 @@ export class AuditLog {
         const n = readSync(fd, buffer, 0, Math.min(buffer.length, size - this.#offset), this.#offset);
         if (n <= 0) break;
         this.#offset += n;
-        const lines = (this.#partial + buffer.toString('utf8', 0, n)).split('\n');
+        const lines = (this.#partial + this.#decoder.write(buffer.subarray(0, n))).split('\n');
         this.#partial = lines.pop() ?? '';
         for (const line of lines) {
           if (!line.startsWith('{') || (this.#needle !== undefined && !line.includes(this.#needle))) continue;
