@@ -34,6 +34,7 @@ rm -rf "$out/layers"
 
 # crane's append and mutate read and write registries: one in memory, on loopback, for this build.
 port_file="$out/registry.log"
+: >"$port_file" # before crane writes to it: the loop below may read it first
 "$crane" registry serve --address 127.0.0.1:0 >"$port_file" 2>&1 &
 registry_pid=$!
 trap 'kill "$registry_pid" 2>/dev/null || true' EXIT

@@ -142,6 +142,7 @@ export class KubeClient {
     url: string,
     credential: Credential,
     options: RequestOptions,
+    retried = false,
   ): Promise<IncomingMessage> {
     const started = performance.now();
     const { signal, body } = options;
@@ -165,8 +166,15 @@ export class KubeClient {
         response.on('error', () => {});
         resolve(response);
       });
-      sent.on('error', (error) => {
+      sent.on('error', (error: NodeJS.ErrnoException) => {
         this.#notify(method, 'error', started);
+        // A kept-alive connection the server closed as we reused it: nothing was answered, so
+        // send again once on a fresh one, as Go's transport does (not a POST, which may have
+        // arrived). Node documents this race for keep-alive agents.
+        if (sent.reusedSocket && error.code === 'ECONNRESET' && method !== 'POST' && !retried && !signal?.aborted) {
+          resolve(this.#exchange(method, path, url, credential, options, true));
+          return;
+        }
         reject(this.#failed(method, path, signal, error));
       });
       sent.end(body);

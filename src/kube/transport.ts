@@ -13,6 +13,13 @@ export type TlsOptions = Pick<
   'ca' | 'cert' | 'key' | 'pfx' | 'passphrase' | 'rejectUnauthorized' | 'servername'
 >;
 
+/**
+ * An idle kept-alive connection is closed after this long, well before the API server's own idle
+ * timeout (90 s), so that the server rarely closes one just as a request reuses it. (The Agent
+ * applies it to idle connections only: a quiet watch is not cut.)
+ */
+const IDLE_MS = 30_000;
+
 /** How connections are made: a different Transport object means a new connection pool. */
 export interface Transport {
   /** A connection pool: a new one, or the same one when it cannot be replaced (a proxy's). */
@@ -25,8 +32,8 @@ export function keepAliveTransport(server: string, tls: TlsOptions): Transport {
   return {
     pool: () =>
       server.startsWith('https:')
-        ? new HttpsAgent({ ...options, keepAlive: true })
-        : new HttpAgent({ keepAlive: true }),
+        ? new HttpsAgent({ ...options, keepAlive: true, timeout: IDLE_MS })
+        : new HttpAgent({ keepAlive: true, timeout: IDLE_MS }),
   };
 }
 
