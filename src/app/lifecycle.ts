@@ -47,6 +47,9 @@ export async function runUntilStopped(
     new LeaderElector(new LeaseLock(new LeaseApi(client), election.namespace, election.name), { ...election, log });
   elector?.leadership.addEventListener('abort', () => {
     if (!(elector.leadership.reason instanceof LeadershipLost)) return;
+    // Lost while draining after a signal (a renewal late on a busy node): the writes stopped with
+    // the lease, and the process was stopping anyway, so the stop stays a clean one.
+    if (shutdown.intake.aborted) return;
     // Another process may be writing now: stop, as controller-runtime does.
     status = 1;
     shutdown.stop('leadership lost');

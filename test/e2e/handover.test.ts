@@ -3,7 +3,8 @@
 // audit log tells them apart, each behind its own fault proxy. A churn of foreign label changes
 // keeps the leader patching. Each trial ends the leader's reign one of two ways:
 //   delay:   its traffic is delayed through the proxy so renewals miss the renew deadline;
-//   sigterm: it is sent SIGTERM mid-burst (it drains, renewing, then releases).
+//   sigterm: it is sent SIGTERM mid-burst (it drains, renewing, then releases; a renewal that misses
+//            the deadline while it drains ends the lease instead, and the exit is still 0).
 // A leader may also miss its deadline by itself on a starved machine: that handover is judged
 // as well, and the test goes on until it has its trials of each fault.
 // In every handover the audit log must show no PATCH from the old identity completed after the new
@@ -159,10 +160,10 @@ describe('leader handover', { skip }, () => {
             mode === 'sigterm' ? 0 : 1,
             `${mode}: exit ${exit.code}\n${exit.stderr.slice(-2000)}`,
           );
-          assert.ok(
-            old.labeller.logs.some((l) => l.msg === (mode === 'sigterm' ? 'released leadership' : 'lost leadership')),
-            `${mode}: the old leader's log`,
-          );
+          // Draining after SIGTERM it releases the lease, or, on a loaded machine, loses it when a
+          // renewal misses the deadline; either way it stops writing and exits 0.
+          const ended = mode === 'sigterm' ? ['released leadership', 'lost leadership'] : ['lost leadership'];
+          assert.ok(old.labeller.logs.some((l) => ended.includes(l.msg)), `${mode}: the old leader's log`);
           // Bytes still inside the proxy reach the API server before it is closed.
           await sleep(DELAY_MS + 500);
           await old.proxy.close();
