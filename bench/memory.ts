@@ -97,9 +97,11 @@ function fullControllers(
     return new Controller<PartialObjectMetadata>({
       name: `${groupResource(resource)}/${namespace}`,
       api,
-      project: (object) => object,
-      reconcile: async (object) => {
-        counts[(await reconciler.reconcile(project(object))).outcome]++;
+      project: Object.assign((object: PartialObjectMetadata) => object, {
+        version: (object: PartialObjectMetadata) => object.metadata.resourceVersion,
+      }),
+      reconcile: async (object, key) => {
+        counts[(await reconciler.reconcile(project(object, key))).outcome]++;
       },
       concurrency: options.concurrency,
       requeueAfterMs: options.requeueAfterMs,

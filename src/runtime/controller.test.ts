@@ -5,7 +5,7 @@ import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } fro
 import { createLogger } from '../log.ts';
 import { Controller, type Reconcile } from './controller.ts';
 import type { WorkQueueOptions } from './queue.ts';
-import { bookmark, expiredEvent, page, pod, ScriptedApi } from './scripted.ts';
+import { bookmark, expiredEvent, metadataOf, page, pod, ScriptedApi } from './scripted.ts';
 
 type Meta = PartialObjectMetadata['metadata'];
 
@@ -38,7 +38,7 @@ function start(
   const controller = new Controller<Meta>({
     name: 'pods',
     api,
-    project: (object) => object.metadata,
+    project: metadataOf,
     reconcile: async (object, key, writes) => {
       calls.push(key);
       await options.reconcile?.(object, key, writes);
