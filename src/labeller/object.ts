@@ -6,22 +6,6 @@ import type { FieldsV1, PartialObjectMetadata } from '../kube/objects.ts';
 import type { Projection } from '../runtime/store.ts';
 import { Interner } from './interner.ts';
 
-export interface LabelledObject {
-  /** The object's key in the cache, `namespace/name` (objectKey). */
-  readonly key: string;
-  readonly name: string;
-  /** Empty for cluster-scoped objects. */
-  readonly namespace: string;
-  readonly uid: string;
-  readonly resourceVersion: string;
-  readonly labels: Readonly<Record<string, string>>;
-  readonly annotations: Readonly<Record<string, string>>;
-  /** Label keys that labeller's field manager owns (server-side apply). */
-  readonly owned: readonly string[];
-  /** The controller ownerReference; kept only when templates read owners (see projector). */
-  readonly owner?: ControllerRef | undefined;
-}
-
 /** An object's controller (the ownerReference with `controller: true`). */
 export interface ControllerRef {
   readonly apiVersion: string;
@@ -33,32 +17,33 @@ export interface ControllerRef {
 const NONE: Readonly<Record<string, string>> = Object.freeze({});
 
 /**
- * A cached object. The name is read from the key rather than kept: the key is the store's own
- * string (see Projection.key), so the name costs no memory of its own.
+ * What is kept of an object. The name is read from the key rather than kept: the key is the
+ * store's own string (see Projection.key), so the name costs no memory of its own.
  */
-class Cached implements LabelledObject {
+class Cached {
+  /** The object's key in the cache, `namespace/name` (objectKey). */
   readonly key: string;
+  /** Empty for cluster-scoped objects. */
   readonly namespace: string;
   readonly uid: string;
   readonly resourceVersion: string;
   readonly labels: Readonly<Record<string, string>>;
   readonly annotations: Readonly<Record<string, string>>;
+  /** Label keys that labeller's field manager owns (server-side apply). */
   readonly owned: readonly string[];
 
   constructor(
     key: string,
     namespace: string,
-    uid: string,
-    resourceVersion: string,
-    labels: Readonly<Record<string, string>>,
+    metadata: PartialObjectMetadata['metadata'],
     annotations: Readonly<Record<string, string>>,
     owned: readonly string[],
   ) {
     this.key = key;
     this.namespace = namespace;
-    this.uid = uid;
-    this.resourceVersion = resourceVersion;
-    this.labels = labels;
+    this.uid = metadata.uid;
+    this.resourceVersion = metadata.resourceVersion;
+    this.labels = metadata.labels ?? NONE;
     this.annotations = annotations;
     this.owned = owned;
   }
@@ -68,12 +53,17 @@ class Cached implements LabelledObject {
   }
 }
 
-/** A cached object whose controller reference templates read. */
+export interface LabelledObject extends Cached {
+  /** The controller ownerReference; kept only when templates read owners (see projector). */
+  readonly owner?: ControllerRef | undefined;
+}
+
+/** What is kept of an object whose controller reference templates read. */
 class CachedWithOwner extends Cached {
   readonly owner: ControllerRef | undefined;
 
-  constructor(fields: ConstructorParameters<typeof Cached>, owner: ControllerRef | undefined) {
-    super(...fields);
+  constructor(cached: ConstructorParameters<typeof Cached>, owner: ControllerRef | undefined) {
+    super(...cached);
     this.owner = owner;
   }
 }
@@ -105,19 +95,14 @@ export function projector(
     }
     const namespace = metadata.namespace ?? '';
     const owned = ownedLabels(metadata.managedFields, fieldManager);
-    const labels = metadata.labels ?? NONE;
-    const ownedKeys = ownedLists.take(owned.join('\n'), Object.freeze(owned));
-    const ns = namespaces.take(namespace, namespace);
-    const fields: ConstructorParameters<typeof Cached> = [
+    const cached: ConstructorParameters<typeof Cached> = [
       key,
-      ns,
-      metadata.uid,
-      metadata.resourceVersion,
-      labels,
+      namespaces.take(namespace, namespace),
+      metadata,
       annotations,
-      ownedKeys,
+      ownedLists.take(owned.join('\n'), Object.freeze(owned)),
     ];
-    if (!owners) return new Cached(...fields);
+    if (!owners) return new Cached(...cached);
     const ref = metadata.ownerReferences?.find((candidate) => candidate.controller === true);
     const owner = ref &&
       {
@@ -126,7 +111,7 @@ export function projector(
         name: ref.name,
         uid: ref.uid,
       };
-    return new CachedWithOwner(fields, owner);
+    return new CachedWithOwner(cached, owner);
   };
   const release = (object: LabelledObject): void => {
     namespaces.release(object.namespace);
