@@ -2,8 +2,13 @@
 // --expose-gc): heap and RSS before the caches fill (at 0) and once they hold every object of
 // the bench namespace (at N), each after gc(). Prints one JSON line.
 //
-//   node --expose-gc --import tsx bench/memory.ts '{"mode":"pruned",...}'
-//   deno run -A --v8-flags=--expose-gc bench/memory.ts '{"mode":"pruned",...}'
+//   node --expose-gc --no-flush-bytecode --import tsx bench/memory.ts '{"mode":"pruned",...}'
+//   deno run -A --v8-flags=--expose-gc,--no-flush-bytecode bench/memory.ts '{"mode":"pruned",...}'
+//
+// The reading is steady to a few bytes per object (it varied by ±15 % when taken once): V8
+// flushes the bytecode of functions idle for a few GCs and compiles it again when they run, so
+// --no-flush-bytecode; and code optimised, and source maps parsed for stack traces, on first use
+// settle over warm-up rounds, after which the median of a few measured rounds is reported.
 //
 // Modes: pruned = labeller's own controllers (src/app/controllers.ts controllersFor: the projector of
 // src/labeller/object.ts caches identity, labels and owned label keys); full = the same
@@ -50,12 +55,19 @@ export interface MemoryReading {
 export interface MemoryResult {
   readonly mode: MemoryMode;
   readonly objects: number;
+  /** The readings of the median round. */
   readonly at0: MemoryReading;
   readonly atN: MemoryReading;
   readonly heapPerObject: number;
+  /** Heap per object in each measured round. */
+  readonly heapPerObjectRounds: readonly number[];
   readonly rssPerObject: number;
   readonly fillSeconds: number;
 }
+
+/** Rounds (empty, then full) before the readings count, and rounds measured. */
+const WARM_UP_ROUNDS = 2;
+const MEASURED_ROUNDS = 3;
 
 /** What the measurement needs of a Controller, whatever it caches. */
 interface Cache {
@@ -98,9 +110,11 @@ function fullControllers(
     return new Controller<PartialObjectMetadata>({
       name: `${groupResource(resource)}/${namespace}`,
       api,
-      project: (object) => object,
-      reconcile: async (object) => {
-        counts[(await reconciler.reconcile(project(object))).outcome]++;
+      project: Object.assign((object: PartialObjectMetadata) => object, {
+        version: (object: PartialObjectMetadata) => object.metadata.resourceVersion,
+      }),
+      reconcile: async (object, key) => {
+        counts[(await reconciler.reconcile(project(object, key))).outcome]++;
       },
       concurrency: options.concurrency,
       requeueAfterMs: options.requeueAfterMs,
@@ -152,16 +166,22 @@ async function labellerCache(request: MemoryRequest): Promise<MemoryResult> {
   return measured(request.mode);
 }
 
+/** The caches a measurement starts: on a namespace, and stopped again. */
+type Start = (namespace: string) => Promise<{ objects: number; stop: () => Promise<void> }>;
+
+interface Round {
+  readonly objects: number;
+  readonly at0: MemoryReading;
+  readonly atN: MemoryReading;
+  readonly fillSeconds: number;
+}
+
 /**
- * The protocol every cache is measured with: a warm-up pass over the objects (so code compiled
- * on first use is not counted as cache; its caches are garbage once stopped), a reading with the
- * same watches open on an empty namespace, then one with the cache full.
+ * One round: a reading with the same watches open on an empty namespace, then one with the
+ * cache full. A function of its own, so that nothing of a round outlives it: an async function
+ * keeps its dead locals (the last round's caches) alive until they are overwritten.
  */
-async function measure(
-  request: MemoryRequest,
-  start: (namespace: string) => Promise<{ objects: number; stop: () => Promise<void> }>,
-) {
-  await (await start(request.namespace)).stop();
+async function round(request: MemoryRequest, start: Start): Promise<Round> {
   const empty = await start(request.emptyNamespace);
   const at0 = await reading();
   await empty.stop();
@@ -170,7 +190,31 @@ async function measure(
   const fillSeconds = (performance.now() - started) / 1000;
   const atN = await reading();
   await full.stop();
-  return (mode: MemoryResult['mode']) => result(mode, full.objects, at0, atN, fillSeconds);
+  return { objects: full.objects, at0, atN, fillSeconds };
+}
+
+/**
+ * The protocol every cache is measured with: rounds, of which the first only warm up, so that
+ * code compiled on first use is not counted as cache; the median of the others is reported.
+ */
+async function measure(request: MemoryRequest, start: Start) {
+  const rounds: Round[] = [];
+  for (let i = 0; i < WARM_UP_ROUNDS + MEASURED_ROUNDS; i++) {
+    const measured = await round(request, start);
+    if (i >= WARM_UP_ROUNDS) rounds.push(measured);
+  }
+  const per = (r: Round, of: keyof MemoryReading): number => r.objects ? (r.atN[of] - r.at0[of]) / r.objects : 0;
+  const median = [...rounds].sort((a, b) => per(a, 'heapUsed') - per(b, 'heapUsed'))[Math.floor(rounds.length / 2)]!;
+  return (mode: MemoryMode): MemoryResult => ({
+    mode,
+    objects: median.objects,
+    at0: median.at0,
+    atN: median.atN,
+    heapPerObject: per(median, 'heapUsed'),
+    heapPerObjectRounds: rounds.map((r) => per(r, 'heapUsed')),
+    rssPerObject: per(median, 'rss'),
+    fillSeconds: median.fillSeconds,
+  });
 }
 
 async function informerCache(request: MemoryRequest): Promise<MemoryResult> {
@@ -178,9 +222,8 @@ async function informerCache(request: MemoryRequest): Promise<MemoryResult> {
   kc.loadFromFile(request.kubeconfig);
   const core = kc.makeApiClient(CoreV1Api);
   const apps = kc.makeApiClient(AppsV1Api);
-  let stopping = false;
   const start = async (namespace: string) => {
-    stopping = false;
+    let stopping = false;
     const lists: Record<string, { path: string; list: () => Promise<{ items: KubernetesObject[] }> }> = {
       configmaps: {
         path: `/api/v1/namespaces/${namespace}/configmaps`,
@@ -214,24 +257,6 @@ async function informerCache(request: MemoryRequest): Promise<MemoryResult> {
     };
   };
   return (await measure(request, start))('informer');
-}
-
-function result(
-  mode: MemoryMode,
-  objects: number,
-  at0: MemoryReading,
-  atN: MemoryReading,
-  fillSeconds: number,
-): MemoryResult {
-  return {
-    mode,
-    objects,
-    at0,
-    atN,
-    heapPerObject: objects ? (atN.heapUsed - at0.heapUsed) / objects : 0,
-    rssPerObject: objects ? (atN.rss - at0.rss) / objects : 0,
-    fillSeconds,
-  };
 }
 
 const request = JSON.parse(process.argv[2] ?? '{}') as MemoryRequest;

@@ -30,9 +30,11 @@ const object = (i: number): LabelledObject => {
     ? { app: 'web', team: 'platform' }
     : { app: 'web', team: 'platform', 'example.com/name': name, 'example.com/app': 'web' };
   return {
+    key: `bench/${name}`,
     name,
     namespace: 'bench',
     uid: `uid-${i}`,
+    resourceVersion: '1',
     labels: current,
     annotations: {},
     owned: i % 10 === 0 ? ['team'] : Object.keys(labels),

@@ -60,6 +60,7 @@ ${LAUNCH_USAGE}
   --credentials C         how labeller authenticates: kubeconfig (a bearer token, default) or in-cluster
                           (the same token as a pod's service-account mount, KUBERNETES_SERVICE_*, no kubeconfig)
   --cold-only             stop after cold convergence and the tight loop (for iterating on CPU and memory)
+  --memory-only           only the memory per cached object (row 4), right after creating the objects
   --related               only the rows of labels from related objects (bench/lib/related.ts)
   --no-memory             skip the memory measurements
   --no-results-md         do not update bench/RESULTS.md`;
@@ -90,6 +91,7 @@ interface Options extends Launch {
   readonly related: boolean;
   readonly coldOnly: boolean;
   readonly credentials: Credentials;
+  readonly memoryOnly: boolean;
 }
 
 type Credentials = 'kubeconfig' | 'in-cluster';
@@ -112,6 +114,7 @@ function options(argv: string[]): Options {
       'no-results-md': { type: 'boolean', default: false },
       'cold-only': { type: 'boolean', default: false },
       credentials: { type: 'string', default: 'kubeconfig' },
+      'memory-only': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
   });
@@ -138,6 +141,7 @@ function options(argv: string[]): Options {
     related: values.related,
     coldOnly: values['cold-only'],
     credentials,
+    memoryOnly: values['memory-only'],
   };
 }
 
@@ -223,7 +227,8 @@ function etcdVersion(): string {
 }
 
 async function runMemory(request: MemoryRequest, runtime: Runtime): Promise<MemoryResult> {
-  const [bin, args] = tsCommand(runtime, 'bench/memory.ts', ['--expose-gc']);
+  // Bytecode flushed and compiled again between the readings would count as cache (see memory.ts).
+  const [bin, args] = tsCommand(runtime, 'bench/memory.ts', ['--expose-gc', '--no-flush-bytecode']);
   const child = start(bin, [...args, JSON.stringify(request)]);
   children.add(child);
   const exit = await child.exited;
@@ -232,6 +237,44 @@ async function runMemory(request: MemoryRequest, runtime: Runtime): Promise<Memo
     throw new Error(`memory probe (${request.mode}) exited with ${describeExit(exit)}\n${exit.stderr.slice(-4000)}`);
   }
   return JSON.parse(exit.stdout.trim().split('\n').at(-1) ?? '') as MemoryResult;
+}
+
+/** Row 4: memory per cached object of each cache, each in a probe process of its own (bench/memory.ts). */
+async function measureMemory(
+  admin: KubeClient,
+  kubeconfig: string,
+  namespace: string,
+  opts: Options,
+  results: Results,
+): Promise<void> {
+  results.memory = {};
+  const emptyNamespace = `${namespace}-empty`;
+  await admin.json('POST', '/api/v1/namespaces', {
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: emptyNamespace } }),
+  });
+  for (const mode of ['pruned', 'full', 'informer'] as const) {
+    log(`memory: ${mode}`);
+    const measured = await runMemory({
+      mode,
+      kubeconfig,
+      namespace,
+      emptyNamespace,
+      kinds: KINDS.map((k) => k.resource),
+      labels: LABELS,
+      fieldManager: FIELD_MANAGER,
+      concurrency: opts.concurrency,
+    }, opts.runtime);
+    if (measured.objects < opts.n) {
+      throw new Error(`memory probe (${mode}) cached ${measured.objects} objects, expected at least ${opts.n}`);
+    }
+    results.memory[mode] = { ...measured, load: load1() };
+    log(
+      `memory ${mode}: ${measured.objects} objects, heap ${bytes(measured.heapPerObject)}/object (rounds: ${
+        measured.heapPerObjectRounds.map((b) => b.toFixed(0)).join(', ')
+      }), RSS ${bytes(measured.rssPerObject)}/object`,
+    );
+  }
 }
 
 // ---------------------------------------------------------------- the bench
@@ -331,6 +374,10 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     const apis = new Map<KindSpec, MetadataApi>(
       KINDS.map((k) => [k, new MetadataApi(admin, resourceOf.get(k)!, namespace)]),
     );
+    if (opts.memoryOnly) {
+      await measureMemory(admin, cp.kubeconfig, namespace, opts, results);
+      return;
+    }
     const pod = opts.credentials === 'in-cluster' ? podCredentials(cp.kubeconfig, namespace) : undefined;
     const args = labellerArgs(pod ? undefined : cp.kubeconfig, namespace, opts.concurrency);
 
@@ -535,36 +582,7 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     }
 
     // -------- 4. memory per cached object
-    if (opts.memory) {
-      results.memory = {};
-      const emptyNamespace = `${namespace}-empty`;
-      await admin.json('POST', '/api/v1/namespaces', {
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: emptyNamespace } }),
-      });
-      for (const mode of ['pruned', 'full', 'informer'] as const) {
-        log(`memory: ${mode}`);
-        const measured = await runMemory({
-          mode,
-          kubeconfig: cp.kubeconfig,
-          namespace,
-          emptyNamespace,
-          kinds: KINDS.map((k) => k.resource),
-          labels: LABELS,
-          fieldManager: FIELD_MANAGER,
-          concurrency: opts.concurrency,
-        }, opts.runtime);
-        if (measured.objects < opts.n) {
-          throw new Error(`memory probe (${mode}) cached ${measured.objects} objects, expected at least ${opts.n}`);
-        }
-        results.memory[mode] = { ...measured, load: load1() };
-        log(
-          `memory ${mode}: ${measured.objects} objects, heap ${bytes(measured.heapPerObject)}/object, RSS ${
-            bytes(measured.rssPerObject)
-          }/object`,
-        );
-      }
-    }
+    if (opts.memory) await measureMemory(admin, cp.kubeconfig, namespace, opts, results);
   } finally {
     await admin.close();
   }
@@ -683,7 +701,9 @@ function rows(r: Results): Row[] {
       out.push({
         id: '4',
         measurement: `${what} (${x.objects} objects)`,
-        result: `heap ${bytes(x.heapPerObject)}/object, RSS ${bytes(x.rssPerObject)}/object`,
+        result: `heap ${bytes(x.heapPerObject)}/object (median of ${x.heapPerObjectRounds.length} rounds: ${
+          x.heapPerObjectRounds.map((b) => b.toFixed(0)).join(', ')
+        } B), RSS ${bytes(x.rssPerObject)}/object`,
         target,
         verdict: check ? verdict(check(x.heapPerObject)) : '',
         load: x.load,
@@ -888,8 +908,8 @@ process.stdout.write(`\n${section}\n\n`);
 const name = startedAt.toISOString().replace(/[:.]/g, '-');
 const jsonPath = writeJson('bench/results', name, { ...results, rows: rows(results) });
 log(`wrote ${jsonPath}`);
-// A --cold-only run is for iterating: it leaves the full runs' sections alone.
-if (status === 0 && opts.resultsMd && !opts.coldOnly) {
+// A --cold-only or --memory-only run is for iterating: it leaves the full runs' sections alone.
+if (status === 0 && opts.resultsMd && !opts.coldOnly && !opts.memoryOnly) {
   updateResultsFile(
     'bench/RESULTS.md',
     `n=${opts.n} runtime=${opts.runtime}${opts.build === undefined ? '' : ` build=${opts.build}`}${

@@ -5,7 +5,6 @@
 // read them; and a labelled kind reconciles only once every cache it reads has listed.
 import { MetadataApi } from '../kube/api.ts';
 import type { KubeClient } from '../kube/client.ts';
-import type { PartialObjectMetadata } from '../kube/objects.ts';
 import { type ApiResource, apiVersion, groupResource } from '../kube/resource.ts';
 import type { KindConfig } from '../labeller/config.ts';
 import { type ControllerRef, type LabelledObject, projector } from '../labeller/object.ts';
@@ -26,7 +25,7 @@ import type { Controller } from '../runtime/controller.ts';
 import { StoreIndex } from '../runtime/index.ts';
 import { Informer } from '../runtime/informer.ts';
 import { SharedInformers, watches } from '../runtime/shared.ts';
-import { objectKey } from '../runtime/store.ts';
+import { objectKey, type Projection } from '../runtime/store.ts';
 import type { LabellerEvents } from './events.ts';
 
 export interface RelationsOptions {
@@ -41,7 +40,7 @@ export interface RelationsOptions {
 
 /** What a labelled kind's controller takes from the relations: its cache's shape, and how it reads related objects. */
 export interface KindRelations {
-  readonly project: (object: PartialObjectMetadata) => LabelledObject;
+  readonly project: Projection<LabelledObject>;
   readonly indexes: readonly StoreIndex<LabelledObject>[];
   /** Undefined when its templates read no related object. */
   readonly related: ((object: LabelledObject) => TemplateContext['related']) | undefined;

@@ -5,6 +5,7 @@ import type { KubeClient } from '../kube/client.ts';
 import { groupResource } from '../kube/resource.ts';
 import { countObject, noObjects, type ObjectCounts } from '../labeller/ownership.ts';
 import type { Logger } from '../log.ts';
+import { objectKey } from '../runtime/store.ts';
 import { watcher } from '../runtime/watcher.ts';
 import { labellingFor, watchedNamespaces, type WiringOptions } from './controllers.ts';
 import type { Resolved } from './kinds.ts';
@@ -58,7 +59,7 @@ export async function runStatus(
           ) {
             if (event.type === 'error') throw event.error;
             if (event.type === 'initApply') {
-              const object = project(event.object);
+              const object = project(event.object, objectKey(event.object.metadata));
               countObject(counts, object, reconciler.plan(object));
             }
             if (event.type === 'initDone') break;

@@ -1,7 +1,15 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ManagedFieldsEntry, PartialObjectMetadata } from '../kube/objects.ts';
-import { ownedLabels, projector } from './object.ts';
+import { objectKey } from '../runtime/store.ts';
+import { type LabelledObject, ownedLabels, projector } from './object.ts';
+
+/** Projects `object` as the store does, under its key. */
+const cached = (project: ReturnType<typeof projector>, object: PartialObjectMetadata): LabelledObject =>
+  project(object, objectKey(object.metadata));
+
+/** Every field of a cached object, the name (read from the key) included. */
+const fields = (object: LabelledObject) => ({ ...object, name: object.name });
 
 /** A managedFields entry owning the given label keys. */
 function entry(
@@ -68,15 +76,19 @@ test('the projection keeps identity, labels, owned keys and only the annotations
     },
   };
   const project = projector('labeller', new Set(['example.com/owner', 'example.com/missing']));
-  assert.deepEqual(project(object), {
+  assert.deepEqual(fields(cached(project, object)), {
+    key: 'shop/web',
     name: 'web',
     namespace: 'shop',
     uid: 'u1',
+    resourceVersion: '7',
     labels: { app: 'web' },
     annotations: { 'example.com/owner': 'alice' },
     owned: ['team'],
   });
-  assert.ok(!('managedFields' in project(object)));
+  assert.ok(!('managedFields' in cached(project, object)));
+  assert.equal(project.version(cached(project, object)), '7');
+  assert.equal(project.key?.(cached(project, object)), 'shop/web');
 });
 
 test('the projection of a bare cluster-scoped object has empty namespace, labels and annotations', () => {
@@ -85,10 +97,12 @@ test('the projection of a bare cluster-scoped object has empty namespace, labels
     kind: 'Node',
     metadata: { name: 'n1', uid: 'u2', resourceVersion: '1', annotations: { a: 'b' } },
   };
-  assert.deepEqual(projector('labeller', new Set())(node), {
+  assert.deepEqual(fields(cached(projector('labeller', new Set()), node)), {
+    key: 'n1',
     name: 'n1',
     namespace: '',
     uid: 'u2',
+    resourceVersion: '1',
     labels: {},
     annotations: {},
     owned: [],
@@ -117,14 +131,19 @@ test('with owners, the projection keeps the controller reference only, its type 
     },
   });
   const project = projector('labeller', new Set(), true);
-  const [a, b] = [project(pod('a')), project(pod('b'))];
+  const [a, b] = [cached(project, pod('a')), cached(project, pod('b'))];
   assert.deepEqual(a.owner, { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-1', uid: 'rs' });
   assert.equal(a.owner?.apiVersion, b.owner?.apiVersion);
   assert.equal(
-    project({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'bare', uid: 'x', resourceVersion: '1' } }).owner,
+    cached(project, { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'bare', uid: 'x', resourceVersion: '1' } })
+      .owner,
     undefined,
   );
-  assert.ok(!('owner' in projector('labeller', new Set())(pod('c'))), 'no owner field unless templates read owners');
+  assert.equal(a.name, 'a');
+  assert.ok(
+    !('owner' in cached(projector('labeller', new Set()), pod('c'))),
+    'no owner field unless templates read owners',
+  );
 });
 
 test('projections share one owned-key list while cached, and release lets it go', () => {
@@ -140,13 +159,13 @@ test('projections share one owned-key list while cached, and release lets it go'
       managedFields: [entry('labeller', 'Apply', ['team'])],
     },
   });
-  const a = project(meta('a', 'gone'));
-  const b = project(meta('b', 'gone'));
+  const a = cached(project, meta('a', 'gone'));
+  const b = cached(project, meta('b', 'gone'));
   assert.equal(a.owned, b.owned, 'one copy of the list');
   project.release(a);
-  const c = project(meta('c', 'other'));
+  const c = cached(project, meta('c', 'other'));
   assert.equal(c.owned, b.owned, 'still shared while b is cached');
   project.release(b);
   project.release(c);
-  assert.notEqual(project(meta('d', 'gone')).owned, a.owned, 'the list was dropped with its last projection');
+  assert.notEqual(cached(project, meta('d', 'gone')).owned, a.owned, 'the list was dropped with its last projection');
 });

@@ -3,20 +3,8 @@
 // owners. managedFields, often half of an object's
 // metadata, are reduced to that list of keys before the object is cached.
 import type { FieldsV1, PartialObjectMetadata } from '../kube/objects.ts';
+import type { Projection } from '../runtime/store.ts';
 import { Interner } from './interner.ts';
-
-export interface LabelledObject {
-  readonly name: string;
-  /** Empty for cluster-scoped objects. */
-  readonly namespace: string;
-  readonly uid: string;
-  readonly labels: Readonly<Record<string, string>>;
-  readonly annotations: Readonly<Record<string, string>>;
-  /** Label keys that labeller's field manager owns (server-side apply). */
-  readonly owned: readonly string[];
-  /** The controller ownerReference; kept only when templates read owners (see projector). */
-  readonly owner?: ControllerRef | undefined;
-}
 
 /** An object's controller (the ownerReference with `controller: true`). */
 export interface ControllerRef {
@@ -29,38 +17,92 @@ export interface ControllerRef {
 const NONE: Readonly<Record<string, string>> = Object.freeze({});
 
 /**
+ * What is kept of an object. The name is read from the key rather than kept: the key is the
+ * store's own string (see Projection.key), so the name costs no memory of its own.
+ */
+class Cached {
+  /** The object's key in the cache, `namespace/name` (objectKey). */
+  readonly key: string;
+  /** Empty for cluster-scoped objects. */
+  readonly namespace: string;
+  readonly uid: string;
+  readonly resourceVersion: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly annotations: Readonly<Record<string, string>>;
+  /** Label keys that labeller's field manager owns (server-side apply). */
+  readonly owned: readonly string[];
+
+  constructor(
+    key: string,
+    namespace: string,
+    metadata: PartialObjectMetadata['metadata'],
+    annotations: Readonly<Record<string, string>>,
+    owned: readonly string[],
+  ) {
+    this.key = key;
+    this.namespace = namespace;
+    this.uid = metadata.uid;
+    this.resourceVersion = metadata.resourceVersion;
+    this.labels = metadata.labels ?? NONE;
+    this.annotations = annotations;
+    this.owned = owned;
+  }
+
+  get name(): string {
+    return this.namespace ? this.key.slice(this.namespace.length + 1) : this.key;
+  }
+}
+
+export interface LabelledObject extends Cached {
+  /** The controller ownerReference; kept only when templates read owners (see projector). */
+  readonly owner?: ControllerRef | undefined;
+}
+
+/** What is kept of an object whose controller reference templates read. */
+class CachedWithOwner extends Cached {
+  readonly owner: ControllerRef | undefined;
+
+  constructor(cached: ConstructorParameters<typeof Cached>, owner: ControllerRef | undefined) {
+    super(...cached);
+    this.owner = owner;
+  }
+}
+
+/**
  * Returns the projection for a kind, given labeller's field manager and the annotations templates
  * read; `owners` keeps each object's controller reference, for `owner.*` and `root.*`. The store
  * releases each projection when it leaves the cache.
  */
-export function projector(fieldManager: string, annotationKeys: ReadonlySet<string>, owners = false): {
-  (object: PartialObjectMetadata): LabelledObject;
-  readonly release: (object: LabelledObject) => void;
-} {
+export function projector(
+  fieldManager: string,
+  annotationKeys: ReadonlySet<string>,
+  owners = false,
+): Projection<LabelledObject> & { readonly release: (object: LabelledObject) => void } {
   // Namespaces and owned-key lists repeat across thousands of objects: keep one copy of each.
   const namespaces = new Interner<string>();
   const ownedLists = new Interner<readonly string[]>();
   // So do the apiVersion and kind of owners.
   const ownerTypes = new Interner<string>();
-  const project = ({ metadata }: PartialObjectMetadata): LabelledObject => {
+  const project = ({ metadata }: PartialObjectMetadata, key: string): LabelledObject => {
     let annotations = NONE;
     if (annotationKeys.size > 0 && metadata.annotations) {
       const kept: Record<string, string> = {};
-      for (const key of annotationKeys) {
-        const value = metadata.annotations[key];
-        if (value !== undefined) kept[key] = value;
+      for (const annotation of annotationKeys) {
+        const value = metadata.annotations[annotation];
+        if (value !== undefined) kept[annotation] = value;
       }
       annotations = kept;
     }
     const namespace = metadata.namespace ?? '';
     const owned = ownedLabels(metadata.managedFields, fieldManager);
-    const name = metadata.name;
-    const uid = metadata.uid;
-    const labels = metadata.labels ?? NONE;
-    const ownedKeys = ownedLists.take(owned.join('\n'), Object.freeze(owned));
-    const ns = namespaces.take(namespace, namespace);
-    if (!owners) return { name, namespace: ns, uid, labels, annotations, owned: ownedKeys };
-    // One literal with every field: an object spread into a new one costs hundreds of bytes more.
+    const cached: ConstructorParameters<typeof Cached> = [
+      key,
+      namespaces.take(namespace, namespace),
+      metadata,
+      annotations,
+      ownedLists.take(owned.join('\n'), Object.freeze(owned)),
+    ];
+    if (!owners) return new Cached(...cached);
     const ref = metadata.ownerReferences?.find((candidate) => candidate.controller === true);
     const owner = ref &&
       {
@@ -69,7 +111,7 @@ export function projector(fieldManager: string, annotationKeys: ReadonlySet<stri
         name: ref.name,
         uid: ref.uid,
       };
-    return { name, namespace: ns, uid, labels, annotations, owned: ownedKeys, owner };
+    return new CachedWithOwner(cached, owner);
   };
   const release = (object: LabelledObject): void => {
     namespaces.release(object.namespace);
@@ -79,7 +121,11 @@ export function projector(fieldManager: string, annotationKeys: ReadonlySet<stri
       ownerTypes.release(object.owner.kind);
     }
   };
-  return Object.assign(project, { release });
+  return Object.assign(project, {
+    version: (object: LabelledObject) => object.resourceVersion,
+    key: (object: LabelledObject) => object.key,
+    release,
+  });
 }
 
 /** The label keys `manager` owns through apply, read from managedFields (`f:metadata` → `f:labels` → `f:<key>`). */

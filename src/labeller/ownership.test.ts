@@ -5,9 +5,11 @@ import { countObject, noObjects, objectCounter } from './ownership.ts';
 import type { Plan } from './reconcile.ts';
 
 const object = (owned: readonly string[]): LabelledObject => ({
+  key: 'o',
   name: 'o',
   namespace: '',
   uid: 'u',
+  resourceVersion: '1',
   labels: {},
   annotations: {},
   owned,

@@ -60,7 +60,17 @@ function setup({ labels, conflicts = 'force', dryRun = false }: Setup) {
 }
 
 function object(fields: Partial<LabelledObject> = {}): LabelledObject {
-  return { name: 'web', namespace: 'shop', uid: 'u1', labels: {}, annotations: {}, owned: [], ...fields };
+  return {
+    key: 'shop/web',
+    name: 'web',
+    namespace: 'shop',
+    uid: 'u1',
+    resourceVersion: '1',
+    labels: {},
+    annotations: {},
+    owned: [],
+    ...fields,
+  };
 }
 
 test('nothing is sent when the labels are right and no stale label is owned', async () => {

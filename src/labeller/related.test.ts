@@ -19,9 +19,11 @@ import { compileTemplate } from './template.ts';
 
 const ref = (kind: string, name: string): ControllerRef => ({ apiVersion: 'apps/v1', kind, name, uid: `uid-${name}` });
 const object = (name: string, fields: Partial<LabelledObject> = {}): LabelledObject => ({
+  key: `shop/${name}`,
   name,
   namespace: 'shop',
   uid: `uid-${name}`,
+  resourceVersion: '1',
   labels: {},
   annotations: {},
   owned: [],

@@ -5,7 +5,7 @@ import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } fro
 import { createLogger } from '../log.ts';
 import { Controller, type Reconcile } from './controller.ts';
 import type { WorkQueueOptions } from './queue.ts';
-import { bookmark, expiredEvent, page, pod, ScriptedApi } from './scripted.ts';
+import { bookmark, expiredEvent, metadataOf, page, pod, ScriptedApi } from './scripted.ts';
 
 type Meta = PartialObjectMetadata['metadata'];
 
@@ -27,24 +27,29 @@ interface Started {
   readonly logs: Record<string, unknown>[];
 }
 
-/** A controller on `api` with one worker and no periodic requeue; stopped when the test ends. */
+/** A controller on `api` with one worker and no periodic requeue unless asked; stopped when the test ends. */
 function start(
   t: TestContext,
   api: ScriptedApi,
-  options: { reconcile?: Reconcile<Meta>; queue?: Omit<WorkQueueOptions, 'metrics'>; leading?: Promise<void> } = {},
+  options: {
+    reconcile?: Reconcile<Meta>;
+    queue?: Omit<WorkQueueOptions, 'metrics'>;
+    leading?: Promise<void>;
+    requeueAfterMs?: number;
+  } = {},
 ): Started {
   const calls: string[] = [];
   const logs: Record<string, unknown>[] = [];
   const controller = new Controller<Meta>({
     name: 'pods',
     api,
-    project: (object) => object.metadata,
+    project: metadataOf,
     reconcile: async (object, key, writes) => {
       calls.push(key);
       await options.reconcile?.(object, key, writes);
     },
     concurrency: 1,
-    requeueAfterMs: 0,
+    requeueAfterMs: options.requeueAfterMs ?? 0,
     ...(options.queue ? { queue: options.queue } : {}),
     log: createLogger({
       level: 'debug',
@@ -153,4 +158,26 @@ test('a relist requeues only the objects that changed while away, and forgets th
   assert.equal(controller.store.get('ns/c'), undefined);
   const relist = logs.find((line) => line['msg'] === 'relist complete');
   assert.deepEqual([relist?.['objects'], relist?.['changed'], relist?.['removed']], [3, 2, 1]);
+});
+
+test('every object is re-checked about requeueAfterMs after its last reconcile; a deleted one is not', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'] });
+  t.after(() => t.mock.reset());
+  const deletion = Promise.withResolvers<readonly WatchEvent[]>();
+  const api = new ScriptedApi([page('5', [pod('a'), pod('b')])], [{ until: deletion.promise }]);
+  const { controller, calls } = start(t, api, { queue: { now: () => Date.now() }, requeueAfterMs: 300_000 });
+
+  await until(() => calls.length === 2, 'the first list is reconciled');
+  deletion.resolve([{ type: 'DELETED', object: pod('b', '6') }]);
+  await until(() => controller.store.get('ns/b') === undefined, 'b leaves the cache');
+  // ±10 % jitter, then up to a second for the slot the re-check waits in.
+  t.mock.timers.tick(269_999);
+  await flush();
+  assert.deepEqual(calls, ['ns/a', 'ns/b'], 'not re-checked before 90 % of the period');
+  t.mock.timers.tick(61_001);
+  await until(() => calls.length === 3, 'a re-checked');
+  t.mock.timers.tick(331_000);
+  await until(() => calls.length === 4, 'a re-checked again');
+  await flush();
+  assert.deepEqual(calls, ['ns/a', 'ns/b', 'ns/a', 'ns/a'], 'b never again');
 });

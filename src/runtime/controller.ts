@@ -112,10 +112,10 @@ export class Controller<T> {
   ): Promise<void> {
     this.informer.subscribe((change) => {
       if (change.type === 'upsert') this.#queue.add(change.key);
-      else if (change.type === 'delete') this.#queue.forget(change.key);
+      else if (change.type === 'delete') this.#queue.remove(change.key);
       else {
         for (const key of change.changed) this.#queue.add(key);
-        for (const key of change.removed) this.#queue.forget(key);
+        for (const key of change.removed) this.#queue.remove(key);
       }
     });
     const stopQueue = (): void => this.#queue.shutDown();
@@ -172,7 +172,7 @@ export class Controller<T> {
       const object = this.store.get(key);
       // Gone from the store: deleted while queued. Nothing to do, and nothing may recreate it.
       if (object === undefined) {
-        this.#queue.forget(key);
+        this.#queue.remove(key);
         this.#queue.done(key);
         continue;
       }

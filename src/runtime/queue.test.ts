@@ -114,6 +114,52 @@ test('addAfter keeps the earlier deadline, and a superseded one never adds again
   assert.equal(queue.length, 0);
 });
 
+test('delays of a minute or more wait by the second: never early, at most a second late', (t) => {
+  const queue = mockedQueue(t);
+  t.mock.timers.tick(250);
+  queue.addAfter('a', 300_000);
+  queue.addAfter('b', 300_750);
+  t.mock.timers.tick(299_999);
+  assert.equal(queue.length, 0);
+  t.mock.timers.tick(751);
+  assert.equal(queue.length, 2, 'both due at the end of their second');
+});
+
+test('the earlier deadline wins between short and long delays', async (t) => {
+  const queue = mockedQueue(t);
+  queue.addAfter('a', 300_000);
+  queue.addAfter('a', 100);
+  queue.addAfter('b', 100);
+  queue.addAfter('b', 300_000);
+  queue.addAfter('c', 300_000);
+  queue.addAfter('c', 120_000);
+  t.mock.timers.tick(100);
+  assert.deepEqual(await drain(queue), ['a', 'b']);
+  queue.done('a');
+  queue.done('b');
+  t.mock.timers.tick(120_000);
+  assert.deepEqual(await drain(queue), ['c']);
+  queue.done('c');
+  t.mock.timers.tick(600_000);
+  assert.equal(queue.length, 0, 'superseded deadlines never add again');
+});
+
+test('remove drops a key’s delayed add, short or long, and its backoff', async (t) => {
+  const queue = mockedQueue(t);
+  queue.addAfter('short', 100);
+  queue.addAfter('long', 300_000);
+  queue.addAfter('kept', 300_000);
+  for (let i = 0; i < 5; i++) queue.addRateLimited('failing');
+  queue.remove('short');
+  queue.remove('long');
+  queue.remove('failing');
+  t.mock.timers.tick(600_000);
+  assert.deepEqual(await drain(queue), ['kept']);
+  queue.addRateLimited('failing');
+  t.mock.timers.tick(5);
+  assert.deepEqual(await drain(queue), ['failing'], 'back to the first backoff step');
+});
+
 test('addAfter with no delay adds at once', (t) => {
   const queue = mockedQueue(t);
   queue.addAfter('a', 0);
@@ -133,6 +179,7 @@ test('all delayed adds share one timer, moved only for an earlier deadline', (t)
   const queue = mockedQueue(t);
   const setTimeout = t.mock.method(timers, 'setTimeout');
   for (let i = 0; i < 10_000; i++) queue.addAfter(`key-${i}`, 1000 + i);
+  for (let i = 0; i < 10_000; i++) queue.addAfter(`later-${i}`, 300_000 + i);
   assert.equal(setTimeout.mock.callCount(), 1);
   queue.addAfter('urgent', 10);
   assert.equal(setTimeout.mock.callCount(), 2);
@@ -141,6 +188,8 @@ test('all delayed adds share one timer, moved only for an earlier deadline', (t)
   assert.equal(setTimeout.mock.callCount(), 3);
   t.mock.timers.tick(20_000);
   assert.equal(queue.length, 10_001);
+  t.mock.timers.tick(300_000);
+  assert.equal(queue.length, 20_001);
 });
 
 test('the timer does not keep the process alive', (t) => {
@@ -154,9 +203,10 @@ test('the timer does not keep the process alive', (t) => {
 test('shutDown cancels delayed adds', (t) => {
   const queue = mockedQueue(t);
   queue.addAfter('a', 100);
+  queue.addAfter('b', 300_000);
   queue.shutDown();
-  queue.addAfter('b', 100);
-  t.mock.timers.tick(1000);
+  queue.addAfter('c', 100);
+  t.mock.timers.tick(600_000);
   assert.equal(queue.length, 0);
 });
 

@@ -3,6 +3,7 @@ import { Fifo } from './fifo.ts';
 import { MinHeap } from './heap.ts';
 import type { RateLimiter } from './ratelimit.ts';
 import { defaultControllerRateLimiter } from './ratelimit.ts';
+import { TimingWheel } from './wheel.ts';
 
 /** Observes a {@link WorkQueue}; each method feeds the client-go workqueue metric named. */
 export interface QueueMetrics {
@@ -50,6 +51,14 @@ const noMetrics: QueueMetrics = {
 const maxTimerMs = 2 ** 31 - 1;
 
 /**
+ * Delays this long or longer (the periodic re-check of every object) wait in a timing wheel of
+ * one-second slots, which holds a key in about half the memory of the heap; a deadline rounded up
+ * to its second is then at most 1/60 late. Shorter ones (retries, from 5 ms) keep their exact time.
+ */
+const wheelSlotMs = 1000;
+const wheelFromMs = 60 * wheelSlotMs;
+
+/**
  * A work queue of object keys with client-go's guarantees: a key is pending at most once,
  * no two workers hold the same key, and a key added while a worker holds it is handed
  * out again once that worker calls done(). Workers loop on get() … done(key).
@@ -66,10 +75,12 @@ export class WorkQueue {
   readonly #processing = new Map<string, number>();
   /** Workers blocked in get(), oldest first. */
   readonly #getters: ((key: string | undefined) => void)[] = [];
-  /** Delayed adds by deadline. An entry superseded by an earlier deadline stays until popped and is then skipped. */
+  /** Short delayed adds by deadline. An entry superseded or cancelled stays until popped and is then skipped. */
   readonly #delayed = new MinHeap<Delayed>((a, b) => a.readyAt < b.readyAt);
-  /** Each key's live delayed add. */
+  /** Each key's live short delayed add. */
   readonly #waiting = new Map<string, Delayed>();
+  /** Long delayed adds, by the second. A key waits in the heap or here, not both. */
+  readonly #wheel = new TimingWheel(wheelSlotMs);
   /** The queue's one timer, due at the earliest deadline. */
   #timer: { readonly handle: ReturnType<typeof timers.setTimeout>; readonly at: number } | undefined;
   #shuttingDown = false;
@@ -100,11 +111,16 @@ export class WorkQueue {
       return;
     }
     const readyAt = this.#now() + delayMs;
-    const waiting = this.#waiting.get(key);
-    if (waiting !== undefined && waiting.readyAt <= readyAt) return;
-    const delayed = { key, readyAt };
-    this.#waiting.set(key, delayed);
-    this.#delayed.push(delayed);
+    const current = this.#waiting.get(key)?.readyAt ?? this.#wheel.deadline(key);
+    if (current !== undefined && current <= readyAt) return;
+    this.#cancel(key);
+    if (delayMs >= wheelFromMs) {
+      this.#wheel.set(key, readyAt);
+    } else {
+      const delayed = { key, readyAt };
+      this.#waiting.set(key, delayed);
+      this.#delayed.push(delayed);
+    }
     this.#schedule();
   }
 
@@ -118,6 +134,12 @@ export class WorkQueue {
 
   /** Resets key's backoff: call when processing key succeeded. */
   forget(key: string): void {
+    this.#rateLimiter.forget(key);
+  }
+
+  /** Drops key's delayed add and resets its backoff: call when its object is gone. */
+  remove(key: string): void {
+    this.#cancel(key);
     this.#rateLimiter.forget(key);
   }
 
@@ -149,6 +171,7 @@ export class WorkQueue {
     this.#timer = undefined;
     this.#delayed.clear();
     this.#waiting.clear();
+    this.#wheel.clear();
     this.#queue.clear();
     this.#dirty.clear();
     this.#metrics.depth(0);
@@ -177,15 +200,23 @@ export class WorkQueue {
     return key;
   }
 
+  /** Drops key's delayed add, wherever it waits; a heap entry is skipped when popped. */
+  #cancel(key: string): void {
+    this.#waiting.delete(key);
+    this.#wheel.delete(key);
+  }
+
   /** Points the timer at the earliest deadline if it is not already due by then. */
   #schedule(): void {
-    const next = this.#delayed.peek();
-    if (next === undefined || (this.#timer !== undefined && this.#timer.at <= next.readyAt)) return;
+    const soon = this.#delayed.peek()?.readyAt;
+    const later = this.#wheel.next();
+    const next = soon === undefined || (later !== undefined && later < soon) ? later : soon;
+    if (next === undefined || (this.#timer !== undefined && this.#timer.at <= next)) return;
     if (this.#timer !== undefined) timers.clearTimeout(this.#timer.handle);
-    const handle = timers.setTimeout(() => this.#fire(), Math.max(0, Math.min(next.readyAt - this.#now(), maxTimerMs)));
+    const handle = timers.setTimeout(() => this.#fire(), Math.max(0, Math.min(next - this.#now(), maxTimerMs)));
     // Pending delays alone must not keep the process alive.
     handle.unref();
-    this.#timer = { handle, at: next.readyAt };
+    this.#timer = { handle, at: next };
   }
 
   /** Adds every key whose deadline has passed, then re-arms the timer. */
@@ -194,10 +225,11 @@ export class WorkQueue {
     const now = this.#now();
     for (let next = this.#delayed.peek(); next !== undefined && next.readyAt <= now; next = this.#delayed.peek()) {
       this.#delayed.pop();
-      if (this.#waiting.get(next.key) !== next) continue; // superseded by an earlier deadline
+      if (this.#waiting.get(next.key) !== next) continue; // superseded or cancelled
       this.#waiting.delete(next.key);
       this.add(next.key);
     }
+    for (const key of this.#wheel.due(now)) this.add(key);
     this.#schedule();
   }
 }

@@ -3,7 +3,14 @@
 import type { ListOptions, WatchOptions } from '../kube/api.ts';
 import { ApiError } from '../kube/errors.ts';
 import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
+import type { Projection } from './store.ts';
 import type { ListWatch } from './watcher.ts';
+
+/** The tests' projection: an object's metadata. */
+export const metadataOf: Projection<PartialObjectMetadata['metadata']> = Object.assign(
+  (object: PartialObjectMetadata) => object.metadata,
+  { version: (meta: PartialObjectMetadata['metadata']) => meta.resourceVersion },
+);
 
 export function pod(name: string, resourceVersion = '1'): PartialObjectMetadata {
   return { apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'ns', uid: `uid-${name}`, resourceVersion } };

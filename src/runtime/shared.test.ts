@@ -3,13 +3,13 @@ import { test } from 'node:test';
 import type { PartialObjectMetadata } from '../kube/objects.ts';
 import { createLogger } from '../log.ts';
 import { Informer } from './informer.ts';
-import { page, pod, ScriptedApi } from './scripted.ts';
+import { metadataOf, page, pod, ScriptedApi } from './scripted.ts';
 import { SharedInformers, watches } from './shared.ts';
 
 type Meta = PartialObjectMetadata['metadata'];
 const log = createLogger({ level: 'error', format: 'json', write: () => {} });
 const informer = (api: ScriptedApi, name = 'pods'): Informer<Meta> =>
-  new Informer({ name, api, project: (object) => object.metadata, log });
+  new Informer({ name, api, project: metadataOf, log });
 
 test('an id is made and started once, however many read it; a shared informer is not started again', () => {
   const started: string[] = [];

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { PartialObjectMetadata } from '../kube/objects.ts';
 import { StoreIndex } from './index.ts';
-import { objectKey, Store } from './store.ts';
+import { objectKey, type Projection, Store } from './store.ts';
 
 function pod(
   name: string,
@@ -17,13 +17,27 @@ function pod(
   };
 }
 
+/** What appStore caches of an object: its label `app` and its resourceVersion. */
+interface App {
+  readonly app: string;
+  readonly version: string;
+}
+
+const app: Projection<App> = Object.assign(
+  (object: PartialObjectMetadata): App => ({
+    app: object.metadata.labels?.['app'] ?? '',
+    version: object.metadata.resourceVersion,
+  }),
+  { version: (cached: App) => cached.version },
+);
+
 /** A store whose projection is the label `app`, so tests see that the projection is what is cached. */
-function appStore(): Store<string> {
-  return new Store((object) => object.metadata.labels?.['app'] ?? '');
+function appStore(): Store<App> {
+  return new Store(app);
 }
 
 /** Runs a complete relist of `objects` and returns the resync change. */
-function relist(store: Store<string>, objects: readonly PartialObjectMetadata[]): ReturnType<Store<string>['apply']> {
+function relist<T>(store: Store<T>, objects: readonly PartialObjectMetadata[]): ReturnType<Store<T>['apply']> {
   store.apply({ type: 'init' });
   for (const object of objects) store.apply({ type: 'initApply', object });
   return store.apply({ type: 'initDone' });
@@ -41,22 +55,22 @@ test('apply upserts the projection and reports it; delete removes the key and re
   assert.deepEqual(store.apply({ type: 'apply', object: pod('web', 'shop', { app: 'a' }) }), {
     type: 'upsert',
     key: 'shop/web',
-    object: 'a',
+    object: { app: 'a', version: '1' },
     previous: undefined,
   });
   assert.deepEqual(store.apply({ type: 'apply', object: pod('web', 'shop', { app: 'b' }) }), {
     type: 'upsert',
     key: 'shop/web',
-    object: 'b',
-    previous: 'a',
+    object: { app: 'b', version: '1' },
+    previous: { app: 'a', version: '1' },
   });
-  assert.equal(store.get('shop/web'), 'b');
+  assert.deepEqual(store.get('shop/web'), { app: 'b', version: '1' });
   assert.equal(store.size, 1);
 
   assert.deepEqual(store.apply({ type: 'delete', object: pod('web', 'shop') }), {
     type: 'delete',
     key: 'shop/web',
-    previous: 'b',
+    previous: { app: 'b', version: '1' },
   });
   assert.equal(store.get('shop/web'), undefined);
   assert.equal(store.size, 0);
@@ -71,7 +85,7 @@ test('a relist is buffered: reads during it see the old state, initDone swaps th
   store.apply({ type: 'initApply', object: pod('same', 'ns', { app: 's' }) });
   store.apply({ type: 'initApply', object: pod('new', 'ns', { app: 'n' }) });
   assert.deepEqual([...store.keys()].sort(), ['ns/kept', 'ns/old', 'ns/same']);
-  assert.equal(store.get('ns/kept'), 'k1');
+  assert.equal(store.get('ns/kept')?.app, 'k1');
   assert.equal(store.get('ns/new'), undefined);
 
   const change = store.apply({ type: 'initDone' });
@@ -87,7 +101,7 @@ test('a relist is buffered: reads during it see the old state, initDone swaps th
     'what the store held before the relist',
   );
   assert.deepEqual([...store.keys()].sort(), ['ns/kept', 'ns/new', 'ns/same']);
-  assert.equal(store.get('ns/kept'), 'k2');
+  assert.equal(store.get('ns/kept')?.app, 'k2');
   assert.equal(store.get('ns/old'), undefined);
 });
 
@@ -111,7 +125,7 @@ test('an empty relist removes everything', () => {
     type: 'resync',
     changed: [],
     removed: ['ns/a', 'node'],
-    previous: new Map([['ns/a', ''], ['node', '']]),
+    previous: new Map([['ns/a', { app: '', version: '1' }], ['node', { app: '', version: '1' }]]),
   });
   assert.equal(store.size, 0);
 });
@@ -133,12 +147,12 @@ test('error events change nothing', () => {
   const store = appStore();
   relist(store, [pod('a', 'ns', { app: 'x' })]);
   assert.equal(store.apply({ type: 'error', error: new Error('boom'), retryInMs: 10 }), undefined);
-  assert.equal(store.get('ns/a'), 'x');
+  assert.equal(store.get('ns/a')?.app, 'x');
 });
 
 test('indexes follow upserts, deletes and relists', () => {
-  const byApp = new StoreIndex<string>((app) => app || undefined);
-  const store = new Store((object) => object.metadata.labels?.['app'] ?? '', [byApp]);
+  const byApp = new StoreIndex<App>((cached) => cached.app || undefined);
+  const store = new Store(app, [byApp]);
   store.apply({ type: 'apply', object: pod('a', 'ns', { app: 'web' }) });
   store.apply({ type: 'apply', object: pod('b', 'ns', { app: 'web' }) });
   store.apply({ type: 'apply', object: pod('c', 'ns', {}) });
@@ -159,7 +173,7 @@ test('each projection is released when it leaves the cache: replaced, deleted, m
   const project = Object.assign((object: PartialObjectMetadata) => {
     count(object.metadata.name, 1);
     return object.metadata.name;
-  }, { release: (name: string) => count(name, -1) });
+  }, { version: () => '1', release: (name: string) => count(name, -1) });
   const store = new Store(project);
   const uses = () => Object.fromEntries([...live].filter(([, n]) => n !== 0));
 
@@ -181,4 +195,29 @@ test('each projection is released when it leaves the cache: replaced, deleted, m
   store.apply({ type: 'delete', object: pod('a', 'ns') });
   store.apply({ type: 'delete', object: pod('e', 'ns') });
   assert.deepEqual(uses(), {});
+});
+
+test("a projection is handed the object's key; one that keeps it gets the cached key back for later versions", () => {
+  const handed: string[] = [];
+  const asked: string[] = [];
+  const keyed: Projection<{ readonly key: string; readonly version: string }> = Object.assign(
+    (object: PartialObjectMetadata, key: string) => {
+      handed.push(key);
+      return { key, version: object.metadata.resourceVersion };
+    },
+    {
+      version: (cached: { readonly version: string }) => cached.version,
+      key: (cached: { readonly key: string }) => {
+        asked.push(cached.key);
+        return cached.key;
+      },
+    },
+  );
+  const store = new Store(keyed);
+  relist(store, [pod('a', 'ns'), pod('node')]);
+  store.apply({ type: 'apply', object: pod('a', 'ns', {}, '2') });
+  relist(store, [pod('a', 'ns', {}, '3'), pod('node', undefined, {}, '2'), pod('b', 'ns')]);
+  assert.deepEqual(handed, ['ns/a', 'node', 'ns/a', 'ns/a', 'node', 'ns/b']);
+  assert.deepEqual(asked, ['ns/a', 'ns/a', 'node'], 'asked only for objects already cached');
+  assert.deepEqual([...store.values()].map((o) => o.version), ['3', '2', '1']);
 });

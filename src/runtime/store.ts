@@ -7,12 +7,22 @@ import type { WatcherEvent } from './watcher.ts';
 
 /** `namespace/name`, or `name` for cluster-scoped objects (client-go's MetaNamespaceKeyFunc). */
 export function objectKey(meta: { readonly name: string; readonly namespace?: string | undefined }): string {
-  return meta.namespace ? `${meta.namespace}/${meta.name}` : meta.name;
+  // join builds one flat string; a template literal builds a rope of a fresh `namespace/` and the
+  // name, which costs more per cached key and keeps the name's own string alive.
+  return meta.namespace ? [meta.namespace, meta.name].join('/') : meta.name;
 }
 
 /** Keeps only what the controller needs of an object: it is what bounds memory. */
 export interface Projection<T> {
-  (object: PartialObjectMetadata): T;
+  /** `key` is the object's key in the store: a projection may keep it rather than a copy of the name. */
+  (object: PartialObjectMetadata, key: string): T;
+  /** The resourceVersion the projection kept: a relist re-queues only what changed while we were away. */
+  readonly version: (projected: T) => string;
+  /**
+   * The key the projection kept, if it keeps one: the store hands it to the object's next
+   * projections and reports it in its changes, so each cached object holds one copy of its key.
+   */
+  readonly key?: (projected: T) => string;
   /**
    * Told when a projection leaves the cache (replaced, deleted, missing from a relist, or part of a
    * relist that failed half-way), so that parts it shares with others can be freed.
@@ -40,9 +50,7 @@ export type StoreChange<T> =
 export class Store<T> {
   readonly #project: Projection<T>;
   #objects = new Map<string, T>();
-  /** resourceVersion per key: a relist re-queues only what changed while we were away. */
-  #versions = new Map<string, string>();
-  #buffer: { objects: Map<string, T>; versions: Map<string, string> } | undefined;
+  #buffer: Map<string, T> | undefined;
   #synced = false;
   readonly #indexes: readonly StoreIndex<T>[];
 
@@ -77,42 +85,44 @@ export class Store<T> {
     switch (event.type) {
       case 'init':
         // A relist that failed half-way is started over.
-        this.#releaseAll(this.#buffer?.objects);
-        this.#buffer = { objects: new Map(), versions: new Map() };
+        this.#releaseAll(this.#buffer);
+        this.#buffer = new Map();
         return undefined;
       case 'initApply': {
-        const key = objectKey(event.object.metadata);
         if (this.#buffer === undefined) return undefined;
-        this.#release(this.#buffer.objects.get(key));
-        this.#buffer.objects.set(key, this.#project(event.object));
-        this.#buffer.versions.set(key, event.object.metadata.resourceVersion);
+        const fresh = objectKey(event.object.metadata);
+        const key = this.#keyOf(fresh, this.#objects.get(fresh));
+        this.#release(this.#buffer.get(key));
+        this.#buffer.set(key, this.#project(event.object, key));
         return undefined;
       }
       case 'initDone': {
-        const next = this.#buffer ?? { objects: new Map<string, T>(), versions: new Map<string, string>() };
-        const removed = [...this.#objects.keys()].filter((key) => !next.objects.has(key));
+        const next = this.#buffer ?? new Map<string, T>();
+        const removed = [...this.#objects.keys()].filter((key) => !next.has(key));
         // Unchanged objects need no new reconcile (and one waiting out a retry backoff keeps waiting).
-        const changed = [...next.versions].filter(([key, version]) => this.#versions.get(key) !== version).map((
-          [key],
-        ) => key);
+        const { version } = this.#project;
+        const changed: string[] = [];
+        for (const [key, object] of next) {
+          const before = this.#objects.get(key);
+          if (before === undefined || version(before) !== version(object)) changed.push(key);
+        }
         const previous = this.#objects;
-        for (const index of this.#indexes) index.rebuild(next.objects);
+        for (const index of this.#indexes) index.rebuild(next);
         // Every object is projected anew by the relist: the old projections all leave.
         this.#releaseAll(this.#objects);
-        this.#objects = next.objects;
-        this.#versions = next.versions;
+        this.#objects = next;
         this.#buffer = undefined;
         this.#synced = true;
         return { type: 'resync', changed, removed, previous };
       }
       case 'apply': {
-        const key = objectKey(event.object.metadata);
-        const object = this.#project(event.object);
-        const previous = this.#objects.get(key);
+        const fresh = objectKey(event.object.metadata);
+        const previous = this.#objects.get(fresh);
+        const key = this.#keyOf(fresh, previous);
+        const object = this.#project(event.object, key);
         for (const index of this.#indexes) index.update(key, previous, object);
         this.#release(previous);
         this.#objects.set(key, object);
-        this.#versions.set(key, event.object.metadata.resourceVersion);
         return { type: 'upsert', key, object, previous };
       }
       case 'delete': {
@@ -121,13 +131,17 @@ export class Store<T> {
         for (const index of this.#indexes) index.update(key, previous, undefined);
         this.#release(previous);
         this.#objects.delete(key);
-        this.#versions.delete(key);
         return { type: 'delete', key, previous };
       }
       case 'watching':
       case 'error':
         return undefined;
     }
+  }
+
+  /** The key to use for an object cached as `current`: the copy it holds, when the projection keeps keys. */
+  #keyOf(fresh: string, current: T | undefined): string {
+    return current === undefined || this.#project.key === undefined ? fresh : this.#project.key(current);
   }
 
   #release(object: T | undefined): void {

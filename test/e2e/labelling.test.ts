@@ -389,7 +389,17 @@ kinds:
     const object = cached.get(`${ns}/big`);
     assert.ok(object);
     assert.ok(!('managedFields' in object) && !('data' in object), 'only the projection is cached');
-    assert.deepEqual(Object.keys(object).sort(), ['annotations', 'labels', 'name', 'namespace', 'owned', 'uid']);
+    // The name is read from the key, not kept.
+    assert.deepEqual(Object.keys(object).sort(), [
+      'annotations',
+      'key',
+      'labels',
+      'namespace',
+      'owned',
+      'resourceVersion',
+      'uid',
+    ]);
+    assert.equal(object.name, 'big');
   });
 });
 
