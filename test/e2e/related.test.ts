@@ -31,6 +31,16 @@ const KINDS = [
 /** This file's labellers write as their own field manager, so a labeller another test file runs cluster-wide is not counted. */
 const FIELD_MANAGER = 'labeller-related-e2e';
 
+/** Arguments of a labeller of `config` (a kinds.yaml) in namespace `ns`, as this file's field manager. */
+const withConfig = (config: string, ns: string): string[] => [
+  '--config',
+  configFile(config),
+  '--namespace',
+  ns,
+  '--field-manager',
+  FIELD_MANAGER,
+];
+
 /**
  * The requests of this file's labellers about `namespaces` (each test's own: their names are
  * random), read from the audit log as it grows from now on: `requests(since, filter)` answers
@@ -245,14 +255,7 @@ describe('labels from related objects', { skip: auditSkip }, () => {
         example.com/owner: "{{owner.kind}}.{{owner.name}}"
     - resource: pods
   `;
-      const labeller = new Labeller([
-        '--config',
-        configFile(config),
-        '--namespace',
-        ns,
-        '--field-manager',
-        FIELD_MANAGER,
-      ], { runtime });
+      const labeller = new Labeller(withConfig(config, ns), { runtime });
       const rsPath = (name: string) => `${apps}/replicasets/${name}`;
       const podPaths = (rs: string) => ['a', 'b'].map((p) => `${core}/pods/${rs}-${p}`);
       const all = ['web-1', 'web-2'].flatMap((rs) => [rsPath(rs), ...podPaths(rs)]);
@@ -306,7 +309,7 @@ describe('labels from related objects', { skip: auditSkip }, () => {
         // Prune hands back labeller's labels and reads nothing but the labelled kinds: no owner kind, no namespace.
         mark = Date.now();
         const pruned = await runLabeller(
-          ['prune', '--config', configFile(config), '--namespace', ns, '--field-manager', FIELD_MANAGER],
+          ['prune', ...withConfig(config, ns)],
           { runtime },
         );
         assert.equal(pruned.code, 0, pruned.stderr);
@@ -363,14 +366,7 @@ kinds:
   - resource: jobs
     labels: { example.com/root: "{{root.name}}" }
 `;
-    const labeller = new Labeller([
-      '--config',
-      configFile(config),
-      '--namespace',
-      ns,
-      '--field-manager',
-      FIELD_MANAGER,
-    ]);
+    const labeller = new Labeller(withConfig(config, ns));
     try {
       await eventually(
         async () => (await labelsOf(`/api/v1/namespaces/${ns}/pods/web-1-a`))['example.com/owner'] === 'web-1',
@@ -422,16 +418,9 @@ kinds:
     labels: { example.com/root: "{{root.name}}" }
 `;
     const port = 18473;
-    const labeller = new Labeller([
-      '--config',
-      configFile(config),
-      '--namespace',
-      ns,
-      '--field-manager',
-      FIELD_MANAGER,
-      '--health-probe-bind-address',
-      `127.0.0.1:${port}`,
-    ], { kubeconfig });
+    const labeller = new Labeller([...withConfig(config, ns), '--health-probe-bind-address', `127.0.0.1:${port}`], {
+      kubeconfig,
+    });
     try {
       const refused = await labeller.waitForLog((l) => watchFailed(l) && l.kind === 'ReplicaSet', 30_000);
       assert.match(String(refused['error']), /403 Forbidden: .*replicasets/);
