@@ -61,16 +61,19 @@ export class Relations implements RelatedCaches {
   readonly #created: Informer<LabelledObject>[] = [];
   /** Namespaces related objects are watched in, when every kind is limited to some; undefined = cluster-wide. */
   readonly #namespaces: ReadonlySet<string> | undefined;
-  /** Some template reads owner.* or root.*: caches keep controller references and index children by owner. */
+  /** Some template reads owner.* or root.*: changes of labelled objects, as possible owners, are mapped too. */
   readonly #owners: boolean;
-  /** Some template reads root.*: owners' own owners are watched too. */
+  /** Some template reads root.*: every cache keeps controller references and indexes children by owner (a chain may run through it). */
   readonly #roots: boolean;
   /** Annotation keys templates read of related objects, kept by the caches related objects live in. */
   readonly #annotations: ReadonlySet<string>;
   readonly #consumers: Consumer[] = [];
   readonly #chain: ChainLink[] = [];
-  /** For each tracked informer, the informers its objects' controllers live in. */
-  readonly #ownerIds = new Map<Informer<LabelledObject>, Set<string>>();
+  /**
+   * For each tracked informer, the informers its objects' controllers live in, and whether their
+   * own controllers are tracked too: only along the chains of kinds that read `root.*`.
+   */
+  readonly #tracked = new Map<Informer<LabelledObject>, { readonly ids: Set<string>; deep: boolean }>();
   /** ownerReference apiVersion + kind → its resource, or null when not served. */
   readonly #ownerResources = new Map<string, ApiResource | null>();
 
@@ -123,13 +126,17 @@ export class Relations implements RelatedCaches {
       ...own,
       ...(this.#owners || resource.resource === NAMESPACES ? this.#annotations : []),
     ]);
-    const byNamespace = reads.has('namespace')
+    // A controller of one namespace holds nothing else: its whole cache is the index.
+    const byNamespace = reads.has('namespace') && resource.namespaced && !namespace
       ? new StoreIndex<LabelledObject>((object) => object.namespace || undefined)
       : undefined;
-    const byOwner = this.#owners ? new StoreIndex<LabelledObject>((object) => object.owner?.uid) : undefined;
+    // Controller references are kept by kinds that read owners and, for root.*, by every kind an
+    // owner chain may run through.
+    const owners = reads.has('owner') || this.#roots;
+    const byOwner = owners ? new StoreIndex<LabelledObject>((object) => object.owner?.uid) : undefined;
     let informer: Informer<LabelledObject> | undefined;
     return {
-      project: projector(this.#options.fieldManager, annotations, this.#owners),
+      project: projector(this.#options.fieldManager, annotations, owners),
       indexes: [byNamespace, byOwner].filter((index) => index !== undefined),
       related: reads.size === 0 ? undefined : (object) => resolveRelated(object, resource.kind, reads, this),
       dependencies: reads.size === 0 ? undefined : () => this.#dependencies(informer!, reads, namespace),
@@ -137,10 +144,16 @@ export class Relations implements RelatedCaches {
         informer = controller.informer;
         if (!kind.selector) this.#informers.share(this.#id(resource, namespace), controller.informer);
         if (reads.size > 0) {
-          this.#consumers.push({ reads, store: controller.store, target: controller, byNamespace, byOwner });
+          const inNamespace = byNamespace
+            ? (name: string) => byNamespace.get(name)
+            : reads.has('namespace') && namespace
+            ? (name: string) => (name === namespace ? controller.store.keys() : [])
+            : undefined;
+          this.#consumers.push({ reads, store: controller.store, target: controller, inNamespace, byOwner });
         }
-        if (byOwner) this.#link(controller.informer, byOwner);
-        if (reads.has('owner') || reads.has('root')) this.#track(controller.informer);
+        // Its objects may be others' owners: their changes requeue what reads them.
+        if (this.#owners) this.#asOwners(controller.informer, byOwner);
+        if (reads.has('owner') || reads.has('root')) this.#track(controller.informer, reads.has('root'));
         if (reads.has('namespace')) this.#namespaceInformer(namespace);
         // Labelled namespaces that are also the namespace cache: their changes map to what reads them.
         if (
@@ -205,22 +218,37 @@ export class Relations implements RelatedCaches {
     watches(informer, (change) => namespaceRequeues(change, informer.store, this.#consumers));
   }
 
-  /** Makes `informer` a link of owner chains: a change to one of its objects requeues what reads it as owner or root. */
-  #link(informer: Informer<LabelledObject>, byOwner: StoreIndex<LabelledObject>): void {
-    this.#chain.push({ store: informer.store, byOwner });
+  /**
+   * A change to one of `informer`'s objects requeues what reads it as owner or root; with
+   * `byOwner`, its objects are also links of owner chains (root.*).
+   */
+  #asOwners(informer: Informer<LabelledObject>, byOwner: StoreIndex<LabelledObject> | undefined): void {
+    if (byOwner) this.#chain.push({ store: informer.store, byOwner });
     watches(informer, (change) => ownerRequeues(change, informer.store, this.#consumers, this.#chain));
   }
 
-  /** Watches the owners of `informer`'s objects, as they appear. */
-  #track(informer: Informer<LabelledObject>): void {
-    if (this.#ownerIds.has(informer)) return;
-    const ids = new Set<string>();
-    this.#ownerIds.set(informer, ids);
-    const note = (object: LabelledObject | undefined): void => {
-      if (object?.owner) {
-        const found = this.#ownerInformer(object.owner, object.namespace);
-        if (found) ids.add(found.id);
+  /**
+   * Watches the owners of `informer`'s objects, as they appear; `deep` (for `root.*`), their
+   * owners' owners too, up the chains. An owner kind read only by `owner.*` is not followed up:
+   * its own owners may be kinds labeller is not allowed to read.
+   */
+  #track(informer: Informer<LabelledObject>, deep: boolean): void {
+    const known = this.#tracked.get(informer);
+    if (known) {
+      if (deep && !known.deep) {
+        known.deep = true;
+        for (const id of known.ids) this.#track(this.#informers.get(id)!, true);
       }
+      return;
+    }
+    const tracked = { ids: new Set<string>(), deep };
+    this.#tracked.set(informer, tracked);
+    const note = (object: LabelledObject | undefined): void => {
+      if (!object?.owner) return;
+      const found = this.#ownerInformer(object.owner, object.namespace);
+      if (!found || tracked.ids.has(found.id)) return;
+      tracked.ids.add(found.id);
+      if (tracked.deep) this.#track(found.informer, true);
     };
     for (const key of informer.store.keys()) note(informer.store.get(key));
     informer.subscribe((change) => {
@@ -238,13 +266,9 @@ export class Relations implements RelatedCaches {
     if (!resource) return undefined;
     const scope = resource.namespaced && this.#namespaces ? namespace : '';
     const id = this.#id(resource, scope);
-    const informer = this.#informers.get(id) ?? this.#create(id, resource, scope, undefined, (created, byOwner) => {
-      // With root.*, an owner is a link further down chains; otherwise only its own children read it.
-      if (byOwner) this.#link(created, byOwner);
-      else watches(created, (change) => ownerRequeues(change, created.store, this.#consumers, this.#chain));
-    });
-    // Owners of owners, for root.*: a shared labelled cache is tracked when first reached as an owner.
-    if (this.#roots) this.#track(informer);
+    // With root.*, an owner is a link further down chains; otherwise only its own children read it.
+    const informer = this.#informers.get(id) ??
+      this.#create(id, resource, scope, undefined, (created, byOwner) => this.#asOwners(created, byOwner));
     return { informer, resource, id };
   }
 
@@ -314,12 +338,12 @@ export class Relations implements RelatedCaches {
     const ids = new Set<string>();
     if (reads.has('namespace')) ids.add(this.#namespaceId(this.#namespaces ? namespace : ''));
     if (!reads.has('owner') && !reads.has('root')) return ids;
-    const pending = [...(this.#ownerIds.get(informer) ?? [])];
+    const pending = [...(this.#tracked.get(informer)?.ids ?? [])];
     for (let id = pending.pop(); id !== undefined; id = pending.pop()) {
       if (ids.has(id)) continue;
       ids.add(id);
       const owner = this.#informers.get(id);
-      if (reads.has('root') && owner) pending.push(...(this.#ownerIds.get(owner) ?? []));
+      if (reads.has('root') && owner) pending.push(...(this.#tracked.get(owner)?.ids ?? []));
     }
     return ids;
   }

@@ -101,7 +101,9 @@ export async function runApp(
     // Before the first write: refuse to fight a labeller of another config under this field manager.
     const guard = options.dryRun ? undefined : guardFor(client, config, kinds, options, log);
     await guard?.check(shutdown.intake);
-    const related = new Relations(client, config.kinds, kinds.resources, {
+    // The kinds wired, not the config's: prune's render no label and read no related object.
+    const wiredKinds = [...kinds.resolved, ...kinds.unknown].map(({ kind }) => kind);
+    const related = new Relations(client, wiredKinds, kinds.resources, {
       fieldManager: options.fieldManager,
       once: options.once,
       watchTimeoutSeconds: options.watchTimeoutSeconds,

@@ -136,7 +136,7 @@ const meta = (
 function consumer(
   sources: string[],
   store: Store<LabelledObject>,
-  byNamespace?: StoreIndex<LabelledObject>,
+  inNamespace?: (name: string) => Iterable<string>,
   byOwner?: StoreIndex<LabelledObject>,
 ) {
   const queued: string[] = [];
@@ -144,7 +144,7 @@ function consumer(
     reads: reads(...sources),
     store,
     target: { enqueue: (key) => queued.push(key) },
-    byNamespace,
+    inNamespace,
     byOwner,
   };
   return { value, queued };
@@ -158,7 +158,7 @@ test('a namespace change requeues only the objects in it whose templates read th
     pods.apply({ type: 'apply', object: meta(name, ns, {}) });
   }
   namespaces.apply({ type: 'apply', object: meta('shop', '', { team: 'a' }) });
-  const readers = consumer(['{{namespace.labels.team}}'], pods, byNamespace);
+  const readers = consumer(['{{namespace.labels.team}}'], pods, (name) => byNamespace.get(name));
   const map = (labels: Record<string, string>) =>
     [...namespaceRequeues(namespaces.apply({ type: 'apply', object: meta('shop', '', labels) })!, namespaces, [
       readers.value,

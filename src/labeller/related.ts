@@ -108,8 +108,8 @@ export interface Consumer {
   readonly reads: RelatedReads;
   readonly store: Store<LabelledObject>;
   readonly target: Enqueue;
-  /** Its objects by namespace, when it reads `namespace.*`. */
-  readonly byNamespace?: StoreIndex<LabelledObject> | undefined;
+  /** The keys of its objects in a namespace, when it reads `namespace.*`. */
+  readonly inNamespace?: ((name: string) => Iterable<string>) | undefined;
   /** Its objects by their controller's uid, when it reads `owner.*` or `root.*`. */
   readonly byOwner?: StoreIndex<LabelledObject> | undefined;
 }
@@ -144,8 +144,8 @@ export function* namespaceRequeues(
 ): Generator<Requeue> {
   for (const [name, old, now] of changes(change, namespaces)) {
     for (const consumer of consumers) {
-      if (!consumer.byNamespace || !readsChanged(consumer.reads.get('namespace'), old, now)) continue;
-      for (const key of consumer.byNamespace.get(name)) yield [consumer.target, key];
+      if (!consumer.inNamespace || !readsChanged(consumer.reads.get('namespace'), old, now)) continue;
+      for (const key of consumer.inNamespace(name)) yield [consumer.target, key];
     }
   }
 }

@@ -10,8 +10,8 @@ import { type AuditEvent, byLabeller, receivedAt } from '../harness/audit.ts';
 import { figure } from '../harness/figures.ts';
 import {
   adminClient,
-  auditEvents,
   auditSkip,
+  auditTail,
   configFile,
   create,
   createNamespace,
@@ -20,12 +20,12 @@ import {
   patchLabels,
   serviceAccountKubeconfig,
 } from './cluster.ts';
-import { Labeller, watchFailed } from '../harness/labeller.ts';
+import { Labeller, runLabeller, watchFailed } from '../harness/labeller.ts';
 import type { Runtime } from '../harness/runtime.ts';
 import { sleep } from '../harness/sleep.ts';
 
-/** Objects per kind in the namespace whose label changes (3 kinds); the bench runs 10 000. */
-const PER_KIND = 200;
+/** Objects in the namespace whose label changes, spread over 3 kinds (the issue's acceptance size); the bench runs 10 000. */
+const TOTAL = 2000;
 const KINDS = [
   ['configmaps', (name: string) => ({ metadata: { name } })],
   ['secrets', (name: string) => ({ metadata: { name }, stringData: { k: 'v' } })],
@@ -35,38 +35,58 @@ const KINDS = [
 /** This file's labellers write as their own field manager, so a labeller another test file runs cluster-wide is not counted. */
 const FIELD_MANAGER = 'labeller-related-e2e';
 
-/**
- * The requests since `since` (ms) of this file's labellers about `namespaces` (each test's own:
- * their names are random) that match `filter`.
- */
-const requests = (since: number, namespaces: readonly string[], filter: (event: AuditEvent) => boolean): AuditEvent[] =>
-  auditEvents((e) =>
-    byLabeller(e) && receivedAt(e) >= since && namespaces.some((n) => e.requestURI.includes(n)) &&
-    (e.verb !== 'patch' || e.requestURI.includes(`fieldManager=${FIELD_MANAGER}`)) && filter(e)
-  );
+/** Arguments of a labeller of `config` (a kinds.yaml) in namespace `ns`, as this file's field manager. */
+const withConfig = (config: string, ns: string): string[] => [
+  '--config',
+  configFile(config),
+  '--namespace',
+  ns,
+  '--field-manager',
+  FIELD_MANAGER,
+];
 
-async function createMany(ns: string, count: number): Promise<void> {
-  for (const [resource, make] of KINDS) {
-    for (let i = 0; i < count; i += 25) {
-      await Promise.all(
-        Array.from(
-          { length: Math.min(25, count - i) },
-          (_, j) => create(`/api/v1/namespaces/${ns}/${resource}`, make(`o-${i + j}`)),
-        ),
-      );
+/**
+ * The requests of this file's labellers about `namespaces` (each test's own: their names are
+ * random), read from the audit log as it grows from now on: `requests(since, filter)` answers
+ * those received since `since` (ms) that match `filter`.
+ */
+function audited(
+  namespaces: readonly string[],
+): (since: number, filter: (event: AuditEvent) => boolean) => AuditEvent[] {
+  const tail = auditTail((e) =>
+    byLabeller(e) && namespaces.some((n) => e.requestURI.includes(n)) &&
+    (e.verb !== 'patch' || e.requestURI.includes(`fieldManager=${FIELD_MANAGER}`))
+  );
+  const seen: AuditEvent[] = [];
+  return (since, filter) => {
+    for (const event of tail()) seen.push(event);
+    return seen.filter((e) => receivedAt(e) >= since && filter(e));
+  };
+}
+
+/** Creates `count` objects in `ns`, round-robin over the three kinds, `inFlight` requests at a time. */
+async function createMany(ns: string, count: number, inFlight = 50): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    for (let i = next++; i < count; i = next++) {
+      const [resource, make] = KINDS[i % KINDS.length]!;
+      await create(`/api/v1/namespaces/${ns}/${resource}`, make(`o-${i}`));
     }
-  }
+  };
+  await Promise.all(Array.from({ length: inFlight }, worker));
 }
 
 /** How many objects of the three kinds in `ns` carry `team` = `value` (undefined: carry no `team`). */
 async function carrying(ns: string, value: string | undefined): Promise<number> {
+  const selector = encodeURIComponent(value === undefined ? '!team' : `team=${value}`);
   let n = 0;
   for (const [resource] of KINDS) {
-    const list = await (await adminClient()).json<{ items: { metadata: { labels?: Record<string, string> } }[] }>(
+    const list = await (await adminClient()).json<{ items: unknown[] }>(
       'GET',
-      `/api/v1/namespaces/${ns}/${resource}`,
+      `/api/v1/namespaces/${ns}/${resource}?labelSelector=${selector}`,
+      { headers: { accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' } },
     );
-    n += list.items.filter((i) => i.metadata.labels?.['team'] === value).length;
+    n += list.items.length;
   }
   return n;
 }
@@ -76,9 +96,8 @@ describe('labels from related objects', { skip: auditSkip }, () => {
     const [ns, other] = [await createNamespace('related-team'), await createNamespace('related-other')];
     await patchLabels(`/api/v1/namespaces/${ns}`, { team: 'payments' });
     await patchLabels(`/api/v1/namespaces/${other}`, { team: 'search' });
-    await createMany(ns, PER_KIND);
-    await createMany(other, 5);
-    const total = PER_KIND * KINDS.length;
+    await createMany(ns, TOTAL);
+    await createMany(other, 15);
     const args = [
       '--kinds',
       KINDS.map(([r]) => r).join(','),
@@ -89,20 +108,19 @@ describe('labels from related objects', { skip: auditSkip }, () => {
       '--field-manager',
       FIELD_MANAGER,
     ];
-    const both = [ns, other];
+    const requests = audited([ns, other]);
     const inOther = (e: AuditEvent) => e.objectRef?.namespace === other;
     const patchesIn = (since: number, namespace: string) =>
       requests(
         since,
-        [namespace],
         (e) => e.verb === 'patch' && e.objectRef?.namespace === namespace && e.objectRef.resource !== 'namespaces',
       ).length;
 
     let labeller = new Labeller(args);
     try {
       await eventually(
-        async () => (await carrying(ns, 'payments')) === total,
-        `all ${total} objects to carry team=payments`,
+        async () => (await carrying(ns, 'payments')) === TOTAL,
+        `all ${TOTAL} objects to carry team=payments`,
         120_000,
         500,
       );
@@ -115,21 +133,21 @@ describe('labels from related objects', { skip: auditSkip }, () => {
       let mark = Date.now();
       await patchLabels(`/api/v1/namespaces/${ns}`, { team: 'billing' });
       await eventually(
-        async () => (await carrying(ns, 'billing')) === total,
-        `all ${total} objects to carry team=billing`,
+        async () => (await carrying(ns, 'billing')) === TOTAL,
+        `all ${TOTAL} objects to carry team=billing`,
         120_000,
         500,
       );
       const changed = (Date.now() - mark) / 1000;
-      await eventually(async () => patchesIn(mark, ns) >= total, 'the audit log to record the patches', 10_000);
-      assert.equal(patchesIn(mark, ns), total, 'one PATCH per object');
+      await eventually(async () => patchesIn(mark, ns) >= TOTAL, 'the audit log to record the patches', 10_000);
+      assert.equal(patchesIn(mark, ns), TOTAL, 'one PATCH per object');
       assert.equal(
-        requests(mark, both, (e) => e.verb === 'get' || e.verb === 'list').length,
+        requests(mark, (e) => e.verb === 'get' || e.verb === 'list').length,
         0,
         'no GET, no LIST: related objects come from the caches',
       );
       assert.equal(
-        requests(mark, both, (e) => e.verb === 'patch' && inOther(e)).length,
+        requests(mark, (e) => e.verb === 'patch' && inOther(e)).length,
         0,
         'objects in the other namespace untouched',
       );
@@ -138,22 +156,22 @@ describe('labels from related objects', { skip: auditSkip }, () => {
       mark = Date.now();
       await patchLabels(`/api/v1/namespaces/${ns}`, { team: null });
       await eventually(
-        async () => (await carrying(ns, undefined)) === total,
-        `all ${total} objects to lose team`,
+        async () => (await carrying(ns, undefined)) === TOTAL,
+        `all ${TOTAL} objects to lose team`,
         120_000,
         500,
       );
       const removed = (Date.now() - mark) / 1000;
-      await eventually(async () => patchesIn(mark, ns) >= total, 'the audit log to record the patches', 10_000);
-      assert.equal(patchesIn(mark, ns), total, 'one PATCH per object');
+      await eventually(async () => patchesIn(mark, ns) >= TOTAL, 'the audit log to record the patches', 10_000);
+      assert.equal(patchesIn(mark, ns), TOTAL, 'one PATCH per object');
       assert.equal(
-        requests(mark, both, (e) => e.verb === 'patch' && inOther(e)).length,
+        requests(mark, (e) => e.verb === 'patch' && inOther(e)).length,
         0,
         'objects in the other namespace untouched',
       );
       figure(
         t,
-        `namespace label on ${total} objects (3 kinds): changed on all in ${
+        `namespace label on ${TOTAL} objects (3 kinds): changed on all in ${
           changed.toFixed(1)
         } s, removed from all in ${
           removed.toFixed(1)
@@ -165,14 +183,14 @@ describe('labels from related objects', { skip: auditSkip }, () => {
       await patchLabels(`/api/v1/namespaces/${ns}`, { team: 'ops' });
       const dryRun = await new Labeller([...args, '--once', '--dry-run']).exited;
       assert.equal(dryRun.code, 0, dryRun.stderr);
-      assert.match(dryRun.stdout, new RegExp(`^dry run: seen ${total + 15}, would patch ${total}, unchanged 15,`, 'm'));
+      assert.match(dryRun.stdout, new RegExp(`^dry run: seen ${TOTAL + 15}, would patch ${TOTAL}, unchanged 15,`, 'm'));
       const line = dryRun.stderr.split('\n').find((l) => l.includes('would apply labels (dry run)'));
       assert.deepEqual((JSON.parse(line ?? '{}') as { patch?: unknown }).patch, [{
         op: 'add',
         path: '/metadata/labels/team',
         value: 'ops',
       }]);
-      assert.equal(await carrying(ns, undefined), total, 'the dry run wrote nothing');
+      assert.equal(await carrying(ns, undefined), TOTAL, 'the dry run wrote nothing');
       await patchLabels(`/api/v1/namespaces/${ns}`, { team: null });
 
       mark = Date.now();
@@ -181,7 +199,7 @@ describe('labels from related objects', { skip: auditSkip }, () => {
         await labeller.waitForLog((l) => l.msg === 'initial list complete' && l.kind === kind, 60_000);
       }
       await sleep(3000);
-      assert.equal(requests(mark, both, (e) => e.verb === 'patch').length, 0, 'the restart sent no PATCH');
+      assert.equal(requests(mark, (e) => e.verb === 'patch').length, 0, 'the restart sent no PATCH');
     } finally {
       assertCleanExit(await labeller.stop());
     }
@@ -190,6 +208,7 @@ describe('labels from related objects', { skip: auditSkip }, () => {
   for (const runtime of ['node', 'deno'] as Runtime[]) {
     test(`a Deployment label reaches its ReplicaSets and Pods, follows a change, and leaves an orphaned ReplicaSet and its Pods (${runtime})`, async (t) => {
       const ns = await createNamespace(`related-owner-${runtime}`);
+      const requests = audited([ns]);
       const apps = `/apis/apps/v1/namespaces/${ns}`;
       const core = `/api/v1/namespaces/${ns}`;
       const podSpec = { containers: [{ name: 'c', image: 'nginx' }] };
@@ -240,14 +259,7 @@ describe('labels from related objects', { skip: auditSkip }, () => {
         example.com/owner: "{{owner.kind}}.{{owner.name}}"
     - resource: pods
   `;
-      const labeller = new Labeller([
-        '--config',
-        configFile(config),
-        '--namespace',
-        ns,
-        '--field-manager',
-        FIELD_MANAGER,
-      ], { runtime });
+      const labeller = new Labeller(withConfig(config, ns), { runtime });
       const rsPath = (name: string) => `${apps}/replicasets/${name}`;
       const podPaths = (rs: string) => ['a', 'b'].map((p) => `${core}/pods/${rs}-${p}`);
       const all = ['web-1', 'web-2'].flatMap((rs) => [rsPath(rs), ...podPaths(rs)]);
@@ -259,12 +271,12 @@ describe('labels from related objects', { skip: auditSkip }, () => {
         assert.equal((await labelsOf(rsPath('web-1')))['example.com/owner'], 'Deployment.web');
         // A labelled kind that is also an owner (replicasets) is listed once; deployments, only read, once.
         assert.equal(
-          requests(started, [ns], (e) => e.verb === 'list' && e.objectRef?.resource === 'replicasets').length,
+          requests(started, (e) => e.verb === 'list' && e.objectRef?.resource === 'replicasets').length,
           1,
           'replicasets listed once',
         );
         assert.equal(
-          requests(started, [ns], (e) => e.verb === 'list' && e.objectRef?.resource === 'deployments').length,
+          requests(started, (e) => e.verb === 'list' && e.objectRef?.resource === 'deployments').length,
           1,
           'deployments listed once',
         );
@@ -273,7 +285,7 @@ describe('labels from related objects', { skip: auditSkip }, () => {
         await patchLabels(`${apps}/deployments/web`, { 'app.kubernetes.io/part-of': 'mall' });
         await eventually(() => partOf(all, 'mall'), 'the changed label on every ReplicaSet and Pod');
         const followed = Date.now() - mark;
-        assert.equal(requests(mark, [ns], (e) => e.verb === 'get').length, 0, 'no GET');
+        assert.equal(requests(mark, (e) => e.verb === 'get').length, 0, 'no GET');
 
         // Orphan web-2 (as `kubectl delete --cascade=orphan` does): its derived labels go, from it and its Pods.
         mark = Date.now();
@@ -288,7 +300,7 @@ describe('labels from related objects', { skip: auditSkip }, () => {
         assert.equal((await labelsOf(rsPath('web-2')))['example.com/owner'], undefined, 'no owner, no owner label');
         assert.ok(await partOf([rsPath('web-1'), ...podPaths('web-1')], 'mall'), 'the other ReplicaSet keeps it');
         assert.equal(
-          requests(mark, [ns], (e) => e.verb === 'patch').length,
+          requests(mark, (e) => e.verb === 'patch').length,
           3,
           'one PATCH each for the orphan and its two Pods',
         );
@@ -296,11 +308,87 @@ describe('labels from related objects', { skip: auditSkip }, () => {
           t,
           `owner chain (${runtime}): Deployment label change on its 2 ReplicaSets and 4 Pods in ${followed} ms; orphaning a ReplicaSet: 3 PATCHes`,
         );
+        assertCleanExit(await labeller.stop());
+
+        // Prune hands back labeller's labels and reads nothing but the labelled kinds: no owner kind, no namespace.
+        mark = Date.now();
+        const pruned = await runLabeller(
+          ['prune', ...withConfig(config, ns)],
+          { runtime },
+        );
+        assert.equal(pruned.code, 0, pruned.stderr);
+        assert.ok(
+          (await Promise.all(all.map(labelsOf))).every((l) =>
+            l['example.com/part-of'] === undefined && l['example.com/owner'] === undefined
+          ),
+          'prune removed the derived labels',
+        );
+        assert.deepEqual(
+          requests(mark, (e) => e.verb === 'list' || e.verb === 'watch').map((e) => e.objectRef?.resource)
+            .sort(),
+          ['pods', 'replicasets'],
+          'prune lists the labelled kinds once each and watches nothing',
+        );
       } finally {
         assertCleanExit(await labeller.stop());
       }
     });
   }
+
+  test('an owner read by owner.* only is not followed up its own chain, though another kind reads root.*', async () => {
+    const ns = await createNamespace('related-shallow');
+    const requests = audited([ns]);
+    const apps = `/apis/apps/v1/namespaces/${ns}`;
+    const podSpec = { containers: [{ name: 'c', image: 'nginx' }] };
+    const selector = { matchLabels: { app: 'web' } };
+    const template = { metadata: { labels: { app: 'web' } }, spec: podSpec };
+    const ref = (
+      kind: string,
+      name: string,
+      uid: string,
+    ) => [{ apiVersion: 'apps/v1', kind, name, uid, controller: true }];
+    const deployment = await create<{ metadata: { uid: string } }>(`${apps}/deployments`, {
+      metadata: { name: 'web' },
+      spec: { selector, template },
+    });
+    const rs = await create<{ metadata: { uid: string } }>(`${apps}/replicasets`, {
+      metadata: { name: 'web-1', ownerReferences: ref('Deployment', 'web', deployment.metadata.uid) },
+      spec: { selector, template },
+    });
+    await create(`/api/v1/namespaces/${ns}/pods`, {
+      metadata: { name: 'web-1-a', ownerReferences: ref('ReplicaSet', 'web-1', rs.metadata.uid) },
+      spec: podSpec,
+    });
+    await create(`/apis/batch/v1/namespaces/${ns}/jobs`, {
+      metadata: { name: 'once' },
+      spec: { template: { spec: { ...podSpec, restartPolicy: 'Never' } } },
+    });
+    const config = `
+kinds:
+  - resource: pods
+    labels: { example.com/owner: "{{owner.name}}" }
+  - resource: jobs
+    labels: { example.com/root: "{{root.name}}" }
+`;
+    const labeller = new Labeller(withConfig(config, ns));
+    try {
+      await eventually(
+        async () => (await labelsOf(`/api/v1/namespaces/${ns}/pods/web-1-a`))['example.com/owner'] === 'web-1',
+        "the pod labelled with its ReplicaSet's name",
+      );
+      await eventually(
+        async () => (await labelsOf(`/apis/batch/v1/namespaces/${ns}/jobs/once`))['example.com/root'] === 'once',
+        'the job labelled as its own root',
+      );
+      assert.deepEqual(
+        [...new Set(requests(0, (e) => e.verb === 'list').map((e) => e.objectRef?.resource))].sort(),
+        ['jobs', 'pods', 'replicasets'],
+        "the ReplicaSets' Deployments are not listed: no template reads them",
+      );
+    } finally {
+      assertCleanExit(await labeller.stop());
+    }
+  });
 
   test('an owner kind labeller may not read is reported; the kind waits and the other kinds go on; namespaces by resourceNames', async () => {
     const ns = await createNamespace('related-forbidden');
@@ -334,16 +422,9 @@ kinds:
     labels: { example.com/root: "{{root.name}}" }
 `;
     const port = 18473;
-    const labeller = new Labeller([
-      '--config',
-      configFile(config),
-      '--namespace',
-      ns,
-      '--field-manager',
-      FIELD_MANAGER,
-      '--health-probe-bind-address',
-      `127.0.0.1:${port}`,
-    ], { kubeconfig });
+    const labeller = new Labeller([...withConfig(config, ns), '--health-probe-bind-address', `127.0.0.1:${port}`], {
+      kubeconfig,
+    });
     try {
       const refused = await labeller.waitForLog((l) => watchFailed(l) && l.kind === 'ReplicaSet', 30_000);
       assert.match(String(refused['error']), /403 Forbidden: .*replicasets/);
