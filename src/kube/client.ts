@@ -159,7 +159,9 @@ export class KubeClient {
       const abort = (): void => void sent.destroy(signal?.reason instanceof Error ? signal.reason : undefined);
       signal?.addEventListener('abort', abort, { once: true });
       sent.once('close', () => signal?.removeEventListener('abort', abort));
+      let answered = false;
       sent.once('response', (response) => {
+        answered = true;
         this.#notify(method, response.statusCode ?? 0, started);
         // A connection that drops before the caller reads the body must not be an uncaught
         // 'error': the reader's own listener (readText, the watch stream) still sees it.
@@ -167,6 +169,8 @@ export class KubeClient {
         resolve(response);
       });
       sent.on('error', (error: NodeJS.ErrnoException) => {
+        // After the answer began, the failure belongs to its body, whose reader sees it.
+        if (answered) return;
         this.#notify(method, 'error', started);
         // A kept-alive connection the server closed as we reused it: nothing was answered, so
         // send again once on a fresh one, as Go's transport does (not a POST, which may have
