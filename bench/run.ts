@@ -344,7 +344,7 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     const resourceOf = new Map<KindSpec, ApiResource>(KINDS.map((k) => [k, resolveResource(k.resource, resources)]));
     if (opts.related) {
       results.related = {
-        ...(await benchRelated(admin, cp.kubeconfig, audit, resourceOf, opts, signal, log)),
+        ...(await benchRelated(admin, cp, audit, resourceOf, opts, signal, log)),
         load: load1(),
       };
       return;
@@ -809,7 +809,9 @@ function describeRun(r: Results): string {
     }`,
     `- labeller \`--concurrency ${o.concurrency}\` per kind (${
       o.concurrency * KINDS.length
-    } in all; the tight loop uses the same), 2 labels; convergence ends at the last labeller PATCH in the audit log, confirmed by a metadata-only list`,
+    } in all; the tight loop uses the same), ${
+      o.related ? 'one label' : '2 labels'
+    }; convergence ends at the last labeller PATCH in the audit log, confirmed by a metadata-only list`,
     '',
     table(rows(r)),
   ];

@@ -1,6 +1,6 @@
 // A process's memory and CPU seen from outside, as a container runtime sees them (Linux /proc):
 // no cooperation from the process, so the same reading works for labeller on Node and on Deno.
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
 export interface ProcSample {
   /** Epoch ms of the reading. */
@@ -41,6 +41,21 @@ export function procSample(pid: number): ProcSample | undefined {
     systemSeconds: stime / USER_HZ,
   };
 }
+
+/** The processes whose command line mentions `text` (a control plane's directory: its kube-apiserver and etcd). */
+export function processesWith(text: string): number[] {
+  return readdirSync('/proc').filter((entry) => /^\d+$/.test(entry)).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(text);
+    } catch {
+      return false; // gone meanwhile
+    }
+  }).map(Number);
+}
+
+/** The CPU seconds `pids` have used so far, together (those gone count 0). */
+export const cpuSeconds = (pids: readonly number[]): number =>
+  pids.reduce((total, pid) => total + (procSample(pid)?.cpuSeconds ?? 0), 0);
 
 /** Samples a process every `intervalMs` until stopped; keeps every reading (a few per second). */
 export class ProcSampler {
