@@ -65,14 +65,6 @@ export interface KindControllers {
   relabel(kind: KindConfig): void;
 }
 
-/** The controllers of one configured kind: one per namespace, or one for all namespaces. */
-/** The controllers of one configured kind, and how to give them new labels (a live config reload). */
-export interface KindControllers {
-  readonly controllers: Controller<LabelledObject>[];
-  /** Labels and conflict policy from `kind` (same namespaces, selector and annotations read); every cached object re-checked, no relist. */
-  relabel(kind: KindConfig): void;
-}
-
 /** What wiring a kind's controllers takes besides the kind: the client, the options and what they report to. */
 export interface Wiring {
   readonly client: KubeClient;
