@@ -1,7 +1,7 @@
 // Credentials kept in files that are replaced while we run: token files (the kubeconfig's
 // `tokenFile`, the projected service-account token) and client certificate/key files.
 import { createPrivateKey, X509Certificate } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { readText } from '../runtime/readtext.ts';
 import { KubeConfigError } from './errors.ts';
 import { Refreshing } from './refreshing.ts';
 
@@ -26,7 +26,7 @@ export function fileSource<T>(
   return new Refreshing<T>(async (previous) => {
     const freshUntil = now() + FILE_REREAD_MS;
     try {
-      const contents = await Promise.all(paths.map((path) => readFile(path, 'utf8')));
+      const contents = await Promise.all(paths.map((path) => readText(path)));
       const key = contents.join('\0');
       if (last?.contents !== key) last = { contents: key, value: parse(contents) };
       return { value: last.value, freshUntil };

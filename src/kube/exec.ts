@@ -2,7 +2,6 @@
 // client-go runs them: the plugin's token or certificate is kept until shortly before its
 // `expirationTimestamp`, then the plugin runs again, once however many requests wait; a 401
 // makes it run again at once (Refreshing does the single flight).
-import { execFile } from 'node:child_process';
 import { KubeConfigError } from './errors.ts';
 import { type KeyPair, keyPair } from './credentialfiles.ts';
 import { Refreshing } from './refreshing.ts';
@@ -121,7 +120,9 @@ export function execSource(
   }, now);
 }
 
-function run(config: ExecConfig, env: NodeJS.ProcessEnv): Promise<string> {
+async function run(config: ExecConfig, env: NodeJS.ProcessEnv): Promise<string> {
+  // Loaded when a plugin first runs: in-cluster and with token or certificate kubeconfigs it never does.
+  const { execFile } = await import('node:child_process');
   return new Promise((resolve, reject) => {
     execFile(config.command, [...(config.args ?? [])], {
       env,

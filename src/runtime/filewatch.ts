@@ -2,7 +2,7 @@
 // updated by swapping a symlink (`..data`) next to the file rather than by writing the file,
 // and a slow re-read catches what a watch can miss (network filesystems, a folder replaced).
 // Each distinct content is reported once.
-import { readFile } from 'node:fs/promises';
+import { readText } from './readtext.ts';
 import { watch } from 'node:fs';
 import { dirname } from 'node:path';
 
@@ -29,7 +29,7 @@ export function watchFile(
   let timer: ReturnType<typeof setTimeout> | undefined;
   const check = (): void => {
     timer = undefined;
-    readFile(path, 'utf8').then(
+    readText(path).then(
       (content) => {
         if (signal.aborted || content === last) return;
         last = content;
