@@ -211,8 +211,10 @@ function imageIsCurrent(): boolean {
   const inputs = [
     'package.json',
     'package-lock.json',
+    // Patterns, not a function: the function is asked about `out` by name, and keeps image/out
+    // itself, which build.sh touches after writing index.json.
     ...['src', 'scripts', 'image'].flatMap((dir) =>
-      globSync(`${dir}/**/*`, { cwd: root, exclude: (f) => f.startsWith('image/out') })
+      globSync(`${dir}/**/*`, { cwd: root, exclude: ['image/out', 'image/out/**'] })
     ),
   ];
   return inputs.every((f) => statSync(join(root, f)).mtimeMs < built);
