@@ -63,6 +63,8 @@ export interface KindControllers {
   readonly controllers: Controller<LabelledObject>[];
   /** Labels and conflict policy from `kind` (same namespaces, selector and annotations read); every cached object re-checked, no relist. */
   relabel(kind: KindConfig): void;
+  /** Its controllers are stopping (a live reload): their caches stop serving and being served related objects. */
+  detach(): void;
 }
 
 /** What wiring a kind's controllers takes besides the kind: the client, the options and what they report to. */
@@ -126,12 +128,15 @@ export function kindControllers(kind: KindConfig, resource: ApiResource, wiring:
       count = objectCounter((object) => reconciler.plan(object));
       wired.requeueAll();
     };
-    return { controller: wired, relabel };
+    return { controller: wired, relabel, detach: () => related?.detach() };
   });
   return {
     controllers: wired.map((w) => w.controller),
     relabel: (next) => {
       for (const w of wired) w.relabel(next);
+    },
+    detach: () => {
+      for (const w of wired) w.detach();
     },
   };
 }

@@ -19,6 +19,7 @@ import {
   relatedReads,
   resolveRelated,
 } from '../labeller/related.ts';
+import { type RelatedScope, relatedScope, scopeLacks } from '../labeller/relatedscope.ts';
 import type { TemplateContext } from '../labeller/template.ts';
 import type { Logger } from '../log.ts';
 import type { Controller } from '../runtime/controller.ts';
@@ -47,6 +48,8 @@ export interface KindRelations {
   readonly dependencies: (() => Promise<void>) | undefined;
   /** Registers the controller once built: its cache is shared, its objects are requeued by related changes. */
   attach(controller: Controller<LabelledObject>): void;
+  /** The controller is stopping (a live reload): its frozen cache serves no reader, and nothing requeues it. */
+  detach(): void;
 }
 
 const NAMESPACES = 'namespaces';
@@ -59,16 +62,10 @@ export class Relations implements RelatedCaches {
   readonly #informers: SharedInformers<LabelledObject>;
   /** Informers created here (not a controller's own), for readiness. */
   readonly #created: Informer<LabelledObject>[] = [];
-  /** Namespaces related objects are watched in, when every kind is limited to some; undefined = cluster-wide. */
-  readonly #namespaces: ReadonlySet<string> | undefined;
-  /** Some template reads owner.* or root.*: changes of labelled objects, as possible owners, are mapped too. */
-  readonly #owners: boolean;
-  /** Some template reads root.*: every cache keeps controller references and indexes children by owner (a chain may run through it). */
-  readonly #roots: boolean;
-  /** Annotation keys templates read of related objects, kept by the caches related objects live in. */
-  readonly #annotations: ReadonlySet<string>;
-  readonly #consumers: Consumer[] = [];
-  readonly #chain: ChainLink[] = [];
+  /** What the caches share across kinds, from the kinds at construction. */
+  readonly #scope: RelatedScope;
+  #consumers: Consumer[] = [];
+  #chain: ChainLink[] = [];
   /**
    * For each tracked informer, the informers its objects' controllers live in, and whether their
    * own controllers are tracked too: only along the chains of kinds that read `root.*`.
@@ -88,17 +85,7 @@ export class Relations implements RelatedCaches {
     this.#resources = resources;
     this.#options = options;
     this.#log = log;
-    const reads = relatedReads(kinds.flatMap((kind) => [...kind.labels.values()]));
-    this.#owners = reads.has('owner') || reads.has('root');
-    this.#roots = reads.has('root');
-    this.#annotations = new Set(
-      [...reads.values()].flat().flatMap((
-        read,
-      ) => (read.field === 'annotations' && read.key !== undefined ? [read.key] : [])),
-    );
-    this.#namespaces = kinds.every((kind) => kind.namespaces.length > 0)
-      ? new Set(kinds.flatMap((kind) => kind.namespaces))
-      : undefined;
+    this.#scope = relatedScope(kinds);
     this.#informers = new SharedInformers((informer) => {
       if (!options.once) return void informer.run(options.signal);
       // Reported here; the kinds that read it fail through their dependencies.
@@ -106,6 +93,11 @@ export class Relations implements RelatedCaches {
         log.error('cannot list related objects', { controller: informer.name, error })
       );
     });
+  }
+
+  /** What these caches lack to serve `kinds` (a reloaded config), in words; empty when they serve them. */
+  lacks(kinds: readonly KindConfig[]): string[] {
+    return scopeLacks(this.#scope, relatedScope(kinds));
   }
 
   /** Readiness problems of the caches created for related objects. */
@@ -124,7 +116,7 @@ export class Relations implements RelatedCaches {
     // Any labelled object may be another's owner or root: its cache keeps what they read.
     const annotations = new Set([
       ...own,
-      ...(this.#owners || resource.resource === NAMESPACES ? this.#annotations : []),
+      ...(this.#scope.owners || resource.resource === NAMESPACES ? this.#scope.annotations : []),
     ]);
     // A controller of one namespace holds nothing else: its whole cache is the index.
     const byNamespace = reads.has('namespace') && resource.namespaced && !namespace
@@ -132,8 +124,9 @@ export class Relations implements RelatedCaches {
       : undefined;
     // Controller references are kept by kinds that read owners and, for root.*, by every kind an
     // owner chain may run through.
-    const owners = reads.has('owner') || this.#roots;
+    const owners = reads.has('owner') || this.#scope.roots;
     const byOwner = owners ? new StoreIndex<LabelledObject>((object) => object.owner?.uid) : undefined;
+    const id = this.#id(resource, namespace);
     let informer: Informer<LabelledObject> | undefined;
     return {
       project: projector(this.#options.fieldManager, annotations, owners),
@@ -142,7 +135,7 @@ export class Relations implements RelatedCaches {
       dependencies: reads.size === 0 ? undefined : () => this.#dependencies(informer!, reads, namespace),
       attach: (controller) => {
         informer = controller.informer;
-        if (!kind.selector) this.#informers.share(this.#id(resource, namespace), controller.informer);
+        if (!kind.selector) this.#informers.share(id, controller.informer);
         if (reads.size > 0) {
           const inNamespace = byNamespace
             ? (name: string) => byNamespace.get(name)
@@ -152,7 +145,7 @@ export class Relations implements RelatedCaches {
           this.#consumers.push({ reads, store: controller.store, target: controller, inNamespace, byOwner });
         }
         // Its objects may be others' owners: their changes requeue what reads them.
-        if (this.#owners) this.#asOwners(controller.informer, byOwner);
+        if (this.#scope.owners) this.#asOwners(controller.informer, byOwner);
         if (reads.has('owner') || reads.has('root')) this.#track(controller.informer, reads.has('root'));
         if (reads.has('namespace')) this.#namespaceInformer(namespace);
         // Labelled namespaces that are also the namespace cache: their changes map to what reads them.
@@ -161,11 +154,21 @@ export class Relations implements RelatedCaches {
           this.#informers.get(NAMESPACES) === controller.informer
         ) this.#watchNamespaces(controller.informer);
       },
+      detach: () => {
+        if (!informer) return;
+        const { store } = informer;
+        this.#informers.unshare(id, informer);
+        this.#consumers = this.#consumers.filter((consumer) => consumer.store !== store);
+        this.#chain = this.#chain.filter((link) => link.store !== store);
+        this.#tracked.delete(informer);
+      },
     };
   }
 
   namespace(name: string): LabelledObject | undefined {
-    const informer = this.#informers.get(this.#namespaceId(name));
+    // Made again when the one shared by labelled namespaces stopped with them (a live reload).
+    const informer = this.#informers.get(this.#namespaceId(name)) ??
+      this.#namespaceInformer(this.#scope.namespaced ? name : '');
     if (!informer?.store.synced) {
       throw new RelatedPending(`waiting for the first list of namespaces (read by templates)`);
     }
@@ -195,17 +198,17 @@ export class Relations implements RelatedCaches {
   }
 
   #namespaceId(name: string): string {
-    return this.#namespaces ? `${NAMESPACES}/${name}` : NAMESPACES;
+    return this.#scope.namespaced ? `${NAMESPACES}/${name}` : NAMESPACES;
   }
 
   /** The cache of the namespace(s) a controller in `namespace` reads: one namespace, by name, or all. */
-  #namespaceInformer(namespace: string): void {
+  #namespaceInformer(namespace: string): Informer<LabelledObject> | undefined {
     const resource = this.#resources.find((r) => r.group === '' && r.resource === NAMESPACES);
     // A cluster-scoped kind has no namespace to read, and namespaced mode may list none but its own.
-    if (!resource || (this.#namespaces && !namespace)) return;
-    const only = this.#namespaces ? namespace : '';
+    if (!resource || (this.#scope.namespaced && !namespace)) return undefined;
+    const only = this.#scope.namespaced ? namespace : '';
     // RBAC limited by resourceNames allows a list or watch that selects that one name.
-    this.#create(
+    return this.#create(
       this.#namespaceId(only),
       resource,
       '',
@@ -264,7 +267,7 @@ export class Relations implements RelatedCaches {
   ): { informer: Informer<LabelledObject>; resource: ApiResource; id: string } | undefined {
     const resource = this.#ownerResource(ref);
     if (!resource) return undefined;
-    const scope = resource.namespaced && this.#namespaces ? namespace : '';
+    const scope = resource.namespaced && this.#scope.namespaced ? namespace : '';
     const id = this.#id(resource, scope);
     // With root.*, an owner is a link further down chains; otherwise only its own children read it.
     const informer = this.#informers.get(id) ??
@@ -306,13 +309,13 @@ export class Relations implements RelatedCaches {
     setUp: (informer: Informer<LabelledObject>, byOwner: StoreIndex<LabelledObject> | undefined) => void,
   ): Informer<LabelledObject> {
     return this.#informers.ensure(id, () => {
-      const byOwner = this.#roots && resource.resource !== NAMESPACES
+      const byOwner = this.#scope.roots && resource.resource !== NAMESPACES
         ? new StoreIndex<LabelledObject>((object) => object.owner?.uid)
         : undefined;
       const informer = new Informer<LabelledObject>({
         name: id,
         api: new MetadataApi(this.#client, resource, namespace),
-        project: projector(this.#options.fieldManager, this.#annotations, byOwner !== undefined),
+        project: projector(this.#options.fieldManager, this.#scope.annotations, byOwner !== undefined),
         indexes: byOwner ? [byOwner] : [],
         watch: { fieldSelector, watchTimeoutSeconds: this.#options.watchTimeoutSeconds },
         onWatchError: this.#options.events?.forKind(id, { apiVersion: apiVersion(resource), kind: resource.kind })
@@ -336,7 +339,7 @@ export class Relations implements RelatedCaches {
 
   #dependencyIds(informer: Informer<LabelledObject>, reads: RelatedReads, namespace: string): Set<string> {
     const ids = new Set<string>();
-    if (reads.has('namespace')) ids.add(this.#namespaceId(this.#namespaces ? namespace : ''));
+    if (reads.has('namespace')) ids.add(this.#namespaceId(this.#scope.namespaced ? namespace : ''));
     if (!reads.has('owner') && !reads.has('root')) return ids;
     const pending = [...(this.#tracked.get(informer)?.ids ?? [])];
     for (let id = pending.pop(); id !== undefined; id = pending.pop()) {

@@ -2,9 +2,12 @@
 // ConfigMap's symlink swap included), each new content is built as at start (flags still win
 // over it) and applied kind by kind: added kinds start their controllers, removed ones stop
 // theirs, kinds whose labels or conflict policy changed re-check their cached objects without a
-// relist, and only kinds whose list changed (namespaces, selector, annotations templates read)
-// list again. An invalid change is logged, counted and reported as an Event on labeller's Pod,
-// and the last good config stays in force.
+// relist, and only kinds whose list changed (namespaces, selector, annotations templates read) or
+// whose templates read other fields of related objects list again. When the new templates need
+// what the caches of related objects, shared by every kind, do not keep (a first owner.* or
+// root.* read, a related annotation), those caches are made again and every kind restarts onto
+// them. An invalid change is logged, counted and reported as an Event on labeller's Pod, and the
+// last good config stays in force.
 import type { KubeClient } from '../kube/client.ts';
 import { discover } from '../kube/discovery.ts';
 import type { ApiResource } from '../kube/resource.ts';
@@ -36,6 +39,12 @@ export interface Reloading {
   wire(kind: KindConfig, resource: ApiResource): KindControllers;
   /** Its controllers have stopped: they leave readiness and metrics. */
   unwire(wired: KindControllers): void;
+  /**
+   * Makes the caches of related objects serve `kinds` (the new config's) for the kinds wired from
+   * now on: when the running ones lack something, new ones replace them and every running kind
+   * must restart onto them. Answers what was lacking, in words; empty when nothing.
+   */
+  relate(kinds: readonly KindConfig[]): string[];
 }
 
 interface Running {
@@ -78,6 +87,8 @@ export async function runReloading(
   const stop = (kind: KindConfig): Running | undefined => {
     const entry = running.get(kind.resource);
     entry?.stop.abort();
+    // Before its successor is wired, which shares its cache in its place.
+    entry?.wired?.detach();
     running.delete(kind.resource);
     return entry;
   };
@@ -95,9 +106,14 @@ export async function runReloading(
       const added = change.added.length > 0
         ? resolveKinds(change.added, (await discover(client, signal)).resources)
         : { resolved: [], unknown: [] };
+      const lacked = reloading.relate(next.kinds);
+      const restarted = lacked.length > 0
+        ? next.kinds.filter((kind) => !change.added.includes(kind))
+        : change.restarted;
+      const relabelled = lacked.length > 0 ? [] : change.relabelled;
       for (const kind of change.removed) stop(kind);
-      for (const kind of change.restarted) start(kind, stop(kind)?.resource);
-      for (const kind of change.relabelled) {
+      for (const kind of restarted) start(kind, stop(kind)?.resource);
+      for (const kind of relabelled) {
         const entry = running.get(kind.resource);
         if (!entry) continue;
         entry.kind = kind;
@@ -115,8 +131,9 @@ export async function runReloading(
         file: source.path,
         added: names(change.added),
         removed: names(change.removed),
-        relabelled: names(change.relabelled),
-        restarted: names(change.restarted),
+        relabelled: names(relabelled),
+        restarted: names(restarted),
+        relatedCachesRebuilt: lacked.length > 0 ? lacked : undefined,
       });
     } catch (error) {
       if (signal.aborted) return;

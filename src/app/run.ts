@@ -103,13 +103,25 @@ export async function runApp(
     await guard?.check(shutdown.intake);
     // The kinds wired, not the config's: prune's render no label and read no related object.
     const wiredKinds = [...kinds.resolved, ...kinds.unknown].map(({ kind }) => kind);
-    const related = new Relations(client, wiredKinds, kinds.resources, {
-      fieldManager: options.fieldManager,
-      once: options.once,
-      watchTimeoutSeconds: options.watchTimeoutSeconds,
-      signal: shutdown.intake,
-      events,
-    }, log);
+    // Made again, the old ones stopped, when a reloaded config needs more than they keep.
+    let relating = new AbortController();
+    const relationsFor = (forKinds: readonly KindConfig[]): Relations =>
+      new Relations(client, forKinds, kinds.resources, {
+        fieldManager: options.fieldManager,
+        once: options.once,
+        watchTimeoutSeconds: options.watchTimeoutSeconds,
+        signal: AbortSignal.any([shutdown.intake, relating.signal]),
+        events,
+      }, log);
+    let related = relationsFor(wiredKinds);
+    const relate = (next: readonly KindConfig[]): string[] => {
+      const lacked = related.lacks(next);
+      if (lacked.length === 0) return lacked;
+      relating.abort();
+      relating = new AbortController();
+      relations = related = relationsFor(next);
+      return lacked;
+    };
     const counts = noCounts();
     const wireKind = (kind: KindConfig, resource: ApiResource): KindControllers => {
       const wired = kindControllers(kind, resource, {
@@ -181,7 +193,7 @@ export async function runApp(
               reload,
               config,
               kinds,
-              { client, log, metrics, events, wire: wireKind, unwire },
+              { client, log, metrics, events, wire: wireKind, unwire, relate },
               run,
               shutdown.intake,
             )),

@@ -52,3 +52,45 @@ test('the same config, or namespaces in another order, changes nothing', () => {
     restarted: [],
   });
 });
+
+test('a kind whose templates start, stop or change reading related objects is restarted; the same reads in other templates are relabelled', () => {
+  const before = kinds(`
+kinds:
+  - resource: configmaps
+    labels: { env: prod }
+  - resource: secrets
+    labels: { team: "{{namespace.labels.team}}" }
+  - resource: services
+    labels: { team: "{{namespace.labels.team}}" }
+  - resource: pods
+    labels: { owner: "{{owner.name}}" }
+  - resource: jobs
+    labels: { team: "{{namespace.labels.team}}", tier: "{{owner.labels.tier}}" }
+  - resource: cronjobs
+    labels: { note: "{{root.annotations.example.com/note}}" }
+`);
+  const after = kinds(`
+kinds:
+  - resource: configmaps
+    labels: { env: prod, team: "{{namespace.labels.team}}" }
+  - resource: secrets
+    labels: { env: prod }
+  - resource: services
+    labels: { team: "team-{{namespace.labels.team}}" }
+  - resource: pods
+    labels: { owner: "{{root.name}}" }
+  - resource: jobs
+    labels: { tier: "{{owner.labels.tier}}", team: "{{namespace.labels.team}}", copy: "{{namespace.labels.team}}" }
+  - resource: cronjobs
+    labels: { note: "{{root.annotations.example.com/other}}" }
+`);
+  const change = configChange(before, after);
+  assert.deepEqual(names(change.restarted), ['configmaps', 'secrets', 'pods', 'cronjobs']);
+  assert.deepEqual(names(change.relabelled), ['services', 'jobs']);
+});
+
+test('a default template that starts reading the namespace restarts every kind it applies to', () => {
+  const yaml = (team: string) => `labels: { team: "${team}" }\nkinds: [{ resource: cm }, { resource: secrets }]\n`;
+  const change = configChange(kinds(yaml('platform')), kinds(yaml('{{namespace.labels.team}}')));
+  assert.deepEqual([names(change.restarted), names(change.relabelled)], [['cm', 'secrets'], []]);
+});

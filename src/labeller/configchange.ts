@@ -1,8 +1,9 @@
 // What a new config changes, kind by kind (kinds are matched by their `resource` as written), so
 // a live reload does only what it must: start added kinds, stop removed ones, re-check the
 // cached objects of kinds whose labels or conflict policy changed (no relist), and restart only
-// kinds whose list itself changes (namespaces, selector) or whose cache must keep other
-// annotations for new templates.
+// kinds whose list itself changes (namespaces, selector), whose cache must keep other
+// annotations for new templates, or whose templates read other fields of related objects (what
+// is looked up for them, and which related changes requeue them, is fixed when they are wired).
 import type { KindConfig } from './config.ts';
 
 export interface ConfigChange {
@@ -10,7 +11,7 @@ export interface ConfigChange {
   readonly removed: readonly KindConfig[];
   /** Same list, other labels or policy: the new configs, to re-check their cached objects. */
   readonly relabelled: readonly KindConfig[];
-  /** The list or the cache changes: the new configs, to list again. */
+  /** The list, the cache or the related reads change: the new configs, to list again. */
   readonly restarted: readonly KindConfig[];
 }
 
@@ -26,7 +27,7 @@ export function configChange(before: readonly KindConfig[], after: readonly Kind
   for (const kind of after) {
     const was = old.get(kind.resource);
     if (!was) change.added.push(kind);
-    else if (listed(was) !== listed(kind) || cached(was) !== cached(kind)) change.restarted.push(kind);
+    else if (listed(was) !== listed(kind) || read(was) !== read(kind)) change.restarted.push(kind);
     else if (labelled(was) !== labelled(kind)) change.relabelled.push(kind);
   }
   return change;
@@ -35,8 +36,19 @@ export function configChange(before: readonly KindConfig[], after: readonly Kind
 /** What the kind's list asks the API server for. */
 const listed = (kind: KindConfig): string =>
   JSON.stringify([[...kind.namespaces].sort(), kind.selector?.toString() ?? null]);
-/** The annotations its cache keeps (what templates read). */
-const cached = (kind: KindConfig): string =>
-  JSON.stringify([...new Set([...kind.labels.values()].flatMap((t) => t.annotations))].sort());
+/** What its templates read: the annotations its cache keeps, and the fields of related objects. */
+const read = (kind: KindConfig): string => {
+  const templates = [...kind.labels.values()];
+  return JSON.stringify(
+    [
+      ...new Set([
+        ...templates.flatMap((t) => t.annotations.map((key) => `annotations.${key}`)),
+        ...templates.flatMap((t) =>
+          t.related.map(({ relation, field, key }) => [relation, field, key ?? ''].join('.'))
+        ),
+      ]),
+    ].sort(),
+  );
+};
 const labelled = (kind: KindConfig): string =>
   JSON.stringify([kind.conflicts, [...kind.labels].map(([key, t]) => [key, t.source]).sort()]);

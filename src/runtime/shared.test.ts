@@ -50,3 +50,18 @@ test('a failed listOnce rejects it and `synced`, so readers waiting on the cache
   await assert.rejects(failing.listOnce(new AbortController().signal), /403 Forbidden/);
   await assert.rejects(failing.synced, /403 Forbidden/);
 });
+
+test('an informer withdrawn from its id no longer serves it: the next one shared does, or one ensure makes', () => {
+  const shared = new SharedInformers<Meta>(() => {});
+  const old = informer(new ScriptedApi([]), 'deployments.apps');
+  const next = informer(new ScriptedApi([]), 'deployments.apps');
+  shared.share('deployments.apps', old);
+  shared.unshare('deployments.apps', next);
+  assert.equal(shared.get('deployments.apps'), old, 'only the informer shared is withdrawn');
+  shared.unshare('deployments.apps', old);
+  shared.share('deployments.apps', next);
+  assert.equal(shared.get('deployments.apps'), next);
+  shared.unshare('deployments.apps', next);
+  const made = informer(new ScriptedApi([]), 'deployments.apps');
+  assert.equal(shared.ensure('deployments.apps', () => made), made);
+});

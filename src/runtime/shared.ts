@@ -36,6 +36,11 @@ export class SharedInformers<T> {
     for (const listener of this.#added) listener(id, informer);
   }
 
+  /** Withdraws `informer` from `id` (it stops running): readers then get the next one shared, or one `ensure` makes. */
+  unshare(id: string, informer: Informer<T>): void {
+    if (this.#informers.get(id) === informer) this.#informers.delete(id);
+  }
+
   /** The informer of `id`: the shared one, or one made by `create` and started now. */
   ensure(id: string, create: () => Informer<T>): Informer<T> {
     const known = this.#informers.get(id);

@@ -2,7 +2,8 @@
 // mounted ConfigMap (a new folder, then the `..data` symlink swapped): a kind added, a label
 // dropped, a template changed, a selector changed, broken YAML, a kind removed. The audit log shows PATCHes for exactly the
 // objects whose desired labels changed, a LIST only for the added kind, nothing for the broken
-// change, after which the last good config is still in force.
+// change, after which the last good config is still in force. Then templates that start and
+// stop reading related objects: a namespace's label, and an owner's (which every cache shares).
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,6 +21,7 @@ import {
   skip,
 } from './cluster.ts';
 import { figure } from '../harness/figures.ts';
+import { assertCleanExit } from '../harness/crash.ts';
 import { Labeller, type LogLine } from '../harness/labeller.ts';
 import { sleep } from '../harness/sleep.ts';
 
@@ -58,6 +60,16 @@ const deployment = (name: string) => ({
     template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'c', image: 'nginx' }] } },
   },
 });
+
+/** Waits until the object at `path` carries `expected` (undefined: not that label). */
+const labelled = (path: string, expected: Record<string, string | undefined>) =>
+  eventually(async () => {
+    const labels = await labelsOf(path);
+    return Object.entries(expected).every(([key, value]) => labels[key] === value);
+  }, `${path} labelled ${JSON.stringify(expected)}`);
+/** The reload's log line, from index `from` on: applied or rejected. */
+const reloads = (labeller: Labeller, from: number) =>
+  labeller.waitForLog((l) => l.msg === 'config reloaded' || l.msg.startsWith('config change rejected'), 30_000, from);
 
 describe('live config reload', { skip }, () => {
   for (const [runtime, port] of [['node', 18398], ['deno', 18399]] as const) {
@@ -105,19 +117,8 @@ describe('live config reload', { skip }, () => {
             },
           };
         };
-        const labelled = (path: string, expected: Record<string, string | undefined>) =>
-          eventually(async () => {
-            const labels = await labelsOf(path);
-            return Object.entries(expected).every(([key, value]) => labels[key] === value);
-          }, `${path} labelled ${JSON.stringify(expected)}`);
         const cm = (name: string) => `/api/v1/namespaces/${ns}/configmaps/${name}`;
         const svc = (name: string) => `/api/v1/namespaces/${ns}/services/${name}`;
-        const reloads = (labeller: Labeller, from: number) =>
-          labeller.waitForLog(
-            (l) => l.msg === 'config reloaded' || l.msg.startsWith('config change rejected'),
-            30_000,
-            from,
-          );
         /** Whatever the change sets in motion has happened: wait for it, then a little longer for anything unexpected. */
         const settle = () => sleep(1500);
 
@@ -248,4 +249,138 @@ describe('live config reload', { skip }, () => {
       },
     );
   }
+});
+
+describe('live config reload of templates that read related objects', { skip }, () => {
+  test(
+    'a namespace label read added, an owner label read added (new shared caches), the namespace read dropped: each object follows, later changes of the related objects too, and only the kinds concerned are listed again',
+    { skip: auditSkip },
+    async (t) => {
+      const ns = await createNamespace('reload-related');
+      const core = `/api/v1/namespaces/${ns}`;
+      const apps = `/apis/apps/v1/namespaces/${ns}`;
+      await patchLabels(`/api/v1/namespaces/${ns}`, { team: 'blue' });
+      await create(`${core}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c1' } });
+      const d1 = await create<{ metadata: { uid: string } }>(`${apps}/deployments`, {
+        ...deployment('d1'),
+        metadata: { name: 'd1', labels: { tier: 'web' } },
+      });
+      // As the test control plane runs no controller manager, the ReplicaSet is made here, with its controller reference.
+      await create(`${apps}/replicasets`, {
+        apiVersion: 'apps/v1',
+        kind: 'ReplicaSet',
+        metadata: {
+          name: 'r1',
+          ownerReferences: [
+            { apiVersion: 'apps/v1', kind: 'Deployment', name: 'd1', uid: d1.metadata.uid, controller: true },
+          ],
+        },
+        spec: deployment('d1').spec,
+      });
+      const kinds = (configMaps: string, more = '', deployments = '') =>
+        `kinds:\n  - resource: configmaps\n    labels: { env: prod${configMaps} }\n  - resource: deployments\n    labels: { env: prod${deployments} }\n${more}`;
+      const readsTeam = ", team: '{{namespace.labels.team}}'";
+      const replicaSets = `  - resource: replicasets\n    labels: { tier: '{{owner.labels.tier}}' }\n`;
+      const volume = new ConfigMapVolume(kinds(''));
+      after(() => rmSync(volume.dir, { recursive: true, force: true }));
+      /** LISTs labeller sent about this test's namespace (its objects, or the namespace itself), by resource. */
+      const lists = (): Record<string, number> => {
+        const counts: Record<string, number> = {};
+        const events = auditEvents((e) =>
+          e.verb === 'list' && e.requestURI.includes(ns) && (e.userAgent ?? '').startsWith('labeller/')
+        );
+        for (const e of events) {
+          const resource = e.objectRef?.resource ?? '';
+          counts[resource] = (counts[resource] ?? 0) + 1;
+        }
+        return counts;
+      };
+      const c1 = `${core}/configmaps/c1`;
+      const r1 = `${apps}/replicasets/r1`;
+      const labeller = new Labeller(['--config', volume.path, '--namespace', ns, '--requeue-after', '0']);
+      const figures: string[] = [];
+      /** Writes `yaml`, checks the reload's log line, waits for `converged`, then checks the LISTs sent since. */
+      const step = async (
+        what: string,
+        yaml: string,
+        reported: (line: LogLine) => void,
+        converged: () => Promise<unknown>,
+        listed: Record<string, number>,
+      ) => {
+        const before = lists();
+        const from = labeller.logs.length;
+        volume.update(yaml);
+        const line = await reloads(labeller, from);
+        assert.equal(line.msg, 'config reloaded', String(line['error']));
+        reported(line);
+        await converged();
+        // Anything unexpected has a moment to show.
+        await sleep(1500);
+        const now = lists();
+        const counted = Object.fromEntries(
+          Object.entries(now).map(([resource, n]) => [resource, n - (before[resource] ?? 0)]).filter(([, n]) =>
+            n !== 0
+          ),
+        );
+        figures.push(`${what}: LIST ${JSON.stringify(counted)}`);
+        assert.deepEqual(counted, listed, what);
+      };
+      try {
+        await labelled(c1, { env: 'prod' });
+        await labelled(`${apps}/deployments/d1`, { env: 'prod' });
+
+        // configmaps start reading their namespace's label: restarted onto the namespace's cache, made now.
+        await step(
+          'namespace read added',
+          kinds(readsTeam),
+          (line) => assert.deepEqual([line['restarted'], line['relabelled']], [['configmaps'], undefined]),
+          async () => {
+            await labelled(c1, { env: 'prod', team: 'blue' });
+            await patchLabels(`/api/v1/namespaces/${ns}`, { team: 'green' });
+            await labelled(c1, { team: 'green' });
+          },
+          { configmaps: 1, namespaces: 1 },
+        );
+        // replicasets read their owner's label: every cache keeps what owners are read for, so the
+        // caches of related objects are made again and every kind restarts onto them.
+        await step(
+          'owner read added',
+          kinds(readsTeam, replicaSets),
+          (line) =>
+            assert.deepEqual(
+              [line['added'], line['restarted'], line['relatedCachesRebuilt']],
+              [['replicasets'], ['configmaps', 'deployments'], ['owner.* read']],
+            ),
+          async () => {
+            await labelled(r1, { tier: 'web' });
+            await patchLabels(`${apps}/deployments/d1`, { tier: 'api' });
+            await labelled(r1, { tier: 'api' });
+            await patchLabels(`/api/v1/namespaces/${ns}`, { team: 'red' });
+            await labelled(c1, { env: 'prod', team: 'red' });
+          },
+          { configmaps: 1, deployments: 1, replicasets: 1, namespaces: 1 },
+        );
+        // The namespace read dropped: the label labeller set goes. Deployments restarted too (they
+        // read an annotation): the owners' cache replicasets read is their new one, not the stopped one.
+        await step(
+          'namespace read dropped',
+          kinds('', replicaSets, ", note: '{{annotations.example.com/note}}'"),
+          (line) =>
+            assert.deepEqual(
+              [line['restarted'], line['relatedCachesRebuilt']],
+              [['configmaps', 'deployments'], undefined],
+            ),
+          async () => {
+            await labelled(c1, { env: 'prod', team: undefined });
+            await patchLabels(`${apps}/deployments/d1`, { tier: 'db' });
+            await labelled(r1, { tier: 'db' });
+          },
+          { configmaps: 1, deployments: 1 },
+        );
+        for (const line of figures) figure(t, `reload, related: ${line}`);
+      } finally {
+        assertCleanExit(await labeller.stop());
+      }
+    },
+  );
 });
