@@ -172,10 +172,13 @@ export class KubeClient {
         // After the answer began, the failure belongs to its body, whose reader sees it.
         if (answered) return;
         this.#notify(method, 'error', started);
-        // A kept-alive connection the server closed as we reused it: nothing was answered, so
-        // send again once on a fresh one, as Go's transport does (not a POST, which may have
-        // arrived). Node documents this race for keep-alive agents.
-        if (sent.reusedSocket && error.code === 'ECONNRESET' && method !== 'POST' && !retried && !signal?.aborted) {
+        // A kept-alive connection the server closed as we reused it (reset, or the write hit a
+        // closed pipe): nothing was answered, so send again once on a fresh one, as Go's
+        // transport does (not a POST, which may have arrived). Node documents this race.
+        if (
+          sent.reusedSocket && (error.code === 'ECONNRESET' || error.code === 'EPIPE') && method !== 'POST' &&
+          !retried && !signal?.aborted
+        ) {
           resolve(this.#exchange(method, path, url, credential, options, true));
           return;
         }
