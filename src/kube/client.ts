@@ -249,12 +249,17 @@ export class KubeClient {
   }
 }
 
-/** The whole body of `response` as text; rejects when the connection drops before its end. */
+/**
+ * The whole body of `response` as text; rejects when the connection drops before its end.
+ * Decoded chunk by chunk, not joined as one Buffer: a list page is megabytes, and a freed
+ * Buffer that size stays resident in malloc's heap (V8 returns a large string's pages).
+ */
 function readText(response: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    response.on('data', (chunk: Buffer) => chunks.push(chunk));
-    response.once('end', () => resolve(chunks.length === 1 ? chunks[0]!.toString() : Buffer.concat(chunks).toString()));
+    const chunks: string[] = [];
+    response.setEncoding('utf8');
+    response.on('data', (chunk: string) => chunks.push(chunk));
+    response.once('end', () => resolve(chunks.length === 1 ? chunks[0]! : chunks.join('')));
     response.once('error', reject);
     response.once('close', () => {
       if (!response.complete) reject(new Error('the connection closed before the whole answer arrived'));
