@@ -26,5 +26,6 @@ COPY --from=build /layers/app/ /
 # By number, so that runAsNonRoot can verify it; /etc/passwd names it labeller.
 USER 1000:1000
 WORKDIR /app
-# The V8 flags of image/build.sh, which says why.
+# The V8 flags and the environment of image/build.sh, which says why.
+ENV MALLOC_ARENA_MAX=1
 ENTRYPOINT ["/usr/local/bin/node", "--max-semi-space-size=1", "--optimize-for-size", "/app/dist/cli.js"]

@@ -5,14 +5,15 @@
 // and VmHWM (the peak) at that moment.
 //
 //   node --import tsx bench/credentials.ts [--repeat 3] [--rest-seconds 10] [--checkout DIR] [--preload MODULE]
-//     [--build dist] [--v8-flags F,…]
+//     [--build dist] [--v8-flags F,…] [--env K=V,…]
 //
 // --checkout runs `bin/labeller.js` of another checkout (e.g. `git archive main | tar -x -C
 // /tmp/before` with node_modules linked), for before/after figures; the control plane and the
 // credentials are this one's. --preload MODULE starts Node with `--import MODULE`: with
 // @kubernetes/client-node it shows what loading that library for every kubeconfig would cost.
 // --build DIR runs the checkout's build (DIR/cli.js) instead of its sources, and --v8-flags gives
-// node flags, e.g. the image's `--max-semi-space-size=1,--optimize-for-size`.
+// node flags, e.g. the image's `--max-semi-space-size=1,--optimize-for-size`; --env adds to its
+// environment, e.g. the image's `MALLOC_ARENA_MAX=1`.
 // Nothing is pass/fail: the figures go in the README.
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -25,6 +26,7 @@ import { eventually } from '../test/harness/eventually.ts';
 import { stats } from '../test/harness/figures.ts';
 import { inClusterWrapper } from '../test/harness/incluster.ts';
 import { Labeller } from '../test/harness/labeller.ts';
+import { parseEnv } from './lib/launch.ts';
 import { procSample } from '../test/harness/procstat.ts';
 import { executable } from '../test/harness/runtime.ts';
 import { sleep } from '../test/harness/sleep.ts';
@@ -37,10 +39,12 @@ const { values } = parseArgs({
     preload: { type: 'string' },
     build: { type: 'string' },
     'v8-flags': { type: 'string' },
+    env: { type: 'string' },
   },
 });
 const entry = values.build === undefined ? 'bin/labeller.js' : `${values.build.replace(/\/+$/, '')}/cli.js`;
 const v8Flags = values['v8-flags']?.split(',').filter(Boolean) ?? [];
+const env = parseEnv(values.env);
 const repeat = Number(values.repeat);
 const restMs = Number(values['rest-seconds']) * 1000;
 const checkout = resolve(values.checkout);
@@ -125,11 +129,11 @@ try {
   ];
 
   console.log(
-    `labeller of ${checkout} (${entry}${v8Flags.length ? ` ${v8Flags.join(' ')}` : ''})${
-      values.preload ? ` with ${values.preload} preloaded` : ''
-    }; ${KINDS.join(', ')} watched in an empty namespace; RSS ${
-      restMs / 1000
-    } s after /readyz is 200; median of ${repeat}`,
+    `labeller of ${checkout} (${Object.entries(env).map(([k, v]) => `${k}=${v} `).join('')}${entry}${
+      v8Flags.length ? ` ${v8Flags.join(' ')}` : ''
+    })${values.preload ? ` with ${values.preload} preloaded` : ''}; ${
+      KINDS.join(', ')
+    } watched in an empty namespace; RSS ${restMs / 1000} s after /readyz is 200; median of ${repeat}`,
   );
   console.log('\n| credentials | RSS at rest (MiB) | peak RSS (MiB) | runs (RSS) |\n|---|---|---|---|');
   for (const mode of modes) {
@@ -163,7 +167,7 @@ async function atRest(mode: Mode, ns: string): Promise<{ rss: number; hwm: numbe
       cwd: checkout,
       kubeconfig: mode.kubeconfig ?? '',
       wrapper: mode.wrapper,
-      env: mode.env,
+      env: { ...mode.env, ...env },
       outputLimit: 3000,
     },
   );

@@ -802,6 +802,10 @@ function describeRun(r: Results): string {
       }`,
     `- labeller run from ${o.build === undefined ? `the sources (\`${o.entry}\`)` : `the build (\`${o.entry}\`)`}${
       o.v8Flags.length ? ` with V8 flags \`${o.v8Flags.join(' ')}\`` : ''
+    }${
+      Object.keys(o.env).length
+        ? `, environment \`${Object.entries(o.env).map(([k, v]) => `${k}=${v}`).join(' ')}\``
+        : ''
     }; ${
       o.credentials === 'in-cluster'
         ? "in-cluster credentials (a service-account folder at the kubelet's mount point, in a private mount namespace)"

@@ -11,6 +11,8 @@ export interface Launch {
   readonly entry: string;
   readonly build: string | undefined;
   readonly v8Flags: readonly string[];
+  /** Added to labeller's environment, e.g. the image's MALLOC_ARENA_MAX=1. */
+  readonly env: Readonly<Record<string, string>>;
 }
 
 /** The parseArgs options behind Launch. */
@@ -18,18 +20,21 @@ export const LAUNCH_OPTIONS = {
   'labeller-runtime': { type: 'string', default: host },
   build: { type: 'string' },
   'v8-flags': { type: 'string' },
+  env: { type: 'string' },
 } as const;
 
 export const LAUNCH_USAGE = `  --labeller-runtime R    node or deno: what runs labeller (default: this runtime)
   --build DIR             run the shipped build (DIR/cli.js, e.g. --build dist after \`npm run build\`)
                           instead of the sources (bin/labeller.js, or src/cli.ts on Deno)
-  --v8-flags F            comma-separated V8 flags for labeller, e.g. --max-semi-space-size=1`;
+  --v8-flags F            comma-separated V8 flags for labeller, e.g. --max-semi-space-size=1
+  --env K=V,…             comma-separated environment for labeller, e.g. MALLOC_ARENA_MAX=1 (the image's)`;
 
 export function launch(
   values: {
     readonly 'labeller-runtime'?: string | undefined;
     readonly build?: string | undefined;
     readonly 'v8-flags'?: string | undefined;
+    readonly env?: string | undefined;
   },
 ): Launch {
   const runtime = values['labeller-runtime'] ?? host;
@@ -40,7 +45,19 @@ export function launch(
     entry: build === undefined ? sourceEntry(runtime) : builtEntry(build),
     build,
     v8Flags: values['v8-flags'] ? values['v8-flags'].split(',').filter(Boolean) : [],
+    env: parseEnv(values.env),
   };
+}
+
+/** `--env NAME=VALUE,…` as a record. */
+export function parseEnv(list: string | undefined): Record<string, string> {
+  return Object.fromEntries(
+    (list ?? '').split(',').filter(Boolean).map((pair) => {
+      const at = pair.indexOf('=');
+      if (at < 1) throw new Error(`--env ${pair}: expected NAME=VALUE`);
+      return [pair.slice(0, at), pair.slice(at + 1)];
+    }),
+  );
 }
 
 /** The shipped build's entry point in `dir` (`npm run build` writes dist/cli.js); throws if it is not built. */
@@ -62,12 +79,13 @@ function builtEntry(dir: string): string {
 export type PodLaunch = Required<Pick<LabellerOptions, 'kubeconfig' | 'wrapper' | 'env'>>;
 
 export function startLabeller(
-  launch: Pick<Launch, 'runtime' | 'entry' | 'v8Flags'>,
+  launch: Pick<Launch, 'runtime' | 'entry' | 'v8Flags' | 'env'>,
   args: readonly string[],
   pod?: PodLaunch,
 ): Labeller {
   return new Labeller(args, {
     ...pod,
+    env: { ...pod?.env, ...launch.env },
     runtime: launch.runtime,
     entry: launch.entry,
     v8Flags: launch.v8Flags,

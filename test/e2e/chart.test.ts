@@ -490,7 +490,7 @@ describe('chart: lint and render', () => {
     assert.doesNotThrow(() => parseConfig(opted, 'ConfigMap'));
   });
 
-  test('the Dockerfile builds the layout image/build.sh builds: same script, scratch base, non-root, the same entry point', async () => {
+  test('the Dockerfile builds the layout image/build.sh builds: same script, scratch base, non-root, the same entry point and environment', async () => {
     const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
     const build = readFileSync(join(ROOT, 'image', 'build.sh'), 'utf8');
     assert.match(dockerfile, /^FROM node:24[-\w.]* AS build$/m, 'built on Node 24');
@@ -510,6 +510,11 @@ describe('chart: lint and render', () => {
       entrypoint,
       /--entrypoint (\S+)/.exec(build)?.[1]?.split(','),
       'the same entry point as the OCI image',
+    );
+    assert.deepEqual(
+      [...dockerfile.matchAll(/^ENV (\S+)$/gm)].map((m) => m[1]),
+      [...build.matchAll(/--env (\S+)/g)].map((m) => m[1]),
+      'the same environment as the OCI image',
     );
     // The chart runs the image's entry point as the image's user.
     const pod = podSpec(only(await render({ files: [EXAMPLES[0]!] }), 'Deployment'));

@@ -200,7 +200,12 @@ describe('the npm package', { skip }, () => {
 });
 
 interface OciConfig {
-  readonly config: { readonly Entrypoint: string[]; readonly User: string; readonly WorkingDir: string };
+  readonly config: {
+    readonly Entrypoint: string[];
+    readonly Env?: string[];
+    readonly User: string;
+    readonly WorkingDir: string;
+  };
 }
 
 const out = join(root, 'image', 'out');
@@ -230,6 +235,8 @@ describe('the image', { skip: skip || (ci ? false : notRoot) }, () => {
   let launcher: string[] = [];
   let entrypoint: [string, ...string[]];
   let command: [string, ...string[]];
+  /** The image's environment (config Env), added to the host's. */
+  let env: Record<string, string> = {};
   let described = '';
 
   before(() => {
@@ -252,7 +259,12 @@ describe('the image', { skip: skip || (ci ? false : notRoot) }, () => {
       mib(manifest.layers.reduce((sum, l) => sum + l.size, 0))
     } compressed, ${manifest.layers.length} layers (${
       manifest.layers.map((l) => mib(l.size)).join(' + ')
-    }), entry point ${config.Entrypoint.join(' ')}, user ${config.User}, workdir ${config.WorkingDir}`;
+    }), entry point ${config.Entrypoint.join(' ')}, env ${
+      (config.Env ?? []).join(' ')
+    }, user ${config.User}, workdir ${config.WorkingDir}`;
+    env = Object.fromEntries(
+      (config.Env ?? []).map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
+    );
     assert.equal(config.User, '1000:1000');
     mkdirSync(rootfs);
     for (const layer of manifest.layers) execFileSync('tar', ['-xzf', blob(layer.digest), '-C', rootfs]);
@@ -282,7 +294,7 @@ describe('the image', { skip: skip || (ci ? false : notRoot) }, () => {
 
   test('the entry point runs as uid 1000 and prints the version', (t) => {
     figure(t, described);
-    assert.equal(run('unshare', [...launcher, ...entrypoint, '--version']).trim(), version);
+    assert.equal(run('unshare', [...launcher, ...entrypoint, '--version'], { env }).trim(), version);
     // The entry point's Node, in the same place as the same user.
     const who = run('unshare', [
       ...launcher,
@@ -294,6 +306,6 @@ describe('the image', { skip: skip || (ci ? false : notRoot) }, () => {
   });
 
   test('the entry point labels objects in a real --once run', async () => {
-    await labelsTwoConfigMaps('image', command, { kubeconfig: '/kubeconfig' });
+    await labelsTwoConfigMaps('image', command, { kubeconfig: '/kubeconfig', env });
   });
 });
