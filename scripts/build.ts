@@ -19,7 +19,8 @@ const BUILTIN = 'node-builtin';
  * Node's built-in modules taken with require(), not `import`: an ES module import of a built-in
  * builds its namespace by reading every export, and the lazy ones load what they stand for.
  * `import 'node:http'` alone loads Node's bundled undici, http2, zlib and worker_threads (113
- * modules against 38; `node:fs` and `node:util` 34 against none), about 8 MiB of RSS at rest.
+ * modules against 38, 8 MiB of RSS in a script that imports nothing else; `node:fs` and
+ * `node:util` 34 against none). labeller at rest: 70 → 67 MiB.
  */
 const builtinsByRequire: Plugin = {
   name: 'builtins-by-require',
