@@ -21,6 +21,7 @@ import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { freePorts } from '../controlplane/controlplane.ts';
 import { figure } from '../harness/figures.ts';
 import { create, createNamespace, labelsOf, skip } from './cluster.ts';
 import { Labeller, runLabeller } from '../harness/labeller.ts';
@@ -162,7 +163,7 @@ describe('the npm package', { skip }, () => {
     await labelsTwoConfigMaps('node22', [bin], { env });
     // The running command's own report of its Node, continuous mode this time (watches, HTTP).
     const ns = await createNamespace('node22-metrics');
-    const port = 18394;
+    const [port = 0] = await freePorts(1);
     const args = ['--kinds', 'configmaps', '--label', 'a=1', '--namespace', ns, '--http-port', String(port)];
     const labeller = new Labeller(args, { command: [bin], env });
     try {
