@@ -5,6 +5,7 @@
 // refresh and one retry on a 401.
 import { type Agent, type ClientRequest, type IncomingMessage, request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { readBody } from './body.ts';
 import { connect, type Credential, type CredentialSource } from './credentials.ts';
 import { ApiError, ConnectionError, KubeConfigError, type Status } from './errors.ts';
 import { retire, type Transport } from './transport.ts';
@@ -99,7 +100,7 @@ export class KubeClient {
     }
     const status = response.statusCode ?? 0;
     if (status < 200 || status > 299) {
-      const text = await readText(response).catch(() => '');
+      const text = await readBody(response).catch(() => '');
       const retryAfter = response.headers['retry-after'];
       throw new ApiError(method, path, status, parseStatus(text), retryAfter);
     }
@@ -124,7 +125,7 @@ export class KubeClient {
     try {
       const response = await this.request(method, path, { ...options, signal: controller.signal });
       try {
-        return JSON.parse(await readText(response)) as T;
+        return JSON.parse(await readBody(response)) as T;
       } catch (error) {
         // An answer that could not be read whole: a timeout or a dropped connection, or not JSON.
         throw error instanceof SyntaxError ? error : this.#failed(method, path, controller.signal, error);
@@ -164,7 +165,7 @@ export class KubeClient {
         answered = true;
         this.#notify(method, response.statusCode ?? 0, started);
         // A connection that drops before the caller reads the body must not be an uncaught
-        // 'error': the reader's own listener (readText, the watch stream) still sees it.
+        // 'error': the reader's own listener (readBody, the watch stream) still sees it.
         response.on('error', () => {});
         resolve(response);
       });
@@ -247,24 +248,6 @@ export class KubeClient {
     this.#pool = transport.pool();
     if (old !== this.#pool) retire(old);
   }
-}
-
-/**
- * The whole body of `response` as text; rejects when the connection drops before its end.
- * Decoded chunk by chunk, not joined as one Buffer: a list page is megabytes, and a freed
- * Buffer that size stays resident in malloc's heap (V8 returns a large string's pages).
- */
-function readText(response: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: string[] = [];
-    response.setEncoding('utf8');
-    response.on('data', (chunk: string) => chunks.push(chunk));
-    response.once('end', () => resolve(chunks.length === 1 ? chunks[0]! : chunks.join('')));
-    response.once('error', reject);
-    response.once('close', () => {
-      if (!response.complete) reject(new Error('the connection closed before the whole answer arrived'));
-    });
-  });
 }
 
 function rethrowAsConfig(error: unknown): never {
