@@ -162,6 +162,8 @@ describe('signals at random points', { skip }, () => {
 
   test('SIGTERM as the leader: exit 0 and the Lease released (holderIdentity empty)', async (t) => {
     const lease = `labeller-${ns}`;
+    // It waits for a write: a burst above may have labelled all 300 before its signal.
+    await unlabelAll();
     const labeller = new Labeller([
       ...args(),
       '--leader-elect',
