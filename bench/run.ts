@@ -226,6 +226,13 @@ function etcdVersion(): string {
   }
 }
 
+/** How often each string occurs. */
+function tally(items: readonly string[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const item of items) counts[item] = (counts[item] ?? 0) + 1;
+  return counts;
+}
+
 async function runMemory(request: MemoryRequest, runtime: Runtime): Promise<MemoryResult> {
   // Bytecode flushed and compiled again between the readings would count as cache (see memory.ts).
   const [bin, args] = tsCommand(runtime, 'bench/memory.ts', ['--expose-gc', '--no-flush-bytecode']);
@@ -296,7 +303,8 @@ interface Results {
     patchingSeconds: number | undefined;
     requests: Record<string, number>;
     patches: number;
-    failedRequests: number;
+    /** Answers that were not 2xx, as `verb resource code` with a count (the guard's first Lease read is a 404). */
+    failedRequests: Record<string, number>;
     labelled: number;
     logWarnings: number;
     logErrors: number;
@@ -428,7 +436,11 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
       patchingSeconds: patches.length ? (lastPatch - firstPatch) / 1000 : undefined,
       requests: byVerb(coldRequests),
       patches: patches.length,
-      failedRequests: coldRequests.filter((r) => r.code !== undefined && r.code >= 300).length,
+      failedRequests: tally(
+        coldRequests.filter((r) => r.code !== undefined && r.code >= 300).map((r) =>
+          `${r.verb} ${r.resource} ${r.code}`
+        ),
+      ),
       labelled,
       logWarnings: cold.counts.warn,
       logErrors: cold.counts.error,
@@ -642,7 +654,9 @@ function rows(r: Results): Row[] {
       id: '1',
       measurement: 'Requests during convergence, by verb (audit log)',
       result: `${formatVerbs(cold.requests)} (${(cold.patches / n).toFixed(2)} PATCH/object${
-        cold.failedRequests ? `, ${cold.failedRequests} failed` : ''
+        Object.keys(cold.failedRequests).length
+          ? `; not 2xx: ${Object.entries(cold.failedRequests).map(([what, count]) => `${count} × ${what}`).join(', ')}`
+          : ''
       })`,
       target: '',
       verdict: '',
