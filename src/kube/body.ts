@@ -3,8 +3,8 @@ import type { IncomingMessage } from 'node:http';
 
 /**
  * The whole body of `response` as text; rejects when the connection drops before its end.
- * Decoded chunk by chunk, not joined as one Buffer: a list page is megabytes, and a freed
- * Buffer that size stays resident in malloc's heap (V8 returns a large string's pages).
+ * Decoded chunk by chunk, not joined as one Buffer: a list page is hundreds of kilobytes, and a
+ * freed Buffer that size stays resident in malloc's heap (V8 returns a large string's pages).
  * Nothing of the body stays reachable from the response once it is read: a kept-alive socket
  * holds the request that opened it, and with it this response, for as long as it is open
  * (node:https's TLS session listener), so a listener left on it would keep the whole first
