@@ -68,10 +68,11 @@ export async function runApp(
   const recording = events?.run(stopEvents.signal);
   // Up before discovery, so probes see "not ready" rather than a refused connection.
   const all: Controller<LabelledObject>[] = [];
-  let relations: Relations | undefined;
+  /** The related caches' readiness problems, once the controllers are wired. */
+  let relatedProblems: (() => string[]) | undefined;
   const readiness = {
-    problems:
-      () => (relations ? [...all.flatMap(readinessProblem), ...relations.problems()] : ['waiting for API discovery']),
+    problems: () =>
+      relatedProblems ? [...all.flatMap(readinessProblem), ...relatedProblems()] : ['waiting for API discovery'],
   };
   const servers = options.once ? [] : await Promise.all(
     serversFor(options, { readiness, registry: metrics.registry }).map(async ([address, endpoints]) => {
@@ -119,7 +120,7 @@ export async function runApp(
       if (lacked.length === 0) return lacked;
       relating.abort();
       relating = new AbortController();
-      relations = related = relationsFor(next);
+      related = relationsFor(next);
       return lacked;
     };
     const counts = noCounts();
@@ -157,7 +158,7 @@ export async function runApp(
 
     // Ready no sooner than the controllers are wired (after the guard's check), so a probe cannot
     // see an empty list of controllers as ready.
-    relations = related;
+    relatedProblems = () => related.problems();
     const leaderElection = options.leaderElection &&
       { ...options.leaderElection, onLeadingChange: metrics.leader(options.leaderElection.name) };
     if (options.once) {
