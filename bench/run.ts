@@ -28,7 +28,7 @@ import { resolveResource } from '../src/kube/resolve.ts';
 import type { ApiResource } from '../src/kube/resource.ts';
 import { labelClient } from '../src/labelclient.ts';
 import { binaries, type ControlPlane, startControlPlane } from '../test/controlplane/controlplane.ts';
-import { type AuditRequest, AuditRequests, byVerb, formatVerbs } from '../test/harness/audit.ts';
+import { type AuditRequest, AuditRequests, byVerb, countBy, formatVerbs } from '../test/harness/audit.ts';
 import { type Child, describeExit, start } from '../test/harness/child.ts';
 import { inClusterWrapper } from '../test/harness/incluster.ts';
 import { running as runningLabellers } from '../test/harness/labeller.ts';
@@ -224,13 +224,6 @@ function etcdVersion(): string {
   } catch {
     return 'unknown';
   }
-}
-
-/** How often each string occurs. */
-function tally(items: readonly string[]): Record<string, number> {
-  const counts: Record<string, number> = {};
-  for (const item of items) counts[item] = (counts[item] ?? 0) + 1;
-  return counts;
 }
 
 async function runMemory(request: MemoryRequest, runtime: Runtime): Promise<MemoryResult> {
@@ -436,10 +429,9 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
       patchingSeconds: patches.length ? (lastPatch - firstPatch) / 1000 : undefined,
       requests: byVerb(coldRequests),
       patches: patches.length,
-      failedRequests: tally(
-        coldRequests.filter((r) => r.code !== undefined && r.code >= 300).map((r) =>
-          `${r.verb} ${r.resource} ${r.code}`
-        ),
+      failedRequests: countBy(
+        coldRequests.filter((r) => r.code !== undefined && r.code >= 300),
+        (r) => `${r.verb} ${r.resource} ${r.code}`,
       ),
       labelled,
       logWarnings: cold.counts.warn,

@@ -156,10 +156,19 @@ export class AuditRequests {
   }
 }
 
+/** Requests counted by what `key` makes of each, e.g. `get leases 404`. */
+export function countBy(requests: readonly AuditRequest[], key: (r: AuditRequest) => string): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const r of requests) {
+    const k = key(r);
+    counts[k] = (counts[k] ?? 0) + 1;
+  }
+  return counts;
+}
+
 /** Requests counted by verb, e.g. { get: 2, list: 3, watch: 3, patch: 300 }. */
 export function byVerb(requests: readonly AuditRequest[]): Record<string, number> {
-  const counts: Record<string, number> = {};
-  for (const r of requests) counts[r.verb] = (counts[r.verb] ?? 0) + 1;
+  const counts = countBy(requests, (r) => r.verb);
   return Object.fromEntries(
     Object.entries(counts).sort(([a], [b]) => VERB_ORDER.indexOf(a) - VERB_ORDER.indexOf(b) || a.localeCompare(b)),
   );
