@@ -14,18 +14,11 @@ import {
 } from './cluster.ts';
 import { Labeller } from '../harness/labeller.ts';
 import { FaultProxy } from '../harness/proxy.ts';
+import { sample } from '../harness/metrics.ts';
 
 async function get(port: number, path: string): Promise<{ status: number; body: string }> {
   const response = await fetch(`http://127.0.0.1:${port}${path}`);
   return { status: response.status, body: await response.text() };
-}
-
-/** The value of one sample, e.g. sample(text, 'controller_runtime_reconcile_total', { result: 'success' }). */
-function sample(metrics: string, name: string, labels: Record<string, string> = {}): number | undefined {
-  const line = metrics.split('\n').find((l) =>
-    l.startsWith(`${name}{`) && Object.entries(labels).every(([k, v]) => l.includes(`${k}="${v}"`))
-  );
-  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
 }
 
 describe('HTTP endpoints', { skip }, () => {

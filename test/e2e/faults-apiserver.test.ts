@@ -16,6 +16,7 @@ import { startControlPlane } from '../controlplane/controlplane.ts';
 import { ownSkip } from '../harness/testrun.ts';
 import { Labeller, type LogLine, watchFailed } from '../harness/labeller.ts';
 import { FaultProxy } from '../harness/proxy.ts';
+import { scrape } from '../harness/metrics.ts';
 
 const configMap = (name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } });
 const secret = (name: string) => ({ apiVersion: 'v1', kind: 'Secret', metadata: { name }, stringData: { k: 'v' } });
@@ -142,8 +143,11 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
       const listedBefore = labeller.logs.filter((l) => /list complete/.test(l.msg)).length;
       const times = await outage(3000);
       // (After a list that failed, the first complete one may be logged as "relist complete".)
-      await labeller.waitForLog((l) => /list complete/.test(l.msg) && l.kind === 'ConfigMap', 90_000);
-      await labeller.waitForLog((l) => /list complete/.test(l.msg) && l.kind === 'Secret', 90_000);
+      const listed = new Map<string, number>();
+      for (const kind of ['ConfigMap', 'Secret']) {
+        const line = await labeller.waitForLog((l) => /list complete/.test(l.msg) && l.kind === kind, 90_000, mark);
+        listed.set(kind, labeller.logs.indexOf(line));
+      }
       await labeller.waitForLog((l) => l.msg === 'labels applied', 60_000);
       outages.push({
         what: `initial list (${listedBefore} of 2 lists done when cut)`,
@@ -157,11 +161,26 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
       });
       await readyAgain(times.ready);
 
-      // 2. Mid-burst (concurrency 1 leaves most objects pending), then in steady state. Each kind
-      // has applied since the relist, so each watch has delivered (its own PATCH's event), which
-      // is what starts a watch's backoff over; a quiet kind would otherwise carry it on.
-      for (const kind of ['ConfigMap', 'Secret']) {
-        await labeller.waitForLog((l) => l.msg === 'labels applied' && l.kind === kind, 30_000, mark);
+      // 2. Mid-burst (concurrency 1 leaves most objects pending), then in steady state. First each
+      // kind's watch must have delivered an event (its own PATCH's), which is what starts a watch's
+      // backoff over; a quiet kind would carry it on. A PATCH logged is not yet delivered: the API
+      // server, stopped at once, may close the watch first. So wait until the cache holds a label
+      // the relist cannot have brought: more labelled objects than the server had when read after
+      // the relist, or all of them (a PATCH after the relist means the relist had fewer than all).
+      for (const [kind, path] of [['ConfigMap', cms], ['Secret', secrets]] as const) {
+        await labeller.waitForLog((l) => l.msg === 'labels applied' && l.kind === kind, 30_000, listed.get(kind));
+        const objects = [...(await cluster.labelsByName(path))];
+        const labelled = objects.filter(([name, labels]) => isLabelled(name, labels)).length;
+        const controller = `${path.split('/').at(-1)}/${ns}`;
+        await eventually(
+          async () => {
+            const cached = await scrape(HTTP_PORT, 'labeller_objects_managed', { controller }) ?? 0;
+            return cached > labelled || cached === objects.length;
+          },
+          `${kind}: the watch to deliver a labelled object (the server had ${labelled} after the relist)`,
+          30_000,
+          100,
+        );
       }
       for (const [what, ms] of [['mid-burst', 3000], ['steady state', 5000]] as const) {
         if (what === 'steady state') {
