@@ -5,6 +5,7 @@
 // read them; and a labelled kind reconciles only once every cache it reads has listed.
 import { MetadataApi } from '../kube/api.ts';
 import type { KubeClient } from '../kube/client.ts';
+import { discover } from '../kube/discovery.ts';
 import { type ApiResource, apiVersion, groupResource } from '../kube/resource.ts';
 import type { KindConfig } from '../labeller/config.ts';
 import { type ControllerRef, type LabelledObject, projector } from '../labeller/object.ts';
@@ -22,10 +23,12 @@ import {
 import { type RelatedScope, relatedScope, scopeLacks } from '../labeller/relatedscope.ts';
 import type { TemplateContext } from '../labeller/template.ts';
 import type { Logger } from '../log.ts';
+import { Backoff } from '../runtime/backoff.ts';
 import type { Controller } from '../runtime/controller.ts';
 import { StoreIndex } from '../runtime/index.ts';
 import { Informer } from '../runtime/informer.ts';
 import { SharedInformers, watches } from '../runtime/shared.ts';
+import { sleep } from '../runtime/sleep.ts';
 import { objectKey, type Projection } from '../runtime/store.ts';
 import type { LabellerEvents } from './events.ts';
 
@@ -54,9 +57,20 @@ export interface KindRelations {
 
 const NAMESPACES = 'namespaces';
 
+/** An informer whose objects' owners are watched. */
+interface Tracked {
+  /** The informers of their owners. */
+  readonly ids: Set<string>;
+  /** Their owners' owners too, up the chains (root.*). */
+  deep: boolean;
+  /** Starts watching the owners of one more object. */
+  readonly note: (object: LabelledObject | undefined) => void;
+}
+
 export class Relations implements RelatedCaches {
   readonly #client: KubeClient;
-  readonly #resources: readonly ApiResource[];
+  /** What discovery serves; looked up again while an owner kind is missing from it. */
+  #resources: readonly ApiResource[];
   readonly #options: RelationsOptions;
   readonly #log: Logger;
   readonly #informers: SharedInformers<LabelledObject>;
@@ -66,13 +80,16 @@ export class Relations implements RelatedCaches {
   readonly #scope: RelatedScope;
   #consumers: Consumer[] = [];
   #chain: ChainLink[] = [];
-  /**
-   * For each tracked informer, the informers its objects' controllers live in, and whether their
-   * own controllers are tracked too: only along the chains of kinds that read `root.*`.
-   */
-  readonly #tracked = new Map<Informer<LabelledObject>, { readonly ids: Set<string>; deep: boolean }>();
+  /** The informers whose objects' owners are watched: along the chains only for kinds that read `root.*`. */
+  readonly #tracked = new Map<Informer<LabelledObject>, Tracked>();
   /** ownerReference apiVersion + kind → its resource, or null when not served. */
   readonly #ownerResources = new Map<string, ApiResource | null>();
+  /** The pause between discoveries while an owner kind is not served: 5 s, growing to 5 min (as for labelled kinds). */
+  readonly #rediscovery = new Backoff({ initialMs: 5_000, maxMs: 300_000 });
+  /** performance.now() before which discovery does not run again. */
+  #rediscoverAt = 0;
+  /** A discovery is waiting for its pause to end or under way. */
+  #rediscovering = false;
 
   constructor(
     client: KubeClient,
@@ -244,8 +261,6 @@ export class Relations implements RelatedCaches {
       }
       return;
     }
-    const tracked = { ids: new Set<string>(), deep };
-    this.#tracked.set(informer, tracked);
     const note = (object: LabelledObject | undefined): void => {
       if (!object?.owner) return;
       const found = this.#ownerInformer(object.owner, object.namespace);
@@ -253,6 +268,8 @@ export class Relations implements RelatedCaches {
       tracked.ids.add(found.id);
       if (tracked.deep) this.#track(found.informer, true);
     };
+    const tracked = { ids: new Set<string>(), deep, note };
+    this.#tracked.set(informer, tracked);
     for (const key of informer.store.keys()) note(informer.store.get(key));
     informer.subscribe((change) => {
       if (change.type === 'upsert') note(change.object);
@@ -279,16 +296,7 @@ export class Relations implements RelatedCaches {
     const type = `${ref.apiVersion} ${ref.kind}`;
     let resource = this.#ownerResources.get(type);
     if (resource === undefined) {
-      const slash = ref.apiVersion.indexOf('/');
-      const [group, version] = slash === -1
-        ? ['', ref.apiVersion]
-        : [ref.apiVersion.slice(0, slash), ref.apiVersion.slice(slash + 1)];
-      const candidates = this.#resources.filter((r) =>
-        r.group === group && r.kind === ref.kind && !r.resource.includes('/') && r.verbs.includes('list') &&
-        r.verbs.includes('watch')
-      );
-      resource = candidates.find((r) => r.version === version) ?? candidates.find((r) => r.preferred) ??
-        candidates[0] ?? null;
+      resource = this.#served(ref.apiVersion, ref.kind);
       this.#ownerResources.set(type, resource);
       if (resource === null) {
         this.#log.error('owner kind not served with list and watch; objects it controls are left alone', {
@@ -297,7 +305,60 @@ export class Relations implements RelatedCaches {
         });
       }
     }
+    if (resource === null) this.#lookAgain();
     return resource ?? undefined;
+  }
+
+  /** The resource that serves owner references of `apiVersion` and `kind` with list and watch, or null. */
+  #served(apiVersion: string, kind: string): ApiResource | null {
+    const slash = apiVersion.indexOf('/');
+    const [group, version] = slash === -1
+      ? ['', apiVersion]
+      : [apiVersion.slice(0, slash), apiVersion.slice(slash + 1)];
+    const candidates = this.#resources.filter((r) =>
+      r.group === group && r.kind === kind && !r.resource.includes('/') && r.verbs.includes('list') &&
+      r.verbs.includes('watch')
+    );
+    return candidates.find((r) => r.version === version) ?? candidates.find((r) => r.preferred) ?? candidates[0] ??
+      null;
+  }
+
+  /**
+   * An owner kind is not served: its CRD may be installed later (or a rebuild of these caches kept
+   * the discovery of start), so discovery runs again, in the background, once per pause. When an
+   * owner kind turns up, every tracked object is noted again: the caches of its owners start, and
+   * their first lists requeue the objects that read them.
+   */
+  #lookAgain(): void {
+    if (this.#options.once || this.#rediscovering) return;
+    this.#rediscovering = true;
+    const { signal } = this.#options;
+    void sleep(Math.max(0, this.#rediscoverAt - performance.now()), signal)
+      .then(() => signal.aborted ? undefined : discover(this.#client, signal))
+      .then((discovery) => {
+        if (!discovery) return;
+        this.#resources = discovery.resources;
+        const found = [...this.#ownerResources].filter(([, resource]) => resource === null).flatMap(([type]) => {
+          const [apiVersion = '', kind = ''] = type.split(' ');
+          const resource = this.#served(apiVersion, kind);
+          if (!resource) return [];
+          this.#ownerResources.set(type, resource);
+          this.#log.info('owner kind is served now; watching it', { ownerKind: kind, ownerApiVersion: apiVersion });
+          return [resource];
+        });
+        if (found.length === 0) return;
+        this.#rediscovery.reset();
+        for (const [informer, { note }] of this.#tracked) {
+          for (const key of informer.store.keys()) note(informer.store.get(key));
+        }
+      })
+      .catch((error: unknown) => {
+        if (!signal.aborted) this.#log.warn('discovery failed; owner kinds are looked for again later', { error });
+      })
+      .finally(() => {
+        this.#rediscovering = false;
+        this.#rediscoverAt = performance.now() + this.#rediscovery.next();
+      });
   }
 
   /** Creates (once) and starts the informer `id` of related objects. */

@@ -2,7 +2,8 @@
 // every object in it, a Deployment's label on its ReplicaSets and Pods (made here with
 // ownerReferences, as the test control plane runs no controller manager), kept right when the
 // related object changes, with one PATCH per affected object and none elsewhere; a restart
-// sends nothing; an owner kind labeller may not read is reported and the other kinds go on.
+// sends nothing; an owner kind labeller may not read is reported and the other kinds go on; an
+// owner kind whose CRD comes after labeller is picked up.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { assertCleanExit } from '../harness/crash.ts';
@@ -14,6 +15,7 @@ import {
   auditTail,
   configFile,
   create,
+  createCrd,
   createNamespace,
   eventually,
   labelsOf,
@@ -384,6 +386,51 @@ kinds:
         [...new Set(requests(0, (e) => e.verb === 'list').map((e) => e.objectRef?.resource))].sort(),
         ['jobs', 'pods', 'replicasets'],
         "the ReplicaSets' Deployments are not listed: no template reads them",
+      );
+    } finally {
+      assertCleanExit(await labeller.stop());
+    }
+  });
+
+  test('an owner kind whose CRD is installed after labeller started is looked for again, and what it owns is labelled', async () => {
+    const ns = await createNamespace('related-late-owner');
+    const group = `${ns}.example.com`;
+    const core = `/api/v1/namespaces/${ns}`;
+    const owned = (name: string, owner: { name: string; uid: string }) => ({
+      metadata: { name, ownerReferences: [{ apiVersion: `${group}/v1`, kind: 'Gadget', ...owner, controller: true }] },
+    });
+    // Owned by a kind no API serves yet: labeller finds no resource for it.
+    await create(`${core}/configmaps`, owned('early', { name: 'gone', uid: '00000000-0000-0000-0000-000000000002' }));
+    const config = `
+kinds:
+  - resource: configmaps
+    labels: { example.com/owner: "{{owner.name}}" }
+`;
+    const labeller = new Labeller(withConfig(config, ns));
+    try {
+      await labeller.waitForLog((l) => /owner kind not served/.test(l.msg) && l.ownerKind === 'Gadget');
+      // Past the discovery the miss sets off at once, so the CRD comes in a pause between discoveries.
+      await sleep(2000);
+      await createCrd(group, 'gadgets', 'Gadget');
+      const gadget = await create<{ metadata: { uid: string } }>(`/apis/${group}/v1/namespaces/${ns}/gadgets`, {
+        apiVersion: `${group}/v1`,
+        kind: 'Gadget',
+        metadata: { name: 'g' },
+      });
+      await create(`${core}/configmaps`, owned('late', { name: 'g', uid: gadget.metadata.uid }));
+      await labeller.waitForLog(
+        (l) => l.msg === 'owner kind is served now; watching it' && l.ownerKind === 'Gadget',
+        60_000,
+      );
+      await eventually(
+        async () => (await labelsOf(`${core}/configmaps/late`))['example.com/owner'] === 'g',
+        "the config map labelled with its Gadget's name",
+        30_000,
+      );
+      assert.equal(
+        (await labelsOf(`${core}/configmaps/early`))['example.com/owner'],
+        undefined,
+        'its owner does not exist',
       );
     } finally {
       assertCleanExit(await labeller.stop());
