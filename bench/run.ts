@@ -49,7 +49,9 @@ process.chdir(root);
 
 const USAGE = `usage: bench/run.ts [options]
   --quick                 N = 300, idle 0.5 min, 50 latency samples (CI; a few minutes)
-  --n N                   objects, split over ConfigMaps, Services, Deployments (1k, 10k, 50k; default 10k)
+  --n N                   objects, split over the kinds (1k, 10k, 50k; default 10k)
+  --kinds K               the kinds labelled, of configmaps,services,deployments (default all three;
+                          configmaps alone is the issue's side-by-side with the Go and Rust controllers)
   --idle-minutes M        idle window (default 2; the target is about 10)
   --samples S             relabel latency samples, idle and under churn each (default 200)
   --concurrency C         labeller's --concurrency per kind (default 8); the tight loop uses C × kinds
@@ -84,6 +86,8 @@ interface Options extends Launch {
   readonly idleMinutes: number;
   readonly samples: number;
   readonly concurrency: number;
+  /** The kinds labelled (not for --related, which labels all three). */
+  readonly kinds: readonly KindSpec[];
   readonly createConcurrency: number;
   readonly churnRate: number;
   readonly memory: boolean;
@@ -106,6 +110,7 @@ function options(argv: string[]): Options {
       'idle-minutes': { type: 'string' },
       samples: { type: 'string' },
       concurrency: { type: 'string', default: '8' },
+      kinds: { type: 'string', default: KINDS.map((k) => k.resource).join(',') },
       'create-concurrency': { type: 'string', default: '50' },
       'churn-rate': { type: 'string', default: '20' },
       ...LAUNCH_OPTIONS,
@@ -127,9 +132,16 @@ function options(argv: string[]): Options {
   if (credentials !== 'kubeconfig' && credentials !== 'in-cluster') {
     throw new Error(`--credentials ${credentials}: expected kubeconfig or in-cluster`);
   }
+  const kinds = values.kinds.split(',').map((resource) => {
+    const kind = KINDS.find((k) => k.resource === resource.trim());
+    if (!kind) throw new Error(`--kinds ${values.kinds}: expected some of ${KINDS.map((k) => k.resource).join(', ')}`);
+    return kind;
+  });
+  if (values.related && kinds.length < KINDS.length) throw new Error('--related labels all three kinds; drop --kinds');
   return {
     ...launch(values),
     quick,
+    kinds,
     n: values.n ? parseCount(values.n, '--n') : quick ? 300 : 10_000,
     idleMinutes: values['idle-minutes'] ? parsePositive(values['idle-minutes'], '--idle-minutes') : quick ? 0.5 : 2,
     samples: values.samples ? Math.round(parsePositive(values.samples, '--samples')) : quick ? 50 : 200,
@@ -172,7 +184,6 @@ function podCredentials(kubeconfig: string, namespace: string): PodLaunch {
 
 const LABELS = { 'bench.example.com/team': 'platform', 'bench.example.com/tier': 'gold' } as const;
 const TEAM = 'bench.example.com/team';
-const KIND_ARG = KINDS.map((k) => k.resource).join(',');
 const FIELD_MANAGER = 'labeller';
 
 const children = new Set<Child>();
@@ -181,11 +192,16 @@ const log = (message: string): void => {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
 };
 
-function labellerArgs(kubeconfig: string | undefined, namespace: string, concurrency: number): string[] {
+function labellerArgs(
+  kubeconfig: string | undefined,
+  namespace: string,
+  kinds: readonly KindSpec[],
+  concurrency: number,
+): string[] {
   return [
     ...(kubeconfig === undefined ? [] : ['--kubeconfig', kubeconfig]),
     '--kinds',
-    KIND_ARG,
+    kinds.map((k) => k.resource).join(','),
     ...Object.entries(LABELS).flatMap(([k, v]) => ['--label', `${k}=${v}`]),
     '--namespace',
     namespace,
@@ -260,7 +276,7 @@ async function measureMemory(
       kubeconfig,
       namespace,
       emptyNamespace,
-      kinds: KINDS.map((k) => k.resource),
+      kinds: opts.kinds.map((k) => k.resource),
       labels: LABELS,
       fieldManager: FIELD_MANAGER,
       concurrency: opts.concurrency,
@@ -357,14 +373,14 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }),
     });
-    const perKind = split(opts.n);
+    const perKind = split(opts.n, opts.kinds);
     log(
       `creating ${opts.n} objects in ${namespace} (${
         [...perKind].map(([k, n]) => `${n} ${k.resource}`).join(', ')
       }), ${opts.createConcurrency} in flight`,
     );
     let started = performance.now();
-    const objects = await createObjects(admin, namespace, opts.n, opts.createConcurrency, signal);
+    const objects = await createObjects(admin, namespace, opts.n, opts.createConcurrency, signal, opts.kinds);
     results.setup = {
       namespace,
       objects: Object.fromEntries([...perKind].map(([k, n]) => [k.resource, n])),
@@ -373,14 +389,14 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     };
     log(`created in ${seconds(results.setup.seconds)}`);
     const apis = new Map<KindSpec, MetadataApi>(
-      KINDS.map((k) => [k, new MetadataApi(admin, resourceOf.get(k)!, namespace)]),
+      opts.kinds.map((k) => [k, new MetadataApi(admin, resourceOf.get(k)!, namespace)]),
     );
     if (opts.memoryOnly) {
       await measureMemory(admin, cp.kubeconfig, namespace, opts, results);
       return;
     }
     const pod = opts.credentials === 'in-cluster' ? podCredentials(cp.kubeconfig, namespace) : undefined;
-    const args = labellerArgs(pod ? undefined : cp.kubeconfig, namespace, opts.concurrency);
+    const args = labellerArgs(pod ? undefined : cp.kubeconfig, namespace, opts.kinds, opts.concurrency);
 
     // -------- 1. cold convergence
     log(`cold convergence: starting labeller on ${opts.runtime}`);
@@ -424,7 +440,7 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
       firstRequestSeconds: coldRequests.length
         ? (coldRequests.reduce((t, r) => Math.min(t, r.received), Number.POSITIVE_INFINITY) - cold.startedAt) / 1000
         : undefined,
-      listedSeconds: listed.length === KINDS.length ? (Math.max(...listed) - cold.startedAt) / 1000 : undefined,
+      listedSeconds: listed.length === opts.kinds.length ? (Math.max(...listed) - cold.startedAt) / 1000 : undefined,
       firstPatchSeconds: patches.length ? (firstPatch - cold.startedAt) / 1000 : undefined,
       patchingSeconds: patches.length ? (lastPatch - firstPatch) / 1000 : undefined,
       requests: byVerb(coldRequests),
@@ -458,7 +474,7 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     }
 
     // -------- 2. the server's limit: the same patches from a tight loop, same concurrency
-    const loopConcurrency = opts.concurrency * KINDS.length;
+    const loopConcurrency = opts.concurrency * opts.kinds.length;
     log(`tight loop: ${opts.n} server-side apply patches, ${loopConcurrency} in flight`);
     const loopClient = await KubeClient.load({ kubeconfig: cp.kubeconfig, userAgent: 'labeller-bench-loop' });
     try {
@@ -500,7 +516,7 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     log('restart over the labelled cluster');
     const second = startLabeller(opts, args, pod);
     const ready = await Promise.all(
-      KINDS.map((k) =>
+      opts.kinds.map((k) =>
         second.waitForLog((l) => l.msg === 'initial list complete' && l.kind === k.kind, 120_000 + opts.n * 5)
       ),
     );
@@ -818,7 +834,7 @@ function describeRun(r: Results): string {
         : 'kubeconfig credentials (bearer token)'
     }`,
     `- labeller \`--concurrency ${o.concurrency}\` per kind (${
-      o.concurrency * KINDS.length
+      o.concurrency * o.kinds.length
     } in all; the tight loop uses the same), ${
       o.related ? 'one label' : '2 labels'
     }; convergence ends at the last labeller PATCH in the audit log, confirmed by a metadata-only list`,

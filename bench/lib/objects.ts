@@ -28,9 +28,9 @@ export function collection(kind: KindSpec, namespace: string): string {
   return `${kind.base}/namespaces/${namespace}/${kind.resource}`;
 }
 
-/** N split over the kinds as evenly as possible. */
-export function split(n: number): Map<KindSpec, number> {
-  return new Map(KINDS.map((kind, i) => [kind, Math.floor(n / KINDS.length) + (i < n % KINDS.length ? 1 : 0)]));
+/** N split over `kinds` as evenly as possible. */
+export function split(n: number, kinds: readonly KindSpec[] = KINDS): Map<KindSpec, number> {
+  return new Map(kinds.map((kind, i) => [kind, Math.floor(n / kinds.length) + (i < n % kinds.length ? 1 : 0)]));
 }
 
 function body(kind: KindSpec, name: string, i: number): object {
@@ -171,16 +171,17 @@ export async function createObject(
   return { kind, name, uid: created.metadata.uid };
 }
 
-/** Creates `n` objects split over the kinds, `concurrency` requests in flight. */
+/** Creates `n` objects split over `kinds`, `concurrency` requests in flight. */
 export async function createObjects(
   client: KubeClient,
   namespace: string,
   n: number,
   concurrency: number,
   signal?: AbortSignal,
+  kinds: readonly KindSpec[] = KINDS,
 ): Promise<BenchObject[]> {
   const plan: { kind: KindSpec; name: string; i: number }[] = [];
-  for (const [kind, count] of split(n)) {
+  for (const [kind, count] of split(n, kinds)) {
     for (let i = 0; i < count; i++) {
       plan.push({ kind, name: `${kind.resource.slice(0, -1)}-${String(i).padStart(5, '0')}`, i });
     }
