@@ -358,7 +358,9 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     results.meta['kubeApiserver'] = version.gitVersion;
     const audit = new AuditRequests(cp.auditLog, 'labeller/');
     const { resources } = await discover(admin);
-    const resourceOf = new Map<KindSpec, ApiResource>(KINDS.map((k) => [k, resolveResource(k.resource, resources)]));
+    const resourceOf = new Map<KindSpec, ApiResource>(
+      opts.kinds.map((k) => [k, resolveResource(k.resource, resources)]),
+    );
     if (opts.related) {
       results.related = {
         ...(await benchRelated(admin, cp, audit, resourceOf, opts, signal, log)),
@@ -389,7 +391,7 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     };
     log(`created in ${seconds(results.setup.seconds)}`);
     const apis = new Map<KindSpec, MetadataApi>(
-      opts.kinds.map((k) => [k, new MetadataApi(admin, resourceOf.get(k)!, namespace)]),
+      [...resourceOf].map(([k, r]) => [k, new MetadataApi(admin, r, namespace)]),
     );
     if (opts.memoryOnly) {
       await measureMemory(admin, cp.kubeconfig, namespace, opts, results);

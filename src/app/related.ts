@@ -84,7 +84,7 @@ export class Relations implements RelatedCaches {
   readonly #tracked = new Map<Informer<LabelledObject>, Tracked>();
   /** ownerReference apiVersion + kind → its resource, or null when not served. */
   readonly #ownerResources = new Map<string, ApiResource | null>();
-  /** The pause between discoveries while an owner kind is not served: 5 s, growing to 5 min (as for labelled kinds). */
+  /** The pause between discoveries while an owner kind is not served: 5 s, growing to 5 min (jittered, so replicas spread). */
   readonly #rediscovery = new Backoff({ initialMs: 5_000, maxMs: 300_000 });
   /** performance.now() before which discovery does not run again. */
   #rediscoverAt = 0;
