@@ -5,6 +5,8 @@
 // `--help` never loads what only a cluster run needs.
 //
 //   npm run build            (also run by `prepare`: `npm install` in a clone, `npm pack`)
+//   npm run build -- --sourcemap   the same with .js.map files, for reading --cpu-prof profiles
+//                                  (bench/profile.ts); the next plain build removes them
 import { build, type BuildOptions, type Metafile, type Plugin } from 'esbuild';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
@@ -74,9 +76,9 @@ export function buildOptions(outdir: string, external = false): BuildOptions {
 }
 
 /** Builds into `outdir` (emptied first); returns what went in, for the licence file. */
-export async function buildDist(outdir: string, external = false): Promise<Metafile> {
+export async function buildDist(outdir: string, external = false, sourcemap = false): Promise<Metafile> {
   rmSync(outdir, { recursive: true, force: true });
-  const { metafile } = await build({ ...buildOptions(outdir, external), metafile: true });
+  const { metafile } = await build({ ...buildOptions(outdir, external), metafile: true, sourcemap });
   return metafile;
 }
 
@@ -107,11 +109,18 @@ export function thirdPartyLicenses(metafile: Metafile): string {
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const outdir = join(root, 'dist');
-  const metafile = await buildDist(outdir);
+  const args = process.argv.slice(2);
+  const unknown = args.filter((a) => a !== '--sourcemap');
+  if (unknown.length > 0) {
+    console.error(`build: unknown option ${unknown.join(' ')}; the only option is --sourcemap`);
+    process.exit(2);
+  }
+  const metafile = await buildDist(outdir, false, args.includes('--sourcemap'));
   writeFileSync(join(outdir, 'THIRD_PARTY_LICENSES.txt'), thirdPartyLicenses(metafile));
-  const bytes = Object.values(metafile.outputs).reduce((sum, o) => sum + o.bytes, 0);
+  const outputs = Object.entries(metafile.outputs).filter(([name]) => !name.endsWith('.map'));
+  const bytes = outputs.reduce((sum, [, o]) => sum + o.bytes, 0);
   console.error(
-    `dist/: ${Object.keys(metafile.outputs).length} files, ${(bytes / 1024 / 1024).toFixed(1)} MiB, ${
+    `dist/: ${outputs.length} files, ${(bytes / 1024 / 1024).toFixed(1)} MiB, ${
       Object.keys(metafile.inputs).length
     } modules bundled`,
   );
