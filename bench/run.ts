@@ -35,6 +35,7 @@ import { running as runningLabellers } from '../test/harness/labeller.ts';
 import { ProcSampler } from '../test/harness/procstat.ts';
 import { host, type Runtime, runtimeVersion, tsCommand } from '../test/harness/runtime.ts';
 import { sleep } from '../test/harness/sleep.ts';
+import { converged } from './lib/converged.ts';
 import { type Launch, launch, LAUNCH_OPTIONS, LAUNCH_USAGE, type PodLaunch, startLabeller } from './lib/launch.ts';
 import type { MemoryMode, MemoryRequest, MemoryResult } from './memory.ts';
 import { type BenchObject, createObjects, KINDS, type KindSpec, pool, split } from './lib/objects.ts';
@@ -405,20 +406,10 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     const cold = startLabeller(opts, args, pod);
     // Memory and CPU as the kernel sees them, sampled from outside until labeller is stopped.
     const proc = new ProcSampler(cold.pid);
-    const timeoutMs = 120_000 + opts.n * 30;
-    const unlabelled = `${TEAM}!=${LABELS[TEAM]}`;
-    for (;;) {
-      cold.assertRunning();
-      signal.throwIfAborted();
-      const remaining = await Promise.all(
-        [...apis.values()].map((api) => api.list({ labelSelector: unlabelled, limit: 1 })),
-      );
-      if (remaining.every((page) => page.items.length === 0)) break;
-      if (Date.now() - cold.startedAt > timeoutMs) {
-        throw new Error(`cold convergence: not every object labelled after ${timeoutMs / 1000} s\n${cold.stderr}`);
-      }
-      await sleep(200, signal);
-    }
+    await converged(cold, [...apis.values()], `${TEAM}!=${LABELS[TEAM]}`, opts.n, 120_000 + opts.n * 30, signal)
+      .catch((error: unknown) => {
+        throw new Error(`cold convergence: ${error instanceof Error ? error.message : String(error)}`);
+      });
     const confirmedAt = Date.now();
     const coldRequests = audit.requests(cold.startedAt, confirmedAt);
     const patches = coldRequests.filter((r) => r.verb === 'patch' && r.code !== undefined && r.code < 300);

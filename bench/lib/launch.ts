@@ -71,13 +71,13 @@ function builtEntry(dir: string): string {
   return entry;
 }
 
+/** How labeller runs as in a pod (bench/run.ts --credentials in-cluster): no kubeconfig, a wrapper, its environment. */
+export type PodLaunch = Required<Pick<LabellerOptions, 'kubeconfig' | 'wrapper' | 'env'>>;
+
 /**
  * Starts labeller as `launch` says. Only the log lines the bench reads are kept ("labels applied"
  * are counted), and the last 4000 characters of its output, so a 50k-object run holds neither.
  */
-/** How labeller runs as in a pod (bench/run.ts --credentials in-cluster): no kubeconfig, a wrapper, its environment. */
-export type PodLaunch = Required<Pick<LabellerOptions, 'kubeconfig' | 'wrapper' | 'env'>>;
-
 export function startLabeller(
   launch: Pick<Launch, 'runtime' | 'entry' | 'v8Flags' | 'env'>,
   args: readonly string[],

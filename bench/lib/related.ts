@@ -19,6 +19,7 @@ import { type AuditRequest, type AuditRequests, byVerb, formatVerbs } from '../.
 import type { Labeller } from '../../test/harness/labeller.ts';
 import { cpuSeconds, processesWith, procSample } from '../../test/harness/procstat.ts';
 import { sleep } from '../../test/harness/sleep.ts';
+import { converged } from './converged.ts';
 import { type Launch, startLabeller } from './launch.ts';
 import { type BenchObject, createObjects, KINDS, type KindSpec, pool } from './objects.ts';
 import { bytes, type Row, seconds } from './report.ts';
@@ -98,27 +99,9 @@ export async function benchRelated(
     '--grace-period',
     '10s',
   ];
-  /**
-   * Resolves when every object carries team=`team`. Lists confirm it once labeller has logged
-   * `applied` patches in all (every 5 s before that): a list with a selector scans the namespace
-   * on the server, and polling one every 200 ms took 10–15 % of a core the tight loop does not pay.
-   */
-  const converged = async (process: Labeller, team: string, applied: number): Promise<void> => {
-    let listed = 0;
-    for (const deadline = Date.now() + 120_000 + options.n * 30;;) {
-      process.assertRunning();
-      signal.throwIfAborted();
-      if (process.counts.applied >= applied || Date.now() - listed > 5000) {
-        listed = Date.now();
-        const left = await Promise.all(apis.map((api) => api.list({ labelSelector: `${TEAM}!=${team}`, limit: 1 })));
-        if (left.every((page) => page.items.length === 0)) return;
-      }
-      if (Date.now() > deadline) {
-        throw new Error(`related: not every object carries ${TEAM}=${team}\n${process.stderr}`);
-      }
-      await sleep(100);
-    }
-  };
+  /** Resolves when every object carries team=`team` (labeller having logged `applied` patches in all). */
+  const labelled = (process: Labeller, team: string, applied: number): Promise<void> =>
+    converged(process, apis, `${TEAM}!=${team}`, applied, 120_000 + options.n * 30, signal);
 
   // CPU as well as wall time: other work on the machine stretches wall times, much less the CPU
   // each side needs (the API server and etcd, and the client: the loop or labeller). Found before
@@ -139,7 +122,7 @@ export async function benchRelated(
     const changedAt = Date.now();
     const applied = labeller.counts.applied;
     await setLabel(team);
-    await converged(labeller, team, applied + options.n);
+    await labelled(labeller, team, applied + options.n);
     const [ofServer, ofClient] = [cpuSeconds(server) - serverBefore, labellerCpu() - clientBefore];
     const requests = audit.requests(changedAt, Date.now());
     const took = lastPatch(requests, changedAt);
@@ -158,7 +141,7 @@ export async function benchRelated(
   // ratio of the sums.
   await loop('to give its field manager an entry (not counted)');
   const first = startLabeller(options, args);
-  await converged(first, 'a', options.n);
+  await labelled(first, 'a', options.n);
   results.coldSeconds = lastPatch(audit.requests(first.startedAt, Date.now()), first.startedAt);
   log(`related: converged from spawn in ${seconds(results.coldSeconds)}`);
   const fanOuts = [await fanOut(first, 'b')];
