@@ -31,22 +31,45 @@ import { procSample } from '../test/harness/procstat.ts';
 import { executable } from '../test/harness/runtime.ts';
 import { sleep } from '../test/harness/sleep.ts';
 
-const { values } = parseArgs({
-  options: {
-    repeat: { type: 'string', default: '3' },
-    'rest-seconds': { type: 'string', default: '10' },
-    checkout: { type: 'string', default: '.' },
-    preload: { type: 'string' },
-    build: { type: 'string' },
-    'v8-flags': { type: 'string' },
-    env: { type: 'string' },
-  },
-});
+const USAGE = `usage: bench/credentials.ts [--repeat 3] [--rest-seconds 10] [--checkout DIR] [--preload MODULE]
+  [--build dist] [--v8-flags F,…] [--env K=V,…]`;
+
+function options() {
+  try {
+    const { values } = parseArgs({
+      options: {
+        repeat: { type: 'string', default: '3' },
+        'rest-seconds': { type: 'string', default: '10' },
+        checkout: { type: 'string', default: '.' },
+        preload: { type: 'string' },
+        build: { type: 'string' },
+        'v8-flags': { type: 'string' },
+        env: { type: 'string' },
+        help: { type: 'boolean', default: false },
+      },
+    });
+    if (values.help) {
+      process.stdout.write(`${USAGE}\n`);
+      process.exit(0);
+    }
+    const repeat = Number(values.repeat);
+    const rest = Number(values['rest-seconds']);
+    if (!Number.isInteger(repeat) || repeat < 1) {
+      throw new Error(`--repeat ${values.repeat}: expected a whole number ≥ 1`);
+    }
+    if (!Number.isFinite(rest) || rest < 0) {
+      throw new Error(`--rest-seconds ${values['rest-seconds']}: expected seconds ≥ 0`);
+    }
+    return { values, repeat, restMs: rest * 1000, env: parseEnv(values.env) };
+  } catch (error) {
+    process.stderr.write(`credentials: ${error instanceof Error ? error.message : String(error)}\n${USAGE}\n`);
+    process.exit(2);
+  }
+}
+
+const { values, repeat, restMs, env } = options();
 const entry = values.build === undefined ? 'bin/labeller.js' : `${values.build.replace(/\/+$/, '')}/cli.js`;
 const v8Flags = values['v8-flags']?.split(',').filter(Boolean) ?? [];
-const env = parseEnv(values.env);
-const repeat = Number(values.repeat);
-const restMs = Number(values['rest-seconds']) * 1000;
 const checkout = resolve(values.checkout);
 
 const KINDS = ['configmaps', 'secrets', 'services'];
