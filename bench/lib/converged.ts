@@ -28,7 +28,7 @@ export async function converged(
     }
     if (Date.now() > deadline) {
       throw new Error(
-        `objects still match ${selector} ${Math.round(timeoutMs / 1000)} s after labeller started\n${labeller.stderr}`,
+        `objects still match ${selector} after ${Math.round(timeoutMs / 1000)} s\n${labeller.stderr}`,
       );
     }
     await sleep(100, signal);
