@@ -2,6 +2,7 @@
 // created first, with nothing heavy loaded yet, and handed down: from here on a termination
 // signal at any stage (loading, discovery, listing, patching) is a clean stop. Help and version
 // are answered before the rest of the code loads: they need none of it.
+import timers from 'node:timers';
 import { fatal, report } from './fatal.ts';
 import { formatHelp } from './help.ts';
 import { Shutdown } from './runtime/shutdown.ts';
@@ -22,5 +23,9 @@ try {
   report(failure, process.stderr.isTTY ? 'text' : 'json');
   process.exitCode = failure.status;
 }
-// Open handles (a watch being torn down) must not keep a finished run alive.
-process.exit();
+// The process ends once its event loop has drained, as Node ends one by itself, not by
+// process.exit(): that stops V8's worker threads without tearing the heap down first, and a
+// background compile job parked there waiting for a garbage collection never returns
+// (nodejs/node#54918). About one SIGTERM in 35 after a burst of patches hung until SIGKILL.
+// Handles that outlive the run (a watch being torn down) get a moment, then the exit is forced.
+timers.setTimeout(() => process.exit(), 2000).unref();
