@@ -23,6 +23,7 @@ import {
 import { figure } from '../harness/figures.ts';
 import { assertCleanExit } from '../harness/crash.ts';
 import { Labeller, type LogLine } from '../harness/labeller.ts';
+import { scrape } from '../harness/metrics.ts';
 import { sleep } from '../harness/sleep.ts';
 
 /** A folder laid out as the kubelet lays out a ConfigMap volume: kinds.yaml → ..data/kinds.yaml, ..data → ..<version>. */
@@ -133,10 +134,6 @@ describe('live config reload', { skip }, () => {
           '--metrics-bind-address',
           `127.0.0.1:${port}`,
         ], { runtime, env: { POD_NAME: 'labeller-0', POD_NAMESPACE: ns } });
-        const metric = async (sample: string) => {
-          const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-          return Number(text.split('\n').find((line) => line.startsWith(`${sample} `))?.split(' ')[1]);
-        };
         try {
           await labelled(svc('s2'), { team: 'platform', 'example.com/app': 'api' });
           await labelled(cm('c3'), { team: 'platform', 'example.com/name': 'c3' });
@@ -219,9 +216,9 @@ describe('live config reload', { skip }, () => {
             async () => {},
             { patch: 0, list: none },
           );
-          assert.equal(await metric('labeller_config_last_reload_successful'), 0);
-          assert.equal(await metric('labeller_config_reloads_total{result="failure"}'), 1);
-          assert.equal(await metric('labeller_config_reloads_total{result="success"}'), 4);
+          assert.equal(await scrape(port, 'labeller_config_last_reload_successful'), 0);
+          assert.equal(await scrape(port, 'labeller_config_reloads_total', { result: 'failure' }), 1);
+          assert.equal(await scrape(port, 'labeller_config_reloads_total', { result: 'success' }), 4);
           const rejected = await eventually(async () => {
             const { items } = await (await adminClient()).json<
               { items: { reason: string; note: string; regarding: { kind: string; name: string } }[] }
