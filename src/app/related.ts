@@ -67,6 +67,13 @@ interface Tracked {
   readonly note: (object: LabelledObject | undefined) => void;
 }
 
+/** An owner kind as ownerReferences name it, and the resource serving it (null: none with list and watch). */
+interface OwnerKind {
+  readonly apiVersion: string;
+  readonly kind: string;
+  resource: ApiResource | null;
+}
+
 export class Relations implements RelatedCaches {
   readonly #client: KubeClient;
   /** What discovery serves; looked up again while an owner kind is missing from it. */
@@ -82,8 +89,8 @@ export class Relations implements RelatedCaches {
   #chain: ChainLink[] = [];
   /** The informers whose objects' owners are watched: along the chains only for kinds that read `root.*`. */
   readonly #tracked = new Map<Informer<LabelledObject>, Tracked>();
-  /** ownerReference apiVersion + kind → its resource, or null when not served. */
-  readonly #ownerResources = new Map<string, ApiResource | null>();
+  /** Owner kinds seen in ownerReferences (by apiVersion and kind), with their resource, or null when not served. */
+  readonly #ownerResources = new Map<string, OwnerKind>();
   /** The pause between discoveries while an owner kind is not served: 5 s, growing to 5 min (jittered, so replicas spread). */
   readonly #rediscovery = new Backoff({ initialMs: 5_000, maxMs: 300_000 });
   /** performance.now() before which discovery does not run again. */
@@ -294,19 +301,19 @@ export class Relations implements RelatedCaches {
 
   #ownerResource(ref: ControllerRef): ApiResource | undefined {
     const type = `${ref.apiVersion} ${ref.kind}`;
-    let resource = this.#ownerResources.get(type);
-    if (resource === undefined) {
-      resource = this.#served(ref.apiVersion, ref.kind);
-      this.#ownerResources.set(type, resource);
-      if (resource === null) {
+    let owner = this.#ownerResources.get(type);
+    if (owner === undefined) {
+      owner = { apiVersion: ref.apiVersion, kind: ref.kind, resource: this.#served(ref.apiVersion, ref.kind) };
+      this.#ownerResources.set(type, owner);
+      if (owner.resource === null) {
         this.#log.error('owner kind not served with list and watch; objects it controls are left alone', {
           ownerKind: ref.kind,
           ownerApiVersion: ref.apiVersion,
         });
       }
     }
-    if (resource === null) this.#lookAgain();
-    return resource ?? undefined;
+    if (owner.resource === null) this.#lookAgain();
+    return owner.resource ?? undefined;
   }
 
   /** The resource that serves owner references of `apiVersion` and `kind` with list and watch, or null. */
@@ -338,13 +345,14 @@ export class Relations implements RelatedCaches {
       .then((discovery) => {
         if (!discovery) return;
         this.#resources = discovery.resources;
-        const found = [...this.#ownerResources].filter(([, resource]) => resource === null).flatMap(([type]) => {
-          const [apiVersion = '', kind = ''] = type.split(' ');
-          const resource = this.#served(apiVersion, kind);
-          if (!resource) return [];
-          this.#ownerResources.set(type, resource);
-          this.#log.info('owner kind is served now; watching it', { ownerKind: kind, ownerApiVersion: apiVersion });
-          return [resource];
+        const found = [...this.#ownerResources.values()].filter((owner) => owner.resource === null).flatMap((owner) => {
+          owner.resource = this.#served(owner.apiVersion, owner.kind);
+          if (!owner.resource) return [];
+          this.#log.info('owner kind is served now; watching it', {
+            ownerKind: owner.kind,
+            ownerApiVersion: owner.apiVersion,
+          });
+          return [owner.resource];
         });
         if (found.length === 0) return;
         this.#rediscovery.reset();
