@@ -28,7 +28,7 @@ import type { PartialObjectMetadata } from '../src/kube/objects.ts';
 import { resolveResource } from '../src/kube/resolve.ts';
 import { type ApiResource, groupResource } from '../src/kube/resource.ts';
 import { buildConfig, type KindConfig } from '../src/labeller/config.ts';
-import { createLogger, type Logger } from '../src/log.ts';
+import { createLogger, type Logger } from '../src/util/log.ts';
 import { Controller } from '../src/runtime/controller.ts';
 import { sleep } from '../test/harness/sleep.ts';
 

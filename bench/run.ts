@@ -26,7 +26,7 @@ import { KubeClient } from '../src/kube/client.ts';
 import { discover } from '../src/kube/discovery.ts';
 import { resolveResource } from '../src/kube/resolve.ts';
 import type { ApiResource } from '../src/kube/resource.ts';
-import { labelClient } from '../src/labelclient.ts';
+import { labelClient } from '../src/app/labelclient.ts';
 import { binaries, type ControlPlane, startControlPlane } from '../test/controlplane/controlplane.ts';
 import { type AuditRequest, AuditRequests, byVerb, countBy, formatVerbs } from '../test/harness/audit.ts';
 import { type Child, describeExit, start } from '../test/harness/child.ts';

@@ -43,6 +43,11 @@ const builtinsByRequire: Plugin = {
   },
 };
 
+/** The version in package.json, stamped into the build (src/cli/version.ts). */
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string }).version;
+}
+
 /** `external`: leave node_modules packages out of the bundle (only bench/startup.ts compares that). */
 export function buildOptions(outdir: string, external = false): BuildOptions {
   return {
@@ -54,7 +59,6 @@ export function buildOptions(outdir: string, external = false): BuildOptions {
     format: 'esm',
     platform: 'node',
     target: 'node22.19',
-    // Chunks next to cli.js: main.ts finds package.json (the version) at ../package.json.
     chunkNames: '[name]-[hash]',
     packages: external ? 'external' : 'bundle',
     // Names stay (error and class names, readable stack traces); whitespace and syntax go:
@@ -69,7 +73,7 @@ export function buildOptions(outdir: string, external = false): BuildOptions {
         "import { createRequire as __labellerRequire } from 'node:module'; const require = __labellerRequire(import.meta.url);",
     },
     plugins: [builtinsByRequire],
-    define: { 'Intl.Segmenter': 'LazySegmenter' },
+    define: { 'Intl.Segmenter': 'LazySegmenter', LABELLER_VERSION: JSON.stringify(packageVersion()) },
     inject: ['scripts/lazysegmenter.ts'],
     logLevel: 'warning',
   };

@@ -3,10 +3,10 @@
 // signal at any stage (loading, discovery, listing, patching) is a clean stop. Help and version
 // are answered before the rest of the code loads: they need none of it.
 import timers from 'node:timers';
-import { fatal, report } from './fatal.ts';
-import { formatHelp } from './help.ts';
+import { fatal, report } from './cli/fatal.ts';
+import { formatHelp } from './cli/help.ts';
 import { Shutdown } from './runtime/shutdown.ts';
-import { version } from './version.ts';
+import { version } from './cli/version.ts';
 
 const shutdown = new Shutdown();
 const argv = process.argv.slice(2);
@@ -14,7 +14,7 @@ try {
   if (argv.includes('--help') || argv.includes('-h')) process.stdout.write(formatHelp());
   else if (argv.includes('--version')) process.stdout.write(`${version()}\n`);
   else {
-    const { main } = await import('./main.ts');
+    const { main } = await import('./cli/main.ts');
     process.exitCode = await main(argv, shutdown);
   }
 } catch (error) {

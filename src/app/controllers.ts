@@ -5,21 +5,24 @@ import type { KubeClient } from '../kube/client.ts';
 import { type ApiResource, apiVersion, groupResource } from '../kube/resource.ts';
 import type { KindConfig } from '../labeller/config.ts';
 import { type LabelledObject, projector } from '../labeller/object.ts';
-import { objectCounter } from '../labeller/ownership.ts';
+import { objectCounter } from '../labeller/objectcounts.ts';
 import { type Outcome, Reconciler } from '../labeller/reconcile.ts';
-import { labelClient } from '../labelclient.ts';
-import type { Logger } from '../log.ts';
-import type { Metrics } from '../metrics.ts';
-import type { Options } from '../options.ts';
+import { labelClient } from './labelclient.ts';
+import type { Logger } from '../util/log.ts';
+import type { Metrics } from '../metrics/metrics.ts';
 import { Controller } from '../runtime/controller.ts';
 import type { LabellerEvents } from './events.ts';
-import type { KindRelations, Relations } from './related.ts';
+import type { KindRelations, Relations } from './relations.ts';
 
 /** What wiring a kind takes of the command-line options. */
-export type WiringOptions = Pick<
-  Options,
-  'fieldManager' | 'concurrency' | 'requeueAfterMs' | 'dryRun' | 'once' | 'watchTimeoutSeconds'
->;
+export interface WiringOptions {
+  readonly fieldManager: string;
+  readonly concurrency: number;
+  readonly requeueAfterMs: number;
+  readonly dryRun: boolean;
+  readonly once: boolean;
+  readonly watchTimeoutSeconds: number;
+}
 
 /** Reconcile outcomes of every controller, counted for the `--once` summary and the final log line. */
 export type Counts = Record<Outcome | 'failed', number>;

@@ -5,13 +5,13 @@
 // through the aggregating, rate-limited recorder.
 import { hostname } from 'node:os';
 import type { KubeClient } from '../kube/client.ts';
-import { ApiError } from '../kube/errors.ts';
+import { isForbidden, isNotFound } from '../kube/errors.ts';
 import { EventsApi } from '../kube/events.ts';
 import type { EventContent, ObjectReference } from '../kube/objects.ts';
 import type { Result } from '../labeller/reconcile.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../util/log.ts';
 import { EventRecorder } from '../runtime/recorder.ts';
-import { sleep } from '../runtime/sleep.ts';
+import { sleep } from '../util/sleep.ts';
 
 /** reportingController of every Event. */
 export const REPORTING_CONTROLLER = 'labeller';
@@ -125,11 +125,11 @@ export function outcomeEvents(regarding: ObjectReference, result: Result): Event
 
 /** A list or watch refused for good (403, 404) as an Event on labeller's Pod; one series per kind. */
 export function refusalEvent(pod: ObjectReference, controller: string, error: Error): EventContent | undefined {
-  if (!(error instanceof ApiError) || (error.status !== 403 && error.status !== 404)) return undefined;
+  if (!isForbidden(error) && !isNotFound(error)) return undefined;
   return {
     regarding: pod,
     type: 'Warning',
-    reason: error.status === 403 ? 'KindForbidden' : 'KindNotFound',
+    reason: isForbidden(error) ? 'KindForbidden' : 'KindNotFound',
     action: `Watching ${controller}`.slice(0, 128),
     note: `${controller}: ${error.message}`,
   };

@@ -8,16 +8,18 @@
 // leader-election group never block each other: their Lease already lets one write at a time,
 // and a rolling update is how a group changes its config. Holders that stopped renewing expire.
 import { createHash } from 'node:crypto';
-import { ApiError } from '../kube/errors.ts';
+import { isForbidden } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { type Lease, LeaseApi } from '../kube/lease.ts';
 import { groupResource } from '../kube/resource.ts';
 import type { Config } from '../labeller/config.ts';
 import { configFingerprint } from '../labeller/fingerprint.ts';
-import type { Logger } from '../log.ts';
-import { sleep } from '../runtime/sleep.ts';
+import type { Logger } from '../util/log.ts';
+import { sleep } from '../util/sleep.ts';
 import { watchedNamespaces } from './controllers.ts';
 import type { Resolved } from './kinds.ts';
+import { microTime } from '../util/microtime.ts';
+import { UsageError } from '../util/usage.ts';
 
 const PREFIX = 'labeller';
 /**
@@ -51,8 +53,8 @@ export interface GuardOptions {
 }
 
 /** Another labeller with another config holds the field manager: a usage error (exit 2). */
-export class FieldManagerTaken extends Error {
-  override readonly name = 'FieldManagerTaken';
+export class FieldManagerTaken extends UsageError {
+  override readonly name: string = 'FieldManagerTaken';
 }
 
 /**
@@ -151,7 +153,7 @@ export class FieldManagerGuard {
       } catch (error) {
         held = undefined;
         if (signal.aborted) break;
-        if (error instanceof ApiError && error.status === 403) {
+        if (isForbidden(error)) {
           log.warn(
             'field-manager guard: cannot hold its Lease, so other labellers cannot see this one; grant create, get, update and delete on leases',
             { lease: `${namespace}/${this.#name}`, error },
@@ -177,7 +179,7 @@ export class FieldManagerGuard {
   async #write(held: Lease | undefined, signal: AbortSignal): Promise<Lease | undefined> {
     const { namespace, leaseDurationMs } = this.#options;
     const { fieldManager, fingerprint, scope, group, identity } = this.#claim;
-    const now = new Date().toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+    const now = microTime();
     const current = held ?? (await this.#api.get(namespace, this.#name, signal));
     const lease: Lease = {
       metadata: {
@@ -213,7 +215,7 @@ export class FieldManagerGuard {
       } catch (error) {
         // Shutting down before the first write: nothing to guard.
         if (signal?.aborted) return undefined;
-        if (!(error instanceof ApiError && error.status === 403)) throw error;
+        if (!isForbidden(error)) throw error;
       }
     }
     this.#options.log.warn(

@@ -3,17 +3,18 @@
 // installed after start), looked for again with growing pauses.
 import type { KubeClient } from '../kube/client.ts';
 import { discover, type Discovery } from '../kube/discovery.ts';
-import { ApiError, ConnectionError, KubeConfigError } from '../kube/errors.ts';
+import { ConnectionError, isUnauthorized, KubeConfigError } from '../kube/errors.ts';
 import { ResolveError, resolveResource } from '../kube/resolve.ts';
 import type { ApiResource } from '../kube/resource.ts';
 import type { KindConfig } from '../labeller/config.ts';
-import type { Logger } from '../log.ts';
-import { Backoff } from '../runtime/backoff.ts';
-import { sleep } from '../runtime/sleep.ts';
+import type { Logger } from '../util/log.ts';
+import { Backoff } from '../util/backoff.ts';
+import { sleep } from '../util/sleep.ts';
+import { UsageError } from '../util/usage.ts';
 
 /** The config cannot work against this cluster (ambiguous kind, missing verb, nothing to watch): exit status 2. */
-export class KindError extends Error {
-  override readonly name = 'KindError';
+export class KindError extends UsageError {
+  override readonly name: string = 'KindError';
 }
 
 export interface Resolved {
@@ -40,7 +41,7 @@ export async function resolveConfiguredKinds(
   const discovery = await discoverWithRetry(client, log, signal).catch((error: unknown) => {
     if (signal.aborted) return undefined;
     // Refused before anything ran: the identity is wrong (expired, revoked), not the cluster.
-    if (error instanceof ApiError && error.status === 401) {
+    if (isUnauthorized(error)) {
       throw new KubeConfigError(
         `the API server at ${client.server} rejected the credentials of context "${client.context}" (401 Unauthorized): they have expired or were revoked. Log in again or refresh the kubeconfig, or pick another --context`,
       );

@@ -4,7 +4,7 @@
 // terminating pod that would put the labels back. The lease is given up when the work is done.
 import type { KubeClient } from '../kube/client.ts';
 import { LeaseApi, LeaseLock } from '../kube/lease.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../util/log.ts';
 import { LeaderElector, LeadershipLost } from '../runtime/leader.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';
 import type { LeaderElectionConfig } from './lifecycle.ts';

@@ -7,7 +7,7 @@ import { LeaseApi, LeaseLock } from '../kube/lease.ts';
 import type { ApiResource } from '../kube/resource.ts';
 import type { KindConfig } from '../labeller/config.ts';
 import type { LabelledObject } from '../labeller/object.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../util/log.ts';
 import type { Controller } from '../runtime/controller.ts';
 import { type LeaderElectionOptions, LeaderElector, LeadershipLost } from '../runtime/leader.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';

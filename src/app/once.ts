@@ -1,7 +1,7 @@
 // `--once`: every object of every controller reconciled once, progress on a terminal, one
 // summary line on stdout, and an exit status that says whether anything failed.
 import type { LabelledObject } from '../labeller/object.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../util/log.ts';
 import type { Controller } from '../runtime/controller.ts';
 import type { Counts } from './controllers.ts';
 

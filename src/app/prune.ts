@@ -6,7 +6,7 @@
 import type { KubeClient } from '../kube/client.ts';
 import { type ApiResource, groupResource } from '../kube/resource.ts';
 import type { KindConfig } from '../labeller/config.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../util/log.ts';
 import { type Discovered, discoverWithRetry, resolveConfiguredKinds } from './kinds.ts';
 
 export interface PruneScope {

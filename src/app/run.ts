@@ -5,10 +5,9 @@ import type { KubeClient } from '../kube/client.ts';
 import type { ApiResource } from '../kube/resource.ts';
 import type { Config, KindConfig } from '../labeller/config.ts';
 import type { LabelledObject } from '../labeller/object.ts';
-import type { Logger } from '../log.ts';
-import type { BindAddress, Options } from '../options.ts';
-import { type Endpoints, formatAddress, serveHttp } from '../http.ts';
-import { Metrics } from '../metrics.ts';
+import type { Logger } from '../util/log.ts';
+import { type BindAddress, type Endpoints, formatAddress, serveHttp } from '../metrics/server.ts';
+import { Metrics } from '../metrics/metrics.ts';
 import type { Controller } from '../runtime/controller.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';
 import { type KindControllers, kindControllers, noCounts, type WiringOptions } from './controllers.ts';
@@ -18,7 +17,7 @@ import { resolveConfiguredKinds } from './kinds.ts';
 import { type LeaderElectionConfig, runUntilStopped } from './lifecycle.ts';
 import { whileLeading } from './leading.ts';
 import { runOnce } from './once.ts';
-import { Relations } from './related.ts';
+import { Relations } from './relations.ts';
 import { pruneTargets } from './prune.ts';
 import { type ConfigSource, runReloading } from './reload.ts';
 import { runStatus } from './status.ts';
@@ -26,11 +25,14 @@ import { runStatus } from './status.ts';
 /** What the app takes of the command-line options, plus what the entry point works out. */
 export type AppOptions =
   & WiringOptions
-  & Pick<
-    Options,
-    'command' | 'allKinds' | 'output' | 'namespaces' | 'gracePeriodMs' | 'metricsBindAddress' | 'healthProbeBindAddress'
-  >
   & {
+    readonly command: 'label' | 'status' | 'prune';
+    readonly allKinds: boolean;
+    readonly output: 'table' | 'json';
+    readonly namespaces: readonly string[] | undefined;
+    readonly gracePeriodMs: number;
+    readonly metricsBindAddress: BindAddress | undefined;
+    readonly healthProbeBindAddress: BindAddress | undefined;
     /** Set when several replicas elect a leader through a Lease. */
     readonly leaderElection?: Omit<LeaderElectionConfig, 'onLeadingChange'> | undefined;
     /** Set when Kubernetes Events are written. */

@@ -3,8 +3,8 @@
 // the only right it needs (a CI job or an auditor with read access can run it).
 import type { KubeClient } from '../kube/client.ts';
 import { groupResource } from '../kube/resource.ts';
-import { countObject, noObjects, type ObjectCounts } from '../labeller/ownership.ts';
-import type { Logger } from '../log.ts';
+import { countObject, noObjects, type ObjectCounts } from '../labeller/objectcounts.ts';
+import type { Logger } from '../util/log.ts';
 import { objectKey } from '../runtime/store.ts';
 import { watcher } from '../runtime/watcher.ts';
 import { labellingFor, watchedNamespaces, type WiringOptions } from './controllers.ts';

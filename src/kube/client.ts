@@ -6,7 +6,8 @@
 import { type Agent, type ClientRequest, type IncomingMessage, request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { readBody } from './body.ts';
-import { connect, type Credential, type CredentialSource } from './credentials.ts';
+import { connect } from './auth/credentials.ts';
+import type { Credential, CredentialSource } from './auth/types.ts';
 import { ApiError, ConnectionError, KubeConfigError, type Status } from './errors.ts';
 import { retire, type Transport } from './transport.ts';
 

@@ -1,5 +1,6 @@
 // Typed failures of API access. Callers branch on the class and `status`; the messages are
 // written for the person running labeller.
+import { UsageError } from '../util/usage.ts';
 
 /** A Kubernetes `Status` object, as returned in error bodies and watch ERROR events. */
 export interface Status {
@@ -62,6 +63,16 @@ function hint(status: number): string {
   }
 }
 
+/** Whether `error` is the API server's answer `status`. */
+function answered(error: unknown, status: number): error is ApiError {
+  return error instanceof ApiError && error.status === status;
+}
+
+export const isUnauthorized = (error: unknown): error is ApiError => answered(error, 401);
+export const isForbidden = (error: unknown): error is ApiError => answered(error, 403);
+export const isNotFound = (error: unknown): error is ApiError => answered(error, 404);
+export const isConflict = (error: unknown): error is ApiError => answered(error, 409);
+
 /** The API server could not be reached at all (DNS, refused connection, TLS, timeout). */
 export class ConnectionError extends Error {
   override readonly name = 'ConnectionError';
@@ -94,6 +105,6 @@ function describeCause(cause: unknown): string {
 }
 
 /** The kubeconfig, the in-cluster service account or a credential plugin cannot give us a usable identity. */
-export class KubeConfigError extends Error {
-  override readonly name = 'KubeConfigError';
+export class KubeConfigError extends UsageError {
+  override readonly name: string = 'KubeConfigError';
 }

@@ -2,7 +2,8 @@
 // Event lives in its object's namespace (`default` for cluster-scoped objects, as client-go does),
 // is named `<object>.<hex time>` like client-go's, and is reported by one controller and instance.
 import type { KubeClient } from './client.ts';
-import { ApiError } from './errors.ts';
+import { isForbidden } from './errors.ts';
+import { microTime } from '../util/microtime.ts';
 import type { EventContent } from './objects.ts';
 
 /** Who reports: `reportingController` and `reportingInstance` (at most 128 characters each). */
@@ -91,7 +92,7 @@ export class EventsApi {
         timeoutMs: 10_000,
       });
     } catch (error) {
-      if (error instanceof ApiError && error.status === 403) {
+      if (isForbidden(error)) {
         throw new EventsForbidden(
           `${method} ${path}: 403 Forbidden: grant create and patch on events.k8s.io events (the chart does, with events.enabled), or pass --events=false`,
           { cause: error },
@@ -104,11 +105,6 @@ export class EventsApi {
 
 function series(times: EventTimes) {
   return { count: times.count, lastObservedTime: microTime(times.lastObservedMs) };
-}
-
-/** metav1.MicroTime: RFC 3339 with microseconds. */
-function microTime(ms: number): string {
-  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 }
 
 /** At most 1 KiB of UTF-8, as the API requires. */

@@ -2,7 +2,7 @@
 // the name is taken, or the lease changed since it was read) are answers, not failures: they
 // come back as `undefined` so the caller decides what they mean.
 import type { KubeClient } from './client.ts';
-import { ApiError } from './errors.ts';
+import { isConflict, isNotFound } from './errors.ts';
 
 /** A Lease's spec; times are Kubernetes MicroTimes (RFC 3339 with microseconds). */
 export interface LeaseSpec {
@@ -43,7 +43,7 @@ export class LeaseApi {
     try {
       return await this.#client.json<Lease>('GET', path(namespace, name), { signal });
     } catch (error) {
-      if (error instanceof ApiError && error.status === 404) return undefined;
+      if (isNotFound(error)) return undefined;
       throw error;
     }
   }
@@ -87,7 +87,7 @@ export class LeaseApi {
         signal,
       });
     } catch (error) {
-      if (error instanceof ApiError && (error.status === 404 || error.status === 409)) return;
+      if (isNotFound(error) || isConflict(error)) return;
       throw error;
     }
   }
@@ -152,7 +152,7 @@ async function conflictAsUndefined(request: Promise<Lease>): Promise<Lease | und
   try {
     return await request;
   } catch (error) {
-    if (error instanceof ApiError && error.status === 409) return undefined;
+    if (isConflict(error)) return undefined;
     throw error;
   }
 }

@@ -1,6 +1,6 @@
 import type { ApiResource } from './resource.ts';
 import { groupResource } from './resource.ts';
-import { suggest } from '../suggest.ts';
+import { suggest } from '../util/suggest.ts';
 
 export type ResolveFailure = 'unknown' | 'ambiguous' | 'verbs';
 

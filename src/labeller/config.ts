@@ -22,9 +22,10 @@ import { isDns1123Label } from '../kube/names.ts';
 import type { Selector } from '../kube/selector.ts';
 import { parseSelector, SelectorError } from '../kube/selector.ts';
 import { validateLabelKey, validateLabelValue } from './labels.ts';
-import { suggest } from '../suggest.ts';
+import { suggest } from '../util/suggest.ts';
 import type { Template } from './template.ts';
 import { compileTemplate, TemplateError } from './template.ts';
+import { UsageError } from '../util/usage.ts';
 
 /** What to do when another field manager owns a label: take it over (force) or leave it (skip). */
 export type ConflictPolicy = 'force' | 'skip';
@@ -83,8 +84,8 @@ export interface ConfigInput {
   readonly requireLabels?: boolean | undefined;
 }
 
-export class ConfigError extends Error {
-  override readonly name = 'ConfigError';
+export class ConfigError extends UsageError {
+  override readonly name: string = 'ConfigError';
 }
 
 const CONFLICT_POLICIES: readonly ConflictPolicy[] = ['force', 'skip'];

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { createLogger } from '../log.ts';
+import { createLogger } from '../util/log.ts';
 import type { ConflictPolicy } from './config.ts';
 import type { LabelledObject } from './object.ts';
 import { type ApplyTarget, type LabelClient, LabelConflict, ObjectGone, Reconciler } from './reconcile.ts';

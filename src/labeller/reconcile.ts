@@ -2,7 +2,7 @@
 // object already carries them and labeller owns no label it no longer wants, nothing is sent.
 // Otherwise one server-side apply sends the whole desired set: keys labeller owned and left out
 // are removed by the API server where no other manager also owns them.
-import type { Logger } from '../log.ts';
+import type { Logger } from '../util/log.ts';
 import type { ConflictPolicy } from './config.ts';
 import { type LabelOperation, labelPatch } from './labelpatch.ts';
 import { validateLabelValue } from './labels.ts';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { PartialObjectMetadata } from '../kube/objects.ts';
-import { StoreIndex } from '../runtime/index.ts';
+import { StoreIndex } from '../runtime/storeindex.ts';
 import { Store } from '../runtime/store.ts';
 import { type ControllerRef, type LabelledObject, projector } from './object.ts';
 import {

@@ -3,7 +3,7 @@
 // change to a related object requeues only the objects whose rendered labels it can change:
 // those whose templates read a field of it that changed.
 import type { Enqueue } from '../runtime/shared.ts';
-import type { StoreIndex } from '../runtime/index.ts';
+import type { StoreIndex } from '../runtime/storeindex.ts';
 import type { Store, StoreChange } from '../runtime/store.ts';
 import type { ControllerRef, LabelledObject } from './object.ts';
 import type { RelatedObject, RelatedRead, Relation, Template, TemplateContext } from './template.ts';

@@ -12,7 +12,7 @@
  */
 import type { Labels } from './labels.ts';
 import { validateLabelKey } from './labels.ts';
-import { suggest } from '../suggest.ts';
+import { suggest } from '../util/suggest.ts';
 
 /** A related object as templates see it (the namespace, the controller owner, the root of the chain). */
 export interface RelatedObject {

@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { ApiError } from '../kube/errors.ts';
 import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
-import { createLogger } from '../log.ts';
+import { createLogger } from '../util/log.ts';
 import { Controller, type Reconcile } from './controller.ts';
 import type { WorkQueueOptions } from './queue.ts';
-import { bookmark, expiredEvent, metadataOf, page, pod, ScriptedApi } from './scripted.ts';
+import { bookmark, expiredEvent, metadataOf, page, pod, ScriptedApi } from './testing/scripted.ts';
 
 type Meta = PartialObjectMetadata['metadata'];
 

@@ -3,8 +3,8 @@
 // by one worker at a time, failures retry with per-object backoff, successes requeue
 // periodically (jittered) so drift that no event reports is still corrected.
 import { ApiError } from '../kube/errors.ts';
-import type { Logger } from '../log.ts';
-import type { StoreIndex } from './index.ts';
+import type { Logger } from '../util/log.ts';
+import type { StoreIndex } from './storeindex.ts';
 import { Informer } from './informer.ts';
 import { type QueueMetrics, WorkQueue, type WorkQueueOptions } from './queue.ts';
 import type { Projection, Store } from './store.ts';

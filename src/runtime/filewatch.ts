@@ -2,7 +2,7 @@
 // updated by swapping a symlink (`..data`) next to the file rather than by writing the file,
 // and a slow re-read catches what a watch can miss (network filesystems, a folder replaced).
 // Each distinct content is reported once.
-import { readText } from './readtext.ts';
+import { readText } from '../util/readtext.ts';
 import { watch } from 'node:fs';
 import { dirname } from 'node:path';
 

@@ -2,8 +2,8 @@
 // controller's queue, and the mappers of controllers that read this resource as a related one).
 // client-go's shared informer: several controllers read one cache, so a resource is listed and
 // watched once however many read it.
-import type { Logger } from '../log.ts';
-import type { StoreIndex } from './index.ts';
+import type { Logger } from '../util/log.ts';
+import type { StoreIndex } from './storeindex.ts';
 import { type Projection, Store, type StoreChange } from './store.ts';
 import { type ListWatch, watcher, type WatcherEvent, type WatcherOptions } from './watcher.ts';
 

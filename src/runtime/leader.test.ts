@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { LeaseSpec } from '../kube/lease.ts';
-import { createLogger } from '../log.ts';
+import { createLogger } from '../util/log.ts';
 import { type Clock, LeaderElector, LeadershipLost, type LeaseLock } from './leader.ts';
 
 const LEASE = 4000;

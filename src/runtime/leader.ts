@@ -11,8 +11,9 @@
 //  - Renewal goes on until release() (after a shutdown has drained), which gives the lease up.
 import { setMaxListeners } from 'node:events';
 import type { LeaseSpec } from '../kube/lease.ts';
-import type { Logger } from '../log.ts';
-import { sleep } from './sleep.ts';
+import type { Logger } from '../util/log.ts';
+import { microTime } from '../util/microtime.ts';
+import { sleep } from '../util/sleep.ts';
 
 /** The lease as a lock (src/kube/lease.ts's LeaseLock): `false` from a write means another candidate wrote first. */
 export interface LeaseLock {
@@ -248,11 +249,6 @@ export class LeaderElector {
     this.#leading = leading;
     this.#options.onLeadingChange?.(leading);
   }
-}
-
-/** A Kubernetes MicroTime: RFC 3339 with microseconds. */
-function microTime(epochMs: number): string {
-  return new Date(epochMs).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 }
 
 function jittered(ms: number): number {

@@ -1,5 +1,5 @@
-import type { Exponential } from './backoff.ts';
-import { exponentialDelay } from './backoff.ts';
+import type { Exponential } from '../util/backoff.ts';
+import { exponentialDelay } from '../util/backoff.ts';
 
 /** Decides how long a work queue key waits before its next retry. */
 export interface RateLimiter {

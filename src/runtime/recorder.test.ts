@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { EventContent } from '../kube/objects.ts';
-import { createLogger } from '../log.ts';
+import { createLogger } from '../util/log.ts';
 import { type Clock, EventRecorder, type EventSink, type RecorderOptions, type Series } from './recorder.ts';
 
 /** Time that moves only when told; sleepers wake in order as it passes them. */

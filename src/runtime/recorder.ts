@@ -5,7 +5,7 @@
 // much trouble recurs (a thousand objects conflicting in a loop) the API server sees a bounded
 // rate; what does not fit is dropped, logged at debug. record() never blocks and never throws.
 import type { EventContent } from '../kube/objects.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../util/log.ts';
 import { BucketRateLimiter } from './ratelimit.ts';
 
 /** How often a series' trouble was seen, as events.k8s.io/v1 `series` (plus the first time, the Event's `eventTime`). */

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { PartialObjectMetadata } from '../kube/objects.ts';
-import { createLogger } from '../log.ts';
+import { createLogger } from '../util/log.ts';
 import { Informer } from './informer.ts';
-import { metadataOf, page, pod, ScriptedApi } from './scripted.ts';
+import { metadataOf, page, pod, ScriptedApi } from './testing/scripted.ts';
 import { SharedInformers, watches } from './shared.ts';
 
 type Meta = PartialObjectMetadata['metadata'];

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { PartialObjectMetadata } from '../kube/objects.ts';
-import { StoreIndex } from './index.ts';
+import { StoreIndex } from './storeindex.ts';
 import { objectKey, type Projection, Store } from './store.ts';
 
 function pod(

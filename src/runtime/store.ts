@@ -2,7 +2,7 @@
 // projection of the object. A relist is buffered and swapped in whole, so readers never see a
 // half-listed state, and objects missing from it (deleted while we were away) leave the cache.
 import type { PartialObjectMetadata } from '../kube/objects.ts';
-import type { StoreIndex } from './index.ts';
+import type { StoreIndex } from './storeindex.ts';
 import type { WatcherEvent } from './watcher.ts';
 
 /** `namespace/name`, or `name` for cluster-scoped objects (client-go's MetaNamespaceKeyFunc). */

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { ApiError, WatchIdleError } from '../kube/errors.ts';
-import { Backoff } from './backoff.ts';
-import { bookmark, expired, expiredEvent, page, pod, ScriptedApi } from './scripted.ts';
+import { Backoff } from '../util/backoff.ts';
+import { bookmark, expired, expiredEvent, page, pod, ScriptedApi } from './testing/scripted.ts';
 import { type ListWatch, watcher, type WatcherEvent } from './watcher.ts';
 
 /** Deterministic backoff: 1000 ms doubling, plus half of it as jitter (random = 0.5): 1500, 3000, 6000, ... */

@@ -4,8 +4,8 @@
 import { ApiError } from '../kube/errors.ts';
 import type { ListOptions, WatchOptions } from '../kube/api.ts';
 import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
-import { Backoff } from './backoff.ts';
-import { sleep } from './sleep.ts';
+import { Backoff } from '../util/backoff.ts';
+import { sleep } from '../util/sleep.ts';
 
 /** What the watcher needs of a resource API (MetadataApi provides it). */
 export interface ListWatch {

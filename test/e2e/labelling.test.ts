@@ -22,7 +22,7 @@ import { type Counts, kindControllers } from '../../src/app/controllers.ts';
 import { discover } from '../../src/kube/discovery.ts';
 import { resolveResource } from '../../src/kube/resolve.ts';
 import { buildConfig } from '../../src/labeller/config.ts';
-import { createLogger } from '../../src/log.ts';
+import { createLogger } from '../../src/util/log.ts';
 import { Labeller } from '../harness/labeller.ts';
 import type { Runtime } from '../harness/runtime.ts';
 import { sleep } from '../harness/sleep.ts';

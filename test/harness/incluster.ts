@@ -1,5 +1,5 @@
 // Running a command as in a pod, with a service-account folder at the kubelet's mount point.
-import { SERVICE_ACCOUNT_DIR } from '../../src/kube/incluster.ts';
+import { SERVICE_ACCOUNT_DIR } from '../../src/kube/auth/incluster.ts';
 
 /**
  * A command prefix that runs a command as in a pod with its service account mounted: the

@@ -13,7 +13,8 @@ import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { dump } from 'js-yaml';
 import { buildConfig, ConfigError, parseLabelFlag } from '../../src/labeller/config.ts';
-import { parseOptions, UsageError } from '../../src/options.ts';
+import { parseOptions } from '../../src/cli/options.ts';
+import { UsageError } from '../../src/util/usage.ts';
 import { figure } from '../harness/figures.ts';
 import { fatalMessage, Labeller, type LabellerExit } from '../harness/labeller.ts';
 

@@ -6,27 +6,13 @@
 // only auth providers and proxies load @kubernetes/client-node (clientnode.ts), on demand.
 import { readFileSync } from 'node:fs';
 import { type KeyPair, keyPair, keyPairFiles, tokenFile } from './credentialfiles.ts';
-import { KubeConfigError } from './errors.ts';
+import { KubeConfigError } from '../errors.ts';
 import { type ExecCredential, execSource } from './exec.ts';
 import { inCluster, inClusterAvailable, SERVICE_ACCOUNT_DIR } from './incluster.ts';
 import { kubeconfigFiles, type KubeconfigSelection, loadKubeconfig } from './kubeconfig.ts';
 import { Refreshing } from './refreshing.ts';
-import { keepAliveTransport, type Transport } from './transport.ts';
-
-export interface Credential {
-  readonly headers: Readonly<Record<string, string>>;
-  readonly transport: Transport;
-}
-
-export interface CredentialSource {
-  /** The credential for the next request; reloads what is stale (files, expiring plugin credentials). */
-  current(): Promise<Credential>;
-  /**
-   * `rejected` got a 401: reload what can be reloaded, once however many requests were
-   * rejected, and return the result (the same object when nothing changed: do not retry).
-   */
-  refresh(rejected: Credential): Promise<Credential>;
-}
+import { keepAliveTransport, type Transport } from '../transport.ts';
+import type { Credential, CredentialSource, Identity } from './types.ts';
 
 export interface Connection {
   readonly server: string;
@@ -91,20 +77,6 @@ export async function connect(options: ConnectOptions = {}): Promise<Connection>
     namespace: selection.namespace,
     credentials: new IdentitySource(identity(selection, server), server),
   };
-}
-
-/** The parts of an identity; a Refreshing part is reloaded when stale or rejected. */
-export interface Identity {
-  /** PEM trust roots; default: the system's. */
-  readonly ca?: string | undefined;
-  readonly insecureSkipTLSVerify?: boolean;
-  readonly servername?: string | undefined;
-  readonly token?: string | Refreshing<string> | undefined;
-  readonly basic?: { readonly username: string; readonly password: string } | undefined;
-  readonly pair?: KeyPair | Refreshing<KeyPair> | undefined;
-  readonly exec?: Refreshing<ExecCredential> | undefined;
-  /** Impersonation headers. */
-  readonly headers?: Readonly<Record<string, string>>;
 }
 
 function identity(selection: KubeconfigSelection, server: string): Identity {

@@ -1,8 +1,8 @@
 // Credentials kept in files that are replaced while we run: token files (the kubeconfig's
 // `tokenFile`, the projected service-account token) and client certificate/key files.
 import { createPrivateKey, X509Certificate } from 'node:crypto';
-import { readText } from '../runtime/readtext.ts';
-import { KubeConfigError } from './errors.ts';
+import { readText } from '../../util/readtext.ts';
+import { KubeConfigError } from '../errors.ts';
 import { Refreshing } from './refreshing.ts';
 
 /**

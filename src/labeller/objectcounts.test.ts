@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { LabelledObject } from './object.ts';
-import { countObject, noObjects, objectCounter } from './ownership.ts';
+import { countObject, noObjects, objectCounter } from './objectcounts.ts';
 import type { Plan } from './reconcile.ts';
 
 const object = (owned: readonly string[]): LabelledObject => ({

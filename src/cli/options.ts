@@ -4,13 +4,10 @@
 import yargs from 'yargs';
 import { type Command, COMMANDS, ENV_PREFIX, envNames, type Name, type Spec, SPECS } from './flags.ts';
 import { formatHelp } from './help.ts';
-import type { Level } from './log.ts';
-import type { ConflictPolicy } from './labeller/config.ts';
-
-/** Bad flags or environment: exit status 2. */
-export class UsageError extends Error {
-  override readonly name = 'UsageError';
-}
+import type { Level } from '../util/log.ts';
+import type { ConflictPolicy } from '../labeller/config.ts';
+import { UsageError } from '../util/usage.ts';
+import type { BindAddress } from '../metrics/server.ts';
 
 export interface Options {
   /** `label` (no command: the controller, or --once), `status` or `prune`. */
@@ -50,13 +47,6 @@ export interface Options {
   readonly leaseDurationMs: number;
   readonly renewDeadlineMs: number;
   readonly retryPeriodMs: number;
-}
-
-/** A listen address as Kubernetes components take it: `host:port`, `:port` for every interface. */
-export interface BindAddress {
-  /** Empty: every interface. */
-  readonly host: string;
-  readonly port: number;
 }
 
 /**

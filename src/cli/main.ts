@@ -3,19 +3,17 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { FieldManagerTaken } from './app/guard.ts';
-import { KindError } from './app/kinds.ts';
-import { eventsIdentity } from './app/events.ts';
-import { runApp } from './app/run.ts';
-import { KubeClient } from './kube/client.ts';
-import { KubeConfigError } from './kube/errors.ts';
-import { buildConfig, ConfigError, parseLabelFlag } from './labeller/config.ts';
+import { eventsIdentity } from '../app/events.ts';
+import { runApp } from '../app/run.ts';
+import { KubeClient } from '../kube/client.ts';
+import { buildConfig, ConfigError, parseLabelFlag } from '../labeller/config.ts';
 import { fatal, report } from './fatal.ts';
-import { createLogger } from './log.ts';
+import { createLogger } from '../util/log.ts';
 import { envName } from './flags.ts';
-import { parseOptions, unknownEnv, UsageError } from './options.ts';
+import { parseOptions, unknownEnv } from './options.ts';
+import { UsageError } from '../util/usage.ts';
 import { version } from './version.ts';
-import type { Shutdown } from './runtime/shutdown.ts';
+import type { Shutdown } from '../runtime/shutdown.ts';
 
 type Format = 'json' | 'text';
 const autoFormat = (): Format => (process.stderr.isTTY ? 'text' : 'json');
@@ -96,8 +94,6 @@ function readConfig(path: string): string {
   }
 }
 
-const USAGE_ERRORS = [UsageError, ConfigError, KubeConfigError, KindError, FieldManagerTaken];
-
 /** Runs the command; returns the exit status. Errors become one line on stderr, never a stack trace. */
 export async function main(argv: readonly string[], shutdown: Shutdown): Promise<number> {
   // Until the options are read, the format `auto` would choose.
@@ -105,7 +101,7 @@ export async function main(argv: readonly string[], shutdown: Shutdown): Promise
   try {
     return await run(argv, shutdown, (chosen) => (format = chosen));
   } catch (error) {
-    const failure = fatal(error, USAGE_ERRORS.some((type) => error instanceof type));
+    const failure = fatal(error, error instanceof UsageError);
     report(failure, format);
     return failure.status;
   }

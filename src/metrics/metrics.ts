@@ -1,10 +1,10 @@
 // Prometheus metrics, named as controller-runtime and client-go name them so existing
 // dashboards work, plus labeller's own, and the standard process_* / nodejs_* metrics
 // (processmetrics.ts). prom-client does the exposition format.
-import type { RequestObserver } from './kube/client.ts';
+import type { RequestObserver } from '../kube/client.ts';
 import { registerProcessMetrics } from './processmetrics.ts';
 import { Counter, Gauge, Histogram, Registry } from './promclient.ts';
-import type { ControllerMetrics } from './runtime/controller.ts';
+import type { ControllerMetrics } from '../runtime/controller.ts';
 
 /** Buckets of controller-runtime's reconcile and workqueue histograms. */
 const RECONCILE_BUCKETS = [

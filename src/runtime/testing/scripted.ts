@@ -1,10 +1,10 @@
 // A scripted resource API for the unit tests of the watcher and the controller: it plays given
 // list pages and watch streams in order and records what it was asked.
-import type { ListOptions, WatchOptions } from '../kube/api.ts';
-import { ApiError } from '../kube/errors.ts';
-import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
-import type { Projection } from './store.ts';
-import type { ListWatch } from './watcher.ts';
+import type { ListOptions, WatchOptions } from '../../kube/api.ts';
+import { ApiError } from '../../kube/errors.ts';
+import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../../kube/objects.ts';
+import type { Projection } from '../store.ts';
+import type { ListWatch } from '../watcher.ts';
 
 /** The tests' projection: an object's metadata. */
 export const metadataOf: Projection<PartialObjectMetadata['metadata']> = Object.assign(

@@ -1,7 +1,7 @@
 // Every option of the command line: its name (as Kubernetes components name theirs, where they
 // have one), type, section of --help, default and former names. The environment variable of an
 // option is LABELLER_ + its upper snake case. Parsed by options.ts, shown by help.ts.
-import { LEVELS } from './log.ts';
+import { LEVELS } from '../util/log.ts';
 
 export type Kind = 'list' | 'string' | 'duration' | 'count' | 'address' | 'port' | 'boolean';
 

@@ -22,13 +22,13 @@ import {
 } from '../labeller/related.ts';
 import { type RelatedScope, relatedScope, scopeLacks } from '../labeller/relatedscope.ts';
 import type { TemplateContext } from '../labeller/template.ts';
-import type { Logger } from '../log.ts';
-import { Backoff } from '../runtime/backoff.ts';
+import type { Logger } from '../util/log.ts';
+import { Backoff } from '../util/backoff.ts';
 import type { Controller } from '../runtime/controller.ts';
-import { StoreIndex } from '../runtime/index.ts';
+import { StoreIndex } from '../runtime/storeindex.ts';
 import { Informer } from '../runtime/informer.ts';
 import { SharedInformers, watches } from '../runtime/shared.ts';
-import { sleep } from '../runtime/sleep.ts';
+import { sleep } from '../util/sleep.ts';
 import { objectKey, type Projection } from '../runtime/store.ts';
 import type { LabellerEvents } from './events.ts';
 

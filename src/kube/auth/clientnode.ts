@@ -4,9 +4,9 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Agent } from 'node:http';
 import type { RequestOptions as HttpsOptions } from 'node:https';
-import type { Credential, CredentialSource } from './credentials.ts';
-import { KubeConfigError } from './errors.ts';
-import { keepAliveTransport, type TlsOptions, type Transport } from './transport.ts';
+import type { Credential, CredentialSource } from './types.ts';
+import { KubeConfigError } from '../errors.ts';
+import { keepAliveTransport, type TlsOptions, type Transport } from '../transport.ts';
 
 /** Auth providers refresh their tokens inside client-node; ask it again this often. */
 const REFRESH_MS = 60_000;

@@ -5,8 +5,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tokenFile } from './credentialfiles.ts';
-import type { Identity } from './credentials.ts';
-import { KubeConfigError } from './errors.ts';
+import type { Identity } from './types.ts';
+import { KubeConfigError } from '../errors.ts';
 
 /** Where the kubelet mounts a pod's service-account credentials. */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';

@@ -4,7 +4,13 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from './promclient.ts';
-import type { BindAddress } from './options.ts';
+
+/** A listen address as Kubernetes components take it: `host:port`, `:port` for every interface. */
+export interface BindAddress {
+  /** Empty: every interface. */
+  readonly host: string;
+  readonly port: number;
+}
 
 export interface Readiness {
   /** Why the process is not ready, one line each; none when it is. */

@@ -1,7 +1,7 @@
 // The last word of a run that fails: one line that names the problem and the fix, never a stack
 // trace, in the log format of the other lines, and the exit status (2 for usage, configuration
 // and missing permissions: running again unchanged cannot help; 1 for failures at run time).
-import { createLogger } from './log.ts';
+import { createLogger } from '../util/log.ts';
 
 export interface Fatal {
   readonly message: string;

@@ -1,8 +1,8 @@
 // The reconciler's LabelClient over the metadata API: a server-side apply of the label set,
 // with API failures translated into what the labelling logic understands.
-import type { MetadataApi } from './kube/api.ts';
-import { ApiError, type StatusCause } from './kube/errors.ts';
-import { type LabelClient, LabelConflict, ObjectGone } from './labeller/reconcile.ts';
+import type { MetadataApi } from '../kube/api.ts';
+import { ApiError, type StatusCause } from '../kube/errors.ts';
+import { type LabelClient, LabelConflict, ObjectGone } from '../labeller/reconcile.ts';
 
 export function labelClient(api: MetadataApi, fieldManager: string): LabelClient {
   return {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { StoreIndex } from './index.ts';
+import { StoreIndex } from './storeindex.ts';
 
 test('a group grows from one key to an array to a Set and shrinks back, keeping every key once', () => {
   const index = new StoreIndex<string>((group) => group);
