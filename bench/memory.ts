@@ -10,26 +10,28 @@
 // --no-flush-bytecode; and code optimised, and source maps parsed for stack traces, on first use
 // settle over warm-up rounds, after which the median of a few measured rounds is reported.
 //
-// Modes: pruned = labeller's own controllers (src/app/controllers.ts controllersFor: the projector of
-// src/labeller/object.ts caches identity, labels and owned label keys); full = the same
-// controllers with the whole PartialObjectMetadata cached (managedFields kept); informer =
-// @kubernetes/client-node's full-object informer (makeInformer) on the same kinds.
+// Modes: pruned = labeller's own kinds and controllers (src/app/kindset.ts on a manager: the
+// projector of src/labeller/object.ts caches identity, labels and owned label keys); full = the
+// same watches and reconciles with the whole PartialObjectMetadata cached (managedFields kept);
+// informer = @kubernetes/client-node's full-object informer (makeInformer) on the same kinds.
 import { AppsV1Api, CoreV1Api, KubeConfig, type KubernetesObject, makeInformer } from '@kubernetes/client-node';
-import {
-  type Counts,
-  kindControllers,
-  labellingFor,
-  watchedNamespaces,
-  type WiringOptions,
-} from '../src/app/controllers.ts';
+import { type Counts, noCounts, watchedNamespaces, type WiringOptions } from '../src/app/controllers.ts';
+import { KindSet } from '../src/app/kindset.ts';
+import { labelClient } from '../src/app/labelclient.ts';
+import { MetadataApi, metadataApis } from '../src/kube/api.ts';
 import { KubeClient } from '../src/kube/client.ts';
-import { discover } from '../src/kube/discovery.ts';
+import { DiscoveryCache } from '../src/kube/discoverycache.ts';
 import type { PartialObjectMetadata } from '../src/kube/objects.ts';
-import { resolveResource } from '../src/kube/resolve.ts';
-import { type ApiResource, groupResource } from '../src/kube/resource.ts';
-import { buildConfig, type KindConfig } from '../src/labeller/config.ts';
-import { createLogger, type Logger } from '../src/util/log.ts';
+import { apiVersion, groupResource } from '../src/kube/resource.ts';
+import { buildConfig } from '../src/labeller/config.ts';
+import type { LabelledObject } from '../src/labeller/object.ts';
+import { projector } from '../src/labeller/object.ts';
+import { Reconciler } from '../src/labeller/reconcile.ts';
 import { Controller } from '../src/runtime/controller.ts';
+import { Informer } from '../src/runtime/informer.ts';
+import { Manager } from '../src/runtime/manager.ts';
+import { Shutdown } from '../src/runtime/shutdown.ts';
+import { createLogger, type Logger } from '../src/util/log.ts';
 import { sleep } from '../test/harness/sleep.ts';
 
 export type MemoryMode = 'pruned' | 'full' | 'informer';
@@ -69,13 +71,6 @@ export interface MemoryResult {
 const WARM_UP_ROUNDS = 2;
 const MEASURED_ROUNDS = 3;
 
-/** What the measurement needs of a Controller, whatever it caches. */
-interface Cache {
-  run(intake: AbortSignal): Promise<void>;
-  readonly synced: Promise<void>;
-  readonly store: { readonly size: number };
-}
-
 const gc = (globalThis as { gc?: () => void }).gc;
 
 async function reading(): Promise<MemoryReading> {
@@ -96,68 +91,112 @@ async function until(check: () => boolean, what: string, timeoutMs: number): Pro
   }
 }
 
-/** The same controllers as controllersFor, but caching the whole PartialObjectMetadata (no pruning). */
+/**
+ * The same watches and reconciles as labeller's kinds, but caching the whole PartialObjectMetadata
+ * (no pruning): informers with the identity projection, each reconcile projecting the object it is given.
+ */
 function fullControllers(
   client: KubeClient,
-  kind: KindConfig,
-  resource: ApiResource,
+  discovery: DiscoveryCache,
+  config: ReturnType<typeof buildConfig>,
   options: WiringOptions,
   log: Logger,
   counts: Counts,
-): Controller<PartialObjectMetadata>[] {
-  return watchedNamespaces(kind, resource).map((namespace) => {
-    const { api, project, reconciler } = labellingFor(client, kind, resource, namespace, options, log);
+  intake: AbortSignal,
+): { controllers: Controller<PartialObjectMetadata>[]; runs: Promise<void>[] } {
+  const runs: Promise<void>[] = [];
+  const controllers = config.kinds.map((kind) => {
+    const resource = discovery.resolve(kind.resource);
+    const project = projector(options.fieldManager, new Set());
+    const reconciler = new Reconciler({
+      kind: {
+        apiVersion: apiVersion(resource),
+        kind: resource.kind,
+        resource: resource.resource,
+        group: resource.group,
+      },
+      labels: kind.labels,
+      conflicts: kind.conflicts,
+      dryRun: false,
+      client: labelClient(new MetadataApi(client, resource), options.fieldManager),
+      log,
+    });
+    const sources = watchedNamespaces(kind, resource).map((namespace) =>
+      new Informer<PartialObjectMetadata>({
+        name: `${groupResource(resource)}/${namespace}`,
+        api: new MetadataApi(client, resource, namespace),
+        project: Object.assign((object: PartialObjectMetadata) => object, {
+          version: (object: PartialObjectMetadata) => object.metadata.resourceVersion,
+        }),
+        watch: { labelSelector: kind.selector?.toString(), watchTimeoutSeconds: options.watchTimeoutSeconds },
+        log,
+      })
+    );
+    runs.push(...sources.map((source) => source.run(intake)));
     return new Controller<PartialObjectMetadata>({
-      name: `${groupResource(resource)}/${namespace}`,
-      api,
-      project: Object.assign((object: PartialObjectMetadata) => object, {
-        version: (object: PartialObjectMetadata) => object.metadata.resourceVersion,
-      }),
+      name: groupResource(resource),
+      sources,
       reconcile: async (object, key) => {
-        counts[(await reconciler.reconcile(project(object, key))).outcome]++;
+        counts[(await reconciler.reconcile(project(object, key) as LabelledObject)).outcome]++;
       },
       concurrency: options.concurrency,
       requeueAfterMs: options.requeueAfterMs,
-      watch: { labelSelector: kind.selector?.toString(), watchTimeoutSeconds: options.watchTimeoutSeconds },
       log,
     });
   });
+  return { controllers, runs };
 }
 
 async function labellerCache(request: MemoryRequest): Promise<MemoryResult> {
   const client = await KubeClient.load({ kubeconfig: request.kubeconfig, userAgent: 'labeller-bench-memory' });
-  const { resources } = await discover(client);
+  const log = createLogger({ level: 'error', format: 'json', write: () => {} });
+  const discovery = DiscoveryCache.of(client, log);
+  await discovery.load(new AbortController().signal);
   // The CLI's defaults: a re-check every 5 minutes keeps one delayed queue entry per object.
   const options: WiringOptions = {
     fieldManager: request.fieldManager,
     concurrency: request.concurrency,
     requeueAfterMs: 300_000,
     dryRun: false,
-    once: false,
     watchTimeoutSeconds: 290,
   };
-  const log = createLogger({ level: 'error', format: 'json', write: () => {} });
   const start = async (namespace: string) => {
-    const counts: Counts = { unchanged: 0, patched: 0, conflict: 0, invalid: 0, gone: 0, failed: 0 };
+    const counts = noCounts();
     const config = buildConfig({ kinds: [...request.kinds], labels: { ...request.labels }, namespaces: [namespace] });
-    const controllers: Cache[] = config.kinds.flatMap((kind): Cache[] => {
-      const resource = resolveResource(kind.resource, resources);
-      return request.mode === 'pruned'
-        ? kindControllers(kind, resource, { client, options, log, counts }).controllers
-        : fullControllers(client, kind, resource, options, log, counts);
-    });
-    const stop = new AbortController();
-    const runs = controllers.map((c) => c.run(stop.signal));
+    const shutdown = new Shutdown({ signals: [] });
+    let controllers: { readonly size: number; readonly synced: Promise<void> }[];
+    let running: Promise<unknown>;
+    let release = (): void => {};
+    if (request.mode === 'pruned') {
+      const manager = new Manager<LabelledObject>({ once: false, gracePeriodMs: 30_000, log }, shutdown);
+      const apis = metadataApis(client);
+      const kinds = new KindSet({
+        manager,
+        discovery,
+        wiring: { apis, options, log, counts },
+        log,
+      });
+      await kinds.apply(config);
+      running = manager.run();
+      controllers = manager.controllers;
+      release = () => kinds.release();
+    } else {
+      const full = fullControllers(client, discovery, config, options, log, counts, shutdown.intake);
+      running = Promise.all([...full.runs, ...full.controllers.map((c) => c.run(shutdown.intake))]);
+      controllers = full.controllers;
+    }
     await Promise.all(controllers.map((c) => c.synced));
-    const objects = controllers.reduce((n, c) => n + c.store.size, 0);
+    const objects = controllers.reduce((n, c) => n + c.size, 0);
     const seen = (): number => Object.values(counts).reduce((a, b) => a + b, 0);
     // Every object reconciled once (all labelled already: no writes); what stays queued is the 5-minute re-check.
     await until(() => seen() >= objects, 'every object to be reconciled', 600_000);
     return {
       objects,
       stop: async () => {
-        stop.abort();
-        await Promise.all(runs);
+        shutdown.stop();
+        await running;
+        release();
+        shutdown.dispose();
       },
     };
   };

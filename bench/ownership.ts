@@ -37,6 +37,7 @@ const object = (i: number): LabelledObject => {
     resourceVersion: '1',
     labels: current,
     annotations: {},
+    deleting: false,
     owned: i % 10 === 0 ? ['team'] : Object.keys(labels),
   };
 };

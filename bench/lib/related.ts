@@ -241,8 +241,8 @@ export function measureIndexHeap(n: number): RelatedResults['heap'] {
     if (store.size !== n) throw new Error('related heap: store size');
     return used;
   };
-  const byNamespace = () => new StoreIndex<LabelledObject>((o) => o.namespace || undefined);
-  const byOwner = () => new StoreIndex<LabelledObject>((o) => o.owner?.uid);
+  const byNamespace = () => new StoreIndex<LabelledObject>('namespace', (o) => o.namespace || undefined);
+  const byOwner = () => new StoreIndex<LabelledObject>('owner', (o) => o.owner?.uid);
   const shapes = [
     () => new Store(projector('labeller', new Set())),
     () => new Store(projector('labeller', new Set(), true)),

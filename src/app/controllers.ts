@@ -1,17 +1,20 @@
-// One configured kind → its controllers: the metadata API of the kind (per namespace), the cache
-// projection the labelling needs, and the label reconciler as the controller's reconcile function.
-import { MetadataApi } from '../kube/api.ts';
-import type { KubeClient } from '../kube/client.ts';
+// One configured kind → its controller: the kind's metadata-only informers (one per namespace it
+// is limited to, or one for all), acquired from the shared informer cache with the projection and
+// indexes its templates need; the label reconciler as the reconcile function; and its share of
+// the related objects.
+import type { ResourceApis } from '../kube/api.ts';
 import { type ApiResource, apiVersion, groupResource } from '../kube/resource.ts';
 import type { KindConfig } from '../labeller/config.ts';
-import { type LabelledObject, projector } from '../labeller/object.ts';
-import { objectCounter } from '../labeller/objectcounts.ts';
+import type { LabelledObject } from '../labeller/object.ts';
+import { objectCounter, type ObjectCounts } from '../labeller/objectcounts.ts';
 import { type Outcome, Reconciler } from '../labeller/reconcile.ts';
-import { labelClient } from './labelclient.ts';
-import type { Logger } from '../util/log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { Controller } from '../runtime/controller.ts';
+import { Informer } from '../runtime/informer.ts';
+import type { InformerCache, InformerHandle } from '../runtime/informercache.ts';
+import type { Logger } from '../util/log.ts';
 import type { LabellerEvents } from './events.ts';
+import { labelClient } from './labelclient.ts';
 import type { KindRelations, Relations } from './relations.ts';
 
 /** What wiring a kind takes of the command-line options. */
@@ -20,7 +23,6 @@ export interface WiringOptions {
   readonly concurrency: number;
   readonly requeueAfterMs: number;
   readonly dryRun: boolean;
-  readonly once: boolean;
   readonly watchTimeoutSeconds: number;
 }
 
@@ -29,117 +31,150 @@ export type Counts = Record<Outcome | 'failed', number>;
 
 export const noCounts = (): Counts => ({ unchanged: 0, patched: 0, conflict: 0, invalid: 0, gone: 0, failed: 0 });
 
+/** A configured kind as the API server serves it. */
+export interface ResolvedKind {
+  readonly kind: KindConfig;
+  readonly resource: ApiResource;
+}
+
 /** The namespaces a kind is watched in: its own, or all ('') when none are set or it is cluster-scoped. */
 export function watchedNamespaces(kind: KindConfig, resource: ApiResource): readonly string[] {
   return resource.namespaced && kind.namespaces.length > 0 ? kind.namespaces : [''];
 }
 
-/**
- * What labelling one kind in one namespace takes: its metadata API, the cache projection and the
- * reconciler; with `relations`, the related objects its templates read come from their caches.
- */
-export function labellingFor(
-  client: KubeClient,
-  kind: KindConfig,
-  resource: ApiResource,
-  namespace: string,
-  options: Pick<WiringOptions, 'fieldManager' | 'dryRun'>,
-  log: Logger,
-  relations?: KindRelations,
-) {
-  const api = new MetadataApi(client, resource, namespace);
-  const annotations = new Set([...kind.labels.values()].flatMap((t) => t.annotations));
-  const reconciler = new Reconciler({
-    kind: { apiVersion: apiVersion(resource), kind: resource.kind, resource: resource.resource, group: resource.group },
-    labels: kind.labels,
-    conflicts: kind.conflicts,
-    dryRun: options.dryRun,
-    client: labelClient(api, options.fieldManager),
-    log,
-    related: relations?.related,
-  });
-  return { api, project: relations?.project ?? projector(options.fieldManager, annotations), reconciler };
+/** The controller's name in logs and metrics: `deployments.apps`, or with the namespaces it is limited to (`configmaps/shop`). */
+export function controllerName({ kind, resource }: ResolvedKind): string {
+  const namespaces = watchedNamespaces(kind, resource).filter(Boolean).sort();
+  return namespaces.length > 0 ? `${groupResource(resource)}/${namespaces.join(',')}` : groupResource(resource);
 }
 
-/** The controllers of one configured kind, and how to give them new labels (a live config reload). */
-export interface KindControllers {
-  readonly controllers: Controller<LabelledObject>[];
-  /** Labels and conflict policy from `kind` (same namespaces, selector and annotations read); every cached object re-checked, no relist. */
-  relabel(kind: KindConfig): void;
-  /** Its controllers are stopping (a live reload): their caches stop serving and being served related objects. */
-  detach(): void;
-}
-
-/** What wiring a kind's controllers takes besides the kind: the client, the options and what they report to. */
+/** What wiring a kind's controller takes besides the kind. */
 export interface Wiring {
-  readonly client: KubeClient;
+  /** Metadata-only access to each resource (metadataApis over the client). */
+  readonly apis: ResourceApis;
+  readonly informers: InformerCache<LabelledObject>;
   readonly options: WiringOptions;
   readonly log: Logger;
   readonly counts: Counts;
   readonly metrics?: Metrics | undefined;
   readonly events?: LabellerEvents | undefined;
-  readonly relations?: Relations | undefined;
 }
 
-/** The controllers of one configured kind: one per namespace, or one for all namespaces. */
-export function kindControllers(kind: KindConfig, resource: ApiResource, wiring: Wiring): KindControllers {
-  const { client, options, log, counts, metrics, events, relations } = wiring;
-  const name = groupResource(resource);
+/** A configured kind's controller, and how to give it new labels or let it go. */
+export interface LabelledKind {
+  /** Its config as last applied (relabel() changes it). */
+  readonly resolved: ResolvedKind;
+  readonly controller: Controller<LabelledObject>;
+  /** Labels and conflict policy from `kind` (same namespaces, selector and reads): every cached object re-checked, no relist. */
+  relabel(kind: KindConfig): void;
+  /** What labeller owns and would change on its cached objects (see objectcounts.ts). */
+  count(): ObjectCounts;
+  /** Once its controller has stopped: its related objects and its caches are let go. */
+  release(): void;
+}
+
+export function labelledKind(resolved: ResolvedKind, relations: Relations, wiring: Wiring): LabelledKind {
+  const { kind, resource } = resolved;
+  const { apis, options, log, counts, metrics, events } = wiring;
+  const name = controllerName(resolved);
   const kindLog = log.child({ kind: resource.kind });
-  const wired = watchedNamespaces(kind, resource).map((namespace) => {
-    const controller = namespace ? `${name}/${namespace}` : name;
-    const labelMetrics = metrics?.labels(controller);
-    const related = relations?.forKind(kind, resource, namespace);
-    const labelling = labellingFor(client, kind, resource, namespace, options, kindLog, related);
-    let { reconciler } = labelling;
-    let count = objectCounter((object) => reconciler.plan(object));
-    const kindEvents = events?.forKind(controller, { apiVersion: apiVersion(resource), kind: resource.kind });
-    const wired = new Controller({
-      name: controller,
-      api: labelling.api,
-      project: labelling.project,
-      indexes: related?.indexes,
-      dependencies: related?.dependencies,
-      reconcile: async (object, _key, writes) => {
-        try {
-          const result = await reconciler.reconcile(object, writes);
-          const { outcome, patch } = result;
-          counts[outcome]++;
-          kindEvents?.reconciled(object, result);
-          if (outcome === 'conflict') labelMetrics?.conflict();
-          if (!options.dryRun && patch.length > 0) {
-            const removed = patch.filter((op) => op.op === 'remove').length;
-            labelMetrics?.applied(patch.length - removed);
-            labelMetrics?.removed(removed);
-          }
-        } catch (error) {
-          counts.failed++;
-          throw error;
-        }
+  const related = relations.forKind(kind, resource, watchedNamespaces(kind, resource));
+  const handles = watchedNamespaces(kind, resource).map((namespace) =>
+    source(kind, resource, namespace, related, wiring)
+  );
+  const reconcilerFor = (next: KindConfig): Reconciler =>
+    new Reconciler({
+      kind: {
+        apiVersion: apiVersion(resource),
+        kind: resource.kind,
+        resource: resource.resource,
+        group: resource.group,
       },
-      concurrency: options.concurrency,
-      requeueAfterMs: options.once ? 0 : options.requeueAfterMs,
-      watch: { labelSelector: kind.selector?.toString(), watchTimeoutSeconds: options.watchTimeoutSeconds },
-      metrics: metrics?.controller(controller, options.concurrency),
-      onWatchError: kindEvents?.watchFailed,
-      log: kindLog.child({ controller }),
+      labels: next.labels,
+      conflicts: next.conflicts,
+      dryRun: options.dryRun,
+      client: labelClient(apis(resource, ''), options.fieldManager),
+      log: kindLog,
+      related: related.related,
     });
-    related?.attach(wired);
-    metrics?.objects(controller, () => count(wired.store.values()));
-    const relabel = (next: KindConfig): void => {
-      reconciler = labellingFor(client, next, resource, namespace, options, kindLog, related).reconciler;
-      count = objectCounter((object) => reconciler.plan(object));
-      wired.requeueAll();
-    };
-    return { controller: wired, relabel, detach: () => related?.detach() };
-  });
-  return {
-    controllers: wired.map((w) => w.controller),
-    relabel: (next) => {
-      for (const w of wired) w.relabel(next);
+  let reconciler = reconcilerFor(kind);
+  const labelMetrics = metrics?.labels(name);
+  const kindEvents = events?.forKind(name, { apiVersion: apiVersion(resource), kind: resource.kind });
+  const controller = new Controller<LabelledObject>({
+    name,
+    sources: handles.map((handle) => handle.informer),
+    dependencies: related.dependencies,
+    reconcile: async (object, _key, writes) => {
+      try {
+        const result = await reconciler.reconcile(object, writes);
+        const { outcome, patch } = result;
+        counts[outcome]++;
+        kindEvents?.reconciled(object, result);
+        if (outcome === 'conflict') labelMetrics?.conflict();
+        if (!options.dryRun && patch.length > 0) {
+          const removed = patch.filter((op) => op.op === 'remove').length;
+          labelMetrics?.applied(patch.length - removed);
+          labelMetrics?.removed(removed);
+        }
+      } catch (error) {
+        counts.failed++;
+        throw error;
+      }
     },
-    detach: () => {
-      for (const w of wired) w.detach();
+    concurrency: options.concurrency,
+    requeueAfterMs: options.requeueAfterMs,
+    metrics: metrics?.controller(name, options.concurrency),
+    log: kindLog.child({ controller: name }),
+  });
+  related.attach(controller, !kind.selector);
+  let count = objectCounter((object) => reconciler.plan(object));
+  metrics?.objects(name, () => count(controller.values()));
+  let current = resolved;
+  return {
+    get resolved() {
+      return current;
+    },
+    controller,
+    count: () => count(controller.values()),
+    relabel: (next) => {
+      current = { kind: next, resource };
+      reconciler = reconcilerFor(next);
+      count = objectCounter((object) => reconciler.plan(object));
+      controller.requeueAll();
+    },
+    release: () => {
+      related.detach();
+      for (const handle of handles) handle.release();
     },
   };
+}
+
+/**
+ * The kind's informer of one namespace, from the shared cache: its id names everything that
+ * shapes its content (resource, namespace, selector, what the projection keeps), so a kind
+ * restarted with the same list and reads keeps its cache and does not list again.
+ */
+function source(
+  kind: KindConfig,
+  resource: ApiResource,
+  namespace: string,
+  related: KindRelations,
+  { apis, informers, options, metrics, events, log }: Wiring,
+): InformerHandle<LabelledObject> {
+  const name = namespace ? `${groupResource(resource)}/${namespace}` : groupResource(resource);
+  const selector = kind.selector?.toString();
+  return informers.acquire(
+    `kind ${name} ${resource.version} ${selector ?? ''} ${related.signature}`,
+    () =>
+      new Informer<LabelledObject>({
+        name,
+        api: apis(resource, namespace),
+        project: related.project,
+        indexes: related.indexes(),
+        watch: { labelSelector: selector, watchTimeoutSeconds: options.watchTimeoutSeconds },
+        metrics: metrics?.informer(name),
+        onWatchError: events?.forKind(name, { apiVersion: apiVersion(resource), kind: resource.kind }).watchFailed,
+        log: log.child({ kind: resource.kind, controller: name }),
+      }),
+  );
 }

@@ -16,6 +16,13 @@ import { sleep } from '../util/sleep.ts';
 /** reportingController of every Event. */
 export const REPORTING_CONTROLLER = 'labeller';
 
+/** Event reasons of related kinds that cannot be read, by why. */
+const RELATED_REASONS: Readonly<Record<string, string>> = {
+  'not-followed': 'OwnerKindNotFollowed',
+  'not-served': 'OwnerKindNotServed',
+  forbidden: 'RelatedKindForbidden',
+};
+
 /** How long pending Events may take to go out at exit (within the rate limit). */
 export const EVENTS_DRAIN_MS = 2_000;
 
@@ -72,6 +79,19 @@ export class LabellerEvents {
         type: 'Warning',
         reason: 'ConfigRejected',
         action: 'Reloading',
+        note: note.slice(0, 1024),
+      });
+    }
+  }
+
+  /** Related objects templates read that labeller cannot read (a kind not followed, not served, forbidden), on labeller's Pod. */
+  relatedUnreadable(reason: string, note: string): void {
+    if (this.#pod) {
+      this.#recorder.record({
+        regarding: this.#pod,
+        type: 'Warning',
+        reason: RELATED_REASONS[reason] ?? 'RelatedUnreadable',
+        action: 'Labelling',
         note: note.slice(0, 1024),
       });
     }

@@ -84,8 +84,8 @@ test('guard Lease names and label values are valid Kubernetes names whatever the
   assert.match(guardLeaseName(me), /^field-manager-labeller-[0-9a-f]{10}$/);
   assert.notEqual(
     guardLeaseName(me),
-    guardLeaseName({ ...me, fingerprint: 'sha256:other' }),
-    'standalone: one Lease per config',
+    guardLeaseName({ ...me, identity: 'laptop_2' }),
+    'standalone: one Lease per holder',
   );
   assert.equal(guardLeaseName({ ...me, group: 'ops/rel-labeller' }), 'rel-labeller-field-manager');
   assert.match(
@@ -95,4 +95,8 @@ test('guard Lease names and label values are valid Kubernetes names whatever the
   assert.equal(fieldManagerLabelValue('rel-labeller'), 'rel-labeller');
   assert.match(fieldManagerLabelValue('Team A:Labeller'), /^sha256-[0-9a-f]{56}$/);
   assert.ok(fieldManagerLabelValue('x'.repeat(100)).length <= 63);
+});
+
+test("a holder's own Lease never blocks it, whatever config it last wrote (a reload)", () => {
+  assert.deepEqual(blockers([holder({ holder: 'laptop_1', config: 'sha256:before' })], me, NOW), []);
 });

@@ -1,12 +1,16 @@
 // One config per field manager. Two labellers with different configs under one server-side apply
 // field manager remove each other's labels in a hot loop: each apply drops the keys the other
-// applied. So a running labeller holds a Lease, labelled with its field manager, that records
-// its config's fingerprint and its scope (kinds × namespaces). Before its first write, every
-// labeller looks for live holders of its field manager (across namespaces when it may list
-// Leases cluster-wide, else in its own namespace) and refuses to write (FieldManagerTaken,
-// exit 2) when one has another config and a scope overlapping its own. Replicas of one
-// leader-election group never block each other: their Lease already lets one write at a time,
-// and a rolling update is how a group changes its config. Holders that stopped renewing expire.
+// applied. So the process that writes (the standalone process, or the leader of a
+// leader-election group) holds a Lease, labelled with its field manager, that records the
+// fingerprint and scope (kinds × namespaces) of the config in force. Before it writes, and before
+// a reloaded config takes effect, a labeller looks for live holders of its field manager (across
+// namespaces when it may list Leases cluster-wide, else in its own namespace, and it says so) and
+// refuses (FieldManagerTaken, exit 2 or a rejected reload) when one has another config and a
+// scope overlapping its own. Two that start together both write, then look again: the younger
+// Lease gives way. Replicas of one group never block each other (their Lease already lets one
+// write at a time, and a rolling update is how a group changes its config); the group's guard
+// Lease is left to expire when its leader stops, so a successor of another config cannot slip
+// in between. Holders that stopped renewing expire.
 import { createHash } from 'node:crypto';
 import { isForbidden } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/client.ts';
@@ -32,15 +36,19 @@ const SCOPE = `${PREFIX}/scope`;
 const GROUP = `${PREFIX}/leader-election`;
 
 /** Who writes what under a field manager. */
-export interface Claim {
+export interface Claim extends ClaimedConfig {
   readonly fieldManager: string;
+  /** `namespace/name` of the leader-election Lease, when elected. */
+  readonly group?: string | undefined;
+  readonly identity: string;
+}
+
+/** The config in force, as the guard records it. */
+export interface ClaimedConfig {
   /** configFingerprint() of the config. */
   readonly fingerprint: string;
   /** `resource.group@namespace` for each kind and namespace written; `@*` for all namespaces. */
   readonly scope: readonly string[];
-  /** `namespace/name` of the leader-election Lease, when elected. */
-  readonly group?: string | undefined;
-  readonly identity: string;
 }
 
 export interface GuardOptions {
@@ -59,13 +67,13 @@ export class FieldManagerTaken extends UsageError {
 
 /**
  * The guard Lease's name: per leader-election group (its Lease's name + `-field-manager`, which
- * the chart's RBAC names), or for a standalone process per field manager and config (replicas of
- * one config share it; other configs in the same namespace do not overwrite it).
+ * the chart's RBAC names; only its leader writes it), or for a standalone process per field
+ * manager and process identity (one Lease per holder: nobody else writes it).
  */
-export function guardLeaseName(claim: Pick<Claim, 'fieldManager' | 'fingerprint' | 'group'>): string {
+export function guardLeaseName(claim: Pick<Claim, 'fieldManager' | 'identity' | 'group'>): string {
   if (claim.group) return `${claim.group.slice(claim.group.indexOf('/') + 1)}-field-manager`;
   const slug = claim.fieldManager.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40);
-  return `field-manager-${slug ? `${slug}-` : ''}${hash(`${claim.fieldManager}\n${claim.fingerprint}`).slice(0, 10)}`;
+  return `field-manager-${slug ? `${slug}-` : ''}${hash(`${claim.fieldManager}\n${claim.identity}`).slice(0, 10)}`;
 }
 
 export function fieldManagerLabelValue(fieldManager: string): string {
@@ -74,11 +82,12 @@ export function fieldManagerLabelValue(fieldManager: string): string {
     : `sha256-${hash(fieldManager).slice(0, 56)}`;
 }
 
-/** The live guard Leases (at `nowMs`, wall clock) that must stop `claim` from writing. */
+/** The live guard Leases (at `nowMs`, wall clock) of others that must stop `claim` from writing. */
 export function blockers(leases: readonly Lease[], claim: Claim, nowMs: number): Lease[] {
   return leases.filter((lease) => {
     const a = lease.metadata.annotations ?? {};
     if (a[FIELD_MANAGER] !== claim.fieldManager || a[CONFIG] === claim.fingerprint || !live(lease, nowMs)) return false;
+    if (lease.spec.holderIdentity === claim.identity) return false;
     if (claim.group && a[GROUP] === claim.group) return false;
     return overlap((a[SCOPE] ?? '').split(','), claim.scope).length > 0;
   });
@@ -107,9 +116,13 @@ function overlap(a: readonly string[], b: readonly string[]): string[] {
 
 export class FieldManagerGuard {
   readonly #api: LeaseApi;
-  readonly #claim: Claim;
+  #claim: Claim;
   readonly #options: GuardOptions;
   readonly #name: string;
+  /** The Lease as last written, while this process holds it. */
+  #held: Lease | undefined;
+  /** Said once: the guard sees only its own namespace. */
+  #narrowed = false;
 
   constructor(api: LeaseApi, claim: Claim, options: GuardOptions) {
     this.#api = api;
@@ -118,14 +131,80 @@ export class FieldManagerGuard {
     this.#name = guardLeaseName(claim);
   }
 
-  /** Throws FieldManagerTaken when a live holder of another config writes what this process would. */
-  async check(signal?: AbortSignal): Promise<void> {
+  /**
+   * Makes `config` the claim of this process: throws FieldManagerTaken when a live holder of
+   * another config writes what it would; while this process holds its Lease, the Lease says the
+   * new config at once (and is checked again, as after a first write).
+   */
+  async claim(config: ClaimedConfig, signal?: AbortSignal): Promise<void> {
+    const next = { ...this.#claim, ...config };
+    await this.#check(next, signal);
+    this.#claim = next;
+    if (this.#held) await this.#settle(signal);
+  }
+
+  /**
+   * Holds this process's guard Lease while `writes` is not aborted (while it leads), renewed every
+   * third of a lease duration; then gives it up, unless a leader-election group shares it. Calls
+   * `taken` when an older holder of another config turns out to write what this process does
+   * (both started together). Never rejects: without permission on Leases it reports that and stops.
+   */
+  async hold(writes: AbortSignal, taken: (error: FieldManagerTaken) => void): Promise<void> {
+    const { namespace, leaseDurationMs, log } = this.#options;
+    const renewMs = Math.ceil(leaseDurationMs / 3);
+    while (!writes.aborted) {
+      try {
+        if (this.#held) this.#held = await this.#write(this.#held, writes);
+        else await this.#settle(writes);
+      } catch (error) {
+        this.#held = undefined;
+        if (writes.aborted) break;
+        if (error instanceof FieldManagerTaken) {
+          await this.#giveUp();
+          taken(error);
+          return;
+        }
+        if (isForbidden(error)) {
+          log.warn(
+            'field-manager guard: cannot hold its Lease, so other labellers cannot see this one; grant create, get, update and delete on leases',
+            { lease: `${namespace}/${this.#name}`, error },
+          );
+          return;
+        }
+        log.warn('field-manager guard: could not renew its Lease; retrying', {
+          lease: `${namespace}/${this.#name}`,
+          error,
+        });
+      }
+      await sleep(renewMs, writes);
+    }
+    // A group's successor takes the Lease over; deleting it would let another config in meanwhile.
+    if (!this.#claim.group) await this.#giveUp();
+    this.#held = undefined;
+  }
+
+  /** Throws FieldManagerTaken when a live holder of another config writes what `claim` would. */
+  async #check(claim: Claim, signal?: AbortSignal): Promise<void> {
     const holders = await this.#holders(signal);
     if (!holders) return;
-    const found = blockers(holders, this.#claim, Date.now());
-    if (found.length === 0) return;
-    const { fieldManager } = this.#claim;
-    const described = found.map((lease) => this.#describe(lease)).join('; ');
+    const found = blockers(holders, claim, Date.now());
+    if (found.length > 0) this.#refuse(found, claim);
+  }
+
+  /** Writes the claim, then looks again: a holder of another config whose Lease is older wins. */
+  async #settle(signal?: AbortSignal): Promise<void> {
+    const current = this.#held ?? (await this.#api.get(this.#options.namespace, this.#name, signal));
+    this.#held = await this.#write(current, signal);
+    const mine = this.#held;
+    if (!mine) return;
+    const holders = await this.#holders(signal);
+    const older = blockers(holders ?? [], this.#claim, Date.now()).filter((lease) => olderThan(lease, mine));
+    if (older.length > 0) this.#refuse(older, this.#claim);
+  }
+
+  #refuse(found: readonly Lease[], claim: Claim): void {
+    const { fieldManager } = claim;
+    const described = found.map((lease) => this.#describe(lease, claim)).join('; ');
     if (this.#options.ignore) {
       this.#options.log.warn(
         "field manager held by another config; writing anyway (--ignore-field-manager-guard): the two will remove each other's labels",
@@ -139,48 +218,19 @@ export class FieldManagerGuard {
     );
   }
 
-  /**
-   * Holds this process's guard Lease, renewed every third of a lease duration, until `signal`
-   * aborts; then gives it up. Never rejects: without permission on Leases it reports that and stops.
-   */
-  async hold(signal: AbortSignal): Promise<void> {
-    const { namespace, leaseDurationMs, log } = this.#options;
-    const renewMs = Math.ceil(leaseDurationMs / 3);
-    let held: Lease | undefined;
-    while (!signal.aborted) {
-      try {
-        held = await this.#write(held, signal);
-      } catch (error) {
-        held = undefined;
-        if (signal.aborted) break;
-        if (isForbidden(error)) {
-          log.warn(
-            'field-manager guard: cannot hold its Lease, so other labellers cannot see this one; grant create, get, update and delete on leases',
-            { lease: `${namespace}/${this.#name}`, error },
-          );
-          return;
-        }
-        log.warn('field-manager guard: could not renew its Lease; retrying', {
-          lease: `${namespace}/${this.#name}`,
-          error,
-        });
-      }
-      await sleep(renewMs, signal);
-    }
-    // Given up, so a new config can start at once. Read back first: a write cut short by the abort
-    // may still have reached the server. A second at most: the API server may be away, and the
-    // Lease expires by itself.
-    const timeout = AbortSignal.timeout(Math.min(renewMs, 1000));
-    const mine = await this.#api.get(namespace, this.#name, timeout).catch(() => undefined);
+  /** Given up, so a new config can start at once. A second at most: the API server may be away, and the Lease expires by itself. */
+  async #giveUp(): Promise<void> {
+    const timeout = AbortSignal.timeout(Math.min(Math.ceil(this.#options.leaseDurationMs / 3), 1000));
+    // Read back first: a write cut short may still have reached the server.
+    const mine = await this.#api.get(this.#options.namespace, this.#name, timeout).catch(() => undefined);
     if (mine?.spec.holderIdentity === this.#claim.identity) await this.#api.delete(mine, timeout).catch(() => {});
   }
 
-  /** Writes the claim: over the Lease as last written, or as it is now when that failed. */
-  async #write(held: Lease | undefined, signal: AbortSignal): Promise<Lease | undefined> {
+  /** Writes the claim over `current` (the Lease as last written or read; undefined: none yet). A lost race (409) leaves nothing held, retried from a fresh read. */
+  async #write(current: Lease | undefined, signal?: AbortSignal): Promise<Lease | undefined> {
     const { namespace, leaseDurationMs } = this.#options;
     const { fieldManager, fingerprint, scope, group, identity } = this.#claim;
     const now = microTime();
-    const current = held ?? (await this.#api.get(namespace, this.#name, signal));
     const lease: Lease = {
       metadata: {
         ...current?.metadata,
@@ -198,37 +248,46 @@ export class FieldManagerGuard {
       spec: {
         holderIdentity: identity,
         leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000),
-        acquireTime: current?.spec.acquireTime ?? now,
+        acquireTime: current?.spec.holderIdentity === identity ? (current.spec.acquireTime ?? now) : now,
         renewTime: now,
       },
     };
-    // A lost race (409) is retried from a fresh read next time.
     return current ? this.#api.update(lease, signal) : this.#api.create(lease, signal);
   }
 
   /** The guard Leases of this field manager: cluster-wide if allowed, else in the own namespace; undefined when neither is. */
   async #holders(signal?: AbortSignal): Promise<readonly Lease[] | undefined> {
     const selector = `${FIELD_MANAGER}=${fieldManagerLabelValue(this.#claim.fieldManager)}`;
-    for (const namespace of ['', this.#options.namespace]) {
-      try {
-        return await this.#api.list(namespace, selector, signal);
-      } catch (error) {
-        // Shutting down before the first write: nothing to guard.
-        if (signal?.aborted) return undefined;
-        if (!isForbidden(error)) throw error;
-      }
+    const { namespace, log } = this.#options;
+    try {
+      return await this.#api.list('', selector, signal);
+    } catch (error) {
+      if (!isForbidden(error)) throw error;
     }
-    this.#options.log.warn(
+    try {
+      const leases = await this.#api.list(namespace, selector, signal);
+      if (!this.#narrowed) {
+        this.#narrowed = true;
+        log.warn(
+          'field-manager guard sees only its own namespace: may not list leases cluster-wide, so a labeller of another config under this field manager in another namespace goes unnoticed; grant list on leases cluster-wide',
+          { namespace },
+        );
+      }
+      return leases;
+    } catch (error) {
+      if (!isForbidden(error)) throw error;
+    }
+    log.warn(
       'field-manager guard off: may not list leases, so labellers with other configs under this field manager go unnoticed; grant list on leases',
-      { namespace: this.#options.namespace },
+      { namespace },
     );
     return undefined;
   }
 
-  #describe(lease: Lease): string {
+  #describe(lease: Lease, claim: Claim): string {
     const a = lease.metadata.annotations ?? {};
     const ago = Math.round((Date.now() - Date.parse(lease.spec.renewTime ?? '')) / 1000);
-    const writes = overlap((a[SCOPE] ?? '').split(','), this.#claim.scope).join(', ');
+    const writes = overlap((a[SCOPE] ?? '').split(','), claim.scope).join(', ');
     const group = a[GROUP] ? `, leader election ${a[GROUP]}` : '';
     return `${lease.spec.holderIdentity ?? '?'} (Lease ${
       lease.metadata.namespace ?? ''
@@ -236,25 +295,21 @@ export class FieldManagerGuard {
   }
 }
 
+/** Whether `lease` was created before `mine` (ties broken by namespace and name, so both sides agree). */
+function olderThan(lease: Lease, mine: Lease): boolean {
+  const a = Date.parse(lease.metadata.creationTimestamp ?? '');
+  const b = Date.parse(mine.metadata.creationTimestamp ?? '');
+  if (a !== b) return a < b;
+  const id = (l: Lease) => `${l.metadata.namespace ?? ''}/${l.metadata.name}`;
+  return id(lease) < id(mine);
+}
+
 function hash(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
-/**
- * The guard of this process: its claim is the config's fingerprint and the kinds × namespaces it
- * writes (kinds not served yet included), grouped with its leader-election replicas.
- */
-export function guardFor(
-  client: KubeClient,
-  config: Config,
-  kinds: Resolved,
-  options: {
-    readonly fieldManager: string;
-    readonly leaderElection?: { readonly namespace: string; readonly name: string } | undefined;
-    readonly guard: Omit<GuardOptions, 'log'> & { readonly identity: string };
-  },
-  log: Logger,
-): FieldManagerGuard {
+/** The claim of a config: its fingerprint, and the kinds × namespaces it writes (kinds not served yet included). */
+export function claimOf(config: Config, kinds: Resolved): ClaimedConfig {
   const scope = [
     ...kinds.resolved.flatMap(({ kind, resource }) =>
       watchedNamespaces(kind, resource).map((ns) => `${groupResource(resource)}@${ns || '*'}`)
@@ -263,16 +318,23 @@ export function guardFor(
       (kind.namespaces.length > 0 ? kind.namespaces : ['*']).map((ns) => `${kind.resource}@${ns}`)
     ),
   ];
+  return { fingerprint: configFingerprint(config), scope };
+}
+
+/** The guard of this process, grouped with its leader-election replicas; its first claim is made with claim(). */
+export function guardFor(
+  client: KubeClient,
+  options: {
+    readonly fieldManager: string;
+    readonly leaderElection?: { readonly namespace: string; readonly name: string } | undefined;
+    readonly guard: Omit<GuardOptions, 'log'> & { readonly identity: string };
+  },
+  log: Logger,
+): FieldManagerGuard {
   const group = options.leaderElection && `${options.leaderElection.namespace}/${options.leaderElection.name}`;
   return new FieldManagerGuard(
     new LeaseApi(client),
-    {
-      fieldManager: options.fieldManager,
-      fingerprint: configFingerprint(config),
-      scope,
-      group,
-      identity: options.guard.identity,
-    },
+    { fieldManager: options.fieldManager, fingerprint: '', scope: [], group, identity: options.guard.identity },
     { ...options.guard, log },
   );
 }

@@ -1,16 +1,13 @@
-// The configured kinds against what the API server serves: discovery (retried while the server
-// is starting), kubectl-style name resolution, and kinds that are served only later (a CRD
-// installed after start), looked for again with growing pauses.
-import type { KubeClient } from '../kube/client.ts';
-import { discover, type Discovery } from '../kube/discovery.ts';
-import { ConnectionError, isUnauthorized, KubeConfigError } from '../kube/errors.ts';
-import { ResolveError, resolveResource } from '../kube/resolve.ts';
-import type { ApiResource } from '../kube/resource.ts';
-import type { KindConfig } from '../labeller/config.ts';
-import type { Logger } from '../util/log.ts';
-import { Backoff } from '../util/backoff.ts';
-import { sleep } from '../util/sleep.ts';
+// The configured kinds against what the API server serves: kubectl-style names resolved through
+// the discovery cache, and compared once resolved, so two names of one resource (`deployments`
+// and `deploy`) over overlapping namespaces are caught as the config error they are: under one
+// field manager they would remove each other's labels without end.
+import type { DiscoveryCache } from '../kube/discoverycache.ts';
+import { ResolveError } from '../kube/resolve.ts';
+import { groupResource } from '../kube/resource.ts';
+import { ConfigError, type KindConfig } from '../labeller/config.ts';
 import { UsageError } from '../util/usage.ts';
+import { type ResolvedKind, watchedNamespaces } from './controllers.ts';
 
 /** The config cannot work against this cluster (ambiguous kind, missing verb, nothing to watch): exit status 2. */
 export class KindError extends UsageError {
@@ -18,104 +15,21 @@ export class KindError extends UsageError {
 }
 
 export interface Resolved {
-  readonly resolved: readonly { kind: KindConfig; resource: ApiResource }[];
+  readonly resolved: readonly ResolvedKind[];
   /** Kinds not served (yet): reported, and started once they are. */
-  readonly unknown: readonly { kind: KindConfig; error: ResolveError }[];
-}
-
-/** The resolved kinds, and every resource discovery found (owner kinds are looked up there). */
-export interface Discovered extends Resolved {
-  readonly resources: readonly ApiResource[];
+  readonly unknown: readonly { readonly kind: KindConfig; readonly error: ResolveError }[];
 }
 
 /**
- * Discovers the API and resolves the configured kinds. Undefined when `signal` aborts first.
- * Throws KindError when no configured kind is served, or one is a mistake in the config.
+ * Resolves kinds against the discovery cache. Throws KindError for a kind that is a mistake in the
+ * config (ambiguous, a verb missing), ConfigError for two entries of one resource that overlap.
  */
-export async function resolveConfiguredKinds(
-  client: KubeClient,
-  kinds: readonly KindConfig[],
-  log: Logger,
-  signal: AbortSignal,
-): Promise<Discovered | undefined> {
-  const discovery = await discoverWithRetry(client, log, signal).catch((error: unknown) => {
-    if (signal.aborted) return undefined;
-    // Refused before anything ran: the identity is wrong (expired, revoked), not the cluster.
-    if (isUnauthorized(error)) {
-      throw new KubeConfigError(
-        `the API server at ${client.server} rejected the credentials of context "${client.context}" (401 Unauthorized): they have expired or were revoked. Log in again or refresh the kubeconfig, or pick another --context`,
-      );
-    }
-    throw error;
-  });
-  if (!discovery) return undefined;
-  for (const { groupVersion, error } of discovery.failedGroups) {
-    log.warn('API group unavailable; kinds it serves are looked for again later', { groupVersion, error });
-  }
-  const found = resolveKinds(kinds, discovery.resources);
-  const { resolved, unknown } = found;
-  // A kind may belong to a group that failed discovery: it is retried with the unknown kinds.
-  if (resolved.length === 0 && discovery.failedGroups.length === 0) {
-    throw new KindError(
-      unknown.length === 1
-        ? unknown[0]!.error.message
-        : `none of the configured kinds is served by the API server: ${unknown.map((u) => u.kind.resource).join(', ')}`,
-    );
-  }
-  for (const { kind, error } of unknown) log.error(error.message, { kind: kind.resource });
-  return { ...found, resources: discovery.resources };
-}
-
-/** Discovery, retried for a few seconds while the API server is unreachable (starting or restarting). */
-export async function discoverWithRetry(client: KubeClient, log: Logger, signal: AbortSignal): Promise<Discovery> {
-  const backoff = new Backoff({ initialMs: 500, maxMs: 4000 });
-  for (let attempt = 1;; attempt++) {
-    try {
-      return await discover(client, signal);
-    } catch (error) {
-      // An API server that is still starting (or restarting) gets a few seconds, not forever.
-      if (!(error instanceof ConnectionError) || attempt === 4 || signal.aborted) throw error;
-      const retryInMs = Math.round(backoff.next());
-      log.warn('API server unreachable; retrying discovery', { error, retryInMs });
-      await sleep(retryInMs, signal);
-    }
-  }
-}
-
-/**
- * Kinds not served at start are looked for again with growing pauses; each is started once
- * discovery serves it. Resolves when `signal` aborts and the controllers it started have stopped.
- */
-export async function startWhenServed(
-  kinds: readonly KindConfig[],
-  client: KubeClient,
-  log: Logger,
-  signal: AbortSignal,
-  start: (kind: KindConfig, resource: ApiResource) => Promise<void>,
-): Promise<void> {
-  const started: Promise<void>[] = [];
-  let pending = kinds;
-  for (let pauseMs = 5_000; pending.length > 0 && !signal.aborted; pauseMs = Math.min(pauseMs * 2, 300_000)) {
-    await sleep(pauseMs, signal);
-    const resources = (await discover(client, signal).catch(() => undefined))?.resources;
-    if (!resources) continue;
-    const { resolved, unknown } = resolveKinds(pending, resources);
-    for (const { kind, resource } of resolved) {
-      log.info('kind is served now; watching it', { kind: resource.kind, resource: kind.resource });
-      started.push(start(kind, resource));
-    }
-    pending = unknown.map((u) => u.kind);
-  }
-  await Promise.all(started);
-}
-
-/** Resolves kinds against discovered resources; throws KindError for a kind that is a mistake in the config (ambiguous, a verb missing). */
-export function resolveKinds(kinds: readonly KindConfig[], resources: readonly ApiResource[]): Resolved {
-  const resolved: { kind: KindConfig; resource: ApiResource }[] = [];
+export function resolveKinds(kinds: readonly KindConfig[], discovery: DiscoveryCache): Resolved {
+  const resolved: ResolvedKind[] = [];
   const unknown: { kind: KindConfig; error: ResolveError }[] = [];
   for (const kind of kinds) {
     try {
-      resolved.push({ kind, resource: resolveResource(kind.resource, resources) });
+      resolved.push({ kind, resource: discovery.resolve(kind.resource) });
     } catch (error) {
       // A kind that is not served (yet) is reported and the others run; a kind that is
       // ambiguous or lacks a verb is a mistake in the config.
@@ -123,5 +37,36 @@ export function resolveKinds(kinds: readonly KindConfig[], resources: readonly A
       else throw error instanceof ResolveError ? new KindError(error.message) : error;
     }
   }
+  checkAliases(resolved);
   return { resolved, unknown };
+}
+
+/** Throws ConfigError naming both entries when two kinds resolve to one resource with namespaces in common. */
+export function checkAliases(kinds: readonly ResolvedKind[]): void {
+  for (const [i, a] of kinds.entries()) {
+    for (const b of kinds.slice(i + 1)) {
+      if (groupResource(a.resource) !== groupResource(b.resource)) continue;
+      const shared = a.resource.namespaced
+        ? sharedNamespaces(watchedNamespaces(a.kind, a.resource), watchedNamespaces(b.kind, b.resource))
+        : '';
+      if (shared === undefined) continue;
+      throw new ConfigError(
+        `${a.kind.where} (${JSON.stringify(a.kind.resource)}) and ${b.kind.where} (${
+          JSON.stringify(b.kind.resource)
+        }) are both ${
+          groupResource(a.resource)
+        }${shared}: under one field manager they would remove each other's labels. ` +
+          'Merge them into one entry, or give them namespaces that do not overlap',
+      );
+    }
+  }
+}
+
+/** Where two kinds' namespaces meet, in words (' in every namespace', ' in namespace shop'); undefined when they do not. */
+function sharedNamespaces(a: readonly string[], b: readonly string[]): string | undefined {
+  const all = (namespaces: readonly string[]) => namespaces.includes('');
+  if (all(a) && all(b)) return ' in every namespace';
+  const common = all(a) ? b : all(b) ? a : a.filter((namespace) => b.includes(namespace));
+  if (common.length === 0) return undefined;
+  return ` in namespace${common.length === 1 ? '' : 's'} ${common.join(', ')}`;
 }

@@ -1,10 +1,10 @@
 // The reconciler's LabelClient over the metadata API: a server-side apply of the label set,
 // with API failures translated into what the labelling logic understands.
-import type { MetadataApi } from '../kube/api.ts';
+import type { ResourceApi } from '../kube/api.ts';
 import { ApiError, type StatusCause } from '../kube/errors.ts';
 import { type LabelClient, LabelConflict, ObjectGone } from '../labeller/reconcile.ts';
 
-export function labelClient(api: MetadataApi, fieldManager: string): LabelClient {
+export function labelClient(api: Pick<ResourceApi, 'apply'>, fieldManager: string): LabelClient {
   return {
     async applyLabels(target, labels, { force, dryRun, signal }) {
       try {

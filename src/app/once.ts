@@ -25,7 +25,7 @@ export async function runOnce(
   // On a terminal, one line that keeps count; logs and pipes get just the summary.
   const progress = process.stderr.isTTY
     ? setInterval(() => {
-      const total = controllers.reduce((n, c) => n + c.store.size, 0);
+      const total = controllers.reduce((n, c) => n + c.size, 0);
       process.stderr.write(
         `\r\x1b[2K${seen()}/${total} objects: ${counts.patched} ${
           report.dryRun ? 'to patch' : 'patched'

@@ -1,47 +1,56 @@
-// The composition root: config → discovery → one controller per kind (and namespace), each a
-// metadata-only watcher feeding a store and a work queue whose workers run the label reconciler;
-// then either `--once` or the controller mode, all under the entry point's shutdown coordinator.
+// The composition root: config → discovery → manager → informers and their stores → queues →
+// reconcile → apply. The config in force (from flags, or a followed file) becomes a set of kinds
+// through one path (kindset.ts); the manager runs their controllers under the entry point's
+// shutdown coordinator, with leader election and the field-manager guard; `--once`, `status` and
+// `prune` are the same kinds listed once.
+import { metadataApis } from '../kube/api.ts';
 import type { KubeClient } from '../kube/client.ts';
-import type { ApiResource } from '../kube/resource.ts';
-import type { Config, KindConfig } from '../labeller/config.ts';
+import { DiscoveryCache } from '../kube/discoverycache.ts';
+import { LeaseApi, LeaseLock } from '../kube/lease.ts';
+import type { Config } from '../labeller/config.ts';
 import type { LabelledObject } from '../labeller/object.ts';
-import type { Logger } from '../util/log.ts';
-import { type BindAddress, type Endpoints, formatAddress, serveHttp } from '../metrics/server.ts';
 import { Metrics } from '../metrics/metrics.ts';
-import type { Controller } from '../runtime/controller.ts';
+import { type BindAddress, type Endpoints, formatAddress, type Readiness, serveHttp } from '../metrics/server.ts';
+import { type LeaderElectionOptions, LeaderElector } from '../runtime/leader.ts';
+import { Manager } from '../runtime/manager.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';
-import { type KindControllers, kindControllers, noCounts, type WiringOptions } from './controllers.ts';
+import type { Logger } from '../util/log.ts';
+import { type ConfigSource, followConfig } from './configsource.ts';
+import { noCounts, type WiringOptions } from './controllers.ts';
 import { type EventsIdentity, LabellerEvents } from './events.ts';
-import { guardFor, type GuardOptions } from './guard.ts';
-import { resolveConfiguredKinds } from './kinds.ts';
-import { type LeaderElectionConfig, runUntilStopped } from './lifecycle.ts';
-import { whileLeading } from './leading.ts';
+import { FieldManagerTaken, guardFor, type GuardOptions } from './guard.ts';
+import { KindError, resolveKinds } from './kinds.ts';
+import { KindSet } from './kindset.ts';
 import { runOnce } from './once.ts';
-import { Relations } from './relations.ts';
-import { pruneTargets } from './prune.ts';
-import { type ConfigSource, runReloading } from './reload.ts';
+import { pruneConfig } from './prune.ts';
 import { runStatus } from './status.ts';
 
+/** Leader election through the Lease `namespace/name`. */
+export type LeaderElectionConfig = Omit<LeaderElectionOptions, 'log' | 'onLeadingChange'> & {
+  readonly namespace: string;
+  readonly name: string;
+};
+
 /** What the app takes of the command-line options, plus what the entry point works out. */
-export type AppOptions =
-  & WiringOptions
-  & {
-    readonly command: 'label' | 'status' | 'prune';
-    readonly allKinds: boolean;
-    readonly output: 'table' | 'json';
-    readonly namespaces: readonly string[] | undefined;
-    readonly gracePeriodMs: number;
-    readonly metricsBindAddress: BindAddress | undefined;
-    readonly healthProbeBindAddress: BindAddress | undefined;
-    /** Set when several replicas elect a leader through a Lease. */
-    readonly leaderElection?: Omit<LeaderElectionConfig, 'onLeadingChange'> | undefined;
-    /** Set when Kubernetes Events are written. */
-    readonly events?: EventsIdentity | undefined;
-    /** The field-manager guard (off with --dry-run, which writes nothing). */
-    readonly guard: Omit<GuardOptions, 'log'> & { readonly identity: string };
-    /** The config file, when there is one: its changes are applied live in controller mode. */
-    readonly configSource?: ConfigSource | undefined;
-  };
+export interface AppOptions extends WiringOptions {
+  readonly command: 'label' | 'status' | 'prune';
+  /** Converge once and exit (`--once`; always for status and prune). */
+  readonly once: boolean;
+  readonly allKinds: boolean;
+  readonly output: 'table' | 'json';
+  readonly namespaces: readonly string[] | undefined;
+  readonly gracePeriodMs: number;
+  readonly metricsBindAddress: BindAddress | undefined;
+  readonly healthProbeBindAddress: BindAddress | undefined;
+  /** Set when several replicas elect a leader through a Lease. */
+  readonly leaderElection?: LeaderElectionConfig | undefined;
+  /** Set when Kubernetes Events are written. */
+  readonly events?: EventsIdentity | undefined;
+  /** The field-manager guard (off with --dry-run, which writes nothing). */
+  readonly guard: Omit<GuardOptions, 'log'> & { readonly identity: string };
+  /** The config file, when there is one: its changes are applied live in controller mode. */
+  readonly configSource?: ConfigSource | undefined;
+}
 
 /** Runs until a signal (or, with `once`, until every object was seen once). Returns the exit status. */
 export async function runApp(
@@ -51,6 +60,7 @@ export async function runApp(
   shutdown: Shutdown,
   log: Logger,
 ): Promise<number> {
+  const { intake } = shutdown;
   const unsubscribe = shutdown.onSignal((signal, first) =>
     first
       ? log.info('shutting down: stopping watches, letting running patches finish', {
@@ -68,13 +78,11 @@ export async function runApp(
   const events = options.events && new LabellerEvents(client, options.events, log);
   const stopEvents = new AbortController();
   const recording = events?.run(stopEvents.signal);
+  let wired: { manager: Manager<LabelledObject>; kinds: KindSet } | undefined;
   // Up before discovery, so probes see "not ready" rather than a refused connection.
-  const all: Controller<LabelledObject>[] = [];
-  /** The related caches' readiness problems, once the controllers are wired. */
-  let relatedProblems: (() => string[]) | undefined;
-  const readiness = {
-    problems: () =>
-      relatedProblems ? [...all.flatMap(readinessProblem), ...relatedProblems()] : ['waiting for API discovery'],
+  const readiness: Readiness = {
+    problems: () => (wired ? wired.manager.problems() : ['waiting for API discovery']),
+    notes: () => wired?.kinds.notes() ?? [],
   };
   const servers = options.once ? [] : await Promise.all(
     serversFor(options, { readiness, registry: metrics.registry }).map(async ([address, endpoints]) => {
@@ -86,134 +94,114 @@ export async function runApp(
       return server;
     }),
   );
+  const discovery = DiscoveryCache.of(client, log);
+  const apis = metadataApis(client);
+  const stopDiscovery = new AbortController();
+  let kinds: KindSet | undefined;
   try {
-    const kinds = options.command === 'prune'
-      ? await pruneTargets(
-        client,
-        config.kinds,
-        { allKinds: options.allKinds, namespaces: options.namespaces ?? [] },
-        log,
-        shutdown.intake,
-      )
-      : await resolveConfiguredKinds(client, config.kinds, log, shutdown.intake);
-    if (!kinds) {
+    if (!(await discovery.load(intake))) {
       log.info('stopped before discovery completed');
       return 0;
     }
-    if (options.command === 'status') return await runStatus(client, kinds, options, shutdown.intake, log);
+    const first = options.command === 'prune'
+      ? pruneConfig(config, { allKinds: options.allKinds, namespaces: options.namespaces ?? [] }, discovery, log)
+      : config;
+    mustServeSome(first, discovery);
+    const election = options.leaderElection;
+    const elector = election && new LeaderElector(
+      new LeaseLock(new LeaseApi(client), election.namespace, election.name),
+      { ...election, log, onLeadingChange: metrics.leader(election.name) },
+    );
+    const manager = new Manager<LabelledObject>({
+      once: options.once,
+      elector,
+      gracePeriodMs: options.gracePeriodMs,
+      log,
+    }, shutdown);
     // Before the first write: refuse to fight a labeller of another config under this field manager.
-    const guard = options.dryRun ? undefined : guardFor(client, config, kinds, options, log);
-    await guard?.check(shutdown.intake);
-    // The kinds wired, not the config's: prune's render no label and read no related object.
-    const wiredKinds = [...kinds.resolved, ...kinds.unknown].map(({ kind }) => kind);
-    // Made again, the old ones stopped, when a reloaded config needs more than they keep.
-    let relating = new AbortController();
-    const relationsFor = (forKinds: readonly KindConfig[]): Relations =>
-      new Relations(client, forKinds, kinds.resources, {
-        fieldManager: options.fieldManager,
-        once: options.once,
-        watchTimeoutSeconds: options.watchTimeoutSeconds,
-        signal: AbortSignal.any([shutdown.intake, relating.signal]),
-        events,
-      }, log);
-    let related = relationsFor(wiredKinds);
-    const relate = (next: readonly KindConfig[]): string[] => {
-      const lacked = related.lacks(next);
-      if (lacked.length === 0) return lacked;
-      relating.abort();
-      relating = new AbortController();
-      related = relationsFor(next);
-      return lacked;
-    };
+    const guard = options.dryRun || options.command !== 'label' ? undefined : guardFor(client, options, log);
     const counts = noCounts();
-    const wireKind = (kind: KindConfig, resource: ApiResource): KindControllers => {
-      const wired = kindControllers(kind, resource, {
-        client,
-        options,
-        log,
-        counts,
-        metrics,
-        events,
-        relations: related,
-      });
-      all.push(...wired.controllers);
-      return wired;
-    };
-    const unwire = (wired: KindControllers): void => {
-      for (const controller of wired.controllers) {
-        const index = all.indexOf(controller);
-        if (index >= 0) all.splice(index, 1);
-        // A restarted kind's new controllers carry the same name.
-        if (!all.some((c) => c.name === controller.name)) metrics.forget(controller.name);
-      }
-    };
-    const wire = (kind: KindConfig, resource: ApiResource) => wireKind(kind, resource).controllers;
-    // The config file's changes are applied live in controller mode: the reload then runs every kind.
-    const reload = options.once ? undefined : options.configSource;
-    const controllers = reload ? [] : kinds.resolved.flatMap(({ kind, resource }) => wire(kind, resource));
-    log.info('starting', {
-      kinds: kinds.resolved.map(({ kind }) => kind.resource),
-      dryRun: options.dryRun || undefined,
-      once: options.once || undefined,
-      reload: reload ? reload.path : undefined,
+    kinds = new KindSet({
+      manager,
+      discovery,
+      wiring: { apis, options, log, counts, metrics, events },
+      guard,
+      log,
     });
-
+    const kindSet = kinds;
+    metrics.relatedUnreadable(() => kindSet.relations?.unreadable() ?? []);
+    try {
+      await kinds.apply(first, intake);
+    } catch (error) {
+      // A signal during the guard's check: nothing was written, nothing to report.
+      if (!intake.aborted) throw error;
+      log.info('stopped before the first write');
+      return 0;
+    }
     // Ready no sooner than the controllers are wired (after the guard's check), so a probe cannot
     // see an empty list of controllers as ready.
-    relatedProblems = () => related.problems();
-    const leaderElection = options.leaderElection &&
-      { ...options.leaderElection, onLeadingChange: metrics.leader(options.leaderElection.name) };
+    wired = { manager, kinds };
+    const follow = options.once ? undefined : options.configSource;
+    log.info('starting', {
+      kinds: kinds.kinds.map((kind) => kind.resolved.kind.resource),
+      dryRun: options.dryRun || undefined,
+      once: options.once || undefined,
+      reload: follow ? follow.path : undefined,
+    });
+
+    if (options.command === 'status') return await runStatus(kinds, options, intake, log);
     if (options.once) {
-      return await whileLeading(
-        client,
-        leaderElection,
-        shutdown,
-        log,
-        () =>
-          runOnce(
-            controllers,
-            counts,
-            { dryRun: options.dryRun, unknownKinds: kinds.unknown.length },
-            shutdown.intake,
-            log,
-          ),
+      return await manager.once(() =>
+        runOnce(
+          kinds!.kinds.map((kind) => kind.controller),
+          counts,
+          { dryRun: options.dryRun, unknownKinds: kinds!.unknown.length },
+          intake,
+          log,
+        )
       );
     }
-    // Held until everything has drained, so other labellers see this one while it may write.
-    const holding = new AbortController();
-    const held = guard?.hold(holding.signal);
-    try {
-      const status = await runUntilStopped(controllers, reload ? [] : kinds.unknown.map((u) => u.kind), {
-        client,
-        shutdown,
-        gracePeriodMs: options.gracePeriodMs,
-        leaderElection,
-        controllersFor: wire,
-        log,
-        alsoRun: reload &&
-          ((run) =>
-            runReloading(
-              reload,
-              config,
-              kinds,
-              { client, log, metrics, events, wire: wireKind, unwire, relate },
-              run,
-              shutdown.intake,
-            )),
-      });
-      log.info('stopped', counts);
-      return status;
-    } finally {
-      holding.abort();
-      await held;
+    let taken: FieldManagerTaken | undefined;
+    if (guard) {
+      // Held while this process may write, and until everything has drained, so other labellers see it.
+      manager.whileLeading((writes) =>
+        guard.hold(writes, (error) => {
+          taken = error;
+          shutdown.stop('field manager taken');
+        })
+      );
     }
+    const refreshing = discovery.run(stopDiscovery.signal);
+    const following = follow &&
+      followConfig(follow, { apply: (next, signal) => kindSet.apply(next, signal), metrics, events, log }, intake);
+    const status = await manager.run();
+    await following;
+    stopDiscovery.abort();
+    await refreshing;
+    log.info('stopped', counts);
+    // Another config started at the same moment and holds the field manager since before: exit 2.
+    if (taken) throw taken;
+    return status;
   } finally {
+    stopDiscovery.abort();
+    kinds?.release();
     stopEvents.abort();
     await recording;
     await events?.drain();
     for (const server of servers) server.close();
     unsubscribe();
   }
+}
+
+/** Throws KindError when no configured kind is served (and no group failed discovery, which may serve one). */
+function mustServeSome(config: Config, discovery: DiscoveryCache): void {
+  const { resolved, unknown } = resolveKinds(config.kinds, discovery);
+  if (resolved.length > 0 || discovery.discovery.failedGroups.length > 0) return;
+  throw new KindError(
+    unknown.length === 1
+      ? unknown[0]!.error.message
+      : `none of the configured kinds is served by the API server: ${unknown.map((u) => u.kind.resource).join(', ')}`,
+  );
 }
 
 /** One server per distinct address: probes and metrics share one when their addresses are the same. */
@@ -227,14 +215,4 @@ function serversFor(
     ...(probes ? [[probes, { readiness: all.readiness }] as [BindAddress, Endpoints]] : []),
     ...(metrics ? [[metrics, { registry: all.registry }] as [BindAddress, Endpoints]] : []),
   ];
-}
-
-/**
- * Why a controller keeps the process from being ready: no first list yet, or a watch that is
- * down (the API server away, permissions revoked) until it lists or opens again.
- */
-function readinessProblem(controller: Controller<LabelledObject>): string[] {
-  const failure = controller.watchFailure ? `: ${controller.watchFailure.message}` : '';
-  if (!controller.store.synced) return [`${controller.name}: waiting for the first list${failure}`];
-  return failure ? [`${controller.name}: watch down${failure}`] : [];
 }

@@ -1,14 +1,13 @@
 // `labeller status`: what labeller owns and what it would change, per kind, from one
-// metadata-only list of each kind and the cache alone: no write, no dry-run apply, so `list` is
-// the only right it needs (a CI job or an auditor with read access can run it).
-import type { KubeClient } from '../kube/client.ts';
+// metadata-only list of each kind and of each related kind its templates read (the same kinds,
+// caches and templates the controller runs, listed once): no write, no dry-run apply, so `list`
+// is the only right it needs (a CI job or an auditor with read access can run it). Its counts are
+// what the running controller would patch.
 import { groupResource } from '../kube/resource.ts';
-import { countObject, noObjects, type ObjectCounts } from '../labeller/objectcounts.ts';
+import { noObjects, type ObjectCounts } from '../labeller/objectcounts.ts';
 import type { Logger } from '../util/log.ts';
-import { objectKey } from '../runtime/store.ts';
-import { watcher } from '../runtime/watcher.ts';
-import { labellingFor, watchedNamespaces, type WiringOptions } from './controllers.ts';
-import type { Resolved } from './kinds.ts';
+import { watchedNamespaces } from './controllers.ts';
+import type { KindSet } from './kindset.ts';
 
 export interface KindStatus extends ObjectCounts {
   readonly kind: string;
@@ -27,45 +26,28 @@ export interface StatusReport {
   readonly total: ObjectCounts;
 }
 
-export interface StatusOptions extends Pick<WiringOptions, 'fieldManager' | 'watchTimeoutSeconds'> {
+export interface StatusOptions {
+  readonly fieldManager: string;
   readonly output: 'table' | 'json';
 }
 
 /** Prints the report on stdout; returns the exit status: 1 when a kind could not be counted or `signal` cut it short. */
 export async function runStatus(
-  client: KubeClient,
-  kinds: Resolved,
+  kinds: KindSet,
   options: StatusOptions,
   signal: AbortSignal,
   log: Logger,
 ): Promise<number> {
   const counted = await Promise.all(
-    kinds.resolved.map(async ({ kind, resource }): Promise<KindStatus> => {
-      const namespaces = watchedNamespaces(kind, resource);
-      const counts = noObjects();
-      const row = { kind: resource.kind, resource: groupResource(resource), namespaces: namespaces.filter(Boolean) };
+    kinds.kinds.map(async ({ resolved: { kind, resource }, controller, count }): Promise<KindStatus> => {
+      const row = {
+        kind: resource.kind,
+        resource: groupResource(resource),
+        namespaces: watchedNamespaces(kind, resource).filter(Boolean),
+      };
       try {
-        for (const namespace of namespaces) {
-          const { api, project, reconciler } = labellingFor(client, kind, resource, namespace, {
-            fieldManager: options.fieldManager,
-            dryRun: true,
-          }, log);
-          for await (
-            const event of watcher(api, {
-              labelSelector: kind.selector?.toString(),
-              watchTimeoutSeconds: options.watchTimeoutSeconds,
-              signal,
-            })
-          ) {
-            if (event.type === 'error') throw event.error;
-            if (event.type === 'initApply') {
-              const object = project(event.object, objectKey(event.object.metadata));
-              countObject(counts, object, reconciler.plan(object));
-            }
-            if (event.type === 'initDone') break;
-          }
-        }
-        return { ...row, ...counts };
+        await controller.ready();
+        return { ...row, ...count() };
       } catch (error) {
         log.error('cannot list; kind not counted', { kind: row.resource, error });
         return { ...row, ...noObjects(), error: error instanceof Error ? error.message : String(error) };
@@ -93,6 +75,7 @@ const COLUMNS = [
   'pending',
   'conflicts',
   'invalid',
+  'held',
 ] as const satisfies readonly (keyof ObjectCounts)[];
 
 /** kubectl-style columns: names left, counts right, errors after them. */

@@ -45,7 +45,7 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
       requireLabels: options.command !== 'prune',
     });
   // prune --all-kinds takes its kinds from discovery (app/prune.ts).
-  const config = options.command === 'prune' && options.allKinds ? { kinds: [] } : build(text);
+  const config = options.command === 'prune' && options.allKinds ? { kinds: [], ownerKinds: [] } : build(text);
   // The controller reapplies the file when it changes (app/reload.ts).
   const configSource = options.command === 'label' && configFile !== undefined && text !== undefined
     ? { path: configFile, text, build }

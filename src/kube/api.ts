@@ -43,7 +43,21 @@ export interface ApplyOptions {
   readonly signal?: AbortSignal | undefined;
 }
 
-export class MetadataApi {
+/** Metadata-only access to one resource (in one namespace, or all): what a cache lists and watches, and labels are applied through. */
+export interface ResourceApi {
+  list(options?: ListOptions): Promise<PartialObjectMetadataList>;
+  watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>>;
+  apply(body: LabelsApplyConfiguration, options: ApplyOptions): Promise<PartialObjectMetadata>;
+}
+
+/** The ResourceApi of a resource in a namespace ('' for all). */
+export type ResourceApis = (resource: ApiResource, namespace: string) => ResourceApi;
+
+/** ResourceApis over the API server `client` talks to. */
+export const metadataApis = (client: KubeClient): ResourceApis => (resource, namespace) =>
+  new MetadataApi(client, resource, namespace);
+
+export class MetadataApi implements ResourceApi {
   readonly resource: ApiResource;
   /** Empty for all namespaces (or a cluster-scoped resource). */
   readonly namespace: string;

@@ -18,6 +18,7 @@ export interface Lease {
     readonly name: string;
     readonly namespace?: string | undefined;
     readonly resourceVersion?: string | undefined;
+    readonly creationTimestamp?: string | undefined;
     readonly labels?: Readonly<Record<string, string>> | undefined;
     readonly annotations?: Readonly<Record<string, string>> | undefined;
   };

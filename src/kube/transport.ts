@@ -6,6 +6,7 @@
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import type { ConnectionOptions } from 'node:tls';
+import { TunnelAgent } from './proxy.ts';
 
 /** TLS settings of a pool, as node:tls takes them. */
 export type TlsOptions = Pick<
@@ -26,14 +27,16 @@ export interface Transport {
   pool(): HttpAgent;
 }
 
-/** A transport whose pools keep connections to `server` open between requests. */
-export function keepAliveTransport(server: string, tls: TlsOptions): Transport {
+/** A transport whose pools keep connections to `server` open between requests, tunnelled through `proxy` when given. */
+export function keepAliveTransport(server: string, tls: TlsOptions, proxy?: URL): Transport {
   const options = Object.fromEntries(Object.entries(tls).filter(([, v]) => v !== undefined));
   return {
     pool: () =>
-      server.startsWith('https:')
-        ? new HttpsAgent({ ...options, keepAlive: true, timeout: IDLE_MS })
-        : new HttpAgent({ keepAlive: true, timeout: IDLE_MS }),
+      !server.startsWith('https:')
+        ? new HttpAgent({ keepAlive: true, timeout: IDLE_MS })
+        : proxy
+        ? new TunnelAgent(proxy, { ...options, keepAlive: true, timeout: IDLE_MS })
+        : new HttpsAgent({ ...options, keepAlive: true, timeout: IDLE_MS }),
   };
 }
 

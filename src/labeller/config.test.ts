@@ -94,7 +94,14 @@ test('templates compile at load and render per object', () => {
 test('defaults apply when neither the file nor the flags set a value', () => {
   const { kinds } = buildConfig({ kinds: ['deployments'], labels: { tier: 'web' } });
   assert.deepEqual(kinds, [
-    { resource: 'deployments', namespaces: [], selector: undefined, labels: kinds[0]?.labels, conflicts: 'force' },
+    {
+      where: '--kinds "deployments"',
+      resource: 'deployments',
+      namespaces: [],
+      selector: undefined,
+      labels: kinds[0]?.labels,
+      conflicts: 'force',
+    },
   ]);
   assert.deepEqual(labelSources(kinds[0]), { tier: 'web' });
 });

@@ -5,6 +5,7 @@
  *     app.kubernetes.io/managed-by: labeller
  *   conflicts: force               # optional: force | skip a label another manager owns; default force
  *   allowProtectedPrefixes: false  # optional: let {{labels.x}}/{{annotations.x}} fill kubernetes.io and k8s.io keys
+ *   ownerKinds: [rollouts.argoproj.io]  # optional: owner kinds that owner and root templates follow beyond the workload chain
  *   kinds:                         # required unless --kinds is given: at least one entry
  *     - resource: deployments      # required: kubectl-style (deploy, Deployment, deployments.apps, Deployment.v1.apps)
  *       namespaces: [default]      # optional: namespace names; absent = all namespaces
@@ -31,6 +32,8 @@ import { UsageError } from '../util/usage.ts';
 export type ConflictPolicy = 'force' | 'skip';
 
 export interface KindConfig {
+  /** Where the entry came from, for messages: 'kinds.yaml: kinds[0]' or '--kinds "secrets"'. */
+  readonly where: string;
   /** As the user wrote it; discovery resolves it to an API resource. */
   readonly resource: string;
   /** Empty means all namespaces. */
@@ -43,6 +46,11 @@ export interface KindConfig {
 
 export interface Config {
   readonly kinds: readonly KindConfig[];
+  /**
+   * Owner kinds (kubectl-style names) that owner.* and root.* follow besides the built-in
+   * workload chain; an ownerReference to any other kind is not followed.
+   */
+  readonly ownerKinds: readonly string[];
 }
 
 /** A validated config file, before flags and defaults apply. */
@@ -53,6 +61,7 @@ export interface FileConfig {
   readonly kinds: readonly KindEntry[] | undefined;
   /** Whether the object's labels and annotations may be copied into kubernetes.io and k8s.io keys. */
   readonly allowProtectedPrefixes: boolean;
+  readonly ownerKinds: readonly string[];
 }
 
 /** A kind as listed in the file or in --kinds, before global settings and defaults apply. */
@@ -90,7 +99,7 @@ export class ConfigError extends UsageError {
 
 const CONFLICT_POLICIES: readonly ConflictPolicy[] = ['force', 'skip'];
 const DEFAULT_CONFLICT_POLICY: ConflictPolicy = 'force';
-const FILE_FIELDS = ['labels', 'conflicts', 'kinds', 'allowProtectedPrefixes'];
+const FILE_FIELDS = ['labels', 'conflicts', 'kinds', 'allowProtectedPrefixes', 'ownerKinds'];
 /** Label prefixes reserved for Kubernetes, which admission (NodeRestriction, policies) guards. */
 const PROTECTED_DOMAINS = ['kubernetes.io', 'k8s.io'];
 const KIND_FIELDS = ['resource', 'namespaces', 'selector', 'labels', 'conflicts'];
@@ -137,7 +146,9 @@ export function buildConfig(input: ConfigInput): Config {
     throw fail(unlabelled[0].where, 'no labels to apply: give this kind labels of its own or keep a global one');
   }
   return {
+    ownerKinds: file?.ownerKinds ?? [],
     kinds: labelled.map(([entry, labels]) => ({
+      where: entry.where,
       resource: entry.resource,
       namespaces: entry.namespaces ?? namespaces,
       selector: entry.selector ?? selector,
@@ -151,7 +162,7 @@ export function buildConfig(input: ConfigInput): Config {
 export function parseConfig(text: string, source: string): FileConfig {
   const document = loadDocument(text, source);
   if (isAbsent(document)) {
-    return { labels: new Map(), conflicts: undefined, kinds: undefined, allowProtectedPrefixes: false };
+    return { labels: new Map(), conflicts: undefined, kinds: undefined, allowProtectedPrefixes: false, ownerKinds: [] };
   }
   const fields = expectMapping(document, source, 'a mapping with "labels:" and "kinds:"');
   rejectUnknownFields(fields, FILE_FIELDS, source);
@@ -173,6 +184,7 @@ export function parseConfig(text: string, source: string): FileConfig {
     conflicts: parseConflicts(fields.conflicts, `${source}: conflicts`),
     kinds: parseKinds(fields.kinds, `${source}: kinds`, protection),
     allowProtectedPrefixes,
+    ownerKinds: parseOwnerKinds(fields.ownerKinds, `${source}: ownerKinds`),
   };
 }
 
@@ -211,6 +223,21 @@ function parseKinds(value: unknown, where: string, protection: Protection): Kind
     }
     indexOf.set(kind.resource, index);
     return kind;
+  });
+}
+
+function parseOwnerKinds(value: unknown, where: string): string[] {
+  if (isAbsent(value)) return [];
+  const items = expectList(value, where, 'a list of kinds, e.g. [rollouts.argoproj.io]');
+  const seen = new Set<string>();
+  return items.map((item, index) => {
+    const path = `${where}[${index}]`;
+    const resource = expectString(item, path);
+    const problem = resourceProblem(resource);
+    if (problem !== undefined) throw fail(path, problem);
+    if (seen.has(resource)) throw fail(path, `${JSON.stringify(resource)} is listed twice: list each kind once`);
+    seen.add(resource);
+    return resource;
   });
 }
 

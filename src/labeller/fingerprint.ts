@@ -1,5 +1,5 @@
 // A config's fingerprint: equal for configs that label alike whatever the order they were
-// written in, different as soon as one label, kind, namespace, selector or policy differs. The
+// written in, different as soon as one label, kind, namespace, selector, policy or owner kind differs. The
 // field-manager guard compares fingerprints to tell a replica of the same config from another config.
 import { createHash } from 'node:crypto';
 import type { Config } from './config.ts';
@@ -22,5 +22,9 @@ export function configFingerprint(config: Config): string {
       conflicts: kind.conflicts,
     }))
     .sort((a, b) => byCodeUnits(a.resource, b.resource));
-  return `sha256:${createHash('sha256').update(JSON.stringify(kinds)).digest('hex').slice(0, 16)}`;
+  const owners = [...config.ownerKinds].sort(byCodeUnits);
+  // Without owner kinds the fingerprint is what it was before they existed: replicas of one
+  // config on either side of an upgrade agree.
+  const document = owners.length > 0 ? { kinds, ownerKinds: owners } : kinds;
+  return `sha256:${createHash('sha256').update(JSON.stringify(document)).digest('hex').slice(0, 16)}`;
 }

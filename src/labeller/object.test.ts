@@ -85,6 +85,7 @@ test('the projection keeps identity, labels, owned keys and only the annotations
     labels: { app: 'web' },
     annotations: { 'example.com/owner': 'alice' },
     owned: ['team'],
+    deleting: false,
   });
   assert.ok(!('managedFields' in cached(project, object)));
   assert.equal(project.version(cached(project, object)), '7');
@@ -106,6 +107,7 @@ test('the projection of a bare cluster-scoped object has empty namespace, labels
     labels: {},
     annotations: {},
     owned: [],
+    deleting: false,
   });
 });
 

@@ -31,6 +31,8 @@ class Cached {
   readonly annotations: Readonly<Record<string, string>>;
   /** Label keys that labeller's field manager owns (server-side apply). */
   readonly owned: readonly string[];
+  /** It has a deletionTimestamp: on its way out (finalizers, a foreground deletion), labelled no more. */
+  readonly deleting: boolean;
 
   constructor(
     key: string,
@@ -46,6 +48,7 @@ class Cached {
     this.labels = metadata.labels ?? NONE;
     this.annotations = annotations;
     this.owned = owned;
+    this.deleting = metadata.deletionTimestamp !== undefined;
   }
 
   get name(): string {

@@ -14,18 +14,26 @@ export interface ObjectCounts {
   conflicts: number;
   /** Objects for which a label value cannot be rendered (left alone). */
   invalid: number;
+  /** Objects with labels held because a related object they read cannot be read (a kind not followed or refused). */
+  held: number;
 }
 
-export const noObjects = (): ObjectCounts => ({ seen: 0, managed: 0, pending: 0, conflicts: 0, invalid: 0 });
+export const noObjects = (): ObjectCounts => ({ seen: 0, managed: 0, pending: 0, conflicts: 0, invalid: 0, held: 0 });
 
 const PENDING = 1;
 const CONFLICT = 2;
 const INVALID = 4;
+const HELD = 8;
 
-/** What a plan says about an object, as bits (cheap to remember per cached object). */
+/**
+ * What a plan says about an object, as bits (cheap to remember per cached object). A label held
+ * only until a cache lists counts as pending: it may well change then.
+ */
 function verdict(plan: Plan): number {
   if ('problem' in plan) return INVALID;
-  return (plan.stale.length > 0 || plan.missing.length > 0 ? PENDING : 0) | (plan.contested.length > 0 ? CONFLICT : 0);
+  const pending = plan.stale.length > 0 || plan.missing.length > 0 || plan.waiting;
+  return (pending ? PENDING : 0) | (plan.contested.length > 0 ? CONFLICT : 0) |
+    (plan.held.length > 0 && !plan.waiting ? HELD : 0);
 }
 
 /** Adds one object to `counts`, given what converging it takes. */
@@ -35,15 +43,20 @@ export function countObject(counts: ObjectCounts, object: LabelledObject, plan: 
 
 function tally(counts: ObjectCounts, object: LabelledObject, bits: number): void {
   counts.seen++;
+  // On its way out: nothing will be written to it.
+  if (object.deleting) return;
   if (object.owned.length > 0) counts.managed++;
   if (bits & PENDING) counts.pending++;
   if (bits & CONFLICT) counts.conflicts++;
   if (bits & INVALID) counts.invalid++;
+  if (bits & HELD) counts.held++;
 }
 
 /**
  * Counts a cache again and again (a metrics scrape): cached objects are immutable and replaced
- * when they change, so each one is planned once and its verdict kept for as long as it is cached.
+ * when they change, so each one is planned once and its verdict kept for as long as it is cached;
+ * but for a verdict that waits on a cache of related objects, which is planned again until it
+ * no longer does.
  */
 export function objectCounter(
   plan: (object: LabelledObject) => Plan,
@@ -53,7 +66,11 @@ export function objectCounter(
     const counts = noObjects();
     for (const object of objects) {
       let bits = verdicts.get(object);
-      if (bits === undefined) verdicts.set(object, bits = verdict(plan(object)));
+      if (bits === undefined) {
+        const planned = plan(object);
+        bits = verdict(planned);
+        if ('problem' in planned || !planned.waiting) verdicts.set(object, bits);
+      }
       tally(counts, object, bits);
     }
     return counts;

@@ -4,6 +4,7 @@ import { createLogger } from '../util/log.ts';
 import type { ConflictPolicy } from './config.ts';
 import type { LabelledObject } from './object.ts';
 import { type ApplyTarget, type LabelClient, LabelConflict, ObjectGone, Reconciler } from './reconcile.ts';
+import type { RelatedView } from './related.ts';
 import { compileTemplate } from './template.ts';
 
 type Labels = Readonly<Record<string, string>>;
@@ -32,9 +33,10 @@ interface Setup {
   readonly labels: Readonly<Record<string, string>>;
   readonly conflicts?: ConflictPolicy;
   readonly dryRun?: boolean;
+  readonly related?: (object: LabelledObject) => RelatedView;
 }
 
-function setup({ labels, conflicts = 'force', dryRun = false }: Setup) {
+function setup({ labels, conflicts = 'force', dryRun = false, related }: Setup) {
   const client = new FakeClient();
   const lines: Array<Record<string, unknown>> = [];
   const log = createLogger({
@@ -49,6 +51,7 @@ function setup({ labels, conflicts = 'force', dryRun = false }: Setup) {
     dryRun,
     client,
     log,
+    related,
   });
   // What the controller hands each reconcile: aborted when this process may no longer write.
   const writes = new AbortController().signal;
@@ -69,6 +72,7 @@ function object(fields: Partial<LabelledObject> = {}): LabelledObject {
     labels: {},
     annotations: {},
     owned: [],
+    deleting: false,
     ...fields,
   };
 }
@@ -277,6 +281,34 @@ test('a label whose template reads an absent value is not set, and removed when 
   assert.deepEqual(result, { outcome: 'patched', patch: [{ op: 'remove', path: '/metadata/labels/app' }] });
 });
 
+test('a label reading a related object that cannot be read is held: kept where labeller owns it, not added elsewhere; the others go on', async () => {
+  const held: RelatedView = { objects: {}, held: new Map([['root', 'unavailable']]) };
+  const { client, reconcile, reconciler } = setup({
+    labels: { team: 'payments', workload: '{{root.kind}}.{{root.name}}' },
+    related: () => held,
+  });
+  // Owned and set: part of the apply at its current value, so it is neither removed nor changed.
+  client.after = { team: 'payments', workload: 'Deployment.web' };
+  await reconcile(object({ labels: { workload: 'Deployment.web' }, owned: ['workload'] }));
+  assert.deepEqual(client.calls.map((c) => c.labels), [{ team: 'payments', workload: 'Deployment.web' }]);
+  // Not owned: left out, and nothing is missing because of it.
+  const plan = reconciler.plan(object({ labels: { team: 'payments' }, owned: ['team'] }));
+  assert.ok(!('problem' in plan));
+  assert.deepEqual([plan.held, plan.missing, plan.stale, plan.waiting], [['workload'], [], [], false]);
+  const pending = setup({
+    labels: { workload: '{{root.name}}' },
+    related: () => ({ ...held, held: new Map([['root', 'pending']]) }),
+  });
+  const waiting = pending.reconciler.plan(object());
+  assert.ok(!('problem' in waiting) && waiting.waiting, 'held until a cache lists');
+});
+
+test('an object being deleted gets no apply', async () => {
+  const { client, reconcile } = setup({ labels: { team: 'payments' } });
+  assert.deepEqual(await reconcile(object({ deleting: true })), { outcome: 'gone', patch: [] });
+  assert.equal(client.calls.length, 0);
+});
+
 test('| default "" keeps an explicit empty label when the value is absent', async () => {
   const { client, reconcile } = setup({ labels: { app: '{{labels.name | default ""}}' } });
   await reconcile(object());
@@ -293,6 +325,8 @@ test('plan: what converging takes, from the cache alone; a contested label is ta
     contested: ['team'],
     stale: ['old'],
     missing: ['team'],
+    held: [],
+    waiting: false,
   });
   const skip = setup({ labels, conflicts: 'skip' }).reconciler.plan(cached);
   assert.deepEqual(skip, {
@@ -301,6 +335,8 @@ test('plan: what converging takes, from the cache alone; a contested label is ta
     contested: ['team'],
     stale: ['old'],
     missing: [],
+    held: [],
+    waiting: false,
   });
   const invalid = setup({ labels: { n: '{{labels.x}}' } }).reconciler.plan(object({ labels: { x: 'bad value' } }));
   assert.ok('problem' in invalid);

@@ -1,12 +1,15 @@
 // Keeping one object's labels right. The desired labels are rendered from the config; if the
 // object already carries them and labeller owns no label it no longer wants, nothing is sent.
 // Otherwise one server-side apply sends the whole desired set: keys labeller owned and left out
-// are removed by the API server where no other manager also owns them.
+// are removed by the API server where no other manager also owns them. A label whose template
+// reads a related object that cannot be read now is held: kept as it is when labeller owns it,
+// not added otherwise.
 import type { Logger } from '../util/log.ts';
 import type { ConflictPolicy } from './config.ts';
 import { type LabelOperation, labelPatch } from './labelpatch.ts';
 import { validateLabelValue } from './labels.ts';
 import type { LabelledObject } from './object.ts';
+import type { RelatedView } from './related.ts';
 import type { Template, TemplateContext } from './template.ts';
 
 /** The kind being reconciled, for apply bodies and templates. */
@@ -61,8 +64,8 @@ export interface ReconcilerOptions {
   readonly dryRun: boolean;
   readonly client: LabelClient;
   readonly log: Logger;
-  /** The related objects templates read (see related.ts); throws RelatedPending while a cache has not listed. */
-  readonly related?: ((object: LabelledObject) => TemplateContext['related']) | undefined;
+  /** The related objects templates read, from their caches (see related.ts). */
+  readonly related?: ((object: LabelledObject) => RelatedView) | undefined;
 }
 
 /** A label left to another field manager (conflicts: skip). */
@@ -96,6 +99,10 @@ export type Plan =
     readonly contested: readonly string[];
     readonly stale: readonly string[];
     readonly missing: readonly string[];
+    /** Labels held because a related object they read cannot be read now. */
+    readonly held: readonly string[];
+    /** Some of them only until a cache has listed (not for good: a kind not followed or refused). */
+    readonly waiting: boolean;
   };
 
 export class Reconciler {
@@ -111,8 +118,9 @@ export class Reconciler {
    * object needs an apply exactly when `stale` or `missing` is not empty.
    */
   plan(object: LabelledObject): Plan {
-    const rendered = this.#render(object);
-    if (typeof rendered === 'string') return { problem: rendered };
+    const render = this.#render(object);
+    if (typeof render === 'string') return { problem: render };
+    const { rendered, held, waiting } = render;
     // A label set to another value by someone else: under `force` it is taken over (and stays
     // in `missing`), under `skip` it stays theirs.
     const contested = [...rendered.keys()].filter((key) =>
@@ -122,7 +130,7 @@ export class Reconciler {
     if (this.#options.conflicts === 'skip') { for (const key of contested) desired.delete(key); }
     const stale = object.owned.filter((key) => !desired.has(key));
     const missing = [...desired.keys()].filter((key) => object.labels[key] !== desired.get(key));
-    return { rendered, desired, contested, stale, missing };
+    return { rendered, desired, contested, stale, missing, held, waiting };
   }
 
   /**
@@ -135,6 +143,8 @@ export class Reconciler {
     // The object's fields on each line, rather than a child logger per reconcile: most reconciles log nothing.
     const at = { namespace: object.namespace || undefined, name: object.name };
 
+    // Being deleted: a label written now would be pointless, and may race the deletion.
+    if (object.deleting) return { outcome: 'gone', patch: [] };
     const plan = this.plan(object);
     if ('problem' in plan) {
       log.error('label value invalid for this object; not labelling it', { ...at, problem: plan.problem });
@@ -194,9 +204,13 @@ export class Reconciler {
     return { outcome: 'patched', patch, ...reported };
   }
 
-  /** The desired labels for this object, or the reason one of them cannot be rendered. */
-  #render(object: LabelledObject): Map<string, string> | string {
+  /**
+   * The desired labels for this object, with the held ones at their current value where labeller
+   * owns them; or the reason one of them cannot be rendered.
+   */
+  #render(object: LabelledObject): { rendered: Map<string, string>; held: string[]; waiting: boolean } | string {
     const { kind, labels } = this.#options;
+    const view = this.#options.related?.(object);
     const context: TemplateContext = {
       name: object.name,
       namespace: object.namespace,
@@ -207,10 +221,22 @@ export class Reconciler {
       uid: object.uid,
       labels: object.labels,
       annotations: object.annotations,
-      related: this.#options.related?.(object),
+      related: view?.objects,
     };
     const desired = new Map<string, string>();
+    const held: string[] = [];
+    let waiting = false;
     for (const [key, template] of labels) {
+      if (view && view.held.size > 0) {
+        const why = template.related.map((read) => view.held.get(read.relation)).find((reason) => reason);
+        if (why) {
+          held.push(key);
+          waiting ||= why === 'pending';
+          const current = object.labels[key];
+          if (current !== undefined && object.owned.includes(key)) desired.set(key, current);
+          continue;
+        }
+      }
       const value = template.constantValue ?? template.render(context);
       // A variable without a value (a missing label, no owner): the label is not wanted, and
       // removed if labeller owned it.
@@ -219,6 +245,6 @@ export class Reconciler {
       if (problem) return `label ${key}: "${template.source}" rendered "${value}": ${problem}`;
       desired.set(key, value);
     }
-    return desired;
+    return { rendered: desired, held, waiting };
   }
 }

@@ -11,8 +11,8 @@ import {
   ownerRequeues,
   readsChanged,
   type RelatedCaches,
-  RelatedPending,
   relatedReads,
+  RelatedUnreadable,
   resolveRelated,
 } from './related.ts';
 import { compileTemplate } from './template.ts';
@@ -27,6 +27,7 @@ const object = (name: string, fields: Partial<LabelledObject> = {}): LabelledObj
   labels: {},
   annotations: {},
   owned: [],
+  deleting: false,
   ...fields,
 });
 
@@ -50,7 +51,7 @@ test('the namespace, the controller owner and the root of the chain come from th
     'Pod',
     reads('{{namespace.labels.team}}', '{{owner.name}}', '{{root.name}}'),
     caches([deployment, replicaSet], { shop: team }),
-  );
+  ).objects;
   assert.equal(related.namespace?.labels['team'], 'payments');
   assert.deepEqual([related.owner?.kind, related.owner?.name, related.owner?.labels['tier']], [
     'ReplicaSet',
@@ -64,42 +65,56 @@ test('the namespace, the controller owner and the root of the chain come from th
   ]);
   // Only what the templates read is looked up.
   assert.deepEqual(resolveRelated(pod, 'Pod', reads('{{owner.name}}'), caches([replicaSet])), {
-    owner: { kind: 'ReplicaSet', name: 'web-1', labels: { tier: 'front' }, annotations: {} },
+    objects: { owner: { kind: 'ReplicaSet', name: 'web-1', labels: { tier: 'front' }, annotations: {} } },
+    held: new Map(),
   });
 });
 
-test('an object without a controller is its own root; a broken, looping or too long chain has none', () => {
+test('an object without a controller is its own root; a looping or too long chain has none', () => {
   const rootReads = reads('{{root.name}}');
-  assert.equal(resolveRelated(object('bare'), 'Pod', rootReads, caches([])).root?.name, 'bare');
-  assert.equal(resolveRelated(object('bare'), 'Pod', rootReads, caches([])).root?.kind, 'Pod');
-  // The owner was deleted: no root, so root-derived labels go.
-  assert.equal(
-    resolveRelated(object('orphan', { owner: ref('ReplicaSet', 'gone') }), 'Pod', rootReads, caches([])).root,
-    undefined,
-  );
+  const root = (o: LabelledObject, kind: string, objects: readonly LabelledObject[]) =>
+    resolveRelated(o, kind, rootReads, caches(objects)).objects.root;
+  assert.equal(root(object('bare'), 'Pod', [])?.name, 'bare');
+  assert.equal(root(object('bare'), 'Pod', [])?.kind, 'Pod');
   const a = object('a', { owner: ref('X', 'b') });
   const b = object('b', { owner: ref('X', 'a') });
-  assert.equal(resolveRelated(a, 'X', rootReads, caches([a, b])).root, undefined, 'a cycle is harmless');
+  assert.equal(root(a, 'X', [a, b]), undefined, 'a cycle is harmless');
   const chain = Array.from(
     { length: MAX_CHAIN + 2 },
     (_, i) => object(`o${i}`, i === MAX_CHAIN + 1 ? {} : { owner: ref('X', `o${i + 1}`) }),
   );
-  assert.equal(resolveRelated(chain[0]!, 'X', rootReads, caches(chain)).root, undefined, 'longer than MAX_CHAIN');
-  assert.equal(
-    resolveRelated(chain[2]!, 'X', rootReads, caches(chain)).root?.name,
-    `o${MAX_CHAIN + 1}`,
-    'MAX_CHAIN links up',
-  );
+  assert.equal(root(chain[0]!, 'X', chain), undefined, 'longer than MAX_CHAIN');
+  assert.equal(root(chain[2]!, 'X', chain)?.name, `o${MAX_CHAIN + 1}`, 'MAX_CHAIN links up');
 });
 
-test('a cache that has not listed makes the lookup pending, so nothing is reconciled from it', () => {
-  const pending: RelatedCaches = {
+test('what cannot be read is held, never absent: a cache not listed, a kind not followed, an owner not in its cache', () => {
+  const listing: RelatedCaches = {
     namespace: () => {
-      throw new RelatedPending('waiting for namespaces');
+      throw new RelatedUnreadable('pending', 'waiting for namespaces');
     },
-    owner: () => undefined,
+    owner: () => {
+      throw new RelatedUnreadable('unavailable', 'owner kind Node (v1) is not followed');
+    },
   };
-  assert.throws(() => resolveRelated(object('p'), 'Pod', reads('{{namespace.labels.team}}'), pending), RelatedPending);
+  const mirror = object('etcd-node-1', {
+    owner: { apiVersion: 'v1', kind: 'Node', name: 'node-1', uid: 'uid-node-1' },
+  });
+  const view = resolveRelated(
+    mirror,
+    'Pod',
+    reads('{{namespace.labels.team}}', '{{root.name}}', '{{owner.name}}'),
+    listing,
+  );
+  assert.deepEqual(view.objects, {});
+  assert.deepEqual(
+    [...view.held],
+    [['namespace', 'pending'], ['owner', 'unavailable'], ['root', 'unavailable']],
+  );
+  // The owner is not in its (listed) cache: not seen yet, or being deleted. Not "no root": held.
+  const orphan = object('p', { owner: ref('ReplicaSet', 'gone') });
+  assert.deepEqual([...resolveRelated(orphan, 'Pod', reads('{{root.name}}'), caches([])).held], [['root', 'pending']]);
+  // A relation the templates do not read is not looked up, so it holds nothing.
+  assert.deepEqual(resolveRelated(mirror, 'Pod', reads('{{name}}'), listing).held.size, 0);
 });
 
 test('readsChanged: only a change to a field the templates read counts', () => {
@@ -142,17 +157,17 @@ function consumer(
   const queued: string[] = [];
   const value: Consumer = {
     reads: reads(...sources),
-    store,
+    stores: [store],
     target: { enqueue: (key) => queued.push(key) },
     inNamespace,
-    byOwner,
+    byOwner: byOwner && [byOwner],
   };
   return { value, queued };
 }
 
 test('a namespace change requeues only the objects in it whose templates read the changed label', () => {
   const namespaces = new Store(projector('labeller', new Set()));
-  const byNamespace = new StoreIndex<LabelledObject>((o) => o.namespace || undefined);
+  const byNamespace = new StoreIndex<LabelledObject>('namespace', (o) => o.namespace || undefined);
   const pods = new Store(projector('labeller', new Set()), [byNamespace]);
   for (const [name, ns] of [['a', 'shop'], ['b', 'shop'], ['c', 'other']] as const) {
     pods.apply({ type: 'apply', object: meta(name, ns, {}) });
@@ -170,7 +185,7 @@ test('a namespace change requeues only the objects in it whose templates read th
 
 test('an owner change requeues its children reading owner.*, and every descendant reading root.*', () => {
   const project = projector('labeller', new Set(), true);
-  const index = () => new StoreIndex<LabelledObject>((o) => o.owner?.uid);
+  const index = () => new StoreIndex<LabelledObject>('owner', (o) => o.owner?.uid);
   const [deployIndex, rsIndex, podIndex] = [index(), index(), index()];
   const deployments = new Store(project, [deployIndex]);
   const replicaSets = new Store(project, [rsIndex]);

@@ -1,27 +1,52 @@
 // Labels drawn from related objects: the namespace, the controller owner and the root of the
-// controller chain. Reconcile reads them from caches (RelatedCaches), never from the API; and a
-// change to a related object requeues only the objects whose rendered labels it can change:
-// those whose templates read a field of it that changed.
-import type { Enqueue } from '../runtime/shared.ts';
+// controller chain. Reconcile reads them from caches (RelatedCaches), never from the API. A
+// related object that cannot be read (its cache still listing, its kind not followed or refused,
+// an owner not in its cache) holds the labels that read it: never applied, never removed, for a
+// missing cache says nothing about what the label should be. A change to a related object
+// requeues only the objects whose rendered labels it can change: those whose templates read a
+// field of it that changed.
+import type { Enqueue } from '../runtime/watches.ts';
 import type { StoreIndex } from '../runtime/storeindex.ts';
 import type { Store, StoreChange } from '../runtime/store.ts';
 import type { ControllerRef, LabelledObject } from './object.ts';
-import type { RelatedObject, RelatedRead, Relation, Template, TemplateContext } from './template.ts';
+import type { RelatedObject, RelatedRead, Relation, Template } from './template.ts';
 
 /** How far up an owner chain `root` looks (Pod → ReplicaSet → Deployment is 2); a longer or cyclic chain has no root. */
 export const MAX_CHAIN = 8;
 
-/** A cache a template reads has not listed yet (or its kind cannot be read): retried, not reconciled. */
-export class RelatedPending extends Error {
-  override readonly name = 'RelatedPending';
+/**
+ * Why a related object cannot be read now: its cache has not listed yet (`pending`: it will), or
+ * it cannot be read at all (`unavailable`: a kind not followed, not served, or refused).
+ */
+export type Unreadable = 'pending' | 'unavailable';
+
+/** Thrown by a lookup whose related object cannot be read now. */
+export class RelatedUnreadable extends Error {
+  override readonly name = 'RelatedUnreadable';
+  readonly why: Unreadable;
+
+  constructor(why: Unreadable, message: string) {
+    super(message);
+    this.why = why;
+  }
 }
 
-/** The caches of related objects; each lookup throws RelatedPending while its cache has not listed. */
+/** The caches of related objects; each lookup throws RelatedUnreadable when its cache cannot answer. */
 export interface RelatedCaches {
   /** The namespace named `name`, or undefined when there is none. */
   namespace(name: string): LabelledObject | undefined;
-  /** The object `ref` points at from an object in `namespace`, or undefined when it is gone (or another object now has its name). */
+  /**
+   * The object `ref` points at from an object in `namespace`, or undefined when its cache holds
+   * no such object (not seen yet, or being deleted; another object under its name is not it).
+   */
   owner(ref: ControllerRef, namespace: string): LabelledObject | undefined;
+}
+
+/** The related objects an object's templates read, and the relations that cannot be read now. */
+export interface RelatedView {
+  readonly objects: Readonly<Partial<Record<Relation, RelatedObject>>>;
+  /** Labels reading these relations are held (neither applied nor removed). */
+  readonly held: ReadonlyMap<Relation, Unreadable>;
 }
 
 /** What a kind's templates read of each relation. */
@@ -39,32 +64,48 @@ export function relatedReads(templates: Iterable<Template>): RelatedReads {
   return reads;
 }
 
+const NOTHING_HELD: ReadonlyMap<Relation, Unreadable> = new Map();
+
 /** The related objects of `object` (of kind `kind`) that `reads` needs, from the caches. */
 export function resolveRelated(
   object: LabelledObject,
   kind: string,
   reads: RelatedReads,
   caches: RelatedCaches,
-): NonNullable<TemplateContext['related']> {
-  const related: Partial<Record<Relation, RelatedObject>> = {};
+): RelatedView {
+  const objects: Partial<Record<Relation, RelatedObject>> = {};
+  let held: Map<Relation, Unreadable> | undefined;
+  const read = (relation: Relation, lookup: () => RelatedObject | undefined): void => {
+    try {
+      const found = lookup();
+      if (found) objects[relation] = found;
+    } catch (error) {
+      if (!(error instanceof RelatedUnreadable)) throw error;
+      (held ??= new Map()).set(relation, error.why);
+    }
+  };
   if (reads.has('namespace') && object.namespace !== '') {
-    const namespace = caches.namespace(object.namespace);
-    if (namespace) related.namespace = view('Namespace', namespace);
+    read('namespace', () => {
+      const namespace = caches.namespace(object.namespace);
+      return namespace && view('Namespace', namespace);
+    });
   }
-  if (reads.has('owner') && object.owner) {
-    const owner = caches.owner(object.owner, object.namespace);
-    if (owner) related.owner = view(object.owner.kind, owner);
-  }
-  if (reads.has('root')) {
-    const root = rootOf(object, kind, caches);
-    if (root) related.root = root;
-  }
-  return related;
+  const owner = object.owner;
+  if (reads.has('owner') && owner) read('owner', () => view(owner.kind, ownerOf(owner, object.namespace, caches)));
+  if (reads.has('root')) read('root', () => rootOf(object, kind, caches));
+  return { objects, held: held ?? NOTHING_HELD };
+}
+
+/** The owner `ref` points at; not in its cache, it is pending: not seen yet, or on its way out. */
+function ownerOf(ref: ControllerRef, namespace: string, caches: RelatedCaches): LabelledObject {
+  const owner = caches.owner(ref, namespace);
+  if (!owner) throw new RelatedUnreadable('pending', `owner ${ref.kind} ${ref.name} is not in its cache`);
+  return owner;
 }
 
 /**
- * The top of the controller chain: the object itself when it has no controller. Undefined when a
- * link is gone (its owner was deleted), the chain is longer than MAX_CHAIN, or it loops.
+ * The top of the controller chain: the object itself when it has no controller. Undefined when
+ * the chain is longer than MAX_CHAIN or loops; unreadable when a link cannot be read.
  */
 function rootOf(object: LabelledObject, kind: string, caches: RelatedCaches): RelatedObject | undefined {
   let current = object;
@@ -73,10 +114,8 @@ function rootOf(object: LabelledObject, kind: string, caches: RelatedCaches): Re
   for (let depth = 0; current.owner; depth++) {
     const ref: ControllerRef = current.owner;
     if (depth === MAX_CHAIN || seen.has(ref.uid)) return undefined;
-    const next = caches.owner(ref, current.namespace);
-    if (!next) return undefined;
+    current = ownerOf(ref, current.namespace, caches);
     seen.add(ref.uid);
-    current = next;
     currentKind = ref.kind;
   }
   return view(currentKind, current);
@@ -106,12 +145,13 @@ export function readsChanged(
 /** A labelled kind's controller as a reader of related objects. */
 export interface Consumer {
   readonly reads: RelatedReads;
-  readonly store: Store<LabelledObject>;
+  /** Its caches: one per namespace it watches, or one for all. */
+  readonly stores: readonly Store<LabelledObject>[];
   readonly target: Enqueue;
   /** The keys of its objects in a namespace, when it reads `namespace.*`. */
   readonly inNamespace?: ((name: string) => Iterable<string>) | undefined;
-  /** Its objects by their controller's uid, when it reads `owner.*` or `root.*`. */
-  readonly byOwner?: StoreIndex<LabelledObject> | undefined;
+  /** Its objects by their controller's uid (an index per cache), when it reads `owner.*` or `root.*`. */
+  readonly byOwner?: readonly StoreIndex<LabelledObject>[] | undefined;
 }
 
 /** A store an owner chain runs through: a consumer's own, or a related owner kind's. */
@@ -129,8 +169,8 @@ function* changes(
 ): Generator<[string, LabelledObject | undefined, LabelledObject | undefined]> {
   if (change.type === 'upsert') yield [change.key, change.previous, change.object];
   else if (change.type === 'delete') yield [change.key, change.previous, undefined];
-  // A first list: its readers have waited for it (Controller dependencies), so none has read it yet.
-  else if (change.previous.size > 0) {
+  // A first list too: its readers may have reconciled before it (it could not be read then).
+  else {
     for (const key of change.changed) yield [key, change.previous.get(key), store.get(key)];
     for (const key of change.removed) yield [key, change.previous.get(key), undefined];
   }
@@ -165,13 +205,15 @@ export function* ownerRequeues(
     if (uid === undefined) continue;
     for (const consumer of consumers) {
       if (consumer.byOwner && readsChanged(consumer.reads.get('owner'), old, now)) {
-        for (const key of consumer.byOwner.get(uid)) yield [consumer.target, key];
+        for (const index of consumer.byOwner) for (const key of index.get(uid)) yield [consumer.target, key];
       }
     }
     // An object whose own controller changed (orphaned, adopted) may stop or start being a root.
     const reparented = old?.owner?.uid !== now?.owner?.uid;
     const rootReaders = new Map(
-      consumers.filter((c) => reparented || readsChanged(c.reads.get('root'), old, now)).map((c) => [c.store, c]),
+      consumers.filter((c) => reparented || readsChanged(c.reads.get('root'), old, now)).flatMap((c) =>
+        c.stores.map((s) => [s, c] as const)
+      ),
     );
     if (rootReaders.size > 0) yield* descendants(uid, chain, rootReaders);
   }

@@ -5,6 +5,7 @@ import type { RequestObserver } from '../kube/client.ts';
 import { registerProcessMetrics } from './processmetrics.ts';
 import { Counter, Gauge, Histogram, Registry } from './promclient.ts';
 import type { ControllerMetrics } from '../runtime/controller.ts';
+import type { InformerMetrics } from '../runtime/informer.ts';
 
 /** Buckets of controller-runtime's reconcile and workqueue histograms. */
 const RECONCILE_BUCKETS = [
@@ -61,6 +62,13 @@ export interface LabelMetrics {
 export interface ObjectGauges {
   readonly managed: number;
   readonly pending: number;
+  readonly held: number;
+}
+
+/** A related kind that cannot be read, and why (see app/relations.ts). */
+export interface Unreadable {
+  readonly kind: string;
+  readonly reason: string;
 }
 
 export class Metrics {
@@ -86,6 +94,7 @@ export class Metrics {
   readonly #objectSources = new Map<string, () => ObjectGauges>();
   readonly #reloads;
   readonly #reloadSuccessful;
+  #unreadable: () => readonly Unreadable[] = () => [];
 
   constructor() {
     const registers = [this.registry];
@@ -208,6 +217,39 @@ export class Metrics {
       'Cached objects whose labels an apply would change (not converged yet, or writes failing)',
       'pending',
     );
+    objects(
+      'labeller_objects_held',
+      'Cached objects with labels held (neither applied nor removed) because a related object they read cannot be read',
+      'held',
+    );
+    const unreadable = (): readonly Unreadable[] => this.#unreadable();
+    new Gauge({
+      name: 'labeller_related_unreadable',
+      help:
+        'Related kinds templates read that labeller cannot read (not followed, not served, forbidden): 1 while labels that read them are held',
+      labelNames: ['kind', 'reason'],
+      registers,
+      collect() {
+        this.reset();
+        for (const { kind, reason } of unreadable()) this.set({ kind, reason }, 1);
+      },
+    });
+  }
+
+  /** Where labeller_related_unreadable is read from at each scrape. */
+  relatedUnreadable(read: () => readonly Unreadable[]): void {
+    this.#unreadable = read;
+  }
+
+  /** The runtime's metrics for one informer (a cache), labelled `controller` as its controller is for one namespace. */
+  informer(controller: string): InformerMetrics {
+    // Zero from the start, so rate() and alerts work before the first event.
+    for (const counter of [this.#watchRestarts, this.#relists]) counter.inc({ controller }, 0);
+    return {
+      cached: (size) => this.#cached.set({ controller }, size),
+      watchRestarted: () => this.#watchRestarts.inc({ controller }),
+      relisted: () => this.#relists.inc({ controller }),
+    };
   }
 
   /** The runtime's metrics for one controller. */
@@ -215,8 +257,7 @@ export class Metrics {
     const q = { controller, name: controller };
     this.#maxConcurrent.set({ controller }, concurrency);
     this.#activeWorkers.set({ controller }, 0);
-    // Zero from the start, so rate() and alerts work before the first event.
-    for (const counter of [this.#reconcileErrors, this.#watchRestarts, this.#relists]) counter.inc({ controller }, 0);
+    this.#reconcileErrors.inc({ controller }, 0);
     this.#retries.inc(q, 0);
     return {
       reconciled: (result, seconds) => {
@@ -225,9 +266,6 @@ export class Metrics {
         this.#reconcileTime.observe({ controller }, seconds);
       },
       activeWorkers: (delta) => this.#activeWorkers.inc({ controller }, delta),
-      cached: (size) => this.#cached.set({ controller }, size),
-      watchRestarted: () => this.#watchRestarts.inc({ controller }),
-      relisted: () => this.#relists.inc({ controller }),
       queue: {
         adds: () => this.#adds.inc(q),
         depth: (n) => this.#depth.set(q, n),

@@ -1,5 +1,6 @@
 // The probe and metrics endpoints: /healthz (the process and its event loop answer),
-// /readyz (every controller has its first list and a live watch; a standby is ready too), /metrics;
+// /readyz (every controller has its first list and a live watch; a standby is ready too; what is
+// wrong without keeping it from being ready follows the ok), /metrics;
 // on one address or two (--health-probe-bind-address, --metrics-bind-address).
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -15,6 +16,8 @@ export interface BindAddress {
 export interface Readiness {
   /** Why the process is not ready, one line each; none when it is. */
   problems(): readonly string[];
+  /** What is wrong without keeping the process from being ready (labels held, kinds not served), one line each. */
+  notes?(): readonly string[];
 }
 
 /** What one server answers: the probes, the metrics, or both. */
@@ -39,9 +42,11 @@ export async function serveHttp(address: BindAddress, { readiness, registry }: E
       case '/readyz': {
         if (!readiness) break;
         const problems = readiness.problems();
+        const notes = readiness.notes?.() ?? [];
+        const lines = (list: readonly string[]) => list.map((line) => `- ${line}\n`).join('');
         return problems.length === 0
-          ? reply(200, 'ok\n')
-          : reply(503, `not ready:\n${problems.map((p) => `- ${p}\n`).join('')}`);
+          ? reply(200, `ok\n${notes.length > 0 ? `but:\n${lines(notes)}` : ''}`)
+          : reply(503, `not ready:\n${lines(problems)}${notes.length > 0 ? `also:\n${lines(notes)}` : ''}`);
       }
       case '/metrics':
         if (!registry) break;

@@ -4,6 +4,7 @@ import { ApiError } from '../kube/errors.ts';
 import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
 import { createLogger } from '../util/log.ts';
 import { Controller, type Reconcile } from './controller.ts';
+import { Informer } from './informer.ts';
 import type { WorkQueueOptions } from './queue.ts';
 import { bookmark, expiredEvent, metadataOf, page, pod, ScriptedApi } from './testing/scripted.ts';
 
@@ -40,10 +41,15 @@ function start(
 ): Started {
   const calls: string[] = [];
   const logs: Record<string, unknown>[] = [];
+  const log = createLogger({
+    level: 'debug',
+    format: 'json',
+    write: (line) => logs.push(JSON.parse(line) as Record<string, unknown>),
+  });
+  const informer = new Informer<Meta>({ name: 'pods', api, project: metadataOf, log });
   const controller = new Controller<Meta>({
     name: 'pods',
-    api,
-    project: metadataOf,
+    sources: [informer],
     reconcile: async (object, key, writes) => {
       calls.push(key);
       await options.reconcile?.(object, key, writes);
@@ -51,17 +57,13 @@ function start(
     concurrency: 1,
     requeueAfterMs: options.requeueAfterMs ?? 0,
     ...(options.queue ? { queue: options.queue } : {}),
-    log: createLogger({
-      level: 'debug',
-      format: 'json',
-      write: (line) => logs.push(JSON.parse(line) as Record<string, unknown>),
-    }),
+    log,
   });
   const intake = new AbortController();
-  const running = controller.run(intake.signal, options.leading);
+  const running = [informer.run(intake.signal), controller.run(intake.signal, options.leading)];
   t.after(async () => {
     intake.abort();
-    await running;
+    await Promise.all(running);
   });
   return { controller, calls, logs };
 }
@@ -74,7 +76,7 @@ test('nothing is reconciled before the first list is complete, all of its pages'
   await until(() => api.lists.length === 2, 'the second page is asked for');
   await flush();
   assert.deepEqual(calls, [], 'reconciled with the list incomplete');
-  assert.equal(controller.store.synced, false);
+  assert.equal(controller.sources[0]!.store.synced, false);
 
   lastPage.resolve(page('5', [pod('c')]));
   await until(() => calls.length === 3, 'every listed object is reconciled');
@@ -89,7 +91,7 @@ test('a standby lists and caches but reconciles nothing until it leads', async (
 
   await controller.synced;
   await flush();
-  assert.equal(controller.store.size, 1);
+  assert.equal(controller.size, 1);
   assert.deepEqual(calls, []);
   leading.resolve();
   await until(() => calls.length === 1, 'the leader reconciles');
@@ -106,7 +108,7 @@ test('an object deleted while queued is never reconciled, so nothing can recreat
 
   await until(() => calls.length === 1, 'a is being reconciled');
   deletion.resolve([{ type: 'DELETED', object: pod('b', '6') }]);
-  await until(() => controller.store.get('ns/b') === undefined, 'b leaves the cache');
+  await until(() => controller.get('ns/b') === undefined, 'b leaves the cache');
   release.resolve();
   await flush();
   assert.deepEqual(calls, ['ns/a']);
@@ -152,10 +154,10 @@ test('a relist requeues only the objects that changed while away, and forgets th
   await flush();
   // Compacted while the watch was open: 410, a relist at once.
   expiry.resolve([bookmark('11'), expiredEvent]);
-  await until(() => api.lists.length === 2 && controller.store.get('ns/d') !== undefined, 'the relist is in the cache');
+  await until(() => api.lists.length === 2 && controller.get('ns/d') !== undefined, 'the relist is in the cache');
   await flush();
   assert.deepEqual(calls, ['ns/a', 'ns/b', 'ns/c', 'ns/b', 'ns/d']);
-  assert.equal(controller.store.get('ns/c'), undefined);
+  assert.equal(controller.get('ns/c'), undefined);
   const relist = logs.find((line) => line['msg'] === 'relist complete');
   assert.deepEqual([relist?.['objects'], relist?.['changed'], relist?.['removed']], [3, 2, 1]);
 });
@@ -169,7 +171,7 @@ test('every object is re-checked about requeueAfterMs after its last reconcile; 
 
   await until(() => calls.length === 2, 'the first list is reconciled');
   deletion.resolve([{ type: 'DELETED', object: pod('b', '6') }]);
-  await until(() => controller.store.get('ns/b') === undefined, 'b leaves the cache');
+  await until(() => controller.get('ns/b') === undefined, 'b leaves the cache');
   // ±10 % jitter, then up to a second for the slot the re-check waits in.
   t.mock.timers.tick(269_999);
   await flush();

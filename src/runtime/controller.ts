@@ -1,14 +1,14 @@
-// One controller: watcher → store → queue → a bounded pool of workers calling `reconcile`.
-// Like kube-rs's runner: no reconcile before the first list is complete, an object is reconciled
-// by one worker at a time, failures retry with per-object backoff, successes requeue
+// One controller: the informers of its resource (one per watched namespace, or one for all,
+// shared through the informer cache) → one queue → a bounded pool of workers calling `reconcile`.
+// Like kube-rs's runner: no reconcile before the first lists are complete, an object is
+// reconciled by one worker at a time, failures retry with per-object backoff, successes requeue
 // periodically (jittered) so drift that no event reports is still corrected.
 import { ApiError } from '../kube/errors.ts';
+import { aborted } from '../util/aborted.ts';
 import type { Logger } from '../util/log.ts';
-import type { StoreIndex } from './storeindex.ts';
-import { Informer } from './informer.ts';
+import type { Informer } from './informer.ts';
 import { type QueueMetrics, WorkQueue, type WorkQueueOptions } from './queue.ts';
-import type { Projection, Store } from './store.ts';
-import type { ListWatch, WatcherOptions } from './watcher.ts';
+import type { StoreChange } from './store.ts';
 
 /**
  * Reconciles one object; throwing retries it with backoff. `writes` aborts when this process
@@ -23,133 +23,142 @@ const ALWAYS = new AbortController().signal;
 export interface ControllerMetrics {
   reconciled(result: 'success' | 'error', seconds: number): void;
   activeWorkers(delta: number): void;
-  cached(size: number): void;
-  watchRestarted(): void;
-  relisted(): void;
   readonly queue: QueueMetrics;
 }
 
 export interface ControllerOptions<T> {
   /** Names the controller in logs and metrics, e.g. "deployments.apps". */
   readonly name: string;
-  readonly api: ListWatch;
-  /** Keeps only what `reconcile` needs of an object (see Store). */
-  readonly project: Projection<T>;
-  readonly indexes?: readonly StoreIndex<T>[] | undefined;
+  /** Its resource's caches: one per namespace watched, or one for all. */
+  readonly sources: readonly Informer<T>[];
   /**
-   * Resolves once every other cache `reconcile` reads has listed once (controller-runtime's
-   * WaitForCacheSync over the watched kinds); no reconcile starts before. Rejects when one
-   * cannot be listed (`runOnce` then fails).
+   * Resolves once the other caches `reconcile` reads have listed, or cannot be (controller-runtime's
+   * WaitForCacheSync over the watched kinds); no reconcile starts before.
    */
   readonly dependencies?: (() => Promise<void>) | undefined;
   readonly reconcile: Reconcile<T>;
-  /** Workers reconciling at the same time. */
+  /** Workers reconciling at the same time, over all its sources. */
   readonly concurrency: number;
   /** Period of the re-check of every object, jittered by ±10 %; 0 disables it. */
   readonly requeueAfterMs: number;
-  readonly watch?: Omit<WatcherOptions, 'signal'>;
   /** The work queue's clock and retry delays (client-go's by default). */
   readonly queue?: Omit<WorkQueueOptions, 'metrics'>;
   readonly metrics?: ControllerMetrics | undefined;
-  /** Told of every failed list or watch (it is logged and retried anyway). */
-  readonly onWatchError?: ((error: Error) => void) | undefined;
   readonly log: Logger;
 }
 
 export class Controller<T> {
   readonly name: string;
-  /** The controller's own cache, which controllers reading this resource may share. */
-  readonly informer: Informer<T>;
+  readonly sources: readonly Informer<T>[];
   readonly #options: ControllerOptions<T>;
   readonly #queue: WorkQueue;
 
   constructor(options: ControllerOptions<T>) {
     this.name = options.name;
+    this.sources = options.sources;
     this.#options = options;
-    this.informer = new Informer({
-      name: options.name,
-      api: options.api,
-      project: options.project,
-      indexes: options.indexes,
-      watch: options.watch,
-      metrics: options.metrics,
-      onWatchError: options.onWatchError,
-      log: options.log,
-    });
     this.#queue = new WorkQueue({ ...options.queue, ...(options.metrics ? { metrics: options.metrics.queue } : {}) });
   }
 
-  get store(): Store<T> {
-    return this.informer.store;
+  /** The cached object under `key`, from whichever source holds it. */
+  get(key: string): T | undefined {
+    for (const source of this.sources) {
+      const object = source.store.get(key);
+      if (object !== undefined) return object;
+    }
+    return undefined;
   }
 
-  /** Resolves when the first list is complete. */
+  *keys(): Generator<string> {
+    for (const source of this.sources) yield* source.store.keys();
+  }
+
+  *values(): Generator<T> {
+    for (const source of this.sources) yield* source.store.values();
+  }
+
+  get size(): number {
+    return this.sources.reduce((n, source) => n + source.store.size, 0);
+  }
+
+  /** Resolves when every source has its first list. */
   get synced(): Promise<void> {
-    return this.informer.synced;
+    return Promise.all(this.sources.map((source) => source.synced)).then(() => {});
   }
 
-  /** Why the watch is down: its last error, until a list completes or a watch opens again. */
-  get watchFailure(): Error | undefined {
-    return this.informer.watchFailure;
+  /** Resolves once every source has listed and the dependencies are there: when reconciling may begin. */
+  async ready(): Promise<void> {
+    await this.synced;
+    await this.#options.dependencies?.();
   }
 
-  /** Queues an object whose related objects changed (a mapper of `Watches`). */
+  /** Why this controller does not serve current objects, one line per source: no first list yet, or a watch that is down. */
+  problems(): string[] {
+    return this.sources.flatMap((source) => {
+      const problem = source.problem;
+      return problem === undefined ? [] : [`${source.name}: ${problem}`];
+    });
+  }
+
+  /** Queues an object whose related objects changed (a mapper of `watches`). */
   enqueue(key: string): void {
     this.#queue.add(key);
   }
 
+  /** Queues every cached object again, without a relist: what they should look like has changed. */
+  requeueAll(): void {
+    for (const key of this.keys()) this.#queue.add(key);
+  }
+
   /**
-   * Watches until `intake` aborts, reconciling once `leading` resolves (at once without leader
-   * election; a standby keeps its cache warm meanwhile). On abort it stops watching and handing
-   * out work, and resolves once the reconciles already running have finished (the caller
-   * bounds that wait with a grace period). When `writes` aborts (leadership lost) it stops
-   * handing out work at once and the reconciles running get the aborted signal.
+   * Queues its sources' changes until `intake` aborts, reconciling once they have listed, the
+   * dependencies are there and `leading` resolves (at once without leader election; a standby
+   * keeps its cache warm meanwhile). On abort it stops handing out work and resolves once the
+   * reconciles already running have finished (the caller bounds that wait with a grace period).
+   * When `writes` aborts (leadership lost) it stops handing out work at once and the reconciles
+   * running get the aborted signal. The informers run elsewhere (the informer cache).
    */
   async run(
     intake: AbortSignal,
     leading: Promise<unknown> = Promise.resolve(),
     writes: AbortSignal = ALWAYS,
   ): Promise<void> {
-    this.informer.subscribe((change) => {
-      if (change.type === 'upsert') this.#queue.add(change.key);
-      else if (change.type === 'delete') this.#queue.remove(change.key);
-      else {
-        for (const key of change.changed) this.#queue.add(key);
-        for (const key of change.removed) this.#queue.remove(key);
-      }
-    });
+    const unsubscribe = this.sources.map((source) => source.subscribe((change) => this.#queueChange(change)));
+    // A shared cache may have listed before this controller started: its objects are all work.
+    for (const source of this.sources) {
+      if (source.store.synced) { for (const key of source.store.keys()) this.enqueue(key); }
+    }
     const stopQueue = (): void => this.#queue.shutDown();
     intake.addEventListener('abort', stopQueue, { once: true });
     writes.addEventListener('abort', stopQueue, { once: true });
-    // Workers start once the first list is complete and this process leads.
     let workers: Promise<unknown> = Promise.resolve();
-    const dependencies = this.#options.dependencies ?? (() => Promise.resolve());
-    void this.synced.then(dependencies).then(() => leading).then(() => {
+    const ready = this.ready().then(() => leading);
+    try {
+      await Promise.race([ready, aborted(AbortSignal.any([intake, writes]))]);
       if (!intake.aborted && !writes.aborted) {
         workers = Promise.all(Array.from({ length: this.#options.concurrency }, () => this.#work(writes)));
       }
-    }, () => {});
-    try {
-      await this.informer.run(intake);
+      await aborted(intake);
     } finally {
       intake.removeEventListener('abort', stopQueue);
       writes.removeEventListener('abort', stopQueue);
       stopQueue();
+      for (const stop of unsubscribe) stop();
       await workers;
     }
   }
 
   /**
-   * Lists once and reconciles every object once, `concurrency` at a time, without watching or
-   * retrying (failures are logged). Rejects if the list, or one of its dependencies, fails.
+   * Once its sources have listed (the informer cache lists them once) and the dependencies are
+   * there, reconciles every object once, `concurrency` at a time, without retrying (failures are
+   * logged). Rejects if a list fails.
    */
   async runOnce(signal: AbortSignal): Promise<void> {
-    await this.informer.listOnce(signal);
-    await this.#options.dependencies?.();
-    const keys = [...this.store.keys()];
+    await this.ready();
+    const keys = [...this.keys()];
     const worker = async (): Promise<void> => {
       for (let key = keys.pop(); key !== undefined && !signal.aborted; key = keys.pop()) {
-        const object = this.store.get(key);
+        const object = this.get(key);
         if (object === undefined) continue;
         try {
           await this.#options.reconcile(object, key, ALWAYS);
@@ -161,16 +170,20 @@ export class Controller<T> {
     await Promise.all(Array.from({ length: this.#options.concurrency }, worker));
   }
 
-  /** Queues every cached object again, without a relist: what they should look like has changed. */
-  requeueAll(): void {
-    for (const key of this.store.keys()) this.#queue.add(key);
+  #queueChange(change: StoreChange<T>): void {
+    if (change.type === 'upsert') this.#queue.add(change.key);
+    else if (change.type === 'delete') this.#queue.remove(change.key);
+    else {
+      for (const key of change.changed) this.#queue.add(key);
+      for (const key of change.removed) this.#queue.remove(key);
+    }
   }
 
   async #work(writes: AbortSignal): Promise<void> {
     const { reconcile, requeueAfterMs, log, metrics } = this.#options;
     for (let key = await this.#queue.get(); key !== undefined; key = await this.#queue.get()) {
-      const object = this.store.get(key);
-      // Gone from the store: deleted while queued. Nothing to do, and nothing may recreate it.
+      const object = this.get(key);
+      // Gone from the cache: deleted while queued. Nothing to do, and nothing may recreate it.
       if (object === undefined) {
         this.#queue.remove(key);
         this.#queue.done(key);

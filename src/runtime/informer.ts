@@ -40,10 +40,18 @@ export class Informer<T> {
   #watchFailure: Error | undefined;
   #listed!: () => void;
   #listFailed!: (error: Error) => void;
+  #settle!: () => void;
   /** Resolves when the first list is complete; rejects only when a `listOnce` fails. */
   readonly synced = new Promise<void>((resolve, reject) => {
     this.#listed = resolve;
     this.#listFailed = reject;
+  });
+  /**
+   * Resolves at the first complete list or the first failure before it, whichever comes first:
+   * when readers that must not wait on a cache that cannot be read (403, a server away) stop waiting.
+   */
+  readonly settled = new Promise<void>((resolve) => {
+    this.#settle = resolve;
   });
 
   constructor(options: InformerOptions<T>) {
@@ -59,9 +67,20 @@ export class Informer<T> {
     return this.#watchFailure;
   }
 
-  /** Every change from now on, in order, after the store has applied it. */
-  subscribe(listener: InformerListener<T>): void {
+  /** Why this cache is not serving current objects, in words: no first list yet, or a watch that is down; undefined when it is. */
+  get problem(): string | undefined {
+    const failure = this.#watchFailure ? `: ${this.#watchFailure.message}` : '';
+    if (!this.store.synced) return `waiting for the first list${failure}`;
+    return failure ? `watch down${failure}` : undefined;
+  }
+
+  /** Every change from now on, in order, after the store has applied it; returns the unsubscribe function. */
+  subscribe(listener: InformerListener<T>): () => void {
     this.#listeners.push(listener);
+    return () => {
+      const index = this.#listeners.indexOf(listener);
+      if (index >= 0) this.#listeners.splice(index, 1);
+    };
   }
 
   /** Lists, then watches until `signal` aborts; failures are logged, counted and retried. */
@@ -75,6 +94,7 @@ export class Informer<T> {
         this.#options.metrics?.watchRestarted();
         this.#options.onWatchError?.(event.error);
         this.#watchFailure = event.error;
+        this.#settle();
         continue;
       }
       if ((event.type === 'watching' || event.type === 'initDone') && this.#watchFailure) {
@@ -91,6 +111,7 @@ export class Informer<T> {
       for await (const event of watcher(this.#options.api, { ...this.#options.watch, signal })) {
         if (event.type === 'error') {
           this.#options.onWatchError?.(event.error);
+          this.#watchFailure = event.error;
           throw event.error;
         }
         this.#apply(event);
@@ -98,6 +119,7 @@ export class Informer<T> {
       }
     } catch (error) {
       this.#listFailed(error instanceof Error ? error : new Error(String(error)));
+      this.#settle();
       throw error;
     }
   }
@@ -115,6 +137,8 @@ export class Informer<T> {
       objects: this.store.size,
       ...(this.#lists > 1 ? { changed: change.changed.length, removed: change.removed.length } : {}),
     });
+    this.#watchFailure = undefined;
     this.#listed();
+    this.#settle();
   }
 }

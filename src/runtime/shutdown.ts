@@ -2,6 +2,7 @@
 // intake (watches, queues) and gives running work a grace period to finish; a second signal
 // exits at once with a failure status (controller-runtime's behaviour). The entry point creates
 // it before anything else, so a signal at any stage of startup is a clean stop.
+import { aborted } from '../util/aborted.ts';
 
 export interface ShutdownOptions {
   readonly signals?: readonly NodeJS.Signals[];
@@ -48,10 +49,7 @@ export class Shutdown {
     // Settled here at once, so work that fails before shutdown is no unhandled rejection;
     // the caller watches `work` for failures itself.
     const finished = work.then(() => true, () => true);
-    await new Promise<void>((resolve) => {
-      if (this.#intake.signal.aborted) resolve();
-      else this.#intake.signal.addEventListener('abort', () => resolve(), { once: true });
-    });
+    await aborted(this.#intake.signal);
     let timer: ReturnType<typeof setTimeout> | undefined;
     const graceOver = new Promise<false>((resolve) => {
       timer = setTimeout(() => resolve(false), graceMs);

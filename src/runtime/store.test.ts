@@ -151,7 +151,7 @@ test('error events change nothing', () => {
 });
 
 test('indexes follow upserts, deletes and relists', () => {
-  const byApp = new StoreIndex<App>((cached) => cached.app || undefined);
+  const byApp = new StoreIndex<App>('app', (cached) => cached.app || undefined);
   const store = new Store(app, [byApp]);
   store.apply({ type: 'apply', object: pod('a', 'ns', { app: 'web' }) });
   store.apply({ type: 'apply', object: pod('b', 'ns', { app: 'web' }) });

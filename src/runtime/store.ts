@@ -59,6 +59,11 @@ export class Store<T> {
     this.#indexes = indexes;
   }
 
+  /** Its index named `name` (see StoreIndex.name), if it keeps one. */
+  index(name: string): StoreIndex<T> | undefined {
+    return this.#indexes.find((index) => index.name === name);
+  }
+
   /** True once the first complete list has been applied. */
   get synced(): boolean {
     return this.#synced;

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { StoreIndex } from './storeindex.ts';
 
 test('a group grows from one key to an array to a Set and shrinks back, keeping every key once', () => {
-  const index = new StoreIndex<string>((group) => group);
+  const index = new StoreIndex<string>('group', (group) => group);
   const keys = Array.from({ length: 12 }, (_, i) => `k${i}`);
   for (const key of keys) index.update(key, undefined, 'g');
   index.update('k0', undefined, 'g');
@@ -16,7 +16,7 @@ test('a group grows from one key to an array to a Set and shrinks back, keeping 
 });
 
 test('small groups: add, re-add and remove in any order', () => {
-  const index = new StoreIndex<string>((group) => group);
+  const index = new StoreIndex<string>('group', (group) => group);
   for (const key of ['a', 'b', 'c', 'b']) index.update(key, undefined, 'g');
   assert.deepEqual([...index.get('g')], ['a', 'b', 'c']);
   index.update('b', 'g', undefined);
@@ -29,7 +29,7 @@ test('small groups: add, re-add and remove in any order', () => {
 });
 
 test('an object indexed under no value is not indexed', () => {
-  const index = new StoreIndex<string | undefined>((value) => value);
+  const index = new StoreIndex<string | undefined>('value', (value) => value);
   index.update('k', undefined, undefined);
   index.update('k', undefined, 'v');
   index.update('k', 'v', undefined);

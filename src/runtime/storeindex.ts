@@ -9,11 +9,14 @@ const SMALL = 8;
 type Keys = string | readonly string[] | Set<string>;
 
 export class StoreIndex<T> {
+  /** What it indexes by, e.g. 'namespace' or 'owner': how readers find it in a store shared with others. */
+  readonly name: string;
   readonly #valueOf: (object: T) => string | undefined;
   readonly #keys = new Map<string, Keys>();
 
   /** `valueOf` answers the value an object is indexed under, or undefined for none. */
-  constructor(valueOf: (object: T) => string | undefined) {
+  constructor(name: string, valueOf: (object: T) => string | undefined) {
+    this.name = name;
     this.#valueOf = valueOf;
   }
 

@@ -323,3 +323,29 @@ test('aborting the signal ends the generator, whether it is listing, watching or
     });
   }
 });
+
+test('a watch that ends at once without an event is a very short watch: backed off, not reopened at once', async (t) => {
+  const api = new ScriptedApi([page('10', [])], [{ events: [] }, { events: [bookmark('11')] }]);
+  const run = start(t, api);
+  assert.deepEqual(summary(await run.take(4)), [
+    'init',
+    'initDone',
+    'watching',
+    'error very short watch: it ended within a second without delivering an event; reopening after a pause 1500',
+  ]);
+  assert.equal(api.watches.length, 1, 'not reopened before the pause');
+  assert.deepEqual(summary([await run.next(1500)]), ['watching']);
+  assert.deepEqual(api.watches.map((o) => o.resourceVersion), ['10', '10'], 'resumed, no relist');
+  assert.equal(api.lists.length, 1);
+});
+
+test('a continue token that expired mid-list falls back to one full list, not to paging from the start', async (t) => {
+  const api = new ScriptedApi([page('10', [pod('a')], 'token'), expired(), page('12', [pod('a'), pod('b')])]);
+  const run = start(t, api, { pageSize: 1 });
+  assert.deepEqual(summary(await run.take(5)), ['init', 'initApply a', 'init', 'initApply a', 'initApply b']);
+  assert.deepEqual(summary([await run.next()]), ['initDone']);
+  assert.deepEqual(
+    api.lists.map((o) => [o.limit, o.continue]),
+    [[1, undefined], [1, 'token'], [undefined, undefined]],
+  );
+});

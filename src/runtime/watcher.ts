@@ -1,6 +1,8 @@
 // The list+watch loop for one resource, as a stream of events (kube-rs's watcher): a paginated
 // list, then a watch with bookmarks that resumes from the newest resourceVersion, a relist when
-// that version has expired (410), and jittered backoff on errors. It never ends on its own.
+// that version has expired (410), and jittered backoff on errors. As client-go's reflector and
+// pager: a list whose continue token expires falls back to one full list, and a watch that ends
+// within a second without an event is an error, backed off. It never ends on its own.
 import { ApiError } from '../kube/errors.ts';
 import type { ListOptions, WatchOptions } from '../kube/api.ts';
 import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
@@ -46,6 +48,9 @@ export interface WatcherOptions {
   readonly signal: AbortSignal;
 }
 
+/** A watch that ends cleanly sooner than this without an event is an error (client-go's "very short watch"). */
+const VERY_SHORT_WATCH_MS = 1000;
+
 /** Yields events until `signal` aborts. */
 export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGenerator<WatcherEvent> {
   const { signal, labelSelector, fieldSelector } = options;
@@ -67,20 +72,28 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
     try {
       if (resourceVersion === undefined) {
         yield { type: 'init' };
+        const selectors = { labelSelector, ...(fieldSelector ? { fieldSelector } : {}), signal };
+        // A relist after 410 first asks the watch cache for a version not older than the last one
+        // we saw (a relist storm after upgrades hit client-go); later pages follow the continue token.
+        const since = lastSeen === undefined
+          ? {}
+          : { resourceVersion: lastSeen, resourceVersionMatch: 'NotOlderThan' as const };
         let page: PartialObjectMetadataList | undefined;
         do {
-          page = await api.list({
-            labelSelector,
-            ...(fieldSelector ? { fieldSelector } : {}),
-            limit: pageSize,
-            continue: page?.metadata.continue,
-            // A relist after 410 first asks the watch cache for a version not older than the
-            // last one we saw (a relist storm after upgrades hit client-go); later pages follow the continue token.
-            ...(page === undefined && lastSeen !== undefined
-              ? { resourceVersion: lastSeen, resourceVersionMatch: 'NotOlderThan' as const }
-              : {}),
-            signal,
-          });
+          try {
+            page = await api.list({
+              ...selectors,
+              ...(page ? {} : since),
+              limit: pageSize,
+              continue: page?.metadata.continue,
+            });
+          } catch (error) {
+            // The continue token expired (the list took longer than etcd keeps versions): paging
+            // again from the start could expire again, without end; one full list cannot.
+            if (!(page !== undefined && error instanceof ApiError && error.expired)) throw error;
+            yield { type: 'init' };
+            page = await api.list({ ...selectors, ...since });
+          }
           for (const object of page.items) yield { type: 'initApply', object };
         } while (page.metadata.continue);
         resourceVersion = lastSeen = page.metadata.resourceVersion;
@@ -101,6 +114,7 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
         signal,
       });
       yield { type: 'watching' };
+      const opened = performance.now();
       // The backoff starts over only once the watch delivers: a server that answers and then
       // fails at once (410, an error event) must still be backed off from. Bookmarks count, and
       // the API server sends them to quiet watches too, so a watch that runs a while is healthy.
@@ -118,7 +132,13 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
         if (event.type === 'ADDED' || event.type === 'MODIFIED') yield { type: 'apply', object: event.object };
         else if (event.type === 'DELETED') yield { type: 'delete', object: event.object };
       }
-      // A clean end (the server's timeout): resume from the newest version, no relist.
+      // A clean end (the server's timeout): resume from the newest version, no relist. But a watch
+      // closed at once with nothing on it is a server (or a proxy) refusing in disguise.
+      if (!healthy && performance.now() - opened < VERY_SHORT_WATCH_MS) {
+        throw new Error(
+          'very short watch: it ended within a second without delivering an event; reopening after a pause',
+        );
+      }
     } catch (error) {
       if (signal.aborted) return;
       const failure = error instanceof Error ? error : new Error(String(error));

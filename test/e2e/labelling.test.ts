@@ -18,10 +18,14 @@ import {
   skip,
 } from './cluster.ts';
 import { figure } from '../harness/figures.ts';
-import { type Counts, kindControllers } from '../../src/app/controllers.ts';
-import { discover } from '../../src/kube/discovery.ts';
-import { resolveResource } from '../../src/kube/resolve.ts';
+import { noCounts } from '../../src/app/controllers.ts';
+import { KindSet } from '../../src/app/kindset.ts';
+import { metadataApis } from '../../src/kube/api.ts';
+import { DiscoveryCache } from '../../src/kube/discoverycache.ts';
 import { buildConfig } from '../../src/labeller/config.ts';
+import type { LabelledObject } from '../../src/labeller/object.ts';
+import { Manager } from '../../src/runtime/manager.ts';
+import { Shutdown } from '../../src/runtime/shutdown.ts';
 import { createLogger } from '../../src/util/log.ts';
 import { Labeller } from '../harness/labeller.ts';
 import type { Runtime } from '../harness/runtime.ts';
@@ -354,28 +358,45 @@ kinds:
       return json<T>(method, path, options);
     };
     const config = buildConfig({ kinds: ['configmaps'], labels: { team: 'platform' }, namespaces: [ns] });
-    const resource = resolveResource('configmaps', (await discover(client)).resources);
-    const counts: Counts = { unchanged: 0, patched: 0, conflict: 0, invalid: 0, gone: 0, failed: 0 };
+    const counts = noCounts();
     const log = createLogger({ level: 'error', format: 'json', write: () => {} });
+    const discovery = DiscoveryCache.of(client, log);
+    await discovery.load(new AbortController().signal);
     const options = {
       fieldManager: 'labeller',
       concurrency: 2,
       requeueAfterMs: 0,
       dryRun: false,
-      once: true,
       watchTimeoutSeconds: 290,
     };
-    const [controller] = kindControllers(config.kinds[0]!, resource, { client, options, log, counts }).controllers;
-    assert.ok(controller);
-    await controller.runOnce(new AbortController().signal);
+    /** One pass of labeller's own kinds over the namespace, as `--once` runs them; answers the controller. */
+    const once = async () => {
+      const shutdown = new Shutdown({ signals: [] });
+      const manager = new Manager<LabelledObject>({ once: true, gracePeriodMs: 1000, log }, shutdown);
+      const kinds = new KindSet({
+        manager,
+        discovery,
+        wiring: { apis: metadataApis(client), options, log, counts },
+        log,
+      });
+      await kinds.apply(config);
+      const [kind] = kinds.kinds;
+      assert.ok(kind);
+      await kind.controller.runOnce(shutdown.intake);
+      shutdown.stop();
+      await manager.informers.stopped();
+      kinds.release();
+      shutdown.dispose();
+      return kind.controller;
+    };
+    await once();
     assert.equal(counts.patched, 1);
     // A second pass sees labeller's ownership through the pruned cache: nothing to do.
-    const [again] = kindControllers(config.kinds[0]!, resource, { client, options, log, counts }).controllers;
-    await again!.runOnce(new AbortController().signal);
+    const again = await once();
     client.request = request;
     client.json = json;
     assert.equal(counts.unchanged, 1);
-    const cached = again!.store;
+    const cached = again;
     assert.deepEqual(cached.get(`${ns}/big`)?.owned, ['team']);
     const resourceRequests = requests.filter((r) => r.path.includes('/configmaps'));
     assert.ok(resourceRequests.length >= 2, 'a list and a patch at least');
@@ -392,6 +413,7 @@ kinds:
     // The name is read from the key, not kept.
     assert.deepEqual(Object.keys(object).sort(), [
       'annotations',
+      'deleting',
       'key',
       'labels',
       'namespace',

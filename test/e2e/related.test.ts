@@ -11,6 +11,7 @@ import { type AuditEvent, byLabeller, receivedAt } from '../harness/audit.ts';
 import { figure } from '../harness/figures.ts';
 import {
   adminClient,
+  auditEvents,
   auditSkip,
   auditTail,
   configFile,
@@ -22,7 +23,9 @@ import {
   patchLabels,
   serviceAccountKubeconfig,
 } from './cluster.ts';
+import { freePorts } from '../controlplane/controlplane.ts';
 import { Labeller, runLabeller, watchFailed } from '../harness/labeller.ts';
+import { sample } from '../harness/metrics.ts';
 import type { Runtime } from '../harness/runtime.ts';
 import { sleep } from '../harness/sleep.ts';
 
@@ -401,7 +404,9 @@ kinds:
     });
     // Owned by a kind no API serves yet: labeller finds no resource for it.
     await create(`${core}/configmaps`, owned('early', { name: 'gone', uid: '00000000-0000-0000-0000-000000000002' }));
+    // Followed beyond the workload chain because the config names it.
     const config = `
+ownerKinds: [gadgets.${group}]
 kinds:
   - resource: configmaps
     labels: { example.com/owner: "{{owner.name}}" }
@@ -430,14 +435,14 @@ kinds:
       assert.equal(
         (await labelsOf(`${core}/configmaps/early`))['example.com/owner'],
         undefined,
-        'its owner does not exist',
+        'its owner does not exist: held, so not set',
       );
     } finally {
       assertCleanExit(await labeller.stop());
     }
   });
 
-  test('an owner kind labeller may not read is reported; the kind waits and the other kinds go on; namespaces by resourceNames', async () => {
+  test('an owner kind labeller may not read holds only the labels that read it: reported, the rest applied, ready; namespaces by resourceNames', async () => {
     const ns = await createNamespace('related-forbidden');
     await patchLabels(`/api/v1/namespaces/${ns}`, { team: 'payments' });
     const core = `/api/v1/namespaces/${ns}`;
@@ -462,36 +467,138 @@ kinds:
       { apiGroups: [''], resources: ['namespaces'], verbs: ['list', 'watch'], resourceNames: [ns] },
     ]);
     const config = `
+labels: { team: "{{namespace.labels.team}}" }
 kinds:
   - resource: configmaps
-    labels: { team: "{{namespace.labels.team}}" }
   - resource: pods
     labels: { example.com/root: "{{root.name}}" }
 `;
-    const port = 18473;
-    const labeller = new Labeller([...withConfig(config, ns), '--health-probe-bind-address', `127.0.0.1:${port}`], {
-      kubeconfig,
-    });
+    const [port] = await freePorts(1);
+    const labeller = new Labeller([...withConfig(config, ns), '--http-port', String(port)], { kubeconfig });
     try {
       const refused = await labeller.waitForLog((l) => watchFailed(l) && l.kind === 'ReplicaSet', 30_000);
       assert.match(String(refused['error']), /403 Forbidden: .*replicasets/);
-      await eventually(
-        async () => (await labelsOf(`${core}/configmaps/cm`))['team'] === 'payments',
-        'config maps labelled from their namespace, read by name',
-      );
-      await sleep(2000);
-      assert.equal((await labelsOf(`${core}/pods/p`))['example.com/root'], undefined, 'pods wait for the owner cache');
+      const reported = await labeller.waitForLog((l) => /related objects may not be read/.test(l.msg));
+      assert.equal(reported['hint'], 'grant list and watch on replicasets.apps', 'the grant to add');
+      for (const path of [`${core}/configmaps/cm`, `${core}/pods/p`]) {
+        await eventually(
+          async () => (await labelsOf(path))['team'] === 'payments',
+          `${path} labelled from its namespace, read by name`,
+        );
+      }
+      assert.equal((await labelsOf(`${core}/pods/p`))['example.com/root'], undefined, 'the root label is held');
       const readyz = await fetch(`http://127.0.0.1:${port}/readyz`);
       const body = await readyz.text();
-      assert.equal(readyz.status, 503, body);
+      assert.equal(readyz.status, 200, body);
       assert.match(
         body,
         new RegExp(`replicasets\\.apps/${ns} \\(read by templates\\): waiting for the first list: .*403`),
-        'readiness names the cache the pods wait for',
       );
+      const metrics = await fetch(`http://127.0.0.1:${port}/metrics`);
+      const text = await metrics.text();
+      assert.equal(metrics.status, 200, text);
+      assert.equal(
+        sample(text, 'labeller_related_unreadable', { kind: `replicasets.apps/${ns}`, reason: 'forbidden' }),
+        1,
+      );
+      assert.equal(sample(text, 'labeller_objects_held', { controller: `pods/${ns}` }), 1);
       assert.ok(labeller.running);
     } finally {
       assertCleanExit(await labeller.stop());
+    }
+  });
+  test('a mirror pod (owned by a Node) and a pod a tenant points at its Secret hold only their root label: no informer of nodes or secrets, the other pods labelled, ready', async () => {
+    const ns = await createNamespace('related-mirror');
+    const core = `/api/v1/namespaces/${ns}`;
+    const apps = `/apis/apps/v1/namespaces/${ns}`;
+    const spec = { containers: [{ name: 'c', image: 'nginx' }] };
+    const node = await create<{ metadata: { uid: string } }>('/api/v1/nodes', { metadata: { name: `${ns}-node` } });
+    const secret = await create<{ metadata: { uid: string } }>(`${core}/secrets`, { metadata: { name: 'mine' } });
+    const deployment = await create<{ metadata: { uid: string } }>(`${apps}/deployments`, {
+      metadata: { name: 'web' },
+      spec: { selector: { matchLabels: { app: 'web' } }, template: { metadata: { labels: { app: 'web' } }, spec } },
+    });
+    const controlled = (apiVersion: string, kind: string, name: string, uid: string) => ({
+      ownerReferences: [{ apiVersion, kind, name, uid, controller: true }],
+    });
+    const rs = await create<{ metadata: { uid: string } }>(`${apps}/replicasets`, {
+      metadata: { name: 'web-1', ...controlled('apps/v1', 'Deployment', 'web', deployment.metadata.uid) },
+      spec: { selector: { matchLabels: { app: 'web' } }, template: { metadata: { labels: { app: 'web' } }, spec } },
+    });
+    const pods = {
+      'web-1-a': controlled('apps/v1', 'ReplicaSet', 'web-1', rs.metadata.uid),
+      plain: {},
+      [`etcd-${ns}-node`]: controlled('v1', 'Node', `${ns}-node`, node.metadata.uid),
+      tenant: controlled('v1', 'Secret', 'mine', secret.metadata.uid),
+    };
+    for (const [name, metadata] of Object.entries(pods)) {
+      await create(`${core}/pods`, {
+        metadata: { name, ...metadata, labels: { 'example.com/workload': 'before' } },
+        spec,
+      });
+    }
+    // What the chart grants for this config: the pods, and the workload chain's kinds to read.
+    const read = ['list', 'watch'];
+    const kubeconfig = await serviceAccountKubeconfig(ns, 'labeller', [
+      { apiGroups: [''], resources: ['pods'], verbs: [...read, 'patch'] },
+      { apiGroups: ['apps'], resources: ['replicasets', 'deployments', 'statefulsets', 'daemonsets'], verbs: read },
+      { apiGroups: ['batch'], resources: ['jobs', 'cronjobs'], verbs: read },
+      { apiGroups: [''], resources: ['replicationcontrollers'], verbs: read },
+      { apiGroups: [''], resources: ['nodes', 'secrets'], verbs: read },
+    ]);
+    const config = `
+kinds:
+  - resource: pods
+    labels:
+      example.com/workload: "{{root.kind}}.{{root.name}}"
+      example.com/managed: "yes"
+`;
+    const [port] = await freePorts(1);
+    const labeller = new Labeller([...withConfig(config, ns), '--http-port', String(port)], { kubeconfig });
+    try {
+      await eventually(
+        async () => (await labelsOf(`${core}/pods/plain`))['example.com/workload'] === 'Pod.plain',
+        'the plain pod',
+      );
+      await eventually(
+        async () => (await labelsOf(`${core}/pods/web-1-a`))['example.com/workload'] === 'Deployment.web',
+        "the deployment's pod",
+      );
+      for (const held of [`etcd-${ns}-node`, 'tenant']) {
+        await eventually(async () => (await labelsOf(`${core}/pods/${held}`))['example.com/managed'] === 'yes', held);
+        assert.equal((await labelsOf(`${core}/pods/${held}`))['example.com/workload'], 'before', `${held}: held`);
+      }
+      const notFollowed = labeller.logs.filter((l) =>
+        l.msg === 'owner kind not followed; labels that read it are held'
+      );
+      assert.deepEqual(
+        notFollowed.map((l) => l['ownerKind']).sort(),
+        ['Node', 'Secret'],
+        'reported once per owner kind',
+      );
+      assert.match(String(notFollowed[0]?.['hint']), /add "(nodes|secrets)" to ownerKinds/);
+      const readyz = await fetch(`http://127.0.0.1:${port}/readyz`);
+      const body = await readyz.text();
+      assert.equal(readyz.status, 200, body);
+      assert.match(body, /owner kind not followed \(ownerKind Node/);
+      const metrics = await fetch(`http://127.0.0.1:${port}/metrics`);
+      const text = await metrics.text();
+      assert.equal(metrics.status, 200);
+      assert.equal(sample(text, 'labeller_related_unreadable', { kind: 'Node.v1', reason: 'not-followed' }), 1);
+      assert.equal(sample(text, 'labeller_objects_held', { controller: `pods/${ns}` }), 2);
+      // The field-manager guard lists Leases; informers list and watch what they cache.
+      const lists = auditEvents((e) =>
+        e.user?.username === `system:serviceaccount:${ns}:labeller` && (e.verb === 'list' || e.verb === 'watch') &&
+        e.objectRef?.resource !== 'leases'
+      );
+      assert.deepEqual(
+        [...new Set(lists.map((e) => e.objectRef?.resource))].sort(),
+        ['deployments', 'pods', 'replicasets'],
+        'no informer of nodes or secrets, whatever the pods point at',
+      );
+    } finally {
+      assertCleanExit(await labeller.stop());
+      await (await adminClient()).request('DELETE', `/api/v1/nodes/${ns}-node`).catch(() => {});
     }
   });
 });

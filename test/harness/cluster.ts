@@ -11,6 +11,8 @@ import { eventually } from './eventually.ts';
 
 export interface KubeconfigChange {
   readonly server?: string;
+  /** Fields set on the cluster entry (tls-server-name, proxy-url…). */
+  readonly cluster?: Readonly<Record<string, unknown>>;
   readonly token?: string;
   /** Replaces the user entry whole (tokenFile, client certificate files, exec…). */
   readonly user?: Readonly<Record<string, unknown>>;
@@ -23,6 +25,7 @@ export function copyKubeconfig(base: string, dir: string, change: KubeconfigChan
     users: { user: Record<string, unknown> }[];
   };
   for (const c of config.clusters) if (change.server) c.cluster['server'] = change.server;
+  for (const c of config.clusters) Object.assign(c.cluster, change.cluster);
   for (const u of config.users) if (change.token) u.user = { token: change.token };
   for (const u of config.users) if (change.user) u.user = { ...change.user };
   const path = join(dir, `kubeconfig-${randomBytes(4).toString('hex')}`);

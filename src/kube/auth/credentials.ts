@@ -11,6 +11,7 @@ import { type ExecCredential, execSource } from './exec.ts';
 import { inCluster, inClusterAvailable, SERVICE_ACCOUNT_DIR } from './incluster.ts';
 import { kubeconfigFiles, type KubeconfigSelection, loadKubeconfig } from './kubeconfig.ts';
 import { Refreshing } from './refreshing.ts';
+import { proxyFor } from '../proxy.ts';
 import { keepAliveTransport, type Transport } from '../transport.ts';
 import type { Credential, CredentialSource, Identity } from './types.ts';
 
@@ -57,7 +58,7 @@ export async function connect(options: ConnectOptions = {}): Promise<Connection>
       server: pod.server,
       context: 'in-cluster',
       namespace: pod.namespace,
-      credentials: new IdentitySource(pod.identity, pod.server),
+      credentials: new IdentitySource(pod.identity, pod.server, proxyFor(new URL(pod.server), env)),
     };
   }
   const selection = loadKubeconfig(files, options.context);
@@ -75,7 +76,7 @@ export async function connect(options: ConnectOptions = {}): Promise<Connection>
     server,
     context: selection.context,
     namespace: selection.namespace,
-    credentials: new IdentitySource(identity(selection, server), server),
+    credentials: new IdentitySource(identity(selection, server), server, proxyFor(new URL(server), env)),
   };
 }
 
@@ -151,6 +152,7 @@ function identity(selection: KubeconfigSelection, server: string): Identity {
 export class IdentitySource implements CredentialSource {
   readonly #identity: Identity;
   readonly #server: string;
+  readonly #proxy: URL | undefined;
   #last: {
     token: string | undefined;
     pair: KeyPair | undefined;
@@ -158,10 +160,11 @@ export class IdentitySource implements CredentialSource {
     credential: Credential;
   } | undefined;
 
-  /** `server`: the API server's URL, whose scheme says whether connections use TLS. */
-  constructor(identity: Identity, server: string) {
+  /** `server`: the API server's URL, whose scheme says whether connections use TLS; `proxy`: the one to tunnel through (proxyFor). */
+  constructor(identity: Identity, server: string, proxy?: URL) {
     this.#identity = identity;
     this.#server = server;
+    this.#proxy = proxy;
   }
 
   async current(): Promise<Credential> {
@@ -218,6 +221,6 @@ export class IdentitySource implements CredentialSource {
       servername,
       cert: pair?.cert,
       key: pair?.key,
-    });
+    }, this.#proxy);
   }
 }

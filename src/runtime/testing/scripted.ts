@@ -1,8 +1,13 @@
 // A scripted resource API for the unit tests of the watcher and the controller: it plays given
 // list pages and watch streams in order and records what it was asked.
-import type { ListOptions, WatchOptions } from '../../kube/api.ts';
+import type { ApplyOptions, ListOptions, ResourceApi, WatchOptions } from '../../kube/api.ts';
 import { ApiError } from '../../kube/errors.ts';
-import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../../kube/objects.ts';
+import type {
+  LabelsApplyConfiguration,
+  PartialObjectMetadata,
+  PartialObjectMetadataList,
+  WatchEvent,
+} from '../../kube/objects.ts';
 import type { Projection } from '../store.ts';
 import type { ListWatch } from '../watcher.ts';
 
@@ -57,10 +62,11 @@ function untilAborted(signal: AbortSignal | undefined): Promise<never> {
   return new Promise((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason), { once: true }));
 }
 
-/** A ListWatch that plays a script and records the options of every call. */
-export class ScriptedApi implements ListWatch {
+/** A resource API that plays a script of lists and watches, records the options of every call, and answers applies with what was applied. */
+export class ScriptedApi implements ListWatch, ResourceApi {
   readonly lists: ListOptions[] = [];
   readonly watches: WatchOptions[] = [];
+  readonly applies: { readonly body: LabelsApplyConfiguration; readonly options: ApplyOptions }[] = [];
   readonly #lists: ListStep[];
   readonly #watches: WatchStep[];
 
@@ -69,7 +75,23 @@ export class ScriptedApi implements ListWatch {
     this.#watches = [...watches];
   }
 
-  async list(options: ListOptions): Promise<PartialObjectMetadataList> {
+  async apply(body: LabelsApplyConfiguration, options: ApplyOptions): Promise<PartialObjectMetadata> {
+    this.applies.push({ body, options });
+    const { name, namespace, labels } = body.metadata;
+    return {
+      apiVersion: body.apiVersion,
+      kind: body.kind,
+      metadata: {
+        name,
+        ...(namespace ? { namespace } : {}),
+        uid: body.metadata.uid ?? '',
+        resourceVersion: '1',
+        labels,
+      },
+    };
+  }
+
+  async list(options: ListOptions = {}): Promise<PartialObjectMetadataList> {
     this.lists.push(options);
     const step = this.#lists.shift();
     if (step === undefined) return untilAborted(options.signal);

@@ -1,0 +1,200 @@
+// The kinds labeller runs, kept equal to the config in force. One path for every way a config
+// comes: from flags (applied once), from a followed file (applied at each change), and again when
+// discovery changes (a kind served later starts, a CRD removed stops its kind). Each application
+// resolves the config's kinds through the discovery cache (two names of one resource are an
+// error), has the field-manager guard claim it, and diffs it against what runs: added kinds start,
+// removed ones stop, kinds whose labels or conflict policy changed re-check their cached objects
+// without a relist, and only kinds whose list or reads changed restart. When the templates need
+// what the caches of related objects do not keep, those are made again and every kind restarts
+// onto them. A config that cannot run changes nothing.
+import type { DiscoveryCache } from '../kube/discoverycache.ts';
+import type { Config } from '../labeller/config.ts';
+import { kindChange } from '../labeller/configchange.ts';
+import type { LabelledObject } from '../labeller/object.ts';
+import type { Manager } from '../runtime/manager.ts';
+import type { Logger } from '../util/log.ts';
+import { controllerName, type LabelledKind, labelledKind, type ResolvedKind, type Wiring } from './controllers.ts';
+import { claimOf, type FieldManagerGuard } from './guard.ts';
+import { type Resolved, resolveKinds } from './kinds.ts';
+import { Relations } from './relations.ts';
+
+export interface KindSetOptions {
+  readonly manager: Manager<LabelledObject>;
+  readonly discovery: DiscoveryCache;
+  readonly wiring: Omit<Wiring, 'informers'>;
+  /** Claims each config before it takes effect (off with --dry-run). */
+  readonly guard?: FieldManagerGuard | undefined;
+  readonly log: Logger;
+}
+
+/** What an application changed: the kinds as the config names them. */
+export interface Applied {
+  readonly added: readonly string[];
+  readonly removed: readonly string[];
+  readonly relabelled: readonly string[];
+  readonly restarted: readonly string[];
+  /** What the caches of related objects lacked, when they were made again. */
+  readonly relatedCachesRebuilt: readonly string[];
+}
+
+export class KindSet {
+  readonly #options: KindSetOptions;
+  readonly #running = new Map<string, LabelledKind>();
+  #config: Config | undefined;
+  #relations: Relations | undefined;
+  #unknown: Resolved['unknown'] = [];
+  /** Periodic discovery while some kind is not served. */
+  #stopDemand: (() => void) | undefined;
+  readonly #stopListening: () => void;
+  /** One application at a time, in the order asked for. */
+  #queue: Promise<unknown> = Promise.resolve();
+
+  constructor(options: KindSetOptions) {
+    this.#options = options;
+    this.#stopListening = options.discovery.onChange(() => this.#rediscovered());
+  }
+
+  /** The config in force: the last one applied. */
+  get config(): Config | undefined {
+    return this.#config;
+  }
+
+  /** The kinds running now. */
+  get kinds(): LabelledKind[] {
+    return [...this.#running.values()];
+  }
+
+  /** Configured kinds the API server does not serve (yet). */
+  get unknown(): Resolved['unknown'] {
+    return this.#unknown;
+  }
+
+  get relations(): Relations | undefined {
+    return this.#relations;
+  }
+
+  /**
+   * Makes `config` the config in force. Rejects, changing nothing, when it cannot run: a
+   * UsageError (a kind that is a mistake, two names of one resource, another config holding the
+   * field manager) or a failure to reach the API server for the guard's check (worth retrying).
+   */
+  apply(config: Config, signal?: AbortSignal): Promise<Applied> {
+    const applied = this.#queue.then(() => this.#apply(config, signal));
+    this.#queue = applied.catch(() => {});
+    return applied;
+  }
+
+  /** Why labels may be held or kinds missing: reported by /readyz, not keeping it from being ready. */
+  notes(): string[] {
+    return [
+      ...this.#unknown.map(({ kind }) => `${kind.resource}: not served by the API server (yet); started once it is`),
+      ...(this.#relations?.notes() ?? []),
+    ];
+  }
+
+  /** Lets every kind and related cache go, once the manager has stopped them all. */
+  release(): void {
+    this.#stopListening();
+    this.#stopDemand?.();
+    for (const kind of this.#running.values()) kind.release();
+    this.#running.clear();
+    this.#relations?.release();
+  }
+
+  async #apply(config: Config, signal?: AbortSignal): Promise<Applied> {
+    const { manager, discovery, wiring, guard, log } = this.#options;
+    const kinds = resolveKinds(config.kinds, discovery);
+    await guard?.claim(claimOf(config, kinds), signal);
+
+    const lacked = this.#relations ? this.#relations.lacks(config) : [];
+    const rebuild = !this.#relations || lacked.length > 0;
+    const next = new Map(kinds.resolved.map((resolved) => [controllerName(resolved), resolved]));
+    const removed = [...this.#running.keys()].filter((name) => !next.has(name));
+    const added: string[] = [];
+    const relabelled: string[] = [];
+    const restarted: string[] = [];
+    for (const [name, resolved] of next) {
+      const running = this.#running.get(name);
+      if (!running) added.push(name);
+      else if (rebuild || changed(running.resolved, resolved) === 'restart') restarted.push(name);
+      else if (changed(running.resolved, resolved) === 'relabel') relabelled.push(name);
+    }
+
+    const before = new Map([...this.#running].map(([name, kind]) => [name, kind.resolved]));
+    const notServed = new Set(kinds.unknown.map(({ kind }) => kind.resource));
+    const gone = removed.filter((name) => notServed.has(this.#running.get(name)!.resolved.kind.resource));
+    // The old stop (their reconciles finish) and let their caches go before the new start: a
+    // restarted kind lists again.
+    await Promise.all([...removed, ...restarted].map(async (name) => {
+      await manager.remove(name);
+      this.#running.get(name)?.release();
+      this.#running.delete(name);
+      if (!next.has(name)) wiring.metrics?.forget(name);
+    }));
+    if (rebuild) {
+      this.#relations?.release();
+      const { apis, options, events, metrics } = wiring;
+      this.#relations = new Relations(config, {
+        apis,
+        cache: manager.informers,
+        discovery,
+        fieldManager: options.fieldManager,
+        watchTimeoutSeconds: options.watchTimeoutSeconds,
+        events,
+        metrics,
+        log,
+      });
+    }
+    for (const name of relabelled) this.#running.get(name)!.relabel(next.get(name)!.kind);
+    for (const name of [...added, ...restarted]) {
+      const kind = labelledKind(next.get(name)!, this.#relations!, { ...wiring, informers: manager.informers });
+      this.#running.set(name, kind);
+      manager.add(kind.controller);
+    }
+
+    for (const { kind, error } of kinds.unknown) {
+      if (!this.#unknown.some((u) => u.kind.resource === kind.resource)) {
+        log.error(error.message, { kind: kind.resource });
+      }
+    }
+    for (const name of added) {
+      const { kind, resource } = next.get(name)!;
+      if (this.#unknown.some((u) => u.kind.resource === kind.resource)) {
+        log.info('kind is served now; watching it', { kind: resource.kind, resource: kind.resource });
+      }
+    }
+    for (const name of gone) log.warn('kind no longer served; stopped until it is again', { controller: name });
+    const spelled = (names: readonly string[], kinds: ReadonlyMap<string, ResolvedKind>) =>
+      names.map((name) => kinds.get(name)?.kind.resource ?? name);
+    this.#unknown = kinds.unknown;
+    this.#config = config;
+    // While a kind is not served, discovery is asked again now and then.
+    if (kinds.unknown.length > 0) this.#stopDemand ??= discovery.demand();
+    else {
+      this.#stopDemand?.();
+      this.#stopDemand = undefined;
+    }
+    return {
+      added: spelled(added, next),
+      removed: spelled(removed, before),
+      relabelled: spelled(relabelled, next),
+      restarted: spelled(restarted, next),
+      relatedCachesRebuilt: lacked,
+    };
+  }
+
+  /** Discovery changed: the config in force is applied again, so kinds served now start and kinds gone stop. */
+  #rediscovered(): void {
+    const config = this.#config;
+    if (!config) return;
+    this.apply(config).catch((error: unknown) =>
+      this.#options.log.error('config cannot be applied to what the API server serves now', { error })
+    );
+  }
+}
+
+/** How a running kind differs from its next config: its resource's version, or what kindChange says. */
+function changed(running: ResolvedKind, next: ResolvedKind): ReturnType<typeof kindChange> {
+  if (running.resource.version !== next.resource.version) return 'restart';
+  return kindChange(running.kind, next.kind);
+}

@@ -1,0 +1,151 @@
+// The manager on scripted APIs: controllers added before and while it runs, removed while it runs
+// (their running reconcile finishing first), the drain within the grace period, a crash, tasks
+// that run while leading, and leader election on a fake clock and an in-memory Lease.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { PartialObjectMetadata } from '../kube/objects.ts';
+import { createLogger } from '../util/log.ts';
+import { Controller } from './controller.ts';
+import { Informer } from './informer.ts';
+import { LeaderElector } from './leader.ts';
+import { Manager } from './manager.ts';
+import { Shutdown } from './shutdown.ts';
+import { FakeClock, FakeLock, LeaseServer, settle } from './testing/fakelease.ts';
+import { metadataOf, page, pod, ScriptedApi } from './testing/scripted.ts';
+
+type Meta = PartialObjectMetadata['metadata'];
+const log = createLogger({ level: 'error', format: 'json', write: () => {} });
+
+async function until(condition: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 500 && !condition(); i++) await settle();
+  assert.ok(condition(), `never happened: ${what}`);
+}
+
+/** A manager whose shutdown no process signal reaches, and a way to add a controller of `name` listing `names`. */
+function setup(options: { gracePeriodMs?: number; elector?: LeaderElector } = {}) {
+  const shutdown = new Shutdown({ signals: [] });
+  const manager = new Manager<Meta>(
+    { once: false, gracePeriodMs: options.gracePeriodMs ?? 5_000, log, ...options },
+    shutdown,
+  );
+  const calls: string[] = [];
+  const controller = (name: string, objects: string[], reconcile = async (): Promise<void> => {}) => {
+    const source = manager.informers.acquire(
+      name,
+      () =>
+        new Informer<Meta>({
+          name,
+          api: new ScriptedApi([page('5', objects.map((o) => pod(o)))]),
+          project: metadataOf,
+          log,
+        }),
+    );
+    return new Controller<Meta>({
+      name,
+      sources: [source.informer],
+      reconcile: async (_, key) => {
+        calls.push(`${name} ${key}`);
+        await reconcile();
+      },
+      concurrency: 1,
+      requeueAfterMs: 0,
+      log,
+    });
+  };
+  return { shutdown, manager, calls, controller };
+}
+
+test('controllers added before it runs start with it; one added while it runs starts at once', async () => {
+  const { shutdown, manager, calls, controller } = setup();
+  manager.add(controller('pods', ['a']));
+  const running = manager.run();
+  await until(() => calls.length === 1, 'the first controller reconciles');
+  manager.add(controller('configmaps', ['b']));
+  await until(() => calls.length === 2, 'the controller added later reconciles');
+  assert.deepEqual(calls, ['pods ns/a', 'configmaps ns/b']);
+  assert.throws(() => manager.add(controller('pods', [])), /pods is running already/);
+  shutdown.stop();
+  assert.equal(await running, 0);
+});
+
+test('a controller removed while it runs finishes its running reconcile, then stops; the others go on', async () => {
+  const { shutdown, manager, calls, controller } = setup();
+  const release = Promise.withResolvers<void>();
+  manager.add(controller('pods', ['a', 'b'], () => release.promise));
+  manager.add(controller('configmaps', ['c']));
+  const running = manager.run();
+  await until(() => calls.includes('pods ns/a') && calls.includes('configmaps ns/c'), 'both reconcile');
+  let removed = false;
+  const removal = manager.remove('pods').then(() => (removed = true));
+  await settle();
+  assert.equal(removed, false, 'waits for the running reconcile');
+  release.resolve();
+  await removal;
+  assert.deepEqual(manager.controllers.map((c) => c.name), ['configmaps']);
+  assert.ok(!calls.includes('pods ns/b'), 'no new work once removed');
+  shutdown.stop();
+  assert.equal(await running, 0);
+});
+
+test('shutdown drains running reconciles within the grace period; past it the status is 1', async () => {
+  const { shutdown, manager, calls, controller } = setup({ gracePeriodMs: 50 });
+  manager.add(controller('pods', ['a'], () => new Promise<void>(() => {})));
+  const running = manager.run();
+  await until(() => calls.length === 1, 'a reconcile that never ends');
+  shutdown.stop();
+  assert.equal(await running, 1);
+});
+
+test('a controller that crashes stops the process with status 1', async () => {
+  const { shutdown, manager } = setup();
+  const source = manager.informers.acquire(
+    'pods',
+    () => new Informer<Meta>({ name: 'pods', api: new ScriptedApi([page('5', [])]), project: metadataOf, log }),
+  );
+  manager.add(
+    new Controller<Meta>({
+      name: 'pods',
+      sources: [source.informer],
+      dependencies: () => Promise.reject(new Error('a bug')),
+      reconcile: async () => {},
+      concurrency: 1,
+      requeueAfterMs: 0,
+      log,
+    }),
+  );
+  assert.equal(await manager.run(), 1);
+  assert.ok(shutdown.intake.aborted);
+});
+
+test('under leader election nothing is reconciled before leading, tasks run while leading, and the lease is released last', async () => {
+  const clock = new FakeClock();
+  const server = new LeaseServer(clock);
+  // Another holder's live lease: this candidate waits.
+  server.spec = { holderIdentity: 'other', leaseDurationSeconds: 4, renewTime: 'x', acquireTime: 'x' };
+  const elector = new LeaderElector(new FakeLock(server), {
+    identity: 'me',
+    leaseDurationMs: 4000,
+    renewDeadlineMs: 2500,
+    retryPeriodMs: 500,
+    log,
+  }, clock);
+  const { shutdown, manager, calls, controller } = setup({ elector });
+  manager.add(controller('pods', ['a']));
+  const task: string[] = [];
+  manager.whileLeading(async (writes) => {
+    task.push('start');
+    await new Promise((resolve) => writes.addEventListener('abort', resolve, { once: true }));
+    task.push('end');
+  });
+  const running = manager.run();
+  await clock.advance(3000);
+  assert.deepEqual([calls, task], [[], []], 'a standby reconciles nothing');
+  await clock.advance(5000);
+  await until(() => calls.length === 1, 'the leader reconciles');
+  assert.deepEqual(task, ['start']);
+  shutdown.stop();
+  await clock.advance(1000);
+  assert.equal(await running, 0);
+  assert.deepEqual(task, ['start', 'end']);
+  assert.equal(server.spec?.holderIdentity, null, 'released');
+});

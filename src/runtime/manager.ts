@@ -1,0 +1,175 @@
+// The manager (controller-runtime's manager and its runnable groups): it owns the informer cache
+// every controller and lookup reads, the controllers running now (added and removed while it
+// runs), leader election, the tasks that run only while leading, readiness and the drain. Under
+// leader election a standby keeps its caches warm and reconciles nothing; losing leadership
+// stops the writes at once and the process with status 1. On shutdown, intake stops, running
+// reconciles get the grace period to finish, leader tasks end, and the lease is given up last.
+import { aborted } from '../util/aborted.ts';
+import type { Logger } from '../util/log.ts';
+import type { Controller } from './controller.ts';
+import type { Informer } from './informer.ts';
+import { InformerCache } from './informercache.ts';
+import { type LeaderElector, LeadershipLost } from './leader.ts';
+import type { Shutdown } from './shutdown.ts';
+
+export interface ManagerOptions {
+  /** List every informer once instead of watching (`--once`, status, prune). */
+  readonly once: boolean;
+  /** Set when several replicas elect one writer. */
+  readonly elector?: LeaderElector | undefined;
+  readonly gracePeriodMs: number;
+  readonly log: Logger;
+}
+
+interface Running<T> {
+  readonly controller: Controller<T>;
+  readonly stop: AbortController;
+  done?: Promise<void>;
+}
+
+export class Manager<T> {
+  readonly informers: InformerCache<T>;
+  readonly #options: ManagerOptions;
+  readonly #shutdown: Shutdown;
+  readonly #controllers = new Map<string, Running<T>>();
+  /** Controllers removed and still finishing their reconciles. */
+  readonly #stopping = new Set<Promise<void>>();
+  readonly #tasks: ((writes: AbortSignal) => Promise<void>)[] = [];
+  /** Set once run() has begun: controllers added from then on start at once. */
+  #leading: Promise<unknown> | undefined;
+  #status = 0;
+
+  constructor(options: ManagerOptions, shutdown: Shutdown) {
+    this.#options = options;
+    this.#shutdown = shutdown;
+    const { log } = options;
+    this.informers = new InformerCache<T>(
+      (informer, signal) => (options.once ? listOnce(informer, signal, log) : informer.run(signal)),
+      shutdown.intake,
+    );
+  }
+
+  get controllers(): Controller<T>[] {
+    return [...this.#controllers.values()].map((running) => running.controller);
+  }
+
+  get(name: string): Controller<T> | undefined {
+    return this.#controllers.get(name)?.controller;
+  }
+
+  /** Adds a controller, started at once when the manager runs; its name must be free. */
+  add(controller: Controller<T>): void {
+    if (this.#controllers.has(controller.name)) throw new Error(`controller ${controller.name} is running already`);
+    const running: Running<T> = { controller, stop: new AbortController() };
+    this.#controllers.set(controller.name, running);
+    if (this.#leading) this.#start(running, this.#leading);
+  }
+
+  /** Stops a controller; resolves once its running reconciles have finished. */
+  async remove(name: string): Promise<void> {
+    const running = this.#controllers.get(name);
+    if (!running) return;
+    this.#controllers.delete(name);
+    running.stop.abort();
+    if (!running.done) return;
+    const done = running.done;
+    this.#stopping.add(done);
+    await done;
+    this.#stopping.delete(done);
+  }
+
+  /**
+   * Runs `task` while this process may write: from leadership (at once without election) until
+   * leadership ends or everything has drained at shutdown, when its signal aborts; awaited then.
+   */
+  whileLeading(task: (writes: AbortSignal) => Promise<void>): void {
+    this.#tasks.push(task);
+  }
+
+  /** Why the process is not ready: every controller's caches that have not listed, or whose watch is down. */
+  problems(): string[] {
+    return this.controllers.flatMap((controller) => controller.problems());
+  }
+
+  /** Runs until shutdown; returns the exit status: 1 when leadership was lost, a controller crashed or the grace period ran out. */
+  async run(): Promise<number> {
+    const { elector, log, gracePeriodMs } = this.#options;
+    const { intake } = this.#shutdown;
+    elector?.leadership.addEventListener('abort', () => {
+      if (!(elector.leadership.reason instanceof LeadershipLost)) return;
+      // Lost while draining after a signal (a renewal late on a busy node): the writes stopped with
+      // the lease, and the process was stopping anyway, so the stop stays a clean one.
+      if (intake.aborted) return;
+      // Another process may be writing now: stop, as controller-runtime does.
+      this.#status = 1;
+      this.#shutdown.stop('leadership lost');
+    });
+    const leading = elector ? elector.acquire(intake) : Promise.resolve(true);
+    this.#leading = leading;
+    for (const running of this.#controllers.values()) this.#start(running, leading);
+    const tasksDone = new AbortController();
+    const writes = elector ? AbortSignal.any([elector.leadership, tasksDone.signal]) : tasksDone.signal;
+    const tasks = Promise.all(this.#tasks.map(async (task) => {
+      if (await leading) await task(writes);
+    }));
+    const drained = (async () => {
+      await aborted(intake);
+      // Controllers a reload is stopping are awaited too.
+      await Promise.all([...[...this.#controllers.values()].map((running) => running.done), ...this.#stopping]);
+      await this.informers.stopped();
+    })();
+    const clean = await this.#shutdown.drain(drained, gracePeriodMs);
+    tasksDone.abort();
+    await tasks;
+    if (!clean) {
+      // As controller-runtime does: work cut short is a failed shutdown.
+      log.error('grace period over with patches still running; exiting', { gracePeriodMs });
+      return 1;
+    }
+    await elector?.release();
+    return this.#status;
+  }
+
+  /** Runs one-off `work` (`--once`, prune) while leading; returns its status, or 1 when leadership was lost or a signal came first. */
+  async once(work: () => Promise<number>): Promise<number> {
+    const { elector } = this.#options;
+    if (!elector) return work();
+    let lost = false;
+    elector.leadership.addEventListener('abort', () => {
+      if (!(elector.leadership.reason instanceof LeadershipLost)) return;
+      lost = true;
+      this.#shutdown.stop('leadership lost');
+    });
+    if (!(await elector.acquire(this.#shutdown.intake))) return 1;
+    try {
+      const status = await work();
+      return lost ? 1 : status;
+    } finally {
+      await elector.release();
+    }
+  }
+
+  #start(running: Running<T>, leading: Promise<unknown>): void {
+    const { intake } = this.#shutdown;
+    const { elector, log } = this.#options;
+    running.done = running.controller.run(AbortSignal.any([intake, running.stop.signal]), leading, elector?.leadership)
+      .catch((error: unknown) => {
+        // A bug, not an API failure (those are retried inside): stop everything rather than run half-blind.
+        this.#status = 1;
+        log.error('controller crashed; shutting down', {
+          controller: running.controller.name,
+          error: error instanceof Error ? error.stack : String(error),
+        });
+        this.#shutdown.stop('crash');
+      });
+  }
+}
+
+/** Lists once; a failure is logged here and rejects the informer's `synced` for its readers. */
+async function listOnce<T>(informer: Informer<T>, signal: AbortSignal, log: Logger): Promise<void> {
+  try {
+    await informer.listOnce(signal);
+  } catch (error) {
+    if (!signal.aborted) log.error('cannot list', { controller: informer.name, error });
+  }
+}
