@@ -166,7 +166,7 @@ async function labellerCache(request: MemoryRequest): Promise<MemoryResult> {
     const shutdown = new Shutdown({ signals: [] });
     let controllers: { readonly size: number; readonly synced: Promise<void> }[];
     let running: Promise<unknown>;
-    let release = (): void => {};
+    let release = (): Promise<void> => Promise.resolve();
     if (request.mode === 'pruned') {
       const manager = new Manager<LabelledObject>({ once: false, gracePeriodMs: 30_000, log }, shutdown);
       const apis = metadataApis(client);
@@ -195,7 +195,7 @@ async function labellerCache(request: MemoryRequest): Promise<MemoryResult> {
       stop: async () => {
         shutdown.stop();
         await running;
-        release();
+        await release();
         shutdown.dispose();
       },
     };

@@ -69,8 +69,8 @@ export interface LabelledKind {
   relabel(kind: KindConfig): void;
   /** What labeller owns and would change on its cached objects (see objectcounts.ts). */
   count(): ObjectCounts;
-  /** Once its controller has stopped: its related objects and its caches are let go. */
-  release(): void;
+  /** Once its controller has stopped: its related objects and its caches are let go; resolves once they have stopped. */
+  release(): Promise<void>;
 }
 
 export function labelledKind(resolved: ResolvedKind, relations: Relations, wiring: Wiring): LabelledKind {
@@ -142,9 +142,9 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       count = objectCounter((object) => reconciler.plan(object));
       controller.requeueAll();
     },
-    release: () => {
+    release: async () => {
       related.detach();
-      for (const handle of handles) handle.release();
+      await Promise.all(handles.map((handle) => handle.release()));
     },
   };
 }

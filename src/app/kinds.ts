@@ -50,8 +50,11 @@ export function checkAliases(kinds: readonly ResolvedKind[]): void {
         ? sharedNamespaces(watchedNamespaces(a.kind, a.resource), watchedNamespaces(b.kind, b.resource))
         : '';
       if (shared === undefined) continue;
+      // kinds.yaml: kinds[0] (…) and kinds[1] (…): the file named once.
+      const file = a.kind.where.slice(0, a.kind.where.lastIndexOf(': ') + 2);
+      const second = file && b.kind.where.startsWith(file) ? b.kind.where.slice(file.length) : b.kind.where;
       throw new ConfigError(
-        `${a.kind.where} (${JSON.stringify(a.kind.resource)}) and ${b.kind.where} (${
+        `${a.kind.where} (${JSON.stringify(a.kind.resource)}) and ${second} (${
           JSON.stringify(b.kind.resource)
         }) are both ${
           groupResource(a.resource)

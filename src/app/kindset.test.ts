@@ -50,7 +50,7 @@ async function setup(t: TestContext, served: readonly ApiResource[] = BUILTINS) 
   t.after(async () => {
     shutdown.stop();
     await running;
-    kinds.release();
+    await kinds.release();
     stop.abort();
   });
   const names = () => manager.controllers.map((c) => c.name).sort();
@@ -129,7 +129,7 @@ kinds:
 `)),
     (error: unknown) =>
       error instanceof ConfigError &&
-      /kinds\.yaml: kinds\[0\] \("deployments"\) and kinds\.yaml: kinds\[1\] \("deploy"\) are both deployments\.apps in every namespace/
+      /kinds\.yaml: kinds\[0\] \("deployments"\) and kinds\[1\] \("deploy"\) are both deployments\.apps in every namespace/
         .test(error.message),
   );
   assert.deepEqual(names(), ['configmaps'], 'the config in force stays');

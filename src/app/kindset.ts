@@ -93,10 +93,10 @@ export class KindSet {
   }
 
   /** Lets every kind and related cache go, once the manager has stopped them all. */
-  release(): void {
+  async release(): Promise<void> {
     this.#stopListening();
     this.#stopDemand?.();
-    for (const kind of this.#running.values()) kind.release();
+    await Promise.all([...this.#running.values()].map((kind) => kind.release()));
     this.#running.clear();
     this.#relations?.release();
   }
@@ -127,7 +127,7 @@ export class KindSet {
     // restarted kind lists again.
     await Promise.all([...removed, ...restarted].map(async (name) => {
       await manager.remove(name);
-      this.#running.get(name)?.release();
+      await this.#running.get(name)?.release();
       this.#running.delete(name);
       if (!next.has(name)) wiring.metrics?.forget(name);
     }));

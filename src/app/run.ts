@@ -184,7 +184,7 @@ export async function runApp(
     return status;
   } finally {
     stopDiscovery.abort();
-    kinds?.release();
+    await kinds?.release();
     stopEvents.abort();
     await recording;
     await events?.drain();

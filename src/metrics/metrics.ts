@@ -249,6 +249,10 @@ export class Metrics {
       cached: (size) => this.#cached.set({ controller }, size),
       watchRestarted: () => this.#watchRestarts.inc({ controller }),
       relisted: () => this.#relists.inc({ controller }),
+      // A cache let go (its kind left the config, no template reads it): no stale sample stays.
+      stopped: () => {
+        for (const metric of [this.#cached, this.#watchRestarts, this.#relists]) metric.remove({ controller });
+      },
     };
   }
 

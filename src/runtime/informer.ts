@@ -12,6 +12,8 @@ export interface InformerMetrics {
   cached(size: number): void;
   watchRestarted(): void;
   relisted(): void;
+  /** It stopped for good: its samples go. */
+  stopped(): void;
 }
 
 export interface InformerOptions<T> {
@@ -85,6 +87,14 @@ export class Informer<T> {
 
   /** Lists, then watches until `signal` aborts; failures are logged, counted and retried. */
   async run(signal: AbortSignal): Promise<void> {
+    try {
+      await this.#watch(signal);
+    } finally {
+      this.#options.metrics?.stopped();
+    }
+  }
+
+  async #watch(signal: AbortSignal): Promise<void> {
     for await (const event of watcher(this.#options.api, { ...this.#options.watch, signal })) {
       if (event.type === 'error') {
         this.#options.log.warn('watch failed; retrying', {

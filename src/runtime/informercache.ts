@@ -8,13 +8,15 @@ import type { Informer } from './informer.ts';
 /** One holder's claim on a shared informer. */
 export interface InformerHandle<T> {
   readonly informer: Informer<T>;
-  /** Gives the claim up; the informer stops when it was the last one. Idempotent. */
-  release(): void;
+  /** Gives the claim up; the informer stops when it was the last one, and the promise resolves once it has. Idempotent. */
+  release(): Promise<void>;
 }
 
 interface Entry<T> {
   readonly informer: Informer<T>;
   readonly stop: AbortController;
+  /** Resolves once it has stopped. */
+  readonly running: Promise<void>;
   holders: number;
 }
 
@@ -37,10 +39,11 @@ export class InformerCache<T> {
   acquire(id: string, create: () => Informer<T>): InformerHandle<T> {
     let entry = this.#entries.get(id);
     if (!entry) {
-      const made: Entry<T> = { informer: create(), stop: new AbortController(), holders: 0 };
-      entry = made;
-      this.#entries.set(id, made);
-      const running = this.#run(made.informer, AbortSignal.any([this.#signal, made.stop.signal])).catch(() => {});
+      const informer = create();
+      const stop = new AbortController();
+      const running = this.#run(informer, AbortSignal.any([this.#signal, stop.signal])).catch(() => {});
+      entry = { informer, stop, running, holders: 0 };
+      this.#entries.set(id, entry);
       this.#running.add(running);
       void running.then(() => this.#running.delete(running));
     }
@@ -50,11 +53,14 @@ export class InformerCache<T> {
     return {
       informer: held.informer,
       release: () => {
-        if (released) return;
+        if (released || --held.holders > 0) {
+          released = true;
+          return Promise.resolve();
+        }
         released = true;
-        if (--held.holders > 0) return;
         held.stop.abort();
         if (this.#entries.get(id) === held) this.#entries.delete(id);
+        return held.running;
       },
     };
   }

@@ -107,6 +107,19 @@ describe('bad input', { skip }, () => {
       /resource "gadgets\w+" is ambiguous: gadgets\w+\.a-[\w-]+\.example\.com, gadgets\w+\.b-[\w-]+\.example\.com\. Qualify it with its group/,
     ],
     [
+      'two names of one resource',
+      () => {
+        const file = join(dir, 'aliases.yaml');
+        writeFileSync(
+          file,
+          'kinds:\n  - resource: deployments\n    labels: {a: x}\n  - resource: deploy\n    labels: {b: y}\n',
+        );
+        return ['--config', file];
+      },
+      2,
+      /aliases\.yaml: kinds\[0\] \("deployments"\) and kinds\[1\] \("deploy"\) are both deployments\.apps in every namespace: under one field manager they would remove each other's labels\. Merge them into one entry/,
+    ],
+    [
       'unreachable API server',
       async () => [
         '--kinds',

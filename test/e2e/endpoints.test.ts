@@ -42,6 +42,7 @@ describe('HTTP endpoints', { skip }, () => {
       assert.equal(notReady.status, 503);
       assert.match(notReady.body, /waiting for API discovery/);
       assert.equal((await get(18391, '/healthz')).status, 200);
+      assert.equal((await get(18391, '/metrics')).status, 200, 'a scrape never fails, started or not');
       proxy.resume();
       let readyAt = 0;
       await eventually(

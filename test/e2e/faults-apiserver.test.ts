@@ -3,6 +3,7 @@
 // labeller was away so that its watch resumes from a resourceVersion that no longer exists.
 // /readyz is sampled throughout: it must report each outage and recover after it.
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import type { ControlPlane } from '../controlplane/controlplane.ts';
 import { assertCleanExit } from '../harness/crash.ts';
@@ -12,7 +13,7 @@ import { compactEtcd, etcdRevision } from '../harness/etcd.ts';
 import { sleep } from '../harness/sleep.ts';
 import { eventually } from '../harness/eventually.ts';
 import { figure } from '../harness/figures.ts';
-import { startControlPlane } from '../controlplane/controlplane.ts';
+import { freePorts, startControlPlane } from '../controlplane/controlplane.ts';
 import { ownSkip } from '../harness/testrun.ts';
 import { Labeller, type LogLine, watchFailed } from '../harness/labeller.ts';
 import { FaultProxy } from '../harness/proxy.ts';
@@ -475,6 +476,48 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
       labeller.kill();
       await proxy.close();
       assertCleanExit(exit);
+    }
+  });
+
+  test('a config change while the API server is out of reach is retried until it applies, not rejected', async () => {
+    const ns = await cluster.namespace('reload-outage');
+    const cms = `/api/v1/namespaces/${ns}/configmaps`;
+    await cluster.createMany(cms, ['a', 'b'], configMap);
+    const proxy = await FaultProxy.start(cp.server);
+    const yaml = (team: string) => `kinds:\n  - resource: configmaps\n    labels: { team: ${team} }\n`;
+    const file = cluster.writeFile(`reload-outage-${ns}.yaml`, yaml('one'));
+    const [port] = await freePorts(1);
+    const labeller = new Labeller(['--config', file, '--namespace', ns, '--http-port', String(port)], {
+      kubeconfig: cluster.writeKubeconfig({ server: proxy.url }),
+    });
+    const teams = async () => [...(await cluster.labelsByName(cms)).values()].map((l) => l['team']);
+    try {
+      await eventually(async () => (await teams()).every((team) => team === 'one'), 'labelled with C1');
+      proxy.refuse(true);
+      proxy.drop();
+      const from = labeller.logs.length;
+      writeFileSync(file, yaml('two'));
+      const retrying = await labeller.waitForLog(
+        (l) => l.msg === 'config change not applied yet; retrying',
+        30_000,
+        from,
+      );
+      assert.match(String(retrying['error']), /cannot reach the API server/);
+      await sleep(3000);
+      proxy.refuse(false);
+      await labeller.waitForLog((l) => l.msg === 'config reloaded', 90_000, from);
+      await eventually(async () => (await teams()).every((team) => team === 'two'), 'labelled with C2', 60_000);
+      assert.equal(
+        labeller.since(from, (l) => l.msg.startsWith('config change rejected')).length,
+        0,
+        'a passing failure is no rejection',
+      );
+      assert.equal(await scrape(port!, 'labeller_config_reloads_total', { result: 'failure' }), 0);
+      assert.equal(await scrape(port!, 'labeller_config_last_reload_successful'), 1);
+    } finally {
+      proxy.refuse(false);
+      assertCleanExit(await labeller.stop());
+      await proxy.close();
     }
   });
 });

@@ -6,11 +6,13 @@
 // expires and blocks nobody.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import { figure } from '../harness/figures.ts';
 import {
   auditSkip,
   auditTail,
+  configFile,
   create,
   createNamespace,
   eventually,
@@ -118,6 +120,120 @@ describe('field-manager guard', { skip }, () => {
         assert.equal((await labelsOf(`/api/v1/namespaces/${target}/configmaps/app`))['team'], 'laptop');
       } finally {
         instance.kill();
+      }
+    },
+  );
+
+  test(
+    'the claim follows a live reload both ways; a reload overlapping another holder is rejected naming it; only the leader renews, without conflicts, and leaves the Lease when it stops',
+    { skip: auditSkip, timeout: 180_000 },
+    async (t) => {
+      const release = await createNamespace('guard-reload');
+      const [a, b] = [await createNamespace('guard-a'), await createNamespace('guard-b')];
+      for (const ns of [a, b]) await create(`/api/v1/namespaces/${ns}/configmaps`, { metadata: { name: 'app' } });
+      const fieldManager = `rel-${randomBytes(3).toString('hex')}`;
+      const kubeconfig = await serviceAccountKubeconfig(release, 'labeller', [
+        { apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'watch', 'patch'] },
+        { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+        {
+          apiGroups: ['coordination.k8s.io'],
+          resources: ['leases'],
+          verbs: ['create', 'list', 'get', 'update', 'delete'],
+        },
+      ]);
+      const yaml = (team: string, namespaces: string[]) =>
+        `kinds:\n  - resource: configmaps\n    namespaces: [${namespaces.join(', ')}]\n    labels: { team: ${team} }\n`;
+      const file = configFile(yaml('one', [a]));
+      const guardLease = `${fieldManager}-lease-field-manager`;
+      const leaseWrites = auditTail((e) =>
+        e.objectRef?.resource === 'leases' && e.objectRef.namespace === release && e.objectRef.name === guardLease
+      );
+      const replica = () =>
+        new Labeller([
+          '--config',
+          file,
+          '--field-manager',
+          fieldManager,
+          '--leader-elect',
+          '--leader-election-namespace',
+          release,
+          '--leader-election-id',
+          `${fieldManager}-lease`,
+          '--lease-duration',
+          '3s',
+          '--renew-deadline',
+          '2s',
+          '--retry-period',
+          '500ms',
+        ], { kubeconfig });
+      const replicas = [replica(), replica()];
+      const laptop = (config: string) =>
+        runLabeller(['--config', configFile(config), '--field-manager', fieldManager, '--once']);
+      try {
+        const leader = await Promise.any(
+          replicas.map(async (r) => (await r.waitForLog((l) => l.msg === 'became leader', 30_000), r)),
+        );
+        await eventually(
+          async () => (await labelsOf(`/api/v1/namespaces/${a}/configmaps/app`))['team'] === 'one',
+          'c1',
+        );
+        // Two replicas, one writer: only the leader renews the guard Lease, every third of 3 s.
+        leaseWrites();
+        await sleep(6000);
+        const renewals = leaseWrites().filter((e) => e.verb === 'update' || e.verb === 'create');
+        assert.ok(renewals.length >= 3 && renewals.length <= 9, `${renewals.length} writes in 6 s`);
+        assert.deepEqual(renewals.filter((e) => e.responseStatus?.code !== 200), [], 'no write lost a race');
+
+        // Reloaded to C2: the Lease says C2 at once. A once-run of C2 passes; of C1, the old config, it is refused.
+        const from = leader.logs.length;
+        writeFileSync(file, yaml('two', [a]));
+        await leader.waitForLog((l) => l.msg === 'config reloaded', 30_000, from);
+        await eventually(
+          async () => (await labelsOf(`/api/v1/namespaces/${a}/configmaps/app`))['team'] === 'two',
+          'c2',
+        );
+        const now = await laptop(yaml('two', [a]));
+        assert.equal(now.code, 0, now.stderr);
+        const old = await laptop(yaml('one', [a]));
+        assert.equal(old.code, 2, old.stderr);
+        assert.match(old.fatal ?? '', /is held by another labeller with a different config/);
+
+        // Another holder in namespace b; a reload of the group that reaches into b is rejected, naming it.
+        const other = new Labeller([
+          '--config',
+          configFile(yaml('other', [b])),
+          '--field-manager',
+          fieldManager,
+        ], { kubeconfig });
+        try {
+          await eventually(
+            async () => (await labelsOf(`/api/v1/namespaces/${b}/configmaps/app`))['team'] === 'other',
+            'the other holder labels b',
+          );
+          const before = leader.logs.length;
+          writeFileSync(file, yaml('three', [a, b]));
+          const rejected = await leader.waitForLog((l) => l.msg.startsWith('config change rejected'), 30_000, before);
+          assert.match(
+            String(rejected['error']),
+            /field manager ".*" is held by another labeller with a different config: /,
+          );
+          assert.match(String(rejected['error']), /also writes configmaps@/);
+          assert.equal((await labelsOf(`/api/v1/namespaces/${a}/configmaps/app`))['team'], 'two', 'C2 stays in force');
+          assert.equal((await labelsOf(`/api/v1/namespaces/${b}/configmaps/app`))['team'], 'other');
+        } finally {
+          assert.equal((await other.stop()).code, 0);
+        }
+
+        // The leader stops (a rolling update): the group's Lease stays until it expires, so no other config slips in.
+        writeFileSync(file, yaml('two', [a]));
+        leaseWrites();
+        for (const r of replicas) assert.equal((await r.stop()).code, 0);
+        assert.deepEqual(leaseWrites().filter((e) => e.verb === 'delete'), [], 'not deleted');
+        const meanwhile = await laptop(yaml('laptop', [a]));
+        assert.equal(meanwhile.code, 2, 'within its lease duration the group still holds the field manager');
+        figure(t, `guard: 2 replicas, ${renewals.length} guard Lease writes in 6 s, none lost a race`);
+      } finally {
+        for (const r of replicas) r.kill();
       }
     },
   );

@@ -385,7 +385,7 @@ kinds:
       await kind.controller.runOnce(shutdown.intake);
       shutdown.stop();
       await manager.informers.stopped();
-      kinds.release();
+      await kinds.release();
       shutdown.dispose();
       return kind.controller;
     };

@@ -22,6 +22,7 @@ import {
 } from './cluster.ts';
 import { figure } from '../harness/figures.ts';
 import { assertCleanExit } from '../harness/crash.ts';
+import { freePorts } from '../controlplane/controlplane.ts';
 import { Labeller, type LogLine } from '../harness/labeller.ts';
 import { scrape } from '../harness/metrics.ts';
 import { sleep } from '../harness/sleep.ts';
@@ -294,7 +295,17 @@ describe('live config reload of templates that read related objects', { skip }, 
       };
       const c1 = `${core}/configmaps/c1`;
       const r1 = `${apps}/replicasets/r1`;
-      const labeller = new Labeller(['--config', volume.path, '--namespace', ns, '--requeue-after', '0']);
+      const [port] = await freePorts(1);
+      const labeller = new Labeller([
+        '--config',
+        volume.path,
+        '--namespace',
+        ns,
+        '--requeue-after',
+        '0',
+        '--http-port',
+        String(port),
+      ]);
       const figures: string[] = [];
       /** Writes `yaml`, checks the reload's log line, waits for `converged`, then checks the LISTs sent since. */
       const step = async (
@@ -374,10 +385,40 @@ describe('live config reload of templates that read related objects', { skip }, 
           },
           { configmaps: 1, deployments: 1 },
         );
+        // No template reads namespaces any more: their cache stopped, its samples and readiness line with it.
+        assert.equal(await scrape(port!, 'labeller_objects_cached', { controller: `namespaces/${ns}` }), undefined);
+        assert.notEqual(await scrape(port!, 'labeller_objects_cached', { controller: `configmaps/${ns}` }), undefined);
         for (const line of figures) figure(t, `reload, related: ${line}`);
       } finally {
         assertCleanExit(await labeller.stop());
       }
     },
   );
+});
+
+describe('live config reload of two names of one resource', { skip }, () => {
+  test('is rejected naming both entries, and the config in force stays', async () => {
+    const ns = await createNamespace('reload-alias');
+    await create(`/apis/apps/v1/namespaces/${ns}/deployments`, deployment('d1'));
+    const volume = new ConfigMapVolume('kinds:\n  - resource: deployments\n    labels: { a: x }\n');
+    after(() => rmSync(volume.dir, { recursive: true, force: true }));
+    const labeller = new Labeller(['--config', volume.path, '--namespace', ns]);
+    try {
+      await labelled(`/apis/apps/v1/namespaces/${ns}/deployments/d1`, { a: 'x' });
+      const from = labeller.logs.length;
+      volume.update(
+        'kinds:\n  - resource: deployments\n    labels: { a: x }\n  - resource: deploy\n    labels: { b: y }\n',
+      );
+      const line = await reloads(labeller, from);
+      assert.equal(line.msg, 'config change rejected; the last good config stays in force');
+      assert.match(
+        String(line['error']),
+        /kinds\[0\] \("deployments"\) and .*kinds\[1\] \("deploy"\) are both deployments\.apps/,
+      );
+      await sleep(1000);
+      assert.deepEqual(await labelsOf(`/apis/apps/v1/namespaces/${ns}/deployments/d1`), { a: 'x' });
+    } finally {
+      assertCleanExit(await labeller.stop());
+    }
+  });
 });

@@ -153,4 +153,48 @@ describe('status', { skip }, () => {
     ], ['widgets.nowhere.example.com', 0, true]]);
     assert.match(report.kinds[1]?.error ?? '', /forbidden|403/i);
   });
+
+  test('templates reading the namespace and the owner chain: pending 0 once converged, what the controller would patch otherwise, one LIST of each related kind', async () => {
+    const ns = await createNamespace('status-related');
+    await patchLabels(`/api/v1/namespaces/${ns}`, { team: 'payments' });
+    const apps = `/apis/apps/v1/namespaces/${ns}`;
+    const web = await create<{ metadata: { uid: string } }>(`${apps}/deployments`, deployment('web'));
+    const template = deployment('web').spec;
+    await create(`${apps}/replicasets`, {
+      metadata: {
+        name: 'web-1',
+        ownerReferences: [{
+          apiVersion: 'apps/v1',
+          kind: 'Deployment',
+          name: 'web',
+          uid: web.metadata.uid,
+          controller: true,
+        }],
+      },
+      spec: template,
+    });
+    await create(`/api/v1/namespaces/${ns}/configmaps`, { metadata: { name: 'settings' } });
+    const config = [
+      '--kinds',
+      'replicasets,configmaps',
+      '--label',
+      'team={{namespace.labels.team}}',
+      '--label',
+      'example.com/workload={{root.kind}}.{{root.name}}',
+      '--namespace',
+      ns,
+    ];
+    const status = async () => {
+      const exit = await new Labeller(['status', ...config, '-o', 'json']).exited;
+      assert.equal(exit.code, 0, exit.stderr);
+      return (JSON.parse(exit.stdout) as StatusReport).total;
+    };
+    assert.deepEqual(await status(), { seen: 2, managed: 0, pending: 2, conflicts: 0, invalid: 0, held: 0 });
+    const converged = await new Labeller([...config, '--once']).exited;
+    assert.equal(converged.code, 0, converged.stderr);
+    assert.deepEqual(await status(), { seen: 2, managed: 2, pending: 0, conflicts: 0, invalid: 0, held: 0 });
+    // The namespace's label changes: both would be patched, and status says so from the caches.
+    await patchLabels(`/api/v1/namespaces/${ns}`, { team: 'billing' });
+    assert.equal((await status()).pending, 2);
+  });
 });
