@@ -235,6 +235,10 @@ conflicts: {{ .Values.conflicts }}
 {{- if .Values.allowProtectedPrefixes }}
 allowProtectedPrefixes: true
 {{- end }}
+{{- with .Values.ownerKinds }}
+ownerKinds:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 kinds:
   {{- toYaml $kinds | nindent 2 }}
 {{- end }}
@@ -275,11 +279,12 @@ list and watch only (labeller never GETs them).
 
 {{/*
 The controllers of built-in kinds (`resource.group` → what its objects' controller
-ownerReferences point at), so that `owner.*` and `root.*` get read access to them. Other owner
-kinds (an operator's custom resources) need `rbac.extraRules`.
+ownerReferences point at): the workload chain labeller follows, so that `owner.*` and `root.*`
+get read access to exactly those. A mirror pod's Node is not in it: labeller holds the labels
+that read it. Other owner kinds (an operator's custom resources) are named in `ownerKinds`.
 */}}
 {{- define "labeller.builtinOwners" -}}
-pods: [replicasets.apps, statefulsets.apps, daemonsets.apps, jobs.batch]
+pods: [replicasets.apps, statefulsets.apps, daemonsets.apps, jobs.batch, replicationcontrollers]
 replicasets.apps: [deployments.apps]
 jobs.batch: [cronjobs.batch]
 {{- end }}
@@ -318,7 +323,7 @@ in namespaced mode; owner kinds (`owner.*`: the direct controllers, `root.*`: th
 {{- $namespaceNames = concat $namespaceNames .namespaces }}
 {{- end }}
 {{- if or .reads.owner .reads.root }}
-{{- $level := get $owners (printf "%s.%s" .plural .group | trimSuffix ".") | default list }}
+{{- $level := concat (get $owners (printf "%s.%s" .plural .group | trimSuffix ".") | default list) $.Values.ownerKinds }}
 {{- $read = concat $read $level }}
 {{- if .reads.root }}
 {{- range until 3 }}

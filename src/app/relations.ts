@@ -42,7 +42,6 @@ export const WORKLOAD_OWNERS: readonly string[] = [
   'deployments.apps',
   'statefulsets.apps',
   'daemonsets.apps',
-  'controllerrevisions.apps',
   'jobs.batch',
   'cronjobs.batch',
   'replicationcontrollers',
