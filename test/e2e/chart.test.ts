@@ -74,6 +74,8 @@ const grant = (group: string, ...resources: string[]): Rule => ({
 /** Kubernetes Events: create a series' Event, patch its count. */
 const EVENTS_RULE: Rule = { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] };
 const EVENTS_VERBS = EVENTS_RULE.verbs;
+/** The field-manager guard looks for other labellers' Leases in every namespace. */
+const GUARD_RULE: Rule = { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['list'] };
 
 /** A flag's value in an argument list (`--flag=value`), or undefined. */
 function flagValue(args: readonly string[], flag: string): string | undefined {
@@ -216,6 +218,7 @@ describe('chart: lint and render', () => {
       grant('cert-manager.io', 'certificates', 'clusterissuers'),
       grant('example.com', 'widgets'),
       EVENTS_RULE,
+      GUARD_RULE,
     ]);
     assert.deepEqual(rulesOf(only(crd, 'Role', 'rel-labeller')), [grant('', 'resourcequotas')]);
     assert.equal(only(crd, 'Role', 'rel-labeller').metadata.namespace, 'default');
@@ -275,7 +278,7 @@ describe('chart: lint and render', () => {
     );
 
     // Every example: labeller's roles grant its three verbs (no get: it never reads one object by
-    // name) and, on events, create and patch; nothing else.
+    // name), on events create and patch, and on Leases list (the guard); nothing else.
     for (const file of VALUE_FILES) {
       for (
         const role of (await render({ files: file ? [file] : [] })).filter((m) =>
@@ -283,9 +286,14 @@ describe('chart: lint and render', () => {
         )
       ) {
         for (const rule of rulesOf(role)) {
+          const group = rule.apiGroups[0];
           assert.deepEqual(
             rule.verbs,
-            rule.apiGroups[0] === 'events.k8s.io' ? EVENTS_VERBS : LABELLER_VERBS,
+            group === 'events.k8s.io'
+              ? EVENTS_VERBS
+              : group === 'coordination.k8s.io'
+              ? GUARD_RULE.verbs
+              : LABELLER_VERBS,
             `${shortName(file)}: ${role.kind} ${role.metadata.name}`,
           );
         }
@@ -320,10 +328,18 @@ describe('chart: lint and render', () => {
     assert.deepEqual(rulesOf(only(await render({ values: related }), 'ClusterRole')), [
       grant('', 'pods'),
       grant('batch', 'jobs'),
-      read('', 'namespaces'),
+      read('', 'namespaces', 'replicationcontrollers'),
       read('apps', 'daemonsets', 'deployments', 'replicasets', 'statefulsets'),
       read('batch', 'cronjobs', 'jobs'),
+      GUARD_RULE,
     ]);
+    // Owner kinds named in ownerKinds: read too, and in the config labeller reads.
+    const operator = await render({ values: { ...related, ownerKinds: ['rollouts.argoproj.io'] } });
+    assert.ok(rulesOf(only(operator, 'ClusterRole')).some((r) => r.apiGroups[0] === 'argoproj.io'));
+    assert.match(
+      (only(operator, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '',
+      /ownerKinds:\n  - rollouts\.argoproj\.io/,
+    );
     // Namespaced: owner kinds in each Role; namespaces by name in a ClusterRole of their own.
     const relatedNamespaced = await render({ values: { ...related, watchNamespaces: ['a', 'b'] } });
     assert.deepEqual(rulesOf(only(relatedNamespaced, 'ClusterRole')), [{
@@ -341,6 +357,7 @@ describe('chart: lint and render', () => {
       [
         grant('', 'pods'),
         grant('batch', 'jobs'),
+        read('', 'replicationcontrollers'),
         read('apps', 'daemonsets', 'deployments', 'replicasets', 'statefulsets'),
         read('batch', 'cronjobs', 'jobs'),
       ],
@@ -661,6 +678,8 @@ describe('chart: RBAC against the API server', { skip }, () => {
         ...each(['get', 'update'], { ...leases, name: leaseName }),
         ...each(EVENTS_VERBS, { group: 'events.k8s.io', resource: 'events', namespace: target }),
         ...each(['get', 'update', 'delete'], { ...leases, name: `${leaseName}-field-manager` }),
+        // The guard looks for other labellers' Leases everywhere (list, nothing else).
+        ...each(['list'], { ...leases, namespace: target }),
       ],
       [
         ...each(['get', 'create', 'update', 'delete', 'deletecollection'], configmaps),
@@ -673,7 +692,6 @@ describe('chart: RBAC against the API server', { skip }, () => {
         ...each(['list', 'patch'], { group: 'apps', resource: 'statefulsets' }),
         ...each(['list'], { resource: 'namespaces' }),
         ...each(['watch', 'delete'], leases),
-        ...each(['list'], { ...leases, namespace: target }),
         ...each(['get', 'update', 'delete'], { ...leases, name: 'someone-elses' }),
         ...each(['create'], { ...leases, namespace: target }),
         ...each(['create'], { group: 'rbac.authorization.k8s.io', resource: 'rolebindings', namespace }),
