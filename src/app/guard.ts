@@ -11,45 +11,23 @@
 // write at a time, and a rolling update is how a group changes its config); the group's guard
 // Lease is left to expire when its leader stops, so a successor of another config cannot slip
 // in between. Holders that stopped renewing expire.
-import { createHash } from 'node:crypto';
-import { isForbidden } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/client.ts';
+import { isForbidden } from '../kube/errors.ts';
 import { type Lease, LeaseApi } from '../kube/lease.ts';
-import { groupResource } from '../kube/resource.ts';
-import type { Config } from '../labeller/config.ts';
-import { configFingerprint } from '../labeller/fingerprint.ts';
 import type { Logger } from '../util/log.ts';
-import { sleep } from '../util/sleep.ts';
-import { watchedNamespaces } from './controllers.ts';
-import type { Resolved } from './kinds.ts';
 import { microTime } from '../util/microtime.ts';
+import { sleep } from '../util/sleep.ts';
 import { UsageError } from '../util/usage.ts';
-
-const PREFIX = 'labeller';
-/**
- * As a label, so holders can be found with a selector, the field manager (hashed when it is no
- * label value); as an annotation, the field manager itself.
- */
-const FIELD_MANAGER = `${PREFIX}/field-manager`;
-const CONFIG = `${PREFIX}/config`;
-const SCOPE = `${PREFIX}/scope`;
-const GROUP = `${PREFIX}/leader-election`;
-
-/** Who writes what under a field manager. */
-export interface Claim extends ClaimedConfig {
-  readonly fieldManager: string;
-  /** `namespace/name` of the leader-election Lease, when elected. */
-  readonly group?: string | undefined;
-  readonly identity: string;
-}
-
-/** The config in force, as the guard records it. */
-export interface ClaimedConfig {
-  /** configFingerprint() of the config. */
-  readonly fingerprint: string;
-  /** `resource.group@namespace` for each kind and namespace written; `@*` for all namespaces. */
-  readonly scope: readonly string[];
-}
+import {
+  blockers,
+  type Claim,
+  type ClaimedConfig,
+  claimMetadata,
+  describeHolder,
+  guardLeaseName,
+  holdersOf,
+  olderThan,
+} from './claim.ts';
 
 export interface GuardOptions {
   /** Where this process's own guard Lease lives (and where it looks when it may not list cluster-wide). */
@@ -63,55 +41,6 @@ export interface GuardOptions {
 /** Another labeller with another config holds the field manager: a usage error (exit 2). */
 export class FieldManagerTaken extends UsageError {
   override readonly name: string = 'FieldManagerTaken';
-}
-
-/**
- * The guard Lease's name: per leader-election group (its Lease's name + `-field-manager`, which
- * the chart's RBAC names; only its leader writes it), or for a standalone process per field
- * manager and process identity (one Lease per holder: nobody else writes it).
- */
-export function guardLeaseName(claim: Pick<Claim, 'fieldManager' | 'identity' | 'group'>): string {
-  if (claim.group) return `${claim.group.slice(claim.group.indexOf('/') + 1)}-field-manager`;
-  const slug = claim.fieldManager.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40);
-  return `field-manager-${slug ? `${slug}-` : ''}${hash(`${claim.fieldManager}\n${claim.identity}`).slice(0, 10)}`;
-}
-
-export function fieldManagerLabelValue(fieldManager: string): string {
-  return /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$/.test(fieldManager)
-    ? fieldManager
-    : `sha256-${hash(fieldManager).slice(0, 56)}`;
-}
-
-/** The live guard Leases (at `nowMs`, wall clock) of others that must stop `claim` from writing. */
-export function blockers(leases: readonly Lease[], claim: Claim, nowMs: number): Lease[] {
-  return leases.filter((lease) => {
-    const a = lease.metadata.annotations ?? {};
-    if (a[FIELD_MANAGER] !== claim.fieldManager || a[CONFIG] === claim.fingerprint || !live(lease, nowMs)) return false;
-    if (lease.spec.holderIdentity === claim.identity) return false;
-    if (claim.group && a[GROUP] === claim.group) return false;
-    return overlap((a[SCOPE] ?? '').split(','), claim.scope).length > 0;
-  });
-}
-
-/** Whose renewal is recent: renewed within its lease duration. Wall clocks, so skew between hosts counts. */
-function live(lease: Lease, nowMs: number): boolean {
-  const { holderIdentity, renewTime, leaseDurationSeconds } = lease.spec;
-  return !!holderIdentity && !!renewTime && Date.parse(renewTime) + (leaseDurationSeconds ?? 0) * 1000 > nowMs;
-}
-
-/** The kinds and namespaces both scopes write. */
-function overlap(a: readonly string[], b: readonly string[]): string[] {
-  const split = (entry: string): [string, string] => {
-    const at = entry.lastIndexOf('@');
-    return [entry.slice(0, at), entry.slice(at + 1)];
-  };
-  return a.filter((x) => {
-    const [resource, namespace] = split(x);
-    return b.some((y) => {
-      const [r, n] = split(y);
-      return r === resource && (namespace === '*' || n === '*' || n === namespace);
-    });
-  });
 }
 
 export class FieldManagerGuard {
@@ -204,7 +133,7 @@ export class FieldManagerGuard {
 
   #refuse(found: readonly Lease[], claim: Claim): void {
     const { fieldManager } = claim;
-    const described = found.map((lease) => this.#describe(lease, claim)).join('; ');
+    const described = found.map((lease) => describeHolder(lease, claim, Date.now())).join('; ');
     if (this.#options.ignore) {
       this.#options.log.warn(
         "field manager held by another config; writing anyway (--ignore-field-manager-guard): the two will remove each other's labels",
@@ -229,22 +158,10 @@ export class FieldManagerGuard {
   /** Writes the claim over `current` (the Lease as last written or read; undefined: none yet). A lost race (409) leaves nothing held, retried from a fresh read. */
   async #write(current: Lease | undefined, signal?: AbortSignal): Promise<Lease | undefined> {
     const { namespace, leaseDurationMs } = this.#options;
-    const { fieldManager, fingerprint, scope, group, identity } = this.#claim;
+    const { identity } = this.#claim;
     const now = microTime();
     const lease: Lease = {
-      metadata: {
-        ...current?.metadata,
-        name: this.#name,
-        namespace,
-        labels: { ...current?.metadata.labels, [FIELD_MANAGER]: fieldManagerLabelValue(fieldManager) },
-        annotations: {
-          ...current?.metadata.annotations,
-          [FIELD_MANAGER]: fieldManager,
-          [CONFIG]: fingerprint,
-          [SCOPE]: scope.join(','),
-          [GROUP]: group ?? '',
-        },
-      },
+      metadata: { ...current?.metadata, name: this.#name, namespace, ...claimMetadata(current?.metadata, this.#claim) },
       spec: {
         holderIdentity: identity,
         leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000),
@@ -257,7 +174,7 @@ export class FieldManagerGuard {
 
   /** The guard Leases of this field manager: cluster-wide if allowed, else in the own namespace; undefined when neither is. */
   async #holders(signal?: AbortSignal): Promise<readonly Lease[] | undefined> {
-    const selector = `${FIELD_MANAGER}=${fieldManagerLabelValue(this.#claim.fieldManager)}`;
+    const selector = holdersOf(this.#claim.fieldManager);
     const { namespace, log } = this.#options;
     try {
       return await this.#api.list('', selector, signal);
@@ -283,42 +200,6 @@ export class FieldManagerGuard {
     );
     return undefined;
   }
-
-  #describe(lease: Lease, claim: Claim): string {
-    const a = lease.metadata.annotations ?? {};
-    const ago = Math.round((Date.now() - Date.parse(lease.spec.renewTime ?? '')) / 1000);
-    const writes = overlap((a[SCOPE] ?? '').split(','), claim.scope).join(', ');
-    const group = a[GROUP] ? `, leader election ${a[GROUP]}` : '';
-    return `${lease.spec.holderIdentity ?? '?'} (Lease ${
-      lease.metadata.namespace ?? ''
-    }/${lease.metadata.name}${group}, config ${a[CONFIG] ?? '?'}, renewed ${ago} s ago, also writes ${writes})`;
-  }
-}
-
-/** Whether `lease` was created before `mine` (ties broken by namespace and name, so both sides agree). */
-function olderThan(lease: Lease, mine: Lease): boolean {
-  const a = Date.parse(lease.metadata.creationTimestamp ?? '');
-  const b = Date.parse(mine.metadata.creationTimestamp ?? '');
-  if (a !== b) return a < b;
-  const id = (l: Lease) => `${l.metadata.namespace ?? ''}/${l.metadata.name}`;
-  return id(lease) < id(mine);
-}
-
-function hash(text: string): string {
-  return createHash('sha256').update(text).digest('hex');
-}
-
-/** The claim of a config: its fingerprint, and the kinds × namespaces it writes (kinds not served yet included). */
-export function claimOf(config: Config, kinds: Resolved): ClaimedConfig {
-  const scope = [
-    ...kinds.resolved.flatMap(({ kind, resource }) =>
-      watchedNamespaces(kind, resource).map((ns) => `${groupResource(resource)}@${ns || '*'}`)
-    ),
-    ...kinds.unknown.flatMap(({ kind }) =>
-      (kind.namespaces.length > 0 ? kind.namespaces : ['*']).map((ns) => `${kind.resource}@${ns}`)
-    ),
-  ];
-  return { fingerprint: configFingerprint(config), scope };
 }
 
 /** The guard of this process, grouped with its leader-election replicas; its first claim is made with claim(). */

@@ -14,7 +14,8 @@ import type { LabelledObject } from '../labeller/object.ts';
 import type { Manager } from '../runtime/manager.ts';
 import type { Logger } from '../util/log.ts';
 import { controllerName, type LabelledKind, labelledKind, type ResolvedKind, type Wiring } from './controllers.ts';
-import { claimOf, type FieldManagerGuard } from './guard.ts';
+import { claimOf } from './claim.ts';
+import type { FieldManagerGuard } from './guard.ts';
 import { type Resolved, resolveKinds } from './kinds.ts';
 import { Relations } from './relations.ts';
 
@@ -133,17 +134,7 @@ export class KindSet {
     }));
     if (rebuild) {
       this.#relations?.release();
-      const { apis, options, events, metrics } = wiring;
-      this.#relations = new Relations(config, {
-        apis,
-        cache: manager.informers,
-        discovery,
-        fieldManager: options.fieldManager,
-        watchTimeoutSeconds: options.watchTimeoutSeconds,
-        events,
-        metrics,
-        log,
-      });
+      this.#relations = new Relations(config, { ...wiring, informers: manager.informers }, discovery);
     }
     for (const name of relabelled) this.#running.get(name)!.relabel(next.get(name)!.kind);
     for (const name of [...added, ...restarted]) {

@@ -129,7 +129,7 @@ export async function runApp(
       log,
     });
     const kindSet = kinds;
-    metrics.relatedUnreadable(() => kindSet.relations?.unreadable() ?? []);
+    metrics.relatedUnreadable(() => kindSet.relations?.unreadable.list() ?? []);
     try {
       await kinds.apply(first, intake);
     } catch (error) {

@@ -17,6 +17,9 @@
  * defaults; a kind's own settings win over both because they are more specific.
  * --kinds replaces the file's kinds, keeping the file's settings for the kinds
  * it names (matched by the exact resource string).
+ *
+ * Over 300 lines: the schema, its validation and the messages that point at the field to fix
+ * are one document, read together.
  */
 import { loadAll, YAMLException } from 'js-yaml';
 import { isDns1123Label } from '../kube/names.ts';

@@ -6,6 +6,7 @@ import type { LabelledObject } from './object.ts';
 import { type ApplyTarget, type LabelClient, LabelConflict, ObjectGone, Reconciler } from './reconcile.ts';
 import type { RelatedView } from './related.ts';
 import { compileTemplate } from './template.ts';
+import { labelledObject } from './testing/objects.ts';
 
 type Labels = Readonly<Record<string, string>>;
 
@@ -63,18 +64,7 @@ function setup({ labels, conflicts = 'force', dryRun = false, related }: Setup) 
 }
 
 function object(fields: Partial<LabelledObject> = {}): LabelledObject {
-  return {
-    key: 'shop/web',
-    name: 'web',
-    namespace: 'shop',
-    uid: 'u1',
-    resourceVersion: '1',
-    labels: {},
-    annotations: {},
-    owned: [],
-    deleting: false,
-    ...fields,
-  };
+  return labelledObject('web', { uid: 'u1', ...fields });
 }
 
 test('nothing is sent when the labels are right and no stale label is owned', async () => {

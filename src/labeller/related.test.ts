@@ -16,20 +16,10 @@ import {
   resolveRelated,
 } from './related.ts';
 import { compileTemplate } from './template.ts';
+import { labelledObject } from './testing/objects.ts';
 
 const ref = (kind: string, name: string): ControllerRef => ({ apiVersion: 'apps/v1', kind, name, uid: `uid-${name}` });
-const object = (name: string, fields: Partial<LabelledObject> = {}): LabelledObject => ({
-  key: `shop/${name}`,
-  name,
-  namespace: 'shop',
-  uid: `uid-${name}`,
-  resourceVersion: '1',
-  labels: {},
-  annotations: {},
-  owned: [],
-  deleting: false,
-  ...fields,
-});
+const object = labelledObject;
 
 /** Caches over a list of objects, found by uid. */
 function caches(objects: readonly LabelledObject[], namespaces: Record<string, LabelledObject> = {}): RelatedCaches {

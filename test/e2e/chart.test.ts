@@ -338,7 +338,7 @@ describe('chart: lint and render', () => {
     assert.ok(rulesOf(only(operator, 'ClusterRole')).some((r) => r.apiGroups[0] === 'argoproj.io'));
     assert.match(
       (only(operator, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '',
-      /ownerKinds:\n  - rollouts\.argoproj\.io/,
+      /ownerKinds:\n {2}- rollouts\.argoproj\.io/,
     );
     // Namespaced: owner kinds in each Role; namespaces by name in a ClusterRole of their own.
     const relatedNamespaced = await render({ values: { ...related, watchNamespaces: ['a', 'b'] } });

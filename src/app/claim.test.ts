@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Lease } from '../kube/lease.ts';
-import { blockers, type Claim, fieldManagerLabelValue, guardLeaseName } from './guard.ts';
+import { blockers, type Claim, fieldManagerLabelValue, guardLeaseName } from './claim.ts';
 
 const NOW = Date.parse('2026-01-01T00:00:00Z');
 
