@@ -1,6 +1,7 @@
 // The bench's output: a markdown table (each figure next to its target, pass or miss), the JSON
 // record, and bench/RESULTS.md, which keeps the latest table per object count and runtime.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 
 export type Verdict = 'pass' | 'miss' | 'incomplete' | '';
 
@@ -15,6 +16,12 @@ export interface Row {
   /** 1-minute load average when the measurement ended. */
   readonly load: number | undefined;
 }
+
+/** The 1-minute load average now, for a row's load column. */
+export const load1 = (): number => loadavg()[0] ?? 0;
+
+/** `pass` when `ok`, else `miss`. */
+export const verdict = (ok: boolean): Verdict => (ok ? 'pass' : 'miss');
 
 export function bytes(n: number): string {
   const sign = n < 0 ? '−' : '';
