@@ -9,7 +9,8 @@
 //      @kubernetes/client-node's informer (child processes with --expose-gc; cachememory.ts);
 //   5. relabel latency, on an idle API server and under background churn (latency.ts);
 //   6. idle cost: requests per minute and relists while nothing changes (idle.ts).
-// --related measures labels from related objects instead (related.ts).
+// --related measures labels from related objects instead (related.ts); --peers sets labeller side
+// by side with labellers on kube-rs, controller-runtime and @kubernetes/client-node (peers.ts).
 // Prints a markdown table, writes bench/results/<timestamp>.json and updates bench/RESULTS.md.
 //
 //   npm run bench -- [--quick] [--n 1k|10k|50k] [--idle-minutes 2] [--samples 200] ...
@@ -24,7 +25,8 @@ import { resolveResource } from '../src/kube/resolve.ts';
 import { type ControlPlane, startControlPlane } from '../test/controlplane/controlplane.ts';
 import { AuditRequests } from '../test/harness/audit.ts';
 import { running as runningLabellers } from '../test/harness/labeller.ts';
-import { cacheMemory, probes } from './lib/cachememory.ts';
+import { cacheMemory } from './lib/cachememory.ts';
+import { children } from './lib/children.ts';
 import { parseOrExit, progress } from './lib/cli.ts';
 import { coldConvergence } from './lib/cold.ts';
 import type { Bench } from './lib/context.ts';
@@ -34,6 +36,7 @@ import { labellerArgs, podCredentials } from './lib/launch.ts';
 import { tightLoop } from './lib/loop.ts';
 import { type Options, options, USAGE } from './lib/options.ts';
 import { describeRun, endMeta, etcdVersion, type Results, rows, sectionKey, startMeta } from './lib/record.ts';
+import { benchPeers, peersResults } from './lib/peers.ts';
 import { benchRelated } from './lib/related.ts';
 import { load1, seconds, updateResultsFile, writeJson } from './lib/report.ts';
 import { restart } from './lib/restart.ts';
@@ -83,6 +86,7 @@ async function bench(controlPlane: ControlPlane, opts: Options, results: Results
       log,
     };
     if (opts.related) results.related = { ...(await benchRelated(context, opts)), load: load1() };
+    else if (opts.peers) await benchPeers(context, opts, results.peers = peersResults(opts));
     else await main(context, opts, results);
   } finally {
     await admin.close();
@@ -99,7 +103,7 @@ let finishing = false;
 
 async function teardown(): Promise<void> {
   await Promise.all([...runningLabellers].map((l) => l.stop('SIGTERM', 5000)));
-  for (const child of probes) child.kill('SIGKILL');
+  for (const child of children) child.kill('SIGKILL');
   await controlPlane?.then((cp) => cp.stop(), () => {});
 }
 
@@ -107,7 +111,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => {
     if (finishing) {
       for (const l of runningLabellers) l.kill();
-      for (const child of probes) child.kill('SIGKILL');
+      for (const child of children) child.kill('SIGKILL');
       process.exit(130);
     }
     finishing = true;

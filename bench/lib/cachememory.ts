@@ -1,9 +1,10 @@
 // Row 4, memory per cached object: labeller's pruned cache, the whole PartialObjectMetadata, and
 // @kubernetes/client-node's informer, each read by bench/memory.ts in a probe process of its own
 // (--expose-gc) over the bench namespace, with an empty namespace as the zero.
-import { type Child, describeExit, start } from '../../test/harness/child.ts';
+import { describeExit } from '../../test/harness/child.ts';
 import { type Runtime, tsCommand } from '../../test/harness/runtime.ts';
 import type { MemoryMode, MemoryRequest, MemoryResult } from '../memory.ts';
+import { startChild } from './children.ts';
 import type { Bench } from './context.ts';
 import { FIELD_MANAGER, LABELS } from './launch.ts';
 import { createNamespace } from './objects.ts';
@@ -11,16 +12,10 @@ import { bytes, load1, type Row, verdict } from './report.ts';
 
 export type MemoryResults = Partial<Record<MemoryMode, MemoryResult & { load: number }>>;
 
-/** Probe processes running: the bench's teardown kills them. */
-export const probes = new Set<Child>();
-
 async function probe(request: MemoryRequest, runtime: Runtime): Promise<MemoryResult> {
   // Bytecode flushed and compiled again between the readings would count as cache (see memory.ts).
   const [bin, args] = tsCommand(runtime, 'bench/memory.ts', ['--expose-gc', '--no-flush-bytecode']);
-  const child = start(bin, [...args, JSON.stringify(request)]);
-  probes.add(child);
-  const exit = await child.exited;
-  probes.delete(child);
+  const exit = await startChild(bin, [...args, JSON.stringify(request)]).exited;
   if (exit.code !== 0) {
     throw new Error(`memory probe (${request.mode}) exited with ${describeExit(exit)}\n${exit.stderr.slice(-4000)}`);
   }

@@ -65,12 +65,13 @@ export async function tightLoop(
   namespace: string,
   objects: readonly BenchObject[],
   concurrency: number,
+  labels: Readonly<Record<string, string>> = loopLabels(),
 ): Promise<LoopResults> {
   const { controlPlane, resources, signal, log } = bench;
   log(`tight loop: ${objects.length} server-side apply patches, ${concurrency} in flight`);
   const client = await KubeClient.load({ kubeconfig: controlPlane.kubeconfig, userAgent: 'labeller-bench-loop' });
   try {
-    const took = await applyAll(client, resources, namespace, objects, loopLabels(), 'bench-loop', concurrency, signal);
+    const took = await applyAll(client, resources, namespace, objects, labels, 'bench-loop', concurrency, signal);
     return { ...took, patches: objects.length, concurrency, load: load1() };
   } finally {
     await client.close();

@@ -22,6 +22,10 @@ ${LAUNCH_USAGE}
   --cold-only             stop after cold convergence and the tight loop (for iterating on CPU and memory)
   --memory-only           only the memory per cached object (row 4), right after creating the objects
   --related               only the rows of labels from related objects (bench/lib/related.ts)
+  --peers                 labeller side by side with the labellers of bench/peers/ (kube-rs, controller-runtime,
+                          @kubernetes/client-node) and the tight loop: N ConfigMaps each, one label, --concurrency
+                          in flight; labeller as the image runs dist/ and as installed from \`npm pack\`
+                          (bench/lib/peers.ts; takes no --kinds, --credentials, --*-only or labeller options)
   --no-memory             skip the memory measurements
   --no-results-md         do not update bench/RESULTS.md`;
 
@@ -40,6 +44,7 @@ export interface Options extends Launch {
   readonly memory: boolean;
   readonly resultsMd: boolean;
   readonly related: boolean;
+  readonly peers: boolean;
   readonly coldOnly: boolean;
   readonly credentials: Credentials;
   readonly memoryOnly: boolean;
@@ -60,9 +65,10 @@ function parsePositive(text: string, flag: string): number {
 
 /** The options of `argv`; --help prints USAGE and exits. Throws on a bad option. */
 export function options(argv: string[]): Options {
-  const { values } = parseArgs({
+  const { values, tokens } = parseArgs({
     args: argv,
     strict: true,
+    tokens: true,
     options: {
       quick: { type: 'boolean', default: false },
       n: { type: 'string' },
@@ -75,6 +81,7 @@ export function options(argv: string[]): Options {
       ...LAUNCH_OPTIONS,
       'no-memory': { type: 'boolean', default: false },
       related: { type: 'boolean', default: false },
+      peers: { type: 'boolean', default: false },
       'no-results-md': { type: 'boolean', default: false },
       'cold-only': { type: 'boolean', default: false },
       credentials: { type: 'string', default: 'kubeconfig' },
@@ -94,10 +101,19 @@ export function options(argv: string[]): Options {
     return kind;
   });
   if (values.related && kinds.length < KINDS.length) throw new Error('--related labels all three kinds; drop --kinds');
+  if (values.peers) {
+    const given = new Set<string>(tokens.flatMap((t) => (t.kind === 'option' ? [t.name] : [])));
+    const other = ['related', 'kinds', 'credentials', 'cold-only', 'memory-only', ...Object.keys(LAUNCH_OPTIONS)].find((
+      name,
+    ) => given.has(name));
+    if (other !== undefined) {
+      throw new Error(`--peers labels ConfigMaps and runs labeller as the image and the package do; drop --${other}`);
+    }
+  }
   return {
     ...launch(values),
     quick,
-    kinds,
+    kinds: values.peers ? KINDS.filter((k) => k.resource === 'configmaps') : kinds,
     n: values.n ? parseCount(values.n, '--n') : quick ? 300 : 10_000,
     idleMinutes: values['idle-minutes'] ? parsePositive(values['idle-minutes'], '--idle-minutes') : quick ? 0.5 : 2,
     samples: values.samples ? Math.round(parsePositive(values.samples, '--samples')) : quick ? 50 : 200,
@@ -107,6 +123,7 @@ export function options(argv: string[]): Options {
     memory: !values['no-memory'],
     resultsMd: !values['no-results-md'],
     related: values.related,
+    peers: values.peers,
     coldOnly: values['cold-only'],
     credentials,
     memoryOnly: values['memory-only'],

@@ -13,6 +13,7 @@ import { type IdleResults, idleRows } from './idle.ts';
 import { type LatencyResults, latencyRows } from './latency.ts';
 import { type LoopResults, loopRows } from './loop.ts';
 import type { Options } from './options.ts';
+import { peersNotes, type PeersResults, peersTable } from './peers.ts';
 import { type RelatedResults, relatedRows } from './related.ts';
 import { type Row, seconds, table } from './report.ts';
 import { type RestartResults, restartRows } from './restart.ts';
@@ -29,6 +30,7 @@ export interface Results {
   latency?: LatencyResults;
   memory?: MemoryResults;
   related?: RelatedResults & { load: number };
+  peers?: PeersResults;
   error?: string;
 }
 
@@ -96,16 +98,18 @@ export function describeRun(r: Results): string {
   const m = r.meta;
   const o = r.options;
   const lines = [
-    `## N = ${o.n}${o.quick ? ' (--quick)' : ''}${
-      o.related ? ', labels from related objects (--related)' : ''
-    }, labeller on ${o.runtime === 'node' ? 'Node' : 'Deno'}${o.build === undefined ? '' : `, from ${o.build}/`}`,
+    o.peers
+      ? `## N = ${o.n}${o.quick ? ' (--quick)' : ''}, labeller and its peers (--peers)`
+      : `## N = ${o.n}${o.quick ? ' (--quick)' : ''}${
+        o.related ? ', labels from related objects (--related)' : ''
+      }, labeller on ${o.runtime === 'node' ? 'Node' : 'Deno'}${o.build === undefined ? '' : `, from ${o.build}/`}`,
     '',
     `- run: ${String(m['startedAt'])}, ${seconds(Number(m['durationSeconds'] ?? 0))} in all; \`${
       String(m['command'])
     }\``,
-    `- labeller ${String(m['labellerVersion'])} (git ${String(m['git'])}), labeller and memory probes on ${
-      String(m['labellerRuntime'])
-    }; bench on ${String(m['benchRuntime'])}`,
+    `- labeller ${String(m['labellerVersion'])} (git ${String(m['git'])}), labeller${
+      o.peers ? '' : ' and memory probes'
+    } on ${String(m['labellerRuntime'])}; bench on ${String(m['benchRuntime'])}`,
     `- kube-apiserver ${String(m['kubeApiserver'] ?? '?')}, etcd ${
       String(m['etcd'])
     } (test/controlplane, loopback, audit log on; every client is system:masters, so API Priority and Fairness exempts them all)`,
@@ -115,6 +119,26 @@ export function describeRun(r: Results): string {
     `- load average (1/5/15 min): ${String(m['loadAtStart'])} at start, ${
       String(m['loadAtEnd'] ?? '?')
     } at end; other work shares the machine, so figures are noisy`,
+    ...(o.peers ? peersSetup(r) : benchSetup(r)),
+  ];
+  const notes: string[] = [];
+  if (r.cold && (r.cold.logErrors || r.cold.logWarnings)) {
+    notes.push(`cold run logged ${r.cold.logErrors} errors and ${r.cold.logWarnings} warnings`);
+  }
+  if (r.latency && (r.latency.logErrors || r.latency.logWarnings)) {
+    notes.push(`restarted run logged ${r.latency.logErrors} errors and ${r.latency.logWarnings} warnings`);
+  }
+  if (r.latency?.churn.churnErrors) notes.push(`${r.latency.churn.churnErrors} churn writes failed`);
+  if (r.peers) notes.push(...peersNotes(r.peers));
+  if (r.error) notes.push(`**the run failed**: ${r.error.split('\n')[0]}`);
+  if (notes.length) lines.push('', ...notes.map((n) => `- ${n}`));
+  return lines.join('\n');
+}
+
+/** The main bench's and --related's objects, how labeller ran, and the table. */
+function benchSetup(r: Results): string[] {
+  const o = r.options;
+  return [
     r.related
       ? `- objects: ${o.n} ConfigMaps, Services and Deployments in one namespace, with the same metadata as the main bench; one label, \`{{namespace.labels.team}}\``
       : `- objects: ${
@@ -141,21 +165,26 @@ export function describeRun(r: Results): string {
     '',
     table(rows(r)),
   ];
-  const notes: string[] = [];
-  if (r.cold && (r.cold.logErrors || r.cold.logWarnings)) {
-    notes.push(`cold run logged ${r.cold.logErrors} errors and ${r.cold.logWarnings} warnings`);
-  }
-  if (r.latency && (r.latency.logErrors || r.latency.logWarnings)) {
-    notes.push(`restarted run logged ${r.latency.logErrors} errors and ${r.latency.logWarnings} warnings`);
-  }
-  if (r.latency?.churn.churnErrors) notes.push(`${r.latency.churn.churnErrors} churn writes failed`);
-  if (r.error) notes.push(`**the run failed**: ${r.error.split('\n')[0]}`);
-  if (notes.length) lines.push('', ...notes.map((n) => `- ${n}`));
-  return lines.join('\n');
+}
+
+/** --peers' objects, what each controller is told and how it is measured, and the table. */
+function peersSetup(r: Results): string[] {
+  const o = r.options;
+  const settle = seconds(3 + o.n / 5000);
+  return [
+    `- objects: ${o.n} ConfigMaps per controller, each set in a fresh namespace (the previous set deleted), each with 6 labels, 4 annotations and managedFields of \`kubectl-create\` (Update) and \`argocd-controller\` (Apply)`,
+    `- each controller applies one label (\`${
+      r.peers?.label ?? '?'
+    }\`, forced server-side apply) at concurrency ${o.concurrency}, with kubeconfig credentials (a bearer token); ratios are to kube-rs`,
+    `- time to converge: spawn → the end of its last successful PATCH in the audit log (its PATCHes in its namespace counted as the log grows, no load on the API server), confirmed by a metadata-only list; CPU: utime + stime at that PATCH, and peak RSS (VmHWM), from /proc; RSS after restart: a second run over the ${o.n} labelled objects, VmRSS ${settle} after the line saying its cache is synced; PATCH on restart: that run's PATCH requests (audit log)`,
+    '',
+    r.peers ? peersTable(r.peers) : '',
+  ];
 }
 
 /** The key of the run's section in bench/RESULTS.md. */
 export function sectionKey(o: Options): string {
+  if (o.peers) return `n=${o.n} peers`;
   return `n=${o.n} runtime=${o.runtime}${o.build === undefined ? '' : ` build=${o.build}`}${
     o.related ? ' related' : ''
   }`;
