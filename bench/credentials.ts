@@ -26,6 +26,7 @@ import { eventually } from '../test/harness/eventually.ts';
 import { stats } from '../test/harness/figures.ts';
 import { inClusterWrapper } from '../test/harness/incluster.ts';
 import { Labeller } from '../test/harness/labeller.ts';
+import { exitWithUsage, parseOrExit } from './lib/cli.ts';
 import { parseEnv } from './lib/launch.ts';
 import { procSample } from '../test/harness/procstat.ts';
 import { executable } from '../test/harness/runtime.ts';
@@ -35,7 +36,7 @@ const USAGE = `usage: bench/credentials.ts [--repeat 3] [--rest-seconds 10] [--c
   [--build dist] [--v8-flags F,…] [--env K=V,…]`;
 
 function options() {
-  try {
+  return parseOrExit('credentials', USAGE, () => {
     const { values } = parseArgs({
       options: {
         repeat: { type: 'string', default: '3' },
@@ -48,10 +49,7 @@ function options() {
         help: { type: 'boolean', default: false },
       },
     });
-    if (values.help) {
-      process.stdout.write(`${USAGE}\n`);
-      process.exit(0);
-    }
+    if (values.help) exitWithUsage(USAGE);
     const repeat = Number(values.repeat);
     const rest = Number(values['rest-seconds']);
     if (!Number.isInteger(repeat) || repeat < 1) {
@@ -61,10 +59,7 @@ function options() {
       throw new Error(`--rest-seconds ${values['rest-seconds']}: expected seconds ≥ 0`);
     }
     return { values, repeat, restMs: rest * 1000, env: parseEnv(values.env) };
-  } catch (error) {
-    process.stderr.write(`credentials: ${error instanceof Error ? error.message : String(error)}\n${USAGE}\n`);
-    process.exit(2);
-  }
+  });
 }
 
 const { values, repeat, restMs, env } = options();

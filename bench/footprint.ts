@@ -18,7 +18,9 @@ import { start } from '../test/harness/child.ts';
 import { procSample, ProcSampler } from '../test/harness/procstat.ts';
 import { host, runtimeVersion, tsCommand } from '../test/harness/runtime.ts';
 import { sleep } from '../test/harness/sleep.ts';
+import { exitWithUsage, parseOrExit, progress } from './lib/cli.ts';
 import { type Launch, launch, LAUNCH_OPTIONS, LAUNCH_USAGE, startLabeller } from './lib/launch.ts';
+import { createNamespace } from './lib/objects.ts';
 import { mib, type Row, seconds, table } from './lib/report.ts';
 
 const USAGE = `usage: bench/footprint.ts [options]
@@ -45,10 +47,7 @@ function options(argv: string[]): Options {
       help: { type: 'boolean', default: false },
     },
   });
-  if (values.help) {
-    process.stdout.write(`${USAGE}\n`);
-    process.exit(0);
-  }
+  if (values.help) exitWithUsage(USAGE);
   const runs = Number(values.runs);
   const settle = Number(values.settle);
   if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs ${values.runs}: expected a whole number ≥ 1`);
@@ -61,9 +60,7 @@ function options(argv: string[]): Options {
   };
 }
 
-const log = (message: string): void => {
-  process.stderr.write(`[footprint ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
-};
+const log = progress('footprint');
 
 const median = (xs: readonly number[]): number => {
   const sorted = [...xs].sort((a, b) => a - b);
@@ -98,10 +95,7 @@ async function atRest(cp: ControlPlane, opts: Options): Promise<{ rss: number; p
   const admin = await KubeClient.load({ kubeconfig: cp.kubeconfig, userAgent: 'labeller-footprint' });
   const namespace = `labeller-footprint-${Date.now().toString(36)}`;
   try {
-    await admin.json('POST', '/api/v1/namespaces', {
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }),
-    });
+    await createNamespace(admin, namespace);
   } finally {
     await admin.close();
   }
@@ -128,13 +122,7 @@ async function atRest(cp: ControlPlane, opts: Options): Promise<{ rss: number; p
   }
 }
 
-let opts: Options;
-try {
-  opts = options(process.argv.slice(2));
-} catch (error) {
-  process.stderr.write(`footprint: ${error instanceof Error ? error.message : String(error)}\n${USAGE}\n`);
-  process.exit(2);
-}
+const opts = parseOrExit('footprint', USAGE, () => options(process.argv.slice(2)));
 
 const abort = new AbortController();
 let controlPlane: Promise<ControlPlane> | undefined;

@@ -1,8 +1,13 @@
 // How the benches start labeller: the runtime, the sources or a build, V8 flags (their shared
-// command-line options), and the runner settings a long run over many objects needs.
-import { existsSync } from 'node:fs';
+// command-line options), the runner settings a long run over many objects needs, the main
+// bench's labels and command line, and credentials as a pod has them.
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { inClusterWrapper } from '../../test/harness/incluster.ts';
 import { Labeller, type LabellerOptions, sourceEntry } from '../../test/harness/labeller.ts';
 import { host, type Runtime } from '../../test/harness/runtime.ts';
+import type { KindSpec } from './objects.ts';
 
 /** How labeller is started, shared by the benches: the runtime, the sources or a build, V8 flags. */
 export interface Launch {
@@ -73,6 +78,57 @@ function builtEntry(dir: string): string {
 
 /** How labeller runs as in a pod (bench/run.ts --credentials in-cluster): no kubeconfig, a wrapper, its environment. */
 export type PodLaunch = Required<Pick<LabellerOptions, 'kubeconfig' | 'wrapper' | 'env'>>;
+
+/**
+ * What labeller sees in a pod: the control plane's token and CA as a service-account folder at
+ * the kubelet's mount point (for labeller's process only) and KUBERNETES_SERVICE_*, no kubeconfig.
+ */
+export function podCredentials(kubeconfig: string, namespace: string): PodLaunch {
+  const config = JSON.parse(readFileSync(kubeconfig, 'utf8')) as {
+    clusters: { cluster: { server: string; 'certificate-authority-data': string } }[];
+    users: { user: { token: string } }[];
+  };
+  const cluster = config.clusters[0]!.cluster;
+  const dir = mkdtempSync(join(tmpdir(), 'labeller-bench-serviceaccount-'));
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, 'token'), config.users[0]!.user.token);
+  writeFileSync(join(dir, 'ca.crt'), Buffer.from(cluster['certificate-authority-data'], 'base64'));
+  writeFileSync(join(dir, 'namespace'), namespace);
+  const server = new URL(cluster.server);
+  return {
+    kubeconfig: '',
+    wrapper: inClusterWrapper(dir),
+    env: { KUBERNETES_SERVICE_HOST: server.hostname, KUBERNETES_SERVICE_PORT: server.port, KUBECONFIG: '', HOME: dir },
+  };
+}
+
+/** The labels the main bench has labeller apply; TEAM's value is what convergence and latency watch for. */
+export const LABELS = { 'bench.example.com/team': 'platform', 'bench.example.com/tier': 'gold' } as const;
+export const TEAM = 'bench.example.com/team';
+export const FIELD_MANAGER = 'labeller';
+
+/** labeller's command line in the main bench: `kinds` of `namespace`, LABELS, `concurrency` per kind. */
+export function labellerArgs(
+  kubeconfig: string | undefined,
+  namespace: string,
+  kinds: readonly KindSpec[],
+  concurrency: number,
+): string[] {
+  return [
+    ...(kubeconfig === undefined ? [] : ['--kubeconfig', kubeconfig]),
+    '--kinds',
+    kinds.map((k) => k.resource).join(','),
+    ...Object.entries(LABELS).flatMap(([k, v]) => ['--label', `${k}=${v}`]),
+    '--namespace',
+    namespace,
+    '--concurrency',
+    String(concurrency),
+    '--field-manager',
+    FIELD_MANAGER,
+    '--grace-period',
+    '10s',
+  ];
+}
 
 /**
  * Starts labeller as `launch` says. Only the log lines the bench reads are kept ("labels applied"

@@ -49,27 +49,21 @@ function body(kind: KindSpec, name: string, i: number): object {
       'example.com/change-id': `CHG-${100000 + i}`,
     },
   };
+  return { apiVersion: kind.apiVersion, kind: kind.kind, metadata, ...content(kind, name, app, i) };
+}
+
+/** What an object of `kind` holds besides its metadata. */
+function content(kind: KindSpec, name: string, app: string, i: number): object {
   switch (kind.resource) {
     case 'configmaps':
       return {
-        apiVersion: kind.apiVersion,
-        kind: kind.kind,
-        metadata,
         data: { 'app.yaml': `name: ${app}\nreplicas: 2\nlog:\n  level: info\n  format: json\nfeatures: [a, b, c]\n` },
       };
     case 'services':
       // Headless: the test control plane's service CIDR has room for 254 cluster IPs only.
-      return {
-        apiVersion: kind.apiVersion,
-        kind: kind.kind,
-        metadata,
-        spec: { clusterIP: 'None', selector: { app }, ports: [{ name: 'http', port: 80, targetPort: 8080 }] },
-      };
+      return { spec: { clusterIP: 'None', selector: { app }, ports: [{ name: 'http', port: 80, targetPort: 8080 }] } };
     case 'deployments':
       return {
-        apiVersion: kind.apiVersion,
-        kind: kind.kind,
-        metadata,
         spec: {
           replicas: 2,
           selector: { matchLabels: { app, instance: name } },
@@ -88,6 +82,18 @@ function body(kind: KindSpec, name: string, i: number): object {
         },
       };
   }
+}
+
+/** Creates the namespace `name`, with `labels`. */
+export async function createNamespace(
+  client: KubeClient,
+  name: string,
+  labels: Readonly<Record<string, string>> = {},
+): Promise<void> {
+  await client.json('POST', '/api/v1/namespaces', {
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } }),
+  });
 }
 
 /** Retries what a busy API server answers transiently (429, 5xx, dropped connections). */

@@ -1,30 +1,19 @@
 // Rows for labels drawn from related objects (issue 12): a namespace label fanned out to every
 // object in the namespace (twice, each followed by the tight loop) against the tight loop's
 // time for as many applies, the requests it took, a restart's PATCHes, and the heap the relation
-// indexes add per cached object (measured in this process over synthetic objects, each
-// JSON-parsed afresh as from the wire).
-import { randomUUID } from 'node:crypto';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
+// indexes add per cached object (bench/lib/indexheap.ts).
 import { MetadataApi } from '../../src/kube/api.ts';
-import type { KubeClient } from '../../src/kube/client.ts';
-import type { PartialObjectMetadata } from '../../src/kube/objects.ts';
-import type { ApiResource } from '../../src/kube/resource.ts';
-import { labelClient } from '../../src/app/labelclient.ts';
-import { type LabelledObject, projector } from '../../src/labeller/object.ts';
-import { StoreIndex } from '../../src/runtime/storeindex.ts';
-import { Store } from '../../src/runtime/store.ts';
-import type { ControlPlane } from '../../test/controlplane/controlplane.ts';
-import { type AuditRequest, type AuditRequests, byVerb, formatVerbs } from '../../test/harness/audit.ts';
+import { type AuditRequest, byVerb, formatVerbs } from '../../test/harness/audit.ts';
 import type { Labeller } from '../../test/harness/labeller.ts';
 import { cpuSeconds, processesWith, procSample } from '../../test/harness/procstat.ts';
 import { sleep } from '../../test/harness/sleep.ts';
+import type { Bench } from './context.ts';
 import { converged } from './converged.ts';
-import { type Launch, startLabeller } from './launch.ts';
-import { type BenchObject, createObjects, KINDS, type KindSpec, pool } from './objects.ts';
+import { type IndexHeap, measureIndexHeap } from './indexheap.ts';
+import { type Launch, startLabeller, TEAM } from './launch.ts';
+import { applyAll, loopLabels } from './loop.ts';
+import { createNamespace, createObjects, KINDS } from './objects.ts';
 import { bytes, type Row, seconds } from './report.ts';
-
-const TEAM = 'bench.example.com/team';
 
 export interface RelatedOptions extends Launch {
   readonly n: number;
@@ -49,20 +38,11 @@ export interface RelatedResults {
   restartPatches?: number;
   restartRequests?: Record<string, number>;
   /** Heap per object: the controller reference kept for owner and root templates, and the two indexes. */
-  heap?: { objects: number; ownerRef: number; indexes: number; byNamespace: number; byOwner: number } | undefined;
+  heap?: IndexHeap | undefined;
 }
 
-type Log = (message: string) => void;
-
-export async function benchRelated(
-  admin: KubeClient,
-  controlPlane: Pick<ControlPlane, 'kubeconfig' | 'dir'>,
-  audit: AuditRequests,
-  resources: ReadonlyMap<KindSpec, ApiResource>,
-  options: RelatedOptions,
-  signal: AbortSignal,
-  log: Log,
-): Promise<RelatedResults> {
+export async function benchRelated(bench: Bench, options: RelatedOptions): Promise<RelatedResults> {
+  const { admin, controlPlane, audit, resources, signal, log } = bench;
   const results: RelatedResults = { n: options.n, heap: measureIndexHeap(options.n) };
   if (results.heap) {
     log(
@@ -78,10 +58,7 @@ export async function benchRelated(
       headers: { 'content-type': 'application/merge-patch+json' },
       body: JSON.stringify({ metadata: { labels: { team } } }),
     });
-  await admin.json('POST', '/api/v1/namespaces', {
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace, labels: { team: 'a' } } }),
-  });
+  await createNamespace(admin, namespace, { team: 'a' });
   log(`related: creating ${options.n} objects in ${namespace}`);
   const objects = await createObjects(admin, namespace, options.n, options.createConcurrency, signal);
   const apis = [...resources.values()].map((r) => new MetadataApi(admin, r, namespace));
@@ -109,7 +86,16 @@ export async function benchRelated(
   const server = processesWith(controlPlane.dir);
   const loop = async (when: string): Promise<[number, number]> => {
     const [serverBefore, clientBefore] = [cpuSeconds(server), process.cpuUsage()];
-    const took = await tightLoop(admin, resources, namespace, objects, options.concurrency * KINDS.length, signal);
+    const { seconds: took } = await applyAll(
+      admin,
+      resources,
+      namespace,
+      objects,
+      loopLabels([TEAM]),
+      'bench-related-loop',
+      options.concurrency * KINDS.length,
+      signal,
+    );
     const usage = process.cpuUsage(clientBefore);
     const [ofServer, ofClient] = [cpuSeconds(server) - serverBefore, (usage.user + usage.system) / 1e6];
     log(`related: tight loop ${when} ${seconds(took)}, CPU ${seconds(ofServer)} server + ${seconds(ofClient)} loop`);
@@ -175,95 +161,6 @@ const patched = (r: AuditRequest): boolean => r.verb === 'patch' && r.code !== u
 /** Seconds from `from` (epoch ms) to the end of the last successful PATCH among `requests`. */
 const lastPatch = (requests: readonly AuditRequest[], from: number): number =>
   (requests.filter(patched).reduce((t, r) => Math.max(t, r.completed ?? r.received), from) - from) / 1000;
-
-/** The same number of server-side applies from a minimal loop: what the API server allows. */
-async function tightLoop(
-  admin: KubeClient,
-  resources: ReadonlyMap<KindSpec, ApiResource>,
-  namespace: string,
-  objects: readonly BenchObject[],
-  concurrency: number,
-  signal: AbortSignal,
-): Promise<number> {
-  const clients = new Map(
-    [...resources].map((
-      [kind, resource],
-    ) => [kind, labelClient(new MetadataApi(admin, resource, namespace), 'bench-related-loop')]),
-  );
-  const labels = { [`${TEAM}-loop`]: `v${Date.now().toString(36)}` };
-  const started = performance.now();
-  await pool(objects, concurrency, async (o) => {
-    await clients.get(o.kind)!.applyLabels(
-      { apiVersion: o.kind.apiVersion, kind: o.kind.kind, name: o.name, namespace, uid: o.uid },
-      labels,
-      { force: true, dryRun: false },
-    );
-  }, signal);
-  return (performance.now() - started) / 1000;
-}
-
-/** Heap per object of the controller reference and of the namespace and owner indexes, or undefined without a GC to call. */
-export function measureIndexHeap(n: number): RelatedResults['heap'] {
-  setFlagsFromString('--expose-gc');
-  const gc = runInNewContext('gc') as (() => void) | undefined;
-  if (typeof gc !== 'function') return undefined;
-  // Pods of ReplicaSets of 3 replicas, over 20 namespaces, as the API server sends them.
-  const owners = Array.from({ length: Math.ceil(n / 3) }, () => randomUUID());
-  const wire = (i: number): PartialObjectMetadata =>
-    JSON.parse(JSON.stringify({
-      apiVersion: 'v1',
-      kind: 'Pod',
-      metadata: {
-        name: `web-${i}-${randomUUID().slice(0, 5)}`,
-        namespace: `team-${i % 20}`,
-        uid: randomUUID(),
-        resourceVersion: String(1000 + i),
-        labels: { app: `app-${i % 97}` },
-        ownerReferences: [{
-          apiVersion: 'apps/v1',
-          kind: 'ReplicaSet',
-          name: `web-${Math.floor(i / 3)}`,
-          uid: owners[Math.floor(i / 3)],
-          controller: true,
-          blockOwnerDeletion: true,
-        }],
-      },
-    })) as PartialObjectMetadata;
-  const settled = (): number => {
-    for (let i = 0; i < 4; i++) gc();
-    return process.memoryUsage().heapUsed;
-  };
-  const heapOf = (make: () => Store<LabelledObject>): number => {
-    const before = settled();
-    const store = make();
-    for (let i = 0; i < n; i++) store.apply({ type: 'apply', object: wire(i) });
-    const used = settled() - before;
-    if (store.size !== n) throw new Error('related heap: store size');
-    return used;
-  };
-  const byNamespace = () => new StoreIndex<LabelledObject>('namespace', (o) => o.namespace || undefined);
-  const byOwner = () => new StoreIndex<LabelledObject>('owner', (o) => o.owner?.uid);
-  const shapes = [
-    () => new Store(projector('labeller', new Set())),
-    () => new Store(projector('labeller', new Set(), true)),
-    () => new Store(projector('labeller', new Set(), true), [byNamespace()]),
-    () => new Store(projector('labeller', new Set(), true), [byNamespace(), byOwner()]),
-  ];
-  // A first pass compiles the code and sizes the projector's tables: not counted. Then the median
-  // of 3 readings of each shape, interleaved, so that a stray allocation moves one reading only.
-  for (const shape of shapes) heapOf(shape);
-  const readings = [0, 1, 2].map(() => shapes.map(heapOf));
-  const [plain, withOwner, namespaced, indexed] = shapes.map((_, i) =>
-    readings.map((r) => r[i]!).sort((a, b) => a - b)[1]!
-  ) as [number, number, number, number];
-  return {
-    objects: n,
-    ownerRef: (withOwner - plain) / n,
-    indexes: (indexed - withOwner) / n,
-    byNamespace: (namespaced - withOwner) / n,
-    byOwner: (indexed - namespaced) / n,
-  };
-}
 
 export function relatedRows(r: RelatedResults, load: number | undefined): Row[] {
   const rows: Row[] = [];

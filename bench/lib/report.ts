@@ -1,6 +1,7 @@
 // The bench's output: a markdown table (each figure next to its target, pass or miss), the JSON
 // record, and bench/RESULTS.md, which keeps the latest table per object count and runtime.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 
 export type Verdict = 'pass' | 'miss' | 'incomplete' | '';
 
@@ -15,6 +16,12 @@ export interface Row {
   /** 1-minute load average when the measurement ended. */
   readonly load: number | undefined;
 }
+
+/** The 1-minute load average now, for a row's load column. */
+export const load1 = (): number => loadavg()[0] ?? 0;
+
+/** `pass` when `ok`, else `miss`. */
+export const verdict = (ok: boolean): Verdict => (ok ? 'pass' : 'miss');
 
 export function bytes(n: number): string {
   const sign = n < 0 ? '−' : '';
@@ -36,18 +43,24 @@ export function ms(value: number | undefined): string {
   return value < 10 ? `${value.toFixed(1)} ms` : `${Math.round(value)} ms`;
 }
 
+/** A markdown table of `rows` under `header`; `|` in a cell is escaped. */
+export function markdownTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const line = (cells: readonly string[]): string => `| ${cells.map((c) => c.replaceAll('|', '\\|')).join(' | ')} |`;
+  return [line(header), `|${header.map(() => '---|').join('')}`, ...rows.map(line)].join('\n');
+}
+
 export function table(rows: readonly Row[]): string {
-  const escape = (s: string): string => s.replaceAll('|', '\\|');
-  const lines = ['| # | measurement | result | target | verdict | load (1 min) |', '|---|---|---|---|---|---|'];
-  for (const r of rows) {
-    const verdict = r.verdict === '' ? '' : `**${r.verdict}**${r.verdictNote ? ` ${r.verdictNote}` : ''}`;
-    lines.push(
-      `| ${r.id} | ${escape(r.measurement)} | ${escape(r.result)} | ${escape(r.target)} | ${escape(verdict)} | ${
-        r.load === undefined ? '' : r.load.toFixed(2)
-      } |`,
-    );
-  }
-  return lines.join('\n');
+  return markdownTable(
+    ['#', 'measurement', 'result', 'target', 'verdict', 'load (1 min)'],
+    rows.map((r) => [
+      r.id,
+      r.measurement,
+      r.result,
+      r.target,
+      r.verdict === '' ? '' : `**${r.verdict}**${r.verdictNote ? ` ${r.verdictNote}` : ''}`,
+      r.load === undefined ? '' : r.load.toFixed(2),
+    ]),
+  );
 }
 
 const HEADER = `# labeller benchmark results

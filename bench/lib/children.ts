@@ -1,0 +1,24 @@
+// The child processes the bench starts besides labeller (memory probes, the peers of --peers):
+// whatever is still running when the bench ends or is interrupted, its teardown kills.
+import { type Child, type ChildOptions, start } from '../../test/harness/child.ts';
+
+export const children = new Set<Child>();
+
+/** Starts `command` as child.ts does, kept in `children` until it exits. */
+export function startChild(command: string, args: readonly string[], options?: ChildOptions): Child {
+  const child = start(command, args, options);
+  children.add(child);
+  void child.exited.then(() => children.delete(child));
+  return child;
+}
+
+/** Sends SIGTERM and waits for the exit; SIGKILL after `killAfterMs`. */
+export async function stopChild(child: Child, killAfterMs = 15_000): Promise<Awaited<Child['exited']>> {
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+  try {
+    return await child.exited;
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,131 @@
+// bench/run.ts's command line: its options, their defaults (--quick's for CI), and the usage text.
+// A mode of its own (--related, …) is one flag here, one field of Options and one branch in run.ts.
+import { parseArgs } from 'node:util';
+import { exitWithUsage } from './cli.ts';
+import { type Launch, launch, LAUNCH_OPTIONS, LAUNCH_USAGE } from './launch.ts';
+import { KINDS, type KindSpec } from './objects.ts';
+
+export const USAGE = `usage: bench/run.ts [options]
+  --quick                 N = 300, idle 0.5 min, 50 latency samples (CI; a few minutes)
+  --n N                   objects, split over the kinds (1k, 10k, 50k; default 10k)
+  --kinds K               the kinds labelled, of configmaps,services,deployments (default all three;
+                          configmaps alone is the issue's side-by-side with the Go and Rust controllers)
+  --idle-minutes M        idle window (default 2; the target is about 10)
+  --samples S             relabel latency samples, idle and under churn each (default 200)
+  --concurrency C         labeller's --concurrency per kind (default 8); the tight loop uses C × kinds
+  --create-concurrency C  requests in flight while creating objects (default 50)
+  --churn-rate R          background writes per second during the churn latency samples (default 20)
+${LAUNCH_USAGE}
+                          (the memory probes run on labeller’s runtime)
+  --credentials C         how labeller authenticates: kubeconfig (a bearer token, default) or in-cluster
+                          (the same token as a pod's service-account mount, KUBERNETES_SERVICE_*, no kubeconfig)
+  --cold-only             stop after cold convergence and the tight loop (for iterating on CPU and memory)
+  --memory-only           only the memory per cached object (row 4), right after creating the objects
+  --related               only the rows of labels from related objects (bench/lib/related.ts)
+  --peers                 labeller side by side with the labellers of bench/peers/ (kube-rs, controller-runtime,
+                          @kubernetes/client-node) and the tight loop: N ConfigMaps each, one label, --concurrency
+                          in flight; labeller as the image runs dist/ and as installed from \`npm pack\`
+                          (bench/lib/peers.ts; takes no --kinds, --credentials, --*-only or labeller options)
+  --no-memory             skip the memory measurements
+  --no-results-md         do not update bench/RESULTS.md`;
+
+export type Credentials = 'kubeconfig' | 'in-cluster';
+
+export interface Options extends Launch {
+  readonly quick: boolean;
+  readonly n: number;
+  readonly idleMinutes: number;
+  readonly samples: number;
+  readonly concurrency: number;
+  /** The kinds labelled (not for --related, which labels all three). */
+  readonly kinds: readonly KindSpec[];
+  readonly createConcurrency: number;
+  readonly churnRate: number;
+  readonly memory: boolean;
+  readonly resultsMd: boolean;
+  readonly related: boolean;
+  readonly peers: boolean;
+  readonly coldOnly: boolean;
+  readonly credentials: Credentials;
+  readonly memoryOnly: boolean;
+}
+
+function parseCount(text: string, flag: string): number {
+  const m = /^(\d+(?:\.\d+)?)(k?)$/i.exec(text.trim());
+  const n = m ? Math.round(Number(m[1]) * (m[2] ? 1000 : 1)) : NaN;
+  if (!Number.isInteger(n) || n < 3) throw new Error(`${flag} ${text}: expected a whole number ≥ 3, e.g. 1k, 10k, 50k`);
+  return n;
+}
+
+function parsePositive(text: string, flag: string): number {
+  const n = Number(text);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${flag} ${text}: expected a positive number`);
+  return n;
+}
+
+/** The options of `argv`; --help prints USAGE and exits. Throws on a bad option. */
+export function options(argv: string[]): Options {
+  const { values, tokens } = parseArgs({
+    args: argv,
+    strict: true,
+    tokens: true,
+    options: {
+      quick: { type: 'boolean', default: false },
+      n: { type: 'string' },
+      'idle-minutes': { type: 'string' },
+      samples: { type: 'string' },
+      concurrency: { type: 'string', default: '8' },
+      kinds: { type: 'string', default: KINDS.map((k) => k.resource).join(',') },
+      'create-concurrency': { type: 'string', default: '50' },
+      'churn-rate': { type: 'string', default: '20' },
+      ...LAUNCH_OPTIONS,
+      'no-memory': { type: 'boolean', default: false },
+      related: { type: 'boolean', default: false },
+      peers: { type: 'boolean', default: false },
+      'no-results-md': { type: 'boolean', default: false },
+      'cold-only': { type: 'boolean', default: false },
+      credentials: { type: 'string', default: 'kubeconfig' },
+      'memory-only': { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
+    },
+  });
+  if (values.help) exitWithUsage(USAGE);
+  const quick = values.quick;
+  const credentials = values.credentials;
+  if (credentials !== 'kubeconfig' && credentials !== 'in-cluster') {
+    throw new Error(`--credentials ${credentials}: expected kubeconfig or in-cluster`);
+  }
+  const kinds = values.kinds.split(',').map((resource) => {
+    const kind = KINDS.find((k) => k.resource === resource.trim());
+    if (!kind) throw new Error(`--kinds ${values.kinds}: expected some of ${KINDS.map((k) => k.resource).join(', ')}`);
+    return kind;
+  });
+  if (values.related && kinds.length < KINDS.length) throw new Error('--related labels all three kinds; drop --kinds');
+  if (values.peers) {
+    const given = new Set<string>(tokens.flatMap((t) => (t.kind === 'option' ? [t.name] : [])));
+    const other = ['related', 'kinds', 'credentials', 'cold-only', 'memory-only', ...Object.keys(LAUNCH_OPTIONS)].find((
+      name,
+    ) => given.has(name));
+    if (other !== undefined) {
+      throw new Error(`--peers labels ConfigMaps and runs labeller as the image and the package do; drop --${other}`);
+    }
+  }
+  return {
+    ...launch(values),
+    quick,
+    kinds: values.peers ? KINDS.filter((k) => k.resource === 'configmaps') : kinds,
+    n: values.n ? parseCount(values.n, '--n') : quick ? 300 : 10_000,
+    idleMinutes: values['idle-minutes'] ? parsePositive(values['idle-minutes'], '--idle-minutes') : quick ? 0.5 : 2,
+    samples: values.samples ? Math.round(parsePositive(values.samples, '--samples')) : quick ? 50 : 200,
+    concurrency: Math.round(parsePositive(values.concurrency, '--concurrency')),
+    createConcurrency: Math.round(parsePositive(values['create-concurrency'], '--create-concurrency')),
+    churnRate: parsePositive(values['churn-rate'], '--churn-rate'),
+    memory: !values['no-memory'],
+    resultsMd: !values['no-results-md'],
+    related: values.related,
+    peers: values.peers,
+    coldOnly: values['cold-only'],
+    credentials,
+    memoryOnly: values['memory-only'],
+  };
+}

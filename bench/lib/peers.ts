@@ -1,0 +1,123 @@
+// --peers (issue 27): labeller side by side with labellers written on kube-rs, controller-runtime
+// and @kubernetes/client-node for the comparison (bench/peers/), and with the tight loop, one
+// after another on one control plane. Each gets N ConfigMaps of its own in a fresh namespace,
+// created as the main bench creates them, so each starts from the same state (the previous
+// ones are deleted first), and applies one label at concurrency C. The table: time to converge
+// from spawn, CPU and peak RSS (/proc), RSS after a restart with all N labelled and cached, and
+// that restart's PATCH requests, with ratios to kube-rs.
+import { sleep } from '../../test/harness/sleep.ts';
+import type { Bench } from './context.ts';
+import { TEAM } from './launch.ts';
+import { tightLoop } from './loop.ts';
+import { type ControllerCommand, measureOutside, type OutsideResults } from './outside.ts';
+import { type Assignment, contenders } from './peercommands.ts';
+import { markdownTable, mib, seconds } from './report.ts';
+import { setUp } from './setup.ts';
+
+export interface PeersOptions {
+  readonly n: number;
+  readonly concurrency: number;
+  readonly createConcurrency: number;
+}
+
+export interface PeersResults {
+  readonly n: number;
+  readonly concurrency: number;
+  readonly label: string;
+  /** The tight loop: wall time and this process's CPU. */
+  loop?: { seconds: number; cpuSeconds: number; load: number };
+  readonly controllers: ({ readonly name: string; readonly command: ControllerCommand } & OutsideResults)[];
+}
+
+const VALUE = 'platform';
+
+/** Runs the loop and each contender in turn, recording into `results` as it goes. */
+export async function benchPeers(bench: Bench, options: PeersOptions, results: PeersResults): Promise<void> {
+  const { admin, controlPlane, signal, log } = bench;
+  const { n, concurrency } = options;
+  const list = await contenders(controlPlane.kubeconfig, log);
+  /** A fresh namespace with N ConfigMaps, once the server has finished creating them. */
+  const fresh = async (prefix: string) => {
+    const setup = await setUp(bench, n, options.createConcurrency, prefix);
+    await sleep(2000, signal);
+    return setup;
+  };
+  // deletecollection: the namespace itself would stay Terminating (no kube-controller-manager).
+  const clear = async (namespace: string): Promise<void> => {
+    await admin.json('DELETE', `/api/v1/namespaces/${namespace}/configmaps`, {
+      headers: { accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json' },
+    });
+  };
+
+  const loopSetup = await fresh('labeller-peers-loop');
+  const loop = await tightLoop(bench, loopSetup.namespace, loopSetup.objects, concurrency, { [TEAM]: VALUE });
+  results.loop = { seconds: loop.seconds, cpuSeconds: loop.cpuSeconds, load: loop.load };
+  log(`tight loop: ${seconds(loop.seconds)}, CPU ${loop.cpuSeconds.toFixed(2)} s`);
+  await clear(loopSetup.namespace);
+
+  for (const contender of list) {
+    const setup = await fresh('labeller-peers');
+    const api = [...setup.apis.values()][0]!;
+    const assignment: Assignment = { namespace: setup.namespace, key: TEAM, value: VALUE, concurrency };
+    const command = contender.command(assignment);
+    const measured = await measureOutside(bench, command, api, `${TEAM}!=${VALUE}`, n);
+    results.controllers.push({ name: contender.name, command, ...measured });
+    await clear(setup.namespace);
+  }
+}
+
+export function peersResults(options: PeersOptions): PeersResults {
+  return { n: options.n, concurrency: options.concurrency, label: `${TEAM}=${VALUE}`, controllers: [] };
+}
+
+/** The table: one row per controller, ratios to the first (kube-rs) in time, CPU and peak RSS. */
+export function peersTable(r: PeersResults): string {
+  const base = r.controllers[0];
+  const ratio = (x: number | undefined, to: number | undefined): string =>
+    x === undefined || !to ? '' : ` (${(x / to).toFixed(2)}×)`;
+  const cpu = (s: number | undefined): string => (s === undefined ? 'n/a' : seconds(s));
+  const rows = [];
+  if (r.loop) {
+    rows.push([
+      `tight loop: the same ${r.n} applies from the bench process (TypeScript, bench/lib/loop.ts), ${r.concurrency} in flight`,
+      `${seconds(r.loop.seconds)}${ratio(r.loop.seconds, base?.seconds)}`,
+      `${cpu(r.loop.cpuSeconds)}${ratio(r.loop.cpuSeconds, base?.cpuSeconds)}`,
+      'n/a',
+      'n/a',
+      'n/a',
+      r.loop.load.toFixed(2),
+    ]);
+  }
+  for (const c of r.controllers) {
+    rows.push([
+      c.name,
+      `${seconds(c.seconds)}${ratio(c.seconds, base?.seconds)}`,
+      `${cpu(c.cpuSeconds)}${ratio(c.cpuSeconds, base?.cpuSeconds)}`,
+      `${mib(c.peakRss)}${ratio(c.peakRss, base?.peakRss)}`,
+      c.restartRss === undefined ? 'n/a' : mib(c.restartRss),
+      String(c.restartPatches),
+      c.load.toFixed(2),
+    ]);
+  }
+  return markdownTable([
+    'controller',
+    'time to converge',
+    'CPU',
+    'peak RSS',
+    `RSS after restart (${r.n} cached)`,
+    'PATCH on restart',
+    'load (1 min)',
+  ], rows);
+}
+
+/** Notes under the table: exits that were not clean, PATCHes beyond one per object. */
+export function peersNotes(r: PeersResults): string[] {
+  const notes: string[] = [];
+  for (const c of r.controllers) {
+    if (c.exitCode !== 0 || c.restartExitCode !== 0) {
+      notes.push(`${c.command.name} exited with status ${c.exitCode} and ${c.restartExitCode} on SIGTERM`);
+    }
+    if (c.patches !== r.n) notes.push(`${c.command.name} sent ${c.patches} successful PATCHes for ${r.n} objects`);
+  }
+  return notes;
+}

@@ -1,0 +1,191 @@
+// A run of bench/run.ts as it is kept: every measurement's figures (the JSON record in
+// bench/results/), their rows, and the markdown section printed and put in bench/RESULTS.md, whose
+// header says what ran where.
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { cpus, loadavg, release, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { binaries } from '../../test/controlplane/controlplane.ts';
+import { host, runtimeVersion } from '../../test/harness/runtime.ts';
+import { type MemoryResults, memoryRows } from './cachememory.ts';
+import { type ColdResults, coldRows } from './cold.ts';
+import { type IdleResults, idleRows } from './idle.ts';
+import { type LatencyResults, latencyRows } from './latency.ts';
+import { type LoopResults, loopRows } from './loop.ts';
+import type { Options } from './options.ts';
+import { peersNotes, type PeersResults, peersTable } from './peers.ts';
+import { type RelatedResults, relatedRows } from './related.ts';
+import { type Row, seconds, table } from './report.ts';
+import { type RestartResults, restartRows } from './restart.ts';
+import type { SetupResults } from './setup.ts';
+
+export interface Results {
+  meta: Record<string, unknown>;
+  options: Options;
+  setup?: SetupResults;
+  cold?: ColdResults;
+  loop?: LoopResults;
+  restart?: RestartResults;
+  idle?: IdleResults;
+  latency?: LatencyResults;
+  memory?: MemoryResults;
+  related?: RelatedResults & { load: number };
+  peers?: PeersResults;
+  error?: string;
+}
+
+function git(args: string[]): string {
+  try {
+    return execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return '';
+  }
+}
+
+export function etcdVersion(): string {
+  try {
+    const out = execFileSync(join(binaries(), 'etcd'), ['--version'], { encoding: 'utf8' });
+    return `v${/etcd Version: (\S+)/.exec(out)?.[1] ?? '?'}`;
+  } catch {
+    return 'unknown';
+  }
+}
+
+const loads = (): string => loadavg().map((x) => x.toFixed(2)).join(' / ');
+
+/** What the section's header says about the run, as known when it starts. */
+export function startMeta(startedAt: Date, opts: Options): Record<string, unknown> {
+  return {
+    startedAt: startedAt.toISOString(),
+    command: `${host === 'node' ? 'node --import tsx' : 'deno run -A'} bench/run.ts ${process.argv.slice(2).join(' ')}`
+      .trim(),
+    benchRuntime: runtimeVersion(),
+    labellerRuntime: opts.runtime === host ? runtimeVersion() : opts.runtime,
+    labellerVersion: (JSON.parse(readFileSync('package.json', 'utf8')) as { version: string }).version,
+    git: `${git(['rev-parse', '--short', 'HEAD']) || '?'}${
+      git(['status', '--porcelain', '--', 'src', 'bin', 'package.json']) ? ' + uncommitted changes' : ''
+    }`,
+    cpu: cpus()[0]?.model ?? 'unknown',
+    cores: cpus().length,
+    memoryGiB: (totalmem() / 2 ** 30).toFixed(1),
+    kernel: release(),
+    loadAtStart: loads(),
+  };
+}
+
+/** Adds what is known once the run has ended. */
+export function endMeta(meta: Record<string, unknown>, startedAt: Date): void {
+  meta['durationSeconds'] = (Date.now() - startedAt.getTime()) / 1000;
+  meta['loadAtEnd'] = loads();
+}
+
+export function rows(r: Results): Row[] {
+  const n = r.options.n;
+  const { cold, loop, restart, idle, latency, memory, related } = r;
+  return [
+    ...(related ? relatedRows(related, related.load) : []),
+    ...(cold ? coldRows(cold, n, r.options.credentials) : []),
+    ...(loop ? loopRows(loop, cold, n) : []),
+    ...(restart ? restartRows(restart) : []),
+    ...(memory ? memoryRows(memory) : []),
+    ...(latency ? latencyRows(latency) : []),
+    ...(idle ? idleRows(idle) : []),
+  ];
+}
+
+/** The run's section: what ran where, then the table and notes. */
+export function describeRun(r: Results): string {
+  const m = r.meta;
+  const o = r.options;
+  const lines = [
+    o.peers
+      ? `## N = ${o.n}${o.quick ? ' (--quick)' : ''}, labeller and its peers (--peers)`
+      : `## N = ${o.n}${o.quick ? ' (--quick)' : ''}${
+        o.related ? ', labels from related objects (--related)' : ''
+      }, labeller on ${o.runtime === 'node' ? 'Node' : 'Deno'}${o.build === undefined ? '' : `, from ${o.build}/`}`,
+    '',
+    `- run: ${String(m['startedAt'])}, ${seconds(Number(m['durationSeconds'] ?? 0))} in all; \`${
+      String(m['command'])
+    }\``,
+    `- labeller ${String(m['labellerVersion'])} (git ${String(m['git'])}), labeller${
+      o.peers ? '' : ' and memory probes'
+    } on ${String(m['labellerRuntime'])}; bench on ${String(m['benchRuntime'])}`,
+    `- kube-apiserver ${String(m['kubeApiserver'] ?? '?')}, etcd ${
+      String(m['etcd'])
+    } (test/controlplane, loopback, audit log on; every client is system:masters, so API Priority and Fairness exempts them all)`,
+    `- machine: ${String(m['cpu'])}, ${String(m['cores'])} cores, ${String(m['memoryGiB'])} GiB, Linux ${
+      String(m['kernel'])
+    }`,
+    `- load average (1/5/15 min): ${String(m['loadAtStart'])} at start, ${
+      String(m['loadAtEnd'] ?? '?')
+    } at end; other work shares the machine, so figures are noisy`,
+    ...(o.peers ? peersSetup(r) : benchSetup(r)),
+  ];
+  const notes: string[] = [];
+  if (r.cold && (r.cold.logErrors || r.cold.logWarnings)) {
+    notes.push(`cold run logged ${r.cold.logErrors} errors and ${r.cold.logWarnings} warnings`);
+  }
+  if (r.latency && (r.latency.logErrors || r.latency.logWarnings)) {
+    notes.push(`restarted run logged ${r.latency.logErrors} errors and ${r.latency.logWarnings} warnings`);
+  }
+  if (r.latency?.churn.churnErrors) notes.push(`${r.latency.churn.churnErrors} churn writes failed`);
+  if (r.peers) notes.push(...peersNotes(r.peers));
+  if (r.error) notes.push(`**the run failed**: ${r.error.split('\n')[0]}`);
+  if (notes.length) lines.push('', ...notes.map((n) => `- ${n}`));
+  return lines.join('\n');
+}
+
+/** The main bench's and --related's objects, how labeller ran, and the table. */
+function benchSetup(r: Results): string[] {
+  const o = r.options;
+  return [
+    r.related
+      ? `- objects: ${o.n} ConfigMaps, Services and Deployments in one namespace, with the same metadata as the main bench; one label, \`{{namespace.labels.team}}\``
+      : `- objects: ${
+        Object.entries(r.setup?.objects ?? {}).map(([k, v]) => `${v} ${k}`).join(', ')
+      }, each with 6 labels, 4 annotations and managedFields of \`kubectl-create\` (Update) and \`argocd-controller\` (Apply); created in ${
+        r.setup ? seconds(r.setup.seconds) : '?'
+      }`,
+    `- labeller run from ${o.build === undefined ? `the sources (\`${o.entry}\`)` : `the build (\`${o.entry}\`)`}${
+      o.v8Flags.length ? ` with V8 flags \`${o.v8Flags.join(' ')}\`` : ''
+    }${
+      Object.keys(o.env).length
+        ? `, environment \`${Object.entries(o.env).map(([k, v]) => `${k}=${v}`).join(' ')}\``
+        : ''
+    }; ${
+      o.credentials === 'in-cluster'
+        ? "in-cluster credentials (a service-account folder at the kubelet's mount point, in a private mount namespace)"
+        : 'kubeconfig credentials (bearer token)'
+    }`,
+    `- labeller \`--concurrency ${o.concurrency}\` per kind (${
+      o.concurrency * o.kinds.length
+    } in all; the tight loop uses the same), ${
+      o.related ? 'one label' : '2 labels'
+    }; convergence ends at the last labeller PATCH in the audit log, confirmed by a metadata-only list`,
+    '',
+    table(rows(r)),
+  ];
+}
+
+/** --peers' objects, what each controller is told and how it is measured, and the table. */
+function peersSetup(r: Results): string[] {
+  const o = r.options;
+  const settle = seconds(3 + o.n / 5000);
+  return [
+    `- objects: ${o.n} ConfigMaps per controller, each set in a fresh namespace (the previous set deleted), each with 6 labels, 4 annotations and managedFields of \`kubectl-create\` (Update) and \`argocd-controller\` (Apply)`,
+    `- each controller applies one label (\`${
+      r.peers?.label ?? '?'
+    }\`, forced server-side apply) at concurrency ${o.concurrency}, with kubeconfig credentials (a bearer token); ratios are to kube-rs`,
+    `- time to converge: spawn → the end of its last successful PATCH in the audit log (its PATCHes in its namespace counted as the log grows, no load on the API server), confirmed by a metadata-only list; CPU: utime + stime at that PATCH, and peak RSS (VmHWM), from /proc; RSS after restart: a second run over the ${o.n} labelled objects, VmRSS ${settle} after the line saying its cache is synced; PATCH on restart: that run's PATCH requests (audit log)`,
+    '',
+    r.peers ? peersTable(r.peers) : '',
+  ];
+}
+
+/** The key of the run's section in bench/RESULTS.md. */
+export function sectionKey(o: Options): string {
+  if (o.peers) return `n=${o.n} peers`;
+  return `n=${o.n} runtime=${o.runtime}${o.build === undefined ? '' : ` build=${o.build}`}${
+    o.related ? ' related' : ''
+  }`;
+}
