@@ -42,6 +42,7 @@ import { type BenchObject, createObjects, KINDS, type KindSpec, pool, split } fr
 import { bytes, mib, ms, type Row, seconds, table, updateResultsFile, type Verdict, writeJson } from './lib/report.ts';
 import { benchRelated, type RelatedResults, relatedRows } from './lib/related.ts';
 import { Churn, LabelWatch, type LatencySamples, measureRelabel, percentile } from './lib/relabel.ts';
+import { benchWorkloads, workloadRows, workloadsControlPlane, type WorkloadsResults } from './lib/workloads.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 process.chdir(root);
@@ -65,6 +66,8 @@ ${LAUNCH_USAGE}
   --cold-only             stop after cold convergence and the tight loop (for iterating on CPU and memory)
   --memory-only           only the memory per cached object (row 4), right after creating the objects
   --related               only the rows of labels from related objects (bench/lib/related.ts)
+  --workloads             only the rows of real shapes: N pods (default 1000) of Deployments on a full
+                          control plane, labelled from root.*/owner.*, then a rolling restart (bench/lib/workloads.ts)
   --no-memory             skip the memory measurements
   --no-results-md         do not update bench/RESULTS.md`;
 
@@ -94,6 +97,7 @@ interface Options extends Launch {
   readonly memory: boolean;
   readonly resultsMd: boolean;
   readonly related: boolean;
+  readonly workloads: boolean;
   readonly coldOnly: boolean;
   readonly credentials: Credentials;
   readonly memoryOnly: boolean;
@@ -117,6 +121,7 @@ function options(argv: string[]): Options {
       ...LAUNCH_OPTIONS,
       'no-memory': { type: 'boolean', default: false },
       related: { type: 'boolean', default: false },
+      workloads: { type: 'boolean', default: false },
       'no-results-md': { type: 'boolean', default: false },
       'cold-only': { type: 'boolean', default: false },
       credentials: { type: 'string', default: 'kubeconfig' },
@@ -143,7 +148,7 @@ function options(argv: string[]): Options {
     ...launch(values),
     quick,
     kinds,
-    n: values.n ? parseCount(values.n, '--n') : quick ? 300 : 10_000,
+    n: values.n ? parseCount(values.n, '--n') : quick ? 300 : values.workloads ? 1000 : 10_000,
     idleMinutes: values['idle-minutes'] ? parsePositive(values['idle-minutes'], '--idle-minutes') : quick ? 0.5 : 2,
     samples: values.samples ? Math.round(parsePositive(values.samples, '--samples')) : quick ? 50 : 200,
     concurrency: Math.round(parsePositive(values.concurrency, '--concurrency')),
@@ -152,6 +157,7 @@ function options(argv: string[]): Options {
     memory: !values['no-memory'],
     resultsMd: !values['no-results-md'],
     related: values.related,
+    workloads: values.workloads,
     coldOnly: values['cold-only'],
     credentials,
     memoryOnly: values['memory-only'],
@@ -349,6 +355,7 @@ interface Results {
   };
   memory?: Partial<Record<MemoryMode, MemoryResult & { load: number }>>;
   related?: RelatedResults & { load: number };
+  workloads?: WorkloadsResults & { load: number };
   error?: string;
 }
 
@@ -362,6 +369,10 @@ async function bench(cp: ControlPlane, opts: Options, results: Results, signal: 
     const resourceOf = new Map<KindSpec, ApiResource>(
       opts.kinds.map((k) => [k, resolveResource(k.resource, resources)]),
     );
+    if (opts.workloads) {
+      results.workloads = { ...(await benchWorkloads(admin, cp, audit, opts, signal, log)), load: load1() };
+      return;
+    }
     if (opts.related) {
       results.related = {
         ...(await benchRelated(admin, cp, audit, resourceOf, opts, signal, log)),
@@ -612,8 +623,9 @@ const at = (s: number | undefined): string => (s === undefined ? 'n/a' : seconds
 function rows(r: Results): Row[] {
   const out: Row[] = [];
   const n = r.options.n;
-  const { cold, loop, restart, idle, latency, memory, related } = r;
+  const { cold, loop, restart, idle, latency, memory, related, workloads } = r;
   if (related) out.push(...relatedRows(related, related.load));
+  if (workloads) out.push(...workloadRows(workloads, workloads.load));
   if (cold) {
     out.push({
       id: '1',
@@ -790,7 +802,7 @@ function describeRun(r: Results): string {
   const o = r.options;
   const lines = [
     `## N = ${o.n}${o.quick ? ' (--quick)' : ''}${
-      o.related ? ', labels from related objects (--related)' : ''
+      o.related ? ', labels from related objects (--related)' : o.workloads ? ', real shapes (--workloads)' : ''
     }, labeller on ${o.runtime === 'node' ? 'Node' : 'Deno'}${o.build === undefined ? '' : `, from ${o.build}/`}`,
     '',
     `- run: ${String(m['startedAt'])}, ${seconds(Number(m['durationSeconds'] ?? 0))} in all; \`${
@@ -808,7 +820,9 @@ function describeRun(r: Results): string {
     `- load average (1/5/15 min): ${String(m['loadAtStart'])} at start, ${
       String(m['loadAtEnd'] ?? '?')
     } at end; other work shares the machine, so figures are noisy`,
-    r.related
+    r.workloads
+      ? `- objects: ${r.workloads.pods} pods of ${r.workloads.deployments} Deployments (kube-controller-manager, kube-scheduler, kwok); labels \`{{root.kind}}.{{root.name}}\` on pods and ReplicaSets, \`{{owner.name}}\` on pods`
+      : r.related
       ? `- objects: ${o.n} ConfigMaps, Services and Deployments in one namespace, with the same metadata as the main bench; one label, \`{{namespace.labels.team}}\``
       : `- objects: ${
         Object.entries(r.setup?.objects ?? {}).map(([k, v]) => `${v} ${k}`).join(', ')
@@ -906,7 +920,7 @@ const results: Results = {
 let status = 0;
 try {
   log(`starting the control plane (N = ${opts.n}, labeller on ${opts.runtime})`);
-  controlPlane = startControlPlane(abort.signal);
+  controlPlane = startControlPlane(abort.signal, opts.workloads ? workloadsControlPlane(opts.n) : {});
   const cp = await controlPlane;
   results.meta['etcd'] = etcdVersion();
   await bench(cp, opts, results, abort.signal);
@@ -935,7 +949,7 @@ if (status === 0 && opts.resultsMd && !opts.coldOnly && !opts.memoryOnly) {
     'bench/RESULTS.md',
     `n=${opts.n} runtime=${opts.runtime}${opts.build === undefined ? '' : ` build=${opts.build}`}${
       opts.related ? ' related' : ''
-    }`,
+    }${opts.workloads ? ' workloads' : ''}`,
     section,
   );
   log('updated bench/RESULTS.md');
