@@ -62,6 +62,10 @@ export async function startControllers(setup: ControllersSetup, processes: Child
     `--root-ca-file=${setup.serverCA}`,
     `--cluster-signing-cert-file=${setup.clientCA.cert}`,
     `--cluster-signing-key-file=${setup.clientCA.key}`,
+    // 5× the default request rate, as clusters of many pods set: a rollout of a thousand pods is
+    // bound by it (every pod is created and deleted through it).
+    '--kube-api-qps=100',
+    '--kube-api-burst=200',
     '--leader-elect=false',
     '--v=1',
   ]);
