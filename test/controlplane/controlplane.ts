@@ -127,14 +127,15 @@ const FULL = [...BARE, 'kube-controller-manager', 'kube-scheduler', 'kwok', 'kwo
  */
 export function binaries(full = false): string {
   const needed = full ? FULL : BARE;
+  const listed = `${needed.slice(0, -1).join(', ')} and ${needed.at(-1)}`;
   const assets = process.env['KUBEBUILDER_ASSETS'];
   if (assets) {
     for (const bin of needed) {
       if (!existsSync(join(assets, bin))) {
         throw new ControlPlaneUnavailable(
-          `KUBEBUILDER_ASSETS=${assets} has no ${bin}; point it at a folder with ${
-            needed.join(', ')
-          } (test/controlplane/build.sh${full ? ' --full' : ''} prints one), or unset it to build them`,
+          `KUBEBUILDER_ASSETS=${assets} has no ${bin}; point it at a folder with ${listed}${
+            full ? ' (as test/controlplane/build.sh --full leaves them)' : ''
+          }, or unset it to build them`,
         );
       }
     }
@@ -148,7 +149,9 @@ export function binaries(full = false): string {
   if (build.status !== 0) {
     throw new ControlPlaneUnavailable(
       build.status === 3
-        ? `no Go toolchain to build ${needed.join(', ')}; install Go, or set KUBEBUILDER_ASSETS to a folder with them`
+        ? `no Go toolchain to build ${listed}; install Go, or set KUBEBUILDER_ASSETS to a folder with ${
+          full ? 'them' : 'both binaries'
+        }`
         : `test/controlplane/build.sh failed with status ${build.status} (its output is above)`,
     );
   }
