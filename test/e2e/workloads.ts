@@ -54,7 +54,7 @@ export function deployment(name: string, replicas: number, labels: Record<string
   };
 }
 
-/** A pod of no controller (or of `owner`, as given), labelled `labels`, optionally bound to a node. */
+/** A pod labelled `labels`; `extra` adds metadata (annotations, ownerReferences) and spec fields (nodeName). */
 export function pod(
   name: string,
   labels: Record<string, string>,
