@@ -38,6 +38,7 @@ import { type Options, options, USAGE } from './lib/options.ts';
 import { describeRun, endMeta, etcdVersion, type Results, rows, sectionKey, startMeta } from './lib/record.ts';
 import { benchPeers, peersResults } from './lib/peers.ts';
 import { benchRelated } from './lib/related.ts';
+import { benchWorkloads, workloadsControlPlane } from './lib/workloads.ts';
 import { load1, seconds, updateResultsFile, writeJson } from './lib/report.ts';
 import { restart } from './lib/restart.ts';
 import { setUp } from './lib/setup.ts';
@@ -86,7 +87,12 @@ async function bench(controlPlane: ControlPlane, opts: Options, results: Results
       log,
     };
     if (opts.related) results.related = { ...(await benchRelated(context, opts)), load: load1() };
-    else if (opts.peers) await benchPeers(context, opts, results.peers = peersResults(opts));
+    else if (opts.workloads) {
+      results.workloads = {
+        ...(await benchWorkloads(admin, controlPlane, context.audit, opts, signal, log)),
+        load: load1(),
+      };
+    } else if (opts.peers) await benchPeers(context, opts, results.peers = peersResults(opts));
     else await main(context, opts, results);
   } finally {
     await admin.close();
@@ -127,7 +133,7 @@ const results: Results = { meta: startMeta(startedAt, opts), options: opts };
 let status = 0;
 try {
   log(`starting the control plane (N = ${opts.n}, labeller on ${opts.runtime})`);
-  controlPlane = startControlPlane(abort.signal);
+  controlPlane = startControlPlane(abort.signal, opts.workloads ? workloadsControlPlane(opts.n) : {});
   const cp = await controlPlane;
   results.meta['etcd'] = etcdVersion();
   await bench(cp, opts, results, abort.signal);

@@ -22,6 +22,8 @@ ${LAUNCH_USAGE}
   --cold-only             stop after cold convergence and the tight loop (for iterating on CPU and memory)
   --memory-only           only the memory per cached object (row 4), right after creating the objects
   --related               only the rows of labels from related objects (bench/lib/related.ts)
+  --workloads             only the rows of real shapes: N pods (default 1000) of Deployments on a full
+                          control plane, labelled from root.*/owner.*, then a rolling restart (bench/lib/workloads.ts)
   --peers                 labeller side by side with the labellers of bench/peers/ (kube-rs, controller-runtime,
                           @kubernetes/client-node) and the tight loop: N ConfigMaps each, one label, --concurrency
                           in flight; labeller as the image runs dist/ and as installed from \`npm pack\`
@@ -44,6 +46,7 @@ export interface Options extends Launch {
   readonly memory: boolean;
   readonly resultsMd: boolean;
   readonly related: boolean;
+  readonly workloads: boolean;
   readonly peers: boolean;
   readonly coldOnly: boolean;
   readonly credentials: Credentials;
@@ -81,6 +84,7 @@ export function options(argv: string[]): Options {
       ...LAUNCH_OPTIONS,
       'no-memory': { type: 'boolean', default: false },
       related: { type: 'boolean', default: false },
+      workloads: { type: 'boolean', default: false },
       peers: { type: 'boolean', default: false },
       'no-results-md': { type: 'boolean', default: false },
       'cold-only': { type: 'boolean', default: false },
@@ -114,7 +118,7 @@ export function options(argv: string[]): Options {
     ...launch(values),
     quick,
     kinds: values.peers ? KINDS.filter((k) => k.resource === 'configmaps') : kinds,
-    n: values.n ? parseCount(values.n, '--n') : quick ? 300 : 10_000,
+    n: values.n ? parseCount(values.n, '--n') : quick ? 300 : values.workloads ? 1000 : 10_000,
     idleMinutes: values['idle-minutes'] ? parsePositive(values['idle-minutes'], '--idle-minutes') : quick ? 0.5 : 2,
     samples: values.samples ? Math.round(parsePositive(values.samples, '--samples')) : quick ? 50 : 200,
     concurrency: Math.round(parsePositive(values.concurrency, '--concurrency')),
@@ -123,6 +127,7 @@ export function options(argv: string[]): Options {
     memory: !values['no-memory'],
     resultsMd: !values['no-results-md'],
     related: values.related,
+    workloads: values.workloads,
     peers: values.peers,
     coldOnly: values['cold-only'],
     credentials,

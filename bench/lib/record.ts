@@ -15,6 +15,7 @@ import { type LoopResults, loopRows } from './loop.ts';
 import type { Options } from './options.ts';
 import { peersNotes, type PeersResults, peersTable } from './peers.ts';
 import { type RelatedResults, relatedRows } from './related.ts';
+import { workloadRows, type WorkloadsResults } from './workloads.ts';
 import { type Row, seconds, table } from './report.ts';
 import { type RestartResults, restartRows } from './restart.ts';
 import type { SetupResults } from './setup.ts';
@@ -30,6 +31,7 @@ export interface Results {
   latency?: LatencyResults;
   memory?: MemoryResults;
   related?: RelatedResults & { load: number };
+  workloads?: WorkloadsResults & { load: number };
   peers?: PeersResults;
   error?: string;
 }
@@ -81,9 +83,10 @@ export function endMeta(meta: Record<string, unknown>, startedAt: Date): void {
 
 export function rows(r: Results): Row[] {
   const n = r.options.n;
-  const { cold, loop, restart, idle, latency, memory, related } = r;
+  const { cold, loop, restart, idle, latency, memory, related, workloads } = r;
   return [
     ...(related ? relatedRows(related, related.load) : []),
+    ...(workloads ? workloadRows(workloads, workloads.load) : []),
     ...(cold ? coldRows(cold, n, r.options.credentials) : []),
     ...(loop ? loopRows(loop, cold, n) : []),
     ...(restart ? restartRows(restart) : []),
@@ -101,7 +104,7 @@ export function describeRun(r: Results): string {
     o.peers
       ? `## N = ${o.n}${o.quick ? ' (--quick)' : ''}, labeller and its peers (--peers)`
       : `## N = ${o.n}${o.quick ? ' (--quick)' : ''}${
-        o.related ? ', labels from related objects (--related)' : ''
+        o.related ? ', labels from related objects (--related)' : o.workloads ? ', real shapes (--workloads)' : ''
       }, labeller on ${o.runtime === 'node' ? 'Node' : 'Deno'}${o.build === undefined ? '' : `, from ${o.build}/`}`,
     '',
     `- run: ${String(m['startedAt'])}, ${seconds(Number(m['durationSeconds'] ?? 0))} in all; \`${
@@ -139,7 +142,9 @@ export function describeRun(r: Results): string {
 function benchSetup(r: Results): string[] {
   const o = r.options;
   return [
-    r.related
+    r.workloads
+      ? `- objects: ${r.workloads.pods} pods of ${r.workloads.deployments} Deployments (kube-controller-manager, kube-scheduler, kwok); labels \`{{root.kind}}.{{root.name}}\` on pods and ReplicaSets, \`{{owner.name}}\` on pods`
+      : r.related
       ? `- objects: ${o.n} ConfigMaps, Services and Deployments in one namespace, with the same metadata as the main bench; one label, \`{{namespace.labels.team}}\``
       : `- objects: ${
         Object.entries(r.setup?.objects ?? {}).map(([k, v]) => `${v} ${k}`).join(', ')
@@ -186,6 +191,6 @@ function peersSetup(r: Results): string[] {
 export function sectionKey(o: Options): string {
   if (o.peers) return `n=${o.n} peers`;
   return `n=${o.n} runtime=${o.runtime}${o.build === undefined ? '' : ` build=${o.build}`}${
-    o.related ? ' related' : ''
+    o.related ? ' related' : o.workloads ? ' workloads' : ''
   }`;
 }

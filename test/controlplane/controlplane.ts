@@ -1,14 +1,17 @@
 // A real etcd + kube-apiserver on loopback for the e2e tests, in the spirit of
-// controller-runtime's envtest: RBAC on, an admin identity, service-account token signing.
-import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+// controller-runtime's envtest: RBAC on, an admin identity, service-account token signing. With
+// `full`, also the controllers, the scheduler and simulated nodes (controllers.ts).
+import { type ChildProcess, execFileSync, spawnSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Agent, fetch } from 'undici';
-import { sleep } from '../harness/sleep.ts';
+import { Agent } from 'undici';
+import { startControllers } from './controllers.ts';
+import { ControlPlaneUnavailable, freePorts, launch, stopProcess, waitFor } from './process.ts';
+
+export { ControlPlaneUnavailable, freePorts } from './process.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -18,6 +21,8 @@ export interface ControlPlane {
   /** etcd's client URL, for tests that compact or inspect storage. */
   readonly etcd: string;
   readonly dir: string;
+  /** Whether controllers, a scheduler and simulated nodes run (startControlPlane's `full`). */
+  readonly full: boolean;
   /** The API server's audit log (JSON lines, Metadata level): tests count requests with it. */
   readonly auditLog: string;
   /** The CA the API server trusts for client certificates (`--client-ca-file`), with its key. */
@@ -49,7 +54,7 @@ export function clientCAFiles(dir: string): ClientCA {
 /**
  * A client certificate for `user` in `groups` (CN and O, as the API server reads them), signed
  * by the control plane's client CA: the CSR API's signer runs in kube-controller-manager, which
- * the test control plane does not run. Returns PEM texts.
+ * only a full control plane runs. Returns PEM texts.
  */
 export function signClientCertificate(
   ca: ClientCA,
@@ -113,49 +118,70 @@ function openssl(args: readonly string[]): void {
   }
 }
 
-export class ControlPlaneUnavailable extends Error {
-  override readonly name = 'ControlPlaneUnavailable';
-}
+const BARE = ['kube-apiserver', 'etcd'];
+const FULL = [...BARE, 'kube-controller-manager', 'kube-scheduler', 'kwok', 'kwok-stages.yaml'];
 
-/** Folder with kube-apiserver and etcd: KUBEBUILDER_ASSETS, else built (or taken from the cache) by build.sh. */
-export function binaries(): string {
+/**
+ * Folder with the binaries (with `full`, those of controllers.ts too): KUBEBUILDER_ASSETS, else
+ * built (or taken from the cache) by build.sh.
+ */
+export function binaries(full = false): string {
+  const needed = full ? FULL : BARE;
+  const listed = `${needed.slice(0, -1).join(', ')} and ${needed.at(-1)}`;
   const assets = process.env['KUBEBUILDER_ASSETS'];
   if (assets) {
-    for (const bin of ['kube-apiserver', 'etcd']) {
+    for (const bin of needed) {
       if (!existsSync(join(assets, bin))) {
         throw new ControlPlaneUnavailable(
-          `KUBEBUILDER_ASSETS=${assets} has no ${bin}; point it at a folder with kube-apiserver and etcd, or unset it to build them`,
+          `KUBEBUILDER_ASSETS=${assets} has no ${bin}; point it at a folder with ${listed}${
+            full ? ' (as test/controlplane/build.sh --full leaves them)' : ''
+          }, or unset it to build them`,
         );
       }
     }
     return assets;
   }
-  const build = spawnSync('bash', [join(here, 'build.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  const build = spawnSync('bash', [join(here, 'build.sh'), ...(full ? ['--full'] : [])], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   if (build.error) throw new ControlPlaneUnavailable(`cannot run test/controlplane/build.sh: ${build.error.message}`);
   if (build.status !== 0) {
     throw new ControlPlaneUnavailable(
       build.status === 3
-        ? 'no Go toolchain to build kube-apiserver and etcd; install Go, or set KUBEBUILDER_ASSETS to a folder with both binaries'
+        ? `no Go toolchain to build ${listed}; install Go, or set KUBEBUILDER_ASSETS to a folder with ${
+          full ? 'them' : 'both binaries'
+        }`
         : `test/controlplane/build.sh failed with status ${build.status} (its output is above)`,
     );
   }
   return build.stdout.trim().split('\n').at(-1) ?? '';
 }
 
-/** Starts etcd and kube-apiserver; aborting `signal` stops whatever already started and rejects. */
-export async function startControlPlane(signal?: AbortSignal): Promise<ControlPlane> {
-  const bin = binaries();
+export interface ControlPlaneOptions {
+  /**
+   * Also kube-controller-manager, kube-scheduler and kwok with `nodes` simulated nodes: what
+   * tests of objects the cluster's own controllers make need. Off, the API server alone starts
+   * in seconds and nothing acts on the objects a test creates.
+   */
+  readonly full?: boolean;
+  /** Simulated nodes of a full control plane (default 3). */
+  readonly nodes?: number;
+}
+
+/**
+ * Starts etcd and kube-apiserver (and, `full`, the rest of a cluster); aborting `signal` stops
+ * whatever already started and rejects.
+ */
+export async function startControlPlane(
+  signal?: AbortSignal,
+  options: ControlPlaneOptions = {},
+): Promise<ControlPlane> {
+  const full = options.full ?? false;
+  const bin = binaries(full);
   const dir = mkdtempSync(join(tmpdir(), 'labeller-controlplane-'));
   const processes: ChildProcess[] = [];
   let apiserver: ChildProcess | undefined;
-  const stopProcess = async (p: ChildProcess): Promise<void> => {
-    if (p.exitCode !== null || p.signalCode !== null) return;
-    const exited = new Promise<void>((resolve) => p.once('exit', () => resolve()));
-    p.kill('SIGTERM');
-    const timer = setTimeout(() => p.kill('SIGKILL'), 10_000);
-    await exited;
-    clearTimeout(timer);
-  };
   const stop = async (): Promise<void> => {
     for (const p of processes.reverse()) await stopProcess(p);
     rmSync(dir, { recursive: true, force: true });
@@ -216,7 +242,12 @@ export async function startControlPlane(signal?: AbortSignal): Promise<ControlPl
       `--service-account-key-file=${join(dir, 'sa.key')}`,
       `--service-account-signing-key-file=${join(dir, 'sa.key')}`,
       '--service-cluster-ip-range=10.0.0.0/24',
-      '--disable-admission-plugins=ServiceAccount',
+      // The API server may not advertise a loopback address while it maintains the `kubernetes`
+      // Service's endpoints (refused from 1.37 on); nothing here reaches it through the Service.
+      '--endpoint-reconciler-type=none',
+      // The admission that gives pods their ServiceAccount needs the `default` one, which the
+      // controller manager makes: only a full control plane has it.
+      ...(full ? [] : ['--disable-admission-plugins=ServiceAccount']),
       '--allow-privileged=true',
       `--audit-policy-file=${join(dir, 'audit-policy.yaml')}`,
       `--audit-log-path=${auditLog}`,
@@ -246,25 +277,49 @@ export async function startControlPlane(signal?: AbortSignal): Promise<ControlPl
 
     // The API server signs its self-generated serving certificate with its own CA and writes
     // both to apiserver.crt, so clients verify TLS for real.
-    const ca = readFileSync(join(dir, 'certs', 'apiserver.crt')).toString('base64');
-    const kubeconfig = join(dir, 'kubeconfig');
-    writeFileSync(
-      kubeconfig,
-      JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Config',
-        clusters: [{ name: 'labeller-test', cluster: { server, 'certificate-authority-data': ca } }],
-        users: [{ name: 'admin', user: { token } }],
-        contexts: [{ name: 'labeller-test', context: { cluster: 'labeller-test', user: 'admin' } }],
-        'current-context': 'labeller-test',
-      }),
-    );
+    const serverCA = join(dir, 'certs', 'apiserver.crt');
+    const kubeconfigFor = (file: string, name: string, user: Readonly<Record<string, string>>): string => {
+      const path = join(dir, file);
+      writeFileSync(path, JSON.stringify(kubeconfigOf(server, readFileSync(serverCA), name, user)));
+      return path;
+    };
+    const kubeconfig = kubeconfigFor('kubeconfig', 'admin', { token });
+    if (full) {
+      /** A kubeconfig with a client certificate for `user` in `groups`, as kubeadm writes its components'. */
+      const identity = (name: string, user: string, groups: readonly string[] = []): string => {
+        const { cert, key } = signClientCertificate(clientCA, user, groups, 30);
+        return kubeconfigFor(`${name}.kubeconfig`, name, {
+          'client-certificate-data': Buffer.from(cert).toString('base64'),
+          'client-key-data': Buffer.from(key).toString('base64'),
+        });
+      };
+      await startControllers({
+        bin,
+        dir,
+        server,
+        serverCA,
+        adminToken: token,
+        kubeconfigs: {
+          // The users the bootstrap RBAC policy binds system:kube-controller-manager and
+          // system:kube-scheduler to.
+          controllerManager: identity('kube-controller-manager', 'system:kube-controller-manager'),
+          scheduler: identity('kube-scheduler', 'system:kube-scheduler'),
+          // kwok plays every node's kubelet at once, so no one node's identity fits it.
+          kwok: identity('kwok', 'kwok', ['system:masters']),
+        },
+        serviceAccountKey: join(dir, 'sa.key'),
+        clientCA,
+        nodes: Array.from({ length: options.nodes ?? 3 }, (_, i) => `kwok-node-${i}`),
+        signal,
+      }, processes);
+    }
 
     return {
       kubeconfig,
       server,
       etcd,
       dir,
+      full,
       auditLog,
       clientCA,
       stop,
@@ -279,69 +334,14 @@ export async function startControlPlane(signal?: AbortSignal): Promise<ControlPl
   }
 }
 
-function launch(dir: string, name: string, path: string, args: string[]): ChildProcess {
-  const log = createWriteStream(join(dir, `${name}.log`), { flags: 'a' });
-  const child = spawn(path, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stdout?.pipe(log);
-  child.stderr?.pipe(log);
-  return child;
-}
-
-/** `n` TCP ports free on loopback right now. */
-export async function freePorts(n: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from({ length: n }, () =>
-      new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-        const s = createServer();
-        s.once('error', reject);
-        s.listen(0, '127.0.0.1', () => resolve(s));
-      })),
-  );
-  const ports = servers.map((s) => {
-    const address = s.address();
-    if (address === null || typeof address === 'string') throw new Error('no port assigned');
-    return address.port;
-  });
-  await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
-  return ports;
-}
-
-type FetchInit = Omit<NonNullable<Parameters<typeof fetch>[1]>, 'signal'> & {
-  readonly signal?: AbortSignal | undefined;
-};
-
-async function waitFor(
-  url: string,
-  { signal, ...init }: FetchInit,
-  process: () => ChildProcess | undefined,
-  log: string,
-): Promise<void> {
-  const deadline = Date.now() + 120_000;
-  let last = '';
-  while (Date.now() < deadline) {
-    signal?.throwIfAborted();
-    const p = process();
-    if (p && p.exitCode !== null) {
-      throw new ControlPlaneUnavailable(
-        `${url} never came up: the process exited with status ${p.exitCode}\n${tail(log)}`,
-      );
-    }
-    try {
-      const res = await fetch(url, { ...init, signal: AbortSignal.timeout(5_000) });
-      if (res.ok) return;
-      last = `HTTP ${res.status}: ${(await res.text()).slice(0, 500)}`;
-    } catch (error) {
-      last = error instanceof Error ? error.message : String(error);
-    }
-    await sleep(250);
-  }
-  throw new ControlPlaneUnavailable(`${url} not ready after 120 s (last: ${last})\n${tail(log)}`);
-}
-
-function tail(path: string): string {
-  try {
-    return readFileSync(path, 'utf8').split('\n').slice(-30).join('\n');
-  } catch {
-    return '';
-  }
+/** A kubeconfig for `server`, trusting the PEM `ca`, as `user` (a kubeconfig user entry named `name`). */
+function kubeconfigOf(server: string, ca: Buffer, name: string, user: Readonly<Record<string, string>>): object {
+  return {
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: 'labeller-test', cluster: { server, 'certificate-authority-data': ca.toString('base64') } }],
+    users: [{ name, user }],
+    contexts: [{ name: 'labeller-test', context: { cluster: 'labeller-test', user: name } }],
+    'current-context': 'labeller-test',
+  };
 }

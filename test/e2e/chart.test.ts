@@ -35,26 +35,19 @@ import {
   deleteAfter,
   describeAccess,
   EXAMPLES,
+  flagValue,
   lint,
+  localArgs,
   type Manifest,
   only,
   render,
   ROOT,
   SIDECAR,
-  tempFile,
   template,
 } from './helm.ts';
 import { Labeller, runLabeller } from '../harness/labeller.ts';
 
 const LABELLER_VERBS = ['list', 'watch', 'patch'];
-const LEADER_FLAGS = [
-  '--leader-elect',
-  '--leader-elect-resource-namespace',
-  '--leader-elect-resource-name',
-  '--leader-elect-lease-duration',
-  '--leader-elect-renew-deadline',
-  '--leader-elect-retry-period',
-];
 // The defaults have no kinds (an install without kinds fails and says what to set): every example instead.
 const VALUE_FILES: readonly (string | undefined)[] = EXAMPLES;
 const shortName = (file: string | undefined) => (file ? file.slice(CHART.length + 1) : 'default values');
@@ -76,12 +69,6 @@ const EVENTS_RULE: Rule = { apiGroups: ['events.k8s.io'], resources: ['events'],
 const EVENTS_VERBS = EVENTS_RULE.verbs;
 /** The field-manager guard looks for other labellers' Leases in every namespace. */
 const GUARD_RULE: Rule = { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['list'] };
-
-/** A flag's value in an argument list (`--flag=value`), or undefined. */
-function flagValue(args: readonly string[], flag: string): string | undefined {
-  const arg = args.find((a) => a === flag || a.startsWith(`${flag}=`));
-  return arg === undefined ? undefined : arg.slice(flag.length + 1);
-}
 
 interface VolumeMount {
   name: string;
@@ -546,27 +533,6 @@ describe('chart: lint and render', () => {
 
 const RBAC_KINDS = new Set(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding']);
 const LABELS = { 'example.com/team': 'platform', 'example.com/namespace': '{{namespace}}' };
-
-/**
- * The chart's container arguments for a local run: --config names the rendered ConfigMap's
- * kinds.yaml written to a file, the harness sets --log-format, leader election only when asked.
- * Every other argument is passed as the chart renders it, so a flag the binary does not take fails.
- */
-function localArgs(manifests: readonly Manifest[], options: { leaderElection: boolean; httpPort?: number }): string[] {
-  const configFile = tempFile(
-    'kinds.yaml',
-    (only(manifests, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '',
-  );
-  const args: string[] = [];
-  for (const arg of containers(only(manifests, 'Deployment'))[0]?.args ?? []) {
-    const flag = arg.split('=')[0] ?? '';
-    if (flag === '--config') args.push(`--config=${configFile}`);
-    else if (flag === '--log-format' || (LEADER_FLAGS.includes(flag) && !options.leaderElection)) continue;
-    else if (flag === '--http-port') args.push(`--http-port=${options.httpPort ?? 0}`);
-    else args.push(arg);
-  }
-  return args;
-}
 
 /** Renders a release into a fresh namespace, applies its ServiceAccount and RBAC, and returns a kubeconfig with the ServiceAccount's token. */
 async function installRbac(prefix: string, values: object) {

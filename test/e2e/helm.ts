@@ -194,3 +194,42 @@ export async function accessReview(kubeconfigPath: string, checks: readonly Acce
     await client.close();
   }
 }
+
+/** A flag's value in an argument list (`--flag=value`), or undefined. */
+export function flagValue(args: readonly string[], flag: string): string | undefined {
+  const arg = args.find((a) => a === flag || a.startsWith(`${flag}=`));
+  return arg === undefined ? undefined : arg.slice(flag.length + 1);
+}
+
+const LEADER_FLAGS = [
+  '--leader-elect',
+  '--leader-elect-resource-namespace',
+  '--leader-elect-resource-name',
+  '--leader-elect-lease-duration',
+  '--leader-elect-renew-deadline',
+  '--leader-elect-retry-period',
+];
+
+/**
+ * The chart's container arguments for a local run: --config names the rendered ConfigMap's
+ * kinds.yaml written to a file, the harness sets --log-format, leader election only when asked.
+ * Every other argument is passed as the chart renders it, so a flag the binary does not take fails.
+ */
+export function localArgs(
+  manifests: readonly Manifest[],
+  options: { leaderElection: boolean; httpPort?: number },
+): string[] {
+  const configFile = tempFile(
+    'kinds.yaml',
+    (only(manifests, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '',
+  );
+  const args: string[] = [];
+  for (const arg of containers(only(manifests, 'Deployment'))[0]?.args ?? []) {
+    const flag = arg.split('=')[0] ?? '';
+    if (flag === '--config') args.push(`--config=${configFile}`);
+    else if (flag === '--log-format' || (LEADER_FLAGS.includes(flag) && !options.leaderElection)) continue;
+    else if (flag === '--http-port') args.push(`--http-port=${options.httpPort ?? 0}`);
+    else args.push(arg);
+  }
+  return args;
+}

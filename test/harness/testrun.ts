@@ -16,6 +16,16 @@ export const ownSkip: string | false = skip ||
     ? false
     : "needs the project's own control plane binaries (the run uses an existing cluster)");
 
+/**
+ * Why a test of objects the cluster's own controllers make (Deployments' ReplicaSets and Pods,
+ * garbage collection, namespace finalization, tokens) cannot run, or false. test/run.ts gives
+ * the *-realshapes.test.ts files a full control plane, or the existing cluster.
+ */
+export const fullSkip: string | false = skip ||
+  (process.env['E2E_FULL_CLUSTER'] === 'true'
+    ? false
+    : 'needs a cluster whose controllers run: test/run.ts gives *-realshapes.test.ts files one');
+
 /** The shared cluster's kubeconfig (from test/run.ts). */
 export function sharedKubeconfig(): string {
   const path = process.env['E2E_KUBECONFIG'];

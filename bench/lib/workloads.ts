@@ -1,0 +1,302 @@
+// Rows for labels on real shapes (issue 22): N pods of Deployments of 10 replicas that a full
+// control plane (test/controlplane/controllers.ts) makes, schedules onto kwok's nodes and runs,
+// labelled from `root.*` (the Deployment) and `owner.*` (the ReplicaSet); then a rolling restart
+// of every Deployment (the pod template's kubectl.kubernetes.io/restartedAt, as `kubectl rollout
+// restart` sets it): new ReplicaSets, every pod replaced. Timed from outside, counted from the
+// audit log; the target is one PATCH per new pod and ReplicaSet, no GET, no LIST once the caches
+// are filled.
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { KubeClient } from '../../src/kube/client.ts';
+import type { ControlPlane, ControlPlaneOptions } from '../../test/controlplane/controlplane.ts';
+import { type AuditRequest, AuditRequests, byVerb, formatVerbs } from '../../test/harness/audit.ts';
+import type { Labeller } from '../../test/harness/labeller.ts';
+import { sleep } from '../../test/harness/sleep.ts';
+import { type Launch, startLabeller } from './launch.ts';
+import { pool } from './objects.ts';
+import { type Row, seconds } from './report.ts';
+
+const REPLICAS = 10;
+const WORKLOAD = 'bench.example.com/workload';
+const OWNER = 'bench.example.com/owner';
+const CONFIG = `kinds:
+  - resource: replicasets
+    labels:
+      ${WORKLOAD}: "{{root.kind}}.{{root.name}}"
+  - resource: pods
+    labels:
+      ${WORKLOAD}: "{{root.kind}}.{{root.name}}"
+      ${OWNER}: "{{owner.name}}"
+`;
+const WORKLOAD_RESOURCES = new Set(['pods', 'replicasets', 'deployments']);
+/** How long the cluster or labeller may take for one step, at most. */
+const STEP_MS = 900_000;
+
+export interface WorkloadsOptions extends Launch {
+  /** Pods in all (rounded to whole Deployments of 10). */
+  readonly n: number;
+  readonly concurrency: number;
+  readonly createConcurrency: number;
+}
+
+/** The control plane the rows need: a full one, with kwok nodes (110 pods each) for N pods and a rollout's surge. */
+export function workloadsControlPlane(n: number): ControlPlaneOptions {
+  return { full: true, nodes: Math.ceil((n * 1.3) / 110) + 1 };
+}
+
+export interface WorkloadsResults {
+  readonly pods: number;
+  readonly deployments: number;
+  readonly nodes: number;
+  /** Deployments created → every pod Running and Ready (polled each second), before labeller runs. */
+  clusterSeconds?: number;
+  /** labeller spawned → its last PATCH, with every pod and ReplicaSet labelled. */
+  cold?: Step;
+  /** restartedAt set on every Deployment → its last PATCH, with every new pod and ReplicaSet labelled. */
+  restart?: Step & {
+    /** The same → every Deployment rolled out, the old pods gone (polled each second). */
+    rolloutSeconds: number;
+    /** The last pod created by the ReplicaSet controller → labeller's last PATCH. */
+    lagSeconds: number;
+  };
+}
+
+interface Step {
+  seconds: number;
+  /** labeller's requests by verb: with its discovery and its guard Lease's. */
+  requests: Record<string, number>;
+  /** Of them, GETs and LISTs of pods, ReplicaSets and Deployments (a LIST fills a cache). */
+  objectGets: number;
+  objectLists: number;
+  /** Successful PATCHes, and the others. */
+  patches: number;
+  failed: number;
+}
+
+type Log = (message: string) => void;
+
+interface Listed {
+  readonly items: readonly {
+    readonly metadata: {
+      readonly name: string;
+      readonly labels?: Readonly<Record<string, string>>;
+      readonly ownerReferences?: readonly { readonly name: string; readonly controller?: boolean }[];
+    };
+  }[];
+}
+
+interface DeploymentList {
+  readonly items: readonly {
+    readonly metadata: { readonly generation: number };
+    readonly status: {
+      readonly observedGeneration?: number;
+      readonly replicas?: number;
+      readonly updatedReplicas?: number;
+      readonly availableReplicas?: number;
+    };
+  }[];
+}
+
+const json = (body: object) => ({ headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+const metadataOnly = { headers: { accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' } };
+
+export async function benchWorkloads(
+  admin: KubeClient,
+  controlPlane: Pick<ControlPlane, 'kubeconfig' | 'dir' | 'auditLog'>,
+  audit: AuditRequests,
+  options: WorkloadsOptions,
+  signal: AbortSignal,
+  log: Log,
+): Promise<WorkloadsResults> {
+  const deployments = Math.max(1, Math.round(options.n / REPLICAS));
+  const n = deployments * REPLICAS;
+  const results: WorkloadsResults = { pods: n, deployments, nodes: workloadsControlPlane(n).nodes ?? 0 };
+  const namespace = `labeller-workloads-${Date.now().toString(36)}`;
+  const apps = `/apis/apps/v1/namespaces/${namespace}`;
+  await admin.json('POST', '/api/v1/namespaces', json({ metadata: { name: namespace } }));
+  // Pods need the namespace's default ServiceAccount, which the controller manager makes.
+  await until(signal, 60_000, 'the default ServiceAccount', async () =>
+    Boolean(
+      await admin.json('GET', `/api/v1/namespaces/${namespace}/serviceaccounts/default`).catch(() => undefined),
+    ));
+
+  const names = Array.from({ length: deployments }, (_, i) => `app-${String(i).padStart(4, '0')}`);
+  log(`workloads: ${deployments} Deployments of ${REPLICAS} in ${namespace}, on ${results.nodes} kwok nodes`);
+  let started = Date.now();
+  await pool(names, options.createConcurrency, async (name) => {
+    await admin.json('POST', `${apps}/deployments`, json(deployment(name)));
+  }, signal);
+  await rolledOut(admin, namespace, n, signal);
+  results.clusterSeconds = (Date.now() - started) / 1000;
+  log(`workloads: ${n} pods Running and Ready in ${seconds(results.clusterSeconds)}`);
+
+  const config = join(controlPlane.dir, 'workloads-kinds.yaml');
+  writeFileSync(config, CONFIG);
+  const labeller = startLabeller(options, [
+    '--kubeconfig',
+    controlPlane.kubeconfig,
+    '--config',
+    config,
+    '--namespace',
+    namespace,
+    '--concurrency',
+    String(options.concurrency),
+    '--grace-period',
+    '10s',
+  ]);
+  try {
+    await labelled(admin, namespace, labeller, signal);
+    results.cold = step(audit.requests(labeller.startedAt, Date.now()), labeller.startedAt);
+    log(`workloads: labelled from cold in ${seconds(results.cold.seconds)} (${formatVerbs(results.cold.requests)})`);
+
+    const controllers = new AuditRequests(controlPlane.auditLog, 'kube-controller-manager/');
+    started = Date.now();
+    await pool(names, options.createConcurrency, async (name) => {
+      await admin.json('PATCH', `${apps}/deployments/${name}`, {
+        headers: { 'content-type': 'application/strategic-merge-patch+json' },
+        body: JSON.stringify({
+          spec: {
+            template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date().toISOString() } } },
+          },
+        }),
+      });
+    }, signal);
+    await rolledOut(admin, namespace, n, signal);
+    const rolloutSeconds = (Date.now() - started) / 1000;
+    await labelled(admin, namespace, labeller, signal);
+    const restart = step(audit.requests(started, Date.now()), started);
+    const lastPodCreated = controllers.requests(started).filter((r) =>
+      r.verb === 'create' && r.resource === 'pods' && r.namespace === namespace
+    ).reduce((t, r) => Math.max(t, r.completed ?? r.received), started);
+    results.restart = {
+      ...restart,
+      rolloutSeconds,
+      lagSeconds: restart.seconds - (lastPodCreated - started) / 1000,
+    };
+    log(
+      `workloads: restart rolled out in ${seconds(rolloutSeconds)}, labelled ${
+        seconds(restart.seconds)
+      } after it began (${formatVerbs(restart.requests)})`,
+    );
+  } finally {
+    await labeller.stop('SIGTERM', 15_000);
+  }
+  return results;
+}
+
+function deployment(name: string): object {
+  const labels = { app: name };
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name, labels },
+    spec: {
+      replicas: REPLICAS,
+      selector: { matchLabels: labels },
+      template: { metadata: { labels }, spec: { containers: [{ name: 'app', image: 'registry.k8s.io/pause:3.10' }] } },
+    },
+  };
+}
+
+/** Polls `check` every second until it holds; throws after `timeoutMs`. */
+async function until(signal: AbortSignal, timeoutMs: number, what: string, check: () => Promise<boolean>) {
+  for (const deadline = Date.now() + timeoutMs;;) {
+    signal.throwIfAborted();
+    if (await check()) return;
+    if (Date.now() > deadline) throw new Error(`workloads: ${what} not reached in ${timeoutMs / 1000} s`);
+    await sleep(1000, signal);
+  }
+}
+
+/** Until every Deployment has rolled out its current template, and only `n` pods are left (the old ones gone). */
+async function rolledOut(admin: KubeClient, namespace: string, n: number, signal: AbortSignal): Promise<void> {
+  await until(signal, STEP_MS, 'every Deployment rolled out', async () => {
+    const { items } = await admin.json<DeploymentList>('GET', `/apis/apps/v1/namespaces/${namespace}/deployments`);
+    const done = items.every(({ metadata, status }) =>
+      (status.observedGeneration ?? 0) >= metadata.generation && status.replicas === REPLICAS &&
+      status.updatedReplicas === REPLICAS && status.availableReplicas === REPLICAS
+    );
+    if (!done) return false;
+    const pods = await admin.json<Listed>('GET', `/api/v1/namespaces/${namespace}/pods`, metadataOnly);
+    return pods.items.length === n;
+  });
+}
+
+/** Until every pod carries its Deployment and ReplicaSet, and every ReplicaSet its Deployment. */
+async function labelled(admin: KubeClient, namespace: string, labeller: Labeller, signal: AbortSignal): Promise<void> {
+  const right = (o: Listed['items'][number], owner: boolean): boolean =>
+    o.metadata.labels?.[WORKLOAD] === `Deployment.${o.metadata.labels?.['app'] ?? ''}` &&
+    (!owner || o.metadata.labels[OWNER] === o.metadata.ownerReferences?.find((r) => r.controller)?.name);
+  await until(signal, STEP_MS, 'every pod and ReplicaSet labelled', async () => {
+    labeller.assertRunning();
+    const [pods, replicaSets] = await Promise.all([
+      admin.json<Listed>('GET', `/api/v1/namespaces/${namespace}/pods`, metadataOnly),
+      admin.json<Listed>('GET', `/apis/apps/v1/namespaces/${namespace}/replicasets`, metadataOnly),
+    ]);
+    return pods.items.every((p) => right(p, true)) && replicaSets.items.every((rs) => right(rs, false));
+  });
+}
+
+/** The requests of one step, and the seconds from `from` (epoch ms) to the end of its last successful PATCH. */
+function step(requests: readonly AuditRequest[], from: number): Step {
+  const patches = requests.filter((r) => r.verb === 'patch');
+  const ok = patches.filter((r) => r.code !== undefined && r.code < 300);
+  const last = ok.reduce((t, r) => Math.max(t, r.completed ?? r.received), from);
+  const reads = (verb: string) => requests.filter((r) => r.verb === verb && WORKLOAD_RESOURCES.has(r.resource)).length;
+  return {
+    seconds: (last - from) / 1000,
+    requests: byVerb(requests),
+    objectGets: reads('get'),
+    objectLists: reads('list'),
+    patches: ok.length,
+    failed: patches.length - ok.length,
+  };
+}
+
+export function workloadRows(r: WorkloadsResults, load: number | undefined): Row[] {
+  const rows: Row[] = [];
+  const objects = r.pods + r.deployments;
+  const perObject = (s: Step) =>
+    `${(s.patches / objects).toFixed(2)} PATCH per object${
+      s.failed ? `, ${s.failed} failed` : ''
+    }; ${s.objectGets} GET and ${s.objectLists} LIST of pods, ReplicaSets and Deployments`;
+  if (r.clusterSeconds !== undefined) {
+    rows.push({
+      id: 'W1',
+      measurement:
+        `The cluster: ${r.deployments} Deployments of ${REPLICAS} created → ${r.pods} pods Running and Ready on ${r.nodes} kwok nodes (no labeller)`,
+      result: seconds(r.clusterSeconds),
+      target: '',
+      verdict: '',
+      load,
+    });
+  }
+  if (r.cold) {
+    rows.push({
+      id: 'W2',
+      measurement:
+        `labeller started → all ${r.pods} pods and ${r.deployments} ReplicaSets labelled from root.* and owner.* (last PATCH)`,
+      result: `${seconds(r.cold.seconds)}; ${formatVerbs(r.cold.requests)} (${perObject(r.cold)})`,
+      target: '1 PATCH per object, 0 GET of an object (LIST pages only to fill the caches)',
+      verdict: r.cold.patches === objects && !r.cold.failed && !r.cold.objectGets ? 'pass' : 'miss',
+      load,
+    });
+  }
+  if (r.restart) {
+    const { requests, objectGets, objectLists } = r.restart;
+    rows.push({
+      id: 'W3',
+      measurement:
+        `Rolling restart of every Deployment (restartedAt): ${r.pods} new pods and ${r.deployments} new ReplicaSets`,
+      result: `rolled out in ${seconds(r.restart.rolloutSeconds)} (polled each second); last label ${
+        seconds(r.restart.seconds)
+      } after the restart, ${seconds(r.restart.lagSeconds)} after the last pod was created; ${formatVerbs(requests)} (${
+        perObject(r.restart)
+      })`,
+      target: '1 PATCH per new pod and ReplicaSet, 0 GET, 0 LIST',
+      verdict: r.restart.patches === objects && !r.restart.failed && !objectGets && !objectLists ? 'pass' : 'miss',
+      load,
+    });
+  }
+  return rows;
+}
