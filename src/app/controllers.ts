@@ -29,7 +29,15 @@ export interface WiringOptions {
 /** Reconcile outcomes of every controller, counted for the `--once` summary and the final log line. */
 export type Counts = Record<Outcome | 'failed', number>;
 
-export const noCounts = (): Counts => ({ unchanged: 0, patched: 0, conflict: 0, invalid: 0, gone: 0, failed: 0 });
+export const noCounts = (): Counts => ({
+  unchanged: 0,
+  patched: 0,
+  conflict: 0,
+  invalid: 0,
+  gone: 0,
+  waiting: 0,
+  failed: 0,
+});
 
 /** A configured kind as the API server serves it. */
 export interface ResolvedKind {
@@ -116,6 +124,7 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
           labelMetrics?.applied(patch.length - removed);
           labelMetrics?.removed(removed);
         }
+        return result.written;
       } catch (error) {
         counts.failed++;
         throw error;

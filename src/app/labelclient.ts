@@ -21,7 +21,7 @@ export function labelClient(api: Pick<ResourceApi, 'apply'>, fieldManager: strin
           },
           { fieldManager, force, dryRun, signal },
         );
-        return applied.metadata.labels ?? {};
+        return { labels: applied.metadata.labels ?? {}, resourceVersion: applied.metadata.resourceVersion };
       } catch (error) {
         throw translate(error);
       }

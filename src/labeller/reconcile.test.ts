@@ -3,7 +3,14 @@ import { test } from 'node:test';
 import { createLogger } from '../util/log.ts';
 import type { ConflictPolicy } from './config.ts';
 import type { LabelledObject } from './object.ts';
-import { type ApplyTarget, type LabelClient, LabelConflict, ObjectGone, Reconciler } from './reconcile.ts';
+import {
+  type Applied,
+  type ApplyTarget,
+  type LabelClient,
+  LabelConflict,
+  ObjectGone,
+  Reconciler,
+} from './reconcile.ts';
 import type { RelatedView } from './related.ts';
 import { compileTemplate } from './template.ts';
 import { labelledObject } from './testing/objects.ts';
@@ -23,10 +30,10 @@ class FakeClient implements LabelClient {
   after: Labels | undefined;
   base: Labels = {};
 
-  async applyLabels(target: ApplyTarget, labels: Labels, options: Call['options']): Promise<Labels> {
+  async applyLabels(target: ApplyTarget, labels: Labels, options: Call['options']): Promise<Applied> {
     this.calls.push({ target, labels, options });
     if (this.failure) throw this.failure;
-    return this.after ?? { ...this.base, ...labels };
+    return { labels: this.after ?? { ...this.base, ...labels }, resourceVersion: '2' };
   }
 }
 
@@ -87,7 +94,7 @@ test('a missing or different label is fixed by one apply of the whole desired se
   for (const [name, labels, patch] of cases) {
     const { client, reconcile, writes } = setup({ labels: desired });
     const result = await reconcile(object({ labels }));
-    assert.deepEqual(result, { outcome: 'patched', patch }, name);
+    assert.deepEqual(result, { outcome: 'patched', patch, written: '2' }, name);
     assert.deepEqual(client.calls, [
       {
         target: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'web', namespace: 'shop', uid: 'u1' },
@@ -105,7 +112,11 @@ test('a label labeller owns but no longer wants is left out of the apply, and th
     object({ labels: { team: 'payments', app: 'web', retired: 'yes' }, owned: ['team', 'retired'] }),
   );
   assert.deepEqual(client.calls.map((c) => c.labels), [{ team: 'payments' }]);
-  assert.deepEqual(result, { outcome: 'patched', patch: [{ op: 'remove', path: '/metadata/labels/retired' }] });
+  assert.deepEqual(result, {
+    outcome: 'patched',
+    patch: [{ op: 'remove', path: '/metadata/labels/retired' }],
+    written: '2',
+  });
 });
 
 test("templates render from the object's name, namespace, labels and annotations", async () => {
@@ -268,7 +279,11 @@ test('a label whose template reads an absent value is not set, and removed when 
   client.after = { team: 'payments' };
   const result = await reconcile(object({ labels: { team: 'payments', app: 'old' }, owned: ['team', 'app'] }));
   assert.deepEqual(client.calls.map((c) => c.labels), [{ team: 'payments' }]);
-  assert.deepEqual(result, { outcome: 'patched', patch: [{ op: 'remove', path: '/metadata/labels/app' }] });
+  assert.deepEqual(result, {
+    outcome: 'patched',
+    patch: [{ op: 'remove', path: '/metadata/labels/app' }],
+    written: '2',
+  });
 });
 
 test('a label reading a related object that cannot be read is held: kept where labeller owns it, not added elsewhere; the others go on', async () => {
@@ -285,12 +300,15 @@ test('a label reading a related object that cannot be read is held: kept where l
   const plan = reconciler.plan(object({ labels: { team: 'payments' }, owned: ['team'] }));
   assert.ok(!('problem' in plan));
   assert.deepEqual([plan.held, plan.missing, plan.stale, plan.waiting], [['workload'], [], [], false]);
+  // Held only until a cache lists or an owner shows up: nothing is sent now, the rest neither (one apply later, not two).
   const pending = setup({
-    labels: { workload: '{{root.name}}' },
+    labels: { team: 'payments', workload: '{{root.name}}' },
     related: () => ({ ...held, held: new Map([['root', 'pending']]) }),
   });
   const waiting = pending.reconciler.plan(object());
   assert.ok(!('problem' in waiting) && waiting.waiting, 'held until a cache lists');
+  assert.deepEqual(await pending.reconcile(object()), { outcome: 'waiting', patch: [] });
+  assert.equal(pending.client.calls.length, 0);
 });
 
 test('an object being deleted gets no apply', async () => {
@@ -340,5 +358,9 @@ test('no desired labels (prune): one apply of the empty set where labeller owns 
   client.after = { shared: '1' };
   const result = await reconcile(object({ labels: { team: 'payments', shared: '1' }, owned: ['team', 'shared'] }));
   assert.deepEqual(client.calls.map((c) => [c.labels, c.options.force]), [[{}, true]]);
-  assert.deepEqual(result, { outcome: 'patched', patch: [{ op: 'remove', path: '/metadata/labels/team' }] });
+  assert.deepEqual(result, {
+    outcome: 'patched',
+    patch: [{ op: 'remove', path: '/metadata/labels/team' }],
+    written: '2',
+  });
 });

@@ -29,13 +29,19 @@ export interface ApplyTarget {
   readonly uid: string;
 }
 
-/** The only access the reconciler needs: apply a label set, answer the object's labels after it. */
+/** What an apply answers: the object's labels after it, and the resourceVersion it has now. */
+export interface Applied {
+  readonly labels: Readonly<Record<string, string>>;
+  readonly resourceVersion: string;
+}
+
+/** The only access the reconciler needs: apply a label set, answer the object after it. */
 export interface LabelClient {
   applyLabels(
     target: ApplyTarget,
     labels: Readonly<Record<string, string>>,
     options: { readonly force: boolean; readonly dryRun: boolean; readonly signal?: AbortSignal | undefined },
-  ): Promise<Readonly<Record<string, string>>>;
+  ): Promise<Applied>;
 }
 
 /** Another field manager owns a label with a different value (a 409 from server-side apply). */
@@ -55,7 +61,8 @@ export class ObjectGone extends Error {
   override readonly name = 'ObjectGone';
 }
 
-export type Outcome = 'unchanged' | 'patched' | 'conflict' | 'invalid' | 'gone';
+/** `waiting`: a related object its labels read is not in its cache yet; the cache's change brings the object back. */
+export type Outcome = 'unchanged' | 'patched' | 'conflict' | 'invalid' | 'gone' | 'waiting';
 
 export interface ReconcilerOptions {
   readonly kind: KindInfo;
@@ -86,6 +93,8 @@ export interface Result {
   readonly contested?: readonly ContestedLabel[];
   /** Why a label value cannot be rendered (outcome `invalid`). */
   readonly problem?: string;
+  /** The object's resourceVersion after labeller's own write (outcome `patched`, not in a dry run). */
+  readonly written?: string;
 }
 
 /** See Reconciler.plan; `problem` when a label value cannot be rendered for this object. */
@@ -150,6 +159,13 @@ export class Reconciler {
       log.error('label value invalid for this object; not labelling it', { ...at, problem: plan.problem });
       return { outcome: 'invalid', patch: [], problem: plan.problem };
     }
+    // A label would be held only until a cache lists, or an owner shows up in its cache (created a
+    // moment ago, or deleted with its dependents): applying the rest now would take a second apply
+    // then, or write to an object the garbage collector is about to delete.
+    if (plan.waiting) {
+      log.debug('waiting for a related object before labelling', at);
+      return { outcome: 'waiting', patch: [] };
+    }
     const { rendered, desired, stale, missing } = plan;
     // Under `skip`, a label another manager set to another value stays theirs.
     const contested = conflicts === 'skip' ? plan.contested : [];
@@ -176,7 +192,7 @@ export class Reconciler {
       namespace: object.namespace,
       uid: object.uid,
     };
-    let after: Readonly<Record<string, string>>;
+    let after: Applied;
     try {
       after = await client.applyLabels(target, Object.fromEntries(desired), {
         force: conflicts === 'force',
@@ -199,9 +215,9 @@ export class Reconciler {
       }
       throw error;
     }
-    const patch = labelPatch(object.labels, after);
+    const patch = labelPatch(object.labels, after.labels);
     log.info(dryRun ? 'would apply labels (dry run)' : 'labels applied', { ...at, patch });
-    return { outcome: 'patched', patch, ...reported };
+    return { outcome: 'patched', patch, ...reported, ...(dryRun ? {} : { written: after.resourceVersion }) };
   }
 
   /**

@@ -52,7 +52,7 @@ function start(
     sources: [informer],
     reconcile: async (object, key, writes) => {
       calls.push(key);
-      await options.reconcile?.(object, key, writes);
+      return await options.reconcile?.(object, key, writes);
     },
     concurrency: 1,
     requeueAfterMs: options.requeueAfterMs ?? 0,
@@ -182,4 +182,35 @@ test('every object is re-checked about requeueAfterMs after its last reconcile; 
   await until(() => calls.length === 4, 'a re-checked again');
   await flush();
   assert.deepEqual(calls, ['ns/a', 'ns/b', 'ns/a', 'ns/a'], 'b never again');
+});
+
+test("an object it wrote is not reconciled again until the cache shows the write, and the write's echo alone is no work", async (t) => {
+  const events = Promise.withResolvers<readonly WatchEvent[]>();
+  const api = new ScriptedApi([page('4', [pod('a', '4'), pod('b', '4')])], [{ until: events.promise }]);
+  // a's reconcile writes it (version 6); b's finds nothing to do.
+  const { calls } = start(t, api, {
+    reconcile: async (_, key) => (key === 'ns/a' && calls.length <= 2 ? '6' : undefined),
+  });
+  await until(() => calls.length === 2, 'the first list is reconciled');
+  events.resolve([
+    // Someone else's change of a, from before labeller's write: not reconciled from it.
+    { type: 'MODIFIED', object: pod('a', '5') },
+    // b changes: reconciled as usual.
+    { type: 'MODIFIED', object: pod('b', '5') },
+    // The echo of labeller's write of a: reconciled, because of the change before it.
+    { type: 'MODIFIED', object: pod('a', '6') },
+  ]);
+  await until(() => calls.length === 4, 'b, then a once its write is in the cache');
+  assert.deepEqual(calls, ['ns/a', 'ns/b', 'ns/b', 'ns/a']);
+});
+
+test('the echo of its own write, with nothing else between, is not reconciled', async (t) => {
+  const echo = Promise.withResolvers<readonly WatchEvent[]>();
+  const api = new ScriptedApi([page('4', [pod('a', '4')])], [{ until: echo.promise }]);
+  const { calls } = start(t, api, { reconcile: async () => '6' });
+  await until(() => calls.length === 1, 'a is reconciled');
+  echo.resolve([{ type: 'MODIFIED', object: pod('a', '6') }, { type: 'MODIFIED', object: pod('a', '7') }]);
+  await until(() => calls.length === 2, 'a changed after the echo');
+  await flush();
+  assert.deepEqual(calls, ['ns/a', 'ns/a'], 'the echo (6) was no work; the change after it (7) was');
 });

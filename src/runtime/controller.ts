@@ -2,7 +2,9 @@
 // shared through the informer cache) → one queue → a bounded pool of workers calling `reconcile`.
 // Like kube-rs's runner: no reconcile before the first lists are complete, an object is
 // reconciled by one worker at a time, failures retry with per-object backoff, successes requeue
-// periodically (jittered) so drift that no event reports is still corrected.
+// periodically (jittered) so drift that no event reports is still corrected. It reads its own
+// writes (client-go's expectations): an object it wrote is not reconciled again from a cache that
+// does not show the write yet, and the watch event that only echoes the write is no work.
 import { ApiError } from '../kube/errors.ts';
 import { aborted } from '../util/aborted.ts';
 import type { Logger } from '../util/log.ts';
@@ -12,9 +14,20 @@ import type { StoreChange } from './store.ts';
 
 /**
  * Reconciles one object; throwing retries it with backoff. `writes` aborts when this process
- * may no longer write (leadership lost): writes still running are to be aborted.
+ * may no longer write (leadership lost): writes still running are to be aborted. Answers the
+ * object's version after a write of it (its resourceVersion), if it wrote it.
  */
-export type Reconcile<T> = (object: T, key: string, writes: AbortSignal) => Promise<void>;
+export type Reconcile<T> = (object: T, key: string, writes: AbortSignal) => Promise<string | undefined | void>;
+
+/** A write of an object the cache does not show yet; `dirty`: something else asked for the object meanwhile. */
+interface Written {
+  readonly version: string;
+  readonly at: number;
+  dirty: boolean;
+}
+
+/** A write the cache has not shown for this long (a watch that lost it) no longer holds its object back. */
+const WRITE_SEEN_WITHIN_MS = 60_000;
 
 /** For runs without leader election: writing is never taken away. */
 const ALWAYS = new AbortController().signal;
@@ -52,6 +65,8 @@ export class Controller<T> {
   readonly sources: readonly Informer<T>[];
   readonly #options: ControllerOptions<T>;
   readonly #queue: WorkQueue;
+  /** Objects written whose write the cache does not show yet, by key. */
+  readonly #written = new Map<string, Written>();
 
   constructor(options: ControllerOptions<T>) {
     this.name = options.name;
@@ -171,11 +186,56 @@ export class Controller<T> {
   }
 
   #queueChange(change: StoreChange<T>): void {
-    if (change.type === 'upsert') this.#queue.add(change.key);
-    else if (change.type === 'delete') this.#queue.remove(change.key);
-    else {
-      for (const key of change.changed) this.#queue.add(key);
-      for (const key of change.removed) this.#queue.remove(key);
+    if (change.type === 'upsert') {
+      const written = this.#written.get(change.key);
+      if (written === undefined) this.#queue.add(change.key);
+      else if (written.version === this.#version(change.key)) {
+        // The echo of its own write: work only if something else asked for the object meanwhile.
+        this.#written.delete(change.key);
+        if (written.dirty) this.#queue.add(change.key);
+      } // An event from before the write: the write's own event follows.
+      else written.dirty = true;
+    } else if (change.type === 'delete') {
+      this.#written.delete(change.key);
+      this.#queue.remove(change.key);
+    } else {
+      // A list shows every write made before it.
+      for (const key of change.changed) {
+        this.#written.delete(key);
+        this.#queue.add(key);
+      }
+      for (const key of change.removed) {
+        this.#written.delete(key);
+        this.#queue.remove(key);
+      }
+    }
+  }
+
+  /** The version of the cached object under `key`. */
+  #version(key: string): string | undefined {
+    for (const source of this.sources) {
+      const version = source.store.version(key);
+      if (version !== undefined) return version;
+    }
+    return undefined;
+  }
+
+  /** Whether `key` waits for the cache to show a write of it (then it is looked at again once it does). */
+  #awaitsWrite(key: string): boolean {
+    const written = this.#written.get(key);
+    if (written === undefined) return false;
+    if (performance.now() - written.at > WRITE_SEEN_WITHIN_MS) {
+      this.#written.delete(key);
+      return false;
+    }
+    written.dirty = true;
+    return true;
+  }
+
+  /** Records a write of `key` that produced `version`, unless the cache moved on from `before` meanwhile (it shows the write already, or another change). */
+  #wrote(key: string, before: string | undefined, version: string | undefined | void): void {
+    if (version && this.#version(key) === before && before !== version) {
+      this.#written.set(key, { version, at: performance.now(), dirty: false });
     }
   }
 
@@ -184,15 +244,17 @@ export class Controller<T> {
     for (let key = await this.#queue.get(); key !== undefined; key = await this.#queue.get()) {
       const object = this.get(key);
       // Gone from the cache: deleted while queued. Nothing to do, and nothing may recreate it.
-      if (object === undefined) {
-        this.#queue.remove(key);
+      // Or written a moment ago, and the cache is older than the write: its echo brings it back.
+      if (object === undefined || this.#awaitsWrite(key)) {
+        if (object === undefined) this.#queue.remove(key);
         this.#queue.done(key);
         continue;
       }
       const started = performance.now();
+      const before = this.#version(key);
       metrics?.activeWorkers(1);
       try {
-        await reconcile(object, key, writes);
+        this.#wrote(key, before, await reconcile(object, key, writes));
         metrics?.reconciled('success', (performance.now() - started) / 1000);
         this.#queue.forget(key);
         if (requeueAfterMs > 0) this.#queue.addAfter(key, requeueAfterMs * (0.9 + Math.random() * 0.2));

@@ -77,6 +77,12 @@ export class Store<T> {
     return this.#objects.get(key);
   }
 
+  /** The resourceVersion of the object cached under `key`. */
+  version(key: string): string | undefined {
+    const object = this.#objects.get(key);
+    return object === undefined ? undefined : this.#project.version(object);
+  }
+
   keys(): IterableIterator<string> {
     return this.#objects.keys();
   }
