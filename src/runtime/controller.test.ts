@@ -214,3 +214,29 @@ test('the echo of its own write, with nothing else between, is not reconciled', 
   await flush();
   assert.deepEqual(calls, ['ns/a', 'ns/a'], 'the echo (6) was no work; the change after it (7) was');
 });
+
+test('a change that lands while its write is under way is looked at once the write shows, not from the older cache', async (t) => {
+  const release = Promise.withResolvers<void>();
+  const events = Promise.withResolvers<readonly WatchEvent[]>();
+  const echo = Promise.withResolvers<readonly WatchEvent[]>();
+  const api = new ScriptedApi([page('4', [pod('a', '4')])], [{ until: events.promise }, { until: echo.promise }]);
+  const versions: string[] = [];
+  const { calls } = start(t, api, {
+    reconcile: async (object) => {
+      versions.push(object.resourceVersion);
+      if (versions.length > 1) return undefined;
+      // The write (version 6) takes a while; someone else's change (5) lands in the cache meanwhile.
+      await release.promise;
+      return '6';
+    },
+  });
+  await until(() => calls.length === 1, 'a is being reconciled');
+  events.resolve([{ type: 'MODIFIED', object: pod('a', '5') }]);
+  await flush();
+  release.resolve();
+  await flush();
+  assert.deepEqual(versions, ['4'], 'not reconciled again from version 5, older than its own write');
+  echo.resolve([{ type: 'MODIFIED', object: pod('a', '6') }]);
+  await until(() => calls.length === 2, 'reconciled once the write shows');
+  assert.deepEqual(versions, ['4', '6']);
+});

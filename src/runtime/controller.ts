@@ -67,6 +67,8 @@ export class Controller<T> {
   readonly #queue: WorkQueue;
   /** Objects written whose write the cache does not show yet, by key. */
   readonly #written = new Map<string, Written>();
+  /** The versions the cache took of each object while it was being reconciled. */
+  readonly #reconciling = new Map<string, string[]>();
 
   constructor(options: ControllerOptions<T>) {
     this.name = options.name;
@@ -187,6 +189,7 @@ export class Controller<T> {
 
   #queueChange(change: StoreChange<T>): void {
     if (change.type === 'upsert') {
+      this.#reconciling.get(change.key)?.push(this.#version(change.key) ?? '');
       const written = this.#written.get(change.key);
       if (written === undefined) this.#queue.add(change.key);
       else if (written.version === this.#version(change.key)) {
@@ -232,11 +235,15 @@ export class Controller<T> {
     return true;
   }
 
-  /** Records a write of `key` that produced `version`, unless the cache moved on from `before` meanwhile (it shows the write already, or another change). */
-  #wrote(key: string, before: string | undefined, version: string | undefined | void): void {
-    if (version && this.#version(key) === before && before !== version) {
-      this.#written.set(key, { version, at: performance.now(), dirty: false });
-    }
+  /**
+   * Records a write of `key` that produced `version`, unless the cache showed it while the write
+   * was under way (`seen`: the versions it took meanwhile). Watch events come in order, so a cache
+   * that has not shown the write is older than it; versions it took meanwhile are changes the
+   * write's reconcile did not see, looked at once the write shows.
+   */
+  #wrote(key: string, seen: readonly string[], version: string | undefined | void): void {
+    if (!version || seen.includes(version)) return;
+    this.#written.set(key, { version, at: performance.now(), dirty: seen.length > 0 });
   }
 
   async #work(writes: AbortSignal): Promise<void> {
@@ -251,10 +258,11 @@ export class Controller<T> {
         continue;
       }
       const started = performance.now();
-      const before = this.#version(key);
+      const seen: string[] = [];
+      this.#reconciling.set(key, seen);
       metrics?.activeWorkers(1);
       try {
-        this.#wrote(key, before, await reconcile(object, key, writes));
+        this.#wrote(key, seen, await reconcile(object, key, writes));
         metrics?.reconciled('success', (performance.now() - started) / 1000);
         this.#queue.forget(key);
         if (requeueAfterMs > 0) this.#queue.addAfter(key, requeueAfterMs * (0.9 + Math.random() * 0.2));
@@ -266,6 +274,7 @@ export class Controller<T> {
         // A throttled request comes back no sooner than the server asked, and still backs off.
         this.#queue.addRateLimited(key, retryAfterMs);
       } finally {
+        this.#reconciling.delete(key);
         metrics?.activeWorkers(-1);
         this.#queue.done(key);
       }
