@@ -240,3 +240,41 @@ test('a change that lands while its write is under way is looked at once the wri
   await until(() => calls.length === 2, 'reconciled once the write shows');
   assert.deepEqual(versions, ['4', '6']);
 });
+
+test('concurrency bounds the reconciles of the whole kind, over all its sources (one per namespace)', async (t) => {
+  const log = createLogger({ level: 'error', format: 'json', write: () => {} });
+  const sources = ['a', 'b', 'c'].map((ns) =>
+    new Informer<Meta>({
+      name: `pods/${ns}`,
+      api: new ScriptedApi([
+        page('1', [1, 2, 3].map((i) => ({ ...pod(`p${i}`), metadata: { ...pod(`p${i}`).metadata, namespace: ns } }))),
+      ]),
+      project: metadataOf,
+      log,
+    })
+  );
+  let running = 0;
+  let most = 0;
+  let done = 0;
+  const controller = new Controller<Meta>({
+    name: 'pods',
+    sources,
+    reconcile: async () => {
+      most = Math.max(most, ++running);
+      await flush(2);
+      running--;
+      done++;
+    },
+    concurrency: 2,
+    requeueAfterMs: 0,
+    log,
+  });
+  const intake = new AbortController();
+  const runs = [...sources.map((s) => s.run(intake.signal)), controller.run(intake.signal)];
+  t.after(async () => {
+    intake.abort();
+    await Promise.all(runs);
+  });
+  await until(() => done === 9, 'every object of the three namespaces');
+  assert.equal(most, 2, 'never more than --concurrency at once for the kind');
+});
