@@ -1,12 +1,13 @@
 // One configured kind → its controller: the kind's metadata-only informers (one per namespace it
 // is limited to, or one for all), acquired from the shared informer cache with the projection and
 // indexes its templates need; the label reconciler as the reconcile function; and its share of
-// the related objects.
+// the related objects and of the sources of truth its templates look values up in.
 import type { ResourceApis } from '../kube/api.ts';
 import { type ApiResource, apiVersion, groupResource } from '../kube/resource.ts';
 import type { KindConfig } from '../labeller/config.ts';
 import type { LabelledObject } from '../labeller/object.ts';
 import { objectCounter, type ObjectCounts } from '../labeller/objectcounts.ts';
+import { LookupIndex } from '../labeller/lookupindex.ts';
 import { type Outcome, Reconciler } from '../labeller/reconcile.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { Controller } from '../runtime/controller.ts';
@@ -16,6 +17,7 @@ import type { Logger } from '../util/log.ts';
 import type { LabellerEvents } from './events.ts';
 import { labelClient } from './labelclient.ts';
 import type { KindRelations, Relations } from './relations.ts';
+import type { SourceChange, SourceSet } from './sources/sourceset.ts';
 
 /** What wiring a kind takes of the command-line options. */
 export interface WiringOptions {
@@ -66,6 +68,8 @@ export interface Wiring {
   readonly counts: Counts;
   readonly metrics?: Metrics | undefined;
   readonly events?: LabellerEvents | undefined;
+  /** The sources of truth of the config in force (none: templates make no lookups). */
+  readonly sources?: SourceSet | undefined;
 }
 
 /** A configured kind's controller, and how to give it new labels or let it go. */
@@ -77,19 +81,22 @@ export interface LabelledKind {
   relabel(kind: KindConfig): void;
   /** What labeller owns and would change on its cached objects (see objectcounts.ts). */
   count(): ObjectCounts;
+  /** Queues the objects that looked up what changed in source `name` (all of them at its first load). */
+  sourceChanged(name: string, change: SourceChange): void;
   /** Once its controller has stopped: its related objects and its caches are let go; resolves once they have stopped. */
   release(): Promise<void>;
 }
 
 export function labelledKind(resolved: ResolvedKind, relations: Relations, wiring: Wiring): LabelledKind {
   const { kind, resource } = resolved;
-  const { apis, options, log, counts, metrics, events } = wiring;
+  const { apis, options, log, counts, metrics, events, sources } = wiring;
   const name = controllerName(resolved);
   const kindLog = log.child({ kind: resource.kind });
   const related = relations.forKind(kind, resource, watchedNamespaces(kind, resource));
   const handles = watchedNamespaces(kind, resource).map((namespace) =>
     source(kind, resource, namespace, related, wiring)
   );
+  const lookups = sources && readsSources(kind) ? { lookups: sources, index: new LookupIndex() } : undefined;
   const reconcilerFor = (next: KindConfig): Reconciler =>
     new Reconciler({
       kind: {
@@ -104,6 +111,7 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       client: labelClient(apis(resource, ''), options.fieldManager),
       log: kindLog,
       related: related.related,
+      sources: lookups,
     });
   let reconciler = reconcilerFor(kind);
   const labelMetrics = metrics?.labels(name);
@@ -111,7 +119,12 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
   const controller = new Controller<LabelledObject>({
     name,
     sources: handles.map((handle) => handle.informer),
-    dependencies: related.dependencies,
+    dependencies: lookups || related.dependencies
+      ? async () => {
+        await related.dependencies?.();
+        await sources?.settled(sourcesRead(kind));
+      }
+      : undefined,
     reconcile: async (object, _key, writes) => {
       try {
         const result = await reconciler.reconcile(object, writes);
@@ -136,6 +149,15 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
     log: kindLog.child({ controller: name }),
   });
   related.attach(controller, !kind.selector);
+  // An object gone from the cache leaves the lookup index.
+  const forgetting = lookups
+    ? handles.map(({ informer }) =>
+      informer.subscribe((change) => {
+        if (change.type === 'delete') lookups.index.forget(change.key);
+        else if (change.type === 'resync') { for (const key of change.removed) lookups.index.forget(key); }
+      })
+    )
+    : [];
   let count = objectCounter((object) => reconciler.plan(object));
   metrics?.objects(name, () => count(controller.values()));
   let current = resolved;
@@ -145,6 +167,11 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
     },
     controller,
     count: () => count(controller.values()),
+    sourceChanged: (name, change) => {
+      if (!lookups || !sourcesRead(current.kind).has(name)) return;
+      if (change === 'all') controller.requeueAll();
+      else for (const key of change) for (const object of lookups.index.objects(name, key)) controller.enqueue(object);
+    },
     relabel: (next) => {
       current = { kind: next, resource };
       reconciler = reconcilerFor(next);
@@ -152,11 +179,19 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       controller.requeueAll();
     },
     release: async () => {
+      for (const stop of forgetting) stop();
       related.detach();
       await Promise.all(handles.map((handle) => handle.release()));
     },
   };
 }
+
+/** The sources a kind's templates look values up in. */
+function sourcesRead(kind: KindConfig): Set<string> {
+  return new Set([...kind.labels.values()].flatMap((template) => template.lookups.map((lookup) => lookup.source)));
+}
+
+const readsSources = (kind: KindConfig): boolean => sourcesRead(kind).size > 0;
 
 /**
  * The kind's informer of one namespace, from the shared cache: its id names everything that

@@ -84,6 +84,19 @@ export class LabellerEvents {
     }
   }
 
+  /** A source of truth that cannot be read (its last good content stays), on labeller's Pod. */
+  sourceFailed(note: string): void {
+    if (this.#pod) {
+      this.#recorder.record({
+        regarding: this.#pod,
+        type: 'Warning',
+        reason: 'SourceFailed',
+        action: 'Loading',
+        note: note.slice(0, 1024),
+      });
+    }
+  }
+
   /** Related objects templates read that labeller cannot read (a kind not followed, not served, forbidden), on labeller's Pod. */
   relatedUnreadable(reason: string, note: string): void {
     if (this.#pod) {

@@ -5,7 +5,8 @@
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
 import { ResolveError } from '../kube/resolve.ts';
 import { groupResource } from '../kube/resource.ts';
-import { ConfigError, type KindConfig } from '../labeller/config.ts';
+import type { KindConfig } from '../labeller/config.ts';
+import { ConfigError } from '../labeller/configfields.ts';
 import { UsageError } from '../util/usage.ts';
 import { type ResolvedKind, watchedNamespaces } from './controllers.ts';
 

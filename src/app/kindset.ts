@@ -6,7 +6,8 @@
 // removed ones stop, kinds whose labels or conflict policy changed re-check their cached objects
 // without a relist, and only kinds whose list or reads changed restart. When the templates need
 // what the caches of related objects do not keep, those are made again and every kind restarts
-// onto them. A config that cannot run changes nothing.
+// onto them. The config's sources of truth load beside them (sources/sourceset.ts), and their
+// changes queue the objects that looked up what changed. A config that cannot run changes nothing.
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
 import type { Config } from '../labeller/config.ts';
 import { kindChange } from '../labeller/configchange.ts';
@@ -18,6 +19,7 @@ import { claimOf } from './claim.ts';
 import type { FieldManagerGuard } from './guard.ts';
 import { type Resolved, resolveKinds } from './kinds.ts';
 import { Relations } from './relations.ts';
+import { SourceSet } from './sources/sourceset.ts';
 
 export interface KindSetOptions {
   readonly manager: Manager<LabelledObject>;
@@ -47,12 +49,28 @@ export class KindSet {
   /** Periodic discovery while some kind is not served. */
   #stopDemand: (() => void) | undefined;
   readonly #stopListening: () => void;
+  readonly sources: SourceSet;
   /** One application at a time, in the order asked for. */
   #queue: Promise<unknown> = Promise.resolve();
 
   constructor(options: KindSetOptions) {
     this.#options = options;
-    this.#stopListening = options.discovery.onChange(() => this.#rediscovered());
+    const { manager, discovery, wiring } = options;
+    this.sources = new SourceSet({
+      apis: wiring.apis,
+      discovery,
+      once: manager.listsOnce,
+      events: wiring.events,
+      log: wiring.log,
+    });
+    const stopSources = this.sources.onChange((name, change) => {
+      for (const kind of this.#running.values()) kind.sourceChanged(name, change);
+    });
+    const stopDiscovery = discovery.onChange(() => this.#rediscovered());
+    this.#stopListening = () => {
+      stopSources();
+      stopDiscovery();
+    };
   }
 
   /** The config in force: the last one applied. */
@@ -90,6 +108,7 @@ export class KindSet {
     return [
       ...this.#unknown.map(({ kind }) => `${kind.resource}: not served by the API server (yet); started once it is`),
       ...(this.#relations?.notes() ?? []),
+      ...this.sources.notes(),
     ];
   }
 
@@ -100,6 +119,7 @@ export class KindSet {
     await Promise.all([...this.#running.values()].map((kind) => kind.release()));
     this.#running.clear();
     this.#relations?.release();
+    await this.sources.stop();
   }
 
   async #apply(config: Config, signal?: AbortSignal): Promise<Applied> {
@@ -107,6 +127,8 @@ export class KindSet {
     const kinds = resolveKinds(config.kinds, discovery);
     await guard?.claim(claimOf(config, kinds), signal);
 
+    // Sources first: a kind that reads one waits for its first load.
+    this.sources.apply(config.sources);
     const lacked = this.#relations ? this.#relations.lacks(config) : [];
     const rebuild = !this.#relations || lacked.length > 0;
     const next = new Map(kinds.resolved.map((resolved) => [controllerName(resolved), resolved]));
@@ -138,7 +160,11 @@ export class KindSet {
     }
     for (const name of relabelled) this.#running.get(name)!.relabel(next.get(name)!.kind);
     for (const name of [...added, ...restarted]) {
-      const kind = labelledKind(next.get(name)!, this.#relations!, { ...wiring, informers: manager.informers });
+      const kind = labelledKind(next.get(name)!, this.#relations!, {
+        ...wiring,
+        informers: manager.informers,
+        sources: this.sources,
+      });
       this.#running.set(name, kind);
       manager.add(kind.controller);
     }

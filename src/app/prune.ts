@@ -19,7 +19,11 @@ export interface PruneScope {
 export function pruneConfig(config: Config, scope: PruneScope, discovery: DiscoveryCache, log: Logger): Config {
   // A selector could have stopped matching objects labeller labelled: prune looks at them all.
   if (!scope.allKinds) {
-    return { ...config, kinds: config.kinds.map((kind) => ({ ...kind, labels: new Map(), selector: undefined })) };
+    return {
+      ...config,
+      sources: new Map(),
+      kinds: config.kinds.map((kind) => ({ ...kind, labels: new Map(), selector: undefined })),
+    };
   }
   const kinds = prunable(discovery.resources, scope.namespaces.length > 0).map((resource) => ({
     where: `--all-kinds (${groupResource(resource)})`,
@@ -33,7 +37,7 @@ export function pruneConfig(config: Config, scope: PruneScope, discovery: Discov
     log.warn('API group not discovered; its kinds are not pruned', { groupVersion, error });
   }
   log.info('pruning every listable and patchable kind', { kinds: kinds.length });
-  return { kinds, ownerKinds: [] };
+  return { kinds, ownerKinds: [], sources: new Map() };
 }
 
 /** One version of each resource that can be listed, watched and patched (the preferred one when it serves it). */

@@ -81,7 +81,8 @@ export async function runApp(
   let wired: { manager: Manager<LabelledObject>; kinds: KindSet } | undefined;
   // Up before discovery, so probes see "not ready" rather than a refused connection.
   const readiness: Readiness = {
-    problems: () => (wired ? wired.manager.problems() : ['waiting for API discovery']),
+    problems:
+      () => (wired ? [...wired.manager.problems(), ...wired.kinds.sources.problems()] : ['waiting for API discovery']),
     notes: () => wired?.kinds.notes() ?? [],
   };
   const servers = options.once ? [] : await Promise.all(
@@ -130,6 +131,7 @@ export async function runApp(
     });
     const kindSet = kinds;
     metrics.relatedUnreadable(() => kindSet.relations?.unreadable.list() ?? []);
+    metrics.sources(() => kindSet.sources.states());
     try {
       await kinds.apply(first, intake);
     } catch (error) {

@@ -6,7 +6,8 @@ import { hostname } from 'node:os';
 import { eventsIdentity } from '../app/events.ts';
 import { runApp } from '../app/run.ts';
 import { KubeClient } from '../kube/client.ts';
-import { buildConfig, ConfigError, parseLabelFlag } from '../labeller/config.ts';
+import { buildConfig, parseLabelFlag } from '../labeller/config.ts';
+import { ConfigError } from '../labeller/configfields.ts';
 import { fatal, report } from './fatal.ts';
 import { createLogger } from '../util/log.ts';
 import { envName } from './flags.ts';
@@ -45,7 +46,9 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
       requireLabels: options.command !== 'prune',
     });
   // prune --all-kinds takes its kinds from discovery (app/prune.ts).
-  const config = options.command === 'prune' && options.allKinds ? { kinds: [], ownerKinds: [] } : build(text);
+  const config = options.command === 'prune' && options.allKinds
+    ? { kinds: [], ownerKinds: [], sources: new Map() }
+    : build(text);
   // The controller reapplies the file when it changes (app/reload.ts).
   const configSource = options.command === 'label' && configFile !== undefined && text !== undefined
     ? { path: configFile, text, build }

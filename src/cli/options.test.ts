@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { envName } from './flags.ts';
-import { parseDuration, parseOptions, unknownEnv } from './options.ts';
+import { parseOptions, unknownEnv } from './options.ts';
+import { parseDuration } from '../util/duration.ts';
 import { UsageError } from '../util/usage.ts';
 
 type Env = Readonly<Record<string, string | undefined>>;

@@ -6,6 +6,7 @@ import { type Command, COMMANDS, ENV_PREFIX, envNames, type Name, type Spec, SPE
 import { formatHelp } from './help.ts';
 import type { Level } from '../util/log.ts';
 import type { ConflictPolicy } from '../labeller/config.ts';
+import { parseDuration } from '../util/duration.ts';
 import { UsageError } from '../util/usage.ts';
 import type { BindAddress } from '../metrics/server.ts';
 
@@ -233,20 +234,6 @@ export async function parseOptions(
     renewDeadlineMs: renew,
     retryPeriodMs: retry,
   };
-}
-
-const UNITS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-
-/** Go-style durations ("1h30m", "45s", "500ms"); a bare number is seconds. */
-export function parseDuration(text: string): number | undefined {
-  const trimmed = text.trim();
-  if (/^\d+(\.\d+)?$/.test(trimmed)) return Number(trimmed) * 1000;
-  if (!/^(\d+(\.\d+)?(ms|s|m|h))+$/.test(trimmed)) return undefined;
-  let total = 0;
-  for (const [, amount, unit] of trimmed.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)) {
-    total += Number(amount) * (UNITS[unit ?? 's'] ?? 0);
-  }
-  return total;
 }
 
 /** LABELLER_* variables that name no option, ignoring those Kubernetes injects for a Service named "labeller". */

@@ -1,5 +1,6 @@
 // Metadata-only access to one resource kind: list, watch and server-side apply of labels,
-// all projected to meta.k8s.io/v1 PartialObjectMetadata so no spec or data crosses the wire.
+// all projected to meta.k8s.io/v1 PartialObjectMetadata so no spec or data crosses the wire
+// (unless asked for whole objects: a ConfigMap a label source reads).
 import type { IncomingMessage } from 'node:http';
 import type { KubeClient } from './client.ts';
 import type {
@@ -50,12 +51,12 @@ export interface ResourceApi {
   apply(body: LabelsApplyConfiguration, options: ApplyOptions): Promise<PartialObjectMetadata>;
 }
 
-/** The ResourceApi of a resource in a namespace ('' for all). */
-export type ResourceApis = (resource: ApiResource, namespace: string) => ResourceApi;
+/** The ResourceApi of a resource in a namespace ('' for all); `whole`: whole objects, not their metadata. */
+export type ResourceApis = (resource: ApiResource, namespace: string, whole?: boolean) => ResourceApi;
 
 /** ResourceApis over the API server `client` talks to. */
-export const metadataApis = (client: KubeClient): ResourceApis => (resource, namespace) =>
-  new MetadataApi(client, resource, namespace);
+export const metadataApis = (client: KubeClient): ResourceApis => (resource, namespace, whole) =>
+  new MetadataApi(client, resource, namespace, whole);
 
 export class MetadataApi implements ResourceApi {
   readonly resource: ApiResource;
@@ -63,7 +64,13 @@ export class MetadataApi implements ResourceApi {
   readonly namespace: string;
   readonly #client: KubeClient;
 
-  constructor(client: KubeClient, resource: ApiResource, namespace = '') {
+  /** `whole`: lists and watches carry whole objects, not their metadata (a ConfigMap's data). */
+  readonly #accept: { readonly list: string; readonly object: string };
+
+  constructor(client: KubeClient, resource: ApiResource, namespace = '', whole = false) {
+    this.#accept = whole
+      ? { list: 'application/json', object: 'application/json' }
+      : { list: ACCEPT_LIST, object: ACCEPT_OBJECT };
     this.#client = client;
     this.resource = resource;
     this.namespace = resource.namespaced ? namespace : '';
@@ -72,7 +79,7 @@ export class MetadataApi implements ResourceApi {
   /** One page of a list. */
   async list(options: ListOptions = {}): Promise<PartialObjectMetadataList> {
     const list = await this.#client.json<PartialObjectMetadataList>('GET', this.path(), {
-      headers: { accept: ACCEPT_LIST },
+      headers: { accept: this.#accept.list },
       query: {
         labelSelector: options.labelSelector,
         fieldSelector: options.fieldSelector,
@@ -102,7 +109,7 @@ export class MetadataApi implements ResourceApi {
     const headers = new AbortController();
     const timer = setTimeout(() => headers.abort(new WatchIdleError(path, options.idleMs)), options.idleMs);
     return this.#client.request('GET', path, {
-      headers: { accept: ACCEPT_OBJECT },
+      headers: { accept: this.#accept.object },
       query: {
         watch: true,
         allowWatchBookmarks: true,

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import type { ConfigInput, KindConfig } from './config.ts';
-import { buildConfig, ConfigError, parseConfig, parseLabelFlag } from './config.ts';
+import { buildConfig, parseConfig, parseLabelFlag } from './config.ts';
+import { ConfigError } from './configfields.ts';
 import type { TemplateContext } from './template.ts';
 
 const file = (text: string) => ({ text, source: 'kinds.yaml' });

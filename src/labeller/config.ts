@@ -6,6 +6,7 @@
  *   conflicts: force               # optional: force | skip a label another manager owns; default force
  *   allowProtectedPrefixes: false  # optional: let {{labels.x}}/{{annotations.x}} fill kubernetes.io and k8s.io keys
  *   ownerKinds: [rollouts.argoproj.io]  # optional: owner kinds that owner and root templates follow beyond the workload chain
+ *   sources: {teams: {configMap: …}}     # optional: sources of truth templates look values up in (sourcesconfig.ts)
  *   kinds:                         # required unless --kinds is given: at least one entry
  *     - resource: deployments      # required: kubectl-style (deploy, Deployment, deployments.apps, Deployment.v1.apps)
  *       namespaces: [default]      # optional: namespace names; absent = all namespaces
@@ -26,10 +27,21 @@ import { isDns1123Label } from '../kube/names.ts';
 import type { Selector } from '../kube/selector.ts';
 import { parseSelector, SelectorError } from '../kube/selector.ts';
 import { validateLabelKey, validateLabelValue } from './labels.ts';
-import { suggest } from '../util/suggest.ts';
 import type { Template } from './template.ts';
 import { compileTemplate, TemplateError } from './template.ts';
-import { UsageError } from '../util/usage.ts';
+import type { SourceSpec } from './sources.ts';
+import { parseSources } from './sourcesconfig.ts';
+import {
+  ConfigError,
+  describe,
+  expectList,
+  expectMapping,
+  expectString,
+  fail,
+  isAbsent,
+  keyPath,
+  rejectUnknownFields,
+} from './configfields.ts';
 
 /** What to do when another field manager owns a label: take it over (force) or leave it (skip). */
 export type ConflictPolicy = 'force' | 'skip';
@@ -54,6 +66,8 @@ export interface Config {
    * workload chain; an ownerReference to any other kind is not followed.
    */
   readonly ownerKinds: readonly string[];
+  /** The sources of truth templates look values up in, by name. */
+  readonly sources: ReadonlyMap<string, SourceSpec>;
 }
 
 /** A validated config file, before flags and defaults apply. */
@@ -65,6 +79,7 @@ export interface FileConfig {
   /** Whether the object's labels and annotations may be copied into kubernetes.io and k8s.io keys. */
   readonly allowProtectedPrefixes: boolean;
   readonly ownerKinds: readonly string[];
+  readonly sources: ReadonlyMap<string, SourceSpec>;
 }
 
 /** A kind as listed in the file or in --kinds, before global settings and defaults apply. */
@@ -96,13 +111,9 @@ export interface ConfigInput {
   readonly requireLabels?: boolean | undefined;
 }
 
-export class ConfigError extends UsageError {
-  override readonly name: string = 'ConfigError';
-}
-
 const CONFLICT_POLICIES: readonly ConflictPolicy[] = ['force', 'skip'];
 const DEFAULT_CONFLICT_POLICY: ConflictPolicy = 'force';
-const FILE_FIELDS = ['labels', 'conflicts', 'kinds', 'allowProtectedPrefixes', 'ownerKinds'];
+const FILE_FIELDS = ['labels', 'conflicts', 'kinds', 'allowProtectedPrefixes', 'ownerKinds', 'sources'];
 /** Label prefixes reserved for Kubernetes, which admission (NodeRestriction, policies) guards. */
 const PROTECTED_DOMAINS = ['kubernetes.io', 'k8s.io'];
 const KIND_FIELDS = ['resource', 'namespaces', 'selector', 'labels', 'conflicts'];
@@ -127,7 +138,8 @@ export function buildConfig(input: ConfigInput): Config {
   const allowProtected = file?.allowProtectedPrefixes ?? false;
   for (const [key, value] of Object.entries(input.labels ?? {})) {
     const where = `--label ${JSON.stringify(`${key}=${value}`)}`;
-    globalLabels.set(key, compileLabel(key, value, where, { allowProtected, optIn: 'in the --config file' }));
+    const sources = new Set(file?.sources.keys());
+    globalLabels.set(key, compileLabel(key, value, where, { sources, allowProtected, optIn: 'in the --config file' }));
   }
   const namespaces = input.namespaces === undefined ? [] : namespaceList(input.namespaces, () => '--namespace');
   const selectorFlag = input.selector;
@@ -150,6 +162,7 @@ export function buildConfig(input: ConfigInput): Config {
   }
   return {
     ownerKinds: file?.ownerKinds ?? [],
+    sources: file?.sources ?? new Map(),
     kinds: labelled.map(([entry, labels]) => ({
       where: entry.where,
       resource: entry.resource,
@@ -165,13 +178,25 @@ export function buildConfig(input: ConfigInput): Config {
 export function parseConfig(text: string, source: string): FileConfig {
   const document = loadDocument(text, source);
   if (isAbsent(document)) {
-    return { labels: new Map(), conflicts: undefined, kinds: undefined, allowProtectedPrefixes: false, ownerKinds: [] };
+    return {
+      labels: new Map(),
+      conflicts: undefined,
+      kinds: undefined,
+      allowProtectedPrefixes: false,
+      ownerKinds: [],
+      sources: new Map(),
+    };
   }
   const fields = expectMapping(document, source, 'a mapping with "labels:" and "kinds:"');
   rejectUnknownFields(fields, FILE_FIELDS, source);
   const allowProtectedPrefixes = parseBoolean(fields.allowProtectedPrefixes, `${source}: allowProtectedPrefixes`) ??
     false;
-  const protection: Protection = { allowProtected: allowProtectedPrefixes, optIn: `at the top of ${source}` };
+  const sources = parseSources(fields.sources, `${source}: sources`);
+  const rules: Rules = {
+    sources: new Set(sources.keys()),
+    allowProtected: allowProtectedPrefixes,
+    optIn: `at the top of ${source}`,
+  };
   const labels = new Map<string, Template>();
   for (const [key, value, where] of labelEntries(fields.labels, `${source}: labels`)) {
     if (value === null) {
@@ -180,14 +205,15 @@ export function parseConfig(text: string, source: string): FileConfig {
         "null drops a global label, so it belongs in a kind's labels: give a value here or remove the entry",
       );
     }
-    labels.set(key, compileLabel(key, expectString(value, where), where, protection));
+    labels.set(key, compileLabel(key, expectString(value, where), where, rules));
   }
   return {
     labels,
     conflicts: parseConflicts(fields.conflicts, `${source}: conflicts`),
-    kinds: parseKinds(fields.kinds, `${source}: kinds`, protection),
+    kinds: parseKinds(fields.kinds, `${source}: kinds`, rules),
     allowProtectedPrefixes,
     ownerKinds: parseOwnerKinds(fields.ownerKinds, `${source}: ownerKinds`),
+    sources,
   };
 }
 
@@ -210,13 +236,13 @@ function loadDocument(text: string, source: string): unknown {
   return documents[0];
 }
 
-function parseKinds(value: unknown, where: string, protection: Protection): KindEntry[] | undefined {
+function parseKinds(value: unknown, where: string, rules: Rules): KindEntry[] | undefined {
   if (value === undefined || value === null) return undefined;
   const items = expectList(value, where, 'a list of kinds, e.g. "- resource: deployments"');
   if (items.length === 0) throw fail(where, 'empty list: add an entry such as "- resource: deployments"');
   const indexOf = new Map<string, number>();
   return items.map((item, index) => {
-    const kind = parseKind(item, `${where}[${index}]`, protection);
+    const kind = parseKind(item, `${where}[${index}]`, rules);
     const first = indexOf.get(kind.resource);
     if (first !== undefined) {
       throw fail(
@@ -244,7 +270,7 @@ function parseOwnerKinds(value: unknown, where: string): string[] {
   });
 }
 
-function parseKind(value: unknown, where: string, protection: Protection): KindEntry {
+function parseKind(value: unknown, where: string, rules: Rules): KindEntry {
   const fields = expectMapping(value, where, 'a mapping such as "resource: deployments"');
   rejectUnknownFields(fields, KIND_FIELDS, where);
 
@@ -269,7 +295,7 @@ function parseKind(value: unknown, where: string, protection: Protection): KindE
 
   const labels = new Map<string, Template | null>();
   for (const [key, labelValue, path] of labelEntries(fields.labels, `${where}.labels`)) {
-    labels.set(key, labelValue === null ? null : compileLabel(key, expectString(labelValue, path), path, protection));
+    labels.set(key, labelValue === null ? null : compileLabel(key, expectString(labelValue, path), path, rules));
   }
 
   return {
@@ -318,27 +344,29 @@ function mergeLabels(global: ReadonlyMap<string, Template>, kind: KindEntry): Ma
 }
 
 /** Whether templates may copy an object's labels and annotations into protected keys, and where to say so. */
-interface Protection {
+interface Rules {
+  /** The sources lookups may name. */
+  readonly sources: ReadonlySet<string>;
   readonly allowProtected: boolean;
   /** Where allowProtectedPrefixes goes, for the message: "at the top of kinds.yaml". */
   readonly optIn: string;
 }
 
-function compileLabel(key: string, value: string, where: string, protection: Protection): Template {
+function compileLabel(key: string, value: string, where: string, rules: Rules): Template {
   const keyProblem = validateLabelKey(key);
   if (keyProblem !== undefined) throw fail(where, keyProblem);
-  const template = within(where, () => compileTemplate(value));
+  const template = within(where, () => compileTemplate(value, { sources: rules.sources }));
   // labeller writes with its own rights (and force): copying a value the object's writer chose
   // into a key admission keeps from that writer (NodeRestriction's node-restriction.kubernetes.io/,
   // ValidatingAdmissionPolicies) would launder it past those rules.
   const domain = protectedDomain(key);
-  if (template.readsObjectMetadata && domain !== undefined && !protection.allowProtected) {
+  if (template.readsObjectMetadata && domain !== undefined && !rules.allowProtected) {
     throw fail(
       where,
       `${
         JSON.stringify(value)
       } copies the object's labels or annotations into a key under ${domain}, which admission may forbid the object's writers to set; ` +
-        `labeller would set it for them with its own rights. Use a constant or a key outside ${domain}, or set "allowProtectedPrefixes: true" ${protection.optIn} if whoever may write these objects may set this label too`,
+        `labeller would set it for them with its own rights. Use a constant or a key outside ${domain}, or set "allowProtectedPrefixes: true" ${rules.optIn} if whoever may write these objects may set this label too`,
     );
   }
   // Templated values can only be checked once rendered; constants are checked now.
@@ -403,19 +431,6 @@ function labelEntries(value: unknown, where: string): Array<readonly [key: strin
   return Object.entries(labels).map(([key, labelValue]) => [key, labelValue, keyPath(where, key)] as const);
 }
 
-function rejectUnknownFields(fields: Record<string, unknown>, known: readonly string[], where: string): void {
-  for (const field of Object.keys(fields)) {
-    if (known.includes(field)) continue;
-    const match = suggest(field, known);
-    throw fail(
-      where,
-      match === undefined
-        ? `unknown field ${JSON.stringify(field)}: use one of ${known.join(', ')}`
-        : `unknown field ${JSON.stringify(field)} (did you mean ${JSON.stringify(match)}?)`,
-    );
-  }
-}
-
 /** Runs a parser of a nested syntax, reporting its errors at `where`. */
 function within<T>(where: string, parse: () => T): T {
   try {
@@ -424,52 +439,4 @@ function within<T>(where: string, parse: () => T): T {
     if (error instanceof SelectorError || error instanceof TemplateError) throw fail(where, error.message);
     throw error;
   }
-}
-
-// An empty YAML value ("labels:" with nothing after it) loads as null: treat it as absent.
-function isAbsent(value: unknown): value is null | undefined {
-  return value === undefined || value === null;
-}
-
-function expectMapping(value: unknown, where: string, expected: string): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw fail(where, `expected ${expected}, got ${describe(value)}`);
-  }
-  return value as Record<string, unknown>;
-}
-
-function expectList(value: unknown, where: string, expected: string): unknown[] {
-  if (!Array.isArray(value)) throw fail(where, `expected ${expected}, got ${describe(value)}`);
-  return value;
-}
-
-function expectString(value: unknown, where: string): string {
-  if (typeof value === 'string') return value;
-  // YAML reads unquoted 3, true or 1.0 as numbers and booleans.
-  const fix = typeof value === 'number' || typeof value === 'boolean' ? ': put it in quotes' : '';
-  throw fail(where, `expected a string, got ${describe(value)}${fix}`);
-}
-
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'a list';
-  switch (typeof value) {
-    case 'string':
-      return `the string ${JSON.stringify(value)}`;
-    case 'number':
-    case 'boolean':
-      return `the ${typeof value} ${String(value)}`;
-    case 'object':
-      return 'a mapping';
-    default:
-      return typeof value;
-  }
-}
-
-function keyPath(where: string, key: string): string {
-  return `${where}[${JSON.stringify(key)}]`;
-}
-
-function fail(where: string, problem: string): ConfigError {
-  return new ConfigError(`${where}: ${problem}`);
 }

@@ -26,6 +26,7 @@ const read = (kind: KindConfig): string => {
         ...templates.flatMap((t) =>
           t.related.map(({ relation, field, key }) => [relation, field, key ?? ''].join('.'))
         ),
+        ...templates.flatMap((t) => t.lookups.map(({ source, field }) => `lookup ${source} ${field ?? ''}`)),
       ]),
     ].sort(),
   );

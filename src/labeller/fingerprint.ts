@@ -23,8 +23,9 @@ export function configFingerprint(config: Config): string {
     }))
     .sort((a, b) => byCodeUnits(a.resource, b.resource));
   const owners = [...config.ownerKinds].sort(byCodeUnits);
-  // Without owner kinds the fingerprint is what it was before they existed: replicas of one
-  // config on either side of an upgrade agree.
-  const document = owners.length > 0 ? { kinds, ownerKinds: owners } : kinds;
+  const sources = [...config.sources.values()].sort((a, b) => byCodeUnits(a.name, b.name));
+  // Without owner kinds and sources the fingerprint is what it was before they existed: replicas
+  // of one config on either side of an upgrade agree.
+  const document = owners.length > 0 || sources.length > 0 ? { kinds, ownerKinds: owners, sources } : kinds;
   return `sha256:${createHash('sha256').update(JSON.stringify(document)).digest('hex').slice(0, 16)}`;
 }

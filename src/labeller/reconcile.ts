@@ -9,7 +9,9 @@ import type { ConflictPolicy } from './config.ts';
 import { type LabelOperation, labelPatch } from './labelpatch.ts';
 import { validateLabelValue } from './labels.ts';
 import type { LabelledObject } from './object.ts';
+import { type LookupIndex, lookupKey } from './lookupindex.ts';
 import type { RelatedView } from './related.ts';
+import type { SourceLookups } from './sources.ts';
 import type { Template, TemplateContext } from './template.ts';
 
 /** The kind being reconciled, for apply bodies and templates. */
@@ -73,6 +75,8 @@ export interface ReconcilerOptions {
   readonly log: Logger;
   /** The related objects templates read, from their caches (see related.ts). */
   readonly related?: ((object: LabelledObject) => RelatedView) | undefined;
+  /** The sources templates look values up in, and where each object's lookups are recorded. */
+  readonly sources?: { readonly lookups: SourceLookups; readonly index: LookupIndex } | undefined;
 }
 
 /** A label left to another field manager (conflicts: skip). */
@@ -225,8 +229,9 @@ export class Reconciler {
    * owns them; or the reason one of them cannot be rendered.
    */
   #render(object: LabelledObject): { rendered: Map<string, string>; held: string[]; waiting: boolean } | string {
-    const { kind, labels } = this.#options;
+    const { kind, labels, sources } = this.#options;
     const view = this.#options.related?.(object);
+    const looked: string[] = [];
     const context: TemplateContext = {
       name: object.name,
       namespace: object.namespace,
@@ -238,13 +243,21 @@ export class Reconciler {
       labels: object.labels,
       annotations: object.annotations,
       related: view?.objects,
+      lookup: sources && ((source, key, field) => {
+        looked.push(lookupKey(source, key));
+        return sources.lookups.lookup(source, key, field);
+      }),
     };
     const desired = new Map<string, string>();
     const held: string[] = [];
     let waiting = false;
     for (const [key, template] of labels) {
-      if (view && view.held.size > 0) {
-        const why = template.related.map((read) => view.held.get(read.relation)).find((reason) => reason);
+      // A source that has never loaded is held as a related kind that cannot be read is: the rest goes on.
+      const unloaded = template.lookups.some((lookup) => !sources?.lookups.loaded(lookup.source));
+      if (unloaded || (view && view.held.size > 0)) {
+        const why = unloaded
+          ? 'unavailable'
+          : template.related.map((read) => view?.held.get(read.relation)).find((r) => r);
         if (why) {
           held.push(key);
           waiting ||= why === 'pending';
@@ -261,6 +274,7 @@ export class Reconciler {
       if (problem) return `label ${key}: "${template.source}" rendered "${value}": ${problem}`;
       desired.set(key, value);
     }
+    sources?.index.record(object.key, looked);
     return { rendered: desired, held, waiting };
   }
 }

@@ -29,7 +29,7 @@ function caches(objects: readonly LabelledObject[], namespaces: Record<string, L
   };
 }
 
-const reads = (...sources: string[]) => relatedReads(sources.map(compileTemplate));
+const reads = (...sources: string[]) => relatedReads(sources.map((source) => compileTemplate(source)));
 
 test('the namespace, the controller owner and the root of the chain come from the caches', () => {
   const deployment = object('web', { labels: { 'app.kubernetes.io/part-of': 'shop' } });

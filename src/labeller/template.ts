@@ -1,6 +1,8 @@
 /**
  * Label value templates such as "{{name}}", "team-{{ namespace }}", "{{labels.app}}",
- * "{{namespace.labels.team}}", "{{root.name}}" or "{{owner.labels.tier | default \"none\"}}".
+ * "{{namespace.labels.team}}", "{{root.name}}", "{{owner.labels.tier | default \"none\"}}" or a
+ * lookup in a source of truth by a key that is itself a variable,
+ * "{{teams[namespace.labels.team].costCenter}}" (see sources.ts).
  * They compile once, at config load, so a typo fails at startup rather than on every object.
  * Rendering does not validate: only the rendered value can be checked, with
  * validateLabelValue, by the caller.
@@ -40,6 +42,20 @@ export interface TemplateContext {
   readonly annotations: Readonly<Record<string, string>>;
   /** Related objects, undefined where absent; only the relations the templates read need be given. */
   readonly related?: Readonly<Partial<Record<Relation, RelatedObject>>> | undefined;
+  /** Looks `key` up in source `source`: the entry, or its `field`; undefined when there is none. */
+  readonly lookup?: ((source: string, key: string, field: string | undefined) => string | undefined) | undefined;
+}
+
+/** A lookup in a source of truth that a template makes. */
+export interface Lookup {
+  readonly source: string;
+  /** The field of the entry it reads; undefined: the entry is a value. */
+  readonly field: string | undefined;
+}
+
+export interface CompileOptions {
+  /** The sources lookups may name (kinds.yaml's `sources`). */
+  readonly sources?: ReadonlySet<string> | undefined;
 }
 
 /** A field of a related object that a template reads: what decides whether a change to it matters. */
@@ -58,6 +74,8 @@ export interface Template {
   readonly annotations: readonly string[];
   /** What it reads of related objects. */
   readonly related: readonly RelatedRead[];
+  /** The lookups it makes in sources of truth. */
+  readonly lookups: readonly Lookup[];
   /**
    * True when it copies labels or annotations, of the object or a related one: values whoever
    * writes that object chose.
@@ -95,27 +113,30 @@ const RELATED_NAMES = RELATIONS.flatMap((r) => [...RELATED_FIELDS[r], ...MAP_VAR
 
 type Part = (context: TemplateContext) => string | undefined;
 
-export function compileTemplate(source: string): Template {
+export function compileTemplate(source: string, options: CompileOptions = {}): Template {
   if (!source.includes('{{')) {
     return {
       source,
       constantValue: source,
       annotations: [],
       related: [],
+      lookups: [],
       readsObjectMetadata: false,
       render: () => source,
     };
   }
-  const annotations: string[] = [];
-  const related: RelatedRead[] = [];
-  const parts = parse(source, annotations, related);
+  const reads: Reads = { annotations: [], related: [], lookups: [], sources: options.sources ?? new Set() };
+  const parts = parse(source, reads);
+  const { annotations, related, lookups } = reads;
   return {
     source,
     constantValue: undefined,
     annotations,
     related,
+    lookups,
+    // A source's values are written by others too: the protected-prefix rule applies to them.
     readsObjectMetadata: related.some((read) => read.field === 'labels' || read.field === 'annotations') ||
-      parts.readsMaps,
+      parts.readsMaps || lookups.length > 0,
     render: (context) => {
       let value = '';
       for (const part of parts) {
@@ -128,8 +149,19 @@ export function compileTemplate(source: string): Template {
   };
 }
 
-/** The template's parts, and whether it reads the object's own labels or annotations; what it reads is added to `annotations` and `related`. */
-function parse(source: string, annotations: string[], related: RelatedRead[]): Part[] & { readsMaps: boolean } {
+/** What a template reads, gathered as it is parsed; `sources`: the names lookups may use. */
+interface Reads {
+  readonly annotations: string[];
+  readonly related: RelatedRead[];
+  readonly lookups: Lookup[];
+  readonly sources: ReadonlySet<string>;
+}
+
+/** `source[key variable]` or `source[key variable].field`. */
+const LOOKUP = /^([a-z][-a-z0-9]*)\[([^\]]*)\](?:\.(.*))?$/;
+
+/** The template's parts, and whether it reads the object's own labels or annotations; what it reads is added to `reads`. */
+function parse(source: string, reads: Reads): Part[] & { readsMaps: boolean } {
   const fail = (problem: string) => new TemplateError(`template ${JSON.stringify(source)}: ${problem}`);
   const parts: Part[] & { readsMaps: boolean } = Object.assign([], { readsMaps: false });
   let position = 0;
@@ -140,8 +172,10 @@ function parse(source: string, annotations: string[], related: RelatedRead[]): P
     if (literal !== '') parts.push(() => literal);
     const [expression = '', ...pipes] = source.slice(open + 2, close).split('|');
     const name = expression.trim();
-    const lookup = variable(name, fail, annotations, related);
-    if (MAP_VARIABLES.some((map) => name.startsWith(`${map}.`))) parts.readsMaps = true;
+    const looked = LOOKUP.exec(name);
+    const lookup = looked ? lookupPart(looked, fail, reads) : variable(name, fail, reads.annotations, reads.related);
+    const keyName = looked ? (looked[2] ?? '').trim() : name;
+    if (MAP_VARIABLES.some((map) => keyName.startsWith(`${map}.`))) parts.readsMaps = true;
     const fallback = defaultValue(pipes, name, fail);
     parts.push(fallback === undefined ? lookup : (context) => lookup(context) ?? fallback);
     position = close + 2;
@@ -166,6 +200,32 @@ function defaultValue(
   } catch {
     throw fail(`bad default value ${match[1]}: ${usage}`);
   }
+}
+
+/** A lookup in a source, by a key that a variable gives: absent when the key or the entry is. */
+function lookupPart(match: RegExpExecArray, fail: (problem: string) => TemplateError, reads: Reads): Part {
+  const [, source = '', keyName = '', field] = match;
+  const key = keyName.trim();
+  if (!reads.sources.has(source)) {
+    const match = suggest(source, [...reads.sources]);
+    const known = reads.sources.size > 0 ? `; sources are ${[...reads.sources].join(', ')}` : '';
+    throw fail(
+      `unknown source ${JSON.stringify(source)}${
+        match ? ` (did you mean "${match}"?)` : ''
+      }: define it under "sources:"${known}`,
+    );
+  }
+  if (key === '') throw fail(`"${source}[]" needs a key, e.g. "{{${source}[namespace.labels.team]}}"`);
+  if (LOOKUP.test(key)) throw fail(`"${source}[${key}]": a key is a variable, not another lookup`);
+  if (field !== undefined && !/^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$/.test(field)) {
+    throw fail(`"${source}[${key}].${field}": a field is a name such as "costCenter"`);
+  }
+  const keyOf = variable(key, fail, reads.annotations, reads.related);
+  reads.lookups.push({ source, field });
+  return (context) => {
+    const value = keyOf(context);
+    return value === undefined ? undefined : context.lookup?.(source, value, field);
+  };
 }
 
 function variable(

@@ -28,6 +28,15 @@ export interface ObjectGauges {
   readonly held: number;
 }
 
+/** A source of truth's state (see app/sources/sourceset.ts). */
+export interface SourceGauges {
+  readonly name: string;
+  readonly up: boolean;
+  readonly lastSuccessMs: number | undefined;
+  readonly bytes: number;
+  readonly keys: number;
+}
+
 /** A related kind that cannot be read, and why (see app/relations.ts). */
 export interface Unreadable {
   readonly kind: string;
@@ -58,6 +67,7 @@ export class Metrics {
   readonly #reloads;
   readonly #reloadSuccessful;
   #unreadable: () => readonly Unreadable[] = () => [];
+  #sources: () => readonly SourceGauges[] = () => [];
 
   constructor() {
     const registers = [this.registry];
@@ -185,6 +195,33 @@ export class Metrics {
       'Cached objects with labels held (neither applied nor removed) because a related object they read cannot be read',
       'held',
     );
+    const sources = (): readonly SourceGauges[] => this.#sources();
+    const source = (name: string, help: string, value: (state: SourceGauges) => number | undefined) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['source'],
+        registers,
+        collect() {
+          this.reset();
+          for (const state of sources()) {
+            const v = value(state);
+            if (v !== undefined) this.set({ source: state.name }, v);
+          }
+        },
+      });
+    source(
+      'labeller_source_up',
+      'Whether the last read of a source of truth worked (1) or failed (0)',
+      (s) => (s.up ? 1 : 0),
+    );
+    source(
+      'labeller_source_last_success_timestamp_seconds',
+      'When a source of truth was last read successfully',
+      (s) => s.lastSuccessMs === undefined ? undefined : s.lastSuccessMs / 1000,
+    );
+    source('labeller_source_bytes', 'Size of the last good content of a source of truth', (s) => s.bytes);
+    source('labeller_source_keys', 'Keys in the last good content of a source of truth', (s) => s.keys);
     const unreadable = (): readonly Unreadable[] => this.#unreadable();
     new Gauge({
       name: 'labeller_related_unreadable',
@@ -197,6 +234,11 @@ export class Metrics {
         for (const { kind, reason } of unreadable()) this.set({ kind, reason }, 1);
       },
     });
+  }
+
+  /** Where the labeller_source_* gauges are read from at each scrape. */
+  sources(read: () => readonly SourceGauges[]): void {
+    this.#sources = read;
   }
 
   /** Where labeller_related_unreadable is read from at each scrape. */

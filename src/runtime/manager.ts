@@ -49,6 +49,11 @@ export class Manager<T> {
     );
   }
 
+  /** Whether informers list once instead of watching. */
+  get listsOnce(): boolean {
+    return this.#options.once;
+  }
+
   get controllers(): Controller<T>[] {
     return [...this.#controllers.values()].map((running) => running.controller);
   }

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { load, loadAll } from 'js-yaml';
 import { parseConfig } from '../../src/labeller/config.ts';
-import { parseDuration } from '../../src/cli/options.ts';
+import { parseDuration } from '../../src/util/duration.ts';
 import { freePorts } from '../controlplane/controlplane.ts';
 import { procSample } from '../harness/procstat.ts';
 import {

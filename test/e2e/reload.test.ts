@@ -5,9 +5,7 @@
 // change, after which the last good config is still in force. Then templates that start and
 // stop reading related objects: a namespace's label, and an owner's (which every cache shares).
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { after, describe, test } from 'node:test';
 import {
   adminClient,
@@ -26,26 +24,7 @@ import { freePorts } from '../controlplane/controlplane.ts';
 import { Labeller, type LogLine } from '../harness/labeller.ts';
 import { scrape } from '../harness/metrics.ts';
 import { sleep } from '../harness/sleep.ts';
-
-/** A folder laid out as the kubelet lays out a ConfigMap volume: kinds.yaml → ..data/kinds.yaml, ..data → ..<version>. */
-class ConfigMapVolume {
-  readonly dir = mkdtempSync(join(tmpdir(), 'labeller-reload-'));
-  readonly path = join(this.dir, 'kinds.yaml');
-  #version = 0;
-
-  constructor(text: string) {
-    this.update(text);
-    symlinkSync('..data/kinds.yaml', this.path);
-  }
-
-  update(text: string): void {
-    const version = `..v${++this.#version}`;
-    mkdirSync(join(this.dir, version));
-    writeFileSync(join(this.dir, version, 'kinds.yaml'), text);
-    symlinkSync(version, join(this.dir, '..data_tmp'));
-    renameSync(join(this.dir, '..data_tmp'), join(this.dir, '..data'));
-  }
-}
+import { ConfigMapVolume } from '../harness/configmapvolume.ts';
 
 const service = (name: string, app: string) => ({
   apiVersion: 'v1',
