@@ -137,7 +137,7 @@ function fullControllers(
       name: groupResource(resource),
       sources,
       reconcile: async (object, key) => {
-        counts[(await reconciler.reconcile(project(object, key) as LabelledObject)).outcome]++;
+        counts[(await reconciler.reconcile(project(object, key, undefined) as LabelledObject)).outcome]++;
       },
       concurrency: options.concurrency,
       requeueAfterMs: options.requeueAfterMs,

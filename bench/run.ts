@@ -38,6 +38,7 @@ import { type Options, options, USAGE } from './lib/options.ts';
 import { describeRun, endMeta, etcdVersion, type Results, rows, sectionKey, startMeta } from './lib/record.ts';
 import { benchPeers, peersResults } from './lib/peers.ts';
 import { benchRelated } from './lib/related.ts';
+import { benchSources } from './lib/sources.ts';
 import { benchWorkloads, workloadsControlPlane } from './lib/workloads.ts';
 import { load1, seconds, updateResultsFile, writeJson } from './lib/report.ts';
 import { restart } from './lib/restart.ts';
@@ -87,6 +88,7 @@ async function bench(controlPlane: ControlPlane, opts: Options, results: Results
       log,
     };
     if (opts.related) results.related = { ...(await benchRelated(context, opts)), load: load1() };
+    else if (opts.sources) results.sources = { ...(await benchSources(context, opts)), load: load1() };
     else if (opts.workloads) {
       results.workloads = {
         ...(await benchWorkloads(admin, controlPlane, context.audit, opts, signal, log)),

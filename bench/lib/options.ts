@@ -22,6 +22,7 @@ ${LAUNCH_USAGE}
   --cold-only             stop after cold convergence and the tight loop (for iterating on CPU and memory)
   --memory-only           only the memory per cached object (row 4), right after creating the objects
   --related               only the rows of labels from related objects (bench/lib/related.ts)
+  --sources               only the rows of labels from a source of truth (bench/lib/sources.ts)
   --workloads             only the rows of real shapes: N pods (default 1000) of Deployments on a full
                           control plane, labelled from root.*/owner.*, then a rolling restart (bench/lib/workloads.ts)
   --peers                 labeller side by side with the labellers of bench/peers/ (kube-rs, controller-runtime,
@@ -47,6 +48,7 @@ export interface Options extends Launch {
   readonly resultsMd: boolean;
   readonly related: boolean;
   readonly workloads: boolean;
+  readonly sources: boolean;
   readonly peers: boolean;
   readonly coldOnly: boolean;
   readonly credentials: Credentials;
@@ -85,6 +87,7 @@ export function options(argv: string[]): Options {
       'no-memory': { type: 'boolean', default: false },
       related: { type: 'boolean', default: false },
       workloads: { type: 'boolean', default: false },
+      sources: { type: 'boolean', default: false },
       peers: { type: 'boolean', default: false },
       'no-results-md': { type: 'boolean', default: false },
       'cold-only': { type: 'boolean', default: false },
@@ -104,7 +107,9 @@ export function options(argv: string[]): Options {
     if (!kind) throw new Error(`--kinds ${values.kinds}: expected some of ${KINDS.map((k) => k.resource).join(', ')}`);
     return kind;
   });
-  if (values.related && kinds.length < KINDS.length) throw new Error('--related labels all three kinds; drop --kinds');
+  if ((values.related || values.sources) && kinds.length < KINDS.length) {
+    throw new Error('--related and --sources label all three kinds; drop --kinds');
+  }
   if (values.peers) {
     const given = new Set<string>(tokens.flatMap((t) => (t.kind === 'option' ? [t.name] : [])));
     const other = ['related', 'kinds', 'credentials', 'cold-only', 'memory-only', ...Object.keys(LAUNCH_OPTIONS)].find((
@@ -128,6 +133,7 @@ export function options(argv: string[]): Options {
     resultsMd: !values['no-results-md'],
     related: values.related,
     workloads: values.workloads,
+    sources: values.sources,
     peers: values.peers,
     coldOnly: values['cold-only'],
     credentials,

@@ -15,6 +15,7 @@ import { type LoopResults, loopRows } from './loop.ts';
 import type { Options } from './options.ts';
 import { peersNotes, type PeersResults, peersTable } from './peers.ts';
 import { type RelatedResults, relatedRows } from './related.ts';
+import { type SourcesResults, sourcesRows } from './sources.ts';
 import { workloadRows, type WorkloadsResults } from './workloads.ts';
 import { type Row, seconds, table } from './report.ts';
 import { type RestartResults, restartRows } from './restart.ts';
@@ -32,6 +33,7 @@ export interface Results {
   memory?: MemoryResults;
   related?: RelatedResults & { load: number };
   workloads?: WorkloadsResults & { load: number };
+  sources?: SourcesResults & { load: number };
   peers?: PeersResults;
   error?: string;
 }
@@ -83,10 +85,11 @@ export function endMeta(meta: Record<string, unknown>, startedAt: Date): void {
 
 export function rows(r: Results): Row[] {
   const n = r.options.n;
-  const { cold, loop, restart, idle, latency, memory, related, workloads } = r;
+  const { cold, loop, restart, idle, latency, memory, related, workloads, sources } = r;
   return [
     ...(related ? relatedRows(related, related.load) : []),
     ...(workloads ? workloadRows(workloads, workloads.load) : []),
+    ...(sources ? sourcesRows(sources, sources.load) : []),
     ...(cold ? coldRows(cold, n, r.options.credentials) : []),
     ...(loop ? loopRows(loop, cold, n) : []),
     ...(restart ? restartRows(restart) : []),
@@ -104,7 +107,13 @@ export function describeRun(r: Results): string {
     o.peers
       ? `## N = ${o.n}${o.quick ? ' (--quick)' : ''}, labeller and its peers (--peers)`
       : `## N = ${o.n}${o.quick ? ' (--quick)' : ''}${
-        o.related ? ', labels from related objects (--related)' : o.workloads ? ', real shapes (--workloads)' : ''
+        o.related
+          ? ', labels from related objects (--related)'
+          : o.workloads
+          ? ', real shapes (--workloads)'
+          : o.sources
+          ? ', labels from a source of truth (--sources)'
+          : ''
       }, labeller on ${o.runtime === 'node' ? 'Node' : 'Deno'}${o.build === undefined ? '' : `, from ${o.build}/`}`,
     '',
     `- run: ${String(m['startedAt'])}, ${seconds(Number(m['durationSeconds'] ?? 0))} in all; \`${
@@ -144,8 +153,10 @@ function benchSetup(r: Results): string[] {
   return [
     r.workloads
       ? `- objects: ${r.workloads.pods} pods of ${r.workloads.deployments} Deployments (kube-controller-manager, kube-scheduler, kwok); labels \`{{root.kind}}.{{root.name}}\` on pods and ReplicaSets, \`{{owner.name}}\` on pods`
-      : r.related
-      ? `- objects: ${o.n} ConfigMaps, Services and Deployments in one namespace, with the same metadata as the main bench; one label, \`{{namespace.labels.team}}\``
+      : r.related || r.sources
+      ? `- objects: ${o.n} ConfigMaps, Services and Deployments in one namespace, with the same metadata as the main bench; one label, \`${
+        r.sources ? '{{teams[namespace.labels.team].costCenter}}' : '{{namespace.labels.team}}'
+      }\`${r.sources ? ' (the source: a ConfigMap in a namespace of its own)' : ''}`
       : `- objects: ${
         Object.entries(r.setup?.objects ?? {}).map(([k, v]) => `${v} ${k}`).join(', ')
       }, each with 6 labels, 4 annotations and managedFields of \`kubectl-create\` (Update) and \`argocd-controller\` (Apply); created in ${
@@ -191,6 +202,6 @@ function peersSetup(r: Results): string[] {
 export function sectionKey(o: Options): string {
   if (o.peers) return `n=${o.n} peers`;
   return `n=${o.n} runtime=${o.runtime}${o.build === undefined ? '' : ` build=${o.build}`}${
-    o.related ? ' related' : o.workloads ? ' workloads' : ''
+    o.related ? ' related' : o.workloads ? ' workloads' : o.sources ? ' sources' : ''
   }`;
 }

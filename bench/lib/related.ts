@@ -1,7 +1,9 @@
-// Rows for labels drawn from related objects (issue 12): a namespace label fanned out to every
-// object in the namespace (twice, each followed by the tight loop) against the tight loop's
-// time for as many applies, the requests it took, a restart's PATCHes, and the heap the relation
-// indexes add per cached object (bench/lib/indexheap.ts).
+// Rows for labels that follow something other than the object: a change fanned out to every
+// object that reads it (twice, each followed by the tight loop) against the tight loop's time for
+// as many applies, the requests it took, a restart's PATCHes, and the heap the index that finds
+// those objects adds per cached object. Two drivers: a namespace's label read by
+// {{namespace.labels.team}} (--related, R rows), and an entry of a source of truth read by
+// {{teams[namespace.labels.team].costCenter}} (--sources, S rows; bench/lib/sources.ts).
 import { MetadataApi } from '../../src/kube/api.ts';
 import { type AuditRequest, byVerb, formatVerbs } from '../../test/harness/audit.ts';
 import type { Labeller } from '../../test/harness/labeller.ts';
@@ -21,7 +23,8 @@ export interface RelatedOptions extends Launch {
   readonly createConcurrency: number;
 }
 
-export interface RelatedResults {
+/** What a fan-out measurement found. */
+export interface FanOutResults {
   readonly n: number;
   /** The first labeller's spawn → its last PATCH (every object labelled from the namespace's label). */
   coldSeconds?: number;
@@ -37,29 +40,63 @@ export interface RelatedResults {
   loopCpu?: number[];
   restartPatches?: number;
   restartRequests?: Record<string, number>;
+}
+
+export interface RelatedResults extends FanOutResults {
   /** Heap per object: the controller reference kept for owner and root templates, and the two indexes. */
   heap?: IndexHeap | undefined;
 }
 
-export async function benchRelated(bench: Bench, options: RelatedOptions): Promise<RelatedResults> {
-  const { admin, controlPlane, audit, resources, signal, log } = bench;
-  const results: RelatedResults = { n: options.n, heap: measureIndexHeap(options.n) };
-  if (results.heap) {
-    log(
-      `relation indexes: ${bytes(results.heap.indexes)}/object (by namespace ${
-        bytes(results.heap.byNamespace)
-      }, by owner uid ${bytes(results.heap.byOwner)}), controller reference ${bytes(results.heap.ownerRef)}/object`,
-    );
-  }
+/** What a fan-out measurement changes, and how labeller is told to follow it. */
+export interface FanOutDriver {
+  /** Names the measurement in log lines: "related", "sources". */
+  readonly name: string;
+  /** Sets up what the objects of `namespace` follow, with the value `a` (before the objects exist). */
+  prepare(bench: Bench, namespace: string): Promise<void>;
+  /** labeller's arguments that make it label TEAM from what it follows. */
+  labelArgs(namespace: string): string[];
+  /** Changes what the objects follow, so that their TEAM label should become `value`. */
+  set(bench: Bench, namespace: string, value: string): Promise<unknown>;
+  /** Kinds besides the labelled ones whose first list a restart waits for. */
+  readonly alsoListed: readonly string[];
+}
 
-  const namespace = `labeller-related-${Date.now().toString(36)}`;
-  const setLabel = (team: string): Promise<unknown> =>
-    admin.json('PATCH', `/api/v1/namespaces/${namespace}`, {
+/** Labels from namespaces: the --related driver. */
+export const namespaceLabel: FanOutDriver = {
+  name: 'related',
+  prepare: (bench, namespace) => createNamespace(bench.admin, namespace, { team: 'a' }),
+  labelArgs: () => ['--label', `${TEAM}={{namespace.labels.team}}`],
+  set: (bench, namespace, team) =>
+    bench.admin.json('PATCH', `/api/v1/namespaces/${namespace}`, {
       headers: { 'content-type': 'application/merge-patch+json' },
       body: JSON.stringify({ metadata: { labels: { team } } }),
-    });
-  await createNamespace(admin, namespace, { team: 'a' });
-  log(`related: creating ${options.n} objects in ${namespace}`);
+    }),
+  alsoListed: ['Namespace'],
+};
+
+export function benchRelated(bench: Bench, options: RelatedOptions): Promise<RelatedResults> {
+  const heap = measureIndexHeap(options.n);
+  if (heap) {
+    bench.log(
+      `relation indexes: ${bytes(heap.indexes)}/object (by namespace ${bytes(heap.byNamespace)}, by owner uid ${
+        bytes(heap.byOwner)
+      }), controller reference ${bytes(heap.ownerRef)}/object`,
+    );
+  }
+  return fanOut(bench, options, namespaceLabel, { n: options.n, heap });
+}
+
+/** Two fan-outs of `driver`'s change over N objects, each followed by the tight loop, and a restart between them. */
+export async function fanOut<R extends FanOutResults>(
+  bench: Bench,
+  options: RelatedOptions,
+  driver: FanOutDriver,
+  results: R,
+): Promise<R> {
+  const { admin, controlPlane, audit, resources, signal, log } = bench;
+  const namespace = `labeller-${driver.name}-${Date.now().toString(36)}`;
+  await driver.prepare(bench, namespace);
+  log(`${driver.name}: creating ${options.n} objects in ${namespace}`);
   const objects = await createObjects(admin, namespace, options.n, options.createConcurrency, signal);
   const apis = [...resources.values()].map((r) => new MetadataApi(admin, r, namespace));
   const args = [
@@ -67,8 +104,7 @@ export async function benchRelated(bench: Bench, options: RelatedOptions): Promi
     controlPlane.kubeconfig,
     '--kinds',
     KINDS.map((k) => k.resource).join(','),
-    '--label',
-    `${TEAM}={{namespace.labels.team}}`,
+    ...driver.labelArgs(namespace),
     '--namespace',
     namespace,
     '--concurrency',
@@ -98,7 +134,11 @@ export async function benchRelated(bench: Bench, options: RelatedOptions): Promi
     );
     const usage = process.cpuUsage(clientBefore);
     const [ofServer, ofClient] = [cpuSeconds(server) - serverBefore, (usage.user + usage.system) / 1e6];
-    log(`related: tight loop ${when} ${seconds(took)}, CPU ${seconds(ofServer)} server + ${seconds(ofClient)} loop`);
+    log(
+      `${driver.name}: tight loop ${when} ${seconds(took)}, CPU ${seconds(ofServer)} server + ${
+        seconds(ofClient)
+      } loop`,
+    );
     return [took, ofServer + ofClient];
   };
   /** Changes the namespace's label to `team` under `labeller`: the seconds to the last PATCH it caused, the CPU, the requests. */
@@ -107,13 +147,13 @@ export async function benchRelated(bench: Bench, options: RelatedOptions): Promi
     const [serverBefore, clientBefore] = [cpuSeconds(server), labellerCpu()];
     const changedAt = Date.now();
     const applied = labeller.counts.applied;
-    await setLabel(team);
+    await driver.set(bench, namespace, team);
     await labelled(labeller, team, applied + options.n);
     const [ofServer, ofClient] = [cpuSeconds(server) - serverBefore, labellerCpu() - clientBefore];
     const requests = audit.requests(changedAt, Date.now());
     const took = lastPatch(requests, changedAt);
     log(
-      `related: fan-out to team=${team} in ${seconds(took)}, CPU ${seconds(ofServer)} server + ${
+      `${driver.name}: fan-out to team=${team} in ${seconds(took)}, CPU ${seconds(ofServer)} server + ${
         seconds(ofClient)
       } labeller (${formatVerbs(byVerb(requests))})`,
     );
@@ -129,13 +169,13 @@ export async function benchRelated(bench: Bench, options: RelatedOptions): Promi
   const first = startLabeller(options, args);
   await labelled(first, 'a', options.n);
   results.coldSeconds = lastPatch(audit.requests(first.startedAt, Date.now()), first.startedAt);
-  log(`related: converged from spawn in ${seconds(results.coldSeconds)}`);
+  log(`${driver.name}: converged from spawn in ${seconds(results.coldSeconds)}`);
   const fanOuts = [await fanOut(first, 'b')];
   await first.stop('SIGTERM', 15_000);
   const loops = [await loop('after the first')];
 
   const second = startLabeller(options, args);
-  for (const kind of [...KINDS.map((k) => k.kind), 'Namespace']) {
+  for (const kind of [...KINDS.map((k) => k.kind), ...driver.alsoListed]) {
     await second.waitForLog((l) => l.msg === 'initial list complete' && l.kind === kind, 120_000 + options.n * 5);
   }
   await sleep(3000 + options.n / 5);
@@ -163,6 +203,29 @@ const lastPatch = (requests: readonly AuditRequest[], from: number): number =>
   (requests.filter(patched).reduce((t, r) => Math.max(t, r.completed ?? r.received), from) - from) / 1000;
 
 export function relatedRows(r: RelatedResults, load: number | undefined): Row[] {
+  const rows = fanOutRows(r, load, { prefix: 'R', change: 'Namespace label changed', in: 'in it' });
+  if (r.heap) {
+    rows.push({
+      id: 'R4',
+      measurement:
+        `Heap of the relation indexes (by namespace, by owner uid), ${r.heap.objects} pods of 3-replica ReplicaSets in 20 namespaces, one cache`,
+      result: `${bytes(r.heap.indexes)}/object (by namespace ${bytes(r.heap.byNamespace)}, by owner uid ${
+        bytes(r.heap.byOwner)
+      }; + ${bytes(r.heap.ownerRef)}/object for the controller reference kept when templates read owners)`,
+      target: '≤ 64 B/object',
+      verdict: r.heap.indexes <= 64 ? 'pass' : 'miss',
+      load,
+    });
+  }
+  return rows;
+}
+
+/** Rows 1–3 of a fan-out measurement: `prefix` R or S, `change` what changed, `in` where its objects are. */
+export function fanOutRows(
+  r: FanOutResults,
+  load: number | undefined,
+  words: { readonly prefix: string; readonly change: string; readonly in: string },
+): Row[] {
   const rows: Row[] = [];
   const sum = (values: readonly number[]): number => values.reduce((a, b) => a + b, 0);
   const list = (values: readonly number[]): string => values.map(seconds).join(' and ');
@@ -170,9 +233,9 @@ export function relatedRows(r: RelatedResults, load: number | undefined): Row[] 
   const ratio = r.fanOutSeconds && loops ? sum(r.fanOutSeconds) / r.fanOutSeconds.length / loops : undefined;
   if (r.fanOutSeconds) {
     rows.push({
-      id: 'R1',
+      id: `${words.prefix}1`,
       measurement:
-        `Namespace label changed → all ${r.n} objects in it relabelled (twice, each followed by the tight loop)`,
+        `${words.change} → all ${r.n} objects ${words.in} relabelled (twice, each followed by the tight loop)`,
       result: `${list(r.fanOutSeconds)}; tight loop of ${r.n} applies ${
         r.loopSeconds ? `${list(r.loopSeconds)} (after each)` : 'n/a'
       }; **${ratio?.toFixed(2) ?? 'n/a'}×** (cold convergence from spawn: ${
@@ -196,8 +259,8 @@ export function relatedRows(r: RelatedResults, load: number | undefined): Row[] 
     const gets = r.fanOutRequests['get'] ?? 0;
     const lists = r.fanOutRequests['list'] ?? 0;
     rows.push({
-      id: 'R2',
-      measurement: `Requests on the namespace changes (${changes})`,
+      id: `${words.prefix}2`,
+      measurement: `Requests on the changes (${changes})`,
       result: `${formatVerbs(r.fanOutRequests)} (${
         ((r.fanOutPatches ?? 0) / r.n / changes).toFixed(2)
       } PATCH per object and change)`,
@@ -208,24 +271,11 @@ export function relatedRows(r: RelatedResults, load: number | undefined): Row[] 
   }
   if (r.restartPatches !== undefined) {
     rows.push({
-      id: 'R3',
+      id: `${words.prefix}3`,
       measurement: 'Restart over the converged cluster: PATCH requests',
       result: `${r.restartPatches} (${formatVerbs(r.restartRequests ?? {})})`,
       target: '0',
       verdict: r.restartPatches === 0 ? 'pass' : 'miss',
-      load,
-    });
-  }
-  if (r.heap) {
-    rows.push({
-      id: 'R4',
-      measurement:
-        `Heap of the relation indexes (by namespace, by owner uid), ${r.heap.objects} pods of 3-replica ReplicaSets in 20 namespaces, one cache`,
-      result: `${bytes(r.heap.indexes)}/object (by namespace ${bytes(r.heap.byNamespace)}, by owner uid ${
-        bytes(r.heap.byOwner)
-      }; + ${bytes(r.heap.ownerRef)}/object for the controller reference kept when templates read owners)`,
-      target: '≤ 64 B/object',
-      verdict: r.heap.indexes <= 64 ? 'pass' : 'miss',
       load,
     });
   }

@@ -239,6 +239,15 @@ allowProtectedPrefixes: true
 ownerKinds:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- with .Values.sources }}
+{{- /* fileFrom is the chart's: what to mount at the file's folder. */}}
+{{- $sources := dict }}
+{{- range $name, $source := . }}
+{{- $_ := set $sources $name (omit $source "fileFrom") }}
+{{- end }}
+sources:
+  {{- toYaml $sources | nindent 2 }}
+{{- end }}
 kinds:
   {{- toYaml $kinds | nindent 2 }}
 {{- end }}

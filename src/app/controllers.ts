@@ -153,8 +153,13 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
   const forgetting = lookups
     ? handles.map(({ informer }) =>
       informer.subscribe((change) => {
-        if (change.type === 'delete') lookups.index.forget(change.key);
-        else if (change.type === 'resync') { for (const key of change.removed) lookups.index.forget(key); }
+        if (change.type === 'delete' && change.previous) lookups.index.forget(change.previous);
+        else if (change.type === 'resync') {
+          for (const key of change.removed) {
+            const gone = change.previous.get(key);
+            if (gone) lookups.index.forget(gone);
+          }
+        }
       })
     )
     : [];

@@ -109,6 +109,8 @@ export class Relations implements RelatedCaches {
   /** The relations of one labelled kind's controller, watched in `namespaces` ('' for all). */
   forKind(kind: KindConfig, resource: ApiResource, namespaces: readonly string[]): KindRelations {
     const reads = relatedReads(kind.labels.values());
+    // The lookup index notes on each object what it looked up.
+    const lookups = [...kind.labels.values()].some((template) => template.lookups.length > 0);
     const own = [...kind.labels.values()].flatMap((template) => template.annotations);
     // Any labelled object may be another's owner or root: its cache keeps what they read.
     const annotations = new Set([
@@ -126,14 +128,14 @@ export class Relations implements RelatedCaches {
     /** Mappers subscribed to its own caches. */
     const subscriptions: (() => void)[] = [];
     return {
-      project: projector(this.#wiring.options.fieldManager, annotations, owners),
+      project: projector(this.#wiring.options.fieldManager, annotations, owners, lookups),
       indexes: () => [
         ...(indexedByNamespace
           ? [new StoreIndex<LabelledObject>(NAMESPACE, (object) => object.namespace || undefined)]
           : []),
         ...(owners ? [new StoreIndex<LabelledObject>(OWNER, (object) => object.owner?.uid)] : []),
       ],
-      signature: JSON.stringify([[...annotations].sort(), owners, indexedByNamespace]),
+      signature: JSON.stringify([[...annotations].sort(), owners, indexedByNamespace, lookups]),
       related: reads.size === 0 ? undefined : (object) => resolveRelated(object, resource.kind, reads, this),
       dependencies: reads.size === 0 ? undefined : () => this.#dependencies(controller!, reads),
       attach: (attached, shared) => {

@@ -6,7 +6,7 @@ import { type LabelledObject, ownedLabels, projector } from './object.ts';
 
 /** Projects `object` as the store does, under its key. */
 const cached = (project: ReturnType<typeof projector>, object: PartialObjectMetadata): LabelledObject =>
-  project(object, objectKey(object.metadata));
+  project(object, objectKey(object.metadata), undefined);
 
 /** Every field of a cached object, the name (read from the key) included. */
 const fields = (object: LabelledObject) => ({ ...object, name: object.name });

@@ -59,34 +59,46 @@ class Cached {
 export interface LabelledObject extends Cached {
   /** The controller ownerReference; kept only when templates read owners (see projector). */
   readonly owner?: ControllerRef | undefined;
+  /**
+   * What its templates last looked up in sources, as the lookup index keeps it: bookkeeping the
+   * index writes (lookupindex.ts), carried from version to version; kept only when templates look up.
+   */
+  looked?: string | undefined;
 }
 
-/** What is kept of an object whose controller reference templates read. */
-class CachedWithOwner extends Cached {
+/** What is kept of an object whose templates read its controller reference or look values up in sources. */
+class CachedWithRelations extends Cached {
   readonly owner: ControllerRef | undefined;
+  looked: string | undefined;
 
-  constructor(cached: ConstructorParameters<typeof Cached>, owner: ControllerRef | undefined) {
+  constructor(
+    cached: ConstructorParameters<typeof Cached>,
+    owner: ControllerRef | undefined,
+    looked: string | undefined,
+  ) {
     super(...cached);
     this.owner = owner;
+    this.looked = looked;
   }
 }
 
 /**
  * Returns the projection for a kind, given labeller's field manager and the annotations templates
- * read; `owners` keeps each object's controller reference, for `owner.*` and `root.*`. The store
- * releases each projection when it leaves the cache.
+ * read; `owners` keeps each object's controller reference, for `owner.*` and `root.*`; `lookups`,
+ * what the lookup index notes of it. The store releases each projection when it leaves the cache.
  */
 export function projector(
   fieldManager: string,
   annotationKeys: ReadonlySet<string>,
   owners = false,
+  lookups = false,
 ): Projection<LabelledObject> & { readonly release: (object: LabelledObject) => void } {
   // Namespaces and owned-key lists repeat across thousands of objects: keep one copy of each.
   const namespaces = new Interner<string>();
   const ownedLists = new Interner<readonly string[]>();
   // So do the apiVersion and kind of owners.
   const ownerTypes = new Interner<string>();
-  const project = ({ metadata }: PartialObjectMetadata, key: string): LabelledObject => {
+  const project = ({ metadata }: PartialObjectMetadata, key: string, previous?: LabelledObject): LabelledObject => {
     let annotations = NONE;
     if (annotationKeys.size > 0 && metadata.annotations) {
       const kept: Record<string, string> = {};
@@ -105,8 +117,8 @@ export function projector(
       annotations,
       ownedLists.take(owned.join('\n'), Object.freeze(owned)),
     ];
-    if (!owners) return new Cached(...cached);
-    const ref = metadata.ownerReferences?.find((candidate) => candidate.controller === true);
+    if (!owners && !lookups) return new Cached(...cached);
+    const ref = owners ? metadata.ownerReferences?.find((candidate) => candidate.controller === true) : undefined;
     const owner = ref &&
       {
         apiVersion: ownerTypes.take(ref.apiVersion, ref.apiVersion),
@@ -114,7 +126,7 @@ export function projector(
         name: ref.name,
         uid: ref.uid,
       };
-    return new CachedWithOwner(cached, owner);
+    return new CachedWithRelations(cached, owner, previous?.looked);
   };
   const release = (object: LabelledObject): void => {
     namespaces.release(object.namespace);

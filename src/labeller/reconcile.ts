@@ -274,7 +274,7 @@ export class Reconciler {
       if (problem) return `label ${key}: "${template.source}" rendered "${value}": ${problem}`;
       desired.set(key, value);
     }
-    sources?.index.record(object.key, looked);
+    sources?.index.record(object, looked);
     return { rendered: desired, held, waiting };
   }
 }

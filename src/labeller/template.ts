@@ -158,7 +158,7 @@ interface Reads {
 }
 
 /** `source[key variable]` or `source[key variable].field`. */
-const LOOKUP = /^([a-z][-a-z0-9]*)\[([^\]]*)\](?:\.(.*))?$/;
+const LOOKUP = /^([a-z][-a-z0-9]*)\[(.*)\](?:\.([^\]]*))?$/;
 
 /** The template's parts, and whether it reads the object's own labels or annotations; what it reads is added to `reads`. */
 function parse(source: string, reads: Reads): Part[] & { readsMaps: boolean } {

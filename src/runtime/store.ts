@@ -14,8 +14,11 @@ export function objectKey(meta: { readonly name: string; readonly namespace?: st
 
 /** Keeps only what the controller needs of an object: it is what bounds memory. */
 export interface Projection<T> {
-  /** `key` is the object's key in the store: a projection may keep it rather than a copy of the name. */
-  (object: PartialObjectMetadata, key: string): T;
+  /**
+   * `key` is the object's key in the store: a projection may keep it rather than a copy of the
+   * name; `previous`, what the store holds under it now, for what a projection carries over.
+   */
+  (object: PartialObjectMetadata, key: string, previous: T | undefined): T;
   /** The resourceVersion the projection kept: a relist re-queues only what changed while we were away. */
   readonly version: (projected: T) => string;
   /**
@@ -104,7 +107,7 @@ export class Store<T> {
         const fresh = objectKey(event.object.metadata);
         const key = this.#keyOf(fresh, this.#objects.get(fresh));
         this.#release(this.#buffer.get(key));
-        this.#buffer.set(key, this.#project(event.object, key));
+        this.#buffer.set(key, this.#project(event.object, key, this.#objects.get(key)));
         return undefined;
       }
       case 'initDone': {
@@ -130,7 +133,7 @@ export class Store<T> {
         const fresh = objectKey(event.object.metadata);
         const previous = this.#objects.get(fresh);
         const key = this.#keyOf(fresh, previous);
-        const object = this.#project(event.object, key);
+        const object = this.#project(event.object, key, previous);
         for (const index of this.#indexes) index.update(key, previous, object);
         this.#release(previous);
         this.#objects.set(key, object);

@@ -760,6 +760,39 @@ describe('chart: RBAC against the API server', { skip }, () => {
     assert.match(exit.stderr, /403 Forbidden/);
   });
 
+  test('a ConfigMap source: its one ConfigMap, read by name, is all the chart grants of it, and enough to label from it', async () => {
+    const watched = await createNamespace('chart-src-watched');
+    const platform = await createNamespace('chart-src-platform');
+    await create(`/api/v1/namespaces/${platform}/configmaps`, {
+      metadata: { name: 'teams' },
+      data: { 'teams.yaml': 'app-config: { costCenter: cc-7 }\n' },
+    });
+    await createConfigMap(platform, 'other');
+    const { manifests, kubeconfig } = await installRbac('chart-src', {
+      labels: { 'example.com/cost-center': '{{teams[name].costCenter}}' },
+      watchNamespaces: [watched],
+      kinds: [{ resource: 'cm' }],
+      sources: { teams: { configMap: { namespace: platform, name: 'teams', key: 'teams.yaml' } } },
+    });
+    await createConfigMap(watched, 'app-config');
+    const labeller = new Labeller(localArgs(manifests, { leaderElection: false }), { kubeconfig });
+    try {
+      await eventually(
+        () => labelled(`/api/v1/namespaces/${watched}/configmaps/app-config`, { 'example.com/cost-center': 'cc-7' }),
+        'the config map labelled from the source',
+      );
+    } finally {
+      const exit = await labeller.stop();
+      assert.equal(exit.code, 0, exit.stderr);
+    }
+    const configmaps = { resource: 'configmaps', namespace: platform };
+    await assertAccess(
+      kubeconfig,
+      each(['get', 'list', 'watch'], { ...configmaps, name: 'teams' }),
+      [...each(['get', 'list', 'watch'], { ...configmaps, name: 'other' }), ...each(['list', 'patch'], configmaps)],
+    );
+  });
+
   test("every rendered object passes the API server's validation (server-side dry run, strict fields)", async () => {
     for (const file of VALUE_FILES) {
       const namespace = await createNamespace('chart-dry');
