@@ -256,6 +256,11 @@ kinds:
   assert.ok(!names().includes('secrets') && !names().includes('services'));
   assert.deepEqual(kinds.skipped.map((s) => s.resource).sort(), ['secrets', 'services']);
   assert.match(kinds.notes().join('\n'), /secrets: skipped, labeller may not patch/);
+  // Without the every-kind entry nothing is skipped; with it again, they are.
+  await kinds.apply(config('labels: { a: x }\nkinds: [{ resource: configmaps }]\n'));
+  assert.deepEqual([kinds.skipped, names()], [[], ['configmaps']]);
+  await kinds.apply(config('labels: { a: x }\nkinds: [{ resource: "*" }]\n'));
+  assert.equal(kinds.skipped.length, 2);
   forbidden = new Set();
   await serve([...BUILTINS, WIDGETS]);
   assert.ok(names().includes('secrets') && names().includes('services') && names().includes('widgets.example.com'));

@@ -145,13 +145,12 @@ export class KindSet {
   async #apply(config: Config, signal?: AbortSignal): Promise<Applied> {
     const { manager, discovery, wiring, guard, log } = this.#options;
     const explicit = resolveKinds(config.kinds, discovery);
-    const every = config.everyKind &&
-      this.#everyKind.expand(config.everyKind, explicit.resolved, discovery.resources).kinds;
-    const allowed = every && this.#access
-      ? await this.#access.admit(every, (name) => this.#running.has(name), signal)
-      : (every ?? []);
+    const every = config.everyKind
+      ? this.#everyKind.expand(config.everyKind, explicit.resolved, discovery.resources).kinds
+      : [];
+    checkAliases([...explicit.resolved, ...every]);
+    const allowed = this.#access ? await this.#access.admit(every, (name) => this.#running.has(name), signal) : every;
     const kinds: Resolved = { ...explicit, resolved: [...explicit.resolved, ...allowed] };
-    checkAliases(kinds.resolved);
     await guard?.claim(claimOf(config, kinds), signal);
 
     // Sources first: a kind that reads one waits for its first load.
