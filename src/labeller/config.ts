@@ -193,7 +193,7 @@ export function buildConfig(input: ConfigInput): Config {
     everyKind: everyKindConfig(
       every === -1 ? undefined : [entries[every]!, kinds[every]!],
       input.excludeKinds,
-      (name) => resourceProblem(name),
+      resourceProblem,
     ),
   };
 }
