@@ -22,7 +22,7 @@ export function pruneConfig(config: Config, scope: PruneScope, discovery: Discov
     return {
       ...config,
       sources: new Map(),
-      kinds: config.kinds.map((kind) => ({ ...kind, labels: new Map(), selector: undefined })),
+      kinds: config.kinds.map((kind) => ({ ...kind, labels: new Map(), annotations: new Map(), selector: undefined })),
     };
   }
   const kinds = prunable(discovery.resources, scope.namespaces.length > 0).map((resource) => ({
@@ -31,6 +31,7 @@ export function pruneConfig(config: Config, scope: PruneScope, discovery: Discov
     namespaces: scope.namespaces,
     selector: undefined,
     labels: new Map(),
+    annotations: new Map(),
     conflicts: 'force' as const,
   }));
   for (const { groupVersion, error } of discovery.discovery.failedGroups) {

@@ -20,6 +20,8 @@ export interface Spec {
   readonly aliases?: readonly string[];
   /** The value's placeholder in --help, when the kind's own (<duration>, <n>…) says too little. */
   readonly value?: string;
+  /** What separates a list's items within one value; ',' unless the items may hold commas. */
+  readonly separator?: string;
 }
 
 /**
@@ -51,6 +53,14 @@ export const SPECS = {
     group: 'What to label',
     value: '<key=value>',
     describe: "a label for every kind; repeatable (overrides the config file's global labels)",
+  },
+  annotation: {
+    kind: 'list',
+    group: 'What to label',
+    value: '<key=value>',
+    separator: '\n',
+    describe:
+      "an annotation for every kind; repeatable, values may hold commas (overrides the config file's global annotations; in the environment, one per line)",
   },
   namespace: {
     kind: 'list',

@@ -13,6 +13,7 @@ test('defaults when nothing is set', async () => {
   assert.deepEqual(await parse([]), {
     command: 'label',
     allKinds: false,
+    annotations: undefined,
     output: 'table',
     kinds: undefined,
     config: undefined,
@@ -54,6 +55,7 @@ test('every option can come from the environment (former names of options includ
     LABELLER_KINDS: 'deploy,svc',
     LABELLER_CONFIG: 'kinds.yaml',
     LABELLER_LABEL: 'team=a,tier=web',
+    LABELLER_ANNOTATION: 'example.com/runbook=https://r/a,b\nnote=n',
     LABELLER_NAMESPACE: 'shop',
     LABELLER_SELECTOR: 'app=web',
     LABELLER_CONFLICTS: 'skip',
@@ -87,6 +89,7 @@ test('every option can come from the environment (former names of options includ
       kinds: ['deploy', 'svc'],
       config: 'kinds.yaml',
       labels: ['team=a', 'tier=web'],
+      annotations: ['example.com/runbook=https://r/a,b', 'note=n'],
       namespaces: ['shop'],
       selector: 'app=web',
       conflicts: 'skip',
