@@ -10,8 +10,8 @@
 // the stage too, so packing never rewrites dist/ under the image build. `npm pack` at the top of
 // the checkout is refused (its `prepack`) for the same reason `npm publish` there must be.
 //
-//   npm run pack                              labeller-<version>.tgz in the checkout
-//   npm run pack -- --destination DIR         …in DIR; prints the tarball's path
+//   npm run package                           labeller-<version>.tgz in the checkout
+//   npm run package -- --destination DIR      …in DIR; prints the tarball's path
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -41,10 +41,11 @@ helm="${HELM:-helm}"
 command -v "$helm" >/dev/null || fail "no helm on PATH (or set HELM)"
 node="$root/node_modules/.bin/node"
 [[ -x "$node" ]] || node=node
-json() { "$node" -p "$1" "${@:2}"; }
+# field FILE EXPR: EXPR of the JSON document d in FILE.
+field() { "$node" -p "const d = JSON.parse(require('fs').readFileSync(process.argv[1], 'utf8')); $2" "$1"; }
 
 # What is released: the package's version, which the chart and the image must carry too.
-version="$(json 'require(process.argv[1]).version' "$root/package.json")"
+version="$(field "$root/package.json" d.version)"
 chart_version="$(sed -n 's/^version: *//p' "$root/chart/Chart.yaml")"
 app_version="$(sed -n 's/^appVersion: *"*\([^"]*\)"*$/\1/p' "$root/chart/Chart.yaml")"
 [[ "$chart_version" == "$version" && "$app_version" == "$version" ]] ||
@@ -52,10 +53,10 @@ app_version="$(sed -n 's/^appVersion: *"*\([^"]*\)"*$/\1/p' "$root/chart/Chart.y
 
 layout="$root/image/out/oci"
 [[ -f "$layout/index.json" && -f "$root/image/out/sbom/index.json" ]] || fail "no image/out/oci: run image/build.sh first"
-index="$(json 'require(process.argv[1]).manifests[0].digest' "$layout/index.json")"
-annotations="$layout/blobs/sha256/${index#sha256:}"
-built_version="$(json 'require(process.argv[1]).annotations["org.opencontainers.image.version"]' "$annotations")"
-built_from="$(json 'require(process.argv[1]).annotations["org.opencontainers.image.revision"] ?? ""' "$annotations")"
+index="$(field "$layout/index.json" 'd.manifests[0].digest')"
+annotated="$layout/blobs/sha256/${index#sha256:}"
+built_version="$(field "$annotated" "d.annotations['org.opencontainers.image.version']")"
+built_from="$(field "$annotated" "d.annotations['org.opencontainers.image.revision'] ?? ''")"
 head="$(git -C "$root" rev-parse HEAD 2>/dev/null || true)"
 [[ "$built_version" == "$version" ]] || fail "image/out holds $built_version, not $version: run image/build.sh"
 [[ -z "$head" || "$built_from" == "$head" ]] || fail "image/out was built from ${built_from:-no commit}, this is $head: run image/build.sh"
@@ -69,7 +70,7 @@ image="$registry/labeller"
 pushed="$("$crane" "${insecure[@]}" push "$layout" "$image:$version")"
 [[ "$pushed" == "$image@$index" ]] || fail "crane pushed $pushed, expected $image@$index"
 log "image $image:$version = $index"
-sbom="$(json 'require(process.argv[1]).manifests[0].digest' "$root/image/out/sbom/index.json")"
+sbom="$(field "$root/image/out/sbom/index.json" 'd.manifests[0].digest')"
 "$crane" "${insecure[@]}" push "$root/image/out/sbom" "$image@$sbom" >/dev/null
 log "SBOM $image@$sbom (subject $index)"
 
