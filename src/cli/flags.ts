@@ -237,6 +237,13 @@ export const COMMANDS = {
 
 export type Command = keyof typeof COMMANDS | 'label';
 
+/** `labeller completion <shell>`, which src/cli.ts answers before anything else loads (completion.ts). */
+export const COMPLETION = {
+  name: 'completion',
+  usage: 'completion <bash|zsh|fish>',
+  describe: 'print a completion script for the shell, e.g. source <(labeller completion bash)',
+} as const;
+
 /** Examples shown by --help: the safe first command first. */
 export const EXAMPLES: readonly (readonly [command: string, what: string])[] = [
   [
@@ -263,6 +270,10 @@ export const EXAMPLES: readonly (readonly [command: string, what: string])[] = [
   [
     'LABELLER_KINDS=cm LABELLER_LABEL=team=a LABELLER_NAMESPACE=shop labeller',
     'as a sidecar: configured by the environment',
+  ],
+  [
+    'kubectl labeller status --config kinds.yaml',
+    'the same commands as a kubectl plugin: the npm package installs kubectl-labeller too',
   ],
 ];
 
