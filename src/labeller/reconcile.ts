@@ -320,10 +320,14 @@ export class Reconciler {
 
   /** One of the object's maps as the cache keeps it. */
   #carried(object: LabelledObject, field: MetadataField): Carried {
+    // Keys are listed only for a patch, after an apply: not on the path every object takes.
     if (field === 'labels') {
       const { labels } = object;
       return {
-        ...before(labels),
+        get keys() {
+          return Object.keys(labels);
+        },
+        holds: (key, value) => labels[key] === value,
         owned: object.ownedLabels,
         has: (key) => Object.hasOwn(labels, key),
         value: (key) => labels[key],
@@ -338,7 +342,9 @@ export class Reconciler {
     const owned = object.ownedAnnotations;
     const has = (key: string) => (index.has(key) ? !Number.isNaN(at(key)) : owned.includes(key));
     return {
-      keys: [...new Set([...index.keys(), ...owned])].filter(has),
+      get keys() {
+        return [...new Set([...index.keys(), ...owned])].filter(has);
+      },
       owned,
       has,
       // A key labeller does not write (owned from an earlier config) is not changed by its apply:
