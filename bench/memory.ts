@@ -17,7 +17,7 @@
 import { AppsV1Api, CoreV1Api, KubeConfig, type KubernetesObject, makeInformer } from '@kubernetes/client-node';
 import { type Counts, noCounts, watchedNamespaces, type WiringOptions } from '../src/app/controllers.ts';
 import { KindSet } from '../src/app/kindset.ts';
-import { labelClient } from '../src/app/labelclient.ts';
+import { metadataClient } from '../src/app/metadataclient.ts';
 import { MetadataApi, metadataApis } from '../src/kube/api.ts';
 import { KubeClient } from '../src/kube/client.ts';
 import { DiscoveryCache } from '../src/kube/discoverycache.ts';
@@ -107,7 +107,7 @@ function fullControllers(
   const runs: Promise<void>[] = [];
   const controllers = config.kinds.map((kind) => {
     const resource = discovery.resolve(kind.resource);
-    const project = projector(options.fieldManager, new Set());
+    const project = projector({ fieldManager: options.fieldManager });
     const reconciler = new Reconciler({
       kind: {
         apiVersion: apiVersion(resource),
@@ -118,7 +118,7 @@ function fullControllers(
       labels: kind.labels,
       conflicts: kind.conflicts,
       dryRun: false,
-      client: labelClient(new MetadataApi(client, resource), options.fieldManager),
+      client: metadataClient((namespace) => new MetadataApi(client, resource, namespace), options.fieldManager),
       log,
     });
     const sources = watchedNamespaces(kind, resource).map((namespace) =>

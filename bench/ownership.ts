@@ -20,7 +20,10 @@ const reconciler = new Reconciler({
   labels: new Map(Object.entries(labels).map(([key, source]) => [key, compileTemplate(source)])),
   conflicts: 'force',
   dryRun: false,
-  client: { applyLabels: () => Promise.reject(new Error('not used')) },
+  client: {
+    apply: () => Promise.reject(new Error('not used')),
+    annotations: () => Promise.reject(new Error('not used')),
+  },
   log: createLogger({ level: 'error', format: 'json', write: () => {} }),
 });
 const object = (i: number): LabelledObject => {
@@ -38,7 +41,8 @@ const object = (i: number): LabelledObject => {
     labels: current,
     annotations: {},
     deleting: false,
-    owned: i % 10 === 0 ? ['team'] : Object.keys(labels),
+    ownedLabels: i % 10 === 0 ? ['team'] : Object.keys(labels),
+    ownedAnnotations: [],
   };
 };
 const cache = new Map(Array.from({ length: n }, (_, i) => [i, object(i)]));

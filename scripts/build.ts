@@ -2,16 +2,21 @@
 // by esbuild into plain ESM in dist/ (bench/README.md, "The shipped build", says why esbuild and
 // why everything is bundled). The package and the image then need no node_modules, and
 // `--splitting` keeps each dynamic import() a chunk of its own that loads only when reached, so
-// `--help` never loads what only a cluster run needs.
+// `--help` never loads what only a cluster run needs. The version and the commit (from git) are
+// stamped in: `labeller --version` prints `0.1.0 (abc1234)`.
 //
-//   npm run build            (also run by `prepare`: `npm install` in a clone, `npm pack`)
+//   npm run build            (image/build.sh runs it; scripts/pack.ts builds the same into its stage)
 //   npm run build -- --sourcemap   the same with .js.map files, for reading --cpu-prof profiles
 //                                  (bench/profile.ts); the next plain build removes them
+//   npm run build -- --metafile FILE   also writes esbuild's metafile (what went in) to FILE:
+//                                  image/sbom.ts lists the bundled packages from it
 import { build, type BuildOptions, type Metafile, type Plugin } from 'esbuild';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
+import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
+import { gitCommit, shortCommit } from '../src/cli/revision.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
@@ -48,6 +53,12 @@ function packageVersion(): string {
   return (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string }).version;
 }
 
+/** The commit stamped into the build: short, as `--version` prints it; empty outside a git work tree. */
+export function buildCommit(): string {
+  const commit = gitCommit(root);
+  return commit === undefined ? '' : shortCommit(commit);
+}
+
 /** `external`: leave node_modules packages out of the bundle (only bench/startup.ts compares that). */
 export function buildOptions(outdir: string, external = false): BuildOptions {
   return {
@@ -73,7 +84,11 @@ export function buildOptions(outdir: string, external = false): BuildOptions {
         "import { createRequire as __labellerRequire } from 'node:module'; const require = __labellerRequire(import.meta.url);",
     },
     plugins: [builtinsByRequire],
-    define: { 'Intl.Segmenter': 'LazySegmenter', LABELLER_VERSION: JSON.stringify(packageVersion()) },
+    define: {
+      'Intl.Segmenter': 'LazySegmenter',
+      LABELLER_VERSION: JSON.stringify(packageVersion()),
+      LABELLER_COMMIT: JSON.stringify(buildCommit()),
+    },
     inject: ['scripts/lazysegmenter.ts'],
     logLevel: 'warning',
   };
@@ -86,9 +101,18 @@ export async function buildDist(outdir: string, external = false, sourcemap = fa
   return metafile;
 }
 
-/** One file with the licence of every package bundled, as their licences require. */
-export function thirdPartyLicenses(metafile: Metafile): string {
-  const packages = new Map<string, string>();
+export interface BundledPackage {
+  readonly name: string;
+  readonly version: string;
+  /** package.json's licence (an SPDX expression), if it has one. */
+  readonly license: string | undefined;
+  /** Its folder under node_modules. */
+  readonly dir: string;
+}
+
+/** The npm packages a build bundles, by name, from its metafile. */
+export function bundledPackages(metafile: Metafile): BundledPackage[] {
+  const dirs = new Map<string, string>();
   for (const input of Object.keys(metafile.inputs)) {
     // esbuild's paths are relative to the root, with forward slashes.
     const at = input.lastIndexOf('node_modules/');
@@ -96,36 +120,53 @@ export function thirdPartyLicenses(metafile: Metafile): string {
     // The package folder: node_modules/<name> or node_modules/@scope/<name>.
     const rest = input.slice(at + 'node_modules/'.length).split('/');
     const name = rest[0]!.startsWith('@') ? `${rest[0]}/${rest[1]}` : rest[0]!;
-    packages.set(name, join(root, input.slice(0, at), 'node_modules', name));
+    dirs.set(name, join(root, input.slice(0, at), 'node_modules', name));
   }
-  const sections = [...packages].sort(([a], [b]) => (a < b ? -1 : 1)).map(([name, dir]) => {
+  return [...dirs].sort(([a], [b]) => (a < b ? -1 : 1)).map(([name, dir]) => {
     const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { version: string; license?: string };
+    return { name, version: pkg.version, license: pkg.license, dir };
+  });
+}
+
+/** One file with the licence of every package bundled, as their licences require. */
+export function thirdPartyLicenses(metafile: Metafile): string {
+  const sections = bundledPackages(metafile).map(({ name, version, license, dir }) => {
     const file = ['LICENSE', 'LICENSE.md', 'LICENSE.txt', 'LICENCE', 'license'].map((f) => join(dir, f)).find((f) =>
       existsSync(f)
     );
     const text = file
       ? readFileSync(file, 'utf8').trim()
-      : `(no licence file; package.json says ${pkg.license ?? 'nothing'})`;
-    return `${name}@${pkg.version} (${pkg.license ?? 'unknown'})\n\n${text}\n`;
+      : `(no licence file; package.json says ${license ?? 'nothing'})`;
+    return `${name}@${version} (${license ?? 'unknown'})\n\n${text}\n`;
   });
   return `dist/ bundles these packages:\n\n${sections.join(`\n${'-'.repeat(72)}\n\n`)}`;
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const outdir = join(root, 'dist');
-  const args = process.argv.slice(2);
-  const unknown = args.filter((a) => a !== '--sourcemap');
-  if (unknown.length > 0) {
-    console.error(`build: unknown option ${unknown.join(' ')}; the only option is --sourcemap`);
-    process.exit(2);
-  }
-  const metafile = await buildDist(outdir, false, args.includes('--sourcemap'));
+/** The shipped build in `outdir`: the bundle and THIRD_PARTY_LICENSES.txt. Logs its size; returns the metafile. */
+export async function buildShipped(outdir: string, sourcemap = false): Promise<Metafile> {
+  const metafile = await buildDist(outdir, false, sourcemap);
   writeFileSync(join(outdir, 'THIRD_PARTY_LICENSES.txt'), thirdPartyLicenses(metafile));
   const outputs = Object.entries(metafile.outputs).filter(([name]) => !name.endsWith('.map'));
   const bytes = outputs.reduce((sum, [, o]) => sum + o.bytes, 0);
   console.error(
-    `dist/: ${outputs.length} files, ${(bytes / 1024 / 1024).toFixed(1)} MiB, ${
+    `${relative(root, outdir) || '.'}/: ${outputs.length} files, ${(bytes / 1024 / 1024).toFixed(1)} MiB, ${
       Object.keys(metafile.inputs).length
-    } modules bundled`,
+    } modules bundled, ${packageVersion()} (${buildCommit() || 'commit unknown'})`,
   );
+  return metafile;
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  let values: { sourcemap: boolean; metafile?: string | undefined };
+  try {
+    ({ values } = parseArgs({
+      options: { sourcemap: { type: 'boolean', default: false }, metafile: { type: 'string' } },
+      strict: true,
+    }));
+  } catch (error) {
+    console.error(`build: ${(error as Error).message}; the options are --sourcemap and --metafile FILE`);
+    process.exit(2);
+  }
+  const metafile = await buildShipped(join(root, 'dist'), values.sourcemap);
+  if (values.metafile !== undefined) writeFileSync(values.metafile, JSON.stringify(metafile));
 }

@@ -60,10 +60,10 @@ export function measureIndexHeap(n: number): IndexHeap | undefined {
   const byNamespace = () => new StoreIndex<LabelledObject>('namespace', (o) => o.namespace || undefined);
   const byOwner = () => new StoreIndex<LabelledObject>('owner', (o) => o.owner?.uid);
   const shapes = [
-    () => new Store(projector('labeller', new Set())),
-    () => new Store(projector('labeller', new Set(), true)),
-    () => new Store(projector('labeller', new Set(), true), [byNamespace()]),
-    () => new Store(projector('labeller', new Set(), true), [byNamespace(), byOwner()]),
+    () => new Store(projector({ fieldManager: 'labeller' })),
+    () => new Store(projector({ fieldManager: 'labeller', owners: true })),
+    () => new Store(projector({ fieldManager: 'labeller', owners: true }), [byNamespace()]),
+    () => new Store(projector({ fieldManager: 'labeller', owners: true }), [byNamespace(), byOwner()]),
   ];
   // A first pass compiles the code and sizes the projector's tables: not counted. Then the median
   // of 3 readings of each shape, interleaved, so that a stray allocation moves one reading only.

@@ -5,7 +5,7 @@
 import { MetadataApi } from '../../src/kube/api.ts';
 import { KubeClient } from '../../src/kube/client.ts';
 import type { ApiResource } from '../../src/kube/resource.ts';
-import { labelClient } from '../../src/app/labelclient.ts';
+import { metadataClient } from '../../src/app/metadataclient.ts';
 import type { ColdResults } from './cold.ts';
 import type { Bench } from './context.ts';
 import { LABELS } from './launch.ts';
@@ -34,16 +34,16 @@ export async function applyAll(
   const clients = new Map(
     [...resources].map(([kind, resource]) => [
       kind,
-      labelClient(new MetadataApi(client, resource, namespace), fieldManager),
+      metadataClient(() => new MetadataApi(client, resource, namespace), fieldManager),
     ]),
   );
   const started = performance.now();
   const cpuBefore = process.cpuUsage();
   await pool(objects, concurrency, async (o) => {
-    await clients.get(o.kind)!.applyLabels(
+    await clients.get(o.kind)!.apply(
       { apiVersion: o.kind.apiVersion, kind: o.kind.kind, name: o.name, namespace, uid: o.uid },
-      labels,
-      { force: true, dryRun: false },
+      { labels, annotations: {} },
+      { force: true, dryRun: false, annotationKeys: [] },
     );
   }, signal);
   const cpu = process.cpuUsage(cpuBefore);

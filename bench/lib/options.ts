@@ -30,7 +30,7 @@ ${LAUNCH_USAGE}
                           RSS, CPU, watches open, requests idle (bench/lib/everykind.ts)
   --peers                 labeller side by side with the labellers of bench/peers/ (kube-rs, controller-runtime,
                           @kubernetes/client-node) and the tight loop: N ConfigMaps each, one label, --concurrency
-                          in flight; labeller as the image runs dist/ and as installed from \`npm pack\`
+                          in flight; labeller as the image runs dist/ and as installed from \`npm run package\`
                           (bench/lib/peers.ts; takes no --kinds, --credentials, --*-only or labeller options)
   --no-memory             skip the memory measurements
   --no-results-md         do not update bench/RESULTS.md`;

@@ -1,11 +1,12 @@
 // The controllers --peers sets side by side, and how each is started: the three labellers of
 // bench/peers/ (built and cached by bench/peers/build.sh), labeller's build as the image runs it
 // (the V8 flags and environment of image/build.sh), and labeller installed from its npm tarball
-// as a user runs it (`npm pack`, then a global install into a temporary prefix, as
+// as a user runs it (`npm run package`, then a global install into a temporary prefix, as
 // test/e2e/shipped.test.ts does).
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
+import { pack } from '../../scripts/pack.ts';
 import { describeExit } from '../../test/harness/child.ts';
 import { executable } from '../../test/harness/runtime.ts';
 import { startChild } from './children.ts';
@@ -53,16 +54,13 @@ async function buildPeers(): Promise<Map<string, string[]>> {
   );
 }
 
-/** `npm pack` of this checkout (its `prepare` builds dist/) installed globally into a temporary prefix: its `labeller`. */
+/** The npm package of this checkout (scripts/pack.ts builds and packs it) installed globally into a temporary prefix: its `labeller`. */
 async function installLabeller(): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), 'labeller-peers-'));
   process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
-  const [packed] = JSON.parse(await run('npm', ['pack', '--json', '--pack-destination', dir])) as {
-    filename: string;
-  }[];
-  if (!packed) throw new Error('npm pack wrote no tarball');
+  const { tarball } = await pack(dir);
   const prefix = join(dir, 'prefix');
-  await run('npm', ['install', '--global', '--prefix', prefix, '--no-audit', '--no-fund', join(dir, packed.filename)]);
+  await run('npm', ['install', '--global', '--prefix', prefix, '--no-audit', '--no-fund', tarball]);
   return join(prefix, 'bin', 'labeller');
 }
 
@@ -113,7 +111,7 @@ const LABELLER_SYNCED = /initial list complete/;
 export async function contenders(kubeconfig: string, log: Log): Promise<Contender[]> {
   log('building the peers (bench/peers/build.sh, cached outside the repository)');
   const built = await buildPeers();
-  log('npm pack and a global install of labeller into a temporary prefix');
+  log('npm run package (scripts/pack.ts) and a global install of labeller into a temporary prefix');
   const installed = await installLabeller();
   const image = imageSettings();
   /** A peer of bench/peers/ as build.sh prints it; `node main.js` runs on Node 24, the one that runs labeller. */

@@ -81,7 +81,7 @@ function measureLookupIndex(n: number): number | undefined {
   };
   const cache = (lookups: boolean): [number, unknown] => {
     const before = settled();
-    const project = projector('labeller', new Set(), false, lookups);
+    const project = projector({ fieldManager: 'labeller', lookups });
     const objects = Array.from({ length: n }, (_, i) => project(wire(i), `team-${i % 20}/object-${i}`, undefined));
     const index = lookups ? new LookupIndex() : undefined;
     objects.forEach((object, i) => index?.record(object, looked[i % 20]!));

@@ -122,6 +122,7 @@ without labels.
 {{- define "labeller.kinds" -}}
 {{- $builtins := include "labeller.builtinResources" . | fromYaml }}
 {{- $globalLabels := .Values.labels | default dict }}
+{{- $globalAnnotations := .Values.annotations | default dict }}
 {{- $namespaced := gt (len .Values.watchNamespaces) 0 }}
 {{- $seen := dict }}
 {{- $kinds := list }}
@@ -211,7 +212,7 @@ without labels.
 {{- if $clusterScoped }}
 {{- $namespaces = list }}
 {{- end }}
-{{- /* Labels: at least one after merging with the global ones; constants must be valid values. */}}
+{{- /* Labels or annotations: at least one after merging with the global ones; label constants must be valid values. */}}
 {{- $effective := deepCopy $globalLabels }}
 {{- range $key, $value := $kind.labels }}
 {{- if kindIs "invalid" $value }}
@@ -223,8 +224,19 @@ without labels.
 {{- $_ := set $effective $key $value }}
 {{- end }}
 {{- end }}
-{{- if not $effective }}
-{{- fail (printf "%s: no labels to apply: give this kind `labels` or set the global `labels`" $where) }}
+{{- $annotations := deepCopy $globalAnnotations }}
+{{- range $key, $value := $kind.annotations }}
+{{- if kindIs "invalid" $value }}
+{{- if not (hasKey $globalAnnotations $key) }}
+{{- fail (printf "%s: annotations[%q] is null, which drops a global annotation, but there is no global annotation %q: remove it" $where $key $key) }}
+{{- end }}
+{{- $_ := unset $annotations $key }}
+{{- else }}
+{{- $_ := set $annotations $key $value }}
+{{- end }}
+{{- end }}
+{{- if and (not $effective) (not $annotations) }}
+{{- fail (printf "%s: no labels or annotations to apply: give this kind `labels` or set the global `labels`" $where) }}
 {{- end }}
 {{- range $key, $value := $effective }}
 {{- if and (not (contains "{{" $value)) (or (gt (len $value) 63) (not (regexMatch "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$" $value))) }}
@@ -262,6 +274,9 @@ labeller's config file: the kinds.yaml part of the values.
 {{- end }}
 {{- with .Values.labels }}
 {{- dict "labels" . | toYaml }}
+{{- end }}
+{{- with .Values.annotations }}
+{{ dict "annotations" . | toYaml }}
 {{- end }}
 conflicts: {{ .Values.conflicts }}
 {{- if .Values.allowProtectedPrefixes }}

@@ -4,10 +4,11 @@
 // the related objects and of the sources of truth its templates look values up in.
 import type { ResourceApis } from '../kube/api.ts';
 import { type ApiResource, apiVersion, groupResource } from '../kube/resource.ts';
-import type { KindConfig } from '../labeller/config.ts';
+import { type KindConfig, templatesOf } from '../labeller/config.ts';
 import type { LabelledObject } from '../labeller/object.ts';
 import { objectCounter, type ObjectCounts } from '../labeller/objectcounts.ts';
 import { LookupIndex } from '../labeller/lookupindex.ts';
+import { byField } from '../labeller/metadatapatch.ts';
 import { type Outcome, Reconciler } from '../labeller/reconcile.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { Controller } from '../runtime/controller.ts';
@@ -15,7 +16,7 @@ import { Informer } from '../runtime/informer.ts';
 import type { InformerCache, InformerHandle } from '../runtime/informercache.ts';
 import type { Logger } from '../util/log.ts';
 import type { LabellerEvents } from './events.ts';
-import { labelClient } from './labelclient.ts';
+import { metadataClient } from './metadataclient.ts';
 import type { KindRelations, Relations } from './relations.ts';
 import type { SourceChange, SourceSet } from './sources/sourceset.ts';
 
@@ -106,9 +107,10 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
         group: resource.group,
       },
       labels: next.labels,
+      annotations: next.annotations,
       conflicts: next.conflicts,
       dryRun: options.dryRun,
-      client: labelClient(apis(resource, ''), options.fieldManager),
+      client: metadataClient((namespace) => apis(resource, namespace), options.fieldManager),
       log: kindLog,
       related: related.related,
       sources: lookups,
@@ -133,9 +135,13 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
         kindEvents?.reconciled(object, result);
         if (outcome === 'conflict') labelMetrics?.conflict();
         if (!options.dryRun && patch.length > 0) {
-          const removed = patch.filter((op) => op.op === 'remove').length;
-          labelMetrics?.applied(patch.length - removed);
-          labelMetrics?.removed(removed);
+          const split = byField(patch);
+          for (const field of ['labels', 'annotations'] as const) {
+            const ops = split[field];
+            const removed = ops.filter((op) => op.op === 'remove').length;
+            labelMetrics?.applied(field, ops.length - removed);
+            labelMetrics?.removed(field, removed);
+          }
         }
         return result.written;
       } catch (error) {
@@ -193,7 +199,7 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
 
 /** The sources a kind's templates look values up in. */
 function sourcesRead(kind: KindConfig): Set<string> {
-  return new Set([...kind.labels.values()].flatMap((template) => template.lookups.map((lookup) => lookup.source)));
+  return new Set(templatesOf(kind).flatMap((template) => template.lookups.map((lookup) => lookup.source)));
 }
 
 const readsSources = (kind: KindConfig): boolean => sourcesRead(kind).size > 0;

@@ -11,7 +11,8 @@ test('a label left alone is a LabelConflict naming the key, its value or owner, 
   const [event, ...more] = outcomeEvents(cm, {
     outcome: 'patched',
     patch: [],
-    contested: [{ key: 'team', wanted: 'platform', value: 'search' }, {
+    contested: [{ field: 'labels', key: 'team', wanted: 'platform', value: 'search' }, {
+      field: 'labels',
       key: 'tier',
       wanted: 'web',
       manager: 'kubectl-label',
@@ -32,7 +33,7 @@ test('an invalid value is an InvalidLabelValue; other outcomes are no Event', ()
   const [event] = outcomeEvents(cm, {
     outcome: 'invalid',
     patch: [],
-    problem: 'label x: "{{name}}" rendered "-": must start with an alphanumeric',
+    problem: { field: 'labels', problem: 'label x: "{{name}}" rendered "-": must start with an alphanumeric' },
   });
   assert.equal(event?.reason, 'InvalidLabelValue');
   assert.equal(

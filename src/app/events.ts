@@ -130,27 +130,31 @@ export class LabellerEvents {
 /** The Events a reconcile's result calls for. */
 export function outcomeEvents(regarding: ObjectReference, result: Result): EventContent[] {
   const events: EventContent[] = [];
-  if (result.contested?.length) {
-    const labels = result.contested.map((c) =>
-      `label ${c.key}${c.value === undefined ? '' : ` is "${c.value}"`}${
+  // One Event per map, so a conflict over annotations has a reason of its own.
+  for (const field of ['labels', 'annotations'] as const) {
+    const contested = result.contested?.filter((c) => c.field === field) ?? [];
+    if (contested.length === 0) continue;
+    const keys = contested.map((c) =>
+      `${field === 'labels' ? 'label' : 'annotation'} ${c.key}${c.value === undefined ? '' : ` is "${c.value}"`}${
         c.manager ? `, owned by field manager "${c.manager}"` : ''
       }; labeller wants "${c.wanted}"`
     );
     events.push({
       regarding,
       type: 'Warning',
-      reason: 'LabelConflict',
+      reason: field === 'labels' ? 'LabelConflict' : 'AnnotationConflict',
       action: 'Labelling',
-      note: `left to another field manager (conflicts: skip): ${labels.join('; ')}`,
+      note: `left to another field manager (conflicts: skip): ${keys.join('; ')}`.slice(0, 1024),
     });
   }
   if (result.outcome === 'invalid') {
+    const annotations = result.problem?.field === 'annotations';
     events.push({
       regarding,
       type: 'Warning',
-      reason: 'InvalidLabelValue',
+      reason: annotations ? 'InvalidAnnotations' : 'InvalidLabelValue',
       action: 'Labelling',
-      note: `${result.problem ?? 'a label value cannot be rendered'}; the object is not labelled`,
+      note: `${result.problem?.problem ?? 'a label value cannot be rendered'}; the object is not labelled`,
     });
   }
   return events;

@@ -20,7 +20,12 @@ export interface PruneScope {
 export function pruneConfig(config: Config, scope: PruneScope, discovery: DiscoveryCache, log: Logger): Config {
   // A selector could have stopped matching objects labeller labelled: prune looks at them all.
   if (!scope.allKinds) {
-    const unlabelled = (kind: KindConfig): KindConfig => ({ ...kind, labels: new Map(), selector: undefined });
+    const unlabelled = (kind: KindConfig): KindConfig => ({
+      ...kind,
+      labels: new Map(),
+      annotations: new Map(),
+      selector: undefined,
+    });
     const every = config.everyKind;
     return {
       ...config,
@@ -37,6 +42,7 @@ export function pruneConfig(config: Config, scope: PruneScope, discovery: Discov
     namespaces: scope.namespaces,
     selector: undefined,
     labels: new Map(),
+    annotations: new Map(),
     conflicts: 'force' as const,
   }));
   for (const { groupVersion, error } of discovery.discovery.failedGroups) {

@@ -75,7 +75,11 @@ export class RelatedInformers {
         new Informer<LabelledObject>({
           name: id,
           api: apis(resource, namespace),
-          project: projector(options.fieldManager, projection.annotations, byOwner !== undefined),
+          project: projector({
+            fieldManager: options.fieldManager,
+            read: projection.annotations,
+            owners: byOwner !== undefined,
+          }),
           indexes: byOwner ? [byOwner] : [],
           watch: { fieldSelector, watchTimeoutSeconds: options.watchTimeoutSeconds },
           metrics: metrics?.informer(id),

@@ -9,8 +9,8 @@
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
 import type { ApiResource } from '../kube/resource.ts';
 import { groupResource } from '../kube/resource.ts';
-import type { Config, KindConfig } from '../labeller/config.ts';
-import { type ControllerRef, type LabelledObject, projector } from '../labeller/object.ts';
+import { type Config, type KindConfig, templatesOf } from '../labeller/config.ts';
+import { type ControllerRef, type LabelledObject, projector, writtenOrder } from '../labeller/object.ts';
 import {
   type ChainLink,
   type Consumer,
@@ -109,10 +109,13 @@ export class Relations implements RelatedCaches {
 
   /** The relations of one labelled kind's controller, watched in `namespaces` ('' for all). */
   forKind(kind: KindConfig, resource: ApiResource, namespaces: readonly string[]): KindRelations {
-    const reads = relatedReads(kind.labels.values());
+    const templates = templatesOf(kind);
+    const reads = relatedReads(templates);
     // The lookup index notes on each object what it looked up.
-    const lookups = [...kind.labels.values()].some((template) => template.lookups.length > 0);
-    const own = [...kind.labels.values()].flatMap((template) => template.annotations);
+    const lookups = templates.some((template) => template.lookups.length > 0);
+    const own = templates.flatMap((template) => template.annotations);
+    // Of the annotations labeller writes, the cache keeps digests.
+    const written = writtenOrder(kind.annotations.keys());
     // Any labelled object may be another's owner or root: its cache keeps what they read.
     const annotations = new Set([
       ...own,
@@ -129,14 +132,20 @@ export class Relations implements RelatedCaches {
     /** Mappers subscribed to its own caches. */
     const subscriptions: (() => void)[] = [];
     return {
-      project: projector(this.#wiring.options.fieldManager, annotations, owners, lookups),
+      project: projector({
+        fieldManager: this.#wiring.options.fieldManager,
+        read: annotations,
+        written,
+        owners,
+        lookups,
+      }),
       indexes: () => [
         ...(indexedByNamespace
           ? [new StoreIndex<LabelledObject>(NAMESPACE, (object) => object.namespace || undefined)]
           : []),
         ...(owners ? [new StoreIndex<LabelledObject>(OWNER, (object) => object.owner?.uid)] : []),
       ],
-      signature: JSON.stringify([[...annotations].sort(), owners, indexedByNamespace, lookups]),
+      signature: JSON.stringify([[...annotations].sort(), owners, indexedByNamespace, lookups, written]),
       related: reads.size === 0 ? undefined : (object) => resolveRelated(object, resource.kind, reads, this),
       dependencies: reads.size === 0 ? undefined : () => this.#dependencies(controller!, reads),
       attach: (attached, shared) => {

@@ -20,6 +20,8 @@ export interface Spec {
   readonly aliases?: readonly string[];
   /** The value's placeholder in --help, when the kind's own (<duration>, <n>…) says too little. */
   readonly value?: string;
+  /** What separates a list's items within one value; ',' unless the items may hold commas. */
+  readonly separator?: string;
 }
 
 /**
@@ -59,6 +61,14 @@ export const SPECS = {
     group: 'What to label',
     value: '<key=value>',
     describe: "a label for every kind; repeatable (overrides the config file's global labels)",
+  },
+  annotation: {
+    kind: 'list',
+    group: 'What to label',
+    value: '<key=value>',
+    separator: '\n',
+    describe:
+      "an annotation for every kind; repeatable, values may hold commas (overrides the config file's global annotations; in the environment, one per line)",
   },
   namespace: {
     kind: 'list',
@@ -235,6 +245,13 @@ export const COMMANDS = {
 
 export type Command = keyof typeof COMMANDS | 'label';
 
+/** `labeller completion <shell>`, which src/cli.ts answers before anything else loads (completion.ts). */
+export const COMPLETION = {
+  name: 'completion',
+  usage: 'completion <bash|zsh|fish>',
+  describe: 'print a completion script for the shell, e.g. source <(labeller completion bash)',
+} as const;
+
 /** Examples shown by --help: the safe first command first. */
 export const EXAMPLES: readonly (readonly [command: string, what: string])[] = [
   [
@@ -261,6 +278,10 @@ export const EXAMPLES: readonly (readonly [command: string, what: string])[] = [
   [
     'LABELLER_KINDS=cm LABELLER_LABEL=team=a LABELLER_NAMESPACE=shop labeller',
     'as a sidecar: configured by the environment',
+  ],
+  [
+    'kubectl labeller status --config kinds.yaml',
+    'the same commands as a kubectl plugin: the npm package installs kubectl-labeller too',
   ],
 ];
 

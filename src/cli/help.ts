@@ -1,6 +1,6 @@
 // `labeller --help`: the options in their sections, each with its value's type, default and
 // environment variable, then examples. Rendered from flags.ts, so it cannot drift from the parser.
-import { COMMANDS, envName, EXAMPLES, GROUPS, type Kind, type Spec, SPECS } from './flags.ts';
+import { COMMANDS, COMPLETION, envName, EXAMPLES, GROUPS, type Kind, type Spec, SPECS } from './flags.ts';
 
 const PLACEHOLDER: Readonly<Record<Kind, string>> = {
   list: '<list>',
@@ -51,6 +51,7 @@ export function formatHelp(width = Math.min(110, process.stdout.columns || 110))
     'Commands:',
     '  (none)'.padEnd(column) + 'label: keep the labels right until stopped, or converge once with --once',
     ...Object.entries(COMMANDS).map(([name, what]) => `  ${name}`.padEnd(column) + wrap(what, width, column)),
+    `  ${COMPLETION.usage}`.padEnd(column) + wrap(COMPLETION.describe, width, column),
     '',
     'Every option can also be set as LABELLER_<OPTION>; flags win over the environment, which wins over --config.',
     'Durations are Go-style (30s, 5m, 1h30m, 500ms); lists are comma-separated or repeated.',

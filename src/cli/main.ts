@@ -6,7 +6,7 @@ import { hostname } from 'node:os';
 import { eventsIdentity } from '../app/events.ts';
 import { runApp } from '../app/run.ts';
 import { KubeClient } from '../kube/client.ts';
-import { buildConfig, parseLabelFlag } from '../labeller/config.ts';
+import { buildConfig, parseAnnotationFlag, parseLabelFlag } from '../labeller/config.ts';
 import { ConfigError } from '../labeller/configfields.ts';
 import { fatal, report } from './fatal.ts';
 import { createLogger } from '../util/log.ts';
@@ -41,6 +41,9 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
       kinds: options.kinds,
       excludeKinds: options.excludeKinds,
       labels: options.labels === undefined ? undefined : Object.fromEntries(options.labels.map(parseLabelFlag)),
+      annotations: options.annotations === undefined
+        ? undefined
+        : Object.fromEntries(options.annotations.map(parseAnnotationFlag)),
       namespaces: options.namespaces,
       selector: options.selector,
       conflicts: options.conflicts,

@@ -13,6 +13,7 @@ test('defaults when nothing is set', async () => {
   assert.deepEqual(await parse([]), {
     command: 'label',
     allKinds: false,
+    annotations: undefined,
     output: 'table',
     kinds: undefined,
     excludeKinds: undefined,
@@ -56,6 +57,7 @@ test('every option can come from the environment (former names of options includ
     LABELLER_EXCLUDE_KINDS: 'secrets,cm',
     LABELLER_CONFIG: 'kinds.yaml',
     LABELLER_LABEL: 'team=a,tier=web',
+    LABELLER_ANNOTATION: 'example.com/runbook=https://r/a,b\nnote=n',
     LABELLER_NAMESPACE: 'shop',
     LABELLER_SELECTOR: 'app=web',
     LABELLER_CONFLICTS: 'skip',
@@ -90,6 +92,7 @@ test('every option can come from the environment (former names of options includ
       excludeKinds: ['secrets', 'cm'],
       config: 'kinds.yaml',
       labels: ['team=a', 'tier=web'],
+      annotations: ['example.com/runbook=https://r/a,b', 'note=n'],
       namespaces: ['shop'],
       selector: 'app=web',
       conflicts: 'skip',

@@ -22,6 +22,8 @@ export interface Options {
   readonly excludeKinds: readonly string[] | undefined;
   readonly config: string | undefined;
   readonly labels: readonly string[] | undefined;
+  /** --annotation key=value, each. */
+  readonly annotations: readonly string[] | undefined;
   readonly namespaces: readonly string[] | undefined;
   readonly selector: string | undefined;
   readonly conflicts: ConflictPolicy | undefined;
@@ -133,9 +135,10 @@ export async function parseOptions(
   const list = (name: Name): readonly string[] | undefined => {
     const value = raw(name);
     if (value === undefined) return undefined;
-    const items = (Array.isArray(value) ? value : [String(value)]).flatMap((v) => String(v).split(',')).map((v) =>
-      v.trim()
-    ).filter(Boolean);
+    const separator = (SPECS[name] as Spec).separator ?? ',';
+    const items = (Array.isArray(value) ? value : [String(value)]).flatMap((v) => String(v).split(separator)).map((
+      v,
+    ) => v.trim()).filter(Boolean);
     return items.length > 0 ? items : undefined;
   };
   const flag = (name: Name): boolean => {
@@ -217,6 +220,7 @@ export async function parseOptions(
     excludeKinds: list('exclude-kinds'),
     config: string('config'),
     labels: list('label'),
+    annotations: list('annotation'),
     namespaces: list('namespace'),
     selector: string('selector'),
     conflicts: string('conflicts') as ConflictPolicy | undefined,

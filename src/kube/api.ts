@@ -1,10 +1,10 @@
-// Metadata-only access to one resource kind: list, watch and server-side apply of labels,
+// Metadata-only access to one resource kind: list, watch and server-side apply of metadata,
 // all projected to meta.k8s.io/v1 PartialObjectMetadata so no spec or data crosses the wire
 // (unless asked for whole objects: a ConfigMap a label source reads).
 import type { IncomingMessage } from 'node:http';
 import type { KubeClient } from './client.ts';
 import type {
-  LabelsApplyConfiguration,
+  MetadataApplyConfiguration,
   PartialObjectMetadata,
   PartialObjectMetadataList,
   WatchEvent,
@@ -48,7 +48,7 @@ export interface ApplyOptions {
 export interface ResourceApi {
   list(options?: ListOptions): Promise<PartialObjectMetadataList>;
   watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>>;
-  apply(body: LabelsApplyConfiguration, options: ApplyOptions): Promise<PartialObjectMetadata>;
+  apply(body: MetadataApplyConfiguration, options: ApplyOptions): Promise<PartialObjectMetadata>;
 }
 
 /** The ResourceApi of a resource in a namespace ('' for all); `whole`: whole objects, not their metadata. */
@@ -136,8 +136,8 @@ export class MetadataApi implements ResourceApi {
     throw error;
   }
 
-  /** Server-side apply of the given labels under `fieldManager`; answers with the object's metadata. */
-  apply(body: LabelsApplyConfiguration, options: ApplyOptions): Promise<PartialObjectMetadata> {
+  /** Server-side apply of the given labels and annotations under `fieldManager`; answers with the object's metadata. */
+  apply(body: MetadataApplyConfiguration, options: ApplyOptions): Promise<PartialObjectMetadata> {
     const namespace = body.metadata.namespace ?? '';
     return this.#client.json<PartialObjectMetadata>('PATCH', this.path(body.metadata.name, namespace), {
       headers: { accept: ACCEPT_OBJECT, 'content-type': 'application/apply-patch+yaml' },

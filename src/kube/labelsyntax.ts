@@ -1,5 +1,5 @@
 /**
- * Kubernetes label syntax (apimachinery's IsQualifiedName and IsValidLabelValue).
+ * Kubernetes label and annotation key syntax (apimachinery's IsQualifiedName and IsValidLabelValue).
  * Validators return the problem as text, or undefined when the input is valid,
  * so each caller can say where the bad key or value came from.
  */
@@ -24,6 +24,11 @@ export function validateLabelKey(key: string): string | undefined {
     } must contain at most one "/", between the prefix and the name (e.g. "example.com/tier")`;
   }
   return validatePrefix(key.slice(0, slash)) ?? validateName(key.slice(slash + 1));
+}
+
+/** An annotation key has a label key's syntax, but for case: the API server checks it lowercased. */
+export function validateAnnotationKey(key: string): string | undefined {
+  return validateLabelKey(key.toLowerCase());
 }
 
 /** A value is empty, or at most 63 characters with the same syntax as a key's name part. */

@@ -67,15 +67,16 @@ export type WatchEvent =
   }
   | { readonly type: 'ERROR'; readonly object: Status };
 
-/** A server-side apply body that sets only labels; `uid` makes the apply fail rather than recreate a deleted object. */
-export interface LabelsApplyConfiguration {
+/** A server-side apply body that sets only labels and annotations; `uid` makes the apply fail rather than recreate a deleted object. */
+export interface MetadataApplyConfiguration {
   readonly apiVersion: string;
   readonly kind: string;
   readonly metadata: {
     readonly name: string;
     readonly namespace?: string;
     readonly uid?: string;
-    readonly labels: Readonly<Record<string, string>>;
+    readonly labels?: Readonly<Record<string, string>>;
+    readonly annotations?: Readonly<Record<string, string>>;
   };
 }
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import type { ConfigInput, KindConfig } from './config.ts';
-import { buildConfig, parseConfig, parseLabelFlag } from './config.ts';
+import { buildConfig, parseAnnotationFlag, parseConfig, parseLabelFlag } from './config.ts';
 import { ConfigError } from './configfields.ts';
 import type { TemplateContext } from './template.ts';
 
@@ -101,6 +101,7 @@ test('defaults apply when neither the file nor the flags set a value', () => {
       namespaces: [],
       selector: undefined,
       labels: kinds[0]?.labels,
+      annotations: new Map(),
       conflicts: 'force',
     },
   ]);
@@ -168,11 +169,11 @@ test('nothing to do is an error', () => {
   );
   rejects(
     { file: file('kinds:\n  - resource: deployments\n    labels: {a: b}\n'), kinds: ['deployments', 'secrets'] },
-    '--kinds "secrets": no labels to apply: give this kind labels of its own or keep a global one',
+    '--kinds "secrets": no labels or annotations to apply: give this kind labels of its own or keep a global one',
   );
   rejects(
     { file: file('labels: {a: b}\nkinds:\n  - resource: pods\n  - resource: secrets\n    labels: {a: null}\n') },
-    'kinds.yaml: kinds[1]: no labels to apply: give this kind labels of its own or keep a global one',
+    'kinds.yaml: kinds[1]: no labels or annotations to apply: give this kind labels of its own or keep a global one',
   );
 });
 
@@ -190,7 +191,7 @@ test('file errors name the source and the field path', () => {
     ],
     [
       kind('resource: x\n    replicas: 3'),
-      'kinds.yaml: kinds[1]: unknown field "replicas": use one of resource, namespaces, selector, labels, conflicts',
+      'kinds.yaml: kinds[1]: unknown field "replicas": use one of resource, namespaces, selector, labels, annotations, conflicts',
     ],
     [file('kind:\n  - resource: pods\n'), 'kinds.yaml: unknown field "kind" (did you mean "kinds"?)'],
     [
@@ -393,5 +394,51 @@ test("templates may not copy the object's labels or annotations into kubernetes.
   rejects(
     { file: file('allowProtectedPrefixes: yes please\nlabels: {a: b}\nkinds: [{resource: x}]\n') },
     'kinds.yaml: allowProtectedPrefixes: must be true or false, got the string "yes please"',
+  );
+});
+
+test('annotations: global and per kind with the same templates and merge rules, from the file and --annotation', () => {
+  const { kinds } = buildConfig({
+    file: file(`
+annotations:
+  example.com/runbook: "https://runbooks.example.com/{{namespace}}/{{name}}"
+  example.com/Contact: platform@example.com
+kinds:
+  - resource: deployments
+    annotations:
+      example.com/Contact: null
+      note: "a long note, with commas, and: colons"
+  - resource: services
+`),
+    annotations: { 'example.com/tier': 'web' },
+  });
+  const sources = (kind: KindConfig | undefined) =>
+    Object.fromEntries([...(kind?.annotations ?? [])].map(([key, template]) => [key, template.source]));
+  assert.deepEqual(sources(kinds[0]), {
+    'example.com/runbook': 'https://runbooks.example.com/{{namespace}}/{{name}}',
+    'example.com/tier': 'web',
+    note: 'a long note, with commas, and: colons',
+  });
+  assert.deepEqual(Object.keys(sources(kinds[1])), ['example.com/runbook', 'example.com/Contact', 'example.com/tier']);
+  assert.equal(kinds[0]?.labels.size, 0, 'annotations alone are something to apply');
+  assert.deepEqual(parseAnnotationFlag('example.com/link=https://x/?a=b,c'), ['example.com/link', 'https://x/?a=b,c']);
+});
+
+test('annotations: key syntax, null without a global one, protected prefixes and the 256 KiB limit are checked', () => {
+  rejects(
+    { file: file('annotations: {"bad key": x}\nkinds: [{resource: cm}]') },
+    'kinds.yaml: annotations["bad key"]: name part must consist of alphanumeric characters, \'-\', \'_\' or \'.\', and must start and end with an alphanumeric character (e.g. "MyName", "my.name", "123-abc")',
+  );
+  rejects(
+    { file: file('labels: {a: b}\nkinds: [{resource: cm, annotations: {x: null}}]') },
+    'kinds.yaml: kinds[0].annotations["x"]: null drops a global annotation, but there is no global annotation "x": remove this entry',
+  );
+  rejects(
+    { file: file('kinds: [{resource: cm, annotations: {"example.kubernetes.io/x": "{{labels.a}}"}}]') },
+    'kinds.yaml: kinds[0].annotations["example.kubernetes.io/x"]: "{{labels.a}}" copies the object\'s labels or annotations into a key under kubernetes.io, which admission may forbid the object\'s writers to set; labeller would set it for them with its own rights. Use a constant or a key outside kubernetes.io, or set "allowProtectedPrefixes: true" at the top of kinds.yaml if whoever may write these objects may set this annotation too',
+  );
+  rejects(
+    { kinds: ['cm'], annotations: { big: 'x'.repeat(256 * 1024) } },
+    '--kinds "cm".annotations: the annotations come to 262147 bytes, more than the 262144 bytes the API server allows on one object: shorten them',
   );
 });

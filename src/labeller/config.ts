@@ -3,6 +3,8 @@
  *
  *   labels:                        # optional: labels for every kind, constants or templates ("{{name}}")
  *     app.kubernetes.io/managed-by: labeller
+ *   annotations:                   # optional: annotations for every kind, with the same templates
+ *     example.com/runbook: "https://runbooks.example.com/{{namespace}}"
  *   conflicts: force               # optional: force | skip a label another manager owns; default force
  *   allowProtectedPrefixes: false  # optional: let {{labels.x}}/{{annotations.x}} fill kubernetes.io and k8s.io keys
  *   ownerKinds: [rollouts.argoproj.io]  # optional: owner kinds that owner and root templates follow beyond the workload chain
@@ -12,6 +14,7 @@
  *       namespaces: [default]      # optional: namespace names; absent = all namespaces
  *       selector: "app in (web)"   # optional: label selector
  *       labels: {tier: backend}    # optional: merged over the global labels; null drops a global label
+ *       annotations: {…}           # optional: merged over the global annotations, as labels are
  *       conflicts: skip            # optional: overrides the global policy
  *     - resource: "*"              # every kind discovery reports with list, watch and patch (everykindconfig.ts)
  *       scope: namespaced          # only here: namespaced (default) | cluster | all
@@ -26,11 +29,12 @@
  * Over 300 lines: the schema, its validation and the messages that point at the field to fix
  * are one document, read together.
  */
+import { Buffer } from 'node:buffer';
 import { loadAll, YAMLException } from 'js-yaml';
 import { isDns1123Label } from '../kube/names.ts';
 import type { Selector } from '../kube/selector.ts';
 import { parseSelector, SelectorError } from '../kube/selector.ts';
-import { validateLabelKey, validateLabelValue } from './labels.ts';
+import { validateAnnotationKey, validateLabelKey, validateLabelValue } from './labels.ts';
 import type { Template } from './template.ts';
 import { compileTemplate, TemplateError } from './template.ts';
 import type { SourceSpec } from './sources.ts';
@@ -58,6 +62,12 @@ import {
 /** What to do when another field manager owns a label: take it over (force) or leave it (skip). */
 export type ConflictPolicy = 'force' | 'skip';
 
+/** The two maps of an object's metadata labeller writes keys of. */
+export type MetadataField = 'labels' | 'annotations';
+
+/** The API server's limit on the total size of an object's annotations, keys and values (apimachinery's TotalAnnotationSizeLimitB). */
+export const ANNOTATIONS_MAX_BYTES = 256 * 1024;
+
 export interface KindConfig {
   /** Where the entry came from, for messages: 'kinds.yaml: kinds[0]' or '--kinds "secrets"'. */
   readonly where: string;
@@ -68,7 +78,14 @@ export interface KindConfig {
   readonly selector: Selector | undefined;
   /** The effective labels: the global ones merged with the kind's own. */
   readonly labels: ReadonlyMap<string, Template>;
+  /** The effective annotations, merged as labels are. */
+  readonly annotations: ReadonlyMap<string, Template>;
   readonly conflicts: ConflictPolicy;
+}
+
+/** Every template a kind renders, labels' and annotations'. */
+export function templatesOf(kind: Pick<KindConfig, MetadataField>): Template[] {
+  return [...kind.labels.values(), ...kind.annotations.values()];
 }
 
 export interface Config {
@@ -88,6 +105,7 @@ export interface Config {
 /** A validated config file, before flags and defaults apply. */
 export interface FileConfig {
   readonly labels: ReadonlyMap<string, Template>;
+  readonly annotations: ReadonlyMap<string, Template>;
   readonly conflicts: ConflictPolicy | undefined;
   /** Undefined when the file lists no kinds, leaving them to --kinds. */
   readonly kinds: readonly KindEntry[] | undefined;
@@ -106,6 +124,7 @@ export interface KindEntry extends EveryKindFields {
   readonly selector: Selector | undefined;
   /** A null template drops the global label with that key. */
   readonly labels: ReadonlyMap<string, Template | null>;
+  readonly annotations: ReadonlyMap<string, Template | null>;
   readonly conflicts: ConflictPolicy | undefined;
 }
 
@@ -118,6 +137,8 @@ export interface ConfigInput {
   readonly excludeKinds?: readonly string[] | undefined;
   /** --label key=value (see parseLabelFlag): overrides the file's global labels. */
   readonly labels?: Readonly<Record<string, string>> | undefined;
+  /** --annotation key=value: overrides the file's global annotations. */
+  readonly annotations?: Readonly<Record<string, string>> | undefined;
   /** --namespace: for kinds without namespaces of their own. */
   readonly namespaces?: readonly string[] | undefined;
   /** --selector: for kinds without a selector of their own. */
@@ -130,20 +151,26 @@ export interface ConfigInput {
 
 const CONFLICT_POLICIES: readonly ConflictPolicy[] = ['force', 'skip'];
 const DEFAULT_CONFLICT_POLICY: ConflictPolicy = 'force';
-const FILE_FIELDS = ['labels', 'conflicts', 'kinds', 'allowProtectedPrefixes', 'ownerKinds', 'sources'];
+const FILE_FIELDS = ['labels', 'annotations', 'conflicts', 'kinds', 'allowProtectedPrefixes', 'ownerKinds', 'sources'];
 /** Label prefixes reserved for Kubernetes, which admission (NodeRestriction, policies) guards. */
 const PROTECTED_DOMAINS = ['kubernetes.io', 'k8s.io'];
-const KIND_FIELDS = ['resource', 'namespaces', 'selector', 'labels', 'conflicts'];
+const KIND_FIELDS = ['resource', 'namespaces', 'selector', 'labels', 'annotations', 'conflicts'];
 // Syntax only: whether the name exists is for discovery to say.
 const RESOURCE_PATTERN = /^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$/;
 
 /** Splits a --label flag at its first "=". */
-export function parseLabelFlag(flag: string): readonly [key: string, value: string] {
-  const separator = flag.indexOf('=');
-  if (separator < 1) {
-    throw new ConfigError(`--label ${JSON.stringify(flag)}: expected key=value, e.g. --label tier=backend`);
-  }
-  return [flag.slice(0, separator), flag.slice(separator + 1)];
+export const parseLabelFlag = keyValueFlag('label', 'tier=backend');
+/** Splits an --annotation flag at its first "=". */
+export const parseAnnotationFlag = keyValueFlag('annotation', 'example.com/owner=team-a');
+
+function keyValueFlag(name: string, example: string): (flag: string) => readonly [key: string, value: string] {
+  return (flag) => {
+    const separator = flag.indexOf('=');
+    if (separator < 1) {
+      throw new ConfigError(`--${name} ${JSON.stringify(flag)}: expected key=value, e.g. --${name} ${example}`);
+    }
+    return [flag.slice(0, separator), flag.slice(separator + 1)];
+  };
 }
 
 export function buildConfig(input: ConfigInput): Config {
@@ -151,13 +178,20 @@ export function buildConfig(input: ConfigInput): Config {
   const remedy = (field: string) =>
     input.file === undefined ? '--config kinds.yaml' : `add "${field}:" to ${input.file.source}`;
 
-  const globalLabels = new Map(file?.labels);
-  const allowProtected = file?.allowProtectedPrefixes ?? false;
-  for (const [key, value] of Object.entries(input.labels ?? {})) {
-    const where = `--label ${JSON.stringify(`${key}=${value}`)}`;
-    const sources = new Set(file?.sources.keys());
-    globalLabels.set(key, compileLabel(key, value, where, { sources, allowProtected, optIn: 'in the --config file' }));
-  }
+  const rules: Rules = {
+    sources: new Set(file?.sources.keys()),
+    allowProtected: file?.allowProtectedPrefixes ?? false,
+    optIn: 'in the --config file',
+  };
+  const flagged = (field: MetadataField, fromFile: ReadonlyMap<string, Template> | undefined) => {
+    const merged = new Map(fromFile);
+    const flag = field === 'labels' ? 'label' : 'annotation';
+    for (const [key, value] of Object.entries(input[field] ?? {})) {
+      merged.set(key, compileEntry(field, key, value, `--${flag} ${JSON.stringify(`${key}=${value}`)}`, rules));
+    }
+    return merged;
+  };
+  const global = { labels: flagged('labels', file?.labels), annotations: flagged('annotations', file?.annotations) };
   const namespaces = input.namespaces === undefined ? [] : namespaceList(input.namespaces, () => '--namespace');
   const selectorFlag = input.selector;
   const selector = selectorFlag === undefined ? undefined : within('--selector', () => parseSelector(selectorFlag));
@@ -167,31 +201,41 @@ export function buildConfig(input: ConfigInput): Config {
   if (entries.length === 0) {
     throw new ConfigError(`no kinds configured: pass --kinds deployments,services or ${remedy('kinds')}`);
   }
-  const labelled = entries.map((entry) => [entry, mergeLabels(globalLabels, entry)] as const);
-  if (input.requireLabels !== false && labelled.every(([, labels]) => labels.size === 0)) {
+  const merged = entries.map((entry) => ({
+    entry,
+    labels: mergeEntries(global.labels, entry, 'labels'),
+    annotations: mergeEntries(global.annotations, entry, 'annotations'),
+  }));
+  const writes = ({ labels, annotations }: (typeof merged)[number]) => labels.size + annotations.size > 0;
+  if (input.requireLabels !== false && !merged.some(writes)) {
     throw new ConfigError(
       `no labels configured: pass --label app.kubernetes.io/managed-by=labeller or ${remedy('labels')}`,
     );
   }
-  const unlabelled = labelled.find(([, labels]) => labels.size === 0);
+  const unlabelled = merged.find((kind) => !writes(kind));
   if (input.requireLabels !== false && unlabelled !== undefined) {
-    throw fail(unlabelled[0].where, 'no labels to apply: give this kind labels of its own or keep a global one');
+    throw fail(
+      unlabelled.entry.where,
+      'no labels or annotations to apply: give this kind labels of its own or keep a global one',
+    );
   }
-  const kinds = labelled.map(([entry, labels]) => ({
+  for (const { entry, annotations } of merged) checkAnnotationsSize(annotations, entry.where);
+  const kinds = merged.map(({ entry, labels, annotations }) => ({
     where: entry.where,
     resource: entry.resource,
     namespaces: entry.namespaces ?? namespaces,
     selector: entry.selector ?? selector,
     labels,
+    annotations,
     conflicts: entry.conflicts ?? conflicts,
   }));
-  const every = entries.findIndex((entry) => entry.resource === EVERY_KIND);
+  const every = merged.findIndex(({ entry }) => entry.resource === EVERY_KIND);
   return {
     ownerKinds: file?.ownerKinds ?? [],
     sources: file?.sources ?? new Map(),
     kinds: kinds.filter((kind) => kind.resource !== EVERY_KIND),
     everyKind: everyKindConfig(
-      every === -1 ? undefined : [entries[every]!, kinds[every]!],
+      every === -1 ? undefined : [merged[every]!.entry, kinds[every]!],
       input.excludeKinds,
       resourceProblem,
     ),
@@ -204,6 +248,7 @@ export function parseConfig(text: string, source: string): FileConfig {
   if (isAbsent(document)) {
     return {
       labels: new Map(),
+      annotations: new Map(),
       conflicts: undefined,
       kinds: undefined,
       allowProtectedPrefixes: false,
@@ -221,18 +266,24 @@ export function parseConfig(text: string, source: string): FileConfig {
     allowProtected: allowProtectedPrefixes,
     optIn: `at the top of ${source}`,
   };
-  const labels = new Map<string, Template>();
-  for (const [key, value, where] of labelEntries(fields.labels, `${source}: labels`)) {
-    if (value === null) {
-      throw fail(
-        where,
-        "null drops a global label, so it belongs in a kind's labels: give a value here or remove the entry",
-      );
+  const global = (field: MetadataField) => {
+    const compiled = new Map<string, Template>();
+    for (const [key, value, where] of metadataEntries(fields[field], `${source}: ${field}`, field)) {
+      if (value === null) {
+        throw fail(
+          where,
+          `null drops a global ${
+            singular(field)
+          }, so it belongs in a kind's ${field}: give a value here or remove the entry`,
+        );
+      }
+      compiled.set(key, compileEntry(field, key, expectString(value, where), where, rules));
     }
-    labels.set(key, compileLabel(key, expectString(value, where), where, rules));
-  }
+    return compiled;
+  };
   return {
-    labels,
+    labels: global('labels'),
+    annotations: global('annotations'),
     conflicts: parseConflicts(fields.conflicts, `${source}: conflicts`),
     kinds: parseKinds(fields.kinds, `${source}: kinds`, rules),
     allowProtectedPrefixes,
@@ -317,17 +368,21 @@ function parseKind(value: unknown, where: string, rules: Rules): KindEntry {
     selector = within(path, () => parseSelector(text));
   }
 
-  const labels = new Map<string, Template | null>();
-  for (const [key, labelValue, path] of labelEntries(fields.labels, `${where}.labels`)) {
-    labels.set(key, labelValue === null ? null : compileLabel(key, expectString(labelValue, path), path, rules));
-  }
+  const own = (field: MetadataField) => {
+    const compiled = new Map<string, Template | null>();
+    for (const [key, value, path] of metadataEntries(fields[field], `${where}.${field}`, field)) {
+      compiled.set(key, value === null ? null : compileEntry(field, key, expectString(value, path), path, rules));
+    }
+    return compiled;
+  };
 
   return {
     where,
     resource,
     namespaces,
     selector,
-    labels,
+    labels: own('labels'),
+    annotations: own('annotations'),
     conflicts: parseConflicts(fields.conflicts, `${where}.conflicts`),
     scope,
     exclude,
@@ -348,6 +403,7 @@ function kindsFromFlag(resources: readonly string[], fileKinds: readonly KindEnt
         namespaces: undefined,
         selector: undefined,
         labels: new Map(),
+        annotations: new Map(),
         conflicts: undefined,
         scope: undefined,
         exclude: undefined,
@@ -356,19 +412,45 @@ function kindsFromFlag(resources: readonly string[], fileKinds: readonly KindEnt
   });
 }
 
-function mergeLabels(global: ReadonlyMap<string, Template>, kind: KindEntry): Map<string, Template> {
-  const labels = new Map(global);
-  for (const [key, template] of kind.labels) {
+/** A kind's labels (or annotations): the global ones with the kind's own over them, less those it drops. */
+function mergeEntries(
+  global: ReadonlyMap<string, Template>,
+  kind: KindEntry,
+  field: MetadataField,
+): Map<string, Template> {
+  const merged = new Map(global);
+  for (const [key, template] of kind[field]) {
     if (template !== null) {
-      labels.set(key, template);
-    } else if (!labels.delete(key)) {
+      merged.set(key, template);
+    } else if (!merged.delete(key)) {
       throw fail(
-        keyPath(`${kind.where}.labels`, key),
-        `null drops a global label, but there is no global label ${JSON.stringify(key)}: remove this entry`,
+        keyPath(`${kind.where}.${field}`, key),
+        `null drops a global ${singular(field)}, but there is no global ${singular(field)} ${
+          JSON.stringify(key)
+        }: remove this entry`,
       );
     }
   }
-  return labels;
+  return merged;
+}
+
+const singular = (field: MetadataField) => field === 'labels' ? 'label' : 'annotation';
+
+/** Constant annotations that alone exceed what the API server takes on one object. */
+function checkAnnotationsSize(annotations: ReadonlyMap<string, Template>, where: string): void {
+  let bytes = 0;
+  for (const [key, template] of annotations) bytes += byteLength(key) + byteLength(template.constantValue ?? '');
+  if (bytes > ANNOTATIONS_MAX_BYTES) {
+    throw fail(
+      `${where}.annotations`,
+      `the annotations come to ${bytes} bytes, more than the ${ANNOTATIONS_MAX_BYTES} bytes the API server allows on one object: shorten them`,
+    );
+  }
+}
+
+/** The size the API server counts: UTF-8 bytes. */
+export function byteLength(text: string): number {
+  return Buffer.byteLength(text, 'utf8');
 }
 
 /** Whether templates may copy an object's labels and annotations into protected keys, and where to say so. */
@@ -380,8 +462,8 @@ interface Rules {
   readonly optIn: string;
 }
 
-function compileLabel(key: string, value: string, where: string, rules: Rules): Template {
-  const keyProblem = validateLabelKey(key);
+function compileEntry(field: MetadataField, key: string, value: string, where: string, rules: Rules): Template {
+  const keyProblem = field === 'labels' ? validateLabelKey(key) : validateAnnotationKey(key);
   if (keyProblem !== undefined) throw fail(where, keyProblem);
   const template = within(where, () => compileTemplate(value, { sources: rules.sources }));
   // labeller writes with its own rights (and force): copying a value the object's writer chose
@@ -394,11 +476,16 @@ function compileLabel(key: string, value: string, where: string, rules: Rules): 
       `${
         JSON.stringify(value)
       } copies the object's labels or annotations into a key under ${domain}, which admission may forbid the object's writers to set; ` +
-        `labeller would set it for them with its own rights. Use a constant or a key outside ${domain}, or set "allowProtectedPrefixes: true" ${rules.optIn} if whoever may write these objects may set this label too`,
+        `labeller would set it for them with its own rights. Use a constant or a key outside ${domain}, or set "allowProtectedPrefixes: true" ${rules.optIn} if whoever may write these objects may set this ${
+          singular(field)
+        } too`,
     );
   }
-  // Templated values can only be checked once rendered; constants are checked now.
-  const valueProblem = template.constantValue === undefined ? undefined : validateLabelValue(template.constantValue);
+  // Templated label values can only be checked once rendered; constants are checked now. An
+  // annotation's value may be any text.
+  const valueProblem = field === 'labels' && template.constantValue !== undefined
+    ? validateLabelValue(template.constantValue)
+    : undefined;
   if (valueProblem !== undefined) throw fail(where, valueProblem);
   return template;
 }
@@ -453,10 +540,20 @@ function resourceProblem(resource: string): string | undefined {
   return undefined;
 }
 
-function labelEntries(value: unknown, where: string): Array<readonly [key: string, value: unknown, where: string]> {
+function metadataEntries(
+  value: unknown,
+  where: string,
+  field: MetadataField,
+): Array<readonly [key: string, value: unknown, where: string]> {
   if (isAbsent(value)) return [];
-  const labels = expectMapping(value, where, 'a mapping of label keys to values, e.g. "tier: backend"');
-  return Object.entries(labels).map(([key, labelValue]) => [key, labelValue, keyPath(where, key)] as const);
+  const entries = expectMapping(
+    value,
+    where,
+    field === 'labels'
+      ? 'a mapping of label keys to values, e.g. "tier: backend"'
+      : 'a mapping of annotation keys to values, e.g. "example.com/owner: team-a"',
+  );
+  return Object.entries(entries).map(([key, entryValue]) => [key, entryValue, keyPath(where, key)] as const);
 }
 
 /** Runs a parser of a nested syntax, reporting its errors at `where`. */

@@ -1,9 +1,9 @@
 // What a new config changes for one kind, so a live reload does only what it must: re-check the
-// cached objects of a kind whose labels or conflict policy changed (no relist), and restart only
-// a kind whose list itself changes (namespaces, selector), whose cache must keep other
-// annotations for new templates, or whose templates read other fields of related objects (what
+// cached objects of a kind whose labels, annotations or conflict policy changed (no relist), and
+// restart only a kind whose list itself changes (namespaces, selector), whose cache must keep
+// other annotations (read by new templates, or written under other keys), or whose templates read other fields of related objects (what
 // is looked up for them, and which related changes requeue them, is fixed when they are wired).
-import type { KindConfig } from './config.ts';
+import { type KindConfig, templatesOf } from './config.ts';
 
 /** `same`: nothing to do; `relabel`: same list, other labels or policy; `restart`: the list, the cache or the related reads change. */
 export type KindChange = 'same' | 'relabel' | 'restart';
@@ -18,7 +18,7 @@ const listed = (kind: KindConfig): string =>
   JSON.stringify([[...kind.namespaces].sort(), kind.selector?.toString() ?? null]);
 /** What its templates read: the annotations its cache keeps, and the fields of related objects. */
 const read = (kind: KindConfig): string => {
-  const templates = [...kind.labels.values()];
+  const templates = templatesOf(kind);
   return JSON.stringify(
     [
       ...new Set([
@@ -27,9 +27,15 @@ const read = (kind: KindConfig): string => {
           t.related.map(({ relation, field, key }) => [relation, field, key ?? ''].join('.'))
         ),
         ...templates.flatMap((t) => t.lookups.map(({ source, field }) => `lookup ${source} ${field ?? ''}`)),
+        // Of the annotations it writes, the cache keeps digests.
+        ...[...kind.annotations.keys()].map((key) => `writes annotation ${key}`),
       ]),
     ].sort(),
   );
 };
 const labelled = (kind: KindConfig): string =>
-  JSON.stringify([kind.conflicts, [...kind.labels].map(([key, t]) => [key, t.source]).sort()]);
+  JSON.stringify([
+    kind.conflicts,
+    [...kind.labels].map(([key, t]) => [key, t.source]).sort(),
+    [...kind.annotations].map(([key, t]) => [key, t.source]).sort(),
+  ]);

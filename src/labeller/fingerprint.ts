@@ -1,6 +1,6 @@
 // A config's fingerprint: equal for configs that label alike whatever the order they were
-// written in, different as soon as one label, kind, namespace, selector, policy, owner kind, or
-// the every-kind entry's scope or exclusions differ. The field-manager guard compares
+// written in, different as soon as one label, annotation, kind, namespace, selector, policy, owner
+// kind, or the every-kind entry's scope or exclusions differ. The field-manager guard compares
 // fingerprints to tell a replica of the same config from another config.
 import { createHash } from 'node:crypto';
 import type { Config, KindConfig } from './config.ts';
@@ -11,13 +11,16 @@ import type { Config, KindConfig } from './config.ts';
  */
 const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
+const entries = (map: KindConfig['labels']) =>
+  [...map].map(([key, template]) => [key, template.source]).sort(([a = ''], [b = '']) => byCodeUnits(a, b));
+
 const settings = (kind: KindConfig) => ({
   resource: kind.resource,
   namespaces: [...kind.namespaces].sort(),
   selector: kind.selector?.toString() ?? '',
-  labels: [...kind.labels].map(([key, template]) => [key, template.source]).sort(([a = ''], [b = '']) =>
-    byCodeUnits(a, b)
-  ),
+  labels: entries(kind.labels),
+  // Only when there are some: a config without annotations keeps the fingerprint it had before them.
+  ...(kind.annotations.size > 0 ? { annotations: entries(kind.annotations) } : {}),
   conflicts: kind.conflicts,
 });
 

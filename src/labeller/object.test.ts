@@ -2,7 +2,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ManagedFieldsEntry, PartialObjectMetadata } from '../kube/objects.ts';
 import { objectKey } from '../runtime/store.ts';
-import { type LabelledObject, ownedLabels, projector } from './object.ts';
+import { digest } from './digest.ts';
+import { type LabelledObject, ownedKeys, projector } from './object.ts';
+
+const ownedLabels = (fields: ManagedFieldsEntry[] | undefined, manager: string) => ownedKeys(fields, manager, 'labels');
 
 /** Projects `object` as the store does, under its key. */
 const cached = (project: ReturnType<typeof projector>, object: PartialObjectMetadata): LabelledObject =>
@@ -55,6 +58,7 @@ test('ownedLabels ignores non-label fields and tolerates entries without labels 
     { manager: 'labeller', operation: 'Apply' },
   ];
   assert.deepEqual(ownedLabels(managedFields, 'labeller'), ['app']);
+  assert.deepEqual(ownedKeys(managedFields, 'labeller', 'annotations'), ['note']);
   assert.deepEqual(ownedLabels(undefined, 'labeller'), []);
 });
 
@@ -75,7 +79,7 @@ test('the projection keeps identity, labels, owned keys and only the annotations
       managedFields: [entry('labeller', 'Apply', ['team']), entry('kubectl', 'Update', ['app'])],
     },
   };
-  const project = projector('labeller', new Set(['example.com/owner', 'example.com/missing']));
+  const project = projector({ fieldManager: 'labeller', read: new Set(['example.com/owner', 'example.com/missing']) });
   assert.deepEqual(fields(cached(project, object)), {
     key: 'shop/web',
     name: 'web',
@@ -84,7 +88,8 @@ test('the projection keeps identity, labels, owned keys and only the annotations
     resourceVersion: '7',
     labels: { app: 'web' },
     annotations: { 'example.com/owner': 'alice' },
-    owned: ['team'],
+    ownedLabels: ['team'],
+    ownedAnnotations: [],
     deleting: false,
   });
   assert.ok(!('managedFields' in cached(project, object)));
@@ -98,7 +103,7 @@ test('the projection of a bare cluster-scoped object has empty namespace, labels
     kind: 'Node',
     metadata: { name: 'n1', uid: 'u2', resourceVersion: '1', annotations: { a: 'b' } },
   };
-  assert.deepEqual(fields(cached(projector('labeller', new Set()), node)), {
+  assert.deepEqual(fields(cached(projector({ fieldManager: 'labeller' }), node)), {
     key: 'n1',
     name: 'n1',
     namespace: '',
@@ -106,7 +111,8 @@ test('the projection of a bare cluster-scoped object has empty namespace, labels
     resourceVersion: '1',
     labels: {},
     annotations: {},
-    owned: [],
+    ownedLabels: [],
+    ownedAnnotations: [],
     deleting: false,
   });
 });
@@ -132,7 +138,7 @@ test('with owners, the projection keeps the controller reference only, its type 
       ],
     },
   });
-  const project = projector('labeller', new Set(), true);
+  const project = projector({ fieldManager: 'labeller', owners: true });
   const [a, b] = [cached(project, pod('a')), cached(project, pod('b'))];
   assert.deepEqual(a.owner, { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-1', uid: 'rs' });
   assert.equal(a.owner?.apiVersion, b.owner?.apiVersion);
@@ -143,13 +149,13 @@ test('with owners, the projection keeps the controller reference only, its type 
   );
   assert.equal(a.name, 'a');
   assert.ok(
-    !('owner' in cached(projector('labeller', new Set()), pod('c'))),
+    !('owner' in cached(projector({ fieldManager: 'labeller' }), pod('c'))),
     'no owner field unless templates read owners',
   );
 });
 
 test('projections share one owned-key list while cached, and release lets it go', () => {
-  const project = projector('labeller', new Set());
+  const project = projector({ fieldManager: 'labeller' });
   const meta = (name: string, namespace: string): PartialObjectMetadata => ({
     apiVersion: 'v1',
     kind: 'ConfigMap',
@@ -163,11 +169,48 @@ test('projections share one owned-key list while cached, and release lets it go'
   });
   const a = cached(project, meta('a', 'gone'));
   const b = cached(project, meta('b', 'gone'));
-  assert.equal(a.owned, b.owned, 'one copy of the list');
+  assert.equal(a.ownedLabels, b.ownedLabels, 'one copy of the list');
   project.release(a);
   const c = cached(project, meta('c', 'other'));
-  assert.equal(c.owned, b.owned, 'still shared while b is cached');
+  assert.equal(c.ownedLabels, b.ownedLabels, 'still shared while b is cached');
   project.release(b);
   project.release(c);
-  assert.notEqual(cached(project, meta('d', 'gone')).owned, a.owned, 'the list was dropped with its last projection');
+  assert.notEqual(
+    cached(project, meta('d', 'gone')).ownedLabels,
+    a.ownedLabels,
+    'the list was dropped with its last projection',
+  );
+});
+
+test('annotations labeller writes are kept as digests, in key order, with the size of the rest', () => {
+  const project = projector({ fieldManager: 'labeller', written: ['example.com/b', 'example.com/a'] });
+  const object: PartialObjectMetadata = {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: {
+      name: 'c',
+      namespace: 'shop',
+      uid: 'u',
+      resourceVersion: '1',
+      annotations: { 'example.com/a': 'runbook', other: 'é' },
+      managedFields: [{
+        manager: 'labeller',
+        operation: 'Apply',
+        fieldsV1: { 'f:metadata': { 'f:annotations': { 'f:example.com/a': {} } } },
+      }],
+    },
+  };
+  const kept = cached(project, object);
+  assert.deepEqual(kept.annotations, {}, 'values are not kept');
+  assert.deepEqual(kept.ownedAnnotations, ['example.com/a']);
+  assert.ok(Number.isNaN(kept.written?.digests[0]), 'b: not carried');
+  assert.equal(kept.written?.digests[1], digest('runbook'));
+  assert.equal(kept.written?.otherBytes, 'other'.length + 2, 'UTF-8 bytes, as the API server counts');
+  const { annotations: _, ...without } = object.metadata;
+  const bare = cached(project, { ...object, metadata: without });
+  assert.equal(
+    bare.written,
+    cached(project, { ...object, metadata: { ...object.metadata, name: 'd', annotations: {} } }).written,
+    'one shared value for objects without any',
+  );
 });

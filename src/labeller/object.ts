@@ -1,11 +1,12 @@
 // What labeller keeps of each watched object: identity, labels, the annotations its templates
-// read, the label keys its own field manager owns, and its controller owner when templates read
-// owners. managedFields, often half of an object's
-// metadata, are reduced to that list of keys before the object is cached.
+// read, the label and annotation keys its own field manager owns, digests of the annotations it
+// writes, and its controller owner when templates read owners. managedFields, often half of an
+// object's metadata, are reduced to those lists of keys before the object is cached.
+import { Buffer } from 'node:buffer';
 import type { FieldsV1, PartialObjectMetadata } from '../kube/objects.ts';
 import type { Projection } from '../runtime/store.ts';
+import { digest } from './digest.ts';
 import { Interner } from './interner.ts';
-
 /** An object's controller (the ownerReference with `controller: true`). */
 export interface ControllerRef {
   readonly apiVersion: string;
@@ -15,6 +16,12 @@ export interface ControllerRef {
 }
 
 const NONE: Readonly<Record<string, string>> = Object.freeze({});
+
+/** The keys labeller's field manager owns, of labels and of annotations. */
+interface Owned {
+  readonly labels: readonly string[];
+  readonly annotations: readonly string[];
+}
 
 /**
  * What is kept of an object. The name is read from the key rather than kept: the key is the
@@ -30,7 +37,9 @@ class Cached {
   readonly labels: Readonly<Record<string, string>>;
   readonly annotations: Readonly<Record<string, string>>;
   /** Label keys that labeller's field manager owns (server-side apply). */
-  readonly owned: readonly string[];
+  readonly ownedLabels: readonly string[];
+  /** Annotation keys that labeller's field manager owns. */
+  readonly ownedAnnotations: readonly string[];
   /** It has a deletionTimestamp: on its way out (finalizers, a foreground deletion), labelled no more. */
   readonly deleting: boolean;
 
@@ -39,7 +48,7 @@ class Cached {
     namespace: string,
     metadata: PartialObjectMetadata['metadata'],
     annotations: Readonly<Record<string, string>>,
-    owned: readonly string[],
+    owned: Owned,
   ) {
     this.key = key;
     this.namespace = namespace;
@@ -47,13 +56,22 @@ class Cached {
     this.resourceVersion = metadata.resourceVersion;
     this.labels = metadata.labels ?? NONE;
     this.annotations = annotations;
-    this.owned = owned;
+    this.ownedLabels = owned.labels;
+    this.ownedAnnotations = owned.annotations;
     this.deleting = metadata.deletionTimestamp !== undefined;
   }
 
   get name(): string {
     return this.namespace ? this.key.slice(this.namespace.length + 1) : this.key;
   }
+}
+
+/** The annotations labeller writes, as an object carries them: digests (not values) and the size of the rest. */
+export interface WrittenAnnotations {
+  /** digest() of each written key's value, in the order of the keys projected; NaN where the object has none. */
+  readonly digests: readonly number[];
+  /** The bytes of the object's other annotations, keys and values: what leaves room under the API server's limit. */
+  readonly otherBytes: number;
 }
 
 export interface LabelledObject extends Cached {
@@ -64,60 +82,86 @@ export interface LabelledObject extends Cached {
    * index writes (lookupindex.ts), carried from version to version; kept only when templates look up.
    */
   looked?: string | undefined;
+  /** Kept only when labeller writes annotations on its kind. */
+  readonly written?: WrittenAnnotations | undefined;
 }
 
-/** What is kept of an object whose templates read its controller reference or look values up in sources. */
-class CachedWithRelations extends Cached {
+/** What is kept of an object whose templates read its controller reference or look values up in sources, or whose annotations labeller writes. */
+class CachedWithMore extends Cached {
   readonly owner: ControllerRef | undefined;
   looked: string | undefined;
+  readonly written: WrittenAnnotations | undefined;
 
   constructor(
     cached: ConstructorParameters<typeof Cached>,
     owner: ControllerRef | undefined,
     looked: string | undefined,
+    written: WrittenAnnotations | undefined,
   ) {
     super(...cached);
     this.owner = owner;
     this.looked = looked;
+    this.written = written;
   }
 }
 
-/**
- * Returns the projection for a kind, given labeller's field manager and the annotations templates
- * read; `owners` keeps each object's controller reference, for `owner.*` and `root.*`; `lookups`,
- * what the lookup index notes of it. The store releases each projection when it leaves the cache.
- */
+/** What a kind's cache keeps of its objects besides identity, labels and owned keys. */
+export interface ProjectionOptions {
+  /** labeller's field manager, whose owned keys are kept. */
+  readonly fieldManager: string;
+  /** Annotations templates read: kept whole. */
+  readonly read?: ReadonlySet<string> | undefined;
+  /** Annotations labeller writes: kept as digests (WrittenAnnotations), in this order. */
+  readonly written?: readonly string[] | undefined;
+  /** Each object's controller reference, for `owner.*` and `root.*`. */
+  readonly owners?: boolean | undefined;
+  /** What the lookup index notes of each object. */
+  readonly lookups?: boolean | undefined;
+}
+
+/** The order the cache keeps digests of written annotations in (ProjectionOptions.written), for the reconciler and the projection alike. */
+export function writtenOrder(keys: Iterable<string>): string[] {
+  return [...new Set(keys)].sort();
+}
+
+/** Returns the projection for a kind. The store releases each projection when it leaves the cache. */
 export function projector(
-  fieldManager: string,
-  annotationKeys: ReadonlySet<string>,
-  owners = false,
-  lookups = false,
+  { fieldManager, read = new Set(), written = [], owners = false, lookups = false }: ProjectionOptions,
 ): Projection<LabelledObject> & { readonly release: (object: LabelledObject) => void } {
   // Namespaces and owned-key lists repeat across thousands of objects: keep one copy of each.
   const namespaces = new Interner<string>();
   const ownedLists = new Interner<readonly string[]>();
   // So do the apiVersion and kind of owners.
   const ownerTypes = new Interner<string>();
+  const writes = new Set(written);
+  // Before labeller's first apply, most objects carry none of the annotations it writes.
+  const noneWritten: WrittenAnnotations = Object.freeze({
+    digests: Object.freeze(written.map(() => NaN)),
+    otherBytes: 0,
+  });
   const project = ({ metadata }: PartialObjectMetadata, key: string, previous?: LabelledObject): LabelledObject => {
     let annotations = NONE;
-    if (annotationKeys.size > 0 && metadata.annotations) {
+    if (read.size > 0 && metadata.annotations) {
       const kept: Record<string, string> = {};
-      for (const annotation of annotationKeys) {
+      for (const annotation of read) {
         const value = metadata.annotations[annotation];
         if (value !== undefined) kept[annotation] = value;
       }
       annotations = kept;
     }
     const namespace = metadata.namespace ?? '';
-    const owned = ownedLabels(metadata.managedFields, fieldManager);
+    const intern = (keys: readonly string[]) => ownedLists.take(keys.join('\n'), Object.freeze(keys));
     const cached: ConstructorParameters<typeof Cached> = [
       key,
       namespaces.take(namespace, namespace),
       metadata,
       annotations,
-      ownedLists.take(owned.join('\n'), Object.freeze(owned)),
+      {
+        labels: intern(ownedKeys(metadata.managedFields, fieldManager, 'labels')),
+        annotations: intern(ownedKeys(metadata.managedFields, fieldManager, 'annotations')),
+      },
     ];
-    if (!owners && !lookups) return new Cached(...cached);
+    if (!owners && !lookups && writes.size === 0) return new Cached(...cached);
     const ref = owners ? metadata.ownerReferences?.find((candidate) => candidate.controller === true) : undefined;
     const owner = ref &&
       {
@@ -126,11 +170,13 @@ export function projector(
         name: ref.name,
         uid: ref.uid,
       };
-    return new CachedWithRelations(cached, owner, previous?.looked);
+    const kept = writes.size === 0 ? undefined : writtenAnnotations(metadata.annotations, written, writes, noneWritten);
+    return new CachedWithMore(cached, owner, previous?.looked, kept);
   };
   const release = (object: LabelledObject): void => {
     namespaces.release(object.namespace);
-    ownedLists.release(object.owned.join('\n'));
+    ownedLists.release(object.ownedLabels.join('\n'));
+    ownedLists.release(object.ownedAnnotations.join('\n'));
     if (object.owner) {
       ownerTypes.release(object.owner.apiVersion);
       ownerTypes.release(object.owner.kind);
@@ -143,17 +189,39 @@ export function projector(
   });
 }
 
-/** The label keys `manager` owns through apply, read from managedFields (`f:metadata` → `f:labels` → `f:<key>`). */
-export function ownedLabels(
+function writtenAnnotations(
+  annotations: Readonly<Record<string, string>> | undefined,
+  written: readonly string[],
+  writes: ReadonlySet<string>,
+  none: WrittenAnnotations,
+): WrittenAnnotations {
+  if (!annotations) return none;
+  let otherBytes = 0;
+  for (const key in annotations) {
+    if (!writes.has(key)) otherBytes += Buffer.byteLength(key) + Buffer.byteLength(annotations[key]!);
+  }
+  if (!written.some((key) => Object.hasOwn(annotations, key))) {
+    return otherBytes === 0 ? none : { digests: none.digests, otherBytes };
+  }
+  const digests = written.map((key) => (Object.hasOwn(annotations, key) ? digest(annotations[key]!) : NaN));
+  return { digests, otherBytes };
+}
+
+/**
+ * The keys of `field` that `manager` owns through apply, read from managedFields
+ * (`f:metadata` → `f:labels` → `f:<key>`).
+ */
+export function ownedKeys(
   managedFields: PartialObjectMetadata['metadata']['managedFields'],
   manager: string,
+  field: 'labels' | 'annotations',
 ): readonly string[] {
   const keys: string[] = [];
   for (const entry of managedFields ?? []) {
     if (entry.manager !== manager || entry.operation !== 'Apply' || entry.subresource) continue;
-    const labels: FieldsV1 | undefined = entry.fieldsV1?.['f:metadata']?.['f:labels'];
-    for (const field of Object.keys(labels ?? {})) {
-      if (field.startsWith('f:')) keys.push(field.slice(2));
+    const fields: FieldsV1 | undefined = entry.fieldsV1?.['f:metadata']?.[`f:${field}`];
+    for (const name of Object.keys(fields ?? {})) {
+      if (name.startsWith('f:')) keys.push(name.slice(2));
     }
   }
   return keys;

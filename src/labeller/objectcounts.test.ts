@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import type { LabelledObject } from './object.ts';
 import { countObject, noObjects, objectCounter } from './objectcounts.ts';
 import type { Plan } from './reconcile.ts';
+import { fieldPlan } from './testing/plans.ts';
 
 const object = (owned: readonly string[], deleting = false): LabelledObject => ({
   key: 'o',
@@ -12,21 +13,16 @@ const object = (owned: readonly string[], deleting = false): LabelledObject => (
   resourceVersion: '1',
   labels: {},
   annotations: {},
-  owned,
+  ownedLabels: owned,
+  ownedAnnotations: [],
   deleting,
 });
 const plan = (
   fields: { contested?: string[]; stale?: string[]; missing?: string[]; held?: string[]; waiting?: boolean },
-): Plan => ({
-  rendered: new Map(),
-  desired: new Map(),
-  contested: [],
-  stale: [],
-  missing: [],
-  held: [],
-  waiting: false,
-  ...fields,
-});
+): Plan => {
+  const { waiting = false, ...lists } = fields;
+  return { labels: fieldPlan(lists), annotations: fieldPlan(), waiting };
+};
 
 test('an object counts as managed when labeller owns a label, pending when an apply would change it, in conflict when another manager set a wanted key', () => {
   const counts = noObjects();
@@ -36,7 +32,7 @@ test('an object counts as managed when labeller owns a label, pending when an ap
   countObject(counts, object([]), plan({ missing: ['team'] }));
   countObject(counts, object([]), plan({ contested: ['team'], missing: ['team'] }));
   countObject(counts, object([]), plan({ contested: ['team'] }));
-  countObject(counts, object(['team']), { problem: 'bad value' });
+  countObject(counts, object(['team']), { field: 'labels', problem: 'bad value' });
   assert.deepEqual(counts, { seen: 7, managed: 3, pending: 3, conflicts: 2, invalid: 1, held: 0 });
 });
 

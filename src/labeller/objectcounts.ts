@@ -1,14 +1,14 @@
 // What labeller owns and what it would change, counted from cached objects alone (no API call):
 // the basis of `labeller status` and of the labeller_objects_managed/pending gauges.
 import type { LabelledObject } from './object.ts';
-import type { Plan } from './reconcile.ts';
+import { needsApply, type Plan } from './reconcile.ts';
 
 export interface ObjectCounts {
   /** Objects listed. */
   seen: number;
-  /** Objects carrying at least one label that labeller's field manager owns. */
+  /** Objects carrying at least one label or annotation that labeller's field manager owns. */
   managed: number;
-  /** Objects an apply would change: a label to add, change, or drop from labeller's ownership. */
+  /** Objects an apply would change: a label or annotation to add, change, or drop from labeller's ownership. */
   pending: number;
   /** Objects with a label another manager set to another value (`force` takes it over, `skip` leaves it). */
   conflicts: number;
@@ -31,9 +31,9 @@ const HELD = 8;
  */
 function verdict(plan: Plan): number {
   if ('problem' in plan) return INVALID;
-  const pending = plan.stale.length > 0 || plan.missing.length > 0 || plan.waiting;
-  return (pending ? PENDING : 0) | (plan.contested.length > 0 ? CONFLICT : 0) |
-    (plan.held.length > 0 && !plan.waiting ? HELD : 0);
+  const pending = needsApply(plan) || plan.waiting;
+  const some = (list: 'contested' | 'held') => plan.labels[list].length + plan.annotations[list].length > 0;
+  return (pending ? PENDING : 0) | (some('contested') ? CONFLICT : 0) | (some('held') && !plan.waiting ? HELD : 0);
 }
 
 /** Adds one object to `counts`, given what converging it takes. */
@@ -45,7 +45,7 @@ function tally(counts: ObjectCounts, object: LabelledObject, bits: number): void
   counts.seen++;
   // On its way out: nothing will be written to it.
   if (object.deleting) return;
-  if (object.owned.length > 0) counts.managed++;
+  if (object.ownedLabels.length > 0 || object.ownedAnnotations.length > 0) counts.managed++;
   if (bits & PENDING) counts.pending++;
   if (bits & CONFLICT) counts.conflicts++;
   if (bits & INVALID) counts.invalid++;

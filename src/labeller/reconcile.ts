@@ -1,14 +1,19 @@
-// Keeping one object's labels right. The desired labels are rendered from the config; if the
-// object already carries them and labeller owns no label it no longer wants, nothing is sent.
-// Otherwise one server-side apply sends the whole desired set: keys labeller owned and left out
-// are removed by the API server where no other manager also owns them. A label whose template
-// reads a related object that cannot be read now is held: kept as it is when labeller owns it,
-// not added otherwise.
+// Keeping one object's labels and annotations right. The desired ones are rendered from the
+// config; if the object already carries them and labeller owns no key it no longer wants, nothing
+// is sent. Otherwise one server-side apply sends the whole desired set of both: keys labeller
+// owned and left out are removed by the API server where no other manager also owns them. A key
+// whose template reads a related object that cannot be read now is held: kept as it is when
+// labeller owns it, not added otherwise. Of the annotations it writes the cache keeps digests,
+// not values (see object.ts): enough to tell whether one needs writing.
+//
+// Over 300 lines: rendering, planning both maps and the one apply that follows are a single
+// decision about an object, read together.
 import type { Logger } from '../util/log.ts';
-import type { ConflictPolicy } from './config.ts';
-import { type LabelOperation, labelPatch } from './labelpatch.ts';
+import { ANNOTATIONS_MAX_BYTES, byteLength, type ConflictPolicy, type MetadataField } from './config.ts';
+import { digest } from './digest.ts';
+import { type Before, before, type MetadataOperation, metadataPatch } from './metadatapatch.ts';
 import { validateLabelValue } from './labels.ts';
-import type { LabelledObject } from './object.ts';
+import { type LabelledObject, writtenOrder } from './object.ts';
 import { type LookupIndex, lookupKey } from './lookupindex.ts';
 import type { RelatedView } from './related.ts';
 import type { SourceLookups } from './sources.ts';
@@ -31,26 +36,40 @@ export interface ApplyTarget {
   readonly uid: string;
 }
 
-/** What an apply answers: the object's labels after it, and the resourceVersion it has now. */
-export interface Applied {
-  readonly labels: Readonly<Record<string, string>>;
+/** Labels and annotations: what an apply sends, what it answers. */
+export type Metadata = Readonly<Record<MetadataField, Readonly<Record<string, string>>>>;
+
+/** What an apply answers: the object's labels after it, its annotations of the keys asked about, and its resourceVersion now. */
+export interface Applied extends Metadata {
   readonly resourceVersion: string;
 }
 
-/** The only access the reconciler needs: apply a label set, answer the object after it. */
-export interface LabelClient {
-  applyLabels(
+/** The only access the reconciler needs. */
+export interface MetadataClient {
+  /** Applies labels and annotations (all labeller wants of each, as one apply); answers the object after it, its annotations of `annotationKeys`. */
+  apply(
     target: ApplyTarget,
-    labels: Readonly<Record<string, string>>,
-    options: { readonly force: boolean; readonly dryRun: boolean; readonly signal?: AbortSignal | undefined },
+    metadata: Metadata,
+    options: {
+      readonly force: boolean;
+      readonly dryRun: boolean;
+      readonly annotationKeys: readonly string[];
+      readonly signal?: AbortSignal | undefined;
+    },
   ): Promise<Applied>;
+  /** The object's annotations of `keys` (labeller keeps digests of them, not values). */
+  annotations(
+    target: ApplyTarget,
+    keys: readonly string[],
+    signal?: AbortSignal,
+  ): Promise<Readonly<Record<string, string>>>;
 }
 
-/** Another field manager owns a label with a different value (a 409 from server-side apply). */
+/** Another field manager owns a label or annotation with a different value (a 409 from server-side apply). */
 export class LabelConflict extends Error {
   override readonly name = 'LabelConflict';
-  /** The contested label keys and their owners, as far as the API server named them. */
-  readonly owners: readonly { readonly key: string; readonly manager: string }[];
+  /** The contested keys and their owners, as far as the API server named them. */
+  readonly owners: readonly { readonly field: MetadataField; readonly key: string; readonly manager: string }[];
 
   constructor(message: string, owners: LabelConflict['owners'] = [], options?: ErrorOptions) {
     super(message, options);
@@ -69,9 +88,11 @@ export type Outcome = 'unchanged' | 'patched' | 'conflict' | 'invalid' | 'gone' 
 export interface ReconcilerOptions {
   readonly kind: KindInfo;
   readonly labels: ReadonlyMap<string, Template>;
+  /** The annotations; their keys in the order the cache keeps digests of them (see projector). */
+  readonly annotations?: ReadonlyMap<string, Template> | undefined;
   readonly conflicts: ConflictPolicy;
   readonly dryRun: boolean;
-  readonly client: LabelClient;
+  readonly client: MetadataClient;
   readonly log: Logger;
   /** The related objects templates read, from their caches (see related.ts). */
   readonly related?: ((object: LabelledObject) => RelatedView) | undefined;
@@ -79,71 +100,104 @@ export interface ReconcilerOptions {
   readonly sources?: { readonly lookups: SourceLookups; readonly index: LookupIndex } | undefined;
 }
 
-/** A label left to another field manager (conflicts: skip). */
-export interface ContestedLabel {
+/** A label or annotation left to another field manager (conflicts: skip). */
+export interface Contested {
+  readonly field: MetadataField;
   readonly key: string;
   readonly wanted: string;
-  /** Its value on the object, when the cache knows it. */
+  /** Its value on the object, when the cache knows it (labels). */
   readonly value?: string;
   /** The field manager that owns it, when the API server said. */
   readonly manager?: string;
 }
 
+/** Why a value cannot be written on this object, and whether a label or an annotation. */
+export interface Problem {
+  readonly field: MetadataField;
+  readonly problem: string;
+}
+
 export interface Result {
   readonly outcome: Outcome;
-  /** The label change as JSON Patch operations on the object (empty when unchanged). */
-  readonly patch: readonly LabelOperation[];
-  /** Labels left alone under `skip` (also when others were patched); absent when none. */
-  readonly contested?: readonly ContestedLabel[];
-  /** Why a label value cannot be rendered (outcome `invalid`). */
-  readonly problem?: string;
+  /** The change as JSON Patch operations on the object (empty when unchanged). */
+  readonly patch: readonly MetadataOperation[];
+  /** Keys left alone under `skip` (also when others were patched); absent when none. */
+  readonly contested?: readonly Contested[];
+  /** Why a value cannot be written (outcome `invalid`). */
+  readonly problem?: Problem;
   /** The object's resourceVersion after labeller's own write (outcome `patched`, not in a dry run). */
   readonly written?: string;
 }
 
-/** See Reconciler.plan; `problem` when a label value cannot be rendered for this object. */
+/** What converging one of the object's maps (labels or annotations) takes. */
+export interface FieldPlan {
+  /** Every configured key, rendered for this object. */
+  readonly rendered: ReadonlyMap<string, string>;
+  /** What an apply would send: `rendered` less the contested keys under `skip`, and held keys labeller owns at their values. */
+  readonly desired: ReadonlyMap<string, string>;
+  readonly contested: readonly string[];
+  readonly stale: readonly string[];
+  readonly missing: readonly string[];
+  /** Keys held because a related object they read cannot be read now. */
+  readonly held: readonly string[];
+  /** Held keys labeller owns whose values the cache does not keep (annotations): read before an apply, to keep them. */
+  readonly unknown: readonly string[];
+}
+
+/** See Reconciler.plan. */
 export type Plan =
-  | { readonly problem: string }
-  | {
-    /** Every configured label, rendered for this object. */
-    readonly rendered: ReadonlyMap<string, string>;
-    /** What an apply would send: `rendered` less the contested labels under `skip`. */
-    readonly desired: ReadonlyMap<string, string>;
-    readonly contested: readonly string[];
-    readonly stale: readonly string[];
-    readonly missing: readonly string[];
-    /** Labels held because a related object they read cannot be read now. */
-    readonly held: readonly string[];
-    /** Some of them only until a cache has listed (not for good: a kind not followed or refused). */
+  | Problem
+  | (Readonly<Record<MetadataField, FieldPlan>> & {
+    /** Some keys are held only until a cache has listed (not for good: a kind not followed or refused). */
     readonly waiting: boolean;
-  };
+  });
+
+/** Whether an apply would change anything. */
+export function needsApply(plan: Exclude<Plan, Problem>): boolean {
+  return FIELDS.some((field) => plan[field].stale.length > 0 || plan[field].missing.length > 0);
+}
+
+const FIELDS: readonly MetadataField[] = ['labels', 'annotations'];
+
+/** One map of an object as the cache keeps it: which keys labeller owns, which hold a value. */
+interface Carried extends Before {
+  readonly owned: readonly string[];
+  has(key: string): boolean;
+  /** The value, when the cache keeps it (labels, not annotations). */
+  value(key: string): string | undefined;
+}
 
 export class Reconciler {
   readonly #options: ReconcilerOptions;
+  /** Where each written annotation's digest is in the cached object (see projector). */
+  readonly #digestIndex: ReadonlyMap<string, number>;
 
   constructor(options: ReconcilerOptions) {
     this.#options = options;
+    this.#digestIndex = new Map(writtenOrder(options.annotations?.keys() ?? []).map((key, i) => [key, i]));
   }
 
   /**
-   * What converging `object` takes, from the cache alone: the labels to apply, the keys another
-   * manager set to another value, labeller's keys to drop and the labels to add or change. The
-   * object needs an apply exactly when `stale` or `missing` is not empty.
+   * What converging `object` takes, from the cache alone: per map, the keys to apply, the keys
+   * another manager set to another value, labeller's keys to drop and the keys to add or change.
+   * The object needs an apply exactly when needsApply(plan).
    */
   plan(object: LabelledObject): Plan {
     const render = this.#render(object);
-    if (typeof render === 'string') return { problem: render };
-    const { rendered, held, waiting } = render;
-    // A label set to another value by someone else: under `force` it is taken over (and stays
-    // in `missing`), under `skip` it stays theirs.
-    const contested = [...rendered.keys()].filter((key) =>
-      Object.hasOwn(object.labels, key) && object.labels[key] !== rendered.get(key) && !object.owned.includes(key)
-    );
-    const desired = new Map(rendered);
-    if (this.#options.conflicts === 'skip') { for (const key of contested) desired.delete(key); }
-    const stale = object.owned.filter((key) => !desired.has(key));
-    const missing = [...desired.keys()].filter((key) => object.labels[key] !== desired.get(key));
-    return { rendered, desired, contested, stale, missing, held, waiting };
+    if ('problem' in render) return render;
+    const plans = {
+      labels: this.#planField(this.#carried(object, 'labels'), render.labels),
+      annotations: this.#planField(this.#carried(object, 'annotations'), render.annotations),
+    };
+    const bytes = annotationBytes(object, plans.annotations.desired);
+    if (bytes > ANNOTATIONS_MAX_BYTES) {
+      return {
+        field: 'annotations',
+        problem:
+          `the object's annotations would come to ${bytes} bytes, more than the ${ANNOTATIONS_MAX_BYTES} the API server allows`,
+      };
+    }
+    return { ...plans, waiting: render.waiting };
   }
 
   /**
@@ -160,34 +214,41 @@ export class Reconciler {
     if (object.deleting) return { outcome: 'gone', patch: [] };
     const plan = this.plan(object);
     if ('problem' in plan) {
-      log.error('label value invalid for this object; not labelling it', { ...at, problem: plan.problem });
-      return { outcome: 'invalid', patch: [], problem: plan.problem };
+      log.error(
+        `${plan.field === 'labels' ? 'label value' : 'annotations'} invalid for this object; not labelling it`,
+        {
+          ...at,
+          problem: plan.problem,
+        },
+      );
+      return { outcome: 'invalid', patch: [], problem: plan };
     }
-    // A label would be held only until a cache lists, or an owner shows up in its cache (created a
+    // A key would be held only until a cache lists, or an owner shows up in its cache (created a
     // moment ago, or deleted with its dependents): applying the rest now would take a second apply
     // then, or write to an object the garbage collector is about to delete.
     if (plan.waiting) {
       log.debug('waiting for a related object before labelling', at);
       return { outcome: 'waiting', patch: [] };
     }
-    const { rendered, desired, stale, missing } = plan;
-    // Under `skip`, a label another manager set to another value stays theirs.
-    const contested = conflicts === 'skip' ? plan.contested : [];
-    const left = contested.map((key): ContestedLabel => ({
-      key,
-      wanted: rendered.get(key) ?? '',
-      value: object.labels[key] ?? '',
-    }));
+    // Under `skip`, a key another manager set to another value stays theirs.
+    const left = conflicts === 'skip'
+      ? FIELDS.flatMap((field) =>
+        plan[field].contested.map((key): Contested => {
+          const value = this.#carried(object, field).value(key);
+          return { field, key, wanted: plan[field].rendered.get(key) ?? '', ...(value === undefined ? {} : { value }) };
+        })
+      )
+      : [];
     const reported = left.length > 0 ? { contested: left } : {};
-    if (contested.length > 0) {
-      log.warn('label set by another manager; left alone (conflicts: skip)', {
+    for (const field of FIELDS) {
+      const theirs = left.filter((c) => c.field === field);
+      if (theirs.length === 0) continue;
+      log.warn(`${field === 'labels' ? 'label' : 'annotation'} set by another manager; left alone (conflicts: skip)`, {
         ...at,
-        labels: contested.map((key) => `${key}=${object.labels[key]}`),
+        [field]: theirs.map((c) => (c.value === undefined ? c.key : `${c.key}=${c.value}`)),
       });
     }
-    if (stale.length === 0 && missing.length === 0) {
-      return { outcome: contested.length > 0 ? 'conflict' : 'unchanged', patch: [], ...reported };
-    }
+    if (!needsApply(plan)) return { outcome: left.length > 0 ? 'conflict' : 'unchanged', patch: [], ...reported };
 
     const target = {
       apiVersion: kind.apiVersion,
@@ -196,40 +257,109 @@ export class Reconciler {
       namespace: object.namespace,
       uid: object.uid,
     };
+    const annotationKeys = [...new Set([...this.#digestIndex.keys(), ...object.ownedAnnotations])];
     let after: Applied;
     try {
-      after = await client.applyLabels(target, Object.fromEntries(desired), {
-        force: conflicts === 'force',
-        dryRun,
-        signal,
-      });
+      // Held annotations labeller owns are sent at their values, which the cache does not keep.
+      const kept = plan.annotations.unknown.length > 0
+        ? await client.annotations(target, plan.annotations.unknown, signal)
+        : {};
+      after = await client.apply(
+        target,
+        {
+          labels: Object.fromEntries(plan.labels.desired),
+          annotations: { ...kept, ...Object.fromEntries(plan.annotations.desired) },
+        },
+        { force: conflicts === 'force', dryRun, annotationKeys, signal },
+      );
     } catch (error) {
       if (error instanceof ObjectGone) {
         log.debug('object gone before its labels were applied', at);
         return { outcome: 'gone', patch: [] };
       }
       if (error instanceof LabelConflict) {
-        log.warn('label conflict with another field manager; left alone (conflicts: skip)', { ...at, error });
-        const owned = error.owners.map(({ key, manager }): ContestedLabel => ({
+        log.warn('conflict with another field manager; left alone (conflicts: skip)', { ...at, error });
+        const owned = error.owners.map(({ field, key, manager }): Contested => ({
+          field,
           key,
-          wanted: desired.get(key) ?? '',
+          wanted: plan[field].desired.get(key) ?? '',
           manager,
         }));
         return { outcome: 'conflict', patch: [], contested: [...left, ...owned] };
       }
       throw error;
     }
-    const patch = labelPatch(object.labels, after.labels);
+    const patch = [
+      ...metadataPatch('labels', before(object.labels), after.labels),
+      ...metadataPatch('annotations', this.#carried(object, 'annotations'), after.annotations),
+    ];
     log.info(dryRun ? 'would apply labels (dry run)' : 'labels applied', { ...at, patch });
     return { outcome: 'patched', patch, ...reported, ...(dryRun ? {} : { written: after.resourceVersion }) };
   }
 
+  /** One map's plan: a key someone else set to another value is taken over under `force` (and stays in `missing`), left theirs under `skip`. */
+  #planField(carried: Carried, render: Rendered): FieldPlan {
+    const { rendered, held } = render;
+    const contested = [...rendered].filter(([key, value]) =>
+      carried.has(key) && !carried.holds(key, value) && !carried.owned.includes(key)
+    ).map(([key]) => key);
+    const desired = new Map(rendered);
+    if (this.#options.conflicts === 'skip') { for (const key of contested) desired.delete(key); }
+    // A held key labeller owns stays as it is: at its cached value, or read before an apply.
+    const unknown: string[] = [];
+    for (const key of held) {
+      if (!carried.owned.includes(key)) continue;
+      const value = carried.value(key);
+      if (value !== undefined) desired.set(key, value);
+      else unknown.push(key);
+    }
+    const stale = carried.owned.filter((key) => !desired.has(key) && !unknown.includes(key));
+    const missing = [...desired].filter(([key, value]) => !carried.holds(key, value)).map(([key]) => key);
+    return { rendered, desired, contested, stale, missing, held, unknown };
+  }
+
+  /** One of the object's maps as the cache keeps it. */
+  #carried(object: LabelledObject, field: MetadataField): Carried {
+    // Keys are listed only for a patch, after an apply: not on the path every object takes.
+    if (field === 'labels') {
+      const { labels } = object;
+      return {
+        get keys() {
+          return Object.keys(labels);
+        },
+        holds: (key, value) => labels[key] === value,
+        owned: object.ownedLabels,
+        has: (key) => Object.hasOwn(labels, key),
+        value: (key) => labels[key],
+      };
+    }
+    const index = this.#digestIndex;
+    const digests = object.written?.digests ?? [];
+    const at = (key: string) => {
+      const i = index.get(key);
+      return i === undefined ? NaN : digests[i] ?? NaN;
+    };
+    const owned = object.ownedAnnotations;
+    const has = (key: string) => (index.has(key) ? !Number.isNaN(at(key)) : owned.includes(key));
+    return {
+      get keys() {
+        return [...new Set([...index.keys(), ...owned])].filter(has);
+      },
+      owned,
+      has,
+      // A key labeller does not write (owned from an earlier config) is not changed by its apply:
+      // kept when co-owned, else removed.
+      holds: (key, value) => !index.has(key) || at(key) === digest(value),
+      value: () => undefined,
+    };
+  }
+
   /**
-   * The desired labels for this object, with the held ones at their current value where labeller
-   * owns them; or the reason one of them cannot be rendered.
+   * The desired labels and annotations for this object, and the keys held; or why one of them
+   * cannot be rendered.
    */
-  #render(object: LabelledObject): { rendered: Map<string, string>; held: string[]; waiting: boolean } | string {
-    const { kind, labels, sources } = this.#options;
+  #render(object: LabelledObject): Readonly<Record<MetadataField, Rendered>> & { waiting: boolean } | Problem {
+    const { kind, labels, annotations, sources } = this.#options;
     const view = this.#options.related?.(object);
     const looked: string[] = [];
     const context: TemplateContext = {
@@ -248,33 +378,55 @@ export class Reconciler {
         return sources.lookups.lookup(source, key, field);
       }),
     };
-    const desired = new Map<string, string>();
-    const held: string[] = [];
     let waiting = false;
-    for (const [key, template] of labels) {
-      // A source that has never loaded is held as a related kind that cannot be read is: the rest goes on.
-      const unloaded = template.lookups.some((lookup) => !sources?.lookups.loaded(lookup.source));
-      if (unloaded || (view && view.held.size > 0)) {
-        const why = unloaded
-          ? 'unavailable'
-          : template.related.map((read) => view?.held.get(read.relation)).find((r) => r);
-        if (why) {
-          held.push(key);
-          waiting ||= why === 'pending';
-          const current = object.labels[key];
-          if (current !== undefined && object.owned.includes(key)) desired.set(key, current);
-          continue;
+    const renderField = (field: MetadataField, templates: ReadonlyMap<string, Template>): Rendered | Problem => {
+      const rendered = new Map<string, string>();
+      const held: string[] = [];
+      for (const [key, template] of templates) {
+        // A source that has never loaded is held as a related kind that cannot be read is: the rest goes on.
+        const unloaded = template.lookups.some((lookup) => !sources?.lookups.loaded(lookup.source));
+        if (unloaded || (view && view.held.size > 0)) {
+          const why = unloaded
+            ? 'unavailable'
+            : template.related.map((read) => view?.held.get(read.relation)).find((r) => r);
+          if (why) {
+            held.push(key);
+            waiting ||= why === 'pending';
+            continue;
+          }
         }
+        const value = template.constantValue ?? template.render(context);
+        // A variable without a value (a missing label, no owner): the key is not wanted, and
+        // removed if labeller owned it.
+        if (value === undefined) continue;
+        const problem = field === 'labels' && template.constantValue === undefined
+          ? validateLabelValue(value)
+          : undefined;
+        if (problem) return { field, problem: `label ${key}: "${template.source}" rendered "${value}": ${problem}` };
+        rendered.set(key, value);
       }
-      const value = template.constantValue ?? template.render(context);
-      // A variable without a value (a missing label, no owner): the label is not wanted, and
-      // removed if labeller owned it.
-      if (value === undefined) continue;
-      const problem = template.constantValue === undefined ? validateLabelValue(value) : undefined;
-      if (problem) return `label ${key}: "${template.source}" rendered "${value}": ${problem}`;
-      desired.set(key, value);
-    }
+      return { rendered, held };
+    };
+    const renderedLabels = renderField('labels', labels);
+    if ('problem' in renderedLabels) return renderedLabels;
+    const renderedAnnotations = renderField('annotations', annotations ?? NO_TEMPLATES);
+    if ('problem' in renderedAnnotations) return renderedAnnotations;
     sources?.index.record(object, looked);
-    return { rendered: desired, held, waiting };
+    return { labels: renderedLabels, annotations: renderedAnnotations, waiting };
   }
+}
+
+/** One map's keys rendered for an object, and those held. */
+interface Rendered {
+  readonly rendered: ReadonlyMap<string, string>;
+  readonly held: readonly string[];
+}
+
+const NO_TEMPLATES: ReadonlyMap<string, Template> = new Map();
+
+/** The size of the object's annotations once `desired` is applied, as far as the cache can tell. */
+function annotationBytes(object: LabelledObject, desired: ReadonlyMap<string, string>): number {
+  let bytes = object.written?.otherBytes ?? 0;
+  for (const [key, value] of desired) bytes += byteLength(key) + byteLength(value);
+  return bytes;
 }

@@ -156,9 +156,9 @@ function consumer(
 }
 
 test('a namespace change requeues only the objects in it whose templates read the changed label', () => {
-  const namespaces = new Store(projector('labeller', new Set()));
+  const namespaces = new Store(projector({ fieldManager: 'labeller' }));
   const byNamespace = new StoreIndex<LabelledObject>('namespace', (o) => o.namespace || undefined);
-  const pods = new Store(projector('labeller', new Set()), [byNamespace]);
+  const pods = new Store(projector({ fieldManager: 'labeller' }), [byNamespace]);
   for (const [name, ns] of [['a', 'shop'], ['b', 'shop'], ['c', 'other']] as const) {
     pods.apply({ type: 'apply', object: meta(name, ns, {}) });
   }
@@ -174,7 +174,7 @@ test('a namespace change requeues only the objects in it whose templates read th
 });
 
 test('an owner change requeues its children reading owner.*, and every descendant reading root.*', () => {
-  const project = projector('labeller', new Set(), true);
+  const project = projector({ fieldManager: 'labeller', owners: true });
   const index = () => new StoreIndex<LabelledObject>('owner', (o) => o.owner?.uid);
   const [deployIndex, rsIndex, podIndex] = [index(), index(), index()];
   const deployments = new Store(project, [deployIndex]);

@@ -3,7 +3,7 @@
 // cache keeps (an object of one kind may be another's owner or root), and whether every kind is
 // limited to namespaces decides where related objects are watched. Caches made for one scope
 // serve a config whose scope it covers; a live reload that needs more makes them again.
-import type { KindConfig } from './config.ts';
+import { type KindConfig, templatesOf } from './config.ts';
 import { relatedReads } from './related.ts';
 
 export interface RelatedScope {
@@ -20,7 +20,7 @@ export interface RelatedScope {
 }
 
 export function relatedScope(kinds: readonly KindConfig[]): RelatedScope {
-  const reads = relatedReads(kinds.flatMap((kind) => [...kind.labels.values()]));
+  const reads = relatedReads(kinds.flatMap(templatesOf));
   return {
     reads: reads.size > 0,
     owners: reads.has('owner') || reads.has('root'),

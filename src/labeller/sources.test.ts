@@ -141,7 +141,7 @@ test('the protected-prefix rule applies to values from sources', () => {
 
 test('the lookup index: objects by what they looked up last; replaced, forgotten', () => {
   const index = new LookupIndex();
-  const project = projector('labeller', new Set(), false, true);
+  const project = projector({ fieldManager: 'labeller', lookups: true });
   const object = (name: string) =>
     project(
       { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: 'ns', uid: name, resourceVersion: '1' } },

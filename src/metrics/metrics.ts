@@ -15,9 +15,12 @@ const RECONCILE_BUCKETS = [
 ];
 const QUEUE_BUCKETS = [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 0.01, 0.1, 1, 10, 100, 1000];
 
+/** The two maps of metadata labeller writes. */
+export type Written = 'labels' | 'annotations';
+
 export interface LabelMetrics {
-  applied(count: number): void;
-  removed(count: number): void;
+  applied(field: Written, count: number): void;
+  removed(field: Written, count: number): void;
   conflict(): void;
 }
 
@@ -64,8 +67,8 @@ export class Metrics {
   readonly #requests;
   readonly #leader;
   readonly #cached;
-  readonly #labelsApplied;
-  readonly #labelsRemoved;
+  readonly #applied: Record<Written, Counter>;
+  readonly #removed: Record<Written, Counter>;
   readonly #conflicts;
   readonly #watchRestarts;
   readonly #relists;
@@ -141,17 +144,25 @@ export class Metrics {
       ['name'],
     );
     this.#cached = gauge('labeller_objects_cached', 'Objects in the cache per controller', ['controller']);
-    this.#labelsApplied = counter('labeller_labels_applied_total', 'Labels added or changed on objects', [
-      'controller',
-    ]);
-    this.#labelsRemoved = counter(
-      'labeller_labels_removed_total',
-      'Labels removed from objects because they left the config',
-      ['controller'],
-    );
+    this.#applied = {
+      labels: counter('labeller_labels_applied_total', 'Labels added or changed on objects', ['controller']),
+      annotations: counter('labeller_annotations_applied_total', 'Annotations added or changed on objects', [
+        'controller',
+      ]),
+    };
+    this.#removed = {
+      labels: counter('labeller_labels_removed_total', 'Labels removed from objects because they left the config', [
+        'controller',
+      ]),
+      annotations: counter(
+        'labeller_annotations_removed_total',
+        'Annotations removed from objects because they left the config',
+        ['controller'],
+      ),
+    };
     this.#conflicts = counter(
       'labeller_conflicts_total',
-      'Labels left alone because another field manager owns them (conflicts: skip)',
+      'Labels or annotations left alone because another field manager owns them (conflicts: skip)',
       ['controller'],
     );
     this.#watchRestarts = counter('labeller_watch_restarts_total', 'Watches that failed and were restarted', [
@@ -310,10 +321,11 @@ export class Metrics {
   }
 
   labels(controller: string): LabelMetrics {
-    for (const counter of [this.#labelsApplied, this.#labelsRemoved, this.#conflicts]) counter.inc({ controller }, 0);
+    const counters = [...Object.values(this.#applied), ...Object.values(this.#removed), this.#conflicts];
+    for (const counter of counters) counter.inc({ controller }, 0);
     return {
-      applied: (count) => this.#labelsApplied.inc({ controller }, count),
-      removed: (count) => this.#labelsRemoved.inc({ controller }, count),
+      applied: (field, count) => this.#applied[field].inc({ controller }, count),
+      removed: (field, count) => this.#removed[field].inc({ controller }, count),
       conflict: () => this.#conflicts.inc({ controller }),
     };
   }

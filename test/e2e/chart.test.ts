@@ -498,7 +498,7 @@ describe('chart: lint and render', () => {
     [
       'a kind without labels',
       { kinds: [{ resource: 'cm' }] },
-      /kinds\[0\] \(resource: cm\): no labels to apply: give this kind `labels` or set the global `labels`/,
+      /kinds\[0\] \(resource: cm\): no labels or annotations to apply: give this kind `labels` or set the global `labels`/,
     ],
     [
       'a null label without a global one',

@@ -92,10 +92,26 @@ export function lint(options: RenderOptions = {}): Promise<Run> {
   ]);
 }
 
+export interface InstallOptions extends RenderOptions {
+  readonly release: string;
+  readonly namespace: string;
+  /** The chart: this checkout's (default), or a reference such as oci://host/charts/labeller. */
+  readonly chart?: string;
+  /** More flags for helm install, e.g. --version, --plain-http. */
+  readonly flags?: readonly string[];
+}
+
 /** `helm install` into the shared cluster (as admin, nothing waited for); uninstalled when the file's tests end. */
-export async function install(options: RenderOptions & { release: string; namespace: string }): Promise<void> {
+export async function install(options: InstallOptions): Promise<void> {
   const kubeconfigArgs = ['--kubeconfig', kubeconfig(), '--namespace', options.namespace];
-  const run = await tool('helm', ['install', options.release, CHART, ...kubeconfigArgs, ...valueArgs(options)]);
+  const run = await tool('helm', [
+    'install',
+    options.release,
+    options.chart ?? CHART,
+    ...(options.flags ?? []),
+    ...kubeconfigArgs,
+    ...valueArgs(options),
+  ]);
   if (run.code !== 0) throw new Error(`helm install ${options.release} failed: ${run.stderr}`);
   after(() => tool('helm', ['uninstall', options.release, ...kubeconfigArgs]));
 }

@@ -397,7 +397,7 @@ kinds:
     client.json = json;
     assert.equal(counts.unchanged, 1);
     const cached = again;
-    assert.deepEqual(cached.get(`${ns}/big`)?.owned, ['team']);
+    assert.deepEqual(cached.get(`${ns}/big`)?.ownedLabels, ['team']);
     const resourceRequests = requests.filter((r) => r.path.includes('/configmaps'));
     assert.ok(resourceRequests.length >= 2, 'a list and a patch at least');
     for (const r of resourceRequests) {
@@ -417,7 +417,8 @@ kinds:
       'key',
       'labels',
       'namespace',
-      'owned',
+      'ownedAnnotations',
+      'ownedLabels',
       'resourceVersion',
       'uid',
     ]);

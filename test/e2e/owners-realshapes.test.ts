@@ -1,5 +1,5 @@
-// Pods whose controller labeller may not read, under the chart's RBAC (issue 21, on a full cluster
-// as issue 22 gives it): the README's example `example.com/workload: "{{root.kind}}.{{root.name}}"`
+// Pods whose controller labeller may not read, under the chart's RBAC (on a full cluster
+// as the test control plane gives it): the docs' example `example.com/workload: "{{root.kind}}.{{root.name}}"`
 // on pods meets a mirror pod (owned by its Node, as the kubelet makes one for each static pod:
 // every kubeadm and kind cluster has them) and a pod owned by a custom resource the chart does not
 // grant. Neither may hold up the others: a plain pod and a Deployment's pods get their label, the

@@ -5,30 +5,7 @@ import { MetadataApi } from '../../src/kube/api.ts';
 import type { KubeClient } from '../../src/kube/client.ts';
 import { ApiError } from '../../src/kube/errors.ts';
 import type { PartialObjectMetadata, WatchEvent } from '../../src/kube/objects.ts';
-import type { ApiResource } from '../../src/kube/resource.ts';
-
-const configmaps: ApiResource = {
-  group: '',
-  version: 'v1',
-  resource: 'configmaps',
-  singular: 'configmap',
-  kind: 'ConfigMap',
-  shortNames: ['cm'],
-  namespaced: true,
-  verbs: ['get', 'list', 'watch', 'patch'],
-  preferred: true,
-};
-const deployments: ApiResource = {
-  group: 'apps',
-  version: 'v1',
-  resource: 'deployments',
-  singular: 'deployment',
-  kind: 'Deployment',
-  shortNames: ['deploy'],
-  namespaced: true,
-  verbs: ['get', 'list', 'watch', 'patch'],
-  preferred: true,
-};
+import { CONFIGMAPS as configmaps, DEPLOYMENTS as deployments } from '../harness/resources.ts';
 
 const json = (body: object) => ({ headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 

@@ -16,13 +16,13 @@ import {
 } from './cluster.ts';
 import { figure } from '../harness/figures.ts';
 import type { PartialObjectMetadata } from '../../src/kube/objects.ts';
-import { ownedLabels } from '../../src/labeller/object.ts';
+import { ownedKeys } from '../../src/labeller/object.ts';
 import { Labeller } from '../harness/labeller.ts';
 
 /** The label keys `manager` owns on the object at `path`, read from its managedFields. */
 async function ownedBy(path: string, manager = 'labeller'): Promise<readonly string[]> {
   const object = await (await adminClient()).json<PartialObjectMetadata>('GET', path);
-  return ownedLabels(object.metadata.managedFields, manager);
+  return ownedKeys(object.metadata.managedFields, manager, 'labels');
 }
 
 describe('prune', { skip }, () => {

@@ -256,7 +256,7 @@ export async function soak(options: SoakOptions): Promise<SoakResult> {
   }
 }
 
-/** One line per figure, for the README's reliability section. */
+/** One line per figure, for docs/reliability.md. */
 export function describeSoak(r: SoakResult, minutes: number): string[] {
   return [
     `soak ${minutes.toFixed(1)} min: ${

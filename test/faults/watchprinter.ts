@@ -5,20 +5,8 @@
 // It stops when its standard input closes.
 import { MetadataApi } from '../../src/kube/api.ts';
 import { KubeClient } from '../../src/kube/client.ts';
-import type { ApiResource } from '../../src/kube/resource.ts';
+import { CONFIGMAPS as configmaps } from '../harness/resources.ts';
 import { watcher } from '../../src/runtime/watcher.ts';
-
-const configmaps: ApiResource = {
-  group: '',
-  version: 'v1',
-  resource: 'configmaps',
-  singular: 'configmap',
-  kind: 'ConfigMap',
-  shortNames: ['cm'],
-  namespaced: true,
-  verbs: ['get', 'list', 'watch', 'patch'],
-  preferred: true,
-};
 
 const [kubeconfig, namespace, timeout, idle] = process.argv.slice(2);
 if (!kubeconfig || !namespace || !timeout || !idle) {

@@ -1,4 +1,4 @@
-// The figures tests print (and the README quotes): summaries of samples, and where they go.
+// The figures tests print (and docs/reliability.md quotes): summaries of samples, and where they go.
 import { writeFileSync } from 'node:fs';
 
 /** Summary figures of a series of samples. */
@@ -7,7 +7,7 @@ export function stats(values: readonly number[]): { min: number; max: number; me
   return { min: sorted[0] ?? NaN, max: sorted.at(-1) ?? NaN, median: sorted[Math.floor(sorted.length / 2)] ?? NaN };
 }
 
-/** Prints a figure both as a test diagnostic and to a shared file, so the README numbers can be collected. */
+/** Prints a figure both as a test diagnostic and to a shared file, so the documented figures can be collected. */
 export function figure(t: { diagnostic(message: string): void }, text: string): void {
   t.diagnostic(text);
   const file = process.env['FAULTS_FIGURES'];

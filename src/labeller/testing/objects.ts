@@ -10,7 +10,8 @@ export function labelledObject(name: string, fields: Partial<LabelledObject> = {
     resourceVersion: '1',
     labels: {},
     annotations: {},
-    owned: [],
+    ownedLabels: [],
+    ownedAnnotations: [],
     deleting: false,
     ...fields,
   };

@@ -3,7 +3,7 @@
 import type { ApplyOptions, ListOptions, ResourceApi, WatchOptions } from '../../kube/api.ts';
 import { ApiError } from '../../kube/errors.ts';
 import type {
-  LabelsApplyConfiguration,
+  MetadataApplyConfiguration,
   PartialObjectMetadata,
   PartialObjectMetadataList,
   WatchEvent,
@@ -66,7 +66,7 @@ function untilAborted(signal: AbortSignal | undefined): Promise<never> {
 export class ScriptedApi implements ListWatch, ResourceApi {
   readonly lists: ListOptions[] = [];
   readonly watches: WatchOptions[] = [];
-  readonly applies: { readonly body: LabelsApplyConfiguration; readonly options: ApplyOptions }[] = [];
+  readonly applies: { readonly body: MetadataApplyConfiguration; readonly options: ApplyOptions }[] = [];
   readonly #lists: ListStep[];
   readonly #watches: WatchStep[];
 
@@ -75,9 +75,9 @@ export class ScriptedApi implements ListWatch, ResourceApi {
     this.#watches = [...watches];
   }
 
-  async apply(body: LabelsApplyConfiguration, options: ApplyOptions): Promise<PartialObjectMetadata> {
+  async apply(body: MetadataApplyConfiguration, options: ApplyOptions): Promise<PartialObjectMetadata> {
     this.applies.push({ body, options });
-    const { name, namespace, labels } = body.metadata;
+    const { name, namespace, labels, annotations } = body.metadata;
     return {
       apiVersion: body.apiVersion,
       kind: body.kind,
@@ -86,7 +86,8 @@ export class ScriptedApi implements ListWatch, ResourceApi {
         ...(namespace ? { namespace } : {}),
         uid: body.metadata.uid ?? '',
         resourceVersion: '1',
-        labels,
+        ...(labels ? { labels } : {}),
+        ...(annotations ? { annotations } : {}),
       },
     };
   }

@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import jsonpatch from 'fast-json-patch';
 import fc from 'fast-check';
-import { labelPatch } from './labelpatch.ts';
+import { before, metadataPatch } from './metadatapatch.ts';
+
+const labelPatch = (a: Record<string, string>, b: Record<string, string>) => metadataPatch('labels', before(a), b);
 
 test('removals and replacements first, in reverse order, then additions; keys escaped as JSON Pointers', () => {
   assert.deepEqual(
@@ -31,4 +33,13 @@ test('the operations are those of a general JSON diff, and applying them gives t
       after,
     );
   }));
+});
+
+test('annotations seen through digests: a key whose value is unknown but differs is replaced', () => {
+  const digests = { keys: ['example.com/runbook', 'example.com/gone'], holds: () => false };
+  assert.deepEqual(metadataPatch('annotations', digests, { 'example.com/runbook': 'https://x/y', new: 'n' }), [
+    { op: 'remove', path: '/metadata/annotations/example.com~1gone' },
+    { op: 'replace', path: '/metadata/annotations/example.com~1runbook', value: 'https://x/y' },
+    { op: 'add', path: '/metadata/annotations/new', value: 'n' },
+  ]);
 });
