@@ -9,8 +9,9 @@
 //      @kubernetes/client-node's informer (child processes with --expose-gc; cachememory.ts);
 //   5. relabel latency, on an idle API server and under background churn (latency.ts);
 //   6. idle cost: requests per minute and relists while nothing changes (idle.ts).
-// --related measures labels from related objects instead (related.ts); --peers sets labeller side
-// by side with labellers on kube-rs, controller-runtime and @kubernetes/client-node (peers.ts).
+// --related measures labels from related objects instead (related.ts); --every-kind labeller's
+// footprint in every-kind mode (everykind.ts); --peers sets labeller side by side with labellers on
+// kube-rs, controller-runtime and @kubernetes/client-node (peers.ts).
 // Prints a markdown table, writes bench/results/<timestamp>.json and updates bench/RESULTS.md.
 //
 //   npm run bench -- [--quick] [--n 1k|10k|50k] [--idle-minutes 2] [--samples 200] ...
@@ -29,6 +30,7 @@ import { cacheMemory } from './lib/cachememory.ts';
 import { children } from './lib/children.ts';
 import { parseOrExit, progress } from './lib/cli.ts';
 import { coldConvergence } from './lib/cold.ts';
+import { benchEveryKind } from './lib/everykind.ts';
 import type { Bench } from './lib/context.ts';
 import { idleCost } from './lib/idle.ts';
 import { checkLatency, relabelLatency } from './lib/latency.ts';
@@ -89,6 +91,7 @@ async function bench(controlPlane: ControlPlane, opts: Options, results: Results
     };
     if (opts.related) results.related = { ...(await benchRelated(context, opts)), load: load1() };
     else if (opts.sources) results.sources = { ...(await benchSources(context, opts)), load: load1() };
+    else if (opts.everyKind) results.everyKind = { ...(await benchEveryKind(context, opts)), load: load1() };
     else if (opts.workloads) {
       results.workloads = {
         ...(await benchWorkloads(admin, controlPlane, context.audit, opts, signal, log)),

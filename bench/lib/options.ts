@@ -25,6 +25,9 @@ ${LAUNCH_USAGE}
   --sources               only the rows of labels from a source of truth (bench/lib/sources.ts)
   --workloads             only the rows of real shapes: N pods (default 1000) of Deployments on a full
                           control plane, labelled from root.*/owner.*, then a rolling restart (bench/lib/workloads.ts)
+  --every-kind            only rows E1–E5: labeller in every-kind mode (resource "*", scope all, cluster-wide)
+                          at rest, then over --n objects of each of 10 kinds (default 1000; --quick 30):
+                          RSS, CPU, watches open, requests idle (bench/lib/everykind.ts)
   --peers                 labeller side by side with the labellers of bench/peers/ (kube-rs, controller-runtime,
                           @kubernetes/client-node) and the tight loop: N ConfigMaps each, one label, --concurrency
                           in flight; labeller as the image runs dist/ and as installed from \`npm run package\`
@@ -49,6 +52,7 @@ export interface Options extends Launch {
   readonly related: boolean;
   readonly workloads: boolean;
   readonly sources: boolean;
+  readonly everyKind: boolean;
   readonly peers: boolean;
   readonly coldOnly: boolean;
   readonly credentials: Credentials;
@@ -88,6 +92,7 @@ export function options(argv: string[]): Options {
       related: { type: 'boolean', default: false },
       workloads: { type: 'boolean', default: false },
       sources: { type: 'boolean', default: false },
+      'every-kind': { type: 'boolean', default: false },
       peers: { type: 'boolean', default: false },
       'no-results-md': { type: 'boolean', default: false },
       'cold-only': { type: 'boolean', default: false },
@@ -123,7 +128,15 @@ export function options(argv: string[]): Options {
     ...launch(values),
     quick,
     kinds: values.peers ? KINDS.filter((k) => k.resource === 'configmaps') : kinds,
-    n: values.n ? parseCount(values.n, '--n') : quick ? 300 : values.workloads ? 1000 : 10_000,
+    n: values.n
+      ? parseCount(values.n, '--n')
+      : values['every-kind']
+      ? (quick ? 30 : 1000)
+      : quick
+      ? 300
+      : values.workloads
+      ? 1000
+      : 10_000,
     idleMinutes: values['idle-minutes'] ? parsePositive(values['idle-minutes'], '--idle-minutes') : quick ? 0.5 : 2,
     samples: values.samples ? Math.round(parsePositive(values.samples, '--samples')) : quick ? 50 : 200,
     concurrency: Math.round(parsePositive(values.concurrency, '--concurrency')),
@@ -134,6 +147,7 @@ export function options(argv: string[]): Options {
     related: values.related,
     workloads: values.workloads,
     sources: values.sources,
+    everyKind: values['every-kind'],
     peers: values.peers,
     coldOnly: values['cold-only'],
     credentials,

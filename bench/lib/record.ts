@@ -9,6 +9,7 @@ import { binaries } from '../../test/controlplane/controlplane.ts';
 import { host, runtimeVersion } from '../../test/harness/runtime.ts';
 import { type MemoryResults, memoryRows } from './cachememory.ts';
 import { type ColdResults, coldRows } from './cold.ts';
+import { type EveryKindResults, everyKindRows } from './everykind.ts';
 import { type IdleResults, idleRows } from './idle.ts';
 import { type LatencyResults, latencyRows } from './latency.ts';
 import { type LoopResults, loopRows } from './loop.ts';
@@ -34,6 +35,7 @@ export interface Results {
   related?: RelatedResults & { load: number };
   workloads?: WorkloadsResults & { load: number };
   sources?: SourcesResults & { load: number };
+  everyKind?: EveryKindResults & { load: number };
   peers?: PeersResults;
   error?: string;
 }
@@ -85,8 +87,9 @@ export function endMeta(meta: Record<string, unknown>, startedAt: Date): void {
 
 export function rows(r: Results): Row[] {
   const n = r.options.n;
-  const { cold, loop, restart, idle, latency, memory, related, workloads, sources } = r;
+  const { cold, loop, restart, idle, latency, memory, related, workloads, sources, everyKind } = r;
   return [
+    ...(everyKind ? everyKindRows(everyKind, everyKind.load) : []),
     ...(related ? relatedRows(related, related.load) : []),
     ...(workloads ? workloadRows(workloads, workloads.load) : []),
     ...(sources ? sourcesRows(sources, sources.load) : []),
@@ -113,6 +116,8 @@ export function describeRun(r: Results): string {
           ? ', real shapes (--workloads)'
           : o.sources
           ? ', labels from a source of truth (--sources)'
+          : o.everyKind
+          ? ' per kind, every-kind mode (--every-kind)'
           : ''
       }, labeller on ${o.runtime === 'node' ? 'Node' : 'Deno'}${o.build === undefined ? '' : `, from ${o.build}/`}`,
     '',
@@ -151,7 +156,11 @@ export function describeRun(r: Results): string {
 function benchSetup(r: Results): string[] {
   const o = r.options;
   return [
-    r.workloads
+    r.everyKind
+      ? `- objects: ${r.everyKind.perKind} of each of ${r.everyKind.kinds} kinds (ConfigMaps, Secrets, headless Services, ServiceAccounts, Deployments, StatefulSets, Jobs, CronJobs, Roles, RoleBindings) in one namespace, each with 3 labels and 2 annotations, created in ${
+        seconds(r.everyKind.createdSeconds)
+      }, besides the control plane's own objects; labeller with \`- resource: "*"\` and \`scope: all\`, cluster-wide, 2 labels`
+      : r.workloads
       ? `- objects: ${r.workloads.pods} pods of ${r.workloads.deployments} Deployments (kube-controller-manager, kube-scheduler, kwok); labels \`{{root.kind}}.{{root.name}}\` on pods and ReplicaSets, \`{{owner.name}}\` on pods`
       : r.related || r.sources
       ? `- objects: ${o.n} ConfigMaps, Services and Deployments in one namespace, with the same metadata as the main bench; one label, \`${
@@ -174,8 +183,8 @@ function benchSetup(r: Results): string[] {
         : 'kubeconfig credentials (bearer token)'
     }`,
     `- labeller \`--concurrency ${o.concurrency}\` per kind (${
-      o.concurrency * o.kinds.length
-    } in all; the tight loop uses the same), ${
+      r.everyKind ? 'each controller' : `${o.concurrency * o.kinds.length} in all; the tight loop uses the same`
+    }), ${
       o.related ? 'one label' : '2 labels'
     }; convergence ends at the last labeller PATCH in the audit log, confirmed by a metadata-only list`,
     '',
@@ -202,6 +211,6 @@ function peersSetup(r: Results): string[] {
 export function sectionKey(o: Options): string {
   if (o.peers) return `n=${o.n} peers`;
   return `n=${o.n} runtime=${o.runtime}${o.build === undefined ? '' : ` build=${o.build}`}${
-    o.related ? ' related' : o.workloads ? ' workloads' : o.sources ? ' sources' : ''
+    o.related ? ' related' : o.workloads ? ' workloads' : o.sources ? ' sources' : o.everyKind ? ' every-kind' : ''
   }`;
 }

@@ -113,6 +113,9 @@ The configured kinds, resolved for RBAC and for labeller, as YAML {kinds: [...]}
   config                        the kinds.yaml entry: without the chart-only fields, `resource`
                                 qualified with its group (`deployments.apps`, `widgets.example.com`)
                                 so that labeller resolves exactly what RBAC grants.
+The every-kind entry (`resource: "*"`, with labeller's own `scope` and `exclude`) is plural and
+group "*": every resource of every group, in a ClusterRole unless its scope is namespaced and it
+has namespaces (its own, or watchNamespaces), then in a Role in each of them.
 Fails with a message that says what to write for an unknown resource, a duplicate and a kind
 without labels.
 */}}
@@ -125,13 +128,41 @@ without labels.
 {{- $kinds := list }}
 {{- range $i, $kind := .Values.kinds }}
 {{- $where := printf "kinds[%d] (resource: %s)" $i $kind.resource }}
+{{- $every := eq $kind.resource "*" }}
+{{- $plural := "" }}
+{{- $group := "" }}
+{{- $version := "" }}
+{{- $clusterScoped := false }}
+{{- if $every }}
+{{- if hasKey $kind "group" }}
+{{- fail (printf "%s: the every-kind entry covers every API group: remove `group` (leave kinds out with `exclude`)" $where) }}
+{{- end }}
+{{- $plural = "*" }}
+{{- $group = "*" }}
+{{- $scope := $kind.scope | default "namespaced" }}
+{{- if not (has $scope (list "namespaced" "cluster" "all")) }}
+{{- fail (printf "%s: the every-kind entry's scope is namespaced, cluster or all (lowercase), not %s" $where $scope) }}
+{{- end }}
+{{- if and (ne $scope "namespaced") $namespaced }}
+{{- fail (printf "%s: scope %s covers cluster-scoped kinds, which need a ClusterRole, but namespaced mode (watchNamespaces) grants Roles only: use scope: namespaced, or a cluster-wide release" $where $scope) }}
+{{- end }}
+{{- if and (eq $scope "cluster") $kind.namespaces }}
+{{- fail (printf "%s: scope cluster covers cluster-scoped kinds only, which have no namespaces: remove `namespaces`" $where) }}
+{{- end }}
+{{- /* Cluster-scoped kinds need the ClusterRole, which then covers every namespace too. */}}
+{{- $clusterScoped = ne $scope "namespaced" }}
+{{- else }}
+{{- if hasKey $kind "exclude" }}
+{{- fail (printf "%s: only the every-kind entry (resource: \"*\") takes `exclude`: remove it" $where) }}
+{{- end }}
+{{- if and $kind.scope (not (has $kind.scope (list "Namespaced" "Cluster"))) }}
+{{- fail (printf "%s: scope %s is for the every-kind entry (resource: \"*\"); a kind's own scope, for RBAC, is Namespaced or Cluster" $where $kind.scope) }}
+{{- end }}
 {{- /* kubectl-style: name, name.group or name.version.group */}}
 {{- $parts := splitList "." $kind.resource }}
 {{- $name := first $parts }}
 {{- $qualifiers := rest $parts }}
 {{- $qualified := gt (len $qualifiers) 0 }}
-{{- $group := "" }}
-{{- $version := "" }}
 {{- if and $qualified (regexMatch "^v[0-9]+((alpha|beta)[0-9]+)?$" (first $qualifiers)) }}
 {{- $version = first $qualifiers }}
 {{- $group = rest $qualifiers | join "." }}
@@ -146,8 +177,7 @@ without labels.
 {{- $group = $kind.group }}
 {{- end }}
 {{- /* A built-in the chart knows, by any of its names (in the given group, if any)? */}}
-{{- $plural := "" }}
-{{- $clusterScoped := eq ($kind.scope | default "Namespaced") "Cluster" }}
+{{- $clusterScoped = eq ($kind.scope | default "Namespaced") "Cluster" }}
 {{- range $candidate, $builtin := $builtins }}
 {{- if and (or (eq (lower $name) $candidate) (has (lower $name) $builtin.names)) (or (not $qualified) (eq $group $builtin.group)) }}
 {{- $plural = $candidate }}
@@ -164,6 +194,7 @@ without labels.
 {{- end }}
 {{- $plural = $name }}
 {{- end }}
+{{- end }}
 {{- /* Once per resource, as labeller wants it. */}}
 {{- $id := printf "%s.%s" $plural $group | trimSuffix "." }}
 {{- if hasKey $seen $id }}
@@ -172,7 +203,7 @@ without labels.
 {{- $_ := set $seen $id $i }}
 {{- /* Where it is watched, and whether a Role can grant that. */}}
 {{- $namespaces := $kind.namespaces | default $.Values.watchNamespaces }}
-{{- if and $clusterScoped $kind.namespaces }}
+{{- if and $clusterScoped $kind.namespaces (not $every) }}
 {{- fail (printf "%s: %s is cluster-scoped, so it has no namespaces: remove `namespaces`" $where $id) }}
 {{- end }}
 {{- if and $clusterScoped $namespaced }}
@@ -222,10 +253,11 @@ without labels.
 {{- end }}
 {{- end }}
 {{- $resource := $plural }}
-{{- if $group }}
+{{- if and $group (not $every) }}
 {{- $resource = printf "%s.%s" $plural (list $version $group | compact | join ".") }}
 {{- end }}
-{{- $config := omit $kind "group" "scope" }}
+{{- /* The every-kind entry's scope is labeller's own; other kinds' scope is the chart's. */}}
+{{- $config := ternary (omit $kind "group") (omit $kind "group" "scope") $every }}
 {{- $_ := set $config "resource" $resource }}
 {{- $kinds = append $kinds (dict "plural" $plural "group" $group "clusterScoped" $clusterScoped "namespaces" $namespaces "config" $config "reads" $reads) }}
 {{- end }}
@@ -273,7 +305,8 @@ RBAC rules from a map of API group → resource plurals: list/watch/patch, nothi
 {{- define "labeller.rules" -}}
 {{- range $group := keys . | sortAlpha }}
 - apiGroups: [{{ $group | quote }}]
-  resources: [{{ get $ $group | uniq | sortAlpha | join ", " }}]
+  {{- /* "*", the every-kind entry's, is quoted: a bare * is YAML's alias syntax. */}}
+  resources: [{{ get $ $group | uniq | sortAlpha | join ", " | replace "*" "\"*\"" }}]
   verbs: [list, watch, patch]
 {{- end }}
 {{- end }}

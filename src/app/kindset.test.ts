@@ -16,13 +16,14 @@ import { Shutdown } from '../runtime/shutdown.ts';
 import { page, ScriptedApi } from '../runtime/testing/scripted.ts';
 import { createLogger } from '../util/log.ts';
 import { noCounts } from './controllers.ts';
+import type { AccessCheck } from './kindaccess.ts';
 import { KindSet } from './kindset.ts';
 
 const log = createLogger({ level: 'error', format: 'json', write: () => {} });
 const config = (yaml: string) => buildConfig({ file: { text: yaml, source: 'kinds.yaml' } });
 
 /** A kind set over scripted APIs (each lists nothing, then waits) and a discovery serving `served`. */
-async function setup(t: TestContext, served: readonly ApiResource[] = BUILTINS) {
+async function setup(t: TestContext, served: readonly ApiResource[] = BUILTINS, access?: AccessCheck) {
   let resources = served;
   const discovery = new DiscoveryCache(
     async (): Promise<Discovery> => ({ resources, failedGroups: [] }),
@@ -45,6 +46,7 @@ async function setup(t: TestContext, served: readonly ApiResource[] = BUILTINS) 
     manager,
     discovery,
     wiring: { apis, options, log, counts: noCounts() },
+    access,
     log,
   });
   const running = manager.run();
@@ -190,4 +192,77 @@ test('a kind not served waits and starts once discovery serves it; a kind no lon
   assert.deepEqual(kinds.unknown, []);
   await serve(BUILTINS);
   assert.deepEqual(names(), ['configmaps']);
+});
+
+test('the every-kind entry: a kind per resource served, explicit entries replacing it; CRDs served later start, removed ones stop', async (t) => {
+  const { kinds, names, serve } = await setup(t);
+  await kinds.apply(config(`
+labels: { a: x }
+kinds:
+  - resource: "*"
+    exclude: [pods, rs, rc, sts, ds]
+  - resource: deploy
+    namespaces: [shop]
+    labels: { b: y }
+`));
+  assert.deepEqual(names(), [
+    'configmaps',
+    'cronjobs.batch',
+    'deployments.apps/shop',
+    'jobs.batch',
+    'secrets',
+    'services',
+  ]);
+  assert.equal(
+    kinds.kinds.find((k) => k.controller.name === 'deployments.apps/shop')?.resolved.kind.labels.has('b'),
+    true,
+  );
+  await serve([...BUILTINS, WIDGETS]);
+  assert.ok(names().includes('widgets.example.com'));
+  await serve(BUILTINS);
+  assert.ok(!names().includes('widgets.example.com'));
+  // Excluding a kind stops it; dropping the explicit entry hands its resource to the every-kind entry.
+  const applied = await kinds.apply(config(`
+labels: { a: x }
+kinds:
+  - resource: "*"
+    exclude: [pods, rs, rc, sts, ds, secrets]
+`));
+  assert.deepEqual([applied.added, applied.removed], [['deployments.apps'], ['deploy', 'secrets']]);
+});
+
+test('every-kind kinds labeller may not use are skipped, reported in /readyz, and start once allowed; explicit kinds are not asked about', async (t) => {
+  let forbidden = new Set(['secrets', 'services']);
+  const asked: string[] = [];
+  const access: AccessCheck = async (resource, namespaces) => {
+    asked.push(resource.resource);
+    return forbidden.has(resource.resource) ? namespaces.map((namespace) => ({ verb: 'patch', namespace })) : [];
+  };
+  const { kinds, names, serve } = await setup(t, BUILTINS, access);
+  await kinds.apply(config(`
+labels: { a: x }
+kinds:
+  - resource: "*"
+    scope: cluster
+  - resource: services
+`));
+  assert.deepEqual(names(), ['namespaces', 'nodes', 'services']);
+  assert.deepEqual(asked.sort(), ['namespaces', 'nodes']);
+  await kinds.apply(config(`
+labels: { a: x }
+kinds:
+  - resource: "*"
+`));
+  assert.ok(!names().includes('secrets') && !names().includes('services'));
+  assert.deepEqual(kinds.skipped.map((s) => s.resource).sort(), ['secrets', 'services']);
+  assert.match(kinds.notes().join('\n'), /secrets: skipped, labeller may not patch/);
+  // Without the every-kind entry nothing is skipped; with it again, they are.
+  await kinds.apply(config('labels: { a: x }\nkinds: [{ resource: configmaps }]\n'));
+  assert.deepEqual([kinds.skipped, names()], [[], ['configmaps']]);
+  await kinds.apply(config('labels: { a: x }\nkinds: [{ resource: "*" }]\n'));
+  assert.equal(kinds.skipped.length, 2);
+  forbidden = new Set();
+  await serve([...BUILTINS, WIDGETS]);
+  assert.ok(names().includes('secrets') && names().includes('services') && names().includes('widgets.example.com'));
+  assert.deepEqual(kinds.skipped, []);
 });

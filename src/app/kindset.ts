@@ -8,7 +8,11 @@
 // what the caches of related objects do not keep, those are made again and every kind restarts
 // onto them. The config's sources of truth load beside them (sources/sourceset.ts), and their
 // changes queue the objects that looked up what changed. A config that cannot run changes nothing.
+// The every-kind entry is expanded against discovery at each application (everykind.ts), so CRDs
+// served later start and CRDs removed stop; its kinds are asked about before they start
+// (kindaccess.ts), and discovery is refreshed periodically while it is in force.
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
+import { groupResource } from '../kube/resource.ts';
 import type { Config } from '../labeller/config.ts';
 import { kindChange } from '../labeller/configchange.ts';
 import type { LabelledObject } from '../labeller/object.ts';
@@ -16,8 +20,10 @@ import type { Manager } from '../runtime/manager.ts';
 import type { Logger } from '../util/log.ts';
 import { controllerName, type LabelledKind, labelledKind, type ResolvedKind, type Wiring } from './controllers.ts';
 import { claimOf } from './claim.ts';
+import { EveryKind } from './everykind.ts';
 import type { FieldManagerGuard } from './guard.ts';
-import { type Resolved, resolveKinds } from './kinds.ts';
+import { type AccessCheck, KindAccess, type SkippedKind } from './kindaccess.ts';
+import { checkAliases, type Resolved, resolveKinds } from './kinds.ts';
 import { Relations } from './relations.ts';
 import { SourceSet } from './sources/sourceset.ts';
 
@@ -27,6 +33,8 @@ export interface KindSetOptions {
   readonly wiring: Omit<Wiring, 'informers'>;
   /** Claims each config before it takes effect (off with --dry-run). */
   readonly guard?: FieldManagerGuard | undefined;
+  /** Asks whether the every-kind entry's kinds may be used before they start (none: they all start). */
+  readonly access?: AccessCheck | undefined;
   readonly log: Logger;
 }
 
@@ -46,7 +54,11 @@ export class KindSet {
   #config: Config | undefined;
   #relations: Relations | undefined;
   #unknown: Resolved['unknown'] = [];
-  /** Periodic discovery while some kind is not served. */
+  /** The resources served at the last application (group/resource), to say which kinds come and go. */
+  #served: ReadonlySet<string> | undefined;
+  readonly #everyKind: EveryKind;
+  readonly #access: KindAccess | undefined;
+  /** Periodic discovery while some kind is not served, or an every-kind entry is in force. */
   #stopDemand: (() => void) | undefined;
   readonly #stopListening: () => void;
   readonly sources: SourceSet;
@@ -56,6 +68,8 @@ export class KindSet {
   constructor(options: KindSetOptions) {
     this.#options = options;
     const { manager, discovery, wiring } = options;
+    this.#everyKind = new EveryKind(options.log);
+    this.#access = options.access && new KindAccess(options.access, options.log);
     this.sources = new SourceSet({
       apis: wiring.apis,
       discovery,
@@ -92,6 +106,11 @@ export class KindSet {
     return this.#relations;
   }
 
+  /** Kinds of the every-kind entry skipped because labeller may not use them. */
+  get skipped(): SkippedKind[] {
+    return this.#access?.skipped ?? [];
+  }
+
   /**
    * Makes `config` the config in force. Rejects, changing nothing, when it cannot run: a
    * UsageError (a kind that is a mistake, two names of one resource, another config holding the
@@ -107,6 +126,7 @@ export class KindSet {
   notes(): string[] {
     return [
       ...this.#unknown.map(({ kind }) => `${kind.resource}: not served by the API server (yet); started once it is`),
+      ...(this.#access?.notes() ?? []),
       ...(this.#relations?.notes() ?? []),
       ...this.sources.notes(),
     ];
@@ -124,7 +144,13 @@ export class KindSet {
 
   async #apply(config: Config, signal?: AbortSignal): Promise<Applied> {
     const { manager, discovery, wiring, guard, log } = this.#options;
-    const kinds = resolveKinds(config.kinds, discovery);
+    const explicit = resolveKinds(config.kinds, discovery);
+    const every = config.everyKind
+      ? this.#everyKind.expand(config.everyKind, explicit.resolved, discovery.resources).kinds
+      : [];
+    checkAliases([...explicit.resolved, ...every]);
+    const allowed = this.#access ? await this.#access.admit(every, (name) => this.#running.has(name), signal) : every;
+    const kinds: Resolved = { ...explicit, resolved: [...explicit.resolved, ...allowed] };
     await guard?.claim(claimOf(config, kinds), signal);
 
     // Sources first: a kind that reads one waits for its first load.
@@ -144,8 +170,8 @@ export class KindSet {
     }
 
     const before = new Map([...this.#running].map(([name, kind]) => [name, kind.resolved]));
-    const notServed = new Set(kinds.unknown.map(({ kind }) => kind.resource));
-    const gone = removed.filter((name) => notServed.has(this.#running.get(name)!.resolved.kind.resource));
+    const served = new Set(discovery.resources.map(groupResource));
+    const gone = removed.filter((name) => !served.has(groupResource(this.#running.get(name)!.resolved.resource)));
     // The old stop (their reconciles finish) and let their caches go before the new start: a
     // restarted kind lists again.
     await Promise.all([...removed, ...restarted].map(async (name) => {
@@ -176,7 +202,7 @@ export class KindSet {
     }
     for (const name of added) {
       const { kind, resource } = next.get(name)!;
-      if (this.#unknown.some((u) => u.kind.resource === kind.resource)) {
+      if (this.#served && !this.#served.has(groupResource(resource))) {
         log.info('kind is served now; watching it', { kind: resource.kind, resource: kind.resource });
       }
     }
@@ -184,9 +210,10 @@ export class KindSet {
     const spelled = (names: readonly string[], kinds: ReadonlyMap<string, ResolvedKind>) =>
       names.map((name) => kinds.get(name)?.kind.resource ?? name);
     this.#unknown = kinds.unknown;
+    this.#served = served;
     this.#config = config;
-    // While a kind is not served, discovery is asked again now and then.
-    if (kinds.unknown.length > 0) this.#stopDemand ??= discovery.demand();
+    // While a kind is not served, or kinds may come and go (every-kind), discovery is asked again now and then.
+    if (kinds.unknown.length > 0 || config.everyKind) this.#stopDemand ??= discovery.demand();
     else {
       this.#stopDemand?.();
       this.#stopDemand = undefined;

@@ -1,42 +1,30 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { ApiResource } from '../kube/resource.ts';
-import { prunable } from './prune.ts';
+import type { Discovery } from '../kube/discovery.ts';
+import { DiscoveryCache } from '../kube/discoverycache.ts';
+import { BUILTINS, WIDGETS } from '../kube/testing/resources.ts';
+import { createLogger } from '../util/log.ts';
+import { pruneConfig } from './prune.ts';
 
-const resource = (fields: Partial<ApiResource>): ApiResource => ({
-  group: 'apps',
-  version: 'v1',
-  resource: 'deployments',
-  singular: 'deployment',
-  kind: 'Deployment',
-  shortNames: [],
-  namespaced: true,
-  verbs: ['list', 'watch', 'patch'],
-  preferred: true,
-  ...fields,
-});
+const log = createLogger({ level: 'error', format: 'json', write: () => {} });
 
-test('prunable: one version per resource (the preferred one), only with list and patch, only namespaced ones when namespaces are given', () => {
-  const resources = [
-    resource({ version: 'v1beta1', preferred: false }),
-    resource({}),
-    resource({ group: 'autoscaling', resource: 'horizontalpodautoscalers', version: 'v1', preferred: false }),
-    resource({ group: 'autoscaling', resource: 'horizontalpodautoscalers', version: 'v2', preferred: true }),
-    resource({ group: 'x.example.com', resource: 'olds', version: 'v1beta1', preferred: false }),
-    resource({ group: '', resource: 'componentstatuses', verbs: ['list', 'get'], namespaced: false }),
-    resource({ group: 'authentication.k8s.io', resource: 'tokenreviews', verbs: ['create'], namespaced: false }),
-    resource({ group: '', resource: 'namespaces', namespaced: false }),
-  ];
-  const key = (r: ApiResource) => `${r.resource}.${r.group}/${r.version}`;
-  assert.deepEqual(prunable(resources, false).map(key), [
-    'deployments.apps/v1',
-    'horizontalpodautoscalers.autoscaling/v2',
-    'olds.x.example.com/v1beta1',
-    'namespaces./v1',
-  ]);
-  assert.deepEqual(prunable(resources, true).map(key), [
-    'deployments.apps/v1',
-    'horizontalpodautoscalers.autoscaling/v2',
-    'olds.x.example.com/v1beta1',
-  ]);
+test('prune --all-kinds: every listable, watchable and patchable kind, only namespaced ones (in those namespaces) when namespaces are given', async () => {
+  const discovery = new DiscoveryCache(
+    async (): Promise<Discovery> => ({ resources: [...BUILTINS, WIDGETS], failedGroups: [] }),
+    log,
+    { server: 'https://cluster', context: 'test' },
+  );
+  await discovery.load(new AbortController().signal);
+  const config = { kinds: [], ownerKinds: [], sources: new Map() };
+  const everywhere = pruneConfig(config, { allKinds: true, namespaces: [] }, discovery, log);
+  assert.equal(everywhere.kinds.length, BUILTINS.length + 1);
+  assert.ok(everywhere.kinds.some((kind) => kind.resource === 'namespaces'));
+  const namespaced = pruneConfig(config, { allKinds: true, namespaces: ['shop'] }, discovery, log);
+  assert.deepEqual(
+    namespaced.kinds.map((kind) => kind.resource).filter((r) =>
+      ['namespaces', 'nodes', 'widgets.example.com'].includes(r)
+    ),
+    ['widgets.example.com'],
+  );
+  assert.ok(namespaced.kinds.every((kind) => kind.namespaces.join() === 'shop' && kind.labels.size === 0));
 });

@@ -4,8 +4,9 @@
 // keys another manager also owns stay, as server-side apply decides. Objects labeller owns
 // nothing on get no request.
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
-import { type ApiResource, groupResource } from '../kube/resource.ts';
-import type { Config } from '../labeller/config.ts';
+import { everyResource } from '../kube/resolve.ts';
+import { groupResource } from '../kube/resource.ts';
+import type { Config, KindConfig } from '../labeller/config.ts';
 import type { Logger } from '../util/log.ts';
 
 export interface PruneScope {
@@ -19,13 +20,23 @@ export interface PruneScope {
 export function pruneConfig(config: Config, scope: PruneScope, discovery: DiscoveryCache, log: Logger): Config {
   // A selector could have stopped matching objects labeller labelled: prune looks at them all.
   if (!scope.allKinds) {
+    const unlabelled = (kind: KindConfig): KindConfig => ({
+      ...kind,
+      labels: new Map(),
+      annotations: new Map(),
+      selector: undefined,
+    });
+    const every = config.everyKind;
     return {
       ...config,
       sources: new Map(),
-      kinds: config.kinds.map((kind) => ({ ...kind, labels: new Map(), annotations: new Map(), selector: undefined })),
+      kinds: config.kinds.map(unlabelled),
+      everyKind: every && { ...every, kind: unlabelled(every.kind) },
     };
   }
-  const kinds = prunable(discovery.resources, scope.namespaces.length > 0).map((resource) => ({
+  const namespacedOnly = scope.namespaces.length > 0;
+  const resources = everyResource(discovery.resources).filter((resource) => resource.namespaced || !namespacedOnly);
+  const kinds = resources.map((resource) => ({
     where: `--all-kinds (${groupResource(resource)})`,
     resource: groupResource(resource),
     namespaces: scope.namespaces,
@@ -39,18 +50,4 @@ export function pruneConfig(config: Config, scope: PruneScope, discovery: Discov
   }
   log.info('pruning every listable and patchable kind', { kinds: kinds.length });
   return { kinds, ownerKinds: [], sources: new Map() };
-}
-
-/** One version of each resource that can be listed, watched and patched (the preferred one when it serves it). */
-export function prunable(resources: readonly ApiResource[], namespacedOnly: boolean): ApiResource[] {
-  const chosen = new Map<string, ApiResource>();
-  for (const resource of resources) {
-    if (
-      !['list', 'watch', 'patch'].every((verb) => resource.verbs.includes(verb)) ||
-      (namespacedOnly && !resource.namespaced)
-    ) continue;
-    const key = groupResource(resource);
-    if (!chosen.has(key) || resource.preferred) chosen.set(key, resource);
-  }
-  return [...chosen.values()];
 }

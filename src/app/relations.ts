@@ -23,6 +23,7 @@ import {
   type RelatedView,
   resolveRelated,
 } from '../labeller/related.ts';
+import { kindSettings } from '../labeller/everykindconfig.ts';
 import { type RelatedScope, relatedScope, scopeLacks } from '../labeller/relatedscope.ts';
 import type { Controller } from '../runtime/controller.ts';
 import type { Informer } from '../runtime/informer.ts';
@@ -77,7 +78,7 @@ export class Relations implements RelatedCaches {
   constructor(config: Config, wiring: Wiring, discovery: DiscoveryCache) {
     this.#wiring = wiring;
     this.#discovery = discovery;
-    this.#scope = relatedScope(config.kinds);
+    this.#scope = relatedScope(kindSettings(config));
     this.unreadable = new UnreadableKinds(wiring.log, wiring.events);
     this.#owners = new OwnerKinds(config.ownerKinds, discovery, this.unreadable);
     this.#related = new RelatedInformers(wiring, this.unreadable);
@@ -91,7 +92,7 @@ export class Relations implements RelatedCaches {
   /** What these caches lack to serve `config` (a reloaded one), in words; empty when they serve it. */
   lacks(config: Config): string[] {
     const owners = this.#owners.same(config.ownerKinds) ? [] : ['other owner kinds followed'];
-    return [...scopeLacks(this.#scope, relatedScope(config.kinds)), ...owners];
+    return [...scopeLacks(this.#scope, relatedScope(kindSettings(config))), ...owners];
   }
 
   /** What cannot be read (labels reading it are held), and related caches that are down: reported, not blocking readiness. */

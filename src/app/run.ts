@@ -3,11 +3,13 @@
 // through one path (kindset.ts); the manager runs their controllers under the entry point's
 // shutdown coordinator, with leader election and the field-manager guard; `--once`, `status` and
 // `prune` are the same kinds listed once.
+import { deniedAccess } from '../kube/access.ts';
 import { metadataApis } from '../kube/api.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { DiscoveryCache } from '../kube/discoverycache.ts';
 import { LeaseApi, LeaseLock } from '../kube/lease.ts';
 import type { Config } from '../labeller/config.ts';
+import { kindSettings } from '../labeller/everykindconfig.ts';
 import type { LabelledObject } from '../labeller/object.ts';
 import { Metrics } from '../metrics/metrics.ts';
 import { type BindAddress, type Endpoints, formatAddress, type Readiness, serveHttp } from '../metrics/server.ts';
@@ -71,7 +73,10 @@ export async function runApp(
   );
   // The shutdown coordinator has covered signals since the entry point; this first line tells
   // whoever waits for labeller to start that it is under way.
-  log.info('connecting to the API server', { server: client.server, kinds: config.kinds.map((kind) => kind.resource) });
+  log.info('connecting to the API server', {
+    server: client.server,
+    kinds: kindSettings(config).map((kind) => kind.resource),
+  });
   const metrics = new Metrics();
   client.observe(metrics.restClient(new URL(client.server).host));
   // Events go out in the background and never hold up a reconcile; pending ones get a moment at exit.
@@ -122,15 +127,19 @@ export async function runApp(
     // Before the first write: refuse to fight a labeller of another config under this field manager.
     const guard = options.dryRun || options.command !== 'label' ? undefined : guardFor(client, options, log);
     const counts = noCounts();
+    // What the kinds of the every-kind entry need: status lists, --once and prune list and patch.
+    const verbs = ['list', ...(options.once ? [] : ['watch']), ...(options.command === 'status' ? [] : ['patch'])];
     kinds = new KindSet({
       manager,
       discovery,
       wiring: { apis, options, log, counts, metrics, events },
       guard,
+      access: (resource, namespaces, signal) => deniedAccess(client, resource, namespaces, verbs, signal),
       log,
     });
     const kindSet = kinds;
     metrics.relatedUnreadable(() => kindSet.relations?.unreadable.list() ?? []);
+    metrics.kindsSkipped(() => kindSet.skipped);
     metrics.sources(() => kindSet.sources.states());
     try {
       await kinds.apply(first, intake);
@@ -195,10 +204,13 @@ export async function runApp(
   }
 }
 
-/** Throws KindError when no configured kind is served (and no group failed discovery, which may serve one). */
+/**
+ * Throws KindError when no configured kind is served (and no group failed discovery, which may
+ * serve one). An every-kind entry waits for what comes.
+ */
 function mustServeSome(config: Config, discovery: DiscoveryCache): void {
   const { resolved, unknown } = resolveKinds(config.kinds, discovery);
-  if (resolved.length > 0 || discovery.discovery.failedGroups.length > 0) return;
+  if (resolved.length > 0 || config.everyKind || discovery.discovery.failedGroups.length > 0) return;
   throw new KindError(
     unknown.length === 1
       ? unknown[0]!.error.message

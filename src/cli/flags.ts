@@ -33,7 +33,15 @@ export const SPECS = {
     kind: 'list',
     group: 'What to label',
     value: '<kind,...>',
-    describe: 'resource kinds to label, kubectl-style (deploy, services, deployments.apps, a CRD plural)',
+    describe:
+      "resource kinds to label, kubectl-style (deploy, services, deployments.apps, a CRD plural); '*' for every kind discovery serves (see --exclude-kinds)",
+  },
+  'exclude-kinds': {
+    kind: 'list',
+    group: 'What to label',
+    value: '<kind,...>',
+    describe:
+      "with the '*' kind: kinds to leave out, kubectl-style, besides the default exclusions (events, leases, endpoints…)",
   },
   'all-kinds': {
     kind: 'boolean',

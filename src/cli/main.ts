@@ -39,6 +39,7 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
     buildConfig({
       file: configFile === undefined || content === undefined ? undefined : { text: content, source: configFile },
       kinds: options.kinds,
+      excludeKinds: options.excludeKinds,
       labels: options.labels === undefined ? undefined : Object.fromEntries(options.labels.map(parseLabelFlag)),
       annotations: options.annotations === undefined
         ? undefined

@@ -16,6 +16,7 @@ test('defaults when nothing is set', async () => {
     annotations: undefined,
     output: 'table',
     kinds: undefined,
+    excludeKinds: undefined,
     config: undefined,
     labels: undefined,
     namespaces: undefined,
@@ -53,6 +54,7 @@ test('envName is LABELLER_ and the option in upper snake case', () => {
 test('every option can come from the environment (former names of options included)', async () => {
   const options = await parse([], {
     LABELLER_KINDS: 'deploy,svc',
+    LABELLER_EXCLUDE_KINDS: 'secrets,cm',
     LABELLER_CONFIG: 'kinds.yaml',
     LABELLER_LABEL: 'team=a,tier=web',
     LABELLER_ANNOTATION: 'example.com/runbook=https://r/a,b\nnote=n',
@@ -87,6 +89,7 @@ test('every option can come from the environment (former names of options includ
       allKinds: false,
       output: 'table',
       kinds: ['deploy', 'svc'],
+      excludeKinds: ['secrets', 'cm'],
       config: 'kinds.yaml',
       labels: ['team=a', 'tier=web'],
       annotations: ['example.com/runbook=https://r/a,b', 'note=n'],
@@ -395,6 +398,10 @@ test('commands: status and prune before the options; they run once; their own fl
   await assert.rejects(parse(['--all-kinds']), /--all-kinds works with labeller prune only/);
   await assert.rejects(parse(['status'], { LABELLER_ALL_KINDS: 'true' }), /--all-kinds works with labeller prune only/);
   await assert.rejects(parse(['prune', '-o', 'json']), /--output works with labeller status only/);
+  await assert.rejects(
+    parse(['prune', '--all-kinds', '--exclude-kinds', 'secrets']),
+    /--exclude-kinds works with the '\*' kind; prune --all-kinds takes every kind/,
+  );
   await assert.rejects(
     parse(['deploy']),
     /unexpected argument "deploy": commands are status, prune; options start with --/,

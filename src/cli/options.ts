@@ -18,6 +18,8 @@ export interface Options {
   /** status: how the report is printed. */
   readonly output: 'table' | 'json';
   readonly kinds: readonly string[] | undefined;
+  /** With the '*' kind: kinds it leaves out. */
+  readonly excludeKinds: readonly string[] | undefined;
   readonly config: string | undefined;
   readonly labels: readonly string[] | undefined;
   /** --annotation key=value, each. */
@@ -204,12 +206,18 @@ export async function parseOptions(
   };
   only('all-kinds', 'prune');
   only('output', 'status');
+  if (flag('all-kinds') && isSet('exclude-kinds')) {
+    throw new UsageError(
+      "--exclude-kinds works with the '*' kind; prune --all-kinds takes every kind: prune with --kinds '*' to leave some out",
+    );
+  }
 
   return {
     command,
     allKinds: flag('all-kinds'),
     output: string('output') as Options['output'],
     kinds: list('kinds'),
+    excludeKinds: list('exclude-kinds'),
     config: string('config'),
     labels: list('label'),
     annotations: list('annotation'),

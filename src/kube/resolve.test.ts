@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ApiResource } from './resource.ts';
 import type { ResolveFailure } from './resolve.ts';
-import { ResolveError, resolveResource } from './resolve.ts';
+import { everyResource, ResolveError, resolveResource } from './resolve.ts';
 
 const all = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'];
 
@@ -178,4 +178,35 @@ test('a resource without a required verb names what is missing and what labeller
     ['get', 'watch'],
   );
   assert.equal(resolveResource('PodMetrics', discovery, ['list']), podMetrics);
+});
+
+test('everyResource: one version per resource (the preferred one when it has the verbs), only with list, watch and patch, no subresources', () => {
+  const resources = [
+    deploymentsBeta,
+    deployments,
+    scale,
+    res({ group: 'autoscaling', resource: 'horizontalpodautoscalers', kind: 'HPA', version: 'v1', preferred: false }),
+    res({ group: 'autoscaling', resource: 'horizontalpodautoscalers', kind: 'HPA', version: 'v2' }),
+    res({ group: 'x.example.com', resource: 'olds', kind: 'Old', version: 'v1beta1', preferred: false }),
+    res({ group: 'x.example.com', resource: 'olds', kind: 'Old', version: 'v1beta2', preferred: false }),
+    // The preferred version lacks patch: the next one that has it.
+    res({ group: 'y.example.com', resource: 'odd', kind: 'Odd', verbs: ['list', 'watch'] }),
+    res({ group: 'y.example.com', resource: 'odd', kind: 'Odd', version: 'v2', preferred: false }),
+    res({ resource: 'componentstatuses', kind: 'ComponentStatus', verbs: ['list', 'get'], namespaced: false }),
+    res({ group: 'authentication.k8s.io', resource: 'tokenreviews', kind: 'TokenReview', verbs: ['create'] }),
+    res({ resource: 'namespaces', kind: 'Namespace', namespaced: false }),
+  ];
+  const key = (r: ApiResource) => `${r.resource}.${r.group}/${r.version}`;
+  assert.deepEqual(everyResource(resources).map(key), [
+    'deployments.apps/v1',
+    'horizontalpodautoscalers.autoscaling/v2',
+    'olds.x.example.com/v1beta1',
+    'odd.y.example.com/v2',
+    'namespaces./v1',
+  ]);
+  assert.deepEqual(everyResource(resources, ['list']).map(key).slice(-3), [
+    'odd.y.example.com/v1',
+    'componentstatuses./v1',
+    'namespaces./v1',
+  ]);
 });

@@ -79,6 +79,25 @@ export function resolveResource(
 }
 
 /**
+ * One version of each resource that has every `required` verb: the preferred version when it has
+ * them, else the first listed that does (discovery lists versions in preference order).
+ * Subresources are left out. What every-kind mode and `prune --all-kinds` cover.
+ */
+export function everyResource(
+  resources: readonly ApiResource[],
+  required: readonly string[] = ['list', 'watch', 'patch'],
+): ApiResource[] {
+  const chosen = new Map<string, ApiResource>();
+  for (const r of resources) {
+    if (r.resource.includes('/') || !required.every((verb) => r.verbs.includes(verb))) continue;
+    const key = groupResource(r);
+    const first = chosen.get(key);
+    if (!first || (r.preferred && !first.preferred)) chosen.set(key, r);
+  }
+  return [...chosen.values()];
+}
+
+/**
  * The readings of an argument in the order kubectl tries them: `name.version.group`
  * first, then `name.group`. A trailing '.' or a bare version names the core group.
  */

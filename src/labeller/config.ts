@@ -16,11 +16,15 @@
  *       labels: {tier: backend}    # optional: merged over the global labels; null drops a global label
  *       annotations: {…}           # optional: merged over the global annotations, as labels are
  *       conflicts: skip            # optional: overrides the global policy
+ *     - resource: "*"              # every kind discovery reports with list, watch and patch (everykindconfig.ts)
+ *       scope: namespaced          # only here: namespaced (default) | cluster | all
+ *       exclude: [secrets]         # only here: kinds left out, besides the default exclusions
  *
  * Precedence: flags override the file's global settings, which override the
  * defaults; a kind's own settings win over both because they are more specific.
  * --kinds replaces the file's kinds, keeping the file's settings for the kinds
- * it names (matched by the exact resource string).
+ * it names (matched by the exact resource string, so `--kinds '*'` keeps the file's "*" entry).
+ * A kind listed explicitly replaces the every-kind entry for its resource.
  *
  * Over 300 lines: the schema, its validation and the messages that point at the field to fix
  * are one document, read together.
@@ -35,6 +39,14 @@ import type { Template } from './template.ts';
 import { compileTemplate, TemplateError } from './template.ts';
 import type { SourceSpec } from './sources.ts';
 import { parseSources } from './sourcesconfig.ts';
+import {
+  EVERY_KIND,
+  EVERY_KIND_FIELDS,
+  type EveryKindConfig,
+  everyKindConfig,
+  type EveryKindFields,
+  parseEveryKindFields,
+} from './everykindconfig.ts';
 import {
   ConfigError,
   describe,
@@ -77,7 +89,10 @@ export function templatesOf(kind: Pick<KindConfig, MetadataField>): Template[] {
 }
 
 export interface Config {
+  /** The kinds listed by name (may be empty when everyKind is set). */
   readonly kinds: readonly KindConfig[];
+  /** The `resource: "*"` entry: every kind discovery serves, besides those listed by name. */
+  readonly everyKind?: EveryKindConfig | undefined;
   /**
    * Owner kinds (kubectl-style names) that owner.* and root.* follow besides the built-in
    * workload chain; an ownerReference to any other kind is not followed.
@@ -101,7 +116,7 @@ export interface FileConfig {
 }
 
 /** A kind as listed in the file or in --kinds, before global settings and defaults apply. */
-export interface KindEntry {
+export interface KindEntry extends EveryKindFields {
   /** Where the entry came from, for messages: 'kinds.yaml: kinds[0]' or '--kinds "secrets"'. */
   readonly where: string;
   readonly resource: string;
@@ -118,6 +133,8 @@ export interface ConfigInput {
   readonly file?: { readonly text: string; readonly source: string } | undefined;
   /** --kinds: replaces the file's kinds. */
   readonly kinds?: readonly string[] | undefined;
+  /** --exclude-kinds: added to the every-kind entry's exclude. */
+  readonly excludeKinds?: readonly string[] | undefined;
   /** --label key=value (see parseLabelFlag): overrides the file's global labels. */
   readonly labels?: Readonly<Record<string, string>> | undefined;
   /** --annotation key=value: overrides the file's global annotations. */
@@ -203,18 +220,25 @@ export function buildConfig(input: ConfigInput): Config {
     );
   }
   for (const { entry, annotations } of merged) checkAnnotationsSize(annotations, entry.where);
+  const kinds = merged.map(({ entry, labels, annotations }) => ({
+    where: entry.where,
+    resource: entry.resource,
+    namespaces: entry.namespaces ?? namespaces,
+    selector: entry.selector ?? selector,
+    labels,
+    annotations,
+    conflicts: entry.conflicts ?? conflicts,
+  }));
+  const every = merged.findIndex(({ entry }) => entry.resource === EVERY_KIND);
   return {
     ownerKinds: file?.ownerKinds ?? [],
     sources: file?.sources ?? new Map(),
-    kinds: merged.map(({ entry, labels, annotations }) => ({
-      where: entry.where,
-      resource: entry.resource,
-      namespaces: entry.namespaces ?? namespaces,
-      selector: entry.selector ?? selector,
-      labels,
-      annotations,
-      conflicts: entry.conflicts ?? conflicts,
-    })),
+    kinds: kinds.filter((kind) => kind.resource !== EVERY_KIND),
+    everyKind: everyKindConfig(
+      every === -1 ? undefined : [merged[every]!.entry, kinds[every]!],
+      input.excludeKinds,
+      resourceProblem,
+    ),
   };
 }
 
@@ -323,10 +347,10 @@ function parseOwnerKinds(value: unknown, where: string): string[] {
 
 function parseKind(value: unknown, where: string, rules: Rules): KindEntry {
   const fields = expectMapping(value, where, 'a mapping such as "resource: deployments"');
-  rejectUnknownFields(fields, KIND_FIELDS, where);
-
   const resource = isAbsent(fields.resource) ? '' : expectString(fields.resource, `${where}.resource`);
-  const resourceError = resourceProblem(resource);
+  const { scope, exclude } = parseEveryKindFields(fields, resource, where, resourceProblem);
+  rejectUnknownFields(fields, resource === EVERY_KIND ? [...KIND_FIELDS, ...EVERY_KIND_FIELDS] : KIND_FIELDS, where);
+  const resourceError = resource === EVERY_KIND ? undefined : resourceProblem(resource);
   if (resourceError !== undefined) throw fail(`${where}.resource`, resourceError);
 
   let namespaces: string[] | undefined;
@@ -360,13 +384,15 @@ function parseKind(value: unknown, where: string, rules: Rules): KindEntry {
     labels: own('labels'),
     annotations: own('annotations'),
     conflicts: parseConflicts(fields.conflicts, `${where}.conflicts`),
+    scope,
+    exclude,
   };
 }
 
 function kindsFromFlag(resources: readonly string[], fileKinds: readonly KindEntry[]): KindEntry[] {
   const seen = new Set<string>();
   return resources.map((resource) => {
-    const problem = resourceProblem(resource);
+    const problem = resource === EVERY_KIND ? undefined : resourceProblem(resource);
     if (problem !== undefined) throw fail('--kinds', problem);
     if (seen.has(resource)) throw fail('--kinds', `${JSON.stringify(resource)} is listed twice: list each kind once`);
     seen.add(resource);
@@ -379,6 +405,8 @@ function kindsFromFlag(resources: readonly string[], fileKinds: readonly KindEnt
         labels: new Map(),
         annotations: new Map(),
         conflicts: undefined,
+        scope: undefined,
+        exclude: undefined,
       }
     );
   });

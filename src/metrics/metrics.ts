@@ -40,6 +40,12 @@ export interface SourceGauges {
   readonly keys: number;
 }
 
+/** A kind of the every-kind entry skipped, and the verbs labeller may not use on it (see app/kindaccess.ts). */
+export interface SkippedKind {
+  readonly resource: string;
+  readonly verbs: string;
+}
+
 /** A related kind that cannot be read, and why (see app/relations.ts). */
 export interface Unreadable {
   readonly kind: string;
@@ -70,6 +76,7 @@ export class Metrics {
   readonly #reloads;
   readonly #reloadSuccessful;
   #unreadable: () => readonly Unreadable[] = () => [];
+  #skipped: () => readonly SkippedKind[] = () => [];
   #sources: () => readonly SourceGauges[] = () => [];
 
   constructor() {
@@ -245,6 +252,23 @@ export class Metrics {
         for (const { kind, reason } of unreadable()) this.set({ kind, reason }, 1);
       },
     });
+    const skipped = (): readonly SkippedKind[] => this.#skipped();
+    new Gauge({
+      name: 'labeller_kinds_skipped',
+      help:
+        'Kinds of the every-kind entry labeller skips because it may not use them: 1 per resource, with the verbs it lacks',
+      labelNames: ['resource', 'verbs'],
+      registers,
+      collect() {
+        this.reset();
+        for (const { resource, verbs } of skipped()) this.set({ resource, verbs }, 1);
+      },
+    });
+  }
+
+  /** Where labeller_kinds_skipped is read from at each scrape. */
+  kindsSkipped(read: () => readonly SkippedKind[]): void {
+    this.#skipped = read;
   }
 
   /** Where the labeller_source_* gauges are read from at each scrape. */
