@@ -37,7 +37,12 @@ async function streamingList(api: MetadataApi): Promise<string[] | unknown> {
   const abort = new AbortController();
   const seen: string[] = [];
   try {
-    const events = await api.watch({ sendInitialEvents: true, timeoutSeconds: 60, idleMs: 70_000, signal: abort.signal });
+    const events = await api.watch({
+      sendInitialEvents: true,
+      timeoutSeconds: 60,
+      idleMs: 70_000,
+      signal: abort.signal,
+    });
     for await (const event of events) {
       if (event.type === 'BOOKMARK') {
         if (event.object.metadata.annotations?.['k8s.io/initial-events-end'] !== 'true') continue;
