@@ -3,7 +3,7 @@
 // time for as many applies, the requests it took, a restart's PATCHes, and the heap the relation
 // indexes add per cached object (bench/lib/indexheap.ts).
 import { MetadataApi } from '../../src/kube/api.ts';
-import { type AuditRequest, byVerb, formatVerbs } from '../../test/harness/audit.ts';
+import { type AuditRequest, byVerb, fillsCache, formatVerbs } from '../../test/harness/audit.ts';
 import type { Labeller } from '../../test/harness/labeller.ts';
 import { cpuSeconds, processesWith, procSample } from '../../test/harness/procstat.ts';
 import { sleep } from '../../test/harness/sleep.ts';
@@ -27,9 +27,10 @@ export interface RelatedResults {
   coldSeconds?: number;
   /** Namespace label changed → the last PATCH of the fan-out completed; twice (a→b, b→c). */
   fanOutSeconds?: number[];
-  /** Requests of both fan-outs, by verb, and their successful PATCHes. */
+  /** Requests of both fan-outs, by verb, their successful PATCHes, and their lists (streaming ones too). */
   fanOutRequests?: Record<string, number>;
   fanOutPatches?: number;
+  fanOutLists?: number;
   /** The tight loop after each fan-out (labeller stopped). */
   loopSeconds?: number[];
   /** CPU seconds of the API server and etcd, and of labeller (fan-outs) or this process (loops). */
@@ -153,6 +154,7 @@ export async function benchRelated(bench: Bench, options: RelatedOptions): Promi
   const requests = fanOuts.flatMap(([, , r]) => r);
   results.fanOutRequests = byVerb(requests);
   results.fanOutPatches = requests.filter(patched).length;
+  results.fanOutLists = requests.filter((r) => fillsCache(r.verb, r.uri)).length;
   return results;
 }
 
@@ -194,7 +196,7 @@ export function relatedRows(r: RelatedResults, load: number | undefined): Row[] 
   if (r.fanOutRequests) {
     const changes = r.fanOutSeconds?.length ?? 1;
     const gets = r.fanOutRequests['get'] ?? 0;
-    const lists = r.fanOutRequests['list'] ?? 0;
+    const lists = r.fanOutLists ?? 0;
     rows.push({
       id: 'R2',
       measurement: `Requests on the namespace changes (${changes})`,

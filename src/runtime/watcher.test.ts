@@ -24,7 +24,7 @@ const immediate = (): Promise<void> => new Promise((resolve) => setImmediate(res
 function start(
   t: TestContext,
   api: ListWatch,
-  options: { pageSize?: number; labelSelector?: string; backoff?: Backoff } = {},
+  options: { pageSize?: number; labelSelector?: string; backoff?: Backoff; streamingLists?: boolean } = {},
 ) {
   t.mock.timers.enable({ apis: ['setTimeout'] });
   const controller = new AbortController();
@@ -463,4 +463,11 @@ test('a streaming list the server ends without the bookmark that ends it (parame
   ]);
   assert.deepEqual(summary([await run.next(1500), ...(await run.take(2))]), ['init', 'initApply a', 'initDone']);
   assert.equal(api.lists.length, 1);
+});
+
+test('a watcher told not to (a one-off read, which may list but not watch) lists in pages where the API could stream', async (t) => {
+  const api = new ScriptedApi([page('10', [pod('a')])], [], { streamingLists: true });
+  const run = start(t, api, { streamingLists: false });
+  assert.deepEqual(summary(await run.take(3)), ['init', 'initApply a', 'initDone']);
+  assert.equal(api.watches.length, 0);
 });

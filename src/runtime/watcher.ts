@@ -57,6 +57,8 @@ export interface WatcherOptions {
   /** Client-side: a watch silent for this long is dead (default: the server timeout plus the smaller of itself and 30 s). */
   readonly idleMs?: number;
   readonly backoff?: Backoff;
+  /** Whether to try a streaming list first (default: what the API says, `ListWatch.streamingLists`). */
+  readonly streamingLists?: boolean | undefined;
   readonly signal: AbortSignal;
 }
 
@@ -80,7 +82,7 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
    */
   let mayRelistAtOnce = true;
   /** Lists are streaming lists until the server refuses one. */
-  let streaming = api.streamingLists ?? false;
+  let streaming = options.streamingLists ?? api.streamingLists ?? false;
 
   while (!signal.aborted) {
     try {
