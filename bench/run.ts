@@ -11,7 +11,8 @@
 //   6. idle cost: requests per minute and relists while nothing changes (idle.ts).
 // --related measures labels from related objects instead (related.ts); --every-kind labeller's
 // footprint in every-kind mode (everykind.ts); --peers sets labeller side by side with labellers on
-// kube-rs, controller-runtime and @kubernetes/client-node (peers.ts).
+// kube-rs, controller-runtime and @kubernetes/client-node (peers.ts); --lists compares its first
+// list as a streaming list and as paginated lists (lists.ts).
 // Prints a markdown table, writes bench/results/<timestamp>.json and updates bench/RESULTS.md.
 //
 //   npm run bench -- [--quick] [--n 1k|10k|50k] [--idle-minutes 2] [--samples 200] ...
@@ -38,6 +39,7 @@ import { labellerArgs, podCredentials } from './lib/launch.ts';
 import { tightLoop } from './lib/loop.ts';
 import { type Options, options, USAGE } from './lib/options.ts';
 import { describeRun, endMeta, etcdVersion, type Results, rows, sectionKey, startMeta } from './lib/record.ts';
+import { benchLists } from './lib/lists.ts';
 import { benchPeers, peersResults } from './lib/peers.ts';
 import { benchRelated } from './lib/related.ts';
 import { benchSources } from './lib/sources.ts';
@@ -98,6 +100,7 @@ async function bench(controlPlane: ControlPlane, opts: Options, results: Results
         load: load1(),
       };
     } else if (opts.peers) await benchPeers(context, opts, results.peers = peersResults(opts));
+    else if (opts.lists) results.lists = await benchLists(context, opts, opts.n, opts.rounds);
     else await main(context, opts, results);
   } finally {
     await admin.close();

@@ -4,14 +4,14 @@ import type { Labeller } from '../../test/harness/labeller.ts';
 import { sleep } from '../../test/harness/sleep.ts';
 
 /**
- * What converged() follows: labeller (its `labels applied` lines counted), or another controller
+ * What converged() follows: labeller (the writes its `objects written` lines sum up), or another controller
  * whose successful PATCHes the audit log counts (bench/lib/outside.ts).
  */
 export type Converging = Pick<Labeller, 'assertRunning' | 'stderr'> & { readonly counts: { readonly applied: number } };
 
 /**
  * Resolves when no object of `apis` matches `selector` (say `team!=platform`). Lists confirm it
- * once labeller has logged `applied` patches in all, and only every 5 s before that (a log level
+ * once labeller has logged `applied` writes in all, and only every 5 s before that (a log level
  * above info logs none): a list with a selector scans the namespace on the server, and polling
  * one every 200 ms took 10–15 % of a core, which the tight loop it is compared with does not pay.
  */

@@ -131,8 +131,9 @@ export function labellerArgs(
 }
 
 /**
- * Starts labeller as `launch` says. Only the log lines the bench reads are kept ("labels applied"
- * are counted), and the last 4000 characters of its output, so a 50k-object run holds neither.
+ * Starts labeller as `launch` says. Only the log lines the bench reads are kept (a "labels applied"
+ * line per object at debug is not), and the last 4000 characters of its output, so a 50k-object
+ * run holds neither.
  */
 export function startLabeller(
   launch: Pick<Launch, 'runtime' | 'entry' | 'v8Flags' | 'env'>,

@@ -32,6 +32,10 @@ ${LAUNCH_USAGE}
                           @kubernetes/client-node) and the tight loop: N ConfigMaps each, one label, --concurrency
                           in flight; labeller as the image runs dist/ and as installed from \`npm run package\`
                           (bench/lib/peers.ts; takes no --kinds, --credentials, --*-only or labeller options)
+  --lists                 only labeller's first list of N ConfigMaps (default 50k), as a streaming list and as
+                          paginated lists, alternating, --rounds times: its time, CPU and peak RSS, and the API
+                          server's CPU, allocation and RSS growth, etcd's CPU (bench/lib/lists.ts)
+  --rounds R              --lists: runs of each kind of list (default 3)
   --no-memory             skip the memory measurements
   --no-results-md         do not update bench/RESULTS.md`;
 
@@ -54,6 +58,8 @@ export interface Options extends Launch {
   readonly sources: boolean;
   readonly everyKind: boolean;
   readonly peers: boolean;
+  readonly lists: boolean;
+  readonly rounds: number;
   readonly coldOnly: boolean;
   readonly credentials: Credentials;
   readonly memoryOnly: boolean;
@@ -94,6 +100,8 @@ export function options(argv: string[]): Options {
       sources: { type: 'boolean', default: false },
       'every-kind': { type: 'boolean', default: false },
       peers: { type: 'boolean', default: false },
+      lists: { type: 'boolean', default: false },
+      rounds: { type: 'string', default: '3' },
       'no-results-md': { type: 'boolean', default: false },
       'cold-only': { type: 'boolean', default: false },
       credentials: { type: 'string', default: 'kubeconfig' },
@@ -127,7 +135,7 @@ export function options(argv: string[]): Options {
   return {
     ...launch(values),
     quick,
-    kinds: values.peers ? KINDS.filter((k) => k.resource === 'configmaps') : kinds,
+    kinds: values.peers || values.lists ? KINDS.filter((k) => k.resource === 'configmaps') : kinds,
     n: values.n
       ? parseCount(values.n, '--n')
       : values['every-kind']
@@ -136,6 +144,8 @@ export function options(argv: string[]): Options {
       ? 300
       : values.workloads
       ? 1000
+      : values.lists
+      ? 50_000
       : 10_000,
     idleMinutes: values['idle-minutes'] ? parsePositive(values['idle-minutes'], '--idle-minutes') : quick ? 0.5 : 2,
     samples: values.samples ? Math.round(parsePositive(values.samples, '--samples')) : quick ? 50 : 200,
@@ -149,6 +159,8 @@ export function options(argv: string[]): Options {
     sources: values.sources,
     everyKind: values['every-kind'],
     peers: values.peers,
+    lists: values.lists,
+    rounds: Math.round(parsePositive(values.rounds, '--rounds')),
     coldOnly: values['cold-only'],
     credentials,
     memoryOnly: values['memory-only'],

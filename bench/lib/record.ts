@@ -14,6 +14,7 @@ import { type IdleResults, idleRows } from './idle.ts';
 import { type LatencyResults, latencyRows } from './latency.ts';
 import { type LoopResults, loopRows } from './loop.ts';
 import type { Options } from './options.ts';
+import { type ListsResults, listsTable } from './lists.ts';
 import { peersNotes, type PeersResults, peersTable } from './peers.ts';
 import { type RelatedResults, relatedRows } from './related.ts';
 import { type SourcesResults, sourcesRows } from './sources.ts';
@@ -37,6 +38,7 @@ export interface Results {
   sources?: SourcesResults & { load: number };
   everyKind?: EveryKindResults & { load: number };
   peers?: PeersResults;
+  lists?: ListsResults;
   error?: string;
 }
 
@@ -109,6 +111,10 @@ export function describeRun(r: Results): string {
   const lines = [
     o.peers
       ? `## N = ${o.n}${o.quick ? ' (--quick)' : ''}, labeller and its peers (--peers)`
+      : o.lists
+      ? `## N = ${o.n}, labeller's first list: streaming or paginated (--lists), labeller on ${
+        o.runtime === 'node' ? 'Node' : 'Deno'
+      }${o.build === undefined ? '' : `, from ${o.build}/`}`
       : `## N = ${o.n}${o.quick ? ' (--quick)' : ''}${
         o.related
           ? ', labels from related objects (--related)'
@@ -136,7 +142,7 @@ export function describeRun(r: Results): string {
     `- load average (1/5/15 min): ${String(m['loadAtStart'])} at start, ${
       String(m['loadAtEnd'] ?? '?')
     } at end; other work shares the machine, so figures are noisy`,
-    ...(o.peers ? peersSetup(r) : benchSetup(r)),
+    ...(o.peers ? peersSetup(r) : o.lists ? listsSetup(r) : benchSetup(r)),
   ];
   const notes: string[] = [];
   if (r.cold && (r.cold.logErrors || r.cold.logWarnings)) {
@@ -207,9 +213,27 @@ function peersSetup(r: Results): string[] {
   ];
 }
 
+/** --lists' objects, how labeller ran, and the table. */
+function listsSetup(r: Results): string[] {
+  const o = r.options;
+  return [
+    `- objects: ${o.n} ConfigMaps in one namespace, with the same metadata as the main bench; labeller applies a label every one already carries, so it lists and writes nothing; each run ends at its \`initial list complete\``,
+    `- labeller run from ${o.build === undefined ? `the sources (\`${o.entry}\`)` : `the build (\`${o.entry}\`)`}${
+      o.v8Flags.length ? ` with V8 flags \`${o.v8Flags.join(' ')}\`` : ''
+    }${
+      Object.keys(o.env).length
+        ? `, environment \`${Object.entries(o.env).map(([k, v]) => `${k}=${v}`).join(' ')}\``
+        : ''
+    }; \`KUBE_FEATURE_WatchListClient=true\` or \`false\`; ${o.rounds} runs each, alternating which goes first; medians, then each run`,
+    '',
+    r.lists ? listsTable(r.lists) : '',
+  ];
+}
+
 /** The key of the run's section in bench/RESULTS.md. */
 export function sectionKey(o: Options): string {
   if (o.peers) return `n=${o.n} peers`;
+  if (o.lists) return `n=${o.n} lists runtime=${o.runtime}${o.build === undefined ? '' : ` build=${o.build}`}`;
   return `n=${o.n} runtime=${o.runtime}${o.build === undefined ? '' : ` build=${o.build}`}${
     o.related ? ' related' : o.workloads ? ' workloads' : o.sources ? ' sources' : o.everyKind ? ' every-kind' : ''
   }`;

@@ -5,7 +5,7 @@
 // {{namespace.labels.team}} (--related, R rows), and an entry of a source of truth read by
 // {{teams[namespace.labels.team].costCenter}} (--sources, S rows; bench/lib/sources.ts).
 import { MetadataApi } from '../../src/kube/api.ts';
-import { type AuditRequest, byVerb, formatVerbs } from '../../test/harness/audit.ts';
+import { type AuditRequest, byVerb, fillsCache, formatVerbs } from '../../test/harness/audit.ts';
 import type { Labeller } from '../../test/harness/labeller.ts';
 import { cpuSeconds, processesWith, procSample } from '../../test/harness/procstat.ts';
 import { sleep } from '../../test/harness/sleep.ts';
@@ -30,9 +30,10 @@ export interface FanOutResults {
   coldSeconds?: number;
   /** Namespace label changed → the last PATCH of the fan-out completed; twice (a→b, b→c). */
   fanOutSeconds?: number[];
-  /** Requests of both fan-outs, by verb, and their successful PATCHes. */
+  /** Requests of both fan-outs, by verb, their successful PATCHes, and their lists (streaming ones too). */
   fanOutRequests?: Record<string, number>;
   fanOutPatches?: number;
+  fanOutLists?: number;
   /** The tight loop after each fan-out (labeller stopped). */
   loopSeconds?: number[];
   /** CPU seconds of the API server and etcd, and of labeller (fan-outs) or this process (loops). */
@@ -193,6 +194,7 @@ export async function fanOut<R extends FanOutResults>(
   const requests = fanOuts.flatMap(([, , r]) => r);
   results.fanOutRequests = byVerb(requests);
   results.fanOutPatches = requests.filter(patched).length;
+  results.fanOutLists = requests.filter((r) => fillsCache(r.verb, r.uri)).length;
   return results;
 }
 
@@ -257,7 +259,7 @@ export function fanOutRows(
   if (r.fanOutRequests) {
     const changes = r.fanOutSeconds?.length ?? 1;
     const gets = r.fanOutRequests['get'] ?? 0;
-    const lists = r.fanOutRequests['list'] ?? 0;
+    const lists = r.fanOutLists ?? 0;
     rows.push({
       id: `${words.prefix}2`,
       measurement: `Requests on the changes (${changes})`,

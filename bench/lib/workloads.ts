@@ -9,7 +9,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { KubeClient } from '../../src/kube/client.ts';
 import type { ControlPlane, ControlPlaneOptions } from '../../test/controlplane/controlplane.ts';
-import { type AuditRequest, AuditRequests, byVerb, formatVerbs } from '../../test/harness/audit.ts';
+import { type AuditRequest, AuditRequests, byVerb, fillsCache, formatVerbs } from '../../test/harness/audit.ts';
 import type { Labeller } from '../../test/harness/labeller.ts';
 import { sleep } from '../../test/harness/sleep.ts';
 import { type Launch, startLabeller } from './launch.ts';
@@ -242,12 +242,14 @@ function step(requests: readonly AuditRequest[], from: number): Step {
   const patches = requests.filter((r) => r.verb === 'patch');
   const ok = patches.filter((r) => r.code !== undefined && r.code < 300);
   const last = ok.reduce((t, r) => Math.max(t, r.completed ?? r.received), from);
-  const reads = (verb: string) => requests.filter((r) => r.verb === verb && WORKLOAD_RESOURCES.has(r.resource)).length;
+  const reads = (read: (r: AuditRequest) => boolean) =>
+    requests.filter((r) => read(r) && WORKLOAD_RESOURCES.has(r.resource)).length;
   return {
     seconds: (last - from) / 1000,
     requests: byVerb(requests),
-    objectGets: reads('get'),
-    objectLists: reads('list'),
+    objectGets: reads((r) => r.verb === 'get'),
+    // A streaming list (a WATCH with sendInitialEvents) is a list too.
+    objectLists: reads((r) => fillsCache(r.verb, r.uri)),
     patches: ok.length,
     failed: patches.length - ok.length,
   };

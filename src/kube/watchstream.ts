@@ -17,22 +17,25 @@ export async function* readWatchStream<T>(
 ): AsyncGenerator<T> {
   let idle = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
+  /** When the last chunk arrived. One timer checks it, rather than one reset per chunk (an event each in a burst). */
+  let heard = performance.now();
   const stop = (): void => void body.destroy();
-  const arm = (): void => {
-    clearTimeout(timer);
+  const arm = (inMs: number): void => {
     timer = setTimeout(() => {
+      const silentFor = performance.now() - heard;
+      if (silentFor < options.idleMs) return arm(options.idleMs - silentFor);
       idle = true;
       stop();
-    }, options.idleMs);
+    }, inMs);
   };
   options.signal?.addEventListener('abort', stop, { once: true });
   body.setEncoding('utf8');
   let buffer = '';
   try {
-    arm();
+    arm(options.idleMs);
     try {
       for await (const chunk of body as AsyncIterable<string>) {
-        arm();
+        heard = performance.now();
         buffer += chunk;
         let newline: number;
         while ((newline = buffer.indexOf('\n')) >= 0) {

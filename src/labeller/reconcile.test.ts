@@ -274,12 +274,12 @@ test('client failures: LabelConflict is a conflict, ObjectGone is gone, anything
   }
 });
 
-test('dry run is passed to the client and logged as what would be applied', async () => {
+test('dry run is passed to the client and logged at info as what would be applied; a write at debug', async () => {
   for (const dryRun of [true, false]) {
     const { client, lines, reconcile } = setup({ labels: { team: 'payments' }, dryRun });
     await reconcile(object());
     assert.equal(client.calls[0]?.options.dryRun, dryRun);
-    const line = lines.find((l) => l['level'] === 'info');
+    const line = lines.find((l) => l['level'] === (dryRun ? 'info' : 'debug'));
     assert.equal(line?.['msg'], dryRun ? 'would apply labels (dry run)' : 'labels applied');
     assert.deepEqual(line?.['patch'], [{ op: 'add', path: '/metadata/labels/team', value: 'payments' }]);
   }

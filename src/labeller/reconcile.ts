@@ -293,7 +293,9 @@ export class Reconciler {
       ...metadataPatch('labels', before(object.labels), after.labels),
       ...metadataPatch('annotations', this.#carried(object, 'annotations'), after.annotations),
     ];
-    log.info(dryRun ? 'would apply labels (dry run)' : 'labels applied', { ...at, patch });
+    // A dry run's plan is its output; writes are logged per object at debug (the controller sums them up).
+    if (dryRun) log.info('would apply labels (dry run)', { ...at, patch });
+    else log.debug('labels applied', { ...at, patch });
     return { outcome: 'patched', patch, ...reported, ...(dryRun ? {} : { written: after.resourceVersion }) };
   }
 

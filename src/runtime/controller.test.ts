@@ -278,3 +278,29 @@ test('concurrency bounds the reconciles of the whole kind, over all its sources 
   await until(() => done === 9, 'every object of the three namespaces');
   assert.equal(most, 2, 'never more than --concurrency at once for the kind');
 });
+
+test('writes are summed up in a line when the queue runs dry, and every 10 s while a burst lasts; none per write', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'] });
+  t.after(() => t.mock.reset());
+  const slow = Promise.withResolvers<void>();
+  const api = new ScriptedApi([page('4', [pod('a'), pod('b'), pod('c'), pod('d')])]);
+  // a and b are written at once, c after the burst has run 10 s, d finds nothing to do.
+  const { calls, logs } = start(t, api, {
+    queue: { now: () => Date.now() },
+    reconcile: async (_, key) => {
+      if (key === 'ns/c') await slow.promise;
+      return key === 'ns/d' ? undefined : '5';
+    },
+  });
+  const summaries = () => logs.filter((line) => line['msg'] === 'objects written');
+  await until(() => calls.length === 3, 'c is being written');
+  assert.deepEqual(summaries(), [], 'no summary before 10 s while the queue still holds work');
+  t.mock.timers.tick(10_000);
+  await until(() => summaries().length === 1, 'the summary of the first 10 s');
+  assert.deepEqual([summaries()[0]?.['written'], summaries()[0]?.['queued']], [2, 1]);
+  slow.resolve();
+  await until(() => summaries().length === 2, 'the summary once the queue has run dry');
+  assert.deepEqual([summaries()[1]?.['written'], summaries()[1]?.['queued']], [1, 0]);
+  assert.equal(summaries()[1]?.['level'], 'info');
+  assert.ok(!logs.some((line) => line['level'] === 'info' && line['key'] !== undefined), 'no info line per object');
+});

@@ -115,10 +115,13 @@ export class Informer<T> {
     }
   }
 
-  /** Lists once, without watching; rejects (and so does `synced`) if the list fails. */
+  /**
+   * Lists once, without watching; rejects (and so does `synced`) if the list fails. Paginated: a
+   * one-off read (status, prune, --once) needs the right to list only, a streaming list that to watch.
+   */
   async listOnce(signal: AbortSignal): Promise<void> {
     try {
-      for await (const event of watcher(this.#options.api, { ...this.#options.watch, signal })) {
+      for await (const event of watcher(this.#options.api, { ...this.#options.watch, streamingLists: false, signal })) {
         if (event.type === 'error') {
           this.#options.onWatchError?.(event.error);
           this.#watchFailure = event.error;

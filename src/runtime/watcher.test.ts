@@ -2,7 +2,16 @@ import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { ApiError, WatchIdleError } from '../kube/errors.ts';
 import { Backoff } from '../util/backoff.ts';
-import { bookmark, expired, expiredEvent, page, pod, ScriptedApi } from './testing/scripted.ts';
+import {
+  bookmark,
+  expired,
+  expiredEvent,
+  initialEventsEnd,
+  page,
+  pod,
+  ScriptedApi,
+  streamingRefused,
+} from './testing/scripted.ts';
 import { type ListWatch, watcher, type WatcherEvent } from './watcher.ts';
 
 /** Deterministic backoff: 1000 ms doubling, plus half of it as jitter (random = 0.5): 1500, 3000, 6000, ... */
@@ -15,7 +24,7 @@ const immediate = (): Promise<void> => new Promise((resolve) => setImmediate(res
 function start(
   t: TestContext,
   api: ListWatch,
-  options: { pageSize?: number; labelSelector?: string; backoff?: Backoff } = {},
+  options: { pageSize?: number; labelSelector?: string; backoff?: Backoff; streamingLists?: boolean } = {},
 ) {
   t.mock.timers.enable({ apis: ['setTimeout'] });
   const controller = new AbortController();
@@ -348,4 +357,117 @@ test('a continue token that expired mid-list falls back to one full list, not to
     api.lists.map((o) => [o.limit, o.continue]),
     [[1, undefined], [1, 'token'], [undefined, undefined]],
   );
+});
+
+test('a streaming list: the objects as ADDED events, done at the bookmark that ends them, then the same watch goes on', async (t) => {
+  const api = new ScriptedApi([], [
+    {
+      events: [
+        { type: 'ADDED', object: pod('a', '7') },
+        bookmark('8'),
+        { type: 'ADDED', object: pod('b', '5') },
+        initialEventsEnd('9'),
+        { type: 'MODIFIED', object: pod('a', '10') },
+        { type: 'DELETED', object: pod('b', '11') },
+      ],
+    },
+    { events: [{ type: 'ADDED', object: pod('c', '12') }] },
+  ], { streamingLists: true });
+  const run = start(t, api, { labelSelector: 'app=web' });
+
+  assert.deepEqual(summary(await run.take(9)), [
+    'init',
+    'initApply a',
+    'initApply b',
+    'initDone',
+    'watching',
+    'apply a',
+    'delete b',
+    'watching',
+    'apply c',
+  ]);
+  assert.equal(api.lists.length, 0, 'no list request');
+  assert.deepEqual(
+    api.watches.map((o) => [o.resourceVersion, o.sendInitialEvents, o.labelSelector]),
+    [[undefined, true, 'app=web'], ['11', undefined, 'app=web']],
+    'a consistent streaming list, then a plain watch from the newest version seen',
+  );
+});
+
+test('a server without streaming lists (422) gets a paginated list at once, and only those from then on', async (t) => {
+  const api = new ScriptedApi(
+    [page('10', [pod('a')]), page('20', [pod('a')])],
+    [{ refused: streamingRefused() }, { events: [bookmark('12'), expiredEvent] }],
+    { streamingLists: true },
+  );
+  const run = start(t, api);
+
+  assert.deepEqual(summary(await run.take(7)), [
+    'init',
+    'init',
+    'initApply a',
+    'initDone',
+    'watching',
+    'error 410 0',
+    'init',
+  ]);
+  assert.deepEqual(summary(await run.take(2)), ['initApply a', 'initDone']);
+  assert.deepEqual(api.watches.map((o) => o.sendInitialEvents), [true, undefined]);
+  assert.deepEqual(api.lists.map((o) => o.resourceVersion), [undefined, '12'], 'the relist is paginated too');
+});
+
+test('410 relists with a streaming list from the last version seen; one that fails midway lists again from the start', async (t) => {
+  const api = new ScriptedApi([], [
+    { events: [{ type: 'ADDED', object: pod('a', '7') }, initialEventsEnd('9'), bookmark('12'), expiredEvent] },
+    { events: [{ type: 'ADDED', object: pod('a', '7') }], end: new Error('connection reset') },
+    {
+      events: [
+        { type: 'ADDED', object: pod('a', '7') },
+        { type: 'ADDED', object: pod('b', '13') },
+        initialEventsEnd('14'),
+      ],
+    },
+  ], { streamingLists: true });
+  const run = start(t, api);
+
+  assert.deepEqual(summary(await run.take(5)), ['init', 'initApply a', 'initDone', 'watching', 'error 410 0']);
+  assert.deepEqual(summary([await run.next(0), ...(await run.take(2))]), [
+    'init',
+    'initApply a',
+    'error connection reset 1500',
+  ]);
+  assert.deepEqual(summary([await run.next(1500), ...(await run.take(4))]), [
+    'init',
+    'initApply a',
+    'initApply b',
+    'initDone',
+    'watching',
+  ]);
+  assert.deepEqual(
+    api.watches.map((o) => [o.resourceVersion, o.sendInitialEvents]),
+    [[undefined, true], ['12', true], ['12', true]],
+    'from the watch cache, not older than the last version seen',
+  );
+});
+
+test('a streaming list the server ends without the bookmark that ends it (parameters ignored): paginated lists from then on', async (t) => {
+  const api = new ScriptedApi([page('20', [pod('a')])], [{ events: [{ type: 'ADDED', object: pod('a', '7') }] }], {
+    streamingLists: true,
+  });
+  const run = start(t, api);
+
+  assert.deepEqual(summary(await run.take(3)), [
+    'init',
+    'initApply a',
+    'error the streaming list ended before its last object; listing again, in pages 1500',
+  ]);
+  assert.deepEqual(summary([await run.next(1500), ...(await run.take(2))]), ['init', 'initApply a', 'initDone']);
+  assert.equal(api.lists.length, 1);
+});
+
+test('a watcher told not to (a one-off read, which may list but not watch) lists in pages where the API could stream', async (t) => {
+  const api = new ScriptedApi([page('10', [pod('a')])], [], { streamingLists: true });
+  const run = start(t, api, { streamingLists: false });
+  assert.deepEqual(summary(await run.take(3)), ['init', 'initApply a', 'initDone']);
+  assert.equal(api.watches.length, 0);
 });

@@ -1,8 +1,15 @@
-// The list+watch loop for one resource, as a stream of events (kube-rs's watcher): a paginated
-// list, then a watch with bookmarks that resumes from the newest resourceVersion, a relist when
-// that version has expired (410), and jittered backoff on errors. As client-go's reflector and
-// pager: a list whose continue token expires falls back to one full list, and a watch that ends
-// within a second without an event is an error, backed off. It never ends on its own.
+// The list+watch loop for one resource, as a stream of events (kube-rs's watcher): a list, then a
+// watch with bookmarks that resumes from the newest resourceVersion, a relist when that version
+// has expired (410), and jittered backoff on errors. As client-go's reflector and pager: a list
+// whose continue token expires falls back to one full list, and a watch that ends within a second
+// without an event is an error, backed off. It never ends on its own.
+//
+// The list is a streaming one where the API supports it (client-go's WatchList, kube-rs's
+// streaming_lists): a watch that first sends every object as ADDED, then a bookmark annotated
+// `k8s.io/initial-events-end`, and goes on as a watch. The API server serves it from its watch
+// cache, one object at a time, instead of pages of up to 100 objects from etcd or the cache; a
+// server without it (the WatchList feature gate off, as on 1.30–1.31 and 1.33) refuses the
+// parameters and gets paginated lists from then on.
 import { ApiError } from '../kube/errors.ts';
 import type { ListOptions, WatchOptions } from '../kube/api.ts';
 import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
@@ -14,7 +21,12 @@ export interface ListWatch {
   list(options: ListOptions): Promise<PartialObjectMetadataList>;
   /** Resolves once the server has answered, with the watch's events. */
   watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>>;
+  /** Whether to list with a streaming list first (see above); paginated lists otherwise. */
+  readonly streamingLists?: boolean | undefined;
 }
+
+/** The annotation of the bookmark that ends a streaming list's initial objects. */
+export const INITIAL_EVENTS_END = 'k8s.io/initial-events-end';
 
 export type WatcherEvent =
   /** A (re)list starts: the store buffers what follows until `initDone`. */
@@ -45,6 +57,8 @@ export interface WatcherOptions {
   /** Client-side: a watch silent for this long is dead (default: the server timeout plus the smaller of itself and 30 s). */
   readonly idleMs?: number;
   readonly backoff?: Backoff;
+  /** Whether to try a streaming list first (default: what the API says, `ListWatch.streamingLists`). */
+  readonly streamingLists?: boolean | undefined;
   readonly signal: AbortSignal;
 }
 
@@ -67,53 +81,80 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
    * a server that answers every watch with 410 must not get LIST+WATCH in a tight loop.
    */
   let mayRelistAtOnce = true;
+  /** Lists are streaming lists until the server refuses one. */
+  let streaming = options.streamingLists ?? api.streamingLists ?? false;
 
   while (!signal.aborted) {
     try {
-      if (resourceVersion === undefined) {
+      /** A streaming list is under way: its initial objects come as ADDED events until the bookmark that ends them. */
+      let listing = false;
+      let events: AsyncIterable<WatchEvent>;
+      if (resourceVersion === undefined && streaming) {
         yield { type: 'init' };
-        const selectors = { labelSelector, ...(fieldSelector ? { fieldSelector } : {}), signal };
-        // A relist after 410 first asks the watch cache for a version not older than the last one
-        // we saw (a relist storm after upgrades hit client-go); later pages follow the continue token.
-        const since = lastSeen === undefined
-          ? {}
-          : { resourceVersion: lastSeen, resourceVersionMatch: 'NotOlderThan' as const };
-        let page: PartialObjectMetadataList | undefined;
-        do {
-          try {
-            page = await api.list({
-              ...selectors,
-              ...(page ? {} : since),
-              limit: pageSize,
-              continue: page?.metadata.continue,
-            });
-          } catch (error) {
-            // The continue token expired (the list took longer than etcd keeps versions): paging
-            // again from the start could expire again, without end; one full list cannot.
-            if (!(page !== undefined && error instanceof ApiError && error.expired)) throw error;
-            yield { type: 'init' };
-            page = await api.list({ ...selectors, ...since });
-          }
-          for (const object of page.items) yield { type: 'initApply', object };
-        } while (page.metadata.continue);
-        resourceVersion = lastSeen = page.metadata.resourceVersion;
-        // The generator's frame lives as long as the watch: holding the last page would keep up
-        // to 500 full objects (managedFields and all) per controller alive.
-        page = undefined;
-        // No backoff reset here: a list that works says nothing of the watch after it (a server
-        // answering every watch with 410 lists fine). A healthy watch resets it, below.
-        yield { type: 'initDone' };
+        try {
+          // As a paginated relist: from the watch cache when we saw a version, else a consistent read.
+          events = await api.watch({
+            labelSelector,
+            ...(fieldSelector ? { fieldSelector } : {}),
+            resourceVersion: lastSeen,
+            sendInitialEvents: true,
+            timeoutSeconds,
+            idleMs,
+            signal,
+          });
+        } catch (error) {
+          // A server without streaming lists (the WatchList feature gate off) refuses the
+          // parameters as invalid (422): paginated lists from now on, starting at once.
+          if (!(error instanceof ApiError && (error.status === 422 || error.status === 400))) throw error;
+          streaming = false;
+          continue;
+        }
+        listing = true;
+      } else {
+        if (resourceVersion === undefined) {
+          yield { type: 'init' };
+          const selectors = { labelSelector, ...(fieldSelector ? { fieldSelector } : {}), signal };
+          // A relist after 410 first asks the watch cache for a version not older than the last one
+          // we saw (a relist storm after upgrades hit client-go); later pages follow the continue token.
+          const since = lastSeen === undefined
+            ? {}
+            : { resourceVersion: lastSeen, resourceVersionMatch: 'NotOlderThan' as const };
+          let page: PartialObjectMetadataList | undefined;
+          do {
+            try {
+              page = await api.list({
+                ...selectors,
+                ...(page ? {} : since),
+                limit: pageSize,
+                continue: page?.metadata.continue,
+              });
+            } catch (error) {
+              // The continue token expired (the list took longer than etcd keeps versions): paging
+              // again from the start could expire again, without end; one full list cannot.
+              if (!(page !== undefined && error instanceof ApiError && error.expired)) throw error;
+              yield { type: 'init' };
+              page = await api.list({ ...selectors, ...since });
+            }
+            for (const object of page.items) yield { type: 'initApply', object };
+          } while (page.metadata.continue);
+          resourceVersion = lastSeen = page.metadata.resourceVersion;
+          // The generator's frame lives as long as the watch: holding the last page would keep up
+          // to 500 full objects (managedFields and all) per controller alive.
+          page = undefined;
+          // No backoff reset here: a list that works says nothing of the watch after it (a server
+          // answering every watch with 410 lists fine). A healthy watch resets it, below.
+          yield { type: 'initDone' };
+        }
+        events = await api.watch({
+          labelSelector,
+          ...(fieldSelector ? { fieldSelector } : {}),
+          resourceVersion,
+          timeoutSeconds,
+          idleMs,
+          signal,
+        });
+        yield { type: 'watching' };
       }
-
-      const events = await api.watch({
-        labelSelector,
-        ...(fieldSelector ? { fieldSelector } : {}),
-        resourceVersion,
-        timeoutSeconds,
-        idleMs,
-        signal,
-      });
-      yield { type: 'watching' };
       const opened = performance.now();
       // The backoff starts over only once the watch delivers: a server that answers and then
       // fails at once (410, an error event) must still be backed off from. Bookmarks count, and
@@ -128,9 +169,27 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
           backoff.reset();
           mayRelistAtOnce = true;
         }
+        if (listing) {
+          // The objects' own versions, in no order: where to resume is the ending bookmark's.
+          if (event.type === 'ADDED' || event.type === 'MODIFIED') yield { type: 'initApply', object: event.object };
+          else if (event.type === 'BOOKMARK' && event.object.metadata.annotations?.[INITIAL_EVENTS_END] === 'true') {
+            resourceVersion = lastSeen = event.object.metadata.resourceVersion;
+            listing = false;
+            yield { type: 'initDone' };
+            yield { type: 'watching' };
+          }
+          continue;
+        }
         resourceVersion = lastSeen = event.object.metadata.resourceVersion;
         if (event.type === 'ADDED' || event.type === 'MODIFIED') yield { type: 'apply', object: event.object };
         else if (event.type === 'DELETED') yield { type: 'delete', object: event.object };
+      }
+      // Ended by the server before the bookmark that says every object is in: a server that ignores
+      // the parameters (it sends every object, then no such bookmark), or a list longer than the
+      // watch's timeout. Paginated lists from now on. (A watch that fails mid-list lists again.)
+      if (listing) {
+        streaming = false;
+        throw new Error('the streaming list ended before its last object; listing again, in pages');
       }
       // A clean end (the server's timeout): resume from the newest version, no relist. But a watch
       // closed at once with nothing on it is a server (or a proxy) refusing in disguise.

@@ -91,6 +91,9 @@ describe('kube-apiserver restarts and etcd compaction', { skip: ownSkip }, () =>
         '60s',
         '--http-port',
         String(HTTP_PORT),
+        // A line per write (debug): the outages are timed from a kind's first write.
+        '--log-level',
+        'debug',
       ],
       { kubeconfig: cluster.writeKubeconfig({ server: proxy.url }) },
     );

@@ -71,6 +71,9 @@ describe('signals at random points', { skip }, () => {
     '2',
     '--grace-period',
     '10s',
+    // A line per write (debug): the signals come mid-burst, timed from the first write.
+    '--log-level',
+    'debug',
   ];
 
   test('SIGTERM within the first seconds after start (from the first log line on): a clean exit 0', async (t) => {

@@ -145,6 +145,6 @@ describe('throttled by API Priority and Fairness', { skip: auditSkip }, () => {
     // No storm: each object needs one successful patch; the 429s must stay within a small
     // multiple of that rather than growing with every second of throttling.
     assert.ok(patches.length <= OBJECTS * 4, `${patches.length} PATCH requests for ${OBJECTS} objects`);
-    assert.ok(labeller.since(0, (l) => l.msg === 'labels applied').length >= OBJECTS, 'every object was patched once');
+    assert.ok(labeller.counts.applied >= OBJECTS, 'every object was patched once (the `objects written` lines add up)');
   });
 });

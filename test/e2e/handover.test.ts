@@ -97,6 +97,9 @@ describe('leader handover', { skip }, () => {
           '--leader-election-namespace',
           ns,
           ...timings,
+          // A line per write (debug): the faults come right after one of the leader's PATCHes.
+          '--log-level',
+          'debug',
         ], { kubeconfig });
         return { labeller, proxy, username: `system:serviceaccount:${ns}:replica-${n}` };
       };

@@ -71,7 +71,7 @@ describe('leader election', { skip }, () => {
       );
       await eventually(async () => patches() === 10 && 'ten', 'one patch per object');
       assert.ok(
-        !second.logs.some((l) => l.msg === 'became leader' || l.msg === 'labels applied'),
+        !second.logs.some((l) => l.msg === 'became leader' || l.msg === 'objects written'),
         'the standby neither leads nor writes',
       );
 

@@ -51,6 +51,9 @@ describe('lifecycle', { skip }, () => {
       ns,
       '--concurrency',
       '1',
+      // A line per write (debug) says when the first one is done.
+      '--log-level',
+      'debug',
     ]);
     try {
       await labeller.waitForLog((l) => l.msg === 'labels applied');
@@ -94,6 +97,9 @@ describe('lifecycle', { skip }, () => {
         '4',
         '--grace-period',
         '10s',
+        // A line per write (debug) says when the burst has begun.
+        '--log-level',
+        'debug',
       ], { runtime });
       await labeller.waitForLog((l) => l.msg === 'labels applied');
       const started = Date.now();

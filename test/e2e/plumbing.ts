@@ -9,6 +9,30 @@ import { CONFIGMAPS as configmaps, DEPLOYMENTS as deployments } from '../harness
 
 const json = (body: object) => ({ headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
+/** A streaming list of `api`'s objects to the bookmark that ends it (`ADDED <name>`…, `end`), or why it was refused. */
+async function streamingList(api: MetadataApi): Promise<string[] | unknown> {
+  const abort = new AbortController();
+  const seen: string[] = [];
+  try {
+    const events = await api.watch({
+      sendInitialEvents: true,
+      timeoutSeconds: 60,
+      idleMs: 70_000,
+      signal: abort.signal,
+    });
+    for await (const event of events) {
+      if (event.type === 'BOOKMARK') {
+        if (event.object.metadata.annotations?.['k8s.io/initial-events-end'] !== 'true') continue;
+        seen.push('end');
+        abort.abort();
+      } else if (event.type !== 'ERROR') seen.push(`${event.type} ${event.object.metadata.name}`);
+    }
+    return seen.sort();
+  } catch (error) {
+    return error;
+  }
+}
+
 /** Runs every step, asserting as it goes; returns the server version it talked to. */
 export async function plumbing(client: KubeClient, namespace: string): Promise<string> {
   const { gitVersion } = await client.json<{ gitVersion: string }>('GET', '/version');
@@ -80,6 +104,17 @@ export async function plumbing(client: KubeClient, namespace: string): Promise<s
     !events.some((e) => e.type !== 'BOOKMARK' && 'metadata' in e.object && e.object.metadata.name === 'first'),
     'the watch starts after the list',
   );
+
+  // A streaming list (WatchList): the objects as ADDED events, then the bookmark that ends them; a
+  // server with the feature gate off (1.30, 1.31, 1.33) refuses the parameters with 422.
+  const minor = Number(/^v1\.(\d+)\./.exec(gitVersion)?.[1]);
+  const streamed = await streamingList(cms);
+  if (minor === 32 || minor >= 34) {
+    assert.ok(Array.isArray(streamed), `${gitVersion} serves streaming lists: ${String(streamed)}`);
+    assert.deepEqual(streamed, ['ADDED first', 'ADDED second', 'end'], 'every object, then the bookmark');
+  } else {
+    assert.ok(streamed instanceof ApiError && streamed.status === 422, `${gitVersion}: ${String(streamed)}`);
+  }
 
   // Server-side apply of one label under labeller's field manager, guarded by the uid.
   const applied = await deploys.apply(

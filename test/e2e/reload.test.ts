@@ -18,6 +18,7 @@ import {
   patchLabels,
   skip,
 } from './cluster.ts';
+import { type AuditEvent, fillStarted } from '../harness/audit.ts';
 import { figure } from '../harness/figures.ts';
 import { assertCleanExit } from '../harness/crash.ts';
 import { freePorts } from '../controlplane/controlplane.ts';
@@ -76,16 +77,18 @@ describe('live config reload', { skip }, () => {
         );
         after(() => rmSync(volume.dir, { recursive: true, force: true }));
 
-        const ours = (verb: string, resource?: string) =>
+        const ours = (request: (e: AuditEvent) => boolean, resource?: string) =>
           auditEvents((e) =>
-            e.verb === verb && e.objectRef?.namespace === ns && e.objectRef.resource !== 'events' &&
+            request(e) && e.objectRef?.namespace === ns && e.objectRef.resource !== 'events' &&
             (resource === undefined || e.objectRef.resource === resource) && (e.userAgent ?? '').startsWith('labeller/')
           ).length;
+        // A list, or a streaming list (a watch with sendInitialEvents) where the server has them.
+        const list = fillStarted;
         const snapshot = () => ({
-          patch: ours('patch'),
-          configmaps: ours('list', 'configmaps'),
-          services: ours('list', 'services'),
-          deployments: ours('list', 'deployments'),
+          patch: ours((e) => e.verb === 'patch'),
+          configmaps: ours(list, 'configmaps'),
+          services: ours(list, 'services'),
+          deployments: ours(list, 'deployments'),
         });
         const since = (before: ReturnType<typeof snapshot>) => {
           const now = snapshot();
@@ -260,11 +263,11 @@ describe('live config reload of templates that read related objects', { skip }, 
       const replicaSets = `  - resource: replicasets\n    labels: { tier: '{{owner.labels.tier}}' }\n`;
       const volume = new ConfigMapVolume(kinds(''));
       after(() => rmSync(volume.dir, { recursive: true, force: true }));
-      /** LISTs labeller sent about this test's namespace (its objects, or the namespace itself), by resource. */
+      /** LISTs (streaming ones too) labeller sent about this test's namespace (its objects, or the namespace itself), by resource. */
       const lists = (): Record<string, number> => {
         const counts: Record<string, number> = {};
         const events = auditEvents((e) =>
-          e.verb === 'list' && e.requestURI.includes(ns) && (e.userAgent ?? '').startsWith('labeller/')
+          fillStarted(e) && e.requestURI.includes(ns) && (e.userAgent ?? '').startsWith('labeller/')
         );
         for (const e of events) {
           const resource = e.objectRef?.resource ?? '';

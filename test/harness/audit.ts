@@ -104,6 +104,18 @@ export function receivedAt(event: AuditEvent): number {
 /** Requests by labeller itself (its user agent is `labeller/<version>`). */
 export const byLabeller = (event: AuditEvent): boolean => (event.userAgent ?? '').startsWith('labeller/');
 
+/**
+ * Whether a request of `verb` to `uri` fills a cache with every object of a resource: a LIST, or
+ * the WATCH of a streaming list (`sendInitialEvents=true`), which labeller sends in its place to
+ * servers with WatchList.
+ */
+export const fillsCache = (verb: string, uri: string): boolean =>
+  verb === 'list' || (verb === 'watch' && uri.includes('sendInitialEvents=true'));
+
+/** The audit event of a request that fills a cache, once per request: a watch has another when it ends. */
+export const fillStarted = (event: AuditEvent): boolean =>
+  fillsCache(event.verb, event.requestURI) && (event.verb === 'list' || event.stage === 'ResponseStarted');
+
 /** One request, however many stages the log has of it. */
 export interface AuditRequest {
   readonly id: string;

@@ -60,7 +60,7 @@ export interface LabellerOptions {
   readonly raw?: boolean | undefined;
   /**
    * Which log lines `logs` keeps (all by default); the others are only counted. A run over 50k
-   * objects keeps its "labels applied" lines out, and `outputLimit` characters of its output.
+   * objects at debug keeps its "labels applied" lines out, and `outputLimit` characters of its output.
    */
   readonly keep?: ((line: LogLine) => boolean) | undefined;
   readonly outputLimit?: number | undefined;
@@ -80,7 +80,10 @@ export class Labeller {
   readonly logs: readonly LogLine[] = this.#lines.items;
   /** Date.now() when each line of `logs` arrived. */
   readonly arrivals: number[] = [];
-  /** Every log line counted, kept in `logs` or not. */
+  /**
+   * Every log line counted, kept in `logs` or not; `applied` is the objects written as the
+   * `objects written` summaries add up (at every log level: no line per object below debug).
+   */
   readonly counts = { applied: 0, warn: 0, error: 0 };
   readonly exited: Promise<LabellerExit>;
 
@@ -106,7 +109,7 @@ export class Labeller {
       }
       if (line.level === 'warn') this.counts.warn++;
       if (line.level === 'error') this.counts.error++;
-      if (line.msg === 'labels applied') this.counts.applied++;
+      if (line.msg === 'objects written' && typeof line['written'] === 'number') this.counts.applied += line['written'];
       if (!keep(line)) return;
       this.arrivals.push(Date.now());
       this.#lines.push(line);

@@ -38,6 +38,17 @@ export const bookmark = (resourceVersion: string): WatchEvent => ({
   type: 'BOOKMARK',
   object: { metadata: { resourceVersion } },
 });
+/** The bookmark that ends a streaming list's initial objects. */
+export const initialEventsEnd = (resourceVersion: string): WatchEvent => ({
+  type: 'BOOKMARK',
+  object: { metadata: { resourceVersion, annotations: { 'k8s.io/initial-events-end': 'true' } } },
+});
+/** What a server without streaming lists answers a watch with `sendInitialEvents`. */
+export const streamingRefused = (): ApiError =>
+  new ApiError('GET', '/api/v1/pods', 422, {
+    reason: 'Invalid',
+    message: 'sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled',
+  });
 export const expiredEvent: WatchEvent = {
   type: 'ERROR',
   object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' },
@@ -69,10 +80,13 @@ export class ScriptedApi implements ListWatch, ResourceApi {
   readonly applies: { readonly body: MetadataApplyConfiguration; readonly options: ApplyOptions }[] = [];
   readonly #lists: ListStep[];
   readonly #watches: WatchStep[];
+  readonly streamingLists: boolean;
 
-  constructor(lists: ListStep[], watches: WatchStep[] = []) {
+  /** `streamingLists`: the watcher lists with streaming lists first (watch steps of their own). */
+  constructor(lists: ListStep[], watches: WatchStep[] = [], options: { streamingLists?: boolean } = {}) {
     this.#lists = [...lists];
     this.#watches = [...watches];
+    this.streamingLists = options.streamingLists ?? false;
   }
 
   async apply(body: MetadataApplyConfiguration, options: ApplyOptions): Promise<PartialObjectMetadata> {
