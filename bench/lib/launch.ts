@@ -1,7 +1,7 @@
 // How the benches start labeller: the runtime, the sources or a build, V8 flags (their shared
 // command-line options), the runner settings a long run over many objects needs, the main
 // bench's labels and command line, and credentials as a pod has them.
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inClusterWrapper } from '../../test/harness/incluster.ts';
@@ -73,7 +73,24 @@ function builtEntry(dir: string): string {
       `--build ${dir}: ${entry} does not exist; run \`npm run build\` first, or leave --build out to measure the sources`,
     );
   }
+  const newer = newestUnder('src');
+  if (newer !== undefined && newer.mtimeMs > statSync(entry).mtimeMs) {
+    throw new Error(
+      `--build ${dir}: ${entry} is older than ${newer.path}, so it would measure an earlier build; run \`npm run build\` first`,
+    );
+  }
   return entry;
+}
+
+/** The most recently modified file under `dir`. */
+function newestUnder(dir: string): { path: string; mtimeMs: number } | undefined {
+  let newest: { path: string; mtimeMs: number } | undefined;
+  for (const name of readdirSync(dir, { recursive: true, encoding: 'utf8' })) {
+    const path = join(dir, name);
+    const { mtimeMs } = statSync(path);
+    if (newest === undefined || mtimeMs > newest.mtimeMs) newest = { path, mtimeMs };
+  }
+  return newest;
 }
 
 /** How labeller runs as in a pod (bench/run.ts --credentials in-cluster): no kubeconfig, a wrapper, its environment. */

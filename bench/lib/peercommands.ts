@@ -54,14 +54,21 @@ async function buildPeers(): Promise<Map<string, string[]>> {
   );
 }
 
-/** The npm package of this checkout (scripts/pack.ts builds and packs it) installed globally into a temporary prefix: its `labeller`. */
-async function installLabeller(): Promise<string> {
+/**
+ * The npm package of this checkout (scripts/pack.ts builds and packs it) installed globally into
+ * a temporary prefix: its `labeller`, and its dist/ (the build the image ships, fresh from the
+ * sources, never a dist/ left from an earlier build).
+ */
+async function installLabeller(): Promise<{ bin: string; cli: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'labeller-peers-'));
   process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
   const { tarball } = await pack(dir);
   const prefix = join(dir, 'prefix');
   await run('npm', ['install', '--global', '--prefix', prefix, '--no-audit', '--no-fund', tarball]);
-  return join(prefix, 'bin', 'labeller');
+  return {
+    bin: join(prefix, 'bin', 'labeller'),
+    cli: join(prefix, 'lib', 'node_modules', 'labeller', 'dist', 'cli.js'),
+  };
 }
 
 /** The image's V8 flags and environment, from image/build.sh's `crane mutate` (the Dockerfile says the same). */
@@ -152,10 +159,12 @@ export async function contenders(kubeconfig: string, log: Log): Promise<Contende
     labeller(
       'labeller (image flags)',
       `labeller ${ours}: dist/ with the image's flags (${flags})`,
-      [node, ...image.v8Flags, 'dist/cli.js'],
+      [node, ...image.v8Flags, installed.cli],
       image.env,
     ),
-    labeller('labeller (installed)', `labeller ${ours}: installed from the tarball, run as \`labeller\``, [installed], {
+    labeller('labeller (installed)', `labeller ${ours}: installed from the tarball, run as \`labeller\``, [
+      installed.bin,
+    ], {
       PATH,
     }),
   ];

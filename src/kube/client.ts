@@ -2,7 +2,8 @@
 // says why not undici or fetch): we control headers, streaming and timeouts (client-node's
 // Watch/informer cannot ask for metadata-only objects). credentials.ts says who we are, and this
 // file keeps a connection pool that matches: a new pool when the client certificate changes, one
-// refresh and one retry on a 401.
+// refresh and one retry on a 401. (Over 300 lines: the request, its retry and the pool's
+// replacement share the one connection state.)
 import { type Agent, type ClientRequest, type IncomingMessage, request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { readBody } from './body.ts';

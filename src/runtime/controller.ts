@@ -5,16 +5,14 @@
 // periodically (jittered) so drift that no event reports is still corrected. It reads its own
 // writes (client-go's expectations): an object it wrote is not reconciled again from a cache that
 // does not show the write yet, and the watch event that only echoes the write is no work.
-// Like controller-runtime it logs no line per reconcile: its writes are summed up in a line every
-// 10 s while they go on, and when the queue runs dry (a line per write cost a burst of writes
-// about a tenth of its CPU: a JSON record and a write to stderr each).
-import timers from 'node:timers';
+// Like controller-runtime it logs no line per reconcile: its writes are summed up (writesummary.ts).
 import { ApiError } from '../kube/errors.ts';
 import { aborted } from '../util/aborted.ts';
 import type { Logger } from '../util/log.ts';
 import type { Informer } from './informer.ts';
 import { type QueueMetrics, WorkQueue, type WorkQueueOptions } from './queue.ts';
 import type { StoreChange } from './store.ts';
+import { WriteSummary } from './writesummary.ts';
 
 /**
  * Reconciles one object; throwing retries it with backoff. `writes` aborts when this process
@@ -32,9 +30,6 @@ interface Written {
 
 /** A write the cache has not shown for this long (a watch that lost it) no longer holds its object back. */
 const WRITE_SEEN_WITHIN_MS = 60_000;
-
-/** A burst's writes are summed up in a line at least this often. */
-const SUMMARY_EVERY_MS = 10_000;
 
 /** For runs without leader election: writing is never taken away. */
 const ALWAYS = new AbortController().signal;
@@ -76,19 +71,16 @@ export class Controller<T> {
   readonly #written = new Map<string, Written>();
   /** The versions the cache took of each object while it was being reconciled. */
   readonly #reconciling = new Map<string, string[]>();
-  /** Writes and failures not yet summed up in a log line, since `since`; the timer that sums them up. */
+  readonly #writes: WriteSummary;
   /** Reconciles running. */
   #active = 0;
-  /** Writes not yet summed up in a log line, since `#writesSince`; the timer due to sum them up. */
-  #writes = 0;
-  #writesSince = 0;
-  #summaryTimer: ReturnType<typeof timers.setTimeout> | undefined;
 
   constructor(options: ControllerOptions<T>) {
     this.name = options.name;
     this.sources = options.sources;
     this.#options = options;
     this.#queue = new WorkQueue({ ...options.queue, ...(options.metrics ? { metrics: options.metrics.queue } : {}) });
+    this.#writes = new WriteSummary(options.log, () => this.#queue.length);
   }
 
   /** The cached object under `key`, from whichever source holds it. */
@@ -176,7 +168,7 @@ export class Controller<T> {
       stopQueue();
       for (const stop of unsubscribe) stop();
       await workers;
-      this.#summarize();
+      this.#writes.flush();
     }
   }
 
@@ -280,7 +272,7 @@ export class Controller<T> {
       try {
         const version = await reconcile(object, key, writes);
         this.#wrote(key, seen, version);
-        if (version) this.#countWrite();
+        if (version) this.#writes.count();
         metrics?.reconciled('success', (performance.now() - started) / 1000);
         this.#queue.forget(key);
         if (requeueAfterMs > 0) this.#queue.addAfter(key, requeueAfterMs * (0.9 + Math.random() * 0.2));
@@ -298,28 +290,7 @@ export class Controller<T> {
         this.#active--;
       }
       // The burst is over: its summary now, not up to 10 s later.
-      if (this.#active === 0 && this.#queue.length === 0) this.#summarize();
+      if (this.#active === 0 && this.#queue.length === 0) this.#writes.flush();
     }
-  }
-
-  /** Counts a write towards the next summary line, which is due 10 s after the first. */
-  #countWrite(): void {
-    if (this.#writes++ > 0) return;
-    this.#writesSince = performance.now();
-    this.#summaryTimer = timers.setTimeout(() => this.#summarize(), SUMMARY_EVERY_MS);
-    // A summary to come must not keep the process alive.
-    this.#summaryTimer.unref();
-  }
-
-  /** Logs the writes since the last summary, if any, and how many objects wait in the queue. */
-  #summarize(): void {
-    if (this.#writes === 0) return;
-    timers.clearTimeout(this.#summaryTimer);
-    this.#options.log.info('objects written', {
-      written: this.#writes,
-      queued: this.#queue.length,
-      overMs: performance.now() - this.#writesSince,
-    });
-    this.#writes = 0;
   }
 }
