@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { exitWithUsage } from './cli.ts';
 import { type Launch, launch, LAUNCH_OPTIONS, LAUNCH_USAGE } from './launch.ts';
 import { KINDS, type KindSpec } from './objects.ts';
+import { type ContenderId, CONTENDERS } from './peercommands.ts';
 
 export const USAGE = `usage: bench/run.ts [options]
   --quick                 N = 300, idle 0.5 min, 50 latency samples (CI; a few minutes)
@@ -32,6 +33,7 @@ ${LAUNCH_USAGE}
                           @kubernetes/client-node) and the tight loop: N ConfigMaps each, one label, --concurrency
                           in flight; labeller as the image runs dist/ and as installed from \`npm run package\`
                           (bench/lib/peers.ts; takes no --kinds, --credentials, --*-only or labeller options)
+  --without NAME[,NAME]   --peers: leave contenders out (${CONTENDERS.join(', ')}), e.g. client-node at 100k
   --lists                 only labeller's first list of N ConfigMaps (default 50k), as a streaming list and as
                           paginated lists, alternating, --rounds times: its time, CPU and peak RSS, and the API
                           server's CPU, allocation and RSS growth, etcd's CPU (bench/lib/lists.ts)
@@ -58,6 +60,7 @@ export interface Options extends Launch {
   readonly sources: boolean;
   readonly everyKind: boolean;
   readonly peers: boolean;
+  readonly without: readonly ContenderId[];
   readonly lists: boolean;
   readonly rounds: number;
   readonly coldOnly: boolean;
@@ -100,6 +103,7 @@ export function options(argv: string[]): Options {
       sources: { type: 'boolean', default: false },
       'every-kind': { type: 'boolean', default: false },
       peers: { type: 'boolean', default: false },
+      without: { type: 'string', default: '' },
       lists: { type: 'boolean', default: false },
       rounds: { type: 'string', default: '3' },
       'no-results-md': { type: 'boolean', default: false },
@@ -123,6 +127,7 @@ export function options(argv: string[]): Options {
   if ((values.related || values.sources) && kinds.length < KINDS.length) {
     throw new Error('--related and --sources label all three kinds; drop --kinds');
   }
+  if (values.without && !values.peers) throw new Error('--without leaves contenders of --peers out; add --peers');
   if (values.peers) {
     const given = new Set<string>(tokens.flatMap((t) => (t.kind === 'option' ? [t.name] : [])));
     const other = ['related', 'kinds', 'credentials', 'cold-only', 'memory-only', ...Object.keys(LAUNCH_OPTIONS)].find((
@@ -159,10 +164,19 @@ export function options(argv: string[]): Options {
     sources: values.sources,
     everyKind: values['every-kind'],
     peers: values.peers,
+    without: contendersLeftOut(values.without),
     lists: values.lists,
     rounds: Math.round(parsePositive(values.rounds, '--rounds')),
     coldOnly: values['cold-only'],
     credentials,
     memoryOnly: values['memory-only'],
   };
+}
+
+function contendersLeftOut(names: string): ContenderId[] {
+  return names.split(',').filter((n) => n !== '').map((name) => {
+    const id = CONTENDERS.find((c) => c === name);
+    if (id === undefined) throw new Error(`--without ${name}: expected some of ${CONTENDERS.join(', ')}`);
+    return id;
+  });
 }

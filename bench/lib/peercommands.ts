@@ -23,9 +23,20 @@ export interface Assignment {
 
 /** A controller of the comparison, started for one assignment. */
 export interface Contender {
+  /** Its short name, as `--without` takes it. */
+  readonly id: ContenderId;
   readonly name: string;
   command(assignment: Assignment): ControllerCommand;
 }
+
+export const CONTENDERS = [
+  'kube-rs',
+  'controller-runtime',
+  'client-node',
+  'labeller-image',
+  'labeller-installed',
+] as const;
+export type ContenderId = typeof CONTENDERS[number];
 
 const node = executable('node');
 // npm and `#!/usr/bin/env node` find this Node 24 first, whatever the machine's own Node is.
@@ -122,21 +133,24 @@ export async function contenders(kubeconfig: string, log: Log): Promise<Contende
   const installed = await installLabeller();
   const image = imageSettings();
   /** A peer of bench/peers/ as build.sh prints it; `node main.js` runs on Node 24, the one that runs labeller. */
-  const peer = (name: string, title: string): Contender => {
+  const peer = (name: ContenderId, title: string): Contender => {
     const [bin, ...rest] = built.get(name) ?? [];
     if (bin === undefined) throw new Error(`bench/peers/build.sh printed no command for ${name}`);
     const command: [string, ...string[]] = [bin === 'node' ? node : bin, ...rest];
     return {
+      id: name,
       name: title,
       command: (a) => ({ name, command, args: peerArgs(a, `${name}-labeller`), env: {}, synced: PEER_SYNCED }),
     };
   };
   const labeller = (
+    id: ContenderId,
     name: string,
     title: string,
     command: [string, ...string[]],
     env: Record<string, string>,
   ): Contender => ({
+    id,
     name: title,
     command: (a) => ({ name, command, args: labellerArgs(a, kubeconfig), env, synced: LABELLER_SYNCED }),
   });
@@ -157,15 +171,22 @@ export async function contenders(kubeconfig: string, log: Log): Promise<Contende
     peer('controller-runtime', `controller-runtime ${controllerRuntime}: OnlyMetadata`),
     peer('client-node', `@kubernetes/client-node ${clientNode}: informer + server-side apply`),
     labeller(
+      'labeller-image',
       'labeller (image flags)',
       `labeller ${ours}: dist/ with the image's flags (${flags})`,
       [node, ...image.v8Flags, installed.cli],
       image.env,
     ),
-    labeller('labeller (installed)', `labeller ${ours}: installed from the tarball, run as \`labeller\``, [
-      installed.bin,
-    ], {
-      PATH,
-    }),
+    labeller(
+      'labeller-installed',
+      'labeller (installed)',
+      `labeller ${ours}: installed from the tarball, run as \`labeller\``,
+      [
+        installed.bin,
+      ],
+      {
+        PATH,
+      },
+    ),
   ];
 }

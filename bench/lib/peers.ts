@@ -10,12 +10,14 @@ import type { Bench } from './context.ts';
 import { TEAM } from './launch.ts';
 import { tightLoop } from './loop.ts';
 import { type ControllerCommand, measureOutside, type OutsideResults } from './outside.ts';
-import { type Assignment, contenders } from './peercommands.ts';
+import { type Assignment, type ContenderId, contenders } from './peercommands.ts';
 import { markdownTable, mib, seconds } from './report.ts';
 import { setUp } from './setup.ts';
 
 export interface PeersOptions {
   readonly n: number;
+  /** Contenders left out (client-node at 100 000 objects: gigabytes and many minutes). */
+  readonly without: readonly ContenderId[];
   readonly concurrency: number;
   readonly createConcurrency: number;
 }
@@ -35,7 +37,7 @@ const VALUE = 'platform';
 export async function benchPeers(bench: Bench, options: PeersOptions, results: PeersResults): Promise<void> {
   const { admin, controlPlane, signal, log } = bench;
   const { n, concurrency } = options;
-  const list = await contenders(controlPlane.kubeconfig, log);
+  const list = (await contenders(controlPlane.kubeconfig, log)).filter((c) => !options.without.includes(c.id));
   /** A fresh namespace with N ConfigMaps, once the server has finished creating them. */
   const fresh = async (prefix: string) => {
     const setup = await setUp(bench, n, options.createConcurrency, prefix);
