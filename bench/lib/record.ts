@@ -177,13 +177,7 @@ function benchSetup(r: Results): string[] {
       }, each with 6 labels, 4 annotations and managedFields of \`kubectl-create\` (Update) and \`argocd-controller\` (Apply); created in ${
         r.setup ? seconds(r.setup.seconds) : '?'
       }`,
-    `- labeller run from ${o.build === undefined ? `the sources (\`${o.entry}\`)` : `the build (\`${o.entry}\`)`}${
-      o.v8Flags.length ? ` with V8 flags \`${o.v8Flags.join(' ')}\`` : ''
-    }${
-      Object.keys(o.env).length
-        ? `, environment \`${Object.entries(o.env).map(([k, v]) => `${k}=${v}`).join(' ')}\``
-        : ''
-    }; ${
+    `- labeller run from ${howRun(o)}; ${
       o.credentials === 'in-cluster'
         ? "in-cluster credentials (a service-account folder at the kubelet's mount point, in a private mount namespace)"
         : 'kubeconfig credentials (bearer token)'
@@ -196,6 +190,16 @@ function benchSetup(r: Results): string[] {
     '',
     table(rows(r)),
   ];
+}
+
+/** What runs labeller: the sources or a build, with which V8 flags and environment. */
+function howRun(o: Results['options']): string {
+  const what = o.build === undefined ? `the sources (\`${o.entry}\`)` : `the build (\`${o.entry}\`)`;
+  const flags = o.v8Flags.length ? ` with V8 flags \`${o.v8Flags.join(' ')}\`` : '';
+  const env = Object.keys(o.env).length
+    ? `, environment \`${Object.entries(o.env).map(([k, v]) => `${k}=${v}`).join(' ')}\``
+    : '';
+  return `${what}${flags}${env}`;
 }
 
 /** --peers' objects, what each controller is told and how it is measured, and the table. */
@@ -218,12 +222,8 @@ function listsSetup(r: Results): string[] {
   const o = r.options;
   return [
     `- objects: ${o.n} ConfigMaps in one namespace, with the same metadata as the main bench; labeller applies a label every one already carries, so it lists and writes nothing; each run ends at its \`initial list complete\``,
-    `- labeller run from ${o.build === undefined ? `the sources (\`${o.entry}\`)` : `the build (\`${o.entry}\`)`}${
-      o.v8Flags.length ? ` with V8 flags \`${o.v8Flags.join(' ')}\`` : ''
-    }${
-      Object.keys(o.env).length
-        ? `, environment \`${Object.entries(o.env).map(([k, v]) => `${k}=${v}`).join(' ')}\``
-        : ''
+    `- labeller run from ${
+      howRun(o)
     }; \`KUBE_FEATURE_WatchListClient=true\` or \`false\`; ${o.rounds} runs each, alternating which goes first; medians, then each run`,
     '',
     r.lists ? listsTable(r.lists) : '',

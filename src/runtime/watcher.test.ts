@@ -416,17 +416,13 @@ test('a server without streaming lists (422) gets a paginated list at once, and 
   assert.deepEqual(api.lists.map((o) => o.resourceVersion), [undefined, '12'], 'the relist is paginated too');
 });
 
-test('410 relists with a streaming list from the last version seen; one that fails midway lists again from the start', async (t) => {
-  const api = new ScriptedApi([], [
+test('410 relists with a streaming list from the last version seen; one that fails midway is followed by one paginated list, as client-go falls back', async (t) => {
+  const api = new ScriptedApi([page('14', [pod('a', '7'), pod('b', '13')])], [
     { events: [{ type: 'ADDED', object: pod('a', '7') }, initialEventsEnd('9'), bookmark('12'), expiredEvent] },
     { events: [{ type: 'ADDED', object: pod('a', '7') }], end: new Error('connection reset') },
-    {
-      events: [
-        { type: 'ADDED', object: pod('a', '7') },
-        { type: 'ADDED', object: pod('b', '13') },
-        initialEventsEnd('14'),
-      ],
-    },
+    // The watch after the paginated list; its 410 relists with a streaming list again.
+    { events: [bookmark('15'), expiredEvent] },
+    { events: [{ type: 'ADDED', object: pod('b', '13') }, initialEventsEnd('16')] },
   ], { streamingLists: true });
   const run = start(t, api);
 
@@ -436,18 +432,39 @@ test('410 relists with a streaming list from the last version seen; one that fai
     'initApply a',
     'error connection reset 1500',
   ]);
-  assert.deepEqual(summary([await run.next(1500), ...(await run.take(4))]), [
+  assert.deepEqual(summary([await run.next(1500), ...(await run.take(5))]), [
     'init',
     'initApply a',
     'initApply b',
     'initDone',
     'watching',
+    'error 410 0',
   ]);
+  assert.deepEqual(summary(await run.take(4)), ['init', 'initApply b', 'initDone', 'watching']);
+  assert.deepEqual(
+    api.lists.map((o) => [o.resourceVersion, o.resourceVersionMatch]),
+    [['12', 'NotOlderThan']],
+    'the paginated list from the watch cache too',
+  );
   assert.deepEqual(
     api.watches.map((o) => [o.resourceVersion, o.sendInitialEvents]),
-    [[undefined, true], ['12', true], ['12', true]],
-    'from the watch cache, not older than the last version seen',
+    [[undefined, true], ['12', true], ['14', undefined], ['15', true]],
+    'streaming lists from the watch cache, not older than the last version seen; one paginated list after the failed one',
   );
+});
+
+test('a streaming list the server fails (its watch cache not fresh within 3 s: 504 with Retry-After) is followed by a paginated list', async (t) => {
+  const tooLarge = new ApiError('GET', '/api/v1/pods', 504, {
+    reason: 'Timeout',
+    message: 'Too large resource version',
+    details: { retryAfterSeconds: 1 },
+  });
+  const api = new ScriptedApi([page('20', [pod('a')])], [{ refused: tooLarge }], { streamingLists: true });
+  const run = start(t, api);
+
+  assert.deepEqual(summary(await run.take(2)), ['init', 'error 504 1500']);
+  assert.deepEqual(summary([await run.next(1500), ...(await run.take(2))]), ['init', 'initApply a', 'initDone']);
+  assert.deepEqual([api.watches.length, api.lists.length], [1, 1]);
 });
 
 test('a streaming list the server ends without the bookmark that ends it (parameters ignored): paginated lists from then on', async (t) => {

@@ -9,7 +9,8 @@
 // `k8s.io/initial-events-end`, and goes on as a watch. The API server serves it from its watch
 // cache, one object at a time, instead of pages of up to 100 objects from etcd or the cache; a
 // server without it (the WatchList feature gate off, as on 1.30–1.31 and 1.33) refuses the
-// parameters and gets paginated lists from then on.
+// parameters and gets paginated lists from then on. A streaming list that fails is followed by
+// one paginated list, as client-go's reflector falls back.
 import { ApiError } from '../kube/errors.ts';
 import type { ListOptions, WatchOptions } from '../kube/api.ts';
 import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
@@ -83,13 +84,20 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
   let mayRelistAtOnce = true;
   /** Lists are streaming lists until the server refuses one. */
   let streaming = options.streamingLists ?? api.streamingLists ?? false;
+  /**
+   * The last streaming list failed: the next list is paginated (client-go's reflector falls back
+   * so too: "making progress is better than deadlocking"). A streaming list waits at most 3 s for
+   * the API server's watch cache to be fresh and then fails; a consistent paginated list falls
+   * back to etcd instead.
+   */
+  let paginateOnce = false;
 
   while (!signal.aborted) {
+    /** A streaming list is under way: its initial objects come as ADDED events until the bookmark that ends them. */
+    let listing = false;
     try {
-      /** A streaming list is under way: its initial objects come as ADDED events until the bookmark that ends them. */
-      let listing = false;
       let events: AsyncIterable<WatchEvent>;
-      if (resourceVersion === undefined && streaming) {
+      if (resourceVersion === undefined && streaming && !paginateOnce) {
         yield { type: 'init' };
         try {
           // As a paginated relist: from the watch cache when we saw a version, else a consistent read.
@@ -105,7 +113,10 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
         } catch (error) {
           // A server without streaming lists (the WatchList feature gate off) refuses the
           // parameters as invalid (422): paginated lists from now on, starting at once.
-          if (!(error instanceof ApiError && (error.status === 422 || error.status === 400))) throw error;
+          if (!(error instanceof ApiError && (error.status === 422 || error.status === 400))) {
+            paginateOnce = true;
+            throw error;
+          }
           streaming = false;
           continue;
         }
@@ -137,6 +148,7 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
             }
             for (const object of page.items) yield { type: 'initApply', object };
           } while (page.metadata.continue);
+          paginateOnce = false;
           resourceVersion = lastSeen = page.metadata.resourceVersion;
           // The generator's frame lives as long as the watch: holding the last page would keep up
           // to 500 full objects (managedFields and all) per controller alive.
@@ -201,6 +213,7 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
     } catch (error) {
       if (signal.aborted) return;
       const failure = error instanceof Error ? error : new Error(String(error));
+      if (listing) paginateOnce = true;
       // An expired version after a healthy watch (etcd compacted, an API server restarted) is
       // no failure: relist at once, once per healthy watch. If the relist from the watch cache
       // expired too, list from etcd, after a backoff.

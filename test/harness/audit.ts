@@ -116,6 +116,12 @@ export const fillsCache = (verb: string, uri: string): boolean =>
 export const fillStarted = (event: AuditEvent): boolean =>
   fillsCache(event.verb, event.requestURI) && (event.verb === 'list' || event.stage === 'ResponseStarted');
 
+/** The cache fills among `events`, a line each (stage, status, URI, time): what a failed count shows. */
+export const describeFills = (events: readonly AuditEvent[]): string =>
+  events.filter((e) => fillsCache(e.verb, e.requestURI)).map((e) =>
+    `${e.stageTimestamp ?? ''} ${e.stage} ${e.responseStatus?.code ?? ''} ${e.userAgent ?? ''} ${e.requestURI}`
+  ).join('\n');
+
 /** One request, however many stages the log has of it. */
 export interface AuditRequest {
   readonly id: string;

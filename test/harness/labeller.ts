@@ -190,6 +190,22 @@ export class Labeller {
 /** `watch failed; retrying` lines, the watcher's report of every failed list or watch. */
 export const watchFailed = (line: LogLine): boolean => line.msg === 'watch failed; retrying';
 
+/**
+ * The caches labeller filled (each informer's list or relist that completed) in `logs` from line
+ * `from`, by kind. Unlike requests in the audit log, a fill the API server failed and labeller
+ * tried again counts once: a streaming list waits at most 3 s for the watch cache to be fresh,
+ * then fails ("Too large resource version"), which a busy machine can make happen.
+ */
+export function cacheFills(logs: readonly LogLine[], from = 0): Record<string, number> {
+  const fills: Record<string, number> = {};
+  for (const line of logs.slice(from)) {
+    if (line.msg !== 'initial list complete' && line.msg !== 'relist complete') continue;
+    const kind = String(line['kind']);
+    fills[kind] = (fills[kind] ?? 0) + 1;
+  }
+  return fills;
+}
+
 /** Runs labeller to completion (for --once and error cases). */
 export function runLabeller(args: readonly string[], options: LabellerOptions = {}): Promise<LabellerExit> {
   return new Labeller(args, options).exited;
