@@ -5,6 +5,7 @@
 // ones are deleted first), and applies one label at concurrency C. The table: time to converge
 // from spawn, CPU and peak RSS (/proc), RSS after a restart with all N labelled and cached, and
 // that restart's PATCH requests, with ratios to kube-rs.
+import { ApiError, ConnectionError } from '../../src/kube/errors.ts';
 import { sleep } from '../../test/harness/sleep.ts';
 import type { Bench } from './context.ts';
 import { TEAM } from './launch.ts';
@@ -45,10 +46,20 @@ export async function benchPeers(bench: Bench, options: PeersOptions, results: P
     return setup;
   };
   // deletecollection: the namespace itself would stay Terminating (no kube-controller-manager).
+  // At 100 000 objects it outlasts a request's timeout (the server's 60 s, and the client's), so
+  // it is sent again until the namespace holds none.
   const clear = async (namespace: string): Promise<void> => {
-    await admin.json('DELETE', `/api/v1/namespaces/${namespace}/configmaps`, {
-      headers: { accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json' },
-    });
+    const collection = `/api/v1/namespaces/${namespace}/configmaps`;
+    const headers = { accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json' };
+    for (;;) {
+      try {
+        await admin.json('DELETE', collection, { headers, timeoutMs: 120_000 });
+      } catch (error) {
+        if (!(error instanceof ConnectionError || (error instanceof ApiError && error.status === 504))) throw error;
+      }
+      const left = await admin.json<{ items: unknown[] | null }>('GET', collection, { headers, query: { limit: 1 } });
+      if (!left.items?.length) return;
+    }
   };
 
   const loopSetup = await fresh('labeller-peers-loop');
