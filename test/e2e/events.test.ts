@@ -229,7 +229,11 @@ describe('events', { skip }, () => {
             `^label example\\.com/x: "\\{\\{annotations\\.example\\.com/x\\}\\}" rendered "${long}": .*; the object is not labelled$`,
           ),
         );
-        assert.equal((await labelsOf(`/api/v1/namespaces/${ns}/configmaps/fine`))['example.com/x'], 'ok');
+        // The other object is labelled: its apply may still be under way when the Event is there.
+        await eventually(
+          async () => (await labelsOf(`/api/v1/namespaces/${ns}/configmaps/fine`))['example.com/x'] === 'ok',
+          'the other ConfigMap labelled',
+        );
         await sleep(1_000);
         assert.deepEqual((await labellerEvents(ns)).map((e) => e.regarding.name), ['long']);
       } finally {
