@@ -241,30 +241,38 @@ export class Metrics {
     );
     source('labeller_source_bytes', 'Size of the last good content of a source of truth', (s) => s.bytes);
     source('labeller_source_keys', 'Keys in the last good content of a source of truth', (s) => s.keys);
-    const unreadable = (): readonly Unreadable[] => this.#unreadable();
-    new Gauge({
-      name: 'labeller_related_unreadable',
-      help:
-        'Related kinds templates read that labeller cannot read (not followed, not served, forbidden): 1 while labels that read them are held',
-      labelNames: ['kind', 'reason'],
-      registers,
-      collect() {
-        this.reset();
-        for (const { kind, reason } of unreadable()) this.set({ kind, reason }, 1);
-      },
-    });
-    const skipped = (): readonly SkippedKind[] => this.#skipped();
-    new Gauge({
-      name: 'labeller_kinds_skipped',
-      help:
-        'Kinds of the every-kind entry labeller skips because it may not use them: 1 per resource, with the verbs it lacks',
-      labelNames: ['resource', 'verbs'],
-      registers,
-      collect() {
-        this.reset();
-        for (const { resource, verbs } of skipped()) this.set({ resource, verbs }, 1);
-      },
-    });
+    /** A gauge of 1 for each label set `read` answers at a scrape, and no other sample. */
+    const present = <L extends string>(
+      name: string,
+      help: string,
+      labelNames: readonly L[],
+      read: () => readonly Readonly<Record<L, string>>[],
+    ) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: [...labelNames],
+        registers,
+        collect() {
+          this.reset();
+          for (const labels of read()) {
+            // Only the label names: what `read` answers may carry more.
+            this.set(Object.fromEntries(labelNames.map((l) => [l, labels[l]])) as Record<L, string>, 1);
+          }
+        },
+      });
+    present(
+      'labeller_related_unreadable',
+      'Related kinds templates read that labeller cannot read (not followed, not served, forbidden): 1 while labels that read them are held',
+      ['kind', 'reason'],
+      () => this.#unreadable(),
+    );
+    present(
+      'labeller_kinds_skipped',
+      'Kinds of the every-kind entry labeller skips because it may not use them: 1 per resource, with the verbs it lacks',
+      ['resource', 'verbs'],
+      () => this.#skipped(),
+    );
   }
 
   /** Where labeller_kinds_skipped is read from at each scrape. */
