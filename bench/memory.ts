@@ -10,23 +10,25 @@
 // --no-flush-bytecode; and code optimised, and source maps parsed for stack traces, on first use
 // settle over warm-up rounds, after which the median of a few measured rounds is reported.
 //
-// Modes: pruned = labeller's own kinds and controllers (src/app/kindset.ts on a manager: the
-// projector of src/labeller/object.ts caches identity, labels and owned label keys); full = the
+// Modes: pruned = labeller's own kinds and controllers (src/kinds/kindset.ts on a manager: the
+// projector of src/labelling/object.ts caches identity, labels and owned label keys); full = the
 // same watches and reconciles with the whole PartialObjectMetadata cached (managedFields kept);
 // informer = @kubernetes/client-node's full-object informer (makeInformer) on the same kinds.
 import { AppsV1Api, CoreV1Api, KubeConfig, type KubernetesObject, makeInformer } from '@kubernetes/client-node';
-import { type Counts, noCounts, watchedNamespaces, type WiringOptions } from '../src/app/controllers.ts';
-import { KindSet } from '../src/app/kindset.ts';
-import { metadataClient } from '../src/app/metadataclient.ts';
+import { noOutcomes, type OutcomeCounts } from '../src/labelling/reconcile.ts';
+import { watchedNamespaces } from '../src/kinds/resolve.ts';
+import { type WiringOptions } from '../src/kinds/controller.ts';
+import { KindSet } from '../src/kinds/kindset.ts';
+import { metadataClient } from '../src/kinds/metadataclient.ts';
 import { MetadataApi, metadataApis } from '../src/kube/api.ts';
 import { KubeClient } from '../src/kube/client.ts';
 import { DiscoveryCache } from '../src/kube/discoverycache.ts';
 import type { PartialObjectMetadata } from '../src/kube/objects.ts';
 import { apiVersion, groupResource } from '../src/kube/resource.ts';
-import { buildConfig } from '../src/labeller/config.ts';
-import type { LabelledObject } from '../src/labeller/object.ts';
-import { projector } from '../src/labeller/object.ts';
-import { Reconciler } from '../src/labeller/reconcile.ts';
+import { buildConfig } from '../src/config/overlay.ts';
+import type { LabelledObject } from '../src/labelling/object.ts';
+import { projector } from '../src/labelling/object.ts';
+import { Reconciler } from '../src/labelling/reconcile.ts';
 import { Controller } from '../src/runtime/controller.ts';
 import { Informer } from '../src/runtime/informer.ts';
 import { Manager } from '../src/runtime/manager.ts';
@@ -101,7 +103,7 @@ function fullControllers(
   config: ReturnType<typeof buildConfig>,
   options: WiringOptions,
   log: Logger,
-  counts: Counts,
+  counts: OutcomeCounts,
   intake: AbortSignal,
 ): { controllers: Controller<PartialObjectMetadata>[]; runs: Promise<void>[] } {
   const runs: Promise<void>[] = [];
@@ -135,7 +137,7 @@ function fullControllers(
     runs.push(...sources.map((source) => source.run(intake)));
     return new Controller<PartialObjectMetadata>({
       name: groupResource(resource),
-      sources,
+      informers: sources,
       reconcile: async (object, key) => {
         counts[(await reconciler.reconcile(project(object, key, undefined) as LabelledObject)).outcome]++;
       },
@@ -161,7 +163,7 @@ async function labellerCache(request: MemoryRequest): Promise<MemoryResult> {
     watchTimeoutSeconds: 290,
   };
   const start = async (namespace: string) => {
-    const counts = noCounts();
+    const counts = noOutcomes();
     const config = buildConfig({ kinds: [...request.kinds], labels: { ...request.labels }, namespaces: [namespace] });
     const shutdown = new Shutdown({ signals: [] });
     let controllers: { readonly size: number; readonly synced: Promise<void> }[];

@@ -4,10 +4,10 @@
 // scrapes, as a watch would. Prints the figures.
 //   node --import tsx bench/ownership.ts [--n 100000] [--scrapes 5]
 import { parseArgs } from 'node:util';
-import { objectCounter } from '../src/labeller/objectcounts.ts';
-import type { LabelledObject } from '../src/labeller/object.ts';
-import { Reconciler } from '../src/labeller/reconcile.ts';
-import { compileTemplate } from '../src/labeller/template.ts';
+import { objectCounter } from '../src/labelling/counts.ts';
+import type { LabelledObject } from '../src/labelling/object.ts';
+import { Reconciler } from '../src/labelling/reconcile.ts';
+import { compileTemplate } from '../src/config/template.ts';
 import { createLogger } from '../src/util/log.ts';
 
 const { values } = parseArgs({

@@ -25,9 +25,11 @@ const args = new Set(process.argv.slice(2));
 const only = [...args].filter((a) => a.endsWith('.ts'));
 const pick = (files: string[]): string[] => (only.length ? files.filter((f) => only.includes(f)) : files);
 // Unit tests need no cluster: those beside the sources, and test/unit/ (in-process property tests).
-const unit = args.has('--e2e-only')
-  ? []
-  : pick([...globSync('src/**/*.test.ts'), ...globSync('test/unit/**/*.test.ts')]);
+const unit = args.has('--e2e-only') ? [] : pick([
+  ...globSync('src/**/*.test.ts'),
+  ...globSync('test/unit/**/*.test.ts'),
+  ...globSync('test/repo/**/*.test.ts'),
+]);
 const e2e = args.has('--unit-only') ? [] : pick(globSync('test/e2e/**/*.test.ts'));
 const realShapes = (file: string): boolean => file.endsWith('-realshapes.test.ts');
 const e2eBare = e2e.filter((f) => !realShapes(f));

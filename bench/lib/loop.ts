@@ -5,7 +5,7 @@
 import { MetadataApi } from '../../src/kube/api.ts';
 import { KubeClient } from '../../src/kube/client.ts';
 import type { ApiResource } from '../../src/kube/resource.ts';
-import { metadataClient } from '../../src/app/metadataclient.ts';
+import { metadataClient } from '../../src/kinds/metadataclient.ts';
 import type { ColdResults } from './cold.ts';
 import type { Bench } from './context.ts';
 import { LABELS } from './launch.ts';

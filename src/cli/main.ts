@@ -1,20 +1,26 @@
-// The `labeller` command behind src/cli.ts: options → config → API client → app. Exit status 2
-// for usage and configuration errors, 1 for failures at run time, 0 otherwise.
+// The `labeller` command behind src/cli.ts: options → config → API client → the command, on one
+// host (commands/). Exit status 2 for usage and configuration errors, 1 for failures at run time
+// and work left undone, 0 otherwise.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { eventsIdentity } from '../app/events.ts';
-import { runApp } from '../app/run.ts';
+import { type Ending, Host } from '../commands/host.ts';
+import { type LabelOptions, runLabel } from '../commands/label.ts';
+import { runOnce } from '../commands/once.ts';
+import { runPrune } from '../commands/prune.ts';
+import { runStatus } from '../commands/status.ts';
+import { ConfigError } from '../config/fields.ts';
+import { type Config, kindSettings } from '../config/model.ts';
+import { buildConfig, parseAnnotationFlag, parseLabelFlag } from '../config/overlay.ts';
+import { eventsIdentity } from '../events/labellerevents.ts';
 import { KubeClient } from '../kube/client.ts';
-import { buildConfig, parseAnnotationFlag, parseLabelFlag } from '../labeller/config.ts';
-import { ConfigError } from '../labeller/configfields.ts';
-import { fatal, report } from './fatal.ts';
-import { createLogger } from '../util/log.ts';
-import { envName } from './flags.ts';
-import { parseOptions, unknownEnv } from './options.ts';
-import { UsageError } from '../util/usage.ts';
-import { version } from './version.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';
+import { createLogger } from '../util/log.ts';
+import { UsageError } from '../util/usage.ts';
+import { fatal, report } from './fatal.ts';
+import { envName } from './flags.ts';
+import { type Options, parseOptions, unknownEnv } from './options.ts';
+import { version } from './version.ts';
 
 type Format = 'json' | 'text';
 const autoFormat = (): Format => (process.stderr.isTTY ? 'text' : 'json');
@@ -33,11 +39,11 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
     });
   }
 
-  const configFile = options.config;
-  const text = configFile === undefined ? undefined : readConfig(configFile);
+  const configPath = options.config;
+  const text = configPath === undefined ? undefined : readConfig(configPath);
   const build = (content: string | undefined) =>
     buildConfig({
-      file: configFile === undefined || content === undefined ? undefined : { text: content, source: configFile },
+      file: configPath === undefined || content === undefined ? undefined : { text: content, source: configPath },
       kinds: options.kinds,
       excludeKinds: options.excludeKinds,
       labels: options.labels === undefined ? undefined : Object.fromEntries(options.labels.map(parseLabelFlag)),
@@ -49,14 +55,8 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
       conflicts: options.conflicts,
       requireLabels: options.command !== 'prune',
     });
-  // prune --all-kinds takes its kinds from discovery (app/prune.ts).
-  const config = options.command === 'prune' && options.allKinds
-    ? { kinds: [], ownerKinds: [], sources: new Map() }
-    : build(text);
-  // The controller reapplies the file when it changes (app/reload.ts).
-  const configSource = options.command === 'label' && configFile !== undefined && text !== undefined
-    ? { path: configFile, text, build }
-    : undefined;
+  // prune --all-kinds takes its kinds from discovery (commands/prune.ts), and no config.
+  const config = options.command === 'prune' && options.allKinds ? undefined : build(text);
   const client = await KubeClient.load({
     kubeconfig: options.kubeconfig,
     context: options.context,
@@ -81,14 +81,52 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
     leaseDurationMs: options.leaseDurationMs,
     ignore: options.ignoreFieldManagerGuard,
   };
+  // The controller applies the config file again when it changes.
+  const configFile = configPath !== undefined && text !== undefined ? { path: configPath, text, build } : undefined;
+  // A dry run writes nothing, Events included.
+  const events = options.events && !options.dryRun ? eventsIdentity(process.env) : undefined;
   try {
-    // A dry run writes nothing, Events included.
-    const events = options.events && !options.dryRun ? eventsIdentity(process.env) : undefined;
-    return await runApp(client, config, { ...options, leaderElection, events, guard, configSource }, shutdown, log);
+    const host = await Host.open(
+      client,
+      config ? kindSettings(config).map((kind) => kind.resource) : [],
+      { ...options, leaderElection, events },
+      shutdown,
+      log,
+    );
+    if (!host) return 0;
+    try {
+      return EXIT_STATUS[await runCommand(host, options, config, { guard, configFile })];
+    } finally {
+      await host.close();
+    }
   } finally {
     await client.close();
   }
 }
+
+/** The command the options name, on `host`. */
+function runCommand(host: Host, options: Options, config: Config | undefined, label: LabelOptions): Promise<Ending> {
+  if (options.command === 'prune') {
+    return runPrune(
+      host,
+      config ? { allKinds: false, config } : { allKinds: true, namespaces: options.namespaces ?? [] },
+    );
+  }
+  // Only prune --all-kinds goes without a config.
+  if (!config) throw new Error('no config to run');
+  if (options.command === 'status') return runStatus(host, config, options);
+  return options.once ? runOnce(host, config) : runLabel(host, config, label);
+}
+
+/** How each ending exits: a stop asked for is a clean one; work left undone or a failure is 1. */
+const EXIT_STATUS: Readonly<Record<Ending, number>> = {
+  done: 0,
+  stopped: 0,
+  incomplete: 1,
+  'leadership lost': 1,
+  'controller crashed': 1,
+  'grace period over': 1,
+};
 
 function readConfig(path: string): string {
   try {

@@ -5,7 +5,7 @@ import yargs from 'yargs';
 import { type Command, COMMANDS, ENV_PREFIX, envNames, type Name, type Spec, SPECS } from './flags.ts';
 import { formatHelp } from './help.ts';
 import type { Level } from '../util/log.ts';
-import type { ConflictPolicy } from '../labeller/config.ts';
+import type { ConflictPolicy } from '../config/model.ts';
 import { parseDuration } from '../util/duration.ts';
 import { UsageError } from '../util/usage.ts';
 import type { BindAddress } from '../metrics/server.ts';

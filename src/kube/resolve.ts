@@ -1,18 +1,13 @@
 import type { ApiResource } from './resource.ts';
+import { ReasonedError } from '../util/reasonederror.ts';
 import { groupResource } from './resource.ts';
 import { suggest } from '../util/suggest.ts';
 
 export type ResolveFailure = 'unknown' | 'ambiguous' | 'verbs';
 
 /** A resource name that cannot be used: the message says why and what to type instead. */
-export class ResolveError extends Error {
+export class ResolveError extends ReasonedError<ResolveFailure> {
   override readonly name = 'ResolveError';
-  readonly reason: ResolveFailure;
-
-  constructor(reason: ResolveFailure, message: string) {
-    super(message);
-    this.reason = reason;
-  }
 }
 
 /** One way to read an argument: a name, optionally qualified by group and version. */

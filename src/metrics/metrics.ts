@@ -32,7 +32,7 @@ export interface ObjectGauges {
   readonly held: number;
 }
 
-/** A source of truth's state (see app/sources/sourceset.ts). */
+/** A source of truth's state, as sources/sourceset.ts reports it. */
 export interface SourceGauges {
   readonly name: string;
   readonly up: boolean;
@@ -41,14 +41,16 @@ export interface SourceGauges {
   readonly keys: number;
 }
 
-/** A kind of the every-kind entry skipped, and the verbs labeller may not use on it (see app/kindaccess.ts). */
-export interface SkippedKind {
+/** A kind of the every-kind entry skipped, and the verbs labeller may not use on it, as kinds/access.ts reports it. */
+export interface SkippedKindGauge {
+  /** As RBAC names it: `deployments.apps`. */
   readonly resource: string;
+  /** The verbs it lacks somewhere, comma-separated: `patch`, `list,watch,patch`. */
   readonly verbs: string;
 }
 
-/** A related kind that cannot be read, and why (see app/relations.ts). */
-export interface Unreadable {
+/** A related kind that cannot be read, and why, as related/unreadable.ts reports it. */
+export interface UnreadableKindGauge {
   readonly kind: string;
   readonly reason: string;
 }
@@ -76,8 +78,8 @@ export class Metrics {
   readonly #objectSources = new Map<string, () => ObjectGauges>();
   readonly #reloads;
   readonly #reloadSuccessful;
-  #unreadable: () => readonly Unreadable[] = () => [];
-  #skipped: () => readonly SkippedKind[] = () => [];
+  #unreadable: () => readonly UnreadableKindGauge[] = () => [];
+  #skipped: () => readonly SkippedKindGauge[] = () => [];
   #sources: () => readonly SourceGauges[] = () => [];
 
   constructor() {
@@ -276,7 +278,7 @@ export class Metrics {
   }
 
   /** Where labeller_kinds_skipped is read from at each scrape. */
-  kindsSkipped(read: () => readonly SkippedKind[]): void {
+  kindsSkipped(read: () => readonly SkippedKindGauge[]): void {
     this.#skipped = read;
   }
 
@@ -286,7 +288,7 @@ export class Metrics {
   }
 
   /** Where labeller_related_unreadable is read from at each scrape. */
-  relatedUnreadable(read: () => readonly Unreadable[]): void {
+  relatedUnreadable(read: () => readonly UnreadableKindGauge[]): void {
     this.#unreadable = read;
   }
 
@@ -354,7 +356,7 @@ export class Metrics {
     this.#objectSources.delete(controller);
   }
 
-  /** Counts config reloads by result and keeps whether the last one was applied. */
+  /** OutcomeCounts config reloads by result and keeps whether the last one was applied. */
   configReloaded(applied: boolean): void {
     this.#reloads.inc({ result: applied ? 'success' : 'failure' });
     this.#reloadSuccessful.set(applied ? 1 : 0);

@@ -49,7 +49,7 @@ function start(
   const informer = new Informer<Meta>({ name: 'pods', api, project: metadataOf, log });
   const controller = new Controller<Meta>({
     name: 'pods',
-    sources: [informer],
+    informers: [informer],
     reconcile: async (object, key, writes) => {
       calls.push(key);
       return await options.reconcile?.(object, key, writes);
@@ -76,7 +76,7 @@ test('nothing is reconciled before the first list is complete, all of its pages'
   await until(() => api.lists.length === 2, 'the second page is asked for');
   await flush();
   assert.deepEqual(calls, [], 'reconciled with the list incomplete');
-  assert.equal(controller.sources[0]!.store.synced, false);
+  assert.equal(controller.informers[0]!.store.synced, false);
 
   lastPage.resolve(page('5', [pod('c')]));
   await until(() => calls.length === 3, 'every listed object is reconciled');
@@ -241,9 +241,9 @@ test('a change that lands while its write is under way is looked at once the wri
   assert.deepEqual(versions, ['4', '6']);
 });
 
-test('concurrency bounds the reconciles of the whole kind, over all its sources (one per namespace)', async (t) => {
+test('concurrency bounds the reconciles of the whole kind, over all its informers (one per namespace)', async (t) => {
   const log = createLogger({ level: 'error', format: 'json', write: () => {} });
-  const sources = ['a', 'b', 'c'].map((ns) =>
+  const informers = ['a', 'b', 'c'].map((ns) =>
     new Informer<Meta>({
       name: `pods/${ns}`,
       api: new ScriptedApi([
@@ -258,7 +258,7 @@ test('concurrency bounds the reconciles of the whole kind, over all its sources 
   let done = 0;
   const controller = new Controller<Meta>({
     name: 'pods',
-    sources,
+    informers,
     reconcile: async () => {
       most = Math.max(most, ++running);
       await flush(2);
@@ -270,7 +270,7 @@ test('concurrency bounds the reconciles of the whole kind, over all its sources 
     log,
   });
   const intake = new AbortController();
-  const runs = [...sources.map((s) => s.run(intake.signal)), controller.run(intake.signal)];
+  const runs = [...informers.map((s) => s.run(intake.signal)), controller.run(intake.signal)];
   t.after(async () => {
     intake.abort();
     await Promise.all(runs);

@@ -45,14 +45,14 @@ export interface ControllerOptions<T> {
   /** Names the controller in logs and metrics, e.g. "deployments.apps". */
   readonly name: string;
   /** Its resource's caches: one per namespace watched, or one for all. */
-  readonly sources: readonly Informer<T>[];
+  readonly informers: readonly Informer<T>[];
   /**
    * Resolves once the other caches `reconcile` reads have listed, or cannot be (controller-runtime's
    * WaitForCacheSync over the watched kinds); no reconcile starts before.
    */
   readonly dependencies?: (() => Promise<void>) | undefined;
   readonly reconcile: Reconcile<T>;
-  /** Workers reconciling at the same time, over all its sources. */
+  /** Workers reconciling at the same time, over all its informers. */
   readonly concurrency: number;
   /** Period of the re-check of every object, jittered by ±10 %; 0 disables it. */
   readonly requeueAfterMs: number;
@@ -64,7 +64,7 @@ export interface ControllerOptions<T> {
 
 export class Controller<T> {
   readonly name: string;
-  readonly sources: readonly Informer<T>[];
+  readonly informers: readonly Informer<T>[];
   readonly #options: ControllerOptions<T>;
   readonly #queue: WorkQueue;
   /** Objects written whose write the cache does not show yet, by key. */
@@ -77,49 +77,49 @@ export class Controller<T> {
 
   constructor(options: ControllerOptions<T>) {
     this.name = options.name;
-    this.sources = options.sources;
+    this.informers = options.informers;
     this.#options = options;
     this.#queue = new WorkQueue({ ...options.queue, ...(options.metrics ? { metrics: options.metrics.queue } : {}) });
     this.#writes = new WriteSummary(options.log, () => this.#queue.length);
   }
 
-  /** The cached object under `key`, from whichever source holds it. */
+  /** The cached object under `key`, from whichever informer holds it. */
   get(key: string): T | undefined {
-    for (const source of this.sources) {
-      const object = source.store.get(key);
+    for (const informer of this.informers) {
+      const object = informer.store.get(key);
       if (object !== undefined) return object;
     }
     return undefined;
   }
 
   *keys(): Generator<string> {
-    for (const source of this.sources) yield* source.store.keys();
+    for (const informer of this.informers) yield* informer.store.keys();
   }
 
   *values(): Generator<T> {
-    for (const source of this.sources) yield* source.store.values();
+    for (const informer of this.informers) yield* informer.store.values();
   }
 
   get size(): number {
-    return this.sources.reduce((n, source) => n + source.store.size, 0);
+    return this.informers.reduce((n, informer) => n + informer.store.size, 0);
   }
 
-  /** Resolves when every source has its first list. */
+  /** Resolves when every informer has its first list. */
   get synced(): Promise<void> {
-    return Promise.all(this.sources.map((source) => source.synced)).then(() => {});
+    return Promise.all(this.informers.map((informer) => informer.synced)).then(() => {});
   }
 
-  /** Resolves once every source has listed and the dependencies are there: when reconciling may begin. */
+  /** Resolves once every informer has listed and the dependencies are there: when reconciling may begin. */
   async ready(): Promise<void> {
     await this.synced;
     await this.#options.dependencies?.();
   }
 
-  /** Why this controller does not serve current objects, one line per source: no first list yet, or a watch that is down. */
+  /** Why this controller does not serve current objects, one line per informer: no first list yet, or a watch that is down. */
   problems(): string[] {
-    return this.sources.flatMap((source) => {
-      const problem = source.problem;
-      return problem === undefined ? [] : [`${source.name}: ${problem}`];
+    return this.informers.flatMap((informer) => {
+      const problem = informer.problem;
+      return problem === undefined ? [] : [`${informer.name}: ${problem}`];
     });
   }
 
@@ -134,7 +134,7 @@ export class Controller<T> {
   }
 
   /**
-   * Queues its sources' changes until `intake` aborts, reconciling once they have listed, the
+   * Queues its informers' changes until `intake` aborts, reconciling once they have listed, the
    * dependencies are there and `leading` resolves (at once without leader election; a standby
    * keeps its cache warm meanwhile). On abort it stops handing out work and resolves once the
    * reconciles already running have finished (the caller bounds that wait with a grace period).
@@ -146,10 +146,10 @@ export class Controller<T> {
     leading: Promise<unknown> = Promise.resolve(),
     writes: AbortSignal = ALWAYS,
   ): Promise<void> {
-    const unsubscribe = this.sources.map((source) => source.subscribe((change) => this.#queueChange(change)));
+    const unsubscribe = this.informers.map((informer) => informer.subscribe((change) => this.#queueChange(change)));
     // A shared cache may have listed before this controller started: its objects are all work.
-    for (const source of this.sources) {
-      if (source.store.synced) { for (const key of source.store.keys()) this.enqueue(key); }
+    for (const informer of this.informers) {
+      if (informer.store.synced) { for (const key of informer.store.keys()) this.enqueue(key); }
     }
     const stopQueue = (): void => this.#queue.shutDown();
     intake.addEventListener('abort', stopQueue, { once: true });
@@ -173,7 +173,7 @@ export class Controller<T> {
   }
 
   /**
-   * Once its sources have listed (the informer cache lists them once) and the dependencies are
+   * Once its informers have listed (the informer cache lists them once) and the dependencies are
    * there, reconciles every object once, `concurrency` at a time, without retrying (failures are
    * logged). Rejects if a list fails.
    */
@@ -223,8 +223,8 @@ export class Controller<T> {
 
   /** The version of the cached object under `key`. */
   #version(key: string): string | undefined {
-    for (const source of this.sources) {
-      const version = source.store.version(key);
+    for (const informer of this.informers) {
+      const version = informer.store.version(key);
       if (version !== undefined) return version;
     }
     return undefined;

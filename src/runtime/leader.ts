@@ -15,8 +15,8 @@ import type { Logger } from '../util/log.ts';
 import { microTime } from '../util/microtime.ts';
 import { sleep } from '../util/sleep.ts';
 
-/** The lease as a lock (src/kube/lease.ts's LeaseLock): `false` from a write means another candidate wrote first. */
-export interface LeaseLock {
+/** The lease as a lock (kube/lease.ts's LeaseLock): `false` from a write means another candidate wrote first. */
+export interface ElectionLock {
   /** `namespace/name`, for logs. */
   readonly description: string;
   get(signal: AbortSignal): Promise<LeaseSpec | undefined>;
@@ -24,14 +24,14 @@ export interface LeaseLock {
   update(spec: LeaseSpec, signal: AbortSignal): Promise<boolean>;
 }
 
-export interface Clock {
+export interface MonotonicClock {
   /** Milliseconds on a monotonic clock. */
   now(): number;
   /** Waits `ms` on this clock, or less if `signal` aborts first (never rejects). */
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
 }
 
-export const monotonicClock: Clock = { now: () => performance.now(), sleep };
+export const monotonicClock: MonotonicClock = { now: () => performance.now(), sleep };
 
 export interface LeaderElectionOptions {
   /** Unique per process: hostname plus a random suffix. */
@@ -50,9 +50,9 @@ export class LeadershipLost extends Error {
 }
 
 export class LeaderElector {
-  readonly #lock: LeaseLock;
+  readonly #lock: ElectionLock;
   readonly #options: LeaderElectionOptions;
-  readonly #clock: Clock;
+  readonly #clock: MonotonicClock;
   readonly #leadership = new AbortController();
   /** The lease as last read or written, and when (our clock) it last changed. */
   #observed: LeaseSpec | undefined;
@@ -63,7 +63,7 @@ export class LeaderElector {
   #renewing: Promise<void> = Promise.resolve();
   #cancelDeadline: () => void = () => {};
 
-  constructor(lock: LeaseLock, options: LeaderElectionOptions, clock: Clock = monotonicClock) {
+  constructor(lock: ElectionLock, options: LeaderElectionOptions, clock: MonotonicClock = monotonicClock) {
     this.#lock = lock;
     this.#options = options;
     this.#clock = clock;

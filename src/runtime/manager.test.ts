@@ -30,7 +30,7 @@ function setup(options: { gracePeriodMs?: number; elector?: LeaderElector } = {}
   );
   const calls: string[] = [];
   const controller = (name: string, objects: string[], reconcile = async (): Promise<void> => {}) => {
-    const source = manager.informers.acquire(
+    const acquired = manager.informers.acquire(
       name,
       () =>
         new Informer<Meta>({
@@ -42,7 +42,7 @@ function setup(options: { gracePeriodMs?: number; elector?: LeaderElector } = {}
     );
     return new Controller<Meta>({
       name,
-      sources: [source.informer],
+      informers: [acquired.informer],
       reconcile: async (_, key) => {
         calls.push(`${name} ${key}`);
         await reconcile();
@@ -65,7 +65,7 @@ test('controllers added before it runs start with it; one added while it runs st
   assert.deepEqual(calls, ['pods ns/a', 'configmaps ns/b']);
   assert.throws(() => manager.add(controller('pods', [])), /pods is running already/);
   shutdown.stop();
-  assert.equal(await running, 0);
+  assert.equal(await running, 'stopped');
 });
 
 test('a controller removed while it runs finishes its running reconcile, then stops; the others go on', async () => {
@@ -84,28 +84,28 @@ test('a controller removed while it runs finishes its running reconcile, then st
   assert.deepEqual(manager.controllers.map((c) => c.name), ['configmaps']);
   assert.ok(!calls.includes('pods ns/b'), 'no new work once removed');
   shutdown.stop();
-  assert.equal(await running, 0);
+  assert.equal(await running, 'stopped');
 });
 
-test('shutdown drains running reconciles within the grace period; past it the status is 1', async () => {
+test('shutdown drains running reconciles within the grace period; past it the run says so', async () => {
   const { shutdown, manager, calls, controller } = setup({ gracePeriodMs: 50 });
   manager.add(controller('pods', ['a'], () => new Promise<void>(() => {})));
   const running = manager.run();
   await until(() => calls.length === 1, 'a reconcile that never ends');
   shutdown.stop();
-  assert.equal(await running, 1);
+  assert.equal(await running, 'grace period over');
 });
 
-test('a controller that crashes stops the process with status 1', async () => {
+test('a controller that crashes stops the run', async () => {
   const { shutdown, manager } = setup();
-  const source = manager.informers.acquire(
+  const acquired = manager.informers.acquire(
     'pods',
     () => new Informer<Meta>({ name: 'pods', api: new ScriptedApi([page('5', [])]), project: metadataOf, log }),
   );
   manager.add(
     new Controller<Meta>({
       name: 'pods',
-      sources: [source.informer],
+      informers: [acquired.informer],
       dependencies: () => Promise.reject(new Error('a bug')),
       reconcile: async () => {},
       concurrency: 1,
@@ -113,7 +113,7 @@ test('a controller that crashes stops the process with status 1', async () => {
       log,
     }),
   );
-  assert.equal(await manager.run(), 1);
+  assert.equal(await manager.run(), 'controller crashed');
   assert.ok(shutdown.intake.aborted);
 });
 
@@ -145,7 +145,7 @@ test('under leader election nothing is reconciled before leading, tasks run whil
   assert.deepEqual(task, ['start']);
   shutdown.stop();
   await clock.advance(1000);
-  assert.equal(await running, 0);
+  assert.equal(await running, 'stopped');
   assert.deepEqual(task, ['start', 'end']);
   assert.equal(server.spec?.holderIdentity, null, 'released');
 });

@@ -2,7 +2,7 @@
 // every controller and lookup reads, the controllers running now (added and removed while it
 // runs), leader election, the tasks that run only while leading, readiness and the drain. Under
 // leader election a standby keeps its caches warm and reconciles nothing; losing leadership
-// stops the writes at once and the process with status 1. On shutdown, intake stops, running
+// stops the writes at once and the run (`leadership lost`). On shutdown, intake stops, running
 // reconciles get the grace period to finish, leader tasks end, and the lease is given up last.
 import { aborted } from '../util/aborted.ts';
 import type { Logger } from '../util/log.ts';
@@ -21,6 +21,12 @@ export interface ManagerOptions {
   readonly log: Logger;
 }
 
+/**
+ * Why run() ended: `stopped` once shutdown was asked for (a signal, or a part that stopped the
+ * process for its own reason) and everything drained; otherwise the failure that ended it.
+ */
+export type StopReason = 'stopped' | 'leadership lost' | 'controller crashed' | 'grace period over';
+
 interface Running<T> {
   readonly controller: Controller<T>;
   readonly stop: AbortController;
@@ -37,7 +43,7 @@ export class Manager<T> {
   readonly #tasks: ((writes: AbortSignal) => Promise<void>)[] = [];
   /** Set once run() has begun: controllers added from then on start at once. */
   #leading: Promise<unknown> | undefined;
-  #status = 0;
+  #failure: StopReason | undefined;
 
   constructor(options: ManagerOptions, shutdown: Shutdown) {
     this.#options = options;
@@ -96,8 +102,8 @@ export class Manager<T> {
     return this.controllers.flatMap((controller) => controller.problems());
   }
 
-  /** Runs until shutdown; returns the exit status: 1 when leadership was lost, a controller crashed or the grace period ran out. */
-  async run(): Promise<number> {
+  /** Runs until shutdown; answers why it stopped. */
+  async run(): Promise<StopReason> {
     const { elector, log, gracePeriodMs } = this.#options;
     const { intake } = this.#shutdown;
     elector?.leadership.addEventListener('abort', () => {
@@ -106,7 +112,7 @@ export class Manager<T> {
       // the lease, and the process was stopping anyway, so the stop stays a clean one.
       if (intake.aborted) return;
       // Another process may be writing now: stop, as controller-runtime does.
-      this.#status = 1;
+      this.#failure ??= 'leadership lost';
       this.#shutdown.stop('leadership lost');
     });
     const leading = elector ? elector.acquire(intake) : Promise.resolve(true);
@@ -129,14 +135,14 @@ export class Manager<T> {
     if (!clean) {
       // As controller-runtime does: work cut short is a failed shutdown.
       log.error('grace period over with patches still running; exiting', { gracePeriodMs });
-      return 1;
+      return 'grace period over';
     }
     await elector?.release();
-    return this.#status;
+    return this.#failure ?? 'stopped';
   }
 
-  /** Runs one-off `work` (`--once`, prune) while leading; returns its status, or 1 when leadership was lost or a signal came first. */
-  async once(work: () => Promise<number>): Promise<number> {
+  /** Runs one-off `work` (`--once`, prune) while leading; answers its result, or `not leading` when leadership was lost or a signal came first. */
+  async once<R>(work: () => Promise<R>): Promise<R | 'not leading'> {
     const { elector } = this.#options;
     if (!elector) return work();
     let lost = false;
@@ -145,10 +151,10 @@ export class Manager<T> {
       lost = true;
       this.#shutdown.stop('leadership lost');
     });
-    if (!(await elector.acquire(this.#shutdown.intake))) return 1;
+    if (!(await elector.acquire(this.#shutdown.intake))) return 'not leading';
     try {
-      const status = await work();
-      return lost ? 1 : status;
+      const result = await work();
+      return lost ? 'not leading' : result;
     } finally {
       await elector.release();
     }
@@ -160,7 +166,7 @@ export class Manager<T> {
     running.done = running.controller.run(AbortSignal.any([intake, running.stop.signal]), leading, elector?.leadership)
       .catch((error: unknown) => {
         // A bug, not an API failure (those are retried inside): stop everything rather than run half-blind.
-        this.#status = 1;
+        this.#failure ??= 'controller crashed';
         log.error('controller crashed; shutting down', {
           controller: running.controller.name,
           error: error instanceof Error ? error.stack : String(error),

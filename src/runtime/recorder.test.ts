@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { EventContent } from '../kube/objects.ts';
 import { createLogger } from '../util/log.ts';
-import { type Clock, EventRecorder, type EventSink, type RecorderOptions, type Series } from './recorder.ts';
+import { EventRecorder, type EventSink, type RecorderOptions, type Series, type WallClock } from './recorder.ts';
 
 /** Time that moves only when told; sleepers wake in order as it passes them. */
-class FakeClock implements Clock {
+class FakeClock implements WallClock {
   #now = 1_700_000_000_000;
   #sleepers: { at: number; wake: () => void }[] = [];
 
@@ -49,10 +49,10 @@ interface Write {
 class FakeSink implements EventSink {
   readonly writes: Write[] = [];
   failing = false;
-  readonly #clock: Clock;
+  readonly #clock: WallClock;
   readonly #events: EventContent[] = [];
 
-  constructor(clock: Clock) {
+  constructor(clock: WallClock) {
     this.#clock = clock;
   }
 

@@ -24,7 +24,7 @@ export interface EventSink {
 }
 
 /** Wall-clock time (Event times are wall-clock) and waiting, so tests can drive both. */
-export interface Clock {
+export interface WallClock {
   now(): number;
   /** Waits `ms`, or less if `signal` aborts (never rejects). */
   sleep(ms: number, signal: AbortSignal): Promise<void>;
@@ -32,7 +32,7 @@ export interface Clock {
 
 export interface RecorderOptions {
   readonly sink: EventSink;
-  readonly clock: Clock;
+  readonly clock: WallClock;
   readonly log: Logger;
   /** Event writes per second, all series together, after a burst of `burst`. */
   readonly qps?: number;
@@ -72,7 +72,7 @@ interface Entry {
 
 export class EventRecorder {
   readonly #sink: EventSink;
-  readonly #clock: Clock;
+  readonly #clock: WallClock;
   readonly #log: Logger;
   readonly #options: Required<Omit<RecorderOptions, 'sink' | 'clock' | 'log'>>;
   readonly #bucket: BucketRateLimiter;
@@ -102,7 +102,7 @@ export class EventRecorder {
     return this.#series.size;
   }
 
-  /** Counts an occurrence; a new series queues its Event. */
+  /** OutcomeCounts an occurrence; a new series queues its Event. */
   record(event: EventContent): void {
     if (this.#stopped) return;
     const now = this.#clock.now();

@@ -9,12 +9,12 @@ export interface Enqueue {
   enqueue(key: string): void;
 }
 
-/** Queues, on their controllers, the objects `mapper` finds affected by each change of `source`; returns the unsubscribe function. */
+/** Queues, on their controllers, the objects `mapper` finds affected by each change of `informer`; returns the unsubscribe function. */
 export function watches<T>(
-  source: Informer<T>,
+  informer: Informer<T>,
   mapper: (change: StoreChange<T>) => Iterable<readonly [Enqueue, string]>,
 ): () => void {
-  return source.subscribe((change) => {
+  return informer.subscribe((change) => {
     for (const [target, key] of mapper(change)) target.enqueue(key);
   });
 }

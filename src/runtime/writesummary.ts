@@ -21,7 +21,7 @@ export class WriteSummary {
     this.#queued = queued;
   }
 
-  /** Counts a write towards the next line, which is due 10 s after the first. */
+  /** OutcomeCounts a write towards the next line, which is due 10 s after the first. */
   count(): void {
     if (this.#writes++ > 0) return;
     this.#since = performance.now();

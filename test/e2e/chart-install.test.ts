@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { basename } from 'node:path';
 import { describe, test } from 'node:test';
-import { parseConfig } from '../../src/labeller/config.ts';
+import { parseConfig } from '../../src/config/parse.ts';
 import { adminClient, create, createCrd, createNamespace, skip } from './cluster.ts';
 import { EXAMPLES, install } from './helm.ts';
 

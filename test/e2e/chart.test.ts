@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { load, loadAll } from 'js-yaml';
-import { parseConfig } from '../../src/labeller/config.ts';
+import { parseConfig } from '../../src/config/parse.ts';
 import { parseDuration } from '../../src/util/duration.ts';
 import { freePorts } from '../controlplane/controlplane.ts';
 import { procSample } from '../harness/procstat.ts';

@@ -18,12 +18,12 @@ import {
   skip,
 } from './cluster.ts';
 import { figure } from '../harness/figures.ts';
-import { noCounts } from '../../src/app/controllers.ts';
-import { KindSet } from '../../src/app/kindset.ts';
+import { noOutcomes } from '../../src/labelling/reconcile.ts';
+import { KindSet } from '../../src/kinds/kindset.ts';
 import { metadataApis } from '../../src/kube/api.ts';
 import { DiscoveryCache } from '../../src/kube/discoverycache.ts';
-import { buildConfig } from '../../src/labeller/config.ts';
-import type { LabelledObject } from '../../src/labeller/object.ts';
+import { buildConfig } from '../../src/config/overlay.ts';
+import type { LabelledObject } from '../../src/labelling/object.ts';
 import { Manager } from '../../src/runtime/manager.ts';
 import { Shutdown } from '../../src/runtime/shutdown.ts';
 import { createLogger } from '../../src/util/log.ts';
@@ -358,7 +358,7 @@ kinds:
       return json<T>(method, path, options);
     };
     const config = buildConfig({ kinds: ['configmaps'], labels: { team: 'platform' }, namespaces: [ns] });
-    const counts = noCounts();
+    const counts = noOutcomes();
     const log = createLogger({ level: 'error', format: 'json', write: () => {} });
     const discovery = DiscoveryCache.of(client, log);
     await discovery.load(new AbortController().signal);

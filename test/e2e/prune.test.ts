@@ -16,7 +16,7 @@ import {
 } from './cluster.ts';
 import { figure } from '../harness/figures.ts';
 import type { PartialObjectMetadata } from '../../src/kube/objects.ts';
-import { ownedKeys } from '../../src/labeller/object.ts';
+import { ownedKeys } from '../../src/labelling/object.ts';
 import { Labeller } from '../harness/labeller.ts';
 
 /** The label keys `manager` owns on the object at `path`, read from its managedFields. */

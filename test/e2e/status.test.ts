@@ -13,7 +13,7 @@ import {
   serviceAccountKubeconfig,
   skip,
 } from './cluster.ts';
-import type { StatusReport } from '../../src/app/status.ts';
+import type { StatusReport } from '../../src/commands/status.ts';
 import { Labeller } from '../harness/labeller.ts';
 
 const deployment = (name: string) => ({

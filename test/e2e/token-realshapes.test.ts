@@ -93,7 +93,7 @@ describe('the chart with a token from the token controller', { skip: fullSkip ||
       const mine = auditEvents((e) => e.user?.username === user && e.stage === 'ResponseComplete');
       assert.ok(mine.some((e) => e.verb === 'patch' && e.objectRef?.resource === 'pods'), 'labelled as that identity');
       // The field-manager guard first tries to list its Leases cluster-wide and, refused, looks in
-      // its own namespace, which the chart grants (src/app/guard.ts): that one 403 is by design.
+      // its own namespace, which the chart grants (src/guard/guard.ts): that one 403 is by design.
       const guardProbe = (e: AuditEvent) =>
         e.verb === 'list' && e.objectRef?.resource === 'leases' && !e.objectRef.namespace;
       assert.deepEqual(

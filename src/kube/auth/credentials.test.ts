@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { KeyPair } from './credentialfiles.ts';
-import { IdentitySource } from './credentials.ts';
+import { CredentialsProvider } from './credentials.ts';
 import { Refreshing } from './refreshing.ts';
 
 /** A Refreshing whose next value the test sets; it loads whenever asked (freshUntil 0). */
@@ -17,7 +17,7 @@ function settable<T>(first: T) {
 
 test('the same credential and pool while nothing changes; a new token keeps the pool', async () => {
   const token = settable('t1');
-  const id = new IdentitySource({ token: token.source, ca: 'CA' }, 'https://cluster.test');
+  const id = new CredentialsProvider({ token: token.source, ca: 'CA' }, 'https://cluster.test');
   const first = await id.current();
   assert.equal(first.headers['authorization'], 'Bearer t1');
   assert.equal(await id.current(), first);
@@ -29,7 +29,7 @@ test('the same credential and pool while nothing changes; a new token keeps the 
 
 test('a new client certificate means a new pool; the same contents keep it', async () => {
   const pair = settable<KeyPair>({ cert: 'c1', key: 'k1' });
-  const id = new IdentitySource({ pair: pair.source }, 'https://cluster.test');
+  const id = new CredentialsProvider({ pair: pair.source }, 'https://cluster.test');
   const first = await id.current();
   pair.set({ cert: 'c1', key: 'k1' });
   assert.equal((await id.current()).transport, first.transport);
@@ -40,14 +40,14 @@ test('a new client certificate means a new pool; the same contents keep it', asy
 test('refresh after a 401: one reload for many rejected requests; static credentials give the same object back (no retry)', async () => {
   const token = new Refreshing<string>(async () => ({ value: `t${++loads}`, freshUntil: Infinity }));
   let loads = 0;
-  const id = new IdentitySource({ token }, 'https://cluster.test');
+  const id = new CredentialsProvider({ token }, 'https://cluster.test');
   const rejected = await id.current();
   const fresh = await Promise.all(Array.from({ length: 20 }, () => id.refresh(rejected)));
   assert.equal(loads, 2);
   assert.ok(fresh.every((c) => c === fresh[0] && c !== rejected));
   assert.equal(fresh[0]?.headers['authorization'], 'Bearer t2');
 
-  const fixed = new IdentitySource(
+  const fixed = new CredentialsProvider(
     { token: 'static', headers: { 'impersonate-user': 'jane' } },
     'https://cluster.test',
   );
@@ -57,7 +57,7 @@ test('refresh after a 401: one reload for many rejected requests; static credent
 });
 
 test('basic auth when there is no token', async () => {
-  const credential = await new IdentitySource({ basic: { username: 'u', password: 'p' } }, 'https://cluster.test')
+  const credential = await new CredentialsProvider({ basic: { username: 'u', password: 'p' } }, 'https://cluster.test')
     .current();
   assert.equal(credential.headers['authorization'], `Basic ${Buffer.from('u:p').toString('base64')}`);
 });

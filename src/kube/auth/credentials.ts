@@ -58,7 +58,7 @@ export async function connect(options: ConnectOptions = {}): Promise<Connection>
       server: pod.server,
       context: 'in-cluster',
       namespace: pod.namespace,
-      credentials: new IdentitySource(pod.identity, pod.server, proxyFor(new URL(pod.server), env)),
+      credentials: new CredentialsProvider(pod.identity, pod.server, proxyFor(new URL(pod.server), env)),
     };
   }
   const selection = loadKubeconfig(files, options.context);
@@ -76,7 +76,7 @@ export async function connect(options: ConnectOptions = {}): Promise<Connection>
     server,
     context: selection.context,
     namespace: selection.namespace,
-    credentials: new IdentitySource(identity(selection, server), server, proxyFor(new URL(server), env)),
+    credentials: new CredentialsProvider(identity(selection, server), server, proxyFor(new URL(server), env)),
   };
 }
 
@@ -149,7 +149,7 @@ function identity(selection: KubeconfigSelection, server: string): Identity {
  * Credentials from an Identity. The same Credential object is returned while nothing changed,
  * and the same Transport while the client certificate stays the same, so the pool is kept.
  */
-export class IdentitySource implements CredentialSource {
+export class CredentialsProvider implements CredentialSource {
   readonly #identity: Identity;
   readonly #server: string;
   readonly #proxy: URL | undefined;

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { FILE_REREAD_MS } from './credentialfiles.ts';
-import { connect, IdentitySource } from './credentials.ts';
+import { connect, CredentialsProvider } from './credentials.ts';
 import { inCluster } from './incluster.ts';
 
 function serviceAccount(): string {
@@ -34,7 +34,7 @@ test('in-cluster: the rotated token is read again within FILE_REREAD_MS, and at 
   const dir = serviceAccount();
   let now = 0;
   const pod = inCluster({ KUBERNETES_SERVICE_HOST: '10.0.0.1', KUBERNETES_SERVICE_PORT: '443' }, dir, () => now);
-  const source = new IdentitySource(pod.identity, 'https://cluster.test');
+  const source = new CredentialsProvider(pod.identity, 'https://cluster.test');
   const first = await source.current();
   writeFileSync(join(dir, 'token.new'), 'token-2\n');
   renameSync(join(dir, 'token.new'), join(dir, 'token'));

@@ -2,21 +2,21 @@
 // again when its time is up, or at once when the API server rejected it, one load at a time
 // however many requests wait (client-go's exec authenticator and cached token source do the same).
 
-export interface Loaded<T> {
+export interface Fresh<T> {
   readonly value: T;
   /** Epoch ms after which the value is loaded again before use. */
   readonly freshUntil: number;
 }
 
 export class Refreshing<T> {
-  readonly #load: (previous: T | undefined) => Promise<Loaded<T>>;
+  readonly #load: (previous: T | undefined) => Promise<Fresh<T>>;
   readonly #now: () => number;
   #value: T | undefined;
   #freshUntil = -Infinity;
   #loading: Promise<T> | undefined;
 
   /** `load` gets the previous value, so a source can keep it when reloading fails for a moment. */
-  constructor(load: (previous: T | undefined) => Promise<Loaded<T>>, now: () => number = Date.now) {
+  constructor(load: (previous: T | undefined) => Promise<Fresh<T>>, now: () => number = Date.now) {
     this.#load = load;
     this.#now = now;
   }

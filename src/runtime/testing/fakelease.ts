@@ -1,10 +1,10 @@
 // Leader election's world for unit tests: a clock that moves when told, and an in-memory Lease
 // that candidates' locks read and write with the API server's compare-and-swap.
 import type { LeaseSpec } from '../../kube/lease.ts';
-import type { Clock, LeaseLock } from '../leader.ts';
+import type { ElectionLock, MonotonicClock } from '../leader.ts';
 
 /** A clock that moves only when told: sleeps end in order as advance() passes them. */
-export class FakeClock implements Clock {
+export class FakeClock implements MonotonicClock {
   #now = 0;
   #timers: { at: number; resolve: () => void }[] = [];
 
@@ -64,7 +64,7 @@ export class LeaseServer {
 }
 
 /** One candidate's view of the lease; `hang` makes its requests never answer (a partitioned node). */
-export class FakeLock implements LeaseLock {
+export class FakeLock implements ElectionLock {
   readonly description = 'test/lease';
   hang = false;
   aborted = 0;

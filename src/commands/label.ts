@@ -1,0 +1,59 @@
+// `labeller`: the controller. The config's kinds run until a signal, under leader election when
+// asked, with the field-manager guard claiming each config before it takes effect and holding
+// its Lease while this process may write; the config file, when there is one, is followed and
+// each change applied live; discovery is refreshed so kinds served later start.
+import { type ConfigFile, followConfigFile } from '../config/follow.ts';
+import type { Config } from '../config/model.ts';
+import { claimOf } from '../guard/claim.ts';
+import { type FieldManagerTaken, guardFor, type GuardOptions } from '../guard/guard.ts';
+import type { Ending, Host } from './host.ts';
+
+export interface LabelOptions {
+  /** The field-manager guard (off with --dry-run, which writes nothing). */
+  readonly guard: Omit<GuardOptions, 'log'> & { readonly identity: string };
+  /** The config file, when there is one: its changes are applied live. */
+  readonly configFile?: ConfigFile | undefined;
+}
+
+/** Runs until shutdown; throws FieldManagerTaken when another config took the field manager meanwhile. */
+export async function runLabel(host: Host, config: Config, options: LabelOptions): Promise<Ending> {
+  const { client, discovery, metrics, events, log, shutdown, counts } = host;
+  const guard = host.options.dryRun ? undefined : guardFor(client, { ...host.options, guard: options.guard }, log);
+  const started = await host.start(config, {
+    verbs: ['list', 'watch', 'patch'],
+    // Before the first write: refuse to fight a labeller of another config under this field manager.
+    claim: guard && ((next, kinds, signal) => guard.claim(claimOf(next, kinds), signal)),
+    reload: options.configFile?.path,
+  });
+  if (!started) return 'stopped';
+  const { manager, kinds } = started;
+  let taken: FieldManagerTaken | undefined;
+  if (guard) {
+    // Held while this process may write, and until everything has drained, so other labellers see it.
+    manager.whileLeading((writes) =>
+      guard.hold(writes, (error) => {
+        taken = error;
+        shutdown.stop('field manager taken');
+      })
+    );
+  }
+  const stopDiscovery = new AbortController();
+  const refreshing = discovery.run(stopDiscovery.signal);
+  try {
+    const following = options.configFile && followConfigFile(options.configFile, {
+      apply: (next, signal) => kinds.apply(next, signal),
+      metrics,
+      rejected: events && ((message) => events.configRejected(message)),
+      log,
+    }, shutdown.intake);
+    const stop = await manager.run();
+    await following;
+    log.info('stopped', counts);
+    // Another config started at the same moment and holds the field manager since before: exit 2.
+    if (taken) throw taken;
+    return stop;
+  } finally {
+    stopDiscovery.abort();
+    await refreshing;
+  }
+}

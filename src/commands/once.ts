@@ -1,0 +1,82 @@
+// `labeller --once` (and `prune`, which is --once over a config that wants nothing): every object
+// of every kind listed and reconciled once, while leading when there is leader election;
+// progress on a terminal, one summary line on stdout, and an ending that says whether anything
+// failed.
+import type { Config } from '../config/model.ts';
+import type { LabelledObject } from '../labelling/object.ts';
+import type { OutcomeCounts } from '../labelling/reconcile.ts';
+import type { Controller } from '../runtime/controller.ts';
+import type { Logger } from '../util/log.ts';
+import type { Ending, Host } from './host.ts';
+
+/** `incomplete` if anything failed, could not be listed, or was cut short by a signal. */
+export async function runOnce(host: Host, config: Config): Promise<Ending> {
+  const started = await host.start(config, { verbs: ['list', 'patch'] });
+  if (!started) return 'stopped';
+  const { manager, kinds } = started;
+  const ending = await manager.once(() =>
+    reconcileAll(
+      kinds.kinds.map((kind) => kind.controller),
+      host.counts,
+      { dryRun: host.options.dryRun, unknownKinds: kinds.unknown.length },
+      host.shutdown.intake,
+      host.log,
+    )
+  );
+  return ending === 'not leading' ? 'incomplete' : ending;
+}
+
+interface OnceReport {
+  readonly dryRun: boolean;
+  /** Configured kinds the API server does not serve; they count as failures. */
+  readonly unknownKinds: number;
+}
+
+async function reconcileAll(
+  controllers: readonly Controller<LabelledObject>[],
+  counts: OutcomeCounts,
+  report: OnceReport,
+  signal: AbortSignal,
+  log: Logger,
+): Promise<Ending> {
+  const seen = () => Object.values(counts).reduce((a, b) => a + b, 0);
+  const failed = () => counts.failed + counts.invalid;
+  const patched = report.dryRun ? 'would patch' : 'patched';
+  // On a terminal, one line that keeps count; logs and pipes get just the summary.
+  const progress = process.stderr.isTTY
+    ? setInterval(() => {
+      const total = controllers.reduce((n, c) => n + c.size, 0);
+      process.stderr.write(
+        `\r\x1b[2K${seen()}/${total} objects: ${counts.patched} ${
+          report.dryRun ? 'to patch' : 'patched'
+        }, ${failed()} failed`,
+      );
+    }, 250)
+    : undefined;
+  let unlisted = 0;
+  await Promise.all(
+    controllers.map((c) =>
+      c.runOnce(signal).catch((error: unknown) => {
+        unlisted++;
+        log.error('cannot list; kind skipped', { controller: c.name, error });
+      })
+    ),
+  );
+  if (progress) {
+    clearInterval(progress);
+    process.stderr.write('\r\x1b[2K');
+  }
+  const notes = [
+    `${controllers.length} controller${controllers.length === 1 ? '' : 's'}`,
+    ...(unlisted ? [`${unlisted} could not list`] : []),
+    ...(report.unknownKinds ? [`${report.unknownKinds} unknown kind${report.unknownKinds === 1 ? '' : 's'}`] : []),
+  ];
+  process.stdout.write(
+    `${
+      report.dryRun ? 'dry run: ' : ''
+    }seen ${seen()}, ${patched} ${counts.patched}, unchanged ${counts.unchanged}, conflicts ${counts.conflict}, failed ${failed()} (${
+      notes.join(', ')
+    })\n`,
+  );
+  return failed() + unlisted + report.unknownKinds > 0 || signal.aborted ? 'incomplete' : 'done';
+}

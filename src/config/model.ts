@@ -1,0 +1,75 @@
+// The config in force, as every other part reads it: the kinds (each with its effective labels,
+// annotations, namespaces, selector and conflict policy, templates compiled), the every-kind
+// entry, the owner kinds followed and the sources of truth. parse.ts reads kinds.yaml into it and
+// overlay.ts lays the command-line flags over it; nothing here parses.
+import { Buffer } from 'node:buffer';
+import type { Selector } from '../kube/selector.ts';
+import type { SourceSpec } from './sources.ts';
+import type { Template } from './template.ts';
+
+/** What to do when another field manager owns a label: take it over (force) or leave it (skip). */
+export type ConflictPolicy = 'force' | 'skip';
+
+/** The two maps of an object's metadata labeller writes keys of. */
+export type MetadataField = 'labels' | 'annotations';
+
+/** The API server's limit on the total size of an object's annotations, keys and values (apimachinery's TotalAnnotationSizeLimitB). */
+export const ANNOTATIONS_MAX_BYTES = 256 * 1024;
+
+export interface KindConfig {
+  /** Where the entry came from, for messages: 'kinds.yaml: kinds[0]' or '--kinds "secrets"'. */
+  readonly where: string;
+  /** As the user wrote it; discovery resolves it to an API resource. */
+  readonly resource: string;
+  /** Empty means all namespaces. */
+  readonly namespaces: readonly string[];
+  readonly selector: Selector | undefined;
+  /** The effective labels: the global ones merged with the kind's own. */
+  readonly labels: ReadonlyMap<string, Template>;
+  /** The effective annotations, merged as labels are. */
+  readonly annotations: ReadonlyMap<string, Template>;
+  readonly conflicts: ConflictPolicy;
+}
+
+/** Every template a kind renders, labels' and annotations'. */
+export function templatesOf(kind: Pick<KindConfig, MetadataField>): Template[] {
+  return [...kind.labels.values(), ...kind.annotations.values()];
+}
+
+export interface Config {
+  /** The kinds listed by name (may be empty when everyKind is set). */
+  readonly kinds: readonly KindConfig[];
+  /** The `resource: "*"` entry: every kind discovery serves, besides those listed by name. */
+  readonly everyKind?: EveryKindConfig | undefined;
+  /**
+   * Owner kinds (kubectl-style names) that owner.* and root.* follow besides the built-in
+   * workload chain; an ownerReference to any other kind is not followed.
+   */
+  readonly ownerKinds: readonly string[];
+  /** The sources of truth templates look values up in, by name. */
+  readonly sources: ReadonlyMap<string, SourceSpec>;
+}
+
+/** The resource name that stands for every kind. */
+export const EVERY_KIND = '*';
+
+/** Which resources the every-kind entry covers: namespaced ones, cluster-scoped ones, or both. */
+export type EveryKindScope = 'namespaced' | 'cluster' | 'all';
+
+export interface EveryKindConfig {
+  /** Its settings as for any kind (resource "*"): namespaces, selector, labels, conflicts. */
+  readonly kind: KindConfig;
+  readonly scope: EveryKindScope;
+  /** The user's exclusions (kubectl-style), applied on top of DEFAULT_EXCLUDES. */
+  readonly exclude: readonly string[];
+}
+
+/** The settings of every entry of `config`: the kinds listed by name, and the every-kind entry. */
+export function kindSettings(config: Pick<Config, 'kinds' | 'everyKind'>): KindConfig[] {
+  return config.everyKind ? [...config.kinds, config.everyKind.kind] : [...config.kinds];
+}
+
+/** The size the API server counts: UTF-8 bytes. */
+export function byteLength(text: string): number {
+  return Buffer.byteLength(text, 'utf8');
+}

@@ -1,0 +1,165 @@
+// The `sources:` of kinds.yaml: each named, of one of three types.
+//
+//   sources:
+//     teams:
+//       configMap: { namespace: platform, name: teams, key: teams.yaml }   # key: optional
+//     owners:
+//       file: /etc/labeller/sources/owners.yaml
+//     catalog:
+//       url: https://catalog.example.com/teams.json
+//       interval: 5m               # optional: how often it is polled (default 5m)
+//       timeout: 10s               # optional (default 10s)
+//       caFile: /etc/catalog/ca.crt          # optional: trust roots, read at each poll
+//       bearerTokenFile: /etc/catalog/token  # optional: read at each poll, never logged
+//       maxBytes: 1048576          # optional: a larger body is refused (default 1 MiB)
+//       allowHTTP: false           # optional: plain http:// only when asked for
+//     any:
+//       required: true             # optional: /readyz waits for its first load
+import { isDns1123Label } from '../kube/names.ts';
+import { parseDuration } from '../util/duration.ts';
+import { expectMapping, expectString, fail, isAbsent, rejectUnknownFields } from './fields.ts';
+
+/** Where a source's content comes from. */
+export type SourceOrigin =
+  | {
+    readonly type: 'configMap';
+    readonly namespace: string;
+    readonly name: string;
+    /** One key of the ConfigMap's data holding YAML or JSON; without it, the data itself is the map. */
+    readonly key: string | undefined;
+  }
+  | { readonly type: 'file'; readonly path: string }
+  | ({ readonly type: 'url' } & HttpOrigin);
+
+/** An HTTPS endpoint polled for a source's content. */
+export interface HttpOrigin {
+  readonly url: string;
+  readonly intervalMs: number;
+  readonly timeoutMs: number;
+  /** PEM trust roots for the endpoint, read again at each poll (rotated certificates). */
+  readonly caFile: string | undefined;
+  /** A bearer token, read again at each poll; never logged. */
+  readonly bearerTokenFile: string | undefined;
+  readonly maxBytes: number;
+}
+
+export interface SourceSpec {
+  readonly name: string;
+  readonly origin: SourceOrigin;
+  /** Readiness waits for its first load (default: only a note in /readyz). */
+  readonly required: boolean;
+}
+
+const TYPES = ['configMap', 'file', 'url'] as const;
+const SOURCE_FIELDS = [
+  ...TYPES,
+  'required',
+  'interval',
+  'timeout',
+  'caFile',
+  'bearerTokenFile',
+  'maxBytes',
+  'allowHTTP',
+];
+const URL_ONLY = ['interval', 'timeout', 'caFile', 'bearerTokenFile', 'maxBytes', 'allowHTTP'];
+const NAME = /^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+/** The sources by name; empty when there are none. */
+export function parseSources(value: unknown, where: string): ReadonlyMap<string, SourceSpec> {
+  const sources = new Map<string, SourceSpec>();
+  if (isAbsent(value)) return sources;
+  const fields = expectMapping(value, where, 'a mapping of source names to sources, e.g. "teams: {configMap: {…}}"');
+  for (const [name, spec] of Object.entries(fields)) {
+    const path = `${where}.${name}`;
+    if (!NAME.test(name)) {
+      throw fail(path, 'a source name is lowercase letters, digits and "-", starting with a letter (e.g. "teams")');
+    }
+    sources.set(name, parseSource(name, spec, path));
+  }
+  return sources;
+}
+
+function parseSource(name: string, value: unknown, where: string): SourceSpec {
+  const fields = expectMapping(value, where, 'a mapping with one of configMap, file or url');
+  rejectUnknownFields(fields, SOURCE_FIELDS, where);
+  const types = TYPES.filter((type) => !isAbsent(fields[type]));
+  if (types.length !== 1) {
+    throw fail(
+      where,
+      `give exactly one of configMap, file or url (found ${types.length === 0 ? 'none' : types.join(' and ')})`,
+    );
+  }
+  const type = types[0]!;
+  const misplaced = type === 'url' ? undefined : URL_ONLY.find((field) => !isAbsent(fields[field]));
+  if (misplaced !== undefined) throw fail(`${where}.${misplaced}`, 'only a url source takes it: remove it');
+  const required = fields['required'];
+  if (!isAbsent(required) && typeof required !== 'boolean') throw fail(`${where}.required`, 'must be true or false');
+  return { name, origin: origin(type, fields, where), required: required === true };
+}
+
+function origin(type: (typeof TYPES)[number], fields: Record<string, unknown>, where: string): SourceOrigin {
+  if (type === 'file') {
+    const path = expectString(fields['file'], `${where}.file`);
+    if (!path.startsWith('/')) throw fail(`${where}.file`, `${JSON.stringify(path)}: give an absolute path`);
+    return { type, path };
+  }
+  if (type === 'configMap') {
+    const at = `${where}.configMap`;
+    const configMap = expectMapping(fields['configMap'], at, 'a mapping such as {namespace: platform, name: teams}');
+    rejectUnknownFields(configMap, ['namespace', 'name', 'key'], at);
+    const namespace = expectString(configMap['namespace'], `${at}.namespace`);
+    const name = expectString(configMap['name'], `${at}.name`);
+    if (!isDns1123Label(namespace)) {
+      throw fail(`${at}.namespace`, `${JSON.stringify(namespace)} is not a namespace name`);
+    }
+    if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(name)) {
+      throw fail(`${at}.name`, `${JSON.stringify(name)} is not a ConfigMap name`);
+    }
+    const key = isAbsent(configMap['key']) ? undefined : expectString(configMap['key'], `${at}.key`);
+    return { type, namespace, name, key };
+  }
+  const url = expectString(fields['url'], `${where}.url`);
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw fail(
+      `${where}.url`,
+      `${JSON.stringify(url)} is not a URL: write e.g. https://catalog.example.com/teams.json`,
+    );
+  }
+  const allowHTTP = fields['allowHTTP'] === true;
+  if (parsed.protocol !== 'https:' && !(parsed.protocol === 'http:' && allowHTTP)) {
+    throw fail(
+      `${where}.url`,
+      parsed.protocol === 'http:'
+        ? 'plain http:// sends the content, and a token, in clear: use https://, or set "allowHTTP: true" to accept that'
+        : 'use an https:// URL',
+    );
+  }
+  if (parsed.username || parsed.password) {
+    throw fail(`${where}.url`, 'no credentials in the URL (they would be logged): use bearerTokenFile');
+  }
+  const duration = (field: string, fallback: number): number => {
+    if (isAbsent(fields[field])) return fallback;
+    const text = expectString(fields[field], `${where}.${field}`);
+    const ms = parseDuration(text);
+    if (ms === undefined || ms <= 0) throw fail(`${where}.${field}`, `${JSON.stringify(text)}: use e.g. 30s or 5m`);
+    return ms;
+  };
+  const file = (field: string): string | undefined =>
+    isAbsent(fields[field]) ? undefined : expectString(fields[field], `${where}.${field}`);
+  const maxBytes = fields['maxBytes'] ?? 1024 * 1024;
+  if (typeof maxBytes !== 'number' || !Number.isInteger(maxBytes) || maxBytes < 1) {
+    throw fail(`${where}.maxBytes`, 'must be a whole number of bytes, e.g. 1048576');
+  }
+  return {
+    type,
+    url,
+    intervalMs: duration('interval', 300_000),
+    timeoutMs: duration('timeout', 10_000),
+    caFile: file('caFile'),
+    bearerTokenFile: file('bearerTokenFile'),
+    maxBytes,
+  };
+}

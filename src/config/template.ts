@@ -1,0 +1,298 @@
+/**
+ * Label value templates such as "{{name}}", "team-{{ namespace }}", "{{labels.app}}",
+ * "{{namespace.labels.team}}", "{{root.name}}", "{{owner.labels.tier | default \"none\"}}" or a
+ * lookup in a source of truth by a key that is itself a variable,
+ * "{{teams[namespace.labels.team].costCenter}}" (see sources.ts).
+ * They compile once, at config load, so a typo fails at startup rather than on every object.
+ * Rendering does not validate: only the rendered value can be checked, with
+ * validateLabelValue, by the caller.
+ *
+ * A variable whose value is absent (a label or annotation the object does not carry, a
+ * namespace, owner or root that does not exist) makes the whole template absent: the label is
+ * not set, and removed if labeller owned it. `| default "<value>"` gives such a variable a value
+ * instead ("" for an explicit empty label).
+ */
+import type { Labels } from '../kube/labelsyntax.ts';
+import { validateLabelKey } from '../kube/labelsyntax.ts';
+import { suggest } from '../util/suggest.ts';
+
+/** A related object as templates see it (the namespace, the controller owner, the root of the chain). */
+export interface RelatedObject {
+  readonly kind: string;
+  readonly name: string;
+  readonly labels: Labels;
+  readonly annotations: Readonly<Record<string, string>>;
+}
+
+export type Relation = 'namespace' | 'owner' | 'root';
+
+/** What a template can refer to about the object being labelled. */
+export interface TemplateContext {
+  readonly name: string;
+  /** Empty for cluster-scoped objects. */
+  readonly namespace: string;
+  readonly kind: string;
+  /** The plural resource name, e.g. "deployments". */
+  readonly resource: string;
+  /** Empty for the core group. */
+  readonly group: string;
+  readonly apiVersion: string;
+  readonly uid: string;
+  readonly labels: Labels;
+  readonly annotations: Readonly<Record<string, string>>;
+  /** Related objects, undefined where absent; only the relations the templates read need be given. */
+  readonly related?: Readonly<Partial<Record<Relation, RelatedObject>>> | undefined;
+  /** Looks `key` up in source `source`: the entry, or its `field`; undefined when there is none. */
+  readonly lookup?: ((source: string, key: string, field: string | undefined) => string | undefined) | undefined;
+}
+
+/** A lookup in a source of truth that a template makes. */
+export interface Lookup {
+  readonly source: string;
+  /** The field of the entry it reads; undefined: the entry is a value. */
+  readonly field: string | undefined;
+}
+
+export interface CompileOptions {
+  /** The sources lookups may name (kinds.yaml's `sources`). */
+  readonly sources?: ReadonlySet<string> | undefined;
+}
+
+/** A field of a related object that a template reads: what decides whether a change to it matters. */
+export interface RelatedRead {
+  readonly relation: Relation;
+  readonly field: 'kind' | 'name' | 'labels' | 'annotations';
+  /** The label or annotation key, for `labels` and `annotations`. */
+  readonly key?: string;
+}
+
+export interface Template {
+  readonly source: string;
+  /** The value when the source has no "{{", so it can be validated at load time; undefined otherwise. */
+  readonly constantValue: string | undefined;
+  /** The annotation keys it reads of the object itself, so the cache keeps just those of each object. */
+  readonly annotations: readonly string[];
+  /** What it reads of related objects. */
+  readonly related: readonly RelatedRead[];
+  /** The lookups it makes in sources of truth. */
+  readonly lookups: readonly Lookup[];
+  /**
+   * True when it copies labels or annotations, of the object or a related one: values whoever
+   * writes that object chose.
+   */
+  readonly readsObjectMetadata: boolean;
+  /** The value, or undefined when a variable it reads is absent (and has no default). */
+  render(context: TemplateContext): string | undefined;
+}
+
+export class TemplateError extends Error {
+  override readonly name = 'TemplateError';
+}
+
+const FIELD_VARIABLES = ['name', 'namespace', 'kind', 'resource', 'group', 'apiVersion', 'uid'] as const;
+const MAP_VARIABLES = ['labels', 'annotations'] as const;
+const RELATIONS = ['namespace', 'owner', 'root'] as const satisfies readonly Relation[];
+/** Fields of a related object; a namespace's kind and name say nothing `{{namespace}}` does not. */
+const RELATED_FIELDS: Readonly<Record<Relation, readonly ('kind' | 'name')[]>> = {
+  namespace: [],
+  owner: ['kind', 'name'],
+  root: ['kind', 'name'],
+};
+const ALLOWED = [
+  ...FIELD_VARIABLES,
+  ...MAP_VARIABLES.map((map) => `${map}.<key>`),
+  ...RELATIONS.flatMap((
+    relation,
+  ) => [
+    ...RELATED_FIELDS[relation].map((field) => `${relation}.${field}`),
+    ...MAP_VARIABLES.map((map) => `${relation}.${map}.<key>`),
+  ]),
+].join(', ');
+/** Related variables up to their key, for suggestions: "owner.name", "namespace.labels". */
+const RELATED_NAMES = RELATIONS.flatMap((r) => [...RELATED_FIELDS[r], ...MAP_VARIABLES].map((f) => `${r}.${f}`));
+
+type Part = (context: TemplateContext) => string | undefined;
+
+export function compileTemplate(source: string, options: CompileOptions = {}): Template {
+  if (!source.includes('{{')) {
+    return {
+      source,
+      constantValue: source,
+      annotations: [],
+      related: [],
+      lookups: [],
+      readsObjectMetadata: false,
+      render: () => source,
+    };
+  }
+  const reads: Reads = { annotations: [], related: [], lookups: [], sources: options.sources ?? new Set() };
+  const parts = parse(source, reads);
+  const { annotations, related, lookups } = reads;
+  return {
+    source,
+    constantValue: undefined,
+    annotations,
+    related,
+    lookups,
+    // A source's values are written by others too: the protected-prefix rule applies to them.
+    readsObjectMetadata: related.some((read) => read.field === 'labels' || read.field === 'annotations') ||
+      parts.readsMaps || lookups.length > 0,
+    render: (context) => {
+      let value = '';
+      for (const part of parts) {
+        const rendered = part(context);
+        if (rendered === undefined) return undefined;
+        value += rendered;
+      }
+      return value;
+    },
+  };
+}
+
+/** What a template reads, gathered as it is parsed; `sources`: the names lookups may use. */
+interface Reads {
+  readonly annotations: string[];
+  readonly related: RelatedRead[];
+  readonly lookups: Lookup[];
+  readonly sources: ReadonlySet<string>;
+}
+
+/** `source[key variable]` or `source[key variable].field`. */
+const LOOKUP = /^([a-z][-a-z0-9]*)\[(.*)\](?:\.([^\]]*))?$/;
+
+/** The template's parts, and whether it reads the object's own labels or annotations; what it reads is added to `reads`. */
+function parse(source: string, reads: Reads): Part[] & { readsMaps: boolean } {
+  const fail = (problem: string) => new TemplateError(`template ${JSON.stringify(source)}: ${problem}`);
+  const parts: Part[] & { readsMaps: boolean } = Object.assign([], { readsMaps: false });
+  let position = 0;
+  for (let open = source.indexOf('{{'); open !== -1; open = source.indexOf('{{', position)) {
+    const close = source.indexOf('}}', open + 2);
+    if (close === -1) throw fail('"{{" is not closed: add "}}" after the variable');
+    const literal = source.slice(position, open);
+    if (literal !== '') parts.push(() => literal);
+    const [expression = '', ...pipes] = source.slice(open + 2, close).split('|');
+    const name = expression.trim();
+    const looked = LOOKUP.exec(name);
+    const lookup = looked ? lookupPart(looked, fail, reads) : variable(name, fail, reads.annotations, reads.related);
+    const keyName = looked ? (looked[2] ?? '').trim() : name;
+    if (MAP_VARIABLES.some((map) => keyName.startsWith(`${map}.`))) parts.readsMaps = true;
+    const fallback = defaultValue(pipes, name, fail);
+    parts.push(fallback === undefined ? lookup : (context) => lookup(context) ?? fallback);
+    position = close + 2;
+  }
+  const tail = source.slice(position);
+  if (tail !== '') parts.push(() => tail);
+  return parts;
+}
+
+/** The value of `| default "<value>"`, if given. */
+function defaultValue(
+  pipes: readonly string[],
+  name: string,
+  fail: (problem: string) => TemplateError,
+): string | undefined {
+  if (pipes.length === 0) return undefined;
+  const usage = `write "{{${name} | default \\"<value>\\"}}" (one default, a double-quoted value)`;
+  const match = pipes.length === 1 ? /^\s*default\s+("(?:[^"\\]|\\.)*")\s*$/.exec(pipes[0]!) : null;
+  if (!match) throw fail(`unknown filter "|${pipes.join('|')}": ${usage}`);
+  try {
+    return JSON.parse(match[1]!) as string;
+  } catch {
+    throw fail(`bad default value ${match[1]}: ${usage}`);
+  }
+}
+
+/** A lookup in a source, by a key that a variable gives: absent when the key or the entry is. */
+function lookupPart(match: RegExpExecArray, fail: (problem: string) => TemplateError, reads: Reads): Part {
+  const [, source = '', keyName = '', field] = match;
+  const key = keyName.trim();
+  if (!reads.sources.has(source)) {
+    const match = suggest(source, [...reads.sources]);
+    const known = reads.sources.size > 0 ? `; sources are ${[...reads.sources].join(', ')}` : '';
+    throw fail(
+      `unknown source ${JSON.stringify(source)}${
+        match ? ` (did you mean "${match}"?)` : ''
+      }: define it under "sources:"${known}`,
+    );
+  }
+  if (key === '') throw fail(`"${source}[]" needs a key, e.g. "{{${source}[namespace.labels.team]}}"`);
+  if (LOOKUP.test(key)) throw fail(`"${source}[${key}]": a key is a variable, not another lookup`);
+  if (field !== undefined && !/^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$/.test(field)) {
+    throw fail(`"${source}[${key}].${field}": a field is a name such as "costCenter"`);
+  }
+  const keyOf = variable(key, fail, reads.annotations, reads.related);
+  reads.lookups.push({ source, field });
+  return (context) => {
+    const value = keyOf(context);
+    return value === undefined ? undefined : context.lookup?.(source, value, field);
+  };
+}
+
+function variable(
+  name: string,
+  fail: (problem: string) => TemplateError,
+  annotations: string[],
+  related: RelatedRead[],
+): Part {
+  const field = FIELD_VARIABLES.find((candidate) => candidate === name);
+  if (field !== undefined) return (context) => context[field];
+
+  const [head = '', second = '', ...rest] = name.split('.');
+  const relation = RELATIONS.find((candidate) => candidate === head);
+  if (relation !== undefined) {
+    const relatedField = RELATED_FIELDS[relation].find((candidate) => candidate === second);
+    if (relatedField !== undefined && rest.length === 0) {
+      related.push({ relation, field: relatedField });
+      return (context) => context.related?.[relation]?.[relatedField];
+    }
+    if (relation === 'namespace' && rest.length === 0 && (second === 'name' || second === 'kind')) {
+      throw fail(`unknown variable ${JSON.stringify(name)}: the namespace's name is "{{namespace}}"`);
+    }
+    const map = MAP_VARIABLES.find((candidate) => candidate === second);
+    if (map === undefined) throw unknown(name, fail);
+    const key = mapKey(`${relation}.${map}`, rest.join('.'), name, fail);
+    related.push({ relation, field: map, key });
+    return (context) => {
+      const object = context.related?.[relation];
+      return object === undefined ? undefined : lookupKey(object[map], key);
+    };
+  }
+  const map = MAP_VARIABLES.find((candidate) => candidate === head);
+  if (map === undefined) throw unknown(name, fail);
+  const key = mapKey(map, name.slice(map.length + 1), name, fail);
+  if (map === 'annotations') annotations.push(key);
+  return (context) => lookupKey(context[map], key);
+}
+
+/** A missing label or annotation is absent; inherited properties are not labels. */
+function lookupKey(map: Readonly<Record<string, string>>, key: string): string | undefined {
+  return Object.hasOwn(map, key) ? map[key] : undefined;
+}
+
+function mapKey(map: string, key: string, name: string, fail: (problem: string) => TemplateError): string {
+  if (key === '') throw fail(`"${map}" needs a key, e.g. "{{${map}.app}}"`);
+  // Annotation keys follow the label key syntax too, so a key that fails it could never match.
+  const keyProblem = validateLabelKey(key);
+  if (keyProblem !== undefined) throw fail(`variable ${JSON.stringify(name)}: ${keyProblem}`);
+  return key;
+}
+
+function unknown(name: string, fail: (problem: string) => TemplateError): TemplateError {
+  if (name === '') return fail(`empty variable "{{}}"; use one of ${ALLOWED}`);
+  return fail(`unknown variable ${JSON.stringify(name)}${didYouMean(name)}; use one of ${ALLOWED}`);
+}
+
+/** A likely typo's fix: "nmae" → "name", "ownr.labels.team" → "owner.labels.team", "label.app" → "labels.app". */
+function didYouMean(name: string): string {
+  const parts = name.split('.');
+  const [head = '', second] = parts;
+  if (second === undefined) {
+    const match = suggest(name, FIELD_VARIABLES);
+    return match === undefined ? '' : ` (did you mean "${match}"?)`;
+  }
+  const twoSegments = `${head}.${second}`;
+  const related = suggest(twoSegments, RELATED_NAMES);
+  if (related !== undefined) return ` (did you mean "${related}${name.slice(twoSegments.length)}"?)`;
+  const map = suggest(head, MAP_VARIABLES);
+  return map === undefined ? '' : ` (did you mean "${map}${name.slice(head.length)}"?)`;
+}

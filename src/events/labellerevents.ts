@@ -1,0 +1,173 @@
+// labeller's Kubernetes Events: a label left to another manager (LabelConflict) or a value that
+// cannot be rendered (InvalidLabelValue) on the object concerned; a kind whose list or watch is
+// refused (KindForbidden, KindNotFound) on labeller's own Pod, when it runs in one (outside a pod
+// that stays in the log), as is a config change the live reload rejected (ConfigRejected). All go
+// through the aggregating, rate-limited recorder.
+import { hostname } from 'node:os';
+import type { KubeClient } from '../kube/client.ts';
+import { isForbidden, isNotFound } from '../kube/errors.ts';
+import { EventsApi } from '../kube/events.ts';
+import type { EventContent, ObjectReference } from '../kube/objects.ts';
+import type { Result } from '../labelling/reconcile.ts';
+import type { Logger } from '../util/log.ts';
+import { EventRecorder } from '../runtime/recorder.ts';
+import { sleep } from '../util/sleep.ts';
+
+/** reportingController of every Event. */
+export const REPORTING_CONTROLLER = 'labeller';
+
+/** Event reasons of related kinds that cannot be read, by why. */
+const RELATED_REASONS: Readonly<Record<string, string>> = {
+  'not-followed': 'OwnerKindNotFollowed',
+  'not-served': 'OwnerKindNotServed',
+  forbidden: 'RelatedKindForbidden',
+};
+
+/** How long pending Events may take to go out at exit (within the rate limit). */
+export const EVENTS_DRAIN_MS = 2_000;
+
+export interface EventsIdentity {
+  /** reportingInstance: the Pod's name, else the host's. */
+  readonly instance: string;
+  /** labeller's own Pod, from the downward API (POD_NAME, POD_NAMESPACE, POD_UID); undefined outside a pod. */
+  readonly pod: ObjectReference | undefined;
+}
+
+/** Who reports, from the environment the chart and the sidecar example set through the downward API. */
+export function eventsIdentity(env: Readonly<Record<string, string | undefined>>): EventsIdentity {
+  const { POD_NAME: name, POD_NAMESPACE: namespace, POD_UID: uid } = env;
+  const pod = name && namespace ? { apiVersion: 'v1', kind: 'Pod', name, namespace, uid } : undefined;
+  return { instance: (name || hostname()).slice(0, 128), pod };
+}
+
+/** The object's part of a reference; the kind's part is the controller's. */
+export type ObjectIdentity = Pick<ObjectReference, 'name' | 'namespace' | 'uid'>;
+
+/** The Events of one controller: its objects' outcomes and its watch's refusals. */
+export interface KindEvents {
+  reconciled(object: ObjectIdentity, result: Result): void;
+  watchFailed(error: Error): void;
+}
+
+export class LabellerEvents {
+  readonly #recorder: EventRecorder;
+  readonly #pod: ObjectReference | undefined;
+
+  constructor(client: KubeClient, identity: EventsIdentity, log: Logger) {
+    const sink = new EventsApi(client, { controller: REPORTING_CONTROLLER, instance: identity.instance });
+    this.#recorder = new EventRecorder({
+      sink,
+      clock: { now: Date.now, sleep },
+      log: log.child({ component: 'events' }),
+    });
+    this.#pod = identity.pod;
+  }
+
+  run(signal: AbortSignal): Promise<void> {
+    return this.#recorder.run(signal);
+  }
+
+  drain(): Promise<void> {
+    return this.#recorder.drain(EVENTS_DRAIN_MS);
+  }
+
+  /** A config file change rejected by the live reload, on labeller's Pod (outside a pod, the log has it). */
+  configRejected(note: string): void {
+    if (this.#pod) {
+      this.#recorder.record({
+        regarding: this.#pod,
+        type: 'Warning',
+        reason: 'ConfigRejected',
+        action: 'Reloading',
+        note: note.slice(0, 1024),
+      });
+    }
+  }
+
+  /** A source of truth that cannot be read (its last good content stays), on labeller's Pod. */
+  sourceFailed(note: string): void {
+    if (this.#pod) {
+      this.#recorder.record({
+        regarding: this.#pod,
+        type: 'Warning',
+        reason: 'SourceFailed',
+        action: 'Loading',
+        note: note.slice(0, 1024),
+      });
+    }
+  }
+
+  /** Related objects templates read that labeller cannot read (a kind not followed, not served, forbidden), on labeller's Pod. */
+  relatedUnreadable(reason: string, note: string): void {
+    if (this.#pod) {
+      this.#recorder.record({
+        regarding: this.#pod,
+        type: 'Warning',
+        reason: RELATED_REASONS[reason] ?? 'RelatedUnreadable',
+        action: 'Labelling',
+        note: note.slice(0, 1024),
+      });
+    }
+  }
+
+  forKind(controller: string, kind: Pick<ObjectReference, 'apiVersion' | 'kind'>): KindEvents {
+    return {
+      reconciled: (object, result) => {
+        // Most reconciles call for no Event: then nothing is built, on the path every object takes.
+        if (!result.contested?.length && result.outcome !== 'invalid') return;
+        const { name, namespace, uid } = object;
+        const regarding = { apiVersion: kind.apiVersion, kind: kind.kind, name, namespace, uid };
+        for (const event of outcomeEvents(regarding, result)) this.#recorder.record(event);
+      },
+      watchFailed: (error) => {
+        const event = this.#pod && refusalEvent(this.#pod, controller, error);
+        if (event) this.#recorder.record(event);
+      },
+    };
+  }
+}
+
+/** The Events a reconcile's result calls for. */
+export function outcomeEvents(regarding: ObjectReference, result: Result): EventContent[] {
+  const events: EventContent[] = [];
+  // One Event per map, so a conflict over annotations has a reason of its own.
+  for (const field of ['labels', 'annotations'] as const) {
+    const contested = result.contested?.filter((c) => c.field === field) ?? [];
+    if (contested.length === 0) continue;
+    const keys = contested.map((c) =>
+      `${field === 'labels' ? 'label' : 'annotation'} ${c.key}${c.value === undefined ? '' : ` is "${c.value}"`}${
+        c.manager ? `, owned by field manager "${c.manager}"` : ''
+      }; labeller wants "${c.wanted}"`
+    );
+    events.push({
+      regarding,
+      type: 'Warning',
+      reason: field === 'labels' ? 'LabelConflict' : 'AnnotationConflict',
+      action: 'Labelling',
+      note: `left to another field manager (conflicts: skip): ${keys.join('; ')}`.slice(0, 1024),
+    });
+  }
+  if (result.outcome === 'invalid') {
+    const annotations = result.problem?.field === 'annotations';
+    events.push({
+      regarding,
+      type: 'Warning',
+      reason: annotations ? 'InvalidAnnotations' : 'InvalidLabelValue',
+      action: 'Labelling',
+      note: `${result.problem?.problem ?? 'a label value cannot be rendered'}; the object is not labelled`,
+    });
+  }
+  return events;
+}
+
+/** A list or watch refused for good (403, 404) as an Event on labeller's Pod; one series per kind. */
+export function refusalEvent(pod: ObjectReference, controller: string, error: Error): EventContent | undefined {
+  if (!isForbidden(error) && !isNotFound(error)) return undefined;
+  return {
+    regarding: pod,
+    type: 'Warning',
+    reason: isForbidden(error) ? 'KindForbidden' : 'KindNotFound',
+    action: `Watching ${controller}`.slice(0, 128),
+    note: `${controller}: ${error.message}`,
+  };
+}

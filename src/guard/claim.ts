@@ -1,0 +1,145 @@
+// What a labeller claims under a field manager, and how its guard Lease records it: the config's
+// fingerprint and the kinds × namespaces it writes, as annotations (the field manager also as a
+// label, so holders can be found with a selector). Which live claims of others block one: same
+// field manager, another config, an overlapping scope, outside its leader-election group.
+import { createHash } from 'node:crypto';
+import type { Lease } from '../kube/lease.ts';
+import { groupResource } from '../kube/resource.ts';
+import type { Config } from '../config/model.ts';
+import { configFingerprint } from '../config/fingerprint.ts';
+import { watchedNamespaces } from '../kinds/resolve.ts';
+import type { Resolved } from '../kinds/resolve.ts';
+
+const PREFIX = 'labeller';
+/**
+ * As a label, so holders can be found with a selector, the field manager (hashed when it is no
+ * label value); as an annotation, the field manager itself.
+ */
+const FIELD_MANAGER = `${PREFIX}/field-manager`;
+const CONFIG = `${PREFIX}/config`;
+const SCOPE = `${PREFIX}/scope`;
+const GROUP = `${PREFIX}/leader-election`;
+
+/** Who writes what under a field manager. */
+export interface Claim extends ClaimedConfig {
+  readonly fieldManager: string;
+  /** `namespace/name` of the leader-election Lease, when elected. */
+  readonly group?: string | undefined;
+  readonly identity: string;
+}
+
+/** The config in force, as the guard records it. */
+export interface ClaimedConfig {
+  /** configFingerprint() of the config. */
+  readonly fingerprint: string;
+  /** `resource.group@namespace` for each kind and namespace written; `@*` for all namespaces. */
+  readonly scope: readonly string[];
+}
+
+/**
+ * The guard Lease's name: per leader-election group (its Lease's name + `-field-manager`, which
+ * the chart's RBAC names; only its leader writes it), or for a standalone process per field
+ * manager and process identity (one Lease per holder: nobody else writes it).
+ */
+export function guardLeaseName(claim: Pick<Claim, 'fieldManager' | 'identity' | 'group'>): string {
+  if (claim.group) return `${claim.group.slice(claim.group.indexOf('/') + 1)}-field-manager`;
+  const slug = claim.fieldManager.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40);
+  return `field-manager-${slug ? `${slug}-` : ''}${hash(`${claim.fieldManager}\n${claim.identity}`).slice(0, 10)}`;
+}
+
+export function fieldManagerLabelValue(fieldManager: string): string {
+  return /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$/.test(fieldManager)
+    ? fieldManager
+    : `sha256-${hash(fieldManager).slice(0, 56)}`;
+}
+
+/** The live guard Leases (at `nowMs`, wall clock) of others that must stop `claim` from writing. */
+export function blockers(leases: readonly Lease[], claim: Claim, nowMs: number): Lease[] {
+  return leases.filter((lease) => {
+    const a = lease.metadata.annotations ?? {};
+    if (a[FIELD_MANAGER] !== claim.fieldManager || a[CONFIG] === claim.fingerprint || !live(lease, nowMs)) return false;
+    if (lease.spec.holderIdentity === claim.identity) return false;
+    if (claim.group && a[GROUP] === claim.group) return false;
+    return overlap((a[SCOPE] ?? '').split(','), claim.scope).length > 0;
+  });
+}
+
+/** Whose renewal is recent: renewed within its lease duration. Wall clocks, so skew between hosts counts. */
+function live(lease: Lease, nowMs: number): boolean {
+  const { holderIdentity, renewTime, leaseDurationSeconds } = lease.spec;
+  return !!holderIdentity && !!renewTime && Date.parse(renewTime) + (leaseDurationSeconds ?? 0) * 1000 > nowMs;
+}
+
+/** The kinds and namespaces both scopes write. */
+function overlap(a: readonly string[], b: readonly string[]): string[] {
+  const split = (entry: string): [string, string] => {
+    const at = entry.lastIndexOf('@');
+    return [entry.slice(0, at), entry.slice(at + 1)];
+  };
+  return a.filter((x) => {
+    const [resource, namespace] = split(x);
+    return b.some((y) => {
+      const [r, n] = split(y);
+      return r === resource && (namespace === '*' || n === '*' || n === namespace);
+    });
+  });
+}
+
+/** Whether `lease` was created before `mine` (ties broken by namespace and name, so both sides agree). */
+export function olderThan(lease: Lease, mine: Lease): boolean {
+  const a = Date.parse(lease.metadata.creationTimestamp ?? '');
+  const b = Date.parse(mine.metadata.creationTimestamp ?? '');
+  if (a !== b) return a < b;
+  const id = (l: Lease) => `${l.metadata.namespace ?? ''}/${l.metadata.name}`;
+  return id(lease) < id(mine);
+}
+
+function hash(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+/** A holder in words, for the message that refuses to write. */
+export function describeHolder(lease: Lease, claim: Claim, nowMs: number): string {
+  const a = lease.metadata.annotations ?? {};
+  const ago = Math.round((nowMs - Date.parse(lease.spec.renewTime ?? '')) / 1000);
+  const writes = overlap((a[SCOPE] ?? '').split(','), claim.scope).join(', ');
+  const group = a[GROUP] ? `, leader election ${a[GROUP]}` : '';
+  return `${lease.spec.holderIdentity ?? '?'} (Lease ${
+    lease.metadata.namespace ?? ''
+  }/${lease.metadata.name}${group}, config ${a[CONFIG] ?? '?'}, renewed ${ago} s ago, also writes ${writes})`;
+}
+
+/** The labels and annotations of a guard Lease that records `claim`, over those it has. */
+export function claimMetadata(
+  current: Lease['metadata'] | undefined,
+  claim: Claim,
+): Pick<Lease['metadata'], 'labels' | 'annotations'> {
+  return {
+    labels: { ...current?.labels, [FIELD_MANAGER]: fieldManagerLabelValue(claim.fieldManager) },
+    annotations: {
+      ...current?.annotations,
+      [FIELD_MANAGER]: claim.fieldManager,
+      [CONFIG]: claim.fingerprint,
+      [SCOPE]: claim.scope.join(','),
+      [GROUP]: claim.group ?? '',
+    },
+  };
+}
+
+/** The label selector of the guard Leases of `fieldManager`. */
+export function holdersOf(fieldManager: string): string {
+  return `${FIELD_MANAGER}=${fieldManagerLabelValue(fieldManager)}`;
+}
+
+/** The claim of a config: its fingerprint, and the kinds × namespaces it writes (kinds not served yet included). */
+export function claimOf(config: Config, kinds: Resolved): ClaimedConfig {
+  const scope = [
+    ...kinds.resolved.flatMap(({ kind, resource }) =>
+      watchedNamespaces(kind, resource).map((ns) => `${groupResource(resource)}@${ns || '*'}`)
+    ),
+    ...kinds.unknown.flatMap(({ kind }) =>
+      (kind.namespaces.length > 0 ? kind.namespaces : ['*']).map((ns) => `${kind.resource}@${ns}`)
+    ),
+  ];
+  return { fingerprint: configFingerprint(config), scope };
+}

@@ -1,0 +1,197 @@
+// One configured kind → its controller: the kind's metadata-only informers (one per namespace it
+// is limited to, or one for all), acquired from the shared informer cache with the projection and
+// indexes its templates need; the label reconciler as the reconcile function; and its share of
+// the related objects and of the sources of truth its templates look values up in.
+import { type KindConfig, templatesOf } from '../config/model.ts';
+import { type ApiResource, apiVersion, groupResource } from '../kube/resource.ts';
+import { objectCounter, type ObjectCounts } from '../labelling/counts.ts';
+import { LookupIndex } from '../labelling/lookupindex.ts';
+import type { LabelledObject } from '../labelling/object.ts';
+import { byField } from '../labelling/patch.ts';
+import { type OutcomeCounts, Reconciler } from '../labelling/reconcile.ts';
+import type { RelatedWiring } from '../related/caches.ts';
+import type { KindRelations, Relations } from '../related/relations.ts';
+import { Controller } from '../runtime/controller.ts';
+import { Informer } from '../runtime/informer.ts';
+import type { InformerHandle } from '../runtime/informercache.ts';
+import type { SourceChange, SourceSet } from '../sources/sourceset.ts';
+import { metadataClient } from './metadataclient.ts';
+import { controllerName, type ResolvedKind, watchedNamespaces } from './resolve.ts';
+
+/** What wiring a kind takes of the command-line options. */
+export interface WiringOptions {
+  readonly fieldManager: string;
+  readonly concurrency: number;
+  readonly requeueAfterMs: number;
+  readonly dryRun: boolean;
+  readonly watchTimeoutSeconds: number;
+}
+
+/** What wiring a kind's controller takes besides the kind: what its related caches take, and more. */
+export interface Wiring extends RelatedWiring {
+  readonly options: WiringOptions;
+  readonly counts: OutcomeCounts;
+  /** The sources of truth of the config in force (none: templates make no lookups). */
+  readonly sources?: SourceSet | undefined;
+}
+
+/** A configured kind's controller, and how to give it new labels or let it go. */
+export interface LabelledKind {
+  /** Its config as last applied (relabel() changes it). */
+  readonly resolved: ResolvedKind;
+  readonly controller: Controller<LabelledObject>;
+  /** Labels and conflict policy from `kind` (same namespaces, selector and reads): every cached object re-checked, no relist. */
+  relabel(kind: KindConfig): void;
+  /** What labeller owns and would change on its cached objects (see labelling/counts.ts). */
+  count(): ObjectCounts;
+  /** Queues the objects that looked up what changed in source `name` (all of them at its first load). */
+  sourceChanged(name: string, change: SourceChange): void;
+  /** Once its controller has stopped: its related objects and its caches are let go; resolves once they have stopped. */
+  release(): Promise<void>;
+}
+
+export function labelledKind(resolved: ResolvedKind, relations: Relations, wiring: Wiring): LabelledKind {
+  const { kind, resource } = resolved;
+  const { apis, options, log, counts, metrics, events, sources } = wiring;
+  const name = controllerName(resolved);
+  const kindLog = log.child({ kind: resource.kind });
+  const related = relations.forKind(kind, resource, watchedNamespaces(kind, resource));
+  const handles = watchedNamespaces(kind, resource).map((namespace) =>
+    informerOf(kind, resource, namespace, related, wiring)
+  );
+  const lookups = sources && readsSources(kind) ? { lookups: sources, index: new LookupIndex() } : undefined;
+  const reconcilerFor = (next: KindConfig): Reconciler =>
+    new Reconciler({
+      kind: {
+        apiVersion: apiVersion(resource),
+        kind: resource.kind,
+        resource: resource.resource,
+        group: resource.group,
+      },
+      labels: next.labels,
+      annotations: next.annotations,
+      conflicts: next.conflicts,
+      dryRun: options.dryRun,
+      client: metadataClient((namespace) => apis(resource, namespace), options.fieldManager),
+      log: kindLog,
+      related: related.related,
+      sources: lookups,
+    });
+  let reconciler = reconcilerFor(kind);
+  const labelMetrics = metrics?.labels(name);
+  const kindEvents = events?.forKind(name, { apiVersion: apiVersion(resource), kind: resource.kind });
+  const controller = new Controller<LabelledObject>({
+    name,
+    informers: handles.map((handle) => handle.informer),
+    dependencies: lookups || related.dependencies
+      ? async () => {
+        await related.dependencies?.();
+        await sources?.settled(sourcesRead(kind));
+      }
+      : undefined,
+    reconcile: async (object, _key, writes) => {
+      try {
+        const result = await reconciler.reconcile(object, writes);
+        const { outcome, patch } = result;
+        counts[outcome]++;
+        kindEvents?.reconciled(object, result);
+        if (outcome === 'conflict') labelMetrics?.conflict();
+        if (!options.dryRun && patch.length > 0) {
+          const split = byField(patch);
+          for (const field of ['labels', 'annotations'] as const) {
+            const ops = split[field];
+            const removed = ops.filter((op) => op.op === 'remove').length;
+            labelMetrics?.applied(field, ops.length - removed);
+            labelMetrics?.removed(field, removed);
+          }
+        }
+        return result.written;
+      } catch (error) {
+        counts.failed++;
+        throw error;
+      }
+    },
+    concurrency: options.concurrency,
+    requeueAfterMs: options.requeueAfterMs,
+    metrics: metrics?.controller(name, options.concurrency),
+    log: kindLog.child({ controller: name }),
+  });
+  related.attach(controller, !kind.selector);
+  // An object gone from the cache leaves the lookup index.
+  const forgetting = lookups
+    ? handles.map(({ informer }) =>
+      informer.subscribe((change) => {
+        if (change.type === 'delete' && change.previous) lookups.index.forget(change.previous);
+        else if (change.type === 'resync') {
+          for (const key of change.removed) {
+            const gone = change.previous.get(key);
+            if (gone) lookups.index.forget(gone);
+          }
+        }
+      })
+    )
+    : [];
+  let count = objectCounter((object) => reconciler.plan(object));
+  metrics?.objects(name, () => count(controller.values()));
+  let current = resolved;
+  return {
+    get resolved() {
+      return current;
+    },
+    controller,
+    count: () => count(controller.values()),
+    sourceChanged: (name, change) => {
+      if (!lookups || !sourcesRead(current.kind).has(name)) return;
+      if (change === 'all') controller.requeueAll();
+      else for (const key of change) for (const object of lookups.index.objects(name, key)) controller.enqueue(object);
+    },
+    relabel: (next) => {
+      current = { kind: next, resource };
+      reconciler = reconcilerFor(next);
+      count = objectCounter((object) => reconciler.plan(object));
+      controller.requeueAll();
+    },
+    release: async () => {
+      for (const stop of forgetting) stop();
+      related.detach();
+      await Promise.all(handles.map((handle) => handle.release()));
+    },
+  };
+}
+
+/** The sources a kind's templates look values up in. */
+function sourcesRead(kind: KindConfig): Set<string> {
+  return new Set(templatesOf(kind).flatMap((template) => template.lookups.map((lookup) => lookup.source)));
+}
+
+const readsSources = (kind: KindConfig): boolean => sourcesRead(kind).size > 0;
+
+/**
+ * The kind's informer of one namespace, from the shared cache: its id names everything that
+ * shapes its content (resource, namespace, selector, what the projection keeps), so a kind
+ * restarted with the same list and reads keeps its cache and does not list again.
+ */
+function informerOf(
+  kind: KindConfig,
+  resource: ApiResource,
+  namespace: string,
+  related: KindRelations,
+  { apis, informers, options, metrics, events, log }: Wiring,
+): InformerHandle<LabelledObject> {
+  const name = namespace ? `${groupResource(resource)}/${namespace}` : groupResource(resource);
+  const selector = kind.selector?.toString();
+  return informers.acquire(
+    `kind ${name} ${resource.version} ${selector ?? ''} ${related.signature}`,
+    () =>
+      new Informer<LabelledObject>({
+        name,
+        api: apis(resource, namespace),
+        project: related.project,
+        indexes: related.indexes(),
+        watch: { labelSelector: selector, watchTimeoutSeconds: options.watchTimeoutSeconds },
+        metrics: metrics?.informer(name),
+        onWatchError: events?.forKind(name, { apiVersion: apiVersion(resource), kind: resource.kind }).watchFailed,
+        log: log.child({ kind: resource.kind, controller: name }),
+      }),
+  );
+}

@@ -1,0 +1,268 @@
+// The one path that runs the kinds, on scripted APIs and a scripted discovery: what a config
+// starts, what a changed config relabels, restarts, adds and removes, what is refused (two names
+// of one resource) without changing anything, the caches of related objects made again and let
+// go, and kinds that discovery serves later or no more.
+import assert from 'node:assert/strict';
+import { test, type TestContext } from 'node:test';
+import type { ApiResource } from '../kube/resource.ts';
+import type { Discovery } from '../kube/discovery.ts';
+import { DiscoveryCache } from '../kube/discoverycache.ts';
+import { BUILTINS, WIDGETS } from '../kube/testing/resources.ts';
+import { buildConfig } from '../config/overlay.ts';
+import { ConfigError } from '../config/fields.ts';
+import type { LabelledObject } from '../labelling/object.ts';
+import { Manager } from '../runtime/manager.ts';
+import { Shutdown } from '../runtime/shutdown.ts';
+import { page, ScriptedApi } from '../runtime/testing/scripted.ts';
+import { createLogger } from '../util/log.ts';
+import { noOutcomes } from '../labelling/reconcile.ts';
+import type { AccessCheck } from './access.ts';
+import { KindSet } from './kindset.ts';
+
+const log = createLogger({ level: 'error', format: 'json', write: () => {} });
+const config = (yaml: string) => buildConfig({ file: { text: yaml, source: 'kinds.yaml' } });
+
+/** A kind set over scripted APIs (each lists nothing, then waits) and a discovery serving `served`. */
+async function setup(t: TestContext, served: readonly ApiResource[] = BUILTINS, access?: AccessCheck) {
+  let resources = served;
+  const discovery = new DiscoveryCache(
+    async (): Promise<Discovery> => ({ resources, failedGroups: [] }),
+    log,
+    { server: 'https://cluster', context: 'test' },
+  );
+  const stop = new AbortController();
+  await discovery.load(stop.signal);
+  const shutdown = new Shutdown({ signals: [] });
+  const manager = new Manager<LabelledObject>({ once: false, gracePeriodMs: 1000, log }, shutdown);
+  const apis = () => new ScriptedApi([page('1', [])]);
+  const options = {
+    fieldManager: 'labeller',
+    concurrency: 1,
+    requeueAfterMs: 0,
+    dryRun: false,
+    watchTimeoutSeconds: 290,
+  };
+  const kinds = new KindSet({
+    manager,
+    discovery,
+    wiring: { apis, options, log, counts: noOutcomes() },
+    access,
+    log,
+  });
+  const running = manager.run();
+  t.after(async () => {
+    shutdown.stop();
+    await running;
+    await kinds.release();
+    stop.abort();
+  });
+  const names = () => manager.controllers.map((c) => c.name).sort();
+  /** Discovery now serves `next`, and the kind set has heard of it. */
+  const serve = async (next: readonly ApiResource[]) => {
+    resources = next;
+    await discovery.refresh(stop.signal);
+    await kinds.apply(kinds.config!);
+  };
+  return { kinds, manager, names, serve };
+}
+
+test('a changed config relabels in place, restarts what lists or reads otherwise, adds and removes kinds', async (t) => {
+  const { kinds, manager, names } = await setup(t);
+  await kinds.apply(config(`
+labels: { team: a }
+kinds:
+  - resource: configmaps
+  - resource: deploy
+    namespaces: [shop]
+  - resource: secrets
+`));
+  assert.deepEqual(names(), ['configmaps', 'deployments.apps/shop', 'secrets']);
+  const [configmaps, deployments] = [manager.get('configmaps'), manager.get('deployments.apps/shop')];
+  const applied = await kinds.apply(config(`
+labels: { team: b }
+kinds:
+  - resource: configmaps
+  - resource: deployments.apps
+    namespaces: [shop, web]
+  - resource: services
+`));
+  assert.deepEqual(applied, {
+    added: ['deployments.apps', 'services'],
+    removed: ['deploy', 'secrets'],
+    relabelled: ['configmaps'],
+    restarted: [],
+    relatedCachesRebuilt: [],
+  });
+  assert.equal(manager.get('configmaps'), configmaps, 'relabelled in place, its cache kept');
+  assert.notEqual(manager.get('deployments.apps/shop,web'), deployments);
+  assert.deepEqual(names(), ['configmaps', 'deployments.apps/shop,web', 'services']);
+  const restarted = await kinds.apply(config(`
+labels: { team: b }
+kinds:
+  - resource: configmaps
+    selector: app
+  - resource: deployments.apps
+    namespaces: [web, shop]
+  - resource: svc
+`));
+  assert.deepEqual([restarted.restarted, restarted.relabelled, restarted.added, restarted.removed], [
+    ['configmaps'],
+    [],
+    [],
+    [],
+  ], 'another selector lists otherwise; namespaces in another order and another name of services change nothing');
+  const again = await kinds.apply(kinds.config!);
+  assert.deepEqual(
+    [...again.added, ...again.removed, ...again.relabelled, ...again.restarted],
+    [],
+    'the same config twice',
+  );
+});
+
+test('two names of one resource over overlapping namespaces are refused, naming both entries, and nothing changes', async (t) => {
+  const { kinds, names } = await setup(t);
+  await kinds.apply(config('labels: { a: x }\nkinds: [{ resource: configmaps }]\n'));
+  await assert.rejects(
+    kinds.apply(config(`
+kinds:
+  - resource: deployments
+    labels: { a: x }
+  - resource: deploy
+    labels: { b: y }
+`)),
+    (error: unknown) =>
+      error instanceof ConfigError &&
+      /kinds\.yaml: kinds\[0\] \("deployments"\) and kinds\[1\] \("deploy"\) are both deployments\.apps in every namespace/
+        .test(error.message),
+  );
+  assert.deepEqual(names(), ['configmaps'], 'the config in force stays');
+  // Disjoint namespaces are two controllers of one resource, which is fine.
+  await kinds.apply(config(`
+kinds:
+  - resource: deployments
+    namespaces: [a]
+    labels: { a: x }
+  - resource: deploy
+    namespaces: [b]
+    labels: { b: y }
+`));
+  assert.deepEqual(names(), ['deployments.apps/a', 'deployments.apps/b']);
+});
+
+test('templates that need more of related objects rebuild their caches and restart every kind; caches no template reads are let go', async (t) => {
+  const { kinds, manager } = await setup(t);
+  await kinds.apply(config(`
+kinds:
+  - resource: configmaps
+    labels: { team: "{{namespace.labels.team}}" }
+  - resource: secrets
+    labels: { a: b }
+`));
+  const informers = () => manager.informers.informers.map((i) => i.name).sort();
+  assert.deepEqual(informers(), ['configmaps', 'namespaces', 'secrets']);
+  const rebuilt = await kinds.apply(config(`
+kinds:
+  - resource: configmaps
+    labels: { team: "{{namespace.labels.team}}" }
+  - resource: pods
+    labels: { workload: "{{root.kind}}.{{root.name}}" }
+`));
+  assert.deepEqual(rebuilt.relatedCachesRebuilt, ['root.* read']);
+  assert.deepEqual([...rebuilt.restarted, ...rebuilt.added].sort(), ['configmaps', 'pods']);
+  assert.deepEqual(informers(), ['configmaps', 'namespaces', 'pods']);
+  // No template reads namespaces any more: their cache goes, and with it its line in /readyz.
+  await kinds.apply(config(`
+kinds:
+  - resource: configmaps
+    labels: { team: a }
+  - resource: pods
+    labels: { workload: "{{root.kind}}.{{root.name}}" }
+`));
+  assert.deepEqual(informers(), ['configmaps', 'pods']);
+});
+
+test('a kind not served waits and starts once discovery serves it; a kind no longer served stops', async (t) => {
+  const { kinds, names, serve } = await setup(t);
+  await kinds.apply(config('labels: { a: x }\nkinds: [{ resource: configmaps }, { resource: widgets }]\n'));
+  assert.deepEqual(names(), ['configmaps']);
+  assert.deepEqual(kinds.unknown.map((u) => u.kind.resource), ['widgets']);
+  assert.match(kinds.notes().join('\n'), /widgets: not served by the API server \(yet\)/);
+  await serve([...BUILTINS, WIDGETS]);
+  assert.deepEqual(names(), ['configmaps', 'widgets.example.com']);
+  assert.deepEqual(kinds.unknown, []);
+  await serve(BUILTINS);
+  assert.deepEqual(names(), ['configmaps']);
+});
+
+test('the every-kind entry: a kind per resource served, explicit entries replacing it; CRDs served later start, removed ones stop', async (t) => {
+  const { kinds, names, serve } = await setup(t);
+  await kinds.apply(config(`
+labels: { a: x }
+kinds:
+  - resource: "*"
+    exclude: [pods, rs, rc, sts, ds]
+  - resource: deploy
+    namespaces: [shop]
+    labels: { b: y }
+`));
+  assert.deepEqual(names(), [
+    'configmaps',
+    'cronjobs.batch',
+    'deployments.apps/shop',
+    'jobs.batch',
+    'secrets',
+    'services',
+  ]);
+  assert.equal(
+    kinds.kinds.find((k) => k.controller.name === 'deployments.apps/shop')?.resolved.kind.labels.has('b'),
+    true,
+  );
+  await serve([...BUILTINS, WIDGETS]);
+  assert.ok(names().includes('widgets.example.com'));
+  await serve(BUILTINS);
+  assert.ok(!names().includes('widgets.example.com'));
+  // Excluding a kind stops it; dropping the explicit entry hands its resource to the every-kind entry.
+  const applied = await kinds.apply(config(`
+labels: { a: x }
+kinds:
+  - resource: "*"
+    exclude: [pods, rs, rc, sts, ds, secrets]
+`));
+  assert.deepEqual([applied.added, applied.removed], [['deployments.apps'], ['deploy', 'secrets']]);
+});
+
+test('every-kind kinds labeller may not use are skipped, reported in /readyz, and start once allowed; explicit kinds are not asked about', async (t) => {
+  let forbidden = new Set(['secrets', 'services']);
+  const asked: string[] = [];
+  const access: AccessCheck = async (resource, namespaces) => {
+    asked.push(resource.resource);
+    return forbidden.has(resource.resource) ? namespaces.map((namespace) => ({ verb: 'patch', namespace })) : [];
+  };
+  const { kinds, names, serve } = await setup(t, BUILTINS, access);
+  await kinds.apply(config(`
+labels: { a: x }
+kinds:
+  - resource: "*"
+    scope: cluster
+  - resource: services
+`));
+  assert.deepEqual(names(), ['namespaces', 'nodes', 'services']);
+  assert.deepEqual(asked.sort(), ['namespaces', 'nodes']);
+  await kinds.apply(config(`
+labels: { a: x }
+kinds:
+  - resource: "*"
+`));
+  assert.ok(!names().includes('secrets') && !names().includes('services'));
+  assert.deepEqual(kinds.skipped.map((s) => s.resource).sort(), ['secrets', 'services']);
+  assert.match(kinds.notes().join('\n'), /secrets: skipped, labeller may not patch/);
+  // Without the every-kind entry nothing is skipped; with it again, they are.
+  await kinds.apply(config('labels: { a: x }\nkinds: [{ resource: configmaps }]\n'));
+  assert.deepEqual([kinds.skipped, names()], [[], ['configmaps']]);
+  await kinds.apply(config('labels: { a: x }\nkinds: [{ resource: "*" }]\n'));
+  assert.equal(kinds.skipped.length, 2);
+  forbidden = new Set();
+  await serve([...BUILTINS, WIDGETS]);
+  assert.ok(names().includes('secrets') && names().includes('services') && names().includes('widgets.example.com'));
+  assert.deepEqual(kinds.skipped, []);
+});

@@ -1,0 +1,488 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { createLogger } from '../util/log.ts';
+import type { ConflictPolicy } from '../config/model.ts';
+import type { LabelledObject } from './object.ts';
+import { digest } from './digest.ts';
+import {
+  type AppliedMetadata,
+  type ApplyTarget,
+  LabelConflict,
+  type Metadata,
+  type MetadataClient,
+  ObjectGone,
+  type RelatedView,
+} from './ports.ts';
+import { Reconciler } from './reconcile.ts';
+import { compileTemplate } from '../config/template.ts';
+import { labelledObject } from './testing/objects.ts';
+import { fieldPlan } from './testing/plans.ts';
+
+type Labels = Readonly<Record<string, string>>;
+
+interface Call {
+  readonly target: ApplyTarget;
+  readonly labels: Labels;
+  readonly annotations: Labels;
+  readonly options: Parameters<MetadataClient['apply']>[2];
+}
+
+/**
+ * Records every apply; answers `after` (default: the object's labels overlaid with the applied
+ * ones), the applied annotations (or `afterAnnotations`), or throws `failure`. `stored` is what
+ * a read of annotations answers.
+ */
+class FakeClient implements MetadataClient {
+  readonly calls: Call[] = [];
+  readonly reads: (readonly string[])[] = [];
+  failure: Error | undefined;
+  after: Labels | undefined;
+  afterAnnotations: Labels | undefined;
+  stored: Labels = {};
+  base: Labels = {};
+
+  async apply(
+    target: ApplyTarget,
+    { labels, annotations }: Metadata,
+    options: Call['options'],
+  ): Promise<AppliedMetadata> {
+    this.calls.push({ target, labels, annotations, options });
+    if (this.failure) throw this.failure;
+    return {
+      labels: this.after ?? { ...this.base, ...labels },
+      annotations: this.afterAnnotations ?? annotations,
+      resourceVersion: '2',
+    };
+  }
+
+  async annotations(_target: ApplyTarget, keys: readonly string[]): Promise<Labels> {
+    this.reads.push(keys);
+    return Object.fromEntries(keys.flatMap((key) => (this.stored[key] === undefined ? [] : [[key, this.stored[key]]])));
+  }
+}
+
+interface Setup {
+  readonly labels: Readonly<Record<string, string>>;
+  readonly annotations?: Readonly<Record<string, string>>;
+  readonly conflicts?: ConflictPolicy;
+  readonly dryRun?: boolean;
+  readonly related?: (object: LabelledObject) => RelatedView;
+}
+
+function setup({ labels, annotations = {}, conflicts = 'force', dryRun = false, related }: Setup) {
+  const client = new FakeClient();
+  const lines: Array<Record<string, unknown>> = [];
+  const log = createLogger({
+    level: 'debug',
+    format: 'json',
+    write: (line) => lines.push(JSON.parse(line) as Record<string, unknown>),
+  });
+  const reconciler = new Reconciler({
+    kind: { apiVersion: 'apps/v1', kind: 'Deployment', resource: 'deployments', group: 'apps' },
+    labels: new Map(Object.entries(labels).map(([key, source]) => [key, compileTemplate(source)])),
+    annotations: new Map(Object.entries(annotations).map(([key, source]) => [key, compileTemplate(source)])),
+    conflicts,
+    dryRun,
+    client,
+    log,
+    related,
+  });
+  // What the controller hands each reconcile: aborted when this process may no longer write.
+  const writes = new AbortController().signal;
+  const reconcile = (object: LabelledObject) => {
+    client.base = object.labels;
+    return reconciler.reconcile(object, writes);
+  };
+  return { client, lines, reconcile, writes, reconciler };
+}
+
+function object(fields: Partial<LabelledObject> = {}): LabelledObject {
+  return labelledObject('web', { uid: 'u1', ...fields });
+}
+
+test('nothing is sent when the labels are right and no stale label is owned', async () => {
+  const { client, reconcile } = setup({ labels: { team: 'payments' } });
+  const result = await reconcile(object({ labels: { team: 'payments', app: 'web' }, ownedLabels: ['team'] }));
+  assert.deepEqual(result, { outcome: 'unchanged', patch: [] });
+  assert.equal(client.calls.length, 0);
+});
+
+test('a missing or different label is fixed by one apply of the whole desired set, guarded by uid', async () => {
+  const desired = { team: 'payments', 'example.com/tier': 'web' };
+  const cases: Array<[string, Labels, unknown[]]> = [
+    ['missing', { team: 'payments' }, [{ op: 'add', path: '/metadata/labels/example.com~1tier', value: 'web' }]],
+    ['different', { team: 'search', 'example.com/tier': 'web' }, [{
+      op: 'replace',
+      path: '/metadata/labels/team',
+      value: 'payments',
+    }]],
+  ];
+  for (const [name, labels, patch] of cases) {
+    const { client, reconcile, writes } = setup({ labels: desired });
+    const result = await reconcile(object({ labels }));
+    assert.deepEqual(result, { outcome: 'patched', patch, written: '2' }, name);
+    assert.deepEqual(client.calls, [
+      {
+        target: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'web', namespace: 'shop', uid: 'u1' },
+        labels: desired,
+        annotations: {},
+        options: { force: true, dryRun: false, annotationKeys: [], signal: writes },
+      },
+    ], name);
+  }
+});
+
+test('a label labeller owns but no longer wants is left out of the apply, and the patch removes it', async () => {
+  const { client, reconcile } = setup({ labels: { team: 'payments' } });
+  client.after = { team: 'payments', app: 'web' };
+  const result = await reconcile(
+    object({ labels: { team: 'payments', app: 'web', retired: 'yes' }, ownedLabels: ['team', 'retired'] }),
+  );
+  assert.deepEqual(client.calls.map((c) => c.labels), [{ team: 'payments' }]);
+  assert.deepEqual(result, {
+    outcome: 'patched',
+    patch: [{ op: 'remove', path: '/metadata/labels/retired' }],
+    written: '2',
+  });
+});
+
+test("templates render from the object's name, namespace, labels and annotations", async () => {
+  const { client, reconcile } = setup({
+    labels: {
+      'app.kubernetes.io/instance': '{{name}}',
+      'example.com/team': 'team-{{ namespace }}',
+      'example.com/app': '{{labels.app}}',
+      'example.com/owner': '{{annotations.example.com/owner}}',
+      fixed: 'yes',
+    },
+  });
+  await reconcile(object({ labels: { app: 'storefront' }, annotations: { 'example.com/owner': 'alice' } }));
+  assert.deepEqual(client.calls.map((c) => c.labels), [
+    {
+      'app.kubernetes.io/instance': 'web',
+      'example.com/team': 'team-shop',
+      'example.com/app': 'storefront',
+      'example.com/owner': 'alice',
+      fixed: 'yes',
+    },
+  ]);
+});
+
+test('a template that renders an invalid value makes the object invalid: logged, nothing sent, no throw', async () => {
+  const { client, lines, reconcile } = setup({
+    labels: { team: 'payments', owner: '{{annotations.example.com/owner}}' },
+  });
+  const result = await reconcile(object({ annotations: { 'example.com/owner': 'Alice Smith' } }));
+  assert.equal(result.outcome, 'invalid');
+  assert.deepEqual(result.patch, []);
+  assert.equal(result.problem?.field, 'labels');
+  assert.match(result.problem?.problem ?? '', /label owner: .*"Alice Smith"/);
+  assert.equal(client.calls.length, 0);
+  const [line] = lines;
+  assert.equal(line?.['level'], 'error');
+  assert.equal(line?.['name'], 'web');
+  assert.equal(line?.['namespace'], 'shop');
+  assert.match(String(line?.['problem']), /label owner: .*"Alice Smith"/);
+});
+
+test('conflict policy: skip leaves a label another manager set to another value; force takes it over', async () => {
+  // What was left alone is reported whether or not other labels were patched.
+  const left = [{ field: 'labels', key: 'team', wanted: 'payments', value: 'search' }];
+  const cases: Array<
+    {
+      name: string;
+      conflicts: ConflictPolicy;
+      ownedLabels: string[];
+      desired: Labels;
+      outcome: string;
+      sent: Array<{ labels: Labels; force: boolean }>;
+      contested?: typeof left;
+    }
+  > = [
+    {
+      name: 'skip, only the contested label',
+      conflicts: 'skip',
+      ownedLabels: [],
+      desired: { team: 'payments' },
+      outcome: 'conflict',
+      sent: [],
+      contested: left,
+    },
+    {
+      name: 'skip, with another missing label',
+      conflicts: 'skip',
+      ownedLabels: [],
+      desired: { team: 'payments', tier: 'web' },
+      outcome: 'patched',
+      sent: [{ labels: { tier: 'web' }, force: false }],
+      contested: left,
+    },
+    {
+      name: 'skip, but labeller owns it',
+      conflicts: 'skip',
+      ownedLabels: ['team'],
+      desired: { team: 'payments' },
+      outcome: 'patched',
+      sent: [{ labels: { team: 'payments' }, force: false }],
+    },
+    {
+      name: 'force',
+      conflicts: 'force',
+      ownedLabels: [],
+      desired: { team: 'payments' },
+      outcome: 'patched',
+      sent: [{ labels: { team: 'payments' }, force: true }],
+    },
+  ];
+  for (const { name, conflicts, ownedLabels, desired, outcome, sent, contested } of cases) {
+    const { client, reconcile } = setup({ labels: desired, conflicts });
+    const result = await reconcile(object({ labels: { team: 'search' }, ownedLabels }));
+    assert.equal(result.outcome, outcome, name);
+    assert.deepEqual(client.calls.map((c) => ({ labels: c.labels, force: c.options.force })), sent, name);
+    assert.deepEqual(result.contested, contested, name);
+  }
+});
+
+test('skip does not mistake a label key named like an Object.prototype member for one another manager set', async () => {
+  for (const key of ['constructor', 'toString', 'hasOwnProperty']) {
+    const { client, reconcile } = setup({ labels: { [key]: 'x' }, conflicts: 'skip' });
+    const result = await reconcile(object({ labels: { app: 'web' } }));
+    assert.equal(result.outcome, 'patched', key);
+    assert.deepEqual(client.calls.map((c) => c.labels), [{ [key]: 'x' }], key);
+  }
+});
+
+test('client failures: LabelConflict is a conflict, ObjectGone is gone, anything else is rethrown', async () => {
+  const cases: Array<[Error, object | undefined]> = [
+    // The owner the API server named goes into the result, for the Event's note.
+    [
+      new LabelConflict('conflict with "kubectl": .metadata.labels.team', [
+        { field: 'labels', key: 'team', manager: 'kubectl' },
+      ]),
+      {
+        outcome: 'conflict',
+        patch: [],
+        contested: [{ field: 'labels', key: 'team', wanted: 'payments', manager: 'kubectl' }],
+      },
+    ],
+    [new ObjectGone('uid mismatch'), { outcome: 'gone', patch: [] }],
+    [new Error('503 Service Unavailable'), undefined],
+  ];
+  for (const [failure, expected] of cases) {
+    const { client, reconcile } = setup({ labels: { team: 'payments' } });
+    client.failure = failure;
+    const result = reconcile(object());
+    if (expected === undefined) await assert.rejects(result, failure);
+    else assert.deepEqual(await result, expected);
+    assert.equal(client.calls.length, 1);
+  }
+});
+
+test('dry run is passed to the client and logged at info as what would be applied; a write at debug', async () => {
+  for (const dryRun of [true, false]) {
+    const { client, lines, reconcile } = setup({ labels: { team: 'payments' }, dryRun });
+    await reconcile(object());
+    assert.equal(client.calls[0]?.options.dryRun, dryRun);
+    const line = lines.find((l) => l['level'] === (dryRun ? 'info' : 'debug'));
+    assert.equal(line?.['msg'], dryRun ? 'would apply labels (dry run)' : 'labels applied');
+    assert.deepEqual(line?.['patch'], [{ op: 'add', path: '/metadata/labels/team', value: 'payments' }]);
+  }
+});
+
+test('the patch describes the change the server reported, as JSON Patch operations on metadata.labels', async () => {
+  const { client, reconcile } = setup({ labels: { 'example.com/x': 'new' } });
+  // The server's answer, not the request, is the truth: another manager's label went meanwhile.
+  client.after = { 'example.com/x': 'new' };
+  const result = await reconcile(object({ labels: { 'example.com/x': 'old', other: 'v' } }));
+  assert.deepEqual(result.patch, [
+    { op: 'remove', path: '/metadata/labels/other' },
+    { op: 'replace', path: '/metadata/labels/example.com~1x', value: 'new' },
+  ]);
+});
+
+test('a label whose template reads an absent value is not set, and removed when labeller owned it', async () => {
+  const { client, reconcile } = setup({ labels: { team: 'payments', app: '{{labels.name}}' } });
+  // Not set: nothing to send when the rest is right.
+  assert.deepEqual(await reconcile(object({ labels: { team: 'payments' }, ownedLabels: ['team'] })), {
+    outcome: 'unchanged',
+    patch: [],
+  });
+  assert.equal(client.calls.length, 0);
+  // Owned from when the value was there: the apply leaves it out, so the API server removes it.
+  client.after = { team: 'payments' };
+  const result = await reconcile(object({ labels: { team: 'payments', app: 'old' }, ownedLabels: ['team', 'app'] }));
+  assert.deepEqual(client.calls.map((c) => c.labels), [{ team: 'payments' }]);
+  assert.deepEqual(result, {
+    outcome: 'patched',
+    patch: [{ op: 'remove', path: '/metadata/labels/app' }],
+    written: '2',
+  });
+});
+
+test('a label reading a related object that cannot be read is held: kept where labeller owns it, not added elsewhere; the others go on', async () => {
+  const held: RelatedView = { objects: {}, held: new Map([['root', 'unavailable']]) };
+  const { client, reconcile, reconciler } = setup({
+    labels: { team: 'payments', workload: '{{root.kind}}.{{root.name}}' },
+    related: () => held,
+  });
+  // Owned and set: part of the apply at its current value, so it is neither removed nor changed.
+  client.after = { team: 'payments', workload: 'Deployment.web' };
+  await reconcile(object({ labels: { workload: 'Deployment.web' }, ownedLabels: ['workload'] }));
+  assert.deepEqual(client.calls.map((c) => c.labels), [{ team: 'payments', workload: 'Deployment.web' }]);
+  // Not owned: left out, and nothing is missing because of it.
+  const plan = reconciler.plan(object({ labels: { team: 'payments' }, ownedLabels: ['team'] }));
+  assert.ok(!('problem' in plan));
+  assert.deepEqual([plan.labels.held, plan.labels.missing, plan.labels.stale, plan.waiting], [
+    ['workload'],
+    [],
+    [],
+    false,
+  ]);
+  // Held only until a cache lists or an owner shows up: nothing is sent now, the rest neither (one apply later, not two).
+  const pending = setup({
+    labels: { team: 'payments', workload: '{{root.name}}' },
+    related: () => ({ ...held, held: new Map([['root', 'pending']]) }),
+  });
+  const waiting = pending.reconciler.plan(object());
+  assert.ok(!('problem' in waiting) && waiting.waiting, 'held until a cache lists');
+  assert.deepEqual(await pending.reconcile(object()), { outcome: 'waiting', patch: [] });
+  assert.equal(pending.client.calls.length, 0);
+});
+
+test('an object being deleted gets no apply', async () => {
+  const { client, reconcile } = setup({ labels: { team: 'payments' } });
+  assert.deepEqual(await reconcile(object({ deleting: true })), { outcome: 'gone', patch: [] });
+  assert.equal(client.calls.length, 0);
+});
+
+test('| default "" keeps an explicit empty label when the value is absent', async () => {
+  const { client, reconcile } = setup({ labels: { app: '{{labels.name | default ""}}' } });
+  await reconcile(object());
+  assert.deepEqual(client.calls.map((c) => c.labels), [{ app: '' }]);
+});
+
+test('plan: what converging takes, from the cache alone; a contested label is taken over under force and left under skip', () => {
+  const labels = { team: 'payments', tier: 'web' };
+  const cached = object({ labels: { team: 'ops', tier: 'web', old: '1' }, ownedLabels: ['tier', 'old'] });
+  const force = setup({ labels }).reconciler.plan(cached);
+  assert.deepEqual(force, {
+    labels: {
+      rendered: new Map(Object.entries(labels)),
+      desired: new Map(Object.entries(labels)),
+      contested: ['team'],
+      stale: ['old'],
+      missing: ['team'],
+      held: [],
+      unknown: [],
+    },
+    annotations: fieldPlan(),
+    waiting: false,
+  });
+  const skip = setup({ labels, conflicts: 'skip' }).reconciler.plan(cached);
+  assert.deepEqual(skip, {
+    labels: {
+      rendered: new Map(Object.entries(labels)),
+      desired: new Map([['tier', 'web']]),
+      contested: ['team'],
+      stale: ['old'],
+      missing: [],
+      held: [],
+      unknown: [],
+    },
+    annotations: fieldPlan(),
+    waiting: false,
+  });
+  const invalid = setup({ labels: { n: '{{labels.x}}' } }).reconciler.plan(object({ labels: { x: 'bad value' } }));
+  assert.ok('problem' in invalid);
+  assert.match(invalid.problem, /^label n: "\{\{labels.x\}\}" rendered "bad value": /);
+});
+
+test('no desired labels (prune): one apply of the empty set where labeller owns a label, nothing elsewhere', async () => {
+  const { client, reconcile } = setup({ labels: {} });
+  assert.equal((await reconcile(object({ labels: { app: 'web' } }))).outcome, 'unchanged');
+  assert.equal(client.calls.length, 0);
+  client.after = { shared: '1' };
+  const result = await reconcile(
+    object({ labels: { team: 'payments', shared: '1' }, ownedLabels: ['team', 'shared'] }),
+  );
+  assert.deepEqual(client.calls.map((c) => [c.labels, c.annotations, c.options.force]), [[{}, {}, true]]);
+  assert.deepEqual(result, {
+    outcome: 'patched',
+    patch: [{ op: 'remove', path: '/metadata/labels/team' }],
+    written: '2',
+  });
+});
+
+/** An object carrying annotations labeller writes, as the cache keeps them: digests in key order. */
+function annotated(annotations: Labels, written: readonly string[], fields: Partial<LabelledObject> = {}) {
+  const digests = [...written].sort().map((key) => (annotations[key] === undefined ? NaN : digest(annotations[key])));
+  return object({ written: { digests, otherBytes: 0 }, ...fields });
+}
+
+test('annotations: rendered with the same templates, sent in the same apply as the labels, compared by digest', async () => {
+  const annotations = { 'example.com/runbook': 'https://runbooks.example.com/{{namespace}}/{{name}}', note: 'kept' };
+  const written = Object.keys(annotations);
+  const { client, reconcile } = setup({ labels: { team: 'payments' }, annotations });
+  // Right already: nothing sent.
+  const right = annotated({ 'example.com/runbook': 'https://runbooks.example.com/shop/web', note: 'kept' }, written, {
+    labels: { team: 'payments' },
+    ownedLabels: ['team'],
+    ownedAnnotations: written,
+  });
+  assert.deepEqual(await reconcile(right), { outcome: 'unchanged', patch: [] });
+  // One different (the cache knows only that it differs): one apply of both maps.
+  const stale = annotated({ 'example.com/runbook': 'https://old', note: 'kept' }, written, {
+    labels: { team: 'payments' },
+    ownedLabels: ['team'],
+    ownedAnnotations: written,
+  });
+  const result = await reconcile(stale);
+  assert.deepEqual(client.calls.map((c) => [c.labels, c.annotations, c.options.annotationKeys]), [[
+    { team: 'payments' },
+    { 'example.com/runbook': 'https://runbooks.example.com/shop/web', note: 'kept' },
+    ['example.com/runbook', 'note'],
+  ]]);
+  assert.deepEqual(result.patch, [
+    {
+      op: 'replace',
+      path: '/metadata/annotations/example.com~1runbook',
+      value: 'https://runbooks.example.com/shop/web',
+    },
+  ]);
+});
+
+test('annotations: one dropped from the config is left out (removed); one another manager set is contested', async () => {
+  const { client, reconcile, reconciler } = setup({ labels: {}, annotations: { a: 'x' }, conflicts: 'skip' });
+  client.afterAnnotations = { a: 'x' };
+  const result = await reconcile(annotated({ a: 'x' }, ['a'], { ownedAnnotations: ['a', 'retired'] }));
+  assert.deepEqual(client.calls.map((c) => c.annotations), [{ a: 'x' }]);
+  assert.deepEqual(result.patch, [{ op: 'remove', path: '/metadata/annotations/retired' }]);
+  const plan = reconciler.plan(annotated({ a: 'theirs' }, ['a']));
+  assert.ok(!('problem' in plan));
+  assert.deepEqual([plan.annotations.contested, plan.annotations.missing], [['a'], []]);
+  const skipped = await reconcile(annotated({ a: 'theirs' }, ['a']));
+  assert.deepEqual(skipped.contested, [{ field: 'annotations', key: 'a', wanted: 'x' }], 'the value is not kept');
+});
+
+test('annotations: a held one labeller owns is read and sent at its value; the cache keeps no value', async () => {
+  const held: RelatedView = { objects: {}, held: new Map([['owner', 'unavailable']]) };
+  const { client, reconcile } = setup({
+    labels: { team: 'payments' },
+    annotations: { workload: '{{owner.name}}' },
+    related: () => held,
+  });
+  client.stored = { workload: 'web-1' };
+  await reconcile(annotated({ workload: 'web-1' }, ['workload'], { ownedAnnotations: ['workload'] }));
+  assert.deepEqual(client.reads, [['workload']]);
+  assert.deepEqual(client.calls.map((c) => [c.labels, c.annotations]), [[{ team: 'payments' }, { workload: 'web-1' }]]);
+});
+
+test('annotations: more than the API server takes on one object is invalid, nothing sent', async () => {
+  const { client, reconcile } = setup({ labels: {}, annotations: { big: '{{labels.big}}' } });
+  const huge = annotated({}, ['big'], { labels: { big: 'x' }, written: { digests: [NaN], otherBytes: 256 * 1024 } });
+  const result = await reconcile(huge);
+  assert.equal(result.outcome, 'invalid');
+  assert.equal(result.problem?.field, 'annotations');
+  assert.match(result.problem?.problem ?? '', /262148 bytes, more than the 262144/);
+  assert.equal(client.calls.length, 0);
+});

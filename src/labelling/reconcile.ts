@@ -1,0 +1,398 @@
+// Keeping one object's labels and annotations right. The desired ones are rendered from the
+// config; if the object already carries them and labeller owns no key it no longer wants, nothing
+// is sent. Otherwise one server-side apply sends the whole desired set of both: keys labeller
+// owned and left out are removed by the API server where no other manager also owns them. A key
+// whose template reads a related object that cannot be read now is held: kept as it is when
+// labeller owns it, not added otherwise. Of the annotations it writes the cache keeps digests,
+// not values (see object.ts): enough to tell whether one needs writing.
+//
+// Over 300 lines: rendering, planning both maps and the one apply that follows are a single
+// decision about an object, read together.
+import type { Logger } from '../util/log.ts';
+import { ANNOTATIONS_MAX_BYTES, byteLength, type ConflictPolicy, type MetadataField } from '../config/model.ts';
+import { digest } from './digest.ts';
+import { type Before, before, type MetadataOperation, metadataPatch } from './patch.ts';
+import { validateLabelValue } from '../kube/labelsyntax.ts';
+import { type LabelledObject, writtenOrder } from './object.ts';
+import { type LookupIndex, lookupKey } from './lookupindex.ts';
+import {
+  type AppliedMetadata,
+  LabelConflict,
+  type MetadataClient,
+  ObjectGone,
+  type RelatedView,
+  type SourceLookups,
+} from './ports.ts';
+import type { Template, TemplateContext } from '../config/template.ts';
+
+/** The kind being reconciled, for apply bodies and templates. */
+export interface KindInfo {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly resource: string;
+  readonly group: string;
+}
+
+/** `waiting`: a related object its labels read is not in its cache yet; the cache's change brings the object back. */
+export type Outcome = 'unchanged' | 'patched' | 'conflict' | 'invalid' | 'gone' | 'waiting';
+
+/** Reconcile outcomes of every controller, counted for the `--once` summary and the final log line. */
+export type OutcomeCounts = Record<Outcome | 'failed', number>;
+
+export const noOutcomes = (): OutcomeCounts => ({
+  unchanged: 0,
+  patched: 0,
+  conflict: 0,
+  invalid: 0,
+  gone: 0,
+  waiting: 0,
+  failed: 0,
+});
+
+export interface ReconcilerOptions {
+  readonly kind: KindInfo;
+  readonly labels: ReadonlyMap<string, Template>;
+  /** The annotations; their keys in the order the cache keeps digests of them (see projector). */
+  readonly annotations?: ReadonlyMap<string, Template> | undefined;
+  readonly conflicts: ConflictPolicy;
+  readonly dryRun: boolean;
+  readonly client: MetadataClient;
+  readonly log: Logger;
+  /** The related objects templates read, from their caches (see related.ts). */
+  readonly related?: ((object: LabelledObject) => RelatedView) | undefined;
+  /** The sources templates look values up in, and where each object's lookups are recorded. */
+  readonly sources?: { readonly lookups: SourceLookups; readonly index: LookupIndex } | undefined;
+}
+
+/** A label or annotation left to another field manager (conflicts: skip). */
+export interface Contested {
+  readonly field: MetadataField;
+  readonly key: string;
+  readonly wanted: string;
+  /** Its value on the object, when the cache knows it (labels). */
+  readonly value?: string;
+  /** The field manager that owns it, when the API server said. */
+  readonly manager?: string;
+}
+
+/** Why a value cannot be written on this object, and whether a label or an annotation. */
+export interface Problem {
+  readonly field: MetadataField;
+  readonly problem: string;
+}
+
+export interface Result {
+  readonly outcome: Outcome;
+  /** The change as JSON Patch operations on the object (empty when unchanged). */
+  readonly patch: readonly MetadataOperation[];
+  /** Keys left alone under `skip` (also when others were patched); absent when none. */
+  readonly contested?: readonly Contested[];
+  /** Why a value cannot be written (outcome `invalid`). */
+  readonly problem?: Problem;
+  /** The object's resourceVersion after labeller's own write (outcome `patched`, not in a dry run). */
+  readonly written?: string;
+}
+
+/** What converging one of the object's maps (labels or annotations) takes. */
+export interface FieldPlan {
+  /** Every configured key, rendered for this object. */
+  readonly rendered: ReadonlyMap<string, string>;
+  /** What an apply would send: `rendered` less the contested keys under `skip`, and held keys labeller owns at their values. */
+  readonly desired: ReadonlyMap<string, string>;
+  readonly contested: readonly string[];
+  readonly stale: readonly string[];
+  readonly missing: readonly string[];
+  /** Keys held because a related object they read cannot be read now. */
+  readonly held: readonly string[];
+  /** Held keys labeller owns whose values the cache does not keep (annotations): read before an apply, to keep them. */
+  readonly unknown: readonly string[];
+}
+
+/** See Reconciler.plan. */
+export type Plan =
+  | Problem
+  | (Readonly<Record<MetadataField, FieldPlan>> & {
+    /** Some keys are held only until a cache has listed (not for good: a kind not followed or refused). */
+    readonly waiting: boolean;
+  });
+
+/** Whether an apply would change anything. */
+export function needsApply(plan: Exclude<Plan, Problem>): boolean {
+  return FIELDS.some((field) => plan[field].stale.length > 0 || plan[field].missing.length > 0);
+}
+
+const FIELDS: readonly MetadataField[] = ['labels', 'annotations'];
+
+/** One map of an object as the cache keeps it: which keys labeller owns, which hold a value. */
+interface Carried extends Before {
+  readonly owned: readonly string[];
+  has(key: string): boolean;
+  /** The value, when the cache keeps it (labels, not annotations). */
+  value(key: string): string | undefined;
+}
+
+export class Reconciler {
+  readonly #options: ReconcilerOptions;
+  /** Where each written annotation's digest is in the cached object (see projector). */
+  readonly #digestIndex: ReadonlyMap<string, number>;
+
+  constructor(options: ReconcilerOptions) {
+    this.#options = options;
+    this.#digestIndex = new Map(writtenOrder(options.annotations?.keys() ?? []).map((key, i) => [key, i]));
+  }
+
+  /**
+   * What converging `object` takes, from the cache alone: per map, the keys to apply, the keys
+   * another manager set to another value, labeller's keys to drop and the keys to add or change.
+   * The object needs an apply exactly when needsApply(plan).
+   */
+  plan(object: LabelledObject): Plan {
+    const render = this.#render(object);
+    if ('problem' in render) return render;
+    const plans = {
+      labels: this.#planField(this.#carried(object, 'labels'), render.labels),
+      annotations: this.#planField(this.#carried(object, 'annotations'), render.annotations),
+    };
+    const bytes = annotationBytes(object, plans.annotations.desired);
+    if (bytes > ANNOTATIONS_MAX_BYTES) {
+      return {
+        field: 'annotations',
+        problem:
+          `the object's annotations would come to ${bytes} bytes, more than the ${ANNOTATIONS_MAX_BYTES} the API server allows`,
+      };
+    }
+    return { ...plans, waiting: render.waiting };
+  }
+
+  /**
+   * Converges one object; throws only for failures worth retrying (API errors, outages).
+   * `signal` aborts the write (this process may no longer write).
+   */
+  async reconcile(object: LabelledObject, signal?: AbortSignal): Promise<Result> {
+    const { kind, client, conflicts, dryRun } = this.#options;
+    const { log } = this.#options;
+    // The object's fields on each line, rather than a child logger per reconcile: most reconciles log nothing.
+    const at = { namespace: object.namespace || undefined, name: object.name };
+
+    // Being deleted: a label written now would be pointless, and may race the deletion.
+    if (object.deleting) return { outcome: 'gone', patch: [] };
+    const plan = this.plan(object);
+    if ('problem' in plan) {
+      log.error(
+        `${plan.field === 'labels' ? 'label value' : 'annotations'} invalid for this object; not labelling it`,
+        {
+          ...at,
+          problem: plan.problem,
+        },
+      );
+      return { outcome: 'invalid', patch: [], problem: plan };
+    }
+    // A key would be held only until a cache lists, or an owner shows up in its cache (created a
+    // moment ago, or deleted with its dependents): applying the rest now would take a second apply
+    // then, or write to an object the garbage collector is about to delete.
+    if (plan.waiting) {
+      log.debug('waiting for a related object before labelling', at);
+      return { outcome: 'waiting', patch: [] };
+    }
+    // Under `skip`, a key another manager set to another value stays theirs.
+    const left = conflicts === 'skip'
+      ? FIELDS.flatMap((field) =>
+        plan[field].contested.map((key): Contested => {
+          const value = this.#carried(object, field).value(key);
+          return { field, key, wanted: plan[field].rendered.get(key) ?? '', ...(value === undefined ? {} : { value }) };
+        })
+      )
+      : [];
+    const reported = left.length > 0 ? { contested: left } : {};
+    for (const field of FIELDS) {
+      const theirs = left.filter((c) => c.field === field);
+      if (theirs.length === 0) continue;
+      log.warn(`${field === 'labels' ? 'label' : 'annotation'} set by another manager; left alone (conflicts: skip)`, {
+        ...at,
+        [field]: theirs.map((c) => (c.value === undefined ? c.key : `${c.key}=${c.value}`)),
+      });
+    }
+    if (!needsApply(plan)) return { outcome: left.length > 0 ? 'conflict' : 'unchanged', patch: [], ...reported };
+
+    const target = {
+      apiVersion: kind.apiVersion,
+      kind: kind.kind,
+      name: object.name,
+      namespace: object.namespace,
+      uid: object.uid,
+    };
+    const annotationKeys = [...new Set([...this.#digestIndex.keys(), ...object.ownedAnnotations])];
+    let after: AppliedMetadata;
+    try {
+      // Held annotations labeller owns are sent at their values, which the cache does not keep.
+      const kept = plan.annotations.unknown.length > 0
+        ? await client.annotations(target, plan.annotations.unknown, signal)
+        : {};
+      after = await client.apply(
+        target,
+        {
+          labels: Object.fromEntries(plan.labels.desired),
+          annotations: { ...kept, ...Object.fromEntries(plan.annotations.desired) },
+        },
+        { force: conflicts === 'force', dryRun, annotationKeys, signal },
+      );
+    } catch (error) {
+      if (error instanceof ObjectGone) {
+        log.debug('object gone before its labels were applied', at);
+        return { outcome: 'gone', patch: [] };
+      }
+      if (error instanceof LabelConflict) {
+        log.warn('conflict with another field manager; left alone (conflicts: skip)', { ...at, error });
+        const owned = error.owners.map(({ field, key, manager }): Contested => ({
+          field,
+          key,
+          wanted: plan[field].desired.get(key) ?? '',
+          manager,
+        }));
+        return { outcome: 'conflict', patch: [], contested: [...left, ...owned] };
+      }
+      throw error;
+    }
+    const patch = [
+      ...metadataPatch('labels', before(object.labels), after.labels),
+      ...metadataPatch('annotations', this.#carried(object, 'annotations'), after.annotations),
+    ];
+    // A dry run's plan is its output; writes are logged per object at debug (the controller sums them up).
+    if (dryRun) log.info('would apply labels (dry run)', { ...at, patch });
+    else log.debug('labels applied', { ...at, patch });
+    return { outcome: 'patched', patch, ...reported, ...(dryRun ? {} : { written: after.resourceVersion }) };
+  }
+
+  /** One map's plan: a key someone else set to another value is taken over under `force` (and stays in `missing`), left theirs under `skip`. */
+  #planField(carried: Carried, render: Rendered): FieldPlan {
+    const { rendered, held } = render;
+    const contested = [...rendered].filter(([key, value]) =>
+      carried.has(key) && !carried.holds(key, value) && !carried.owned.includes(key)
+    ).map(([key]) => key);
+    const desired = new Map(rendered);
+    if (this.#options.conflicts === 'skip') { for (const key of contested) desired.delete(key); }
+    // A held key labeller owns stays as it is: at its cached value, or read before an apply.
+    const unknown: string[] = [];
+    for (const key of held) {
+      if (!carried.owned.includes(key)) continue;
+      const value = carried.value(key);
+      if (value !== undefined) desired.set(key, value);
+      else unknown.push(key);
+    }
+    const stale = carried.owned.filter((key) => !desired.has(key) && !unknown.includes(key));
+    const missing = [...desired].filter(([key, value]) => !carried.holds(key, value)).map(([key]) => key);
+    return { rendered, desired, contested, stale, missing, held, unknown };
+  }
+
+  /** One of the object's maps as the cache keeps it. */
+  #carried(object: LabelledObject, field: MetadataField): Carried {
+    // Keys are listed only for a patch, after an apply: not on the path every object takes.
+    if (field === 'labels') {
+      const { labels } = object;
+      return {
+        get keys() {
+          return Object.keys(labels);
+        },
+        holds: (key, value) => labels[key] === value,
+        owned: object.ownedLabels,
+        has: (key) => Object.hasOwn(labels, key),
+        value: (key) => labels[key],
+      };
+    }
+    const index = this.#digestIndex;
+    const digests = object.written?.digests ?? [];
+    const at = (key: string) => {
+      const i = index.get(key);
+      return i === undefined ? NaN : digests[i] ?? NaN;
+    };
+    const owned = object.ownedAnnotations;
+    const has = (key: string) => (index.has(key) ? !Number.isNaN(at(key)) : owned.includes(key));
+    return {
+      get keys() {
+        return [...new Set([...index.keys(), ...owned])].filter(has);
+      },
+      owned,
+      has,
+      // A key labeller does not write (owned from an earlier config) is not changed by its apply:
+      // kept when co-owned, else removed.
+      holds: (key, value) => !index.has(key) || at(key) === digest(value),
+      value: () => undefined,
+    };
+  }
+
+  /**
+   * The desired labels and annotations for this object, and the keys held; or why one of them
+   * cannot be rendered.
+   */
+  #render(object: LabelledObject): Readonly<Record<MetadataField, Rendered>> & { waiting: boolean } | Problem {
+    const { kind, labels, annotations, sources } = this.#options;
+    const view = this.#options.related?.(object);
+    const looked: string[] = [];
+    const context: TemplateContext = {
+      name: object.name,
+      namespace: object.namespace,
+      kind: kind.kind,
+      resource: kind.resource,
+      group: kind.group,
+      apiVersion: kind.apiVersion,
+      uid: object.uid,
+      labels: object.labels,
+      annotations: object.annotations,
+      related: view?.objects,
+      lookup: sources && ((source, key, field) => {
+        looked.push(lookupKey(source, key));
+        return sources.lookups.lookup(source, key, field);
+      }),
+    };
+    let waiting = false;
+    const renderField = (field: MetadataField, templates: ReadonlyMap<string, Template>): Rendered | Problem => {
+      const rendered = new Map<string, string>();
+      const held: string[] = [];
+      for (const [key, template] of templates) {
+        // A source that has never loaded is held as a related kind that cannot be read is: the rest goes on.
+        const unloaded = template.lookups.some((lookup) => !sources?.lookups.loaded(lookup.source));
+        if (unloaded || (view && view.held.size > 0)) {
+          const why = unloaded
+            ? 'unavailable'
+            : template.related.map((read) => view?.held.get(read.relation)).find((r) => r);
+          if (why) {
+            held.push(key);
+            waiting ||= why === 'pending';
+            continue;
+          }
+        }
+        const value = template.constantValue ?? template.render(context);
+        // A variable without a value (a missing label, no owner): the key is not wanted, and
+        // removed if labeller owned it.
+        if (value === undefined) continue;
+        const problem = field === 'labels' && template.constantValue === undefined
+          ? validateLabelValue(value)
+          : undefined;
+        if (problem) return { field, problem: `label ${key}: "${template.source}" rendered "${value}": ${problem}` };
+        rendered.set(key, value);
+      }
+      return { rendered, held };
+    };
+    const renderedLabels = renderField('labels', labels);
+    if ('problem' in renderedLabels) return renderedLabels;
+    const renderedAnnotations = renderField('annotations', annotations ?? NO_TEMPLATES);
+    if ('problem' in renderedAnnotations) return renderedAnnotations;
+    sources?.index.record(object, looked);
+    return { labels: renderedLabels, annotations: renderedAnnotations, waiting };
+  }
+}
+
+/** One map's keys rendered for an object, and those held. */
+interface Rendered {
+  readonly rendered: ReadonlyMap<string, string>;
+  readonly held: readonly string[];
+}
+
+const NO_TEMPLATES: ReadonlyMap<string, Template> = new Map();
+
+/** The size of the object's annotations once `desired` is applied, as far as the cache can tell. */
+function annotationBytes(object: LabelledObject, desired: ReadonlyMap<string, string>): number {
+  let bytes = object.written?.otherBytes ?? 0;
+  for (const [key, value] of desired) bytes += byteLength(key) + byteLength(value);
+  return bytes;
+}

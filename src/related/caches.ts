@@ -1,0 +1,137 @@
+// The caches of related objects, by id (`resource`, or `resource/namespace`): a labelled kind's
+// own informer, offered to lookups of the same resource, or one acquired from the shared informer
+// cache for them, with the mappers subscribed to it, until it is released.
+import type { ApiResource } from '../kube/resource.ts';
+import { apiVersion, groupResource } from '../kube/resource.ts';
+import { isForbidden } from '../kube/errors.ts';
+import { type LabelledObject, projector } from '../labelling/object.ts';
+import { Informer } from '../runtime/informer.ts';
+import type { StoreIndex } from '../runtime/storeindex.ts';
+import type { LabellerEvents } from '../events/labellerevents.ts';
+import type { ResourceApis } from '../kube/api.ts';
+import type { Metrics } from '../metrics/metrics.ts';
+import type { InformerCache, InformerHandle } from '../runtime/informercache.ts';
+import type { Logger } from '../util/log.ts';
+import type { UnreadableKinds } from './unreadable.ts';
+
+/** What the caches of related objects are made with (a kind's controller is wired with more: kinds/controller.ts). */
+export interface RelatedWiring {
+  /** Metadata-only access to each resource. */
+  readonly apis: ResourceApis;
+  readonly informers: InformerCache<LabelledObject>;
+  readonly options: { readonly fieldManager: string; readonly watchTimeoutSeconds: number };
+  readonly log: Logger;
+  readonly metrics?: Metrics | undefined;
+  readonly events?: LabellerEvents | undefined;
+}
+
+interface Related {
+  readonly informer: Informer<LabelledObject>;
+  /** Set when acquired here; a labelled kind's own informer is only offered. */
+  readonly handle?: InformerHandle<LabelledObject>;
+  /** The mappers subscribed to it here, ended when it is released. */
+  readonly unsubscribe: (() => void)[];
+}
+
+/** What the caches made here keep of each object: the annotations templates read of related objects, and controller references when chains run through them. */
+export interface RelatedProjection {
+  readonly annotations: ReadonlySet<string>;
+  /** Keeps each object's controller reference and indexes by it, for root.*: an index made by `index`. */
+  readonly index: (() => StoreIndex<LabelledObject>) | undefined;
+}
+
+export class RelatedInformers {
+  readonly #wiring: RelatedWiring;
+  readonly #unreadable: UnreadableKinds;
+  readonly #related = new Map<string, Related>();
+
+  constructor(wiring: RelatedWiring, unreadable: UnreadableKinds) {
+    this.#wiring = wiring;
+    this.#unreadable = unreadable;
+  }
+
+  get(id: string): Informer<LabelledObject> | undefined {
+    return this.#related.get(id)?.informer;
+  }
+
+  /** Offers a labelled kind's own informer to lookups of `id`; one already there keeps serving them. */
+  offer(id: string, informer: Informer<LabelledObject>): void {
+    if (!this.#related.has(id)) this.#related.set(id, { informer, unsubscribe: [] });
+  }
+
+  /** Withdraws the informers offered from `informers` (their kind is stopping). */
+  withdraw(informers: ReadonlySet<Informer<LabelledObject>>): void {
+    for (const [id, related] of this.#related) {
+      if (!related.handle && informers.has(related.informer)) this.#related.delete(id);
+    }
+  }
+
+  /**
+   * The cache `id` of `resource` in `namespace` ('' for all): the one there, or one acquired now,
+   * on which `setUp` subscribes its mappers (ended at release).
+   */
+  ensure(
+    id: string,
+    resource: ApiResource,
+    namespace: string,
+    fieldSelector: string | undefined,
+    projection: RelatedProjection,
+    setUp: (informer: Informer<LabelledObject>, byOwner: StoreIndex<LabelledObject> | undefined) => (() => void)[],
+  ): Informer<LabelledObject> {
+    const known = this.#related.get(id);
+    if (known) return known.informer;
+    const { apis, informers, options, events, metrics, log } = this.#wiring;
+    const byOwner = projection.index?.();
+    const annotations = [...projection.annotations].sort().join(',');
+    const handle = informers.acquire(
+      `related ${id} ${annotations} ${byOwner ? 'owners' : ''}`,
+      () =>
+        new Informer<LabelledObject>({
+          name: id,
+          api: apis(resource, namespace),
+          project: projector({
+            fieldManager: options.fieldManager,
+            read: projection.annotations,
+            owners: byOwner !== undefined,
+          }),
+          indexes: byOwner ? [byOwner] : [],
+          watch: { fieldSelector, watchTimeoutSeconds: options.watchTimeoutSeconds },
+          metrics: metrics?.informer(id),
+          onWatchError: (error) => {
+            events?.forKind(id, { apiVersion: apiVersion(resource), kind: resource.kind }).watchFailed(error);
+            if (!isForbidden(error)) return;
+            this.#unreadable.report(id, 'forbidden', 'related objects may not be read', {
+              resource: id,
+              hint: `grant list and watch on ${groupResource(resource)}`,
+            }, error);
+          },
+          log: log.child({ kind: resource.kind, controller: id }),
+        }),
+    );
+    // The index of a cache acquired before is its own.
+    const index = byOwner && (handle.informer.store.index(byOwner.name) ?? byOwner);
+    this.#related.set(id, { informer: handle.informer, handle, unsubscribe: setUp(handle.informer, index) });
+    return handle.informer;
+  }
+
+  /** Releases the caches acquired here whose ids `matches`; answers them. */
+  releaseWhere(matches: (id: string) => boolean): Informer<LabelledObject>[] {
+    const released: Informer<LabelledObject>[] = [];
+    for (const [id, { handle, unsubscribe, informer }] of this.#related) {
+      if (!handle || !matches(id)) continue;
+      for (const stop of unsubscribe) stop();
+      void handle.release();
+      this.#related.delete(id);
+      released.push(informer);
+    }
+    return released;
+  }
+
+  /** The caches acquired here that have not listed, or whose watch is down: reported, not blocking readiness. */
+  notes(): string[] {
+    return [...this.#related.values()].flatMap(({ informer, handle }) => {
+      const problem = handle && informer.problem;
+      return problem ? [`${informer.name} (read by templates): ${problem}`] : [];
+    });
+  }
+}

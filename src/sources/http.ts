@@ -1,0 +1,131 @@
+// A source at an HTTPS endpoint (a CMDB, a service catalogue), polled: `If-None-Match` with the
+// last ETag, so an unchanged document costs a 304; a timeout; trust roots and a bearer token read
+// from files at each poll (rotated as credentials are); a size limit; redirects followed only on
+// the same origin; plain http only when the config asked for it. The token never reaches a log
+// line or an Event: failures name the URL and the status, nothing of the request.
+import type { HttpOrigin } from '../config/sources.ts';
+import type { IncomingMessage } from 'node:http';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { Backoff } from '../util/backoff.ts';
+import { readText } from '../util/readtext.ts';
+import { sleep } from '../util/sleep.ts';
+import { attempt, type Loaded, type Loader, parseContent } from './loader.ts';
+
+const MAX_REDIRECTS = 5;
+
+/** What a poll found: new content, the same as before (304), or a failure. */
+type Poll = Loaded | 'unchanged' | Error;
+
+export function httpLoader(origin: HttpOrigin): Loader {
+  return async (report, signal, once) => {
+    let etag: string | undefined;
+    // After a failure the next poll comes sooner, never later than the interval.
+    const retry = new Backoff({ initialMs: Math.min(5_000, origin.intervalMs), maxMs: origin.intervalMs });
+    while (!signal.aborted) {
+      const poll = await pollOnce(origin, etag, signal);
+      if (signal.aborted) return;
+      if (poll === 'unchanged') retry.reset();
+      else if (poll instanceof Error) report(poll);
+      else {
+        retry.reset();
+        etag = poll.etag;
+        report(poll.loaded);
+      }
+      if (once) return;
+      await sleep(poll instanceof Error ? retry.next() : origin.intervalMs, signal);
+    }
+  };
+}
+
+async function pollOnce(
+  origin: HttpOrigin,
+  etag: string | undefined,
+  signal: AbortSignal,
+): Promise<{ loaded: Loaded; etag: string | undefined } | Exclude<Poll, Loaded>> {
+  const at = origin.url;
+  try {
+    const [ca, token] = await Promise.all([
+      origin.caFile === undefined ? undefined : readText(origin.caFile),
+      origin.bearerTokenFile === undefined ? undefined : readText(origin.bearerTokenFile).then((t) => t.trim()),
+    ]);
+    const headers: Record<string, string> = { accept: 'application/json, application/yaml;q=0.9, */*;q=0.1' };
+    if (token) headers['authorization'] = `Bearer ${token}`;
+    if (etag) headers['if-none-match'] = etag;
+    const timeout = new AbortController();
+    const timer = setTimeout(() => timeout.abort(), origin.timeoutMs);
+    try {
+      let url = new URL(origin.url);
+      for (let hops = 0;; hops++) {
+        const response = await send(url, headers, ca, AbortSignal.any([signal, timeout.signal]));
+        const status = response.statusCode ?? 0;
+        if (status >= 300 && status < 400 && status !== 304) {
+          response.resume();
+          const next = response.headers.location ? new URL(response.headers.location, url) : undefined;
+          // The token goes where the config said, and nowhere else.
+          if (!next || next.origin !== url.origin) {
+            return new Error(`${at}: redirected to ${next?.origin ?? 'nowhere'}, another origin; not followed`);
+          }
+          if (hops === MAX_REDIRECTS) return new Error(`${at}: more than ${MAX_REDIRECTS} redirects`);
+          url = next;
+          continue;
+        }
+        if (status === 304) {
+          response.resume();
+          return 'unchanged';
+        }
+        if (status !== 200) {
+          response.resume();
+          return new Error(`${at}: ${status} ${response.statusMessage ?? ''}`.trimEnd());
+        }
+        const text = await readLimited(response, origin.maxBytes, at);
+        const loaded = attempt(() => parseContent(text));
+        if (loaded instanceof Error) return new Error(`${at}: ${loaded.message}`);
+        const tag = response.headers.etag;
+        return { loaded, etag: typeof tag === 'string' ? tag : undefined };
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+  } catch (error) {
+    if (signal.aborted) return 'unchanged';
+    const why = error instanceof Error ? ((error as NodeJS.ErrnoException).code ?? error.message) : String(error);
+    return new Error(
+      `${at}: ${why === 'AbortError' || why === 'ABORT_ERR' ? `no answer in ${origin.timeoutMs} ms` : why}`,
+    );
+  }
+}
+
+function send(
+  url: URL,
+  headers: Readonly<Record<string, string>>,
+  ca: string | undefined,
+  signal: AbortSignal,
+): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const options = { method: 'GET', headers, signal, ...(ca ? { ca } : {}) };
+    const sent = url.protocol === 'https:' ? httpsRequest(url, options) : httpRequest(url, options);
+    sent.once('response', resolve);
+    sent.once('error', reject);
+    sent.end();
+  });
+}
+
+/** The body as text, refused past `maxBytes` (reading stops there). */
+function readLimited(response: IncomingMessage, maxBytes: number, at: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    response.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxBytes) {
+        response.destroy();
+        reject(new Error(`${at}: larger than maxBytes (${maxBytes} bytes)`));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    response.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    response.once('error', reject);
+  });
+}

@@ -1,0 +1,64 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import type { DiscoveryCache } from '../kube/discoverycache.ts';
+import { parseSources } from '../config/sources.ts';
+import { createLogger } from '../util/log.ts';
+import { type SourceChange, SourceSet } from './sourceset.ts';
+
+const quiet = createLogger({ level: 'error', format: 'json', write: () => {} });
+
+/** A SourceSet over file sources only (no API access), and what its listeners heard. */
+function sourceSet() {
+  const set = new SourceSet({
+    apis: () => {
+      throw new Error('file sources only');
+    },
+    discovery: {} as DiscoveryCache,
+    once: false,
+    log: quiet,
+  });
+  const heard: [string, SourceChange][] = [];
+  set.onChange((name, change) => heard.push([name, change]));
+  return { set, heard };
+}
+
+const until = async (done: () => boolean): Promise<void> => {
+  for (let i = 0; i < 400 && !done(); i++) await new Promise((resolve) => setTimeout(resolve, 25));
+  assert.ok(done(), 'in time');
+};
+
+test('a required source that has never loaded keeps labeller from ready; an optional one is a note; a failure after loading keeps the last content', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'labeller-sources-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const [teams, sites] = [join(dir, 'teams.yaml'), join(dir, 'sites.yaml')];
+  const { set, heard } = sourceSet();
+  t.after(() => set.stop());
+  set.apply(parseSources({ teams: { file: teams, required: true }, sites: { file: sites } }, 'kinds.yaml: sources'));
+  await set.settled(['teams', 'sites']);
+
+  assert.deepEqual(set.problems(), [`source teams has not loaded: ${teams}: cannot read the file (ENOENT)`]);
+  assert.deepEqual(set.notes(), ['source sites has not loaded; labels that read it are held']);
+  assert.equal(set.loaded('teams'), false);
+
+  writeFileSync(teams, 'payments: {costCenter: cc-1}\nsearch: {costCenter: cc-2}\n');
+  await until(() => set.loaded('teams'));
+  assert.deepEqual(set.problems(), []);
+  assert.deepEqual(heard, [['teams', 'all']], 'the first load: every object that reads it');
+  assert.equal(set.lookup('teams', 'payments', 'costCenter'), 'cc-1');
+
+  // A change: only the key whose entry changed. Then unreadable content: the last good content stays.
+  writeFileSync(teams, 'payments: {costCenter: cc-1}\nsearch: {costCenter: cc-9}\n');
+  await until(() => heard.length === 2);
+  assert.deepEqual(heard[1], ['teams', ['search']]);
+  writeFileSync(teams, '- not a mapping\n');
+  await until(() => set.notes().length === 2);
+  assert.match(set.notes()[0] ?? '', /^source teams cannot be read; its last good content stays: /);
+  assert.equal(set.lookup('teams', 'search', 'costCenter'), 'cc-9');
+  assert.deepEqual(
+    set.states().map(({ name, up, keys }) => ({ name, up, keys })),
+    [{ name: 'teams', up: false, keys: 2 }, { name: 'sites', up: false, keys: 0 }],
+  );
+});

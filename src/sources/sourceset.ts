@@ -1,0 +1,198 @@
+// The sources of truth of the config in force, loading: each keeps its last good content, so a
+// source that cannot be read (unreachable, refused, too large, malformed) changes nothing; before
+// its first good read, the labels that read it are held. Each change is told to the kinds with
+// the keys whose entries changed, so exactly the objects that looked those keys up are queued.
+// A failing source is a log line, a Warning Event on labeller's Pod, the labeller_source_*
+// metrics and a line in /readyz (which it keeps from ready only when it is `required` and has
+// never loaded).
+import type { ResourceApis } from '../kube/api.ts';
+import type { DiscoveryCache } from '../kube/discoverycache.ts';
+import { changedKeys, lookUp, type SourceContent } from './content.ts';
+import { type SourceLookups } from '../labelling/ports.ts';
+import { type SourceSpec } from '../config/sources.ts';
+import type { SourceGauges } from '../metrics/metrics.ts';
+import type { Logger } from '../util/log.ts';
+import type { LabellerEvents } from '../events/labellerevents.ts';
+import { configMapLoader } from './configmap.ts';
+import { fileLoader } from './file.ts';
+import { httpLoader } from './http.ts';
+import type { Loaded, Loader } from './loader.ts';
+
+export interface SourceSetOptions {
+  readonly apis: ResourceApis;
+  readonly discovery: DiscoveryCache;
+  /** Read each source once (`--once`, status). */
+  readonly once: boolean;
+  readonly events?: LabellerEvents | undefined;
+  readonly log: Logger;
+}
+
+/** The keys of a source whose entries changed, or `all` at its first load (nobody could read it before). */
+export type SourceChange = readonly string[] | 'all';
+
+/** A source's state, for metrics. */
+interface Running {
+  readonly spec: SourceSpec;
+  readonly key: string;
+  content: SourceContent | undefined;
+  bytes: number;
+  lastSuccessMs: number | undefined;
+  failure: Error | undefined;
+  readonly settled: Promise<void>;
+  readonly settle: () => void;
+  readonly stop: AbortController;
+  done?: Promise<void>;
+}
+
+export class SourceSet implements SourceLookups {
+  readonly #options: SourceSetOptions;
+  readonly #running = new Map<string, Running>();
+  readonly #listeners = new Set<(name: string, change: SourceChange) => void>();
+
+  constructor(options: SourceSetOptions) {
+    this.#options = options;
+  }
+
+  /** Makes `specs` the sources loading: new and changed ones start, removed ones stop. */
+  apply(specs: ReadonlyMap<string, SourceSpec>): void {
+    for (const [name, running] of this.#running) {
+      if (specs.get(name) && JSON.stringify(specs.get(name)) === running.key) continue;
+      running.stop.abort();
+      this.#running.delete(name);
+    }
+    for (const [name, spec] of specs) if (!this.#running.has(name)) this.#start(spec);
+  }
+
+  loaded(name: string): boolean {
+    return this.#running.get(name)?.content !== undefined;
+  }
+
+  lookup(name: string, key: string, field: string | undefined): string | undefined {
+    const content = this.#running.get(name)?.content;
+    return content === undefined ? undefined : lookUp(content, key, field);
+  }
+
+  /** Resolves once each of `names` has loaded or failed once (a kind reading them waits for that). */
+  async settled(names: Iterable<string>): Promise<void> {
+    await Promise.all([...names].map((name) => this.#running.get(name)?.settled));
+  }
+
+  /** Tells `listener` of each change of a source's content; returns the unsubscribe function. */
+  onChange(listener: (name: string, change: SourceChange) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Required sources that have never loaded: they keep labeller from ready. */
+  problems(): string[] {
+    return [...this.#running.values()].flatMap(({ spec, content, failure }) =>
+      spec.required && content === undefined
+        ? [`source ${spec.name} has not loaded${failure ? `: ${failure.message}` : ''}`]
+        : []
+    );
+  }
+
+  /** Sources that have never loaded, or fail now: reported, not keeping labeller from ready. */
+  notes(): string[] {
+    return [...this.#running.values()].flatMap(({ spec, content, failure }) => {
+      if (spec.required && content === undefined) return [];
+      if (content === undefined) return [`source ${spec.name} has not loaded; labels that read it are held`];
+      return failure ? [`source ${spec.name} cannot be read; its last good content stays: ${failure.message}`] : [];
+    });
+  }
+
+  states(): SourceGauges[] {
+    return [...this.#running.values()].map((running) => ({
+      name: running.spec.name,
+      up: running.content !== undefined && running.failure === undefined,
+      lastSuccessMs: running.lastSuccessMs,
+      bytes: running.bytes,
+      keys: running.content?.size ?? 0,
+    }));
+  }
+
+  /** Stops every source; resolves once they have. */
+  async stop(): Promise<void> {
+    for (const running of this.#running.values()) running.stop.abort();
+    await Promise.all([...this.#running.values()].map((running) => running.done));
+    this.#running.clear();
+  }
+
+  #start(spec: SourceSpec): void {
+    let settle!: () => void;
+    const settled = new Promise<void>((resolve) => (settle = resolve));
+    const running: Running = {
+      spec,
+      key: JSON.stringify(spec),
+      content: undefined,
+      bytes: 0,
+      lastSuccessMs: undefined,
+      failure: undefined,
+      settled,
+      settle,
+      stop: new AbortController(),
+    };
+    this.#running.set(spec.name, running);
+    const loader = this.#loader(spec);
+    const log = this.#options.log.child({ source: spec.name });
+    running.done = loader(
+      (result) => {
+        if (running.stop.signal.aborted) return;
+        if (result instanceof Error) this.#failed(running, result, log);
+        else this.#loaded(running, result, log);
+        running.settle();
+      },
+      running.stop.signal,
+      this.#options.once,
+    ).catch((error: unknown) => {
+      this.#failed(running, error instanceof Error ? error : new Error(String(error)), log);
+      running.settle();
+    });
+  }
+
+  #loader(spec: SourceSpec): Loader {
+    const { origin } = spec;
+    switch (origin.type) {
+      case 'file':
+        return fileLoader(origin.path);
+      case 'url':
+        return httpLoader(origin);
+      case 'configMap':
+        return configMapLoader(
+          origin,
+          this.#options.discovery.resolve('configmaps'),
+          this.#options.apis,
+          this.#options.log,
+        );
+    }
+  }
+
+  #loaded(running: Running, { content, bytes }: Loaded, log: Logger): void {
+    const before = running.content;
+    const changed = changedKeys(before, content);
+    running.content = content;
+    running.bytes = bytes;
+    running.lastSuccessMs = Date.now();
+    if (running.failure) log.info('source can be read again', { keys: content.size });
+    running.failure = undefined;
+    if (before !== undefined && changed.length === 0) return;
+    log.info(before === undefined ? 'source loaded' : 'source changed', {
+      keys: content.size,
+      bytes,
+      ...(before === undefined ? {} : { changed: changed.length }),
+    });
+    const change: SourceChange = before === undefined ? 'all' : changed;
+    for (const listener of this.#listeners) listener(running.spec.name, change);
+  }
+
+  #failed(running: Running, error: Error, log: Logger): void {
+    // Said once per distinct failure, not at each poll.
+    if (running.failure?.message === error.message) return;
+    running.failure = error;
+    const kept = running.content === undefined
+      ? 'it has not loaded yet, so labels that read it are held'
+      : 'its last good content stays';
+    log.warn(`source cannot be read; ${kept}`, { error: error.message });
+    this.#options.events?.sourceFailed(`source ${running.spec.name}: ${error.message}; ${kept}`);
+  }
+}
