@@ -21,16 +21,16 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fetch } from 'undici';
 import { freePorts, signClientCertificate, startControlPlane } from '../test/controlplane/controlplane.ts';
-import { Cluster, type PolicyRule } from '../test/harness/cluster.ts';
-import { eventually } from '../test/harness/eventually.ts';
-import { stats } from '../test/harness/figures.ts';
-import { inClusterWrapper } from '../test/harness/incluster.ts';
-import { Labeller } from '../test/harness/labeller.ts';
+import { Cluster, type PolicyRule } from '../test/cluster/cluster.ts';
+import { eventually } from '../test/process/eventually.ts';
+import { stats } from '../test/process/figures.ts';
+import { inClusterWrapper } from '../test/cluster/incluster.ts';
+import { Labeller } from '../test/process/labeller.ts';
 import { exitWithUsage, parseOrExit } from './lib/cli.ts';
 import { parseEnv } from './lib/launch.ts';
-import { procSample } from '../test/harness/procstat.ts';
-import { executable } from '../test/harness/runtime.ts';
-import { sleep } from '../test/harness/sleep.ts';
+import { procSample } from '../test/process/procstat.ts';
+import { executable } from '../test/process/runtime.ts';
+import { sleep } from '../test/process/sleep.ts';
 
 const USAGE = `usage: bench/credentials.ts [--repeat 3] [--rest-seconds 10] [--checkout DIR] [--preload MODULE]
   [--build dist] [--v8-flags F,…] [--env K=V,…]`;

@@ -34,7 +34,7 @@ import { Informer } from '../src/runtime/informer.ts';
 import { Manager } from '../src/runtime/manager.ts';
 import { Shutdown } from '../src/runtime/shutdown.ts';
 import { createLogger, type Logger } from '../src/util/log.ts';
-import { sleep } from '../test/harness/sleep.ts';
+import { sleep } from '../test/process/sleep.ts';
 
 export type MemoryMode = 'pruned' | 'full' | 'informer';
 

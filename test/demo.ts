@@ -2,9 +2,9 @@
 // creates a few deployments, services and config maps, runs `labeller --config kinds.yaml
 // --once`, and prints every object's labels before and after.
 import { type ControlPlane, ControlPlaneUnavailable, startControlPlane } from './controlplane/controlplane.ts';
-import { describeExit } from './harness/child.ts';
-import { Cluster } from './harness/cluster.ts';
-import { runLabeller } from './harness/labeller.ts';
+import { describeExit } from './process/child.ts';
+import { Cluster } from './cluster/cluster.ts';
+import { runLabeller } from './process/labeller.ts';
 
 const cp: ControlPlane = await startControlPlane().catch((error: unknown) => {
   // No Go and no binaries (or a bad KUBEBUILDER_ASSETS): say what to do, not where it failed.

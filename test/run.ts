@@ -18,19 +18,23 @@ import { globSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { type ControlPlane, ControlPlaneUnavailable, startControlPlane } from './controlplane/controlplane.ts';
-import { ensureTools } from './harness/tools.ts';
+import { ensureTools } from './cluster/tools.ts';
 
 // `node --import tsx test/run.ts [--unit-only | --e2e-only] [test files…]`
 const args = new Set(process.argv.slice(2));
 const only = [...args].filter((a) => a.endsWith('.ts'));
 const pick = (files: string[]): string[] => (only.length ? files.filter((f) => only.includes(f)) : files);
-// Unit tests need no cluster: those beside the sources, and test/unit/ (in-process property tests).
+// Unit tests need no cluster: those beside the sources, the repository's checks (test/repo/), and
+// in-process tests elsewhere (*.unit.test.ts, e.g. the bad-input fuzzing of test/faults/).
+const inProcess = (file: string): boolean => file.endsWith('.unit.test.ts');
 const unit = args.has('--e2e-only') ? [] : pick([
   ...globSync('src/**/*.test.ts'),
-  ...globSync('test/unit/**/*.test.ts'),
   ...globSync('test/repo/**/*.test.ts'),
+  ...globSync('test/**/*.unit.test.ts'),
 ]);
-const e2e = args.has('--unit-only') ? [] : pick(globSync('test/e2e/**/*.test.ts'));
+const e2e = args.has('--unit-only')
+  ? []
+  : pick([...globSync('test/e2e/**/*.test.ts'), ...globSync('test/faults/**/*.test.ts')].filter((f) => !inProcess(f)));
 const realShapes = (file: string): boolean => file.endsWith('-realshapes.test.ts');
 const e2eBare = e2e.filter((f) => !realShapes(f));
 const e2eFull = e2e.filter(realShapes);

@@ -1,8 +1,8 @@
 // Row 4, memory per cached object: labeller's pruned cache, the whole PartialObjectMetadata, and
 // @kubernetes/client-node's informer, each read by bench/memory.ts in a probe process of its own
 // (--expose-gc) over the bench namespace, with an empty namespace as the zero.
-import { describeExit } from '../../test/harness/child.ts';
-import { type Runtime, tsCommand } from '../../test/harness/runtime.ts';
+import { describeExit } from '../../test/process/child.ts';
+import { type Runtime, tsCommand } from '../../test/process/runtime.ts';
 import type { MemoryMode, MemoryRequest, MemoryResult } from '../memory.ts';
 import { startChild } from './children.ts';
 import type { Bench } from './context.ts';

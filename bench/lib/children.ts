@@ -1,6 +1,6 @@
 // The child processes the bench starts besides labeller (memory probes, the peers of --peers):
 // whatever is still running when the bench ends or is interrupted, its teardown kills.
-import { type Child, type ChildOptions, start } from '../../test/harness/child.ts';
+import { type Child, type ChildOptions, start } from '../../test/process/child.ts';
 
 export const children = new Set<Child>();
 

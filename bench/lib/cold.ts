@@ -2,9 +2,9 @@
 // last PATCH in the audit log (confirmed by metadata-only lists), with the requests it took by verb,
 // and its CPU and peak RSS read from /proc as a container runtime sees them.
 import type { MetadataApi } from '../../src/kube/api.ts';
-import { byVerb, countBy, formatVerbs } from '../../test/harness/audit.ts';
-import { describeExit } from '../../test/harness/child.ts';
-import { ProcSampler } from '../../test/harness/procstat.ts';
+import { byVerb, countBy, formatVerbs } from '../../test/cluster/audit.ts';
+import { describeExit } from '../../test/process/child.ts';
+import { ProcSampler } from '../../test/process/procstat.ts';
 import type { Bench } from './context.ts';
 import { converged } from './converged.ts';
 import { LABELS, type Launch, type PodLaunch, startLabeller, TEAM } from './launch.ts';

@@ -4,7 +4,7 @@
 import type { KubeClient } from '../../src/kube/client.ts';
 import type { ApiResource } from '../../src/kube/resource.ts';
 import type { ControlPlane } from '../../test/controlplane/controlplane.ts';
-import type { AuditRequests } from '../../test/harness/audit.ts';
+import type { AuditRequests } from '../../test/cluster/audit.ts';
 import type { Log } from './cli.ts';
 import type { KindSpec } from './objects.ts';
 

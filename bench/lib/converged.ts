@@ -1,7 +1,7 @@
 // Waiting for labeller to converge without loading the API server that is being measured.
 import type { MetadataApi } from '../../src/kube/api.ts';
-import type { Labeller } from '../../test/harness/labeller.ts';
-import { sleep } from '../../test/harness/sleep.ts';
+import type { Labeller } from '../../test/process/labeller.ts';
+import { sleep } from '../../test/process/sleep.ts';
 
 /**
  * What converged() follows: labeller (the writes its `objects written` lines sum up), or another controller

@@ -1,8 +1,8 @@
 // Row 6, the idle cost: labeller's requests per minute while nothing changes, from the audit
 // log, and its list requests among them (relists).
-import { type AuditRequest, byVerb, fillsCache, formatVerbs } from '../../test/harness/audit.ts';
-import type { Labeller } from '../../test/harness/labeller.ts';
-import { sleep } from '../../test/harness/sleep.ts';
+import { type AuditRequest, byVerb, fillsCache, formatVerbs } from '../../test/cluster/audit.ts';
+import type { Labeller } from '../../test/process/labeller.ts';
+import { sleep } from '../../test/process/sleep.ts';
 import type { Bench } from './context.ts';
 import { load1, type Row } from './report.ts';
 

@@ -3,9 +3,9 @@
 // otherwise idle API server, then under background churn. Ends with the restarted labeller's
 // SIGTERM, whose exit and log counts the row's notes report.
 import { KubeClient } from '../../src/kube/client.ts';
-import { describeExit } from '../../test/harness/child.ts';
-import type { Labeller } from '../../test/harness/labeller.ts';
-import { sleep } from '../../test/harness/sleep.ts';
+import { describeExit } from '../../test/process/child.ts';
+import type { Labeller } from '../../test/process/labeller.ts';
+import { sleep } from '../../test/process/sleep.ts';
 import type { Bench } from './context.ts';
 import { LABELS, TEAM } from './launch.ts';
 import { Churn, LabelWatch, type LatencySamples, measureRelabel, percentile } from './relabel.ts';

@@ -4,9 +4,9 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { inClusterWrapper } from '../../test/harness/incluster.ts';
-import { Labeller, type LabellerOptions, sourceEntry } from '../../test/harness/labeller.ts';
-import { host, type Runtime } from '../../test/harness/runtime.ts';
+import { inClusterWrapper } from '../../test/cluster/incluster.ts';
+import { Labeller, type LabellerOptions, sourceEntry } from '../../test/process/labeller.ts';
+import { host, type Runtime } from '../../test/process/runtime.ts';
 import type { KindSpec } from './objects.ts';
 
 /** How labeller is started, shared by the benches: the runtime, the sources or a build, V8 flags. */

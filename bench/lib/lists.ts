@@ -7,8 +7,8 @@
 // /metrics, as the Go runtime counts them), and how far its RSS grew (VmRSS sampled every 50 ms;
 // Go keeps freed memory a while, so a run after another of the same size may grow it little).
 import { readBody } from '../../src/kube/body.ts';
-import { cpuSeconds, processesWith, procSample, ProcSampler } from '../../test/harness/procstat.ts';
-import { sleep } from '../../test/harness/sleep.ts';
+import { cpuSeconds, processesWith, procSample, ProcSampler } from '../../test/process/procstat.ts';
+import { sleep } from '../../test/process/sleep.ts';
 import type { Bench } from './context.ts';
 import { type Launch, startLabeller } from './launch.ts';
 import { load1, markdownTable, mib, seconds } from './report.ts';

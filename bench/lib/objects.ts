@@ -3,7 +3,7 @@
 // server-side applied by another), created through KubeClient with bounded concurrency.
 import type { KubeClient } from '../../src/kube/client.ts';
 import { ApiError, ConnectionError } from '../../src/kube/errors.ts';
-import { sleep } from '../../test/harness/sleep.ts';
+import { sleep } from '../../test/process/sleep.ts';
 
 export interface KindSpec {
   readonly resource: 'configmaps' | 'services' | 'deployments';

@@ -13,11 +13,11 @@
 // metadata-only list for objects without the label, every 5 s until the count reaches N and
 // then once.
 import type { MetadataApi } from '../../src/kube/api.ts';
-import { type AuditEvent, auditTail } from '../../test/harness/audit.ts';
-import { type Child, describeExit } from '../../test/harness/child.ts';
-import { lineSplitter } from '../../test/harness/lines.ts';
-import { procSample, ProcSampler } from '../../test/harness/procstat.ts';
-import { sleep } from '../../test/harness/sleep.ts';
+import { type AuditEvent, auditTail } from '../../test/cluster/audit.ts';
+import { type Child, describeExit } from '../../test/process/child.ts';
+import { lineSplitter } from '../../test/process/lines.ts';
+import { procSample, ProcSampler } from '../../test/process/procstat.ts';
+import { sleep } from '../../test/process/sleep.ts';
 import { startChild, stopChild } from './children.ts';
 import type { Bench } from './context.ts';
 import { converged, type Converging } from './converged.ts';

@@ -6,7 +6,7 @@
 // from spawn, CPU and peak RSS (/proc), RSS after a restart with all N labelled and cached, and
 // that restart's PATCH requests, with ratios to kube-rs.
 import { ApiError, ConnectionError } from '../../src/kube/errors.ts';
-import { sleep } from '../../test/harness/sleep.ts';
+import { sleep } from '../../test/process/sleep.ts';
 import type { Bench } from './context.ts';
 import { TEAM } from './launch.ts';
 import { tightLoop } from './loop.ts';

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { binaries } from '../../test/controlplane/controlplane.ts';
-import { host, runtimeVersion } from '../../test/harness/runtime.ts';
+import { host, runtimeVersion } from '../../test/process/runtime.ts';
 import { type MemoryResults, memoryRows } from './cachememory.ts';
 import { type ColdResults, coldRows } from './cold.ts';
 import { type EveryKindResults, everyKindRows } from './everykind.ts';

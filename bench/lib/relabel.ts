@@ -6,7 +6,7 @@ import type { KubeClient } from '../../src/kube/client.ts';
 import { ApiError } from '../../src/kube/errors.ts';
 import type { ApiResource } from '../../src/kube/resource.ts';
 import { type BenchObject, collection, type KindSpec } from './objects.ts';
-import { sleep } from '../../test/harness/sleep.ts';
+import { sleep } from '../../test/process/sleep.ts';
 
 type Labels = Readonly<Record<string, string>>;
 

@@ -5,10 +5,10 @@
 // {{namespace.labels.team}} (--related, R rows), and an entry of a source of truth read by
 // {{teams[namespace.labels.team].costCenter}} (--sources, S rows; bench/lib/sources.ts).
 import { MetadataApi } from '../../src/kube/api.ts';
-import { type AuditRequest, byVerb, fillsCache, formatVerbs } from '../../test/harness/audit.ts';
-import type { Labeller } from '../../test/harness/labeller.ts';
-import { cpuSeconds, processesWith, procSample } from '../../test/harness/procstat.ts';
-import { sleep } from '../../test/harness/sleep.ts';
+import { type AuditRequest, byVerb, fillsCache, formatVerbs } from '../../test/cluster/audit.ts';
+import type { Labeller } from '../../test/process/labeller.ts';
+import { cpuSeconds, processesWith, procSample } from '../../test/process/procstat.ts';
+import { sleep } from '../../test/process/sleep.ts';
 import type { Bench } from './context.ts';
 import { converged } from './converged.ts';
 import { type IndexHeap, measureIndexHeap } from './indexheap.ts';

@@ -1,9 +1,9 @@
 // Row 3, a restart over the labelled cluster: a second labeller, timed from its spawn to the last
 // kind's `initial list complete` line, and its PATCH requests counted from the audit log once it
 // has reconciled every object from its cache. It keeps running for rows 6 and 5.
-import { byVerb, formatVerbs } from '../../test/harness/audit.ts';
-import type { Labeller } from '../../test/harness/labeller.ts';
-import { sleep } from '../../test/harness/sleep.ts';
+import { byVerb, formatVerbs } from '../../test/cluster/audit.ts';
+import type { Labeller } from '../../test/process/labeller.ts';
+import { sleep } from '../../test/process/sleep.ts';
 import type { Bench } from './context.ts';
 import { type Launch, type PodLaunch, startLabeller } from './launch.ts';
 import { load1, type Row, seconds, verdict } from './report.ts';

@@ -6,7 +6,7 @@ import { createWriteStream, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fetch } from 'undici';
-import { sleep } from '../harness/sleep.ts';
+import { sleep } from '../process/sleep.ts';
 
 export class ControlPlaneUnavailable extends Error {
   override readonly name = 'ControlPlaneUnavailable';

@@ -17,8 +17,8 @@ import {
   skip,
   writeKubeconfig,
 } from './cluster.ts';
-import { fatalMessage, Labeller, runLabeller } from '../harness/labeller.ts';
-import { denoPath } from '../harness/runtime.ts';
+import { fatalMessage, Labeller, runLabeller } from '../process/labeller.ts';
+import { denoPath } from '../process/runtime.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'labeller-e2e-bad-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

@@ -10,11 +10,11 @@
 // Either way, everything goes away and stays away.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { byLabeller } from '../harness/audit.ts';
-import { figure } from '../harness/figures.ts';
-import { Labeller } from '../harness/labeller.ts';
-import { sleep } from '../harness/sleep.ts';
-import { fullSkip } from '../harness/testrun.ts';
+import { byLabeller } from '../cluster/audit.ts';
+import { figure } from '../process/figures.ts';
+import { Labeller } from '../process/labeller.ts';
+import { sleep } from '../process/sleep.ts';
+import { fullSkip } from '../cluster/testrun.ts';
 import { adminClient, auditSkip, auditTail, configFile, create, eventually } from './cluster.ts';
 import { deployment, isReady, list, type Meta, pods, rolledOut, workloadNamespace } from './workloads.ts';
 

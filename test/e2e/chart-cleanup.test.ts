@@ -30,8 +30,8 @@ import {
   tool,
 } from './helm.ts';
 import { ApiError } from '../../src/kube/errors.ts';
-import { Labeller } from '../harness/labeller.ts';
-import { sleep } from '../harness/sleep.ts';
+import { Labeller } from '../process/labeller.ts';
+import { sleep } from '../process/sleep.ts';
 
 const HOOK = 'helm.sh/hook';
 const annotations = (m: Manifest) => (m.metadata as { annotations?: Record<string, string> }).annotations ?? {};

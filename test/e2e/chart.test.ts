@@ -15,7 +15,7 @@ import { load, loadAll } from 'js-yaml';
 import { parseConfig } from '../../src/config/parse.ts';
 import { parseDuration } from '../../src/util/duration.ts';
 import { freePorts } from '../controlplane/controlplane.ts';
-import { procSample } from '../harness/procstat.ts';
+import { procSample } from '../process/procstat.ts';
 import {
   adminClient,
   create,
@@ -45,7 +45,7 @@ import {
   SIDECAR,
   template,
 } from './helm.ts';
-import { Labeller, runLabeller } from '../harness/labeller.ts';
+import { Labeller, runLabeller } from '../process/labeller.ts';
 
 const LABELLER_VERBS = ['list', 'watch', 'patch'];
 // The defaults have no kinds (an install without kinds fails and says what to set): every example instead.

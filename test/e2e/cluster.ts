@@ -1,15 +1,15 @@
 // What every e2e test file needs, bound to the shared cluster of the test run (test/run.ts): an
-// admin handle (test/harness/cluster.ts's Cluster) closed when the file's tests end, namespaces of
+// admin handle (test/cluster/cluster.ts's Cluster) closed when the file's tests end, namespaces of
 // its own, ServiceAccounts, and the API server's audit log.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after } from 'node:test';
 import type { KubeClient } from '../../src/kube/client.ts';
-import { type AuditEvent, auditEvents as readAudit, auditTail as tailAudit } from '../harness/audit.ts';
-import { Cluster, copyKubeconfig, type KubeconfigChange, type PolicyRule } from '../harness/cluster.ts';
-import { eventually } from '../harness/eventually.ts';
-import { auditSkip, sharedAuditLog, sharedKubeconfig, skip } from '../harness/testrun.ts';
+import { type AuditEvent, auditEvents as readAudit, auditTail as tailAudit } from '../cluster/audit.ts';
+import { Cluster, copyKubeconfig, type KubeconfigChange, type PolicyRule } from '../cluster/cluster.ts';
+import { eventually } from '../process/eventually.ts';
+import { auditSkip, sharedAuditLog, sharedKubeconfig, skip } from '../cluster/testrun.ts';
 
 export { type AuditEvent, auditSkip, eventually, type PolicyRule, skip };
 

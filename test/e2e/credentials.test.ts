@@ -8,17 +8,17 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
-import { assertCleanExit } from '../harness/crash.ts';
-import { type AuditEvent, auditEvents, byLabeller, receivedAt } from '../harness/audit.ts';
-import { Cluster, type PolicyRule } from '../harness/cluster.ts';
-import { sleep } from '../harness/sleep.ts';
-import { eventually } from '../harness/eventually.ts';
-import { figure } from '../harness/figures.ts';
-import { inClusterWrapper } from '../harness/incluster.ts';
-import { sharedKubeconfig, skip } from '../harness/testrun.ts';
+import { assertCleanExit } from '../process/crash.ts';
+import { type AuditEvent, auditEvents, byLabeller, receivedAt } from '../cluster/audit.ts';
+import { Cluster, type PolicyRule } from '../cluster/cluster.ts';
+import { sleep } from '../process/sleep.ts';
+import { eventually } from '../process/eventually.ts';
+import { figure } from '../process/figures.ts';
+import { inClusterWrapper } from '../cluster/incluster.ts';
+import { sharedKubeconfig, skip } from '../cluster/testrun.ts';
 import { clientCAFiles, signClientCertificate } from '../controlplane/controlplane.ts';
-import { Labeller } from '../harness/labeller.ts';
-import type { Runtime } from '../harness/runtime.ts';
+import { Labeller } from '../process/labeller.ts';
+import type { Runtime } from '../process/runtime.ts';
 
 const RULES: PolicyRule[] = [
   { apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch', 'patch'] },

@@ -4,8 +4,8 @@
 // CronJob as root, also once the pod has Succeeded and the Job is Complete.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { Labeller } from '../harness/labeller.ts';
-import { fullSkip } from '../harness/testrun.ts';
+import { Labeller } from '../process/labeller.ts';
+import { fullSkip } from '../cluster/testrun.ts';
 import { configFile, create, eventually, labelsOf } from './cluster.ts';
 import { controllerOf, cronJob, kubectl, list, type Meta, pods, workloadNamespace } from './workloads.ts';
 

@@ -8,11 +8,11 @@ import { after, before, describe, test } from 'node:test';
 import type { ControlPlane } from '../controlplane/controlplane.ts';
 import { ApiError } from '../../src/kube/errors.ts';
 import { discover, discoverByGroupVersion, type Discovery, StaleGroupError } from '../../src/kube/discovery.ts';
-import { Cluster } from '../harness/cluster.ts';
-import { eventually } from '../harness/eventually.ts';
+import { Cluster } from '../cluster/cluster.ts';
+import { eventually } from '../process/eventually.ts';
 import { startControlPlane } from '../controlplane/controlplane.ts';
-import { ownSkip } from '../harness/testrun.ts';
-import { Labeller } from '../harness/labeller.ts';
+import { ownSkip } from '../cluster/testrun.ts';
+import { Labeller } from '../process/labeller.ts';
 
 const GROUP = 'broken.labeller.test';
 const APISERVICE = `/apis/apiregistration.k8s.io/v1/apiservices/v1.${GROUP}`;

@@ -12,9 +12,9 @@ import {
   skip,
   writeKubeconfig,
 } from './cluster.ts';
-import { Labeller } from '../harness/labeller.ts';
-import { FaultProxy } from '../harness/proxy.ts';
-import { sample } from '../harness/metrics.ts';
+import { Labeller } from '../process/labeller.ts';
+import { FaultProxy } from '../cluster/faultproxy.ts';
+import { sample } from '../process/metrics.ts';
 
 async function get(port: number, path: string): Promise<{ status: number; body: string }> {
   const response = await fetch(`http://127.0.0.1:${port}${path}`);

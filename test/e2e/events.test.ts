@@ -5,9 +5,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { RECORDER_DEFAULTS } from '../../src/runtime/recorder.ts';
-import { figure } from '../harness/figures.ts';
-import { receivedAt } from '../harness/audit.ts';
-import { sleep } from '../harness/sleep.ts';
+import { figure } from '../process/figures.ts';
+import { receivedAt } from '../cluster/audit.ts';
+import { sleep } from '../process/sleep.ts';
 import {
   adminClient,
   type AuditEvent,
@@ -23,8 +23,8 @@ import {
   skip,
 } from './cluster.ts';
 import { apply, deleteAfter, only, render, tool } from './helm.ts';
-import { Labeller } from '../harness/labeller.ts';
-import type { Runtime } from '../harness/runtime.ts';
+import { Labeller } from '../process/labeller.ts';
+import type { Runtime } from '../process/runtime.ts';
 
 interface Event {
   readonly metadata: { readonly name: string; readonly namespace: string };

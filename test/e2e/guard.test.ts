@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
-import { figure } from '../harness/figures.ts';
+import { figure } from '../process/figures.ts';
 import {
   auditSkip,
   auditTail,
@@ -20,8 +20,8 @@ import {
   serviceAccountKubeconfig,
   skip,
 } from './cluster.ts';
-import { Labeller, runLabeller } from '../harness/labeller.ts';
-import { sleep } from '../harness/sleep.ts';
+import { Labeller, runLabeller } from '../process/labeller.ts';
+import { sleep } from '../process/sleep.ts';
 
 describe('field-manager guard', { skip }, () => {
   test(

@@ -11,8 +11,8 @@
 // leader's first PATCH was received.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { type AuditEvent, receivedAt } from '../harness/audit.ts';
-import { figure, stats } from '../harness/figures.ts';
+import { type AuditEvent, receivedAt } from '../cluster/audit.ts';
+import { figure, stats } from '../process/figures.ts';
 import {
   adminClient,
   auditSkip,
@@ -23,9 +23,9 @@ import {
   serviceAccountKubeconfig,
   skip,
 } from './cluster.ts';
-import { Labeller, type LogLine } from '../harness/labeller.ts';
-import { FaultProxy } from '../harness/proxy.ts';
-import { sleep } from '../harness/sleep.ts';
+import { Labeller, type LogLine } from '../process/labeller.ts';
+import { FaultProxy } from '../cluster/faultproxy.ts';
+import { sleep } from '../process/sleep.ts';
 
 const timings = ['--lease-duration', '5s', '--renew-deadline', '3s', '--retry-period', '500ms'];
 const MARGIN_MS = 5000 - 3000;

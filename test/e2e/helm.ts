@@ -1,4 +1,4 @@
-// The chart's test kit: helm and kubectl from test/harness/tools.ts, rendering with values,
+// The chart's test kit: helm and kubectl from test/cluster/tools.ts, rendering with values,
 // applying manifests, and access reviews for an identity.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { after } from 'node:test';
 import { loadAll } from 'js-yaml';
 import { KubeClient } from '../../src/kube/client.ts';
-import { ensureTools } from '../harness/tools.ts';
+import { ensureTools } from '../cluster/tools.ts';
 import { adminClient, kubeconfig } from './cluster.ts';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));

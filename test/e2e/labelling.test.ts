@@ -17,7 +17,7 @@ import {
   patchLabels,
   skip,
 } from './cluster.ts';
-import { figure } from '../harness/figures.ts';
+import { figure } from '../process/figures.ts';
 import { noOutcomes } from '../../src/labelling/reconcile.ts';
 import { KindSet } from '../../src/kinds/kindset.ts';
 import { metadataApis } from '../../src/kube/api.ts';
@@ -27,9 +27,9 @@ import type { LabelledObject } from '../../src/labelling/object.ts';
 import { Manager } from '../../src/runtime/manager.ts';
 import { Shutdown } from '../../src/runtime/shutdown.ts';
 import { createLogger } from '../../src/util/log.ts';
-import { Labeller } from '../harness/labeller.ts';
-import type { Runtime } from '../harness/runtime.ts';
-import { sleep } from '../harness/sleep.ts';
+import { Labeller } from '../process/labeller.ts';
+import type { Runtime } from '../process/runtime.ts';
+import { sleep } from '../process/sleep.ts';
 
 const configDir = mkdtempSync(join(tmpdir(), 'labeller-e2e-config-'));
 after(() => rmSync(configDir, { recursive: true, force: true }));

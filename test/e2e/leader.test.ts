@@ -14,9 +14,9 @@ import {
   skip,
   writeKubeconfig,
 } from './cluster.ts';
-import { Labeller } from '../harness/labeller.ts';
-import { FaultProxy } from '../harness/proxy.ts';
-import { sleep } from '../harness/sleep.ts';
+import { Labeller } from '../process/labeller.ts';
+import { FaultProxy } from '../cluster/faultproxy.ts';
+import { sleep } from '../process/sleep.ts';
 
 // Short timings keep the test quick; the ratios are controller-runtime's (15 s / 10 s / 2 s).
 const LEASE_MS = 3000;

@@ -11,10 +11,10 @@ import {
   skip,
   writeKubeconfig,
 } from './cluster.ts';
-import { Labeller } from '../harness/labeller.ts';
-import type { Runtime } from '../harness/runtime.ts';
-import { FaultProxy } from '../harness/proxy.ts';
-import { sleep } from '../harness/sleep.ts';
+import { Labeller } from '../process/labeller.ts';
+import type { Runtime } from '../process/runtime.ts';
+import { FaultProxy } from '../cluster/faultproxy.ts';
+import { sleep } from '../process/sleep.ts';
 
 async function createConfigMaps(ns: string, count: number): Promise<void> {
   const names = Array.from({ length: count }, (_, i) => `cm-${String(i).padStart(4, '0')}`);

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { createNamespace, skip, writeKubeconfig } from './cluster.ts';
-import { runLabeller } from '../harness/labeller.ts';
+import { runLabeller } from '../process/labeller.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'labeller-e2e-loading-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

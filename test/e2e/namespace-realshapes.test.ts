@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { byLabeller } from '../harness/audit.ts';
-import { Labeller } from '../harness/labeller.ts';
-import { fullSkip } from '../harness/testrun.ts';
+import { byLabeller } from '../cluster/audit.ts';
+import { Labeller } from '../process/labeller.ts';
+import { fullSkip } from '../cluster/testrun.ts';
 import { adminClient, auditSkip, auditTail, configFile, create, eventually, patchLabels } from './cluster.ts';
 import { deployment, gone, isReady, list, type Meta, pod, pods, rolledOut, workloadNamespace } from './workloads.ts';
 

@@ -8,9 +8,9 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { freePorts } from '../controlplane/controlplane.ts';
-import { byLabeller } from '../harness/audit.ts';
-import { Labeller } from '../harness/labeller.ts';
-import { fullSkip } from '../harness/testrun.ts';
+import { byLabeller } from '../cluster/audit.ts';
+import { Labeller } from '../process/labeller.ts';
+import { fullSkip } from '../cluster/testrun.ts';
 import {
   adminClient,
   auditEvents,

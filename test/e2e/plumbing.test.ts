@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { promisify } from 'node:util';
-import { denoPath } from '../harness/runtime.ts';
+import { denoPath } from '../process/runtime.ts';
 import { adminClient, createNamespace, kubeconfig, skip } from './cluster.ts';
 import { plumbing } from './plumbing.ts';
 

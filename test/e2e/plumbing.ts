@@ -5,7 +5,7 @@ import { MetadataApi } from '../../src/kube/api.ts';
 import type { KubeClient } from '../../src/kube/client.ts';
 import { ApiError } from '../../src/kube/errors.ts';
 import type { PartialObjectMetadata, WatchEvent } from '../../src/kube/objects.ts';
-import { CONFIGMAPS as configmaps, DEPLOYMENTS as deployments } from '../harness/resources.ts';
+import { CONFIGMAPS as configmaps, DEPLOYMENTS as deployments } from '../cluster/resources.ts';
 
 const json = (body: object) => ({ headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 

@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, describe, test } from 'node:test';
-import { ConnectProxy } from '../harness/connectproxy.ts';
-import { runLabeller } from '../harness/labeller.ts';
+import { ConnectProxy } from '../cluster/connectproxy.ts';
+import { runLabeller } from '../process/labeller.ts';
 import { create, createNamespace, kubeconfig, labelsOf, skip, writeKubeconfig } from './cluster.ts';
 
 describe('proxies from the environment', { skip }, () => {

@@ -14,10 +14,10 @@ import {
   patchLabels,
   skip,
 } from './cluster.ts';
-import { figure } from '../harness/figures.ts';
+import { figure } from '../process/figures.ts';
 import type { PartialObjectMetadata } from '../../src/kube/objects.ts';
 import { ownedKeys } from '../../src/labelling/object.ts';
-import { Labeller } from '../harness/labeller.ts';
+import { Labeller } from '../process/labeller.ts';
 
 /** The label keys `manager` owns on the object at `path`, read from its managedFields. */
 async function ownedBy(path: string, manager = 'labeller'): Promise<readonly string[]> {

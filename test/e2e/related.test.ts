@@ -6,9 +6,9 @@
 // owner kind whose CRD comes after labeller is picked up.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { assertCleanExit } from '../harness/crash.ts';
-import { type AuditEvent, byLabeller, describeFills, fillStarted, receivedAt } from '../harness/audit.ts';
-import { figure } from '../harness/figures.ts';
+import { assertCleanExit } from '../process/crash.ts';
+import { type AuditEvent, byLabeller, describeFills, fillStarted, receivedAt } from '../cluster/audit.ts';
+import { figure } from '../process/figures.ts';
 import {
   adminClient,
   auditEvents,
@@ -24,10 +24,10 @@ import {
   serviceAccountKubeconfig,
 } from './cluster.ts';
 import { freePorts } from '../controlplane/controlplane.ts';
-import { cacheFills, Labeller, runLabeller, watchFailed } from '../harness/labeller.ts';
-import { sample } from '../harness/metrics.ts';
-import type { Runtime } from '../harness/runtime.ts';
-import { sleep } from '../harness/sleep.ts';
+import { cacheFills, Labeller, runLabeller, watchFailed } from '../process/labeller.ts';
+import { sample } from '../process/metrics.ts';
+import type { Runtime } from '../process/runtime.ts';
+import { sleep } from '../process/sleep.ts';
 
 /** Objects in the namespace whose label changes, spread over 3 kinds (the acceptance size); the bench runs 10 000. */
 const TOTAL = 2000;

@@ -18,14 +18,14 @@ import {
   patchLabels,
   skip,
 } from './cluster.ts';
-import { type AuditEvent, describeFills, fillStarted } from '../harness/audit.ts';
-import { figure } from '../harness/figures.ts';
-import { assertCleanExit } from '../harness/crash.ts';
+import { type AuditEvent, describeFills, fillStarted } from '../cluster/audit.ts';
+import { figure } from '../process/figures.ts';
+import { assertCleanExit } from '../process/crash.ts';
 import { freePorts } from '../controlplane/controlplane.ts';
-import { cacheFills, Labeller, type LogLine } from '../harness/labeller.ts';
-import { scrape } from '../harness/metrics.ts';
-import { sleep } from '../harness/sleep.ts';
-import { ConfigMapVolume } from '../harness/configmapvolume.ts';
+import { cacheFills, Labeller, type LogLine } from '../process/labeller.ts';
+import { scrape } from '../process/metrics.ts';
+import { sleep } from '../process/sleep.ts';
+import { ConfigMapVolume } from '../cluster/configmapvolume.ts';
 
 const service = (name: string, app: string) => ({
   apiVersion: 'v1',

@@ -7,10 +7,10 @@
 // labeller's own caches.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { type AuditEvent, byLabeller } from '../harness/audit.ts';
-import { figure } from '../harness/figures.ts';
-import { Labeller } from '../harness/labeller.ts';
-import { fullSkip } from '../harness/testrun.ts';
+import { type AuditEvent, byLabeller } from '../cluster/audit.ts';
+import { figure } from '../process/figures.ts';
+import { Labeller } from '../process/labeller.ts';
+import { fullSkip } from '../cluster/testrun.ts';
 import { auditSkip, auditTail, configFile, create, eventually } from './cluster.ts';
 import {
   controllerOf,

@@ -1,6 +1,6 @@
 // What users install, tested as they get it, against the real test control plane: the npm
 // package (`npm run package`, global installs of the tarball into temporary prefixes, one on Node 24
-// and one on Node 22 from test/harness/node.ts, and kubectl finding its plugin there), the image
+// and one on Node 22 from test/process/node.ts, and kubectl finding its plugin there), the image
 // (image/build.sh's OCI layout: the linux/amd64 entry point run as its user, 1000, in a root
 // filesystem unpacked from its layers with the host's network; the linux/arm64 one under qemu's
 // user-mode emulation; its annotations and its SBOM), and the release (scripts/release.sh to a
@@ -24,11 +24,11 @@ import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { freePorts } from '../controlplane/controlplane.ts';
-import { figure } from '../harness/figures.ts';
-import { ensureTools } from '../harness/tools.ts';
+import { figure } from '../process/figures.ts';
+import { ensureTools } from '../cluster/tools.ts';
 import { create, createNamespace, kubeconfig, labelsOf, skip } from './cluster.ts';
-import { Labeller, runLabeller } from '../harness/labeller.ts';
-import { ensureNode, NODE_22 } from '../harness/node.ts';
+import { Labeller, runLabeller } from '../process/labeller.ts';
+import { ensureNode, NODE_22 } from '../process/node.ts';
 import { publishedManifest } from '../../scripts/pack.ts';
 import { type Descriptor, type Index, Layout, type Manifest, MEDIA } from '../../image/layout.ts';
 import { containers, install, type Manifest as Rendered, ROOT, tool } from './helm.ts';
@@ -192,7 +192,7 @@ describe('the npm package', { skip }, () => {
   });
 
   test('kubectl finds the installed kubectl-labeller: kubectl labeller --version, completion and a real status', async () => {
-    // The installed package's bin first, then kubectl (test/harness/tools.ts), then Node 24.
+    // The installed package's bin first, then kubectl (test/cluster/tools.ts), then Node 24.
     const env = { PATH: [join(prefix, 'bin'), tools, path].join(delimiter), KUBECONFIG: kubeconfig() };
     const kubectl = join(tools, 'kubectl');
     assert.match(

@@ -6,12 +6,12 @@
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { after, describe, test } from 'node:test';
-import { type AuditEvent, byLabeller, receivedAt } from '../harness/audit.ts';
-import { Catalog } from '../harness/catalog.ts';
-import { ConfigMapVolume } from '../harness/configmapvolume.ts';
-import { assertCleanExit } from '../harness/crash.ts';
-import { Labeller, runLabeller } from '../harness/labeller.ts';
-import { sleep } from '../harness/sleep.ts';
+import { type AuditEvent, byLabeller, receivedAt } from '../cluster/audit.ts';
+import { Catalog } from '../cluster/catalog.ts';
+import { ConfigMapVolume } from '../cluster/configmapvolume.ts';
+import { assertCleanExit } from '../process/crash.ts';
+import { Labeller, runLabeller } from '../process/labeller.ts';
+import { sleep } from '../process/sleep.ts';
 import {
   adminClient,
   auditSkip,

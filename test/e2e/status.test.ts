@@ -14,7 +14,7 @@ import {
   skip,
 } from './cluster.ts';
 import type { StatusReport } from '../../src/commands/status.ts';
-import { Labeller } from '../harness/labeller.ts';
+import { Labeller } from '../process/labeller.ts';
 
 const deployment = (name: string) => ({
   apiVersion: 'apps/v1',

@@ -2,16 +2,16 @@
 // of their labels (or given other values by another manager), and its watches are forced to
 // reconnect (the proxy drops every connection; optionally the API server restarts). At the end
 // the cluster must be exactly as desired, and labeller's memory must not have grown.
-// Used by test/e2e/faults-soak.test.ts (about a minute) and test/soak.ts (`npm run soak`).
+// Used by test/faults/soak.test.ts (about a minute) and test/faults/longsoak.ts (`npm run soak`).
 import type { ControlPlane } from '../controlplane/controlplane.ts';
-import { auditEvents, byLabeller } from '../harness/audit.ts';
-import { Cluster } from '../harness/cluster.ts';
-import { sleep } from '../harness/sleep.ts';
-import { eventually } from '../harness/eventually.ts';
-import { procSample } from '../harness/procstat.ts';
-import { stats } from '../harness/figures.ts';
-import { Labeller, watchFailed } from '../harness/labeller.ts';
-import { FaultProxy } from '../harness/proxy.ts';
+import { auditEvents, byLabeller } from '../cluster/audit.ts';
+import { Cluster } from '../cluster/cluster.ts';
+import { sleep } from '../process/sleep.ts';
+import { eventually } from '../process/eventually.ts';
+import { procSample } from '../process/procstat.ts';
+import { stats } from '../process/figures.ts';
+import { Labeller, watchFailed } from '../process/labeller.ts';
+import { FaultProxy } from '../cluster/faultproxy.ts';
 
 export interface SoakOptions {
   readonly controlPlane: ControlPlane;

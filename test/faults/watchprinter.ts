@@ -5,7 +5,7 @@
 // It stops when its standard input closes.
 import { MetadataApi } from '../../src/kube/api.ts';
 import { KubeClient } from '../../src/kube/client.ts';
-import { CONFIGMAPS as configmaps } from '../harness/resources.ts';
+import { CONFIGMAPS as configmaps } from '../cluster/resources.ts';
 import { watcher } from '../../src/runtime/watcher.ts';
 
 const [kubeconfig, namespace, timeout, idle] = process.argv.slice(2);

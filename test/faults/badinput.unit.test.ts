@@ -16,8 +16,8 @@ import { buildConfig, parseLabelFlag } from '../../src/config/overlay.ts';
 import { ConfigError } from '../../src/config/fields.ts';
 import { parseOptions } from '../../src/cli/options.ts';
 import { UsageError } from '../../src/util/usage.ts';
-import { figure } from '../harness/figures.ts';
-import { fatalMessage, Labeller, type LabellerExit } from '../harness/labeller.ts';
+import { figure } from '../process/figures.ts';
+import { fatalMessage, Labeller, type LabellerExit } from '../process/labeller.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'labeller-faults-fuzz-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

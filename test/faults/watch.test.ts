@@ -5,16 +5,16 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
-import { Arrivals, lineSplitter } from '../harness/lines.ts';
-import { assertCleanExit, assertNoCrash } from '../harness/crash.ts';
-import { Cluster } from '../harness/cluster.ts';
-import { eventually } from '../harness/eventually.ts';
-import { figure } from '../harness/figures.ts';
-import { sharedKubeconfig, skip } from '../harness/testrun.ts';
-import { Labeller, watchFailed } from '../harness/labeller.ts';
-import { type Runtime, tsCommand } from '../harness/runtime.ts';
-import { FaultProxy } from '../harness/proxy.ts';
-import { sleep } from '../harness/sleep.ts';
+import { Arrivals, lineSplitter } from '../process/lines.ts';
+import { assertCleanExit, assertNoCrash } from '../process/crash.ts';
+import { Cluster } from '../cluster/cluster.ts';
+import { eventually } from '../process/eventually.ts';
+import { figure } from '../process/figures.ts';
+import { sharedKubeconfig, skip } from '../cluster/testrun.ts';
+import { Labeller, watchFailed } from '../process/labeller.ts';
+import { type Runtime, tsCommand } from '../process/runtime.ts';
+import { FaultProxy } from '../cluster/faultproxy.ts';
+import { sleep } from '../process/sleep.ts';
 
 interface Printed {
   readonly t: number;

@@ -3,8 +3,8 @@
 // dropped and the API server restarts, then checks the result and prints the figures.
 // Exit status 0 when the cluster converged exactly and memory stayed flat, 1 otherwise.
 import { parseArgs } from 'node:util';
-import { startControlPlane } from './controlplane/controlplane.ts';
-import { describeSoak, soak } from './faults/soak.ts';
+import { startControlPlane } from '../controlplane/controlplane.ts';
+import { describeSoak, soak } from './soak.ts';
 
 const { values } = parseArgs({
   options: {

@@ -4,15 +4,15 @@
 // left held.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { assertCleanExit, assertNoCrash } from '../harness/crash.ts';
-import { Cluster } from '../harness/cluster.ts';
-import { sleep } from '../harness/sleep.ts';
-import { eventually } from '../harness/eventually.ts';
-import { figure } from '../harness/figures.ts';
-import { sharedKubeconfig, skip } from '../harness/testrun.ts';
-import { Labeller } from '../harness/labeller.ts';
-import type { Runtime } from '../harness/runtime.ts';
-import { FaultProxy } from '../harness/proxy.ts';
+import { assertCleanExit, assertNoCrash } from '../process/crash.ts';
+import { Cluster } from '../cluster/cluster.ts';
+import { sleep } from '../process/sleep.ts';
+import { eventually } from '../process/eventually.ts';
+import { figure } from '../process/figures.ts';
+import { sharedKubeconfig, skip } from '../cluster/testrun.ts';
+import { Labeller } from '../process/labeller.ts';
+import type { Runtime } from '../process/runtime.ts';
+import { FaultProxy } from '../cluster/faultproxy.ts';
 
 describe('signals at random points', { skip }, () => {
   let cluster: Cluster;

@@ -1,14 +1,14 @@
 // The short soak (about a minute of churn) on a control plane of its own: creates, updates,
 // deletes and label removals across two kinds while every connection is dropped every 10 s and
-// the API server restarts once. The full one is `npm run soak -- --minutes 10` (test/soak.ts).
+// the API server restarts once. The full one is `npm run soak -- --minutes 10` (test/faults/longsoak.ts).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { ControlPlane } from '../controlplane/controlplane.ts';
-import { assertNoCrash } from '../harness/crash.ts';
-import { figure } from '../harness/figures.ts';
+import { assertNoCrash } from '../process/crash.ts';
+import { figure } from '../process/figures.ts';
 import { startControlPlane } from '../controlplane/controlplane.ts';
-import { ownSkip } from '../harness/testrun.ts';
-import { describeSoak, soak } from '../faults/soak.ts';
+import { ownSkip } from '../cluster/testrun.ts';
+import { describeSoak, soak } from './soak.ts';
 
 const SECONDS = Number(process.env['FAULTS_SOAK_SECONDS'] ?? 60);
 

@@ -4,14 +4,14 @@
 // labeller must honour Retry-After and converge without a retry storm; the audit log counts.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { assertCleanExit } from '../harness/crash.ts';
-import { auditEvents, receivedAt } from '../harness/audit.ts';
-import { Cluster } from '../harness/cluster.ts';
-import { eventually } from '../harness/eventually.ts';
-import { figure } from '../harness/figures.ts';
-import { sharedKubeconfig, skip } from '../harness/testrun.ts';
-import { Labeller } from '../harness/labeller.ts';
-import { sleep } from '../harness/sleep.ts';
+import { assertCleanExit } from '../process/crash.ts';
+import { auditEvents, receivedAt } from '../cluster/audit.ts';
+import { Cluster } from '../cluster/cluster.ts';
+import { eventually } from '../process/eventually.ts';
+import { figure } from '../process/figures.ts';
+import { sharedKubeconfig, skip } from '../cluster/testrun.ts';
+import { Labeller } from '../process/labeller.ts';
+import { sleep } from '../process/sleep.ts';
 
 const auditSkip = skip ||
   (process.env['E2E_AUDIT_LOG'] ? false : "needs the audit log of the project's own control plane");

@@ -5,7 +5,7 @@ import { execFile, execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { cacheRoot } from './tools.ts';
+import { cacheRoot } from '../cluster/tools.ts';
 
 /** The newest Node 22 the registry had when pinned; 22.19 is the oldest labeller supports. */
 export const NODE_22 = '22.23.3';

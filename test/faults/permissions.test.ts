@@ -3,14 +3,14 @@
 // backoff, leaves the other kinds working, and is watched again once it is back.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { assertCleanExit } from '../harness/crash.ts';
-import { auditEvents, byLabeller, receivedAt } from '../harness/audit.ts';
-import { Cluster, type PolicyRule } from '../harness/cluster.ts';
-import { eventually } from '../harness/eventually.ts';
-import { figure } from '../harness/figures.ts';
-import { sharedKubeconfig, skip } from '../harness/testrun.ts';
-import { Labeller, type LogLine, watchFailed } from '../harness/labeller.ts';
-import { sleep } from '../harness/sleep.ts';
+import { assertCleanExit } from '../process/crash.ts';
+import { auditEvents, byLabeller, receivedAt } from '../cluster/audit.ts';
+import { Cluster, type PolicyRule } from '../cluster/cluster.ts';
+import { eventually } from '../process/eventually.ts';
+import { figure } from '../process/figures.ts';
+import { sharedKubeconfig, skip } from '../cluster/testrun.ts';
+import { Labeller, type LogLine, watchFailed } from '../process/labeller.ts';
+import { sleep } from '../process/sleep.ts';
 
 const verbs = ['get', 'list', 'watch', 'patch'];
 

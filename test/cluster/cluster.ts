@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeClient } from '../../src/kube/client.ts';
-import { eventually } from './eventually.ts';
+import { eventually } from '../process/eventually.ts';
 
 export interface KubeconfigChange {
   readonly server?: string;
