@@ -73,40 +73,23 @@ export class LabellerEvents {
 
   /** A config file change rejected by the live reload, on labeller's Pod (outside a pod, the log has it). */
   configRejected(note: string): void {
-    if (this.#pod) {
-      this.#recorder.record({
-        regarding: this.#pod,
-        type: 'Warning',
-        reason: 'ConfigRejected',
-        action: 'Reloading',
-        note: note.slice(0, 1024),
-      });
-    }
+    this.#onPod('ConfigRejected', 'Reloading', note);
   }
 
   /** A source of truth that cannot be read (its last good content stays), on labeller's Pod. */
   sourceFailed(note: string): void {
-    if (this.#pod) {
-      this.#recorder.record({
-        regarding: this.#pod,
-        type: 'Warning',
-        reason: 'SourceFailed',
-        action: 'Loading',
-        note: note.slice(0, 1024),
-      });
-    }
+    this.#onPod('SourceFailed', 'Loading', note);
   }
 
   /** Related objects templates read that labeller cannot read (a kind not followed, not served, forbidden), on labeller's Pod. */
   relatedUnreadable(reason: string, note: string): void {
+    this.#onPod(RELATED_REASONS[reason] ?? 'RelatedUnreadable', 'Labelling', note);
+  }
+
+  /** A Warning on labeller's own Pod, when it runs in one. */
+  #onPod(reason: string, action: string, note: string): void {
     if (this.#pod) {
-      this.#recorder.record({
-        regarding: this.#pod,
-        type: 'Warning',
-        reason: RELATED_REASONS[reason] ?? 'RelatedUnreadable',
-        action: 'Labelling',
-        note: note.slice(0, 1024),
-      });
+      this.#recorder.record({ regarding: this.#pod, type: 'Warning', reason, action, note: note.slice(0, 1024) });
     }
   }
 
