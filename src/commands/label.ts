@@ -5,8 +5,8 @@
 import { type ConfigFile, followConfigFile } from '../config/follow.ts';
 import type { Config } from '../config/model.ts';
 import { claimOf } from '../guard/claim.ts';
-import { type FieldManagerTaken, guardFor, type GuardOptions } from '../guard/guard.ts';
-import type { Ending, Host } from './host.ts';
+import { type FieldManagerGuard, type FieldManagerTaken, guardFor, type GuardOptions } from '../guard/guard.ts';
+import type { Ending, Host, StartOptions } from './host.ts';
 
 export interface LabelOptions {
   /** The field-manager guard (off with --dry-run, which writes nothing). */
@@ -15,14 +15,23 @@ export interface LabelOptions {
   readonly configFile?: ConfigFile | undefined;
 }
 
+/** This process's field-manager guard, for the commands that write (none with --dry-run, which writes nothing). */
+export function writerGuard(host: Host, options: Pick<LabelOptions, 'guard'>): FieldManagerGuard | undefined {
+  return host.options.dryRun ? undefined : guardFor(host.client, { ...host.options, guard: options.guard }, host.log);
+}
+
+/** The claim hook of `guard`: before a config takes effect, refuse to fight a labeller of another config under this field manager. */
+export function claimWith(guard: FieldManagerGuard | undefined): StartOptions['claim'] {
+  return guard && ((config, kinds, signal) => guard.claim(claimOf(config, kinds), signal));
+}
+
 /** Runs until shutdown; throws FieldManagerTaken when another config took the field manager meanwhile. */
 export async function runLabel(host: Host, config: Config, options: LabelOptions): Promise<Ending> {
-  const { client, discovery, metrics, events, log, shutdown, counts } = host;
-  const guard = host.options.dryRun ? undefined : guardFor(client, { ...host.options, guard: options.guard }, log);
+  const { discovery, metrics, events, log, shutdown, counts } = host;
+  const guard = writerGuard(host, options);
   const started = await host.start(config, {
     verbs: ['list', 'watch', 'patch'],
-    // Before the first write: refuse to fight a labeller of another config under this field manager.
-    claim: guard && ((next, kinds, signal) => guard.claim(claimOf(next, kinds), signal)),
+    claim: claimWith(guard),
     reload: options.configFile?.path,
   });
   if (!started) return 'stopped';

@@ -7,11 +7,14 @@ import type { LabelledObject } from '../labelling/object.ts';
 import type { OutcomeCounts } from '../labelling/reconcile.ts';
 import type { Controller } from '../runtime/controller.ts';
 import type { Logger } from '../util/log.ts';
-import type { Ending, Host } from './host.ts';
+import type { Ending, Host, StartOptions } from './host.ts';
 
-/** `incomplete` if anything failed, could not be listed, or was cut short by a signal. */
-export async function runOnce(host: Host, config: Config): Promise<Ending> {
-  const started = await host.start(config, { verbs: ['list', 'patch'] });
+/**
+ * `incomplete` if anything failed, could not be listed, or was cut short by a signal. `claim`
+ * checks the field manager is free for this config before the first write (labeller --once).
+ */
+export async function runOnce(host: Host, config: Config, claim?: StartOptions['claim']): Promise<Ending> {
+  const started = await host.start(config, { verbs: ['list', 'patch'], claim });
   if (!started) return 'stopped';
   const { manager, kinds } = started;
   const ending = await manager.once(() =>
