@@ -33,12 +33,16 @@ test('an invalid value is an InvalidLabelValue; other outcomes are no Event', ()
   const [event] = outcomeEvents(cm, {
     outcome: 'invalid',
     patch: [],
-    problem: { field: 'labels', problem: 'label x: "{{name}}" rendered "-": must start with an alphanumeric' },
+    problems: [{
+      field: 'labels',
+      key: 'x',
+      problem: 'label x: "{{name}}" rendered "-": must start with an alphanumeric',
+    }],
   });
   assert.equal(event?.reason, 'InvalidLabelValue');
   assert.equal(
     event.note,
-    'label x: "{{name}}" rendered "-": must start with an alphanumeric; the object is not labelled',
+    'label x: "{{name}}" rendered "-": must start with an alphanumeric; that key is held, the rest applied',
   );
   for (const outcome of ['unchanged', 'patched', 'gone', 'conflict'] as const) {
     assert.deepEqual(outcomeEvents(cm, { outcome, patch: [] }), [], outcome);

@@ -130,14 +130,15 @@ export function outcomeEvents(regarding: ObjectReference, result: Result): Event
       note: `left to another field manager (conflicts: skip): ${keys.join('; ')}`.slice(0, 1024),
     });
   }
-  if (result.outcome === 'invalid') {
-    const annotations = result.problem?.field === 'annotations';
+  for (const problem of result.problems ?? []) {
     events.push({
       regarding,
       type: 'Warning',
-      reason: annotations ? 'InvalidAnnotations' : 'InvalidLabelValue',
+      reason: problem.field === 'annotations' ? 'InvalidAnnotations' : 'InvalidLabelValue',
       action: 'Labelling',
-      note: `${result.problem?.problem ?? 'a label value cannot be rendered'}; the object is not labelled`,
+      note: `${problem.problem}; ${
+        problem.key === undefined ? 'the object is not labelled' : 'that key is held, the rest applied'
+      }`.slice(0, 1024),
     });
   }
   return events;

@@ -17,13 +17,18 @@ import { page, ScriptedApi } from '../runtime/testing/scripted.ts';
 import { createLogger } from '../util/log.ts';
 import { noOutcomes } from '../labelling/reconcile.ts';
 import type { AccessCheck } from './access.ts';
-import { KindSet } from './kindset.ts';
+import { KindSet, type KindSetOptions } from './kindset.ts';
 
 const log = createLogger({ level: 'error', format: 'json', write: () => {} });
 const config = (yaml: string) => buildConfig({ file: { text: yaml, source: 'kinds.yaml' } });
 
 /** A kind set over scripted APIs (each lists nothing, then waits) and a discovery serving `served`. */
-async function setup(t: TestContext, served: readonly ApiResource[] = BUILTINS, access?: AccessCheck) {
+async function setup(
+  t: TestContext,
+  served: readonly ApiResource[] = BUILTINS,
+  access?: AccessCheck,
+  claim?: KindSetOptions['claim'],
+) {
   let resources = served;
   const discovery = new DiscoveryCache(
     async (): Promise<Discovery> => ({ resources, failedGroups: [] }),
@@ -47,6 +52,7 @@ async function setup(t: TestContext, served: readonly ApiResource[] = BUILTINS, 
     discovery,
     wiring: { apis, options, log, counts: noOutcomes() },
     access,
+    claim,
     log,
   });
   const running = manager.run();
@@ -63,7 +69,12 @@ async function setup(t: TestContext, served: readonly ApiResource[] = BUILTINS, 
     await discovery.refresh(stop.signal);
     await kinds.apply(kinds.config!);
   };
-  return { kinds, manager, names, serve };
+  /** Discovery now serves `next`; the kind set hears of it and applies the config in force again. */
+  const rediscover = async (next: readonly ApiResource[]) => {
+    resources = next;
+    await discovery.refresh(stop.signal);
+  };
+  return { kinds, manager, names, serve, rediscover };
 }
 
 test('a changed config relabels in place, restarts what lists or reads otherwise, adds and removes kinds', async (t) => {
@@ -265,4 +276,22 @@ kinds:
   await serve([...BUILTINS, WIDGETS]);
   assert.ok(names().includes('secrets') && names().includes('services') && names().includes('widgets.example.com'));
   assert.deepEqual(kinds.skipped, []);
+});
+
+test('a reload that overlaps a discovery change stays in force: the re-application reads the config in force when it runs', async (t) => {
+  const claimed = Promise.withResolvers<void>();
+  let claims = 0;
+  // The first config is claimed at once; the reload waits on the guard's claim.
+  const claim = async () => (claims++ === 0 ? undefined : await claimed.promise);
+  const { kinds, rediscover } = await setup(t, BUILTINS, undefined, claim);
+  await kinds.apply(config('labels: { team: old }\nkinds: [{ resource: configmaps }]'));
+  // Meanwhile a CRD is installed.
+  const reload = kinds.apply(config('labels: { team: new }\nkinds: [{ resource: configmaps }]'));
+  await rediscover([...BUILTINS, WIDGETS]);
+  claimed.resolve();
+  await reload;
+  // Let the re-application queued by the discovery change run.
+  for (let i = 0; i < 50; i++) await new Promise((resolve) => setTimeout(resolve, 2));
+  assert.equal(kinds.config?.kinds[0]?.labels.get('team')?.source, 'new', 'the config in force is the reloaded one');
+  assert.equal(kinds.kinds[0]?.resolved.kind.labels.get('team')?.source, 'new', 'the running kind labels with it');
 });

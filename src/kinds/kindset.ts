@@ -229,11 +229,16 @@ export class KindSet {
     };
   }
 
-  /** Discovery changed: the config in force is applied again, so kinds served now start and kinds gone stop. */
+  /**
+   * Discovery changed: the config in force is applied again, so kinds served now start and kinds
+   * gone stop. The config in force when that application runs, not now: a reload queued before
+   * it must not be undone by the config it replaced.
+   */
   #rediscovered(): void {
-    const config = this.#config;
-    if (!config) return;
-    this.apply(config).catch((error: unknown) =>
+    if (!this.#config) return;
+    const applied = this.#queue.then(() => (this.#config ? this.#apply(this.#config) : undefined));
+    this.#queue = applied.catch(() => {});
+    applied.catch((error: unknown) =>
       this.#options.log.error('config cannot be applied to what the API server serves now', { error })
     );
   }

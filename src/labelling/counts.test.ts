@@ -21,7 +21,7 @@ const plan = (
   fields: { contested?: string[]; stale?: string[]; missing?: string[]; held?: string[]; waiting?: boolean },
 ): Plan => {
   const { waiting = false, ...lists } = fields;
-  return { labels: fieldPlan(lists), annotations: fieldPlan(), waiting };
+  return { labels: fieldPlan(lists), annotations: fieldPlan(), waiting, problems: [] };
 };
 
 test('an object counts as managed when labeller owns a label, pending when an apply would change it, in conflict when another manager set a wanted key', () => {

@@ -12,7 +12,7 @@ export interface ObjectCounts {
   pending: number;
   /** Objects with a label another manager set to another value (`force` takes it over, `skip` leaves it). */
   conflicts: number;
-  /** Objects for which a label value cannot be rendered (left alone). */
+  /** Objects with a value that cannot be written (that key held; the whole object when its annotations are too large). */
   invalid: number;
   /** Objects with labels held because a related object they read cannot be read (a kind not followed or refused). */
   held: number;
@@ -33,7 +33,8 @@ function verdict(plan: Plan): number {
   if ('problem' in plan) return INVALID;
   const pending = needsApply(plan) || plan.waiting;
   const some = (list: 'contested' | 'held') => plan.labels[list].length + plan.annotations[list].length > 0;
-  return (pending ? PENDING : 0) | (some('contested') ? CONFLICT : 0) | (some('held') && !plan.waiting ? HELD : 0);
+  return (pending ? PENDING : 0) | (some('contested') ? CONFLICT : 0) | (some('held') && !plan.waiting ? HELD : 0) |
+    (plan.problems.length > 0 ? INVALID : 0);
 }
 
 /** Adds one object to `counts`, given what converging it takes. */

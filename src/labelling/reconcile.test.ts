@@ -13,8 +13,9 @@ import {
   ObjectGone,
   type RelatedView,
 } from './ports.ts';
-import { Reconciler } from './reconcile.ts';
+import { needsApply, Reconciler } from './reconcile.ts';
 import { compileTemplate } from '../config/template.ts';
+import { LookupIndex } from './lookupindex.ts';
 import { labelledObject } from './testing/objects.ts';
 import { fieldPlan } from './testing/plans.ts';
 
@@ -168,21 +169,20 @@ test("templates render from the object's name, namespace, labels and annotations
   ]);
 });
 
-test('a template that renders an invalid value makes the object invalid: logged, nothing sent, no throw', async () => {
+test('a template that renders an invalid value holds that key only: logged, the rest applied, no throw', async () => {
   const { client, lines, reconcile } = setup({
     labels: { team: 'payments', owner: '{{annotations.example.com/owner}}' },
   });
   const result = await reconcile(object({ annotations: { 'example.com/owner': 'Alice Smith' } }));
   assert.equal(result.outcome, 'invalid');
-  assert.deepEqual(result.patch, []);
-  assert.equal(result.problem?.field, 'labels');
-  assert.match(result.problem?.problem ?? '', /label owner: .*"Alice Smith"/);
-  assert.equal(client.calls.length, 0);
+  assert.deepEqual(result.problems?.map((p) => [p.field, p.key]), [['labels', 'owner']]);
+  assert.match(result.problems?.[0]?.problem ?? '', /label owner: .*"Alice Smith"/);
+  assert.deepEqual(client.calls.map((c) => c.labels), [{ team: 'payments' }]);
   const [line] = lines;
   assert.equal(line?.['level'], 'error');
   assert.equal(line?.['name'], 'web');
   assert.equal(line?.['namespace'], 'shop');
-  assert.match(String(line?.['problem']), /label owner: .*"Alice Smith"/);
+  assert.match(String(line?.['problems']), /label owner: .*"Alice Smith"/);
 });
 
 test('conflict policy: skip leaves a label another manager set to another value; force takes it over', async () => {
@@ -373,10 +373,12 @@ test('plan: what converging takes, from the cache alone; a contested label is ta
       stale: ['old'],
       missing: ['team'],
       held: [],
+      invalid: [],
       unknown: [],
     },
     annotations: fieldPlan(),
     waiting: false,
+    problems: [],
   });
   const skip = setup({ labels, conflicts: 'skip' }).reconciler.plan(cached);
   assert.deepEqual(skip, {
@@ -387,14 +389,24 @@ test('plan: what converging takes, from the cache alone; a contested label is ta
       stale: ['old'],
       missing: [],
       held: [],
+      invalid: [],
       unknown: [],
     },
     annotations: fieldPlan(),
     waiting: false,
+    problems: [],
   });
-  const invalid = setup({ labels: { n: '{{labels.x}}' } }).reconciler.plan(object({ labels: { x: 'bad value' } }));
-  assert.ok('problem' in invalid);
-  assert.match(invalid.problem, /^label n: "\{\{labels.x\}\}" rendered "bad value": /);
+  const invalid = setup({ labels: { n: '{{labels.x}}', k: 'v' } }).reconciler.plan(
+    object({ labels: { x: 'bad value', n: 'good', k: 'v' }, ownedLabels: ['n', 'k'] }),
+  );
+  assert.ok(!('problem' in invalid));
+  assert.deepEqual(invalid.problems.map((p) => p.key), ['n']);
+  assert.match(invalid.problems[0]!.problem, /^label n: "\{\{labels.x\}\}" rendered "bad value": /);
+  assert.deepEqual(invalid.labels.invalid, ['n']);
+  // Held: the value labeller owns stays as it is, and nothing else needs writing.
+  assert.deepEqual([...invalid.labels.desired], [['k', 'v'], ['n', 'good']]);
+  assert.deepEqual(invalid.labels.stale, []);
+  assert.equal(needsApply(invalid), false);
 });
 
 test('no desired labels (prune): one apply of the empty set where labeller owns a label, nothing elsewhere', async () => {
@@ -482,7 +494,29 @@ test('annotations: more than the API server takes on one object is invalid, noth
   const huge = annotated({}, ['big'], { labels: { big: 'x' }, written: { digests: [NaN], otherBytes: 256 * 1024 } });
   const result = await reconcile(huge);
   assert.equal(result.outcome, 'invalid');
-  assert.equal(result.problem?.field, 'annotations');
-  assert.match(result.problem?.problem ?? '', /262148 bytes, more than the 262144/);
+  assert.deepEqual(result.problems?.map((p) => [p.field, p.key]), [['annotations', undefined]]);
+  assert.match(result.problems?.[0]?.problem ?? '', /262148 bytes, more than the 262144/);
   assert.equal(client.calls.length, 0);
+});
+
+test('a lookup whose value is invalid is still recorded, so the entry fixed later requeues the object', async () => {
+  const index = new LookupIndex();
+  const entries = new Map([['shop', 'bad value!']]);
+  const reconciler = new Reconciler({
+    kind: { apiVersion: 'v1', kind: 'ConfigMap', resource: 'configmaps', group: '' },
+    labels: new Map([
+      ['k', compileTemplate('v')],
+      ['cost', compileTemplate('{{teams[namespace]}}', { sources: new Set(['teams']) })],
+    ]),
+    conflicts: 'force',
+    dryRun: false,
+    client: new FakeClient(),
+    log: createLogger({ level: 'error', format: 'json', write: () => {} }),
+    sources: { lookups: { loaded: () => true, lookup: (_s, key) => entries.get(key) }, index },
+  });
+  const plan = reconciler.plan(object());
+  assert.ok(!('problem' in plan));
+  assert.deepEqual(plan.problems.map((p) => p.key), ['cost']);
+  assert.deepEqual([...plan.labels.desired], [['k', 'v']], 'the static key is still applied');
+  assert.deepEqual([...index.objects('teams', 'shop')], ['shop/web']);
 });

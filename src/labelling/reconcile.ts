@@ -75,9 +75,15 @@ export interface Contested {
   readonly manager?: string;
 }
 
-/** Why a value cannot be written on this object, and whether a label or an annotation. */
+/**
+ * Why a value cannot be written on this object, and whether a label or an annotation: one key's
+ * (a rendered label value that is not one; that key is held, the rest goes on), or the whole
+ * map's (annotations over the API server's size limit; nothing is written).
+ */
 export interface Problem {
   readonly field: MetadataField;
+  /** The key whose value is invalid; absent when the whole map is. */
+  readonly key?: string;
   readonly problem: string;
 }
 
@@ -87,8 +93,8 @@ export interface Result {
   readonly patch: readonly MetadataOperation[];
   /** Keys left alone under `skip` (also when others were patched); absent when none. */
   readonly contested?: readonly Contested[];
-  /** Why a value cannot be written (outcome `invalid`). */
-  readonly problem?: Problem;
+  /** Why values cannot be written (outcome `invalid`, with the other keys applied unless the whole map is invalid). */
+  readonly problems?: readonly Problem[];
   /** The object's resourceVersion after labeller's own write (outcome `patched`, not in a dry run). */
   readonly written?: string;
 }
@@ -104,6 +110,8 @@ export interface FieldPlan {
   readonly missing: readonly string[];
   /** Keys held because a related object they read cannot be read now. */
   readonly held: readonly string[];
+  /** Keys held because their value rendered for this object is invalid (see the plan's problems). */
+  readonly invalid: readonly string[];
   /** Held keys labeller owns whose values the cache does not keep (annotations): read before an apply, to keep them. */
   readonly unknown: readonly string[];
 }
@@ -114,6 +122,8 @@ export type Plan =
   | (Readonly<Record<MetadataField, FieldPlan>> & {
     /** Some keys are held only until a cache has listed (not for good: a kind not followed or refused). */
     readonly waiting: boolean;
+    /** Keys whose values cannot be written, each held; the rest is planned as usual. */
+    readonly problems: readonly Problem[];
   });
 
 /** Whether an apply would change anything. */
@@ -148,7 +158,6 @@ export class Reconciler {
    */
   plan(object: LabelledObject): Plan {
     const render = this.#render(object);
-    if ('problem' in render) return render;
     const plans = {
       labels: this.#planField(this.#carried(object, 'labels'), render.labels),
       annotations: this.#planField(this.#carried(object, 'annotations'), render.annotations),
@@ -161,7 +170,7 @@ export class Reconciler {
           `the object's annotations would come to ${bytes} bytes, more than the ${ANNOTATIONS_MAX_BYTES} the API server allows`,
       };
     }
-    return { ...plans, waiting: render.waiting };
+    return { ...plans, waiting: render.waiting, problems: [...render.labels.invalid, ...render.annotations.invalid] };
   }
 
   /**
@@ -178,14 +187,15 @@ export class Reconciler {
     if (object.deleting) return { outcome: 'gone', patch: [] };
     const plan = this.plan(object);
     if ('problem' in plan) {
-      log.error(
-        `${plan.field === 'labels' ? 'label value' : 'annotations'} invalid for this object; not labelling it`,
-        {
-          ...at,
-          problem: plan.problem,
-        },
-      );
-      return { outcome: 'invalid', patch: [], problem: plan };
+      log.error('annotations invalid for this object; not labelling it', { ...at, problem: plan.problem });
+      return { outcome: 'invalid', patch: [], problems: [plan] };
+    }
+    const { problems } = plan;
+    if (problems.length > 0) {
+      log.error('value invalid for this object; that key is held, the rest applied', {
+        ...at,
+        problems: problems.map((p) => p.problem),
+      });
     }
     // A key would be held only until a cache lists, or an owner shows up in its cache (created a
     // moment ago, or deleted with its dependents): applying the rest now would take a second apply
@@ -203,7 +213,8 @@ export class Reconciler {
         })
       )
       : [];
-    const reported = left.length > 0 ? { contested: left } : {};
+    const reported = { ...(left.length > 0 ? { contested: left } : {}), ...(problems.length > 0 ? { problems } : {}) };
+    const settled: Outcome = problems.length > 0 ? 'invalid' : left.length > 0 ? 'conflict' : 'unchanged';
     for (const field of FIELDS) {
       const theirs = left.filter((c) => c.field === field);
       if (theirs.length === 0) continue;
@@ -212,7 +223,7 @@ export class Reconciler {
         [field]: theirs.map((c) => (c.value === undefined ? c.key : `${c.key}=${c.value}`)),
       });
     }
-    if (!needsApply(plan)) return { outcome: left.length > 0 ? 'conflict' : 'unchanged', patch: [], ...reported };
+    if (!needsApply(plan)) return { outcome: settled, patch: [], ...reported };
 
     const target = {
       apiVersion: kind.apiVersion,
@@ -249,7 +260,7 @@ export class Reconciler {
           wanted: plan[field].desired.get(key) ?? '',
           manager,
         }));
-        return { outcome: 'conflict', patch: [], contested: [...left, ...owned] };
+        return { outcome: 'conflict', patch: [], ...reported, contested: [...left, ...owned] };
       }
       throw error;
     }
@@ -260,12 +271,18 @@ export class Reconciler {
     // A dry run's plan is its output; writes are logged per object at debug (the controller sums them up).
     if (dryRun) log.info('would apply labels (dry run)', { ...at, patch });
     else log.debug('labels applied', { ...at, patch });
-    return { outcome: 'patched', patch, ...reported, ...(dryRun ? {} : { written: after.resourceVersion }) };
+    return {
+      outcome: problems.length > 0 ? 'invalid' : 'patched',
+      patch,
+      ...reported,
+      ...(dryRun ? {} : { written: after.resourceVersion }),
+    };
   }
 
   /** One map's plan: a key someone else set to another value is taken over under `force` (and stays in `missing`), left theirs under `skip`. */
   #planField(carried: Carried, render: Rendered): FieldPlan {
     const { rendered, held } = render;
+    const invalid = render.invalid.map((problem) => problem.key!);
     const contested = [...rendered].filter(([key, value]) =>
       carried.has(key) && !carried.holds(key, value) && !carried.owned.includes(key)
     ).map(([key]) => key);
@@ -273,7 +290,7 @@ export class Reconciler {
     if (this.#options.conflicts === 'skip') { for (const key of contested) desired.delete(key); }
     // A held key labeller owns stays as it is: at its cached value, or read before an apply.
     const unknown: string[] = [];
-    for (const key of held) {
+    for (const key of [...held, ...invalid]) {
       if (!carried.owned.includes(key)) continue;
       const value = carried.value(key);
       if (value !== undefined) desired.set(key, value);
@@ -281,7 +298,7 @@ export class Reconciler {
     }
     const stale = carried.owned.filter((key) => !desired.has(key) && !unknown.includes(key));
     const missing = [...desired].filter(([key, value]) => !carried.holds(key, value)).map(([key]) => key);
-    return { rendered, desired, contested, stale, missing, held, unknown };
+    return { rendered, desired, contested, stale, missing, held, invalid, unknown };
   }
 
   /** One of the object's maps as the cache keeps it. */
@@ -324,7 +341,7 @@ export class Reconciler {
    * The desired labels and annotations for this object, and the keys held; or why one of them
    * cannot be rendered.
    */
-  #render(object: LabelledObject): Readonly<Record<MetadataField, Rendered>> & { waiting: boolean } | Problem {
+  #render(object: LabelledObject): Readonly<Record<MetadataField, Rendered>> & { waiting: boolean } {
     const { kind, labels, annotations, sources } = this.#options;
     const view = this.#options.related?.(object);
     const looked: string[] = [];
@@ -345,9 +362,10 @@ export class Reconciler {
       }),
     };
     let waiting = false;
-    const renderField = (field: MetadataField, templates: ReadonlyMap<string, Template>): Rendered | Problem => {
+    const renderField = (field: MetadataField, templates: ReadonlyMap<string, Template>): Rendered => {
       const rendered = new Map<string, string>();
       const held: string[] = [];
+      const invalid: Problem[] = [];
       for (const [key, template] of templates) {
         // A source that has never loaded is held as a related kind that cannot be read is: the rest goes on.
         const unloaded = template.lookups.some((lookup) => !sources?.lookups.loaded(lookup.source));
@@ -368,24 +386,27 @@ export class Reconciler {
         const problem = field === 'labels' && template.constantValue === undefined
           ? validateLabelValue(value)
           : undefined;
-        if (problem) return { field, problem: `label ${key}: "${template.source}" rendered "${value}": ${problem}` };
-        rendered.set(key, value);
+        if (problem) {
+          invalid.push({ field, key, problem: `label ${key}: "${template.source}" rendered "${value}": ${problem}` });
+        } else rendered.set(key, value);
       }
-      return { rendered, held };
+      return { rendered, held, invalid };
     };
-    const renderedLabels = renderField('labels', labels);
-    if ('problem' in renderedLabels) return renderedLabels;
-    const renderedAnnotations = renderField('annotations', annotations ?? NO_TEMPLATES);
-    if ('problem' in renderedAnnotations) return renderedAnnotations;
+    const rendered = {
+      labels: renderField('labels', labels),
+      annotations: renderField('annotations', annotations ?? NO_TEMPLATES),
+    };
+    // Recorded whatever was rendered: an entry fixed later must find this object again.
     sources?.index.record(object, looked);
-    return { labels: renderedLabels, annotations: renderedAnnotations, waiting };
+    return { ...rendered, waiting };
   }
 }
 
-/** One map's keys rendered for an object, and those held. */
+/** One map's keys rendered for an object, those held, and those whose value is invalid. */
 interface Rendered {
   readonly rendered: ReadonlyMap<string, string>;
   readonly held: readonly string[];
+  readonly invalid: readonly Problem[];
 }
 
 const NO_TEMPLATES: ReadonlyMap<string, Template> = new Map();

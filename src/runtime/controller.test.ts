@@ -215,6 +215,17 @@ test('the echo of its own write, with nothing else between, is not reconciled', 
   assert.deepEqual(calls, ['ns/a', 'ns/a'], 'the echo (6) was no work; the change after it (7) was');
 });
 
+test('an apply that changed nothing (the version it answers is the one reconciled) waits for no echo: the next change is reconciled', async (t) => {
+  const events = Promise.withResolvers<readonly WatchEvent[]>();
+  const api = new ScriptedApi([page('4', [pod('a', '4')])], [{ until: events.promise }]);
+  // The apply finds the object as wanted already: the API server answers its version unchanged.
+  const { calls } = start(t, api, { reconcile: async (object) => object.resourceVersion });
+  await until(() => calls.length === 1, 'a is reconciled');
+  // Someone else's change: not mistaken for an event from before a write that never happened.
+  events.resolve([{ type: 'MODIFIED', object: pod('a', '5') }]);
+  await until(() => calls.length === 2, "a is reconciled again after someone else's change");
+});
+
 test('a change that lands while its write is under way is looked at once the write shows, not from the older cache', async (t) => {
   const release = Promise.withResolvers<void>();
   const events = Promise.withResolvers<readonly WatchEvent[]>();

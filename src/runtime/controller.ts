@@ -244,13 +244,17 @@ export class Controller<T> {
 
   /**
    * Records a write of `key` that produced `version`, unless the cache showed it while the write
-   * was under way (`seen`: the versions it took meanwhile). Watch events come in order, so a cache
-   * that has not shown the write is older than it; versions it took meanwhile are changes the
-   * write's reconcile did not see, looked at once the write shows.
+   * was under way (`seen`: the versions it took meanwhile), or it changed nothing (`version` is
+   * the one reconciled, `from`: the API server does not bump an unchanged object, so no echo
+   * comes, and waiting for one would swallow the next change). Watch events come in order, so a
+   * cache that has not shown the write is older than it; versions it took meanwhile are changes
+   * the write's reconcile did not see, looked at once the write shows. Answers whether it was a
+   * write.
    */
-  #wrote(key: string, seen: readonly string[], version: string | undefined | void): void {
-    if (!version || seen.includes(version)) return;
-    this.#written.set(key, { version, at: performance.now(), dirty: seen.length > 0 });
+  #wrote(key: string, from: string | undefined, seen: readonly string[], version: string | undefined | void): boolean {
+    if (!version || version === from) return false;
+    if (!seen.includes(version)) this.#written.set(key, { version, at: performance.now(), dirty: seen.length > 0 });
+    return true;
   }
 
   async #work(writes: AbortSignal): Promise<void> {
@@ -265,14 +269,14 @@ export class Controller<T> {
         continue;
       }
       const started = performance.now();
+      const from = this.#version(key);
       const seen: string[] = [];
       this.#reconciling.set(key, seen);
       this.#active++;
       metrics?.activeWorkers(1);
       try {
         const version = await reconcile(object, key, writes);
-        this.#wrote(key, seen, version);
-        if (version) this.#writes.count();
+        if (this.#wrote(key, from, seen, version)) this.#writes.count();
         metrics?.reconciled('success', (performance.now() - started) / 1000);
         this.#queue.forget(key);
         if (requeueAfterMs > 0) this.#queue.addAfter(key, requeueAfterMs * (0.9 + Math.random() * 0.2));

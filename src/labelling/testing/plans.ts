@@ -9,6 +9,7 @@ export function fieldPlan(fields: Partial<FieldPlan> = {}): FieldPlan {
     stale: [],
     missing: [],
     held: [],
+    invalid: [],
     unknown: [],
     ...fields,
   };
