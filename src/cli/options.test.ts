@@ -205,6 +205,7 @@ test('a bad value is a UsageError naming the flag or variable it came from', asy
     [[], { LABELLER_CONCURRENCY: '2.5' }, /^LABELLER_CONCURRENCY: "2.5" is not a positive whole number/],
     [['--grace-period', 'soon'], {}, /^--grace-period: "soon" is not a duration/],
     [[], { LABELLER_REQUEUE_AFTER: '5 minutes' }, /^LABELLER_REQUEUE_AFTER: "5 minutes" is not a duration/],
+    [['--requeue-after', '600h'], {}, /^--requeue-after: "600h" is longer than the 596h a timer can wait/],
     [[], { LABELLER_CONFLICTS: 'overwrite' }, /^LABELLER_CONFLICTS: "overwrite" is not one of force, skip/],
     [[], { LABELLER_LOG_LEVEL: 'trace' }, /^LABELLER_LOG_LEVEL: "trace" is not one of debug, info, warn, error/],
     [[], { LABELLER_DRY_RUN: 'maybe' }, /^LABELLER_DRY_RUN: "maybe" is not a boolean/],

@@ -6,7 +6,7 @@ import { type Command, COMMANDS, ENV_PREFIX, envNames, type Name, type Spec, SPE
 import { formatHelp } from './help.ts';
 import type { Level } from '../util/log.ts';
 import type { ConflictPolicy } from '../config/model.ts';
-import { parseDuration } from '../util/duration.ts';
+import { durationProblem, parseDuration } from '../util/duration.ts';
 import { UsageError } from '../util/usage.ts';
 import type { BindAddress } from '../metrics/server.ts';
 
@@ -180,6 +180,8 @@ export async function parseOptions(
     if (ms === undefined) {
       throw new UsageError(`${where(name)}: "${text}" is not a duration; use e.g. 30s, 5m, 1h30m or 500ms`);
     }
+    const problem = durationProblem(ms);
+    if (problem !== undefined) throw new UsageError(`${where(name)}: "${text}" is ${problem}`);
     return ms;
   };
 

@@ -15,8 +15,10 @@
 //       allowHTTP: false           # optional: plain http:// only when asked for
 //     any:
 //       required: true             # optional: /readyz waits for its first load
+//       allowMassRemoval: true     # optional: take content that is empty or drops most keys at once
+//                                  # (by default refused as an outage: the last good content stays)
 import { isDns1123Label } from '../kube/names.ts';
-import { parseDuration } from '../util/duration.ts';
+import { durationProblem, parseDuration } from '../util/duration.ts';
 import { expectMapping, expectString, fail, isAbsent, rejectUnknownFields } from './fields.ts';
 
 /** Where a source's content comes from. */
@@ -48,12 +50,18 @@ export interface SourceSpec {
   readonly origin: SourceOrigin;
   /** Readiness waits for its first load (default: only a note in /readyz). */
   readonly required: boolean;
+  /**
+   * Content with no entries, or that drops more than half of the keys at once, is taken (the
+   * default refuses it as an outage and keeps the last good content).
+   */
+  readonly allowMassRemoval: boolean;
 }
 
 const TYPES = ['configMap', 'file', 'url'] as const;
 const SOURCE_FIELDS = [
   ...TYPES,
   'required',
+  'allowMassRemoval',
   'interval',
   'timeout',
   'caFile',
@@ -92,9 +100,17 @@ function parseSource(name: string, value: unknown, where: string): SourceSpec {
   const type = types[0]!;
   const misplaced = type === 'url' ? undefined : URL_ONLY.find((field) => !isAbsent(fields[field]));
   if (misplaced !== undefined) throw fail(`${where}.${misplaced}`, 'only a url source takes it: remove it');
-  const required = fields['required'];
-  if (!isAbsent(required) && typeof required !== 'boolean') throw fail(`${where}.required`, 'must be true or false');
-  return { name, origin: origin(type, fields, where), required: required === true };
+  const flag = (field: string): boolean => {
+    const value = fields[field];
+    if (!isAbsent(value) && typeof value !== 'boolean') throw fail(`${where}.${field}`, 'must be true or false');
+    return value === true;
+  };
+  return {
+    name,
+    origin: origin(type, fields, where),
+    required: flag('required'),
+    allowMassRemoval: flag('allowMassRemoval'),
+  };
 }
 
 function origin(type: (typeof TYPES)[number], fields: Record<string, unknown>, where: string): SourceOrigin {
@@ -145,6 +161,8 @@ function origin(type: (typeof TYPES)[number], fields: Record<string, unknown>, w
     const text = expectString(fields[field], `${where}.${field}`);
     const ms = parseDuration(text);
     if (ms === undefined || ms <= 0) throw fail(`${where}.${field}`, `${JSON.stringify(text)}: use e.g. 30s or 5m`);
+    const problem = durationProblem(ms);
+    if (problem !== undefined) throw fail(`${where}.${field}`, `${JSON.stringify(text)} is ${problem}`);
     return ms;
   };
   const file = (field: string): string | undefined =>

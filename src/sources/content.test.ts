@@ -4,7 +4,8 @@ import { buildConfig } from '../config/overlay.ts';
 import { ConfigError } from '../config/fields.ts';
 import { LookupIndex } from '../labelling/lookupindex.ts';
 import { projector } from '../labelling/object.ts';
-import { changedKeys, lookUp, sourceContent, SourceContentError } from './content.ts';
+import { changedKeys, lookUp, massRemoval, sourceContent, SourceContentError } from './content.ts';
+import { parseContent } from './loader.ts';
 import { compileTemplate, TemplateError } from '../config/template.ts';
 
 const config = (yaml: string) => buildConfig({ file: { text: yaml, source: 'kinds.yaml' } });
@@ -111,6 +112,7 @@ kinds: [{ resource: cm }]
     maxBytes: 1024 * 1024,
   });
   assert.equal(parsed.get('owners')?.required, true);
+  assert.equal(parsed.get('owners')?.allowMassRemoval, false, 'outages refused unless allowed');
   const refused: [string, RegExp][] = [
     [
       'x: {file: /a, url: "https://b"}',
@@ -124,6 +126,11 @@ kinds: [{ resource: cm }]
     ['x: {configMap: {namespace: Bad, name: t}}', /sources\.x\.configMap\.namespace: "Bad" is not a namespace name/],
     ['X: {file: /a}', /sources\.X: a source name is lowercase/],
     ['x: {file: /a, requird: true}', /unknown field "requird" \(did you mean "required"\?\)/],
+    ['x: {file: /a, allowMassRemoval: yes please}', /sources\.x\.allowMassRemoval: must be true or false/],
+    [
+      'x: {url: "https://c/t", interval: 600h}',
+      /sources\.x\.interval: "600h" is longer than the 596h a timer can wait: use at most 596h/,
+    ],
   ];
   for (const [yaml, message] of refused) {
     assert.throws(() => config(`sources:\n  ${yaml}\nkinds: [{resource: cm, labels: {a: b}}]`), message, yaml);
@@ -163,4 +170,35 @@ test('the lookup index: objects by what they looked up last; replaced, forgotten
   assert.deepEqual([...index.objects('teams', 'search')], ['ns/a']);
   index.forget(b);
   assert.deepEqual([...index.objects('owners', 'web')], []);
+});
+
+test('an empty document is a failure, not a source with no entries: null, nothing, a comment', () => {
+  for (const text of ['', 'null', '~', '# maintenance\n']) {
+    assert.throws(() => parseContent(text), /empty/, JSON.stringify(text));
+  }
+});
+
+test('a YAML alias bomb is refused before it is expanded; a few aliases are fine', () => {
+  const fields = Array.from({ length: 600 }, (_, i) => `f${i}: v`).join(', ');
+  const bomb = `a: &a {${fields}}\n${Array.from({ length: 6000 }, (_, i) => `k${i}: *a`).join('\n')}\n`;
+  const before = process.memoryUsage().rss;
+  assert.throws(() => parseContent(bomb), /aliases expand to more than \d+ keys and fields/);
+  assert.ok(process.memoryUsage().rss - before < 64 * 1024 * 1024, 'refused without expanding it');
+  const shared = parseContent('defaults: &d {tier: web, oncall: ops}\npayments: *d\nsearch: *d\n');
+  assert.equal(lookUp(shared.content, 'search', 'oncall'), 'ops');
+});
+
+test('what looks like an outage: no entries, or more than half of the keys (two or more) dropped at once', () => {
+  const five = sourceContent({ red: 'cc-1', green: 'cc-2', blue: 'cc-3', pink: 'cc-4', gray: 'cc-5' });
+  assert.equal(massRemoval(five, sourceContent({})), 'it has no entries');
+  assert.equal(massRemoval(undefined, sourceContent({})), 'it has no entries');
+  assert.equal(massRemoval(five, sourceContent({ error: 'maintenance window' })), 'it drops 5 of its 5 keys at once');
+  assert.equal(massRemoval(five, sourceContent({ red: 'cc-1', green: 'cc-2' })), 'it drops 3 of its 5 keys at once');
+  assert.equal(
+    massRemoval(five, sourceContent({ red: 'x', green: 'y', blue: 'z' })),
+    undefined,
+    'two of five: an edit',
+  );
+  assert.equal(massRemoval(sourceContent({ a: '1' }), sourceContent({ b: '1' })), undefined, 'one key renamed');
+  assert.equal(massRemoval(undefined, five), undefined, 'a first load');
 });

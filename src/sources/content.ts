@@ -21,14 +21,27 @@ export class SourceContentError extends Error {
 /**
  * The content of a parsed document: a mapping whose values are strings (numbers and booleans read
  * as their text, as YAML users expect) or mappings of strings. Anything else is refused whole, so
- * a malformed body never half-replaces good content.
+ * a malformed body never half-replaces good content: an empty document (a 200 with nothing, or
+ * `null`) too, and one whose aliases expand to more than `maxEntries` keys and fields (a YAML
+ * alias bomb: a few KB that would take hundreds of MB once every alias is copied out).
  */
-export function sourceContent(document: unknown): SourceContent {
-  if (typeof document !== 'object' || document === null || Array.isArray(document)) {
+export function sourceContent(document: unknown, maxEntries = Infinity): SourceContent {
+  if (document === null || document === undefined) throw new SourceContentError('the document is empty');
+  if (typeof document !== 'object' || Array.isArray(document)) {
     throw new SourceContentError('expected a mapping of keys to values or to mappings of fields');
   }
   const content = new Map<string, SourceEntry>();
+  let entries = 0;
+  const count = (n: number): void => {
+    entries += n;
+    if (entries > maxEntries) {
+      throw new SourceContentError(
+        `its aliases expand to more than ${maxEntries} keys and fields (a YAML alias bomb?): write the entries out`,
+      );
+    }
+  };
   for (const [key, value] of Object.entries(document)) {
+    count(1);
     const scalar = text(value);
     if (scalar !== undefined) {
       content.set(key, scalar);
@@ -38,6 +51,7 @@ export function sourceContent(document: unknown): SourceContent {
       throw new SourceContentError(`key ${JSON.stringify(key)}: expected a value or a mapping of fields`);
     }
     const fields: Record<string, string> = {};
+    count(Object.keys(value).length);
     for (const [field, fieldValue] of Object.entries(value)) {
       const fieldText = text(fieldValue);
       if (fieldText === undefined) {
@@ -62,6 +76,21 @@ export function lookUp(content: SourceContent, key: string, field: string | unde
   if (entry === undefined) return undefined;
   if (field === undefined) return typeof entry === 'string' ? entry : undefined;
   return typeof entry === 'string' || !Object.hasOwn(entry, field) ? undefined : entry[field];
+}
+
+/**
+ * Why `after` looks like an outage rather than an edit of `before`: it is empty, or it drops more
+ * than half of the keys, two or more, at once (a CMDB in maintenance answering `{}`, a proxy's
+ * error page served as JSON). Undefined when it looks like an edit.
+ */
+export function massRemoval(before: SourceContent | undefined, after: SourceContent): string | undefined {
+  if (after.size === 0) return 'it has no entries';
+  if (before === undefined) return undefined;
+  let removed = 0;
+  for (const key of before.keys()) if (!after.has(key)) removed++;
+  return removed >= 2 && removed * 2 > before.size
+    ? `it drops ${removed} of its ${before.size} keys at once`
+    : undefined;
 }
 
 /** The keys whose entries differ between two contents (added, removed or changed). */

@@ -13,7 +13,10 @@ export interface Loaded {
 /** Reports each new content (or the failure of a read) until `signal` aborts; with `once`, reads once. */
 export type Loader = (report: (result: Loaded | Error) => void, signal: AbortSignal, once: boolean) => Promise<void>;
 
-/** A YAML or JSON document's content; a document that is not a map of values or fields throws SourceContentError. */
+/**
+ * A YAML or JSON document's content; a document that is empty, not a map of values or fields, or
+ * whose aliases expand far beyond its size throws SourceContentError.
+ */
 export function parseContent(text: string): Loaded {
   let document: unknown;
   try {
@@ -22,7 +25,9 @@ export function parseContent(text: string): Loaded {
     if (!(error instanceof YAMLException)) throw error;
     throw new SourceContentError(`not YAML or JSON: ${error.reason}`);
   }
-  return { content: sourceContent(document ?? {}), bytes: Buffer.byteLength(text) };
+  const bytes = Buffer.byteLength(text);
+  // Written out, every key and field takes a few bytes: aliases may repeat some, not multiply them.
+  return { content: sourceContent(document, bytes + 10_000), bytes };
 }
 
 /** `work` as a result to report: its content, or the error it threw. */

@@ -62,3 +62,35 @@ test('a required source that has never loaded keeps labeller from ready; an opti
     [{ name: 'teams', up: false, keys: 2 }, { name: 'sites', up: false, keys: 0 }],
   );
 });
+
+test('content that looks like an outage (null, {}, an error document) keeps the last good content unless the source allows it', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'labeller-sources-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const [cmdb, open] = [join(dir, 'cmdb.json'), join(dir, 'open.json')];
+  const good = JSON.stringify({ red: { cc: 'cc-1' }, green: { cc: 'cc-2' }, blue: { cc: 'cc-3' } });
+  writeFileSync(cmdb, good);
+  writeFileSync(open, good);
+  const { set, heard } = sourceSet();
+  t.after(() => set.stop());
+  set.apply(parseSources({ cmdb: { file: cmdb }, open: { file: open, allowMassRemoval: true } }, 'sources'));
+  await until(() => set.loaded('cmdb') && set.loaded('open'));
+  for (const outage of ['null', '{}', '{"error": "maintenance window"}']) {
+    writeFileSync(cmdb, outage);
+    await until(() => set.states()[0]?.up === false);
+    assert.equal(set.lookup('cmdb', 'green', 'cc'), 'cc-2', `${outage}: the last good content stays`);
+    assert.match(set.notes()[0] ?? '', /^source cmdb cannot be read; its last good content stays: /);
+    assert.ok(!heard.some(([name, change]) => name === 'cmdb' && change !== 'all'), `${outage}: no object requeued`);
+    if (outage.includes('error')) {
+      assert.match(
+        set.notes()[0] ?? '',
+        /it drops 3 of its 3 keys at once; refused as an outage \(set allowMassRemoval/,
+      );
+    }
+    writeFileSync(cmdb, good);
+    await until(() => set.states()[0]?.up === true);
+  }
+  // Allowed: the drop is taken, and the objects that read the dropped keys are queued.
+  writeFileSync(open, '{"error": "maintenance window"}');
+  await until(() => heard.some(([name, change]) => name === 'open' && change !== 'all'));
+  assert.equal(set.lookup('open', 'green', 'cc'), undefined);
+});

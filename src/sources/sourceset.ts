@@ -7,7 +7,7 @@
 // never loaded).
 import type { ResourceApis } from '../kube/api.ts';
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
-import { changedKeys, lookUp, type SourceContent } from './content.ts';
+import { changedKeys, lookUp, massRemoval, type SourceContent } from './content.ts';
 import { type SourceLookups } from '../labelling/ports.ts';
 import { type SourceSpec } from '../config/sources.ts';
 import type { SourceGauges } from '../metrics/metrics.ts';
@@ -169,6 +169,18 @@ export class SourceSet implements SourceLookups {
 
   #loaded(running: Running, { content, bytes }: Loaded, log: Logger): void {
     const before = running.content;
+    // What looks like an outage is one: the labels that read the source stay as they are.
+    const outage = running.spec.allowMassRemoval ? undefined : massRemoval(before, content);
+    if (outage !== undefined) {
+      this.#failed(
+        running,
+        new Error(
+          `${outage}; refused as an outage (set allowMassRemoval: true on the source if such a change is meant)`,
+        ),
+        log,
+      );
+      return;
+    }
     const changed = changedKeys(before, content);
     running.content = content;
     running.bytes = bytes;

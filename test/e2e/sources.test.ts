@@ -238,4 +238,67 @@ kinds:
       }
     },
   );
+
+  test(
+    'a 200 that looks like an outage (null, {}, an error document) strips nothing; allowMassRemoval takes it',
+    { timeout: 180_000 },
+    async () => {
+      const ns = await createNamespace('sources-outage');
+      const colours = ['red', 'green', 'blue', 'pink', 'gray'];
+      for (const colour of colours) await objects(ns, [colour], { app: colour });
+      const catalog = new Catalog('outage-token');
+      const good = JSON.stringify(Object.fromEntries(colours.map((colour, i) => [colour, { cc: `cc-${i + 1}` }])));
+      catalog.body = good;
+      await catalog.up();
+      after(() => catalog.close());
+      const source = (allow: boolean) =>
+        configFile(`
+sources:
+  cmdb:
+    url: ${catalog.url}
+    interval: 1s
+    caFile: ${catalog.caFile}
+    bearerTokenFile: ${catalog.tokenFile}
+    allowMassRemoval: ${allow}
+labels:
+  cost-center: "{{cmdb[labels.app].cc}}"
+kinds:
+  - resource: configmaps
+  - resource: secrets
+`);
+      const costCentres = async () => [...(await labelled(ns)).values()].map((l) => l['cost-center']).sort();
+      const all = colours.flatMap((_, i) => [`cc-${i + 1}`, `cc-${i + 1}`]).sort();
+      const labeller = new Labeller(args(source(false), [ns]));
+      try {
+        await eventually(async () => (await costCentres()).join() === all.join(), 'every object labelled', 60_000);
+        for (
+          const [body, why] of [['null', /empty/], ['{}', /no entries/], [
+            '{"error": "maintenance window"}',
+            /drops 5 of its 5 keys at once/,
+          ]] as const
+        ) {
+          catalog.body = body;
+          await labeller.waitForLog(
+            (l) => /source cannot be read; its last good content stays/.test(l.msg) && why.test(String(l['error'])),
+            15_000,
+          );
+          await sleep(3000);
+          assert.deepEqual(await costCentres(), all, `${body}: no label stripped`);
+          catalog.body = good;
+          await labeller.waitForLog((l) => /source can be read again/.test(l.msg), 15_000);
+        }
+      } finally {
+        assertCleanExit(await labeller.stop());
+      }
+      // Opted in: the same document is taken, and the labels that read it go.
+      const allowing = new Labeller(args(source(true), [ns]));
+      try {
+        await eventually(async () => (await costCentres()).join() === all.join(), 'labelled again', 60_000);
+        catalog.body = '{"error": "maintenance window"}';
+        await allCarry(ns, 'cost-center', undefined);
+      } finally {
+        assertCleanExit(await allowing.stop());
+      }
+    },
+  );
 });
