@@ -2,9 +2,10 @@
 // may not use is skipped and said once (a warning naming the verbs missing and the rule to grant,
 // a /readyz note, labeller_kinds_skipped), so that narrow RBAC narrows what every-kind mode
 // covers instead of leaving controllers that fail and retry for ever. Kinds running already are
-// not asked again; skipped ones are asked again at the next application (a discovery change, a
-// reload). A review that cannot be made (reviews forbidden, the API server away) skips nothing:
-// the kind starts, and its list reports a refusal as any kind's does.
+// not asked again unless their list or watch is refused (forget()); skipped ones are asked again
+// at the next application (a discovery change, a reload, and the kind set's periodic re-check
+// while some are skipped). A review that cannot be made (reviews forbidden, the API server away)
+// skips nothing: the kind starts, and its list reports a refusal as any kind's does.
 import type { Denial } from '../kube/access.ts';
 import type { ApiResource } from '../kube/resource.ts';
 import { groupResource } from '../kube/resource.ts';
@@ -85,6 +86,11 @@ export class KindAccess {
     const admitted = kinds.filter((kind) => !skipped.has(controllerName(kind)));
     this.#admitted = new Set(admitted.map(controllerName));
     return admitted;
+  }
+
+  /** Asks about `name` again at the next application (its list or watch was refused); whether it was admitted here. */
+  forget(name: string): boolean {
+    return this.#admitted.delete(name);
   }
 
   get skipped(): SkippedKind[] {

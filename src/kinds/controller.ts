@@ -3,6 +3,7 @@
 // indexes its templates need; the label reconciler as the reconcile function; and its share of
 // the related objects and of the sources of truth its templates look values up in.
 import { type KindConfig, templatesOf } from '../config/model.ts';
+import { isForbidden } from '../kube/errors.ts';
 import { type ApiResource, apiVersion, groupResource } from '../kube/resource.ts';
 import { objectCounter, type ObjectCounts } from '../labelling/counts.ts';
 import { LookupIndex } from '../labelling/lookupindex.ts';
@@ -33,6 +34,8 @@ export interface Wiring extends RelatedWiring {
   readonly counts: OutcomeCounts;
   /** The sources of truth of the config in force (none: templates make no lookups). */
   readonly sources?: SourceSet | undefined;
+  /** Told, with the controller's name, when its list or watch is refused (403): its rights may have been revoked. */
+  readonly refused?: ((controller: string) => void) | undefined;
 }
 
 /** A configured kind's controller, and how to give it new labels or let it go. */
@@ -57,7 +60,7 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
   const kindLog = log.child({ kind: resource.kind });
   const related = relations.forKind(kind, resource, watchedNamespaces(kind, resource));
   const handles = watchedNamespaces(kind, resource).map((namespace) =>
-    informerOf(kind, resource, namespace, related, wiring)
+    informerOf(name, kind, resource, namespace, related, wiring)
   );
   const lookups = sources && readsSources(kind) ? { lookups: sources, index: new LookupIndex() } : undefined;
   const reconcilerFor = (next: KindConfig): Reconciler =>
@@ -172,13 +175,15 @@ const readsSources = (kind: KindConfig): boolean => sourcesRead(kind).size > 0;
  * restarted with the same list and reads keeps its cache and does not list again.
  */
 function informerOf(
+  controller: string,
   kind: KindConfig,
   resource: ApiResource,
   namespace: string,
   related: KindRelations,
-  { apis, informers, options, metrics, events, log }: Wiring,
+  { apis, informers, options, metrics, events, refused, log }: Wiring,
 ): InformerHandle<LabelledObject> {
   const name = namespace ? `${groupResource(resource)}/${namespace}` : groupResource(resource);
+  const kindEvents = events?.forKind(name, { apiVersion: apiVersion(resource), kind: resource.kind });
   const selector = kind.selector?.toString();
   return informers.acquire(
     `kind ${name} ${resource.version} ${selector ?? ''} ${related.signature}`,
@@ -190,7 +195,10 @@ function informerOf(
         indexes: related.indexes(),
         watch: { labelSelector: selector, watchTimeoutSeconds: options.watchTimeoutSeconds },
         metrics: metrics?.informer(name),
-        onWatchError: events?.forKind(name, { apiVersion: apiVersion(resource), kind: resource.kind }).watchFailed,
+        onWatchError: (error) => {
+          kindEvents?.watchFailed(error);
+          if (isForbidden(error)) refused?.(controller);
+        },
         log: log.child({ kind: resource.kind, controller: name }),
       }),
   );

@@ -14,6 +14,7 @@ import type { LabelledObject } from '../labelling/object.ts';
 import { Manager } from '../runtime/manager.ts';
 import { Shutdown } from '../runtime/shutdown.ts';
 import { page, ScriptedApi } from '../runtime/testing/scripted.ts';
+import { ApiError } from '../kube/errors.ts';
 import { createLogger } from '../util/log.ts';
 import { noOutcomes } from '../labelling/reconcile.ts';
 import type { AccessCheck } from './access.ts';
@@ -28,6 +29,7 @@ async function setup(
   served: readonly ApiResource[] = BUILTINS,
   access?: AccessCheck,
   claim?: KindSetOptions['claim'],
+  extra: { apis?: (resource: ApiResource) => ScriptedApi; accessRecheckMs?: number } = {},
 ) {
   let resources = served;
   const discovery = new DiscoveryCache(
@@ -39,7 +41,7 @@ async function setup(
   await discovery.load(stop.signal);
   const shutdown = new Shutdown({ signals: [] });
   const manager = new Manager<LabelledObject>({ once: false, gracePeriodMs: 1000, log }, shutdown);
-  const apis = () => new ScriptedApi([page('1', [])]);
+  const apis = extra.apis ?? (() => new ScriptedApi([page('1', [])]));
   const options = {
     fieldManager: 'labeller',
     concurrency: 1,
@@ -52,6 +54,7 @@ async function setup(
     discovery,
     wiring: { apis, options, log, counts: noOutcomes() },
     access,
+    accessRecheckMs: extra.accessRecheckMs,
     claim,
     log,
   });
@@ -294,4 +297,38 @@ test('a reload that overlaps a discovery change stays in force: the re-applicati
   for (let i = 0; i < 50; i++) await new Promise((resolve) => setTimeout(resolve, 2));
   assert.equal(kinds.config?.kinds[0]?.labels.get('team')?.source, 'new', 'the config in force is the reloaded one');
   assert.equal(kinds.kinds[0]?.resolved.kind.labels.get('team')?.source, 'new', 'the running kind labels with it');
+});
+
+test('kinds skipped for want of rights are asked about again now and then, and start once granted', async (t) => {
+  let denied = true;
+  const access: AccessCheck = async (resource, namespaces) =>
+    denied && resource.resource === 'nodes' ? namespaces.map((namespace) => ({ verb: 'patch', namespace })) : [];
+  const { kinds, names } = await setup(t, BUILTINS, access, undefined, { accessRecheckMs: 20 });
+  await kinds.apply(config('labels: { a: x }\nkinds: [{ resource: "*", scope: cluster }]'));
+  assert.deepEqual([names(), kinds.skipped.map((s) => s.resource)], [['namespaces'], ['nodes']]);
+  denied = false;
+  for (let i = 0; i < 100 && !names().includes('nodes'); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  assert.deepEqual([names(), kinds.skipped], [['namespaces', 'nodes'], []], 'granted: started with no reload');
+});
+
+test('a running every-kind kind whose watch is refused (403) is asked about again and skipped, not failing for ever', async (t) => {
+  let revoked = false;
+  const access: AccessCheck = async (resource, namespaces) =>
+    revoked && resource.resource === 'nodes' ? namespaces.map((namespace) => ({ verb: 'watch', namespace })) : [];
+  const refuse = Promise.withResolvers<readonly never[]>();
+  const forbidden = new ApiError('GET', '/api/v1/nodes', 403, { reason: 'Forbidden', message: 'nodes is forbidden' });
+  const apis = (resource: ApiResource) =>
+    resource.resource === 'nodes'
+      ? new ScriptedApi([page('1', [])], [{ until: refuse.promise, end: forbidden }])
+      : new ScriptedApi([page('1', [])]);
+  const { kinds, names, manager } = await setup(t, BUILTINS, access, undefined, { apis });
+  await kinds.apply(config('labels: { a: x }\nkinds: [{ resource: "*", scope: cluster }]'));
+  assert.deepEqual(names(), ['namespaces', 'nodes']);
+  await manager.get('nodes')?.ready();
+  revoked = true;
+  refuse.resolve([]);
+  for (let i = 0; i < 100 && names().includes('nodes'); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  assert.deepEqual(names(), ['namespaces'], 'skipped: stopped, not retrying for ever');
+  assert.match(kinds.notes().join('\n'), /nodes: skipped, labeller may not watch/);
+  assert.deepEqual(manager.problems(), [], 'readiness does not wait for it');
 });

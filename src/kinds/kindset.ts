@@ -10,7 +10,9 @@
 // changes queue the objects that looked up what changed. A config that cannot run changes nothing.
 // The every-kind entry is expanded against discovery at each application (everykind.ts), so CRDs
 // served later start and CRDs removed stop; its kinds are asked about before they start
-// (kindaccess.ts), and discovery is refreshed periodically while it is in force.
+// (access.ts), again every minute or so while some are skipped (a grant starts them) and when a
+// running one is refused (a revoked grant skips it rather than failing for ever), and discovery
+// is refreshed periodically while it is in force.
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
 import { groupResource } from '../kube/resource.ts';
 import type { Config } from '../config/model.ts';
@@ -37,6 +39,8 @@ export interface KindSetOptions {
   readonly claim?: ((config: Config, kinds: Resolved, signal?: AbortSignal) => Promise<void>) | undefined;
   /** Asks whether the every-kind entry's kinds may be used before they start (none: they all start). */
   readonly access?: AccessCheck | undefined;
+  /** How long kinds skipped for want of rights wait before they are asked about again (default one minute). */
+  readonly accessRecheckMs?: number | undefined;
   readonly log: Logger;
 }
 
@@ -62,6 +66,9 @@ export class KindSet {
   readonly #access: KindAccess | undefined;
   /** Periodic discovery while some kind is not served, or an every-kind entry is in force. */
   #stopDemand: (() => void) | undefined;
+  /** The next re-check of the kinds skipped for want of rights, while some are. */
+  #recheck: ReturnType<typeof setTimeout> | undefined;
+  #released = false;
   readonly #stopListening: () => void;
   readonly sources: SourceSet;
   /** One application at a time, in the order asked for. */
@@ -82,7 +89,7 @@ export class KindSet {
     const stopSources = this.sources.onChange((name, change) => {
       for (const kind of this.#running.values()) kind.sourceChanged(name, change);
     });
-    const stopDiscovery = discovery.onChange(() => this.#rediscovered());
+    const stopDiscovery = discovery.onChange(() => this.#reapply());
     this.#stopListening = () => {
       stopSources();
       stopDiscovery();
@@ -136,6 +143,8 @@ export class KindSet {
 
   /** Lets every kind and related cache go, once the manager has stopped them all. */
   async release(): Promise<void> {
+    this.#released = true;
+    clearTimeout(this.#recheck);
     this.#stopListening();
     this.#stopDemand?.();
     await Promise.all([...this.#running.values()].map((kind) => kind.release()));
@@ -192,6 +201,7 @@ export class KindSet {
         ...wiring,
         informers: manager.informers,
         sources: this.sources,
+        refused: (controller) => this.#refused(controller),
       });
       this.#running.set(name, kind);
       manager.add(kind.controller);
@@ -220,6 +230,7 @@ export class KindSet {
       this.#stopDemand?.();
       this.#stopDemand = undefined;
     }
+    this.#scheduleRecheck();
     return {
       added: spelled(added, next),
       removed: spelled(removed, before),
@@ -230,17 +241,40 @@ export class KindSet {
   }
 
   /**
-   * Discovery changed: the config in force is applied again, so kinds served now start and kinds
-   * gone stop. The config in force when that application runs, not now: a reload queued before
-   * it must not be undone by the config it replaced.
+   * Applies the config in force again: after a discovery change (kinds served now start, kinds
+   * gone stop), or to ask about kinds skipped for want of rights. The config in force when that
+   * application runs, not now: a reload queued before it must not be undone by the config it
+   * replaced.
    */
-  #rediscovered(): void {
-    if (!this.#config) return;
-    const applied = this.#queue.then(() => (this.#config ? this.#apply(this.#config) : undefined));
+  #reapply(): void {
+    if (!this.#config || this.#released) return;
+    const applied = this.#queue.then(() => (this.#config && !this.#released ? this.#apply(this.#config) : undefined));
     this.#queue = applied.catch(() => {});
     applied.catch((error: unknown) =>
       this.#options.log.error('config cannot be applied to what the API server serves now', { error })
     );
+  }
+
+  /** A running kind's list or watch was refused: an every-kind kind is asked about again, and skipped if denied. */
+  #refused(controller: string): void {
+    if (this.#access?.forget(controller)) this.#reapply();
+  }
+
+  /** While kinds are skipped for want of rights, they are asked about again now and then: a grant starts them. */
+  #scheduleRecheck(): void {
+    if (!this.#access?.skipped.length) {
+      clearTimeout(this.#recheck);
+      this.#recheck = undefined;
+      return;
+    }
+    if (this.#recheck) return;
+    const ms = (this.#options.accessRecheckMs ?? 60_000) * (0.9 + Math.random() * 0.2);
+    this.#recheck = setTimeout(() => {
+      this.#recheck = undefined;
+      this.#reapply();
+    }, ms);
+    // Pending work of its own must not keep a stopping process alive.
+    (this.#recheck as { unref?: () => void }).unref?.();
   }
 }
 
