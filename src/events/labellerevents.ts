@@ -3,6 +3,7 @@
 // refused (KindForbidden, KindNotFound) on labeller's own Pod, when it runs in one (outside a pod
 // that stays in the log), as is a config change the live reload rejected (ConfigRejected). All go
 // through the aggregating, rate-limited recorder.
+import { FIGHT_WINDOW_MS } from '../labelling/fights.ts';
 import { hostname } from 'node:os';
 import type { KubeClient } from '../kube/client.ts';
 import { isForbidden, isNotFound } from '../kube/errors.ts';
@@ -128,6 +129,21 @@ export function outcomeEvents(regarding: ObjectReference, result: Result): Event
       reason: field === 'labels' ? 'LabelConflict' : 'AnnotationConflict',
       action: 'Labelling',
       note: `left to another field manager (conflicts: skip): ${keys.join('; ')}`.slice(0, 1024),
+    });
+  }
+  for (const fight of result.fights ?? []) {
+    const what = fight.field === 'labels' ? 'label' : 'annotation';
+    events.push({
+      regarding,
+      type: 'Warning',
+      reason: 'LabelFight',
+      action: 'Labelling',
+      note: `${what} ${fight.key} was taken back by ${
+        fight.manager ? `field manager "${fight.manager}"` : 'another field manager'
+      } each time labeller set it (${fight.retakes} times in ${FIGHT_WINDOW_MS / 60_000} min); left to it for ${
+        Math.round(fight.backoffMs / 1000)
+      } s, then retaken once. Make the other tool leave this ${what} to labeller (docs/operations.md, Fights)`
+        .slice(0, 1024),
     });
   }
   for (const problem of result.problems ?? []) {

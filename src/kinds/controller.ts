@@ -6,6 +6,7 @@ import { type KindConfig, templatesOf } from '../config/model.ts';
 import { isForbidden } from '../kube/errors.ts';
 import { type ApiResource, apiVersion, groupResource } from '../kube/resource.ts';
 import { objectCounter, type ObjectCounts } from '../labelling/counts.ts';
+import { FightTracker } from '../labelling/fights.ts';
 import { LookupIndex } from '../labelling/lookupindex.ts';
 import type { LabelledObject } from '../labelling/object.ts';
 import { byField } from '../labelling/patch.ts';
@@ -63,6 +64,8 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
     informerOf(name, kind, resource, namespace, related, wiring)
   );
   const lookups = sources && readsSources(kind) ? { lookups: sources, index: new LookupIndex() } : undefined;
+  // Kept across relabels: a fight goes on whatever else the config changes.
+  const fights = new FightTracker();
   const reconcilerFor = (next: KindConfig): Reconciler =>
     new Reconciler({
       kind: {
@@ -79,6 +82,7 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       log: kindLog,
       related: related.related,
       sources: lookups,
+      fights,
     });
   let reconciler = reconcilerFor(kind);
   const labelMetrics = metrics?.labels(name);
@@ -99,6 +103,7 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
         counts[outcome]++;
         kindEvents?.reconciled(object, result);
         if (outcome === 'conflict') labelMetrics?.conflict();
+        for (const fight of result.fights ?? []) labelMetrics?.fight(fight.field);
         if (!options.dryRun && patch.length > 0) {
           const split = byField(patch);
           for (const field of ['labels', 'annotations'] as const) {
@@ -108,7 +113,7 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
             labelMetrics?.removed(field, removed);
           }
         }
-        return result.written;
+        return { written: result.written, requeueAfterMs: result.requeueAfterMs };
       } catch (error) {
         counts.failed++;
         throw error;

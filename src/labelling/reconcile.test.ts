@@ -15,6 +15,7 @@ import {
 } from './ports.ts';
 import { needsApply, Reconciler } from './reconcile.ts';
 import { compileTemplate } from '../config/template.ts';
+import { FIGHT_BACKOFF_MS, FIGHT_RETAKES, FightTracker } from './fights.ts';
 import { LookupIndex } from './lookupindex.ts';
 import { labelledObject } from './testing/objects.ts';
 import { fieldPlan } from './testing/plans.ts';
@@ -63,6 +64,7 @@ class FakeClient implements MetadataClient {
 }
 
 interface Setup {
+  readonly fights?: FightTracker;
   readonly labels: Readonly<Record<string, string>>;
   readonly annotations?: Readonly<Record<string, string>>;
   readonly conflicts?: ConflictPolicy;
@@ -70,7 +72,7 @@ interface Setup {
   readonly related?: (object: LabelledObject) => RelatedView;
 }
 
-function setup({ labels, annotations = {}, conflicts = 'force', dryRun = false, related }: Setup) {
+function setup({ labels, annotations = {}, conflicts = 'force', dryRun = false, related, fights }: Setup) {
   const client = new FakeClient();
   const lines: Array<Record<string, unknown>> = [];
   const log = createLogger({
@@ -87,6 +89,7 @@ function setup({ labels, annotations = {}, conflicts = 'force', dryRun = false, 
     client,
     log,
     related,
+    fights,
   });
   // What the controller hands each reconcile: aborted when this process may no longer write.
   const writes = new AbortController().signal;
@@ -519,4 +522,54 @@ test('a lookup whose value is invalid is still recorded, so the entry fixed late
   assert.deepEqual(plan.problems.map((p) => p.key), ['cost']);
   assert.deepEqual([...plan.labels.desired], [['k', 'v']], 'the static key is still applied');
   assert.deepEqual([...index.objects('teams', 'shop')], ['shop/web']);
+});
+
+test('under force, a key another manager takes back every time is yielded: no apply for it, a fight naming the manager, a requeue when the backoff ends', async () => {
+  const { client, reconcile } = setup({ labels: { team: 'payments', tier: 'web' }, fights: new FightTracker() });
+  // GitOps keeps team at "ops" (its field manager owns it); labeller wants "payments".
+  const taken = () => object({ labels: { team: 'ops', tier: 'web' }, ownedLabels: ['tier'] });
+  for (let i = 0; i < FIGHT_RETAKES; i++) {
+    const retaken = await reconcile(taken());
+    assert.equal(retaken.outcome, 'patched', `retake ${i + 1}`);
+    assert.equal(retaken.fights, undefined);
+  }
+  assert.ok(client.calls.every((c) => c.options.force && c.labels['team'] === 'payments'));
+  const calls = client.calls.length;
+  client.failure = new LabelConflict('conflict', [{ field: 'labels', key: 'team', manager: 'argocd-controller' }]);
+  const yielded = await reconcile(taken());
+  assert.equal(yielded.outcome, 'conflict');
+  assert.deepEqual(yielded.fights, [
+    {
+      field: 'labels',
+      key: 'team',
+      retakes: FIGHT_RETAKES,
+      backoffMs: yielded.fights?.[0]?.backoffMs,
+      manager: 'argocd-controller',
+    },
+  ]);
+  assert.ok(Math.abs((yielded.fights?.[0]?.backoffMs ?? 0) - FIGHT_BACKOFF_MS) < 1000);
+  assert.ok((yielded.requeueAfterMs ?? 0) > 0 && (yielded.requeueAfterMs ?? 0) <= FIGHT_BACKOFF_MS);
+  // The only request: the dry run that asked who holds the key, without force.
+  assert.deepEqual(
+    client.calls.slice(calls).map((c) => [c.labels, c.options.force, c.options.dryRun]),
+    [[{ team: 'payments' }, false, true]],
+  );
+  client.failure = undefined;
+  const again = await reconcile(taken());
+  assert.deepEqual(
+    [again.outcome, again.fights, client.calls.length],
+    ['conflict', undefined, calls + 1],
+    'still yielded: no request',
+  );
+});
+
+test('a single overwrite under force is retaken as before, and skip never fights', async () => {
+  const force = setup({ labels: { team: 'payments' }, fights: new FightTracker() });
+  const once = await force.reconcile(object({ labels: { team: 'ops' } }));
+  assert.deepEqual([once.outcome, force.client.calls.length, once.fights], ['patched', 1, undefined]);
+  const skip = setup({ labels: { team: 'payments' }, conflicts: 'skip', fights: new FightTracker() });
+  for (let i = 0; i < FIGHT_RETAKES + 2; i++) {
+    const left = await skip.reconcile(object({ labels: { team: 'ops' } }));
+    assert.deepEqual([left.outcome, left.fights], ['conflict', undefined]);
+  }
 });

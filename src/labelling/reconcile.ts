@@ -14,6 +14,7 @@ import { digest } from './digest.ts';
 import { type Before, before, type MetadataOperation, metadataPatch } from './patch.ts';
 import { validateLabelValue } from '../kube/labelsyntax.ts';
 import { type LabelledObject, writtenOrder } from './object.ts';
+import type { FightTracker } from './fights.ts';
 import { type LookupIndex, lookupKey } from './lookupindex.ts';
 import {
   type AppliedMetadata,
@@ -62,6 +63,20 @@ export interface ReconcilerOptions {
   readonly related?: ((object: LabelledObject) => RelatedView) | undefined;
   /** The sources templates look values up in, and where each object's lookups are recorded. */
   readonly sources?: { readonly lookups: SourceLookups; readonly index: LookupIndex } | undefined;
+  /** Keys retaken under `force` again and again, yielded for a while (none: always retaken). */
+  readonly fights?: FightTracker | undefined;
+}
+
+/** A key another manager takes back every time labeller retakes it: yielded to it for a while (fights.ts). */
+export interface LabelFight {
+  readonly field: MetadataField;
+  readonly key: string;
+  /** The field manager that keeps taking it, when the API server said. */
+  readonly manager?: string;
+  /** Retakes counted before labeller yielded. */
+  readonly retakes: number;
+  /** How long labeller leaves it alone now. */
+  readonly backoffMs: number;
 }
 
 /** A label or annotation left to another field manager (conflicts: skip). */
@@ -97,6 +112,10 @@ export interface Result {
   readonly problems?: readonly Problem[];
   /** The object's resourceVersion after labeller's own write (outcome `patched`, not in a dry run). */
   readonly written?: string;
+  /** Keys that became fights in this reconcile (each yielded to the other manager for a while). */
+  readonly fights?: readonly LabelFight[];
+  /** Look at the object again after this long: a yielded key's backoff ends then. */
+  readonly requeueAfterMs?: number;
 }
 
 /** What converging one of the object's maps (labels or annotations) takes. */
@@ -223,7 +242,22 @@ export class Reconciler {
         [field]: theirs.map((c) => (c.value === undefined ? c.key : `${c.key}=${c.value}`)),
       });
     }
-    if (!needsApply(plan)) return { outcome: settled, patch: [], ...reported };
+    // Under `force`, a key another manager takes back every time is yielded to it for a while.
+    const contest = conflicts === 'force' && !dryRun ? this.#contest(object, plan) : undefined;
+    const applying = contest ? contest.plan : plan;
+    const requeue = contest?.requeueAfterMs === undefined ? {} : { requeueAfterMs: contest.requeueAfterMs };
+    const fought = contest && contest.started.length > 0
+      ? { fights: await this.#fights(object, plan, contest.started, signal) }
+      : {};
+    if (!needsApply(applying)) {
+      return {
+        outcome: contest?.requeueAfterMs !== undefined ? 'conflict' : settled,
+        patch: [],
+        ...reported,
+        ...fought,
+        ...requeue,
+      };
+    }
 
     const target = {
       apiVersion: kind.apiVersion,
@@ -236,14 +270,14 @@ export class Reconciler {
     let after: AppliedMetadata;
     try {
       // Held annotations labeller owns are sent at their values, which the cache does not keep.
-      const kept = plan.annotations.unknown.length > 0
-        ? await client.annotations(target, plan.annotations.unknown, signal)
+      const kept = applying.annotations.unknown.length > 0
+        ? await client.annotations(target, applying.annotations.unknown, signal)
         : {};
       after = await client.apply(
         target,
         {
-          labels: Object.fromEntries(plan.labels.desired),
-          annotations: { ...kept, ...Object.fromEntries(plan.annotations.desired) },
+          labels: Object.fromEntries(applying.labels.desired),
+          annotations: { ...kept, ...Object.fromEntries(applying.annotations.desired) },
         },
         { force: conflicts === 'force', dryRun, annotationKeys, signal },
       );
@@ -275,8 +309,104 @@ export class Reconciler {
       outcome: problems.length > 0 ? 'invalid' : 'patched',
       patch,
       ...reported,
+      ...fought,
+      ...requeue,
       ...(dryRun ? {} : { written: after.resourceVersion }),
     };
+  }
+
+  /**
+   * The contested keys under `force`, each retaken or yielded (fights.ts); the plan without the
+   * yielded ones, those that have just become fights, and when the first backoff ends.
+   */
+  #contest(object: LabelledObject, plan: Exclude<Plan, Problem>): Contests | undefined {
+    const { fights } = this.#options;
+    if (!fights || FIELDS.every((field) => plan[field].contested.length === 0)) return undefined;
+    const now = Date.now();
+    const yielded = new Map<MetadataField, Set<string>>();
+    const started: Yielded[] = [];
+    let untilMs = Infinity;
+    for (const field of FIELDS) {
+      for (const key of plan[field].contested) {
+        const contest = fights.contest(object.uid, `${field}/${key}`);
+        if (contest.verdict === 'retake') continue;
+        (yielded.get(field) ?? yielded.set(field, new Set()).get(field)!).add(key);
+        untilMs = Math.min(untilMs, contest.untilMs);
+        if (contest.started) started.push({ field, key, retakes: contest.retakes, backoffMs: contest.untilMs - now });
+      }
+    }
+    if (yielded.size === 0) return undefined;
+    const without = (field: MetadataField): FieldPlan => {
+      const keys = yielded.get(field);
+      const fieldPlan = plan[field];
+      if (!keys) return fieldPlan;
+      return {
+        ...fieldPlan,
+        desired: new Map([...fieldPlan.desired].filter(([key]) => !keys.has(key))),
+        missing: fieldPlan.missing.filter((key) => !keys.has(key)),
+      };
+    };
+    return {
+      plan: { ...plan, labels: without('labels'), annotations: without('annotations') },
+      started,
+      requeueAfterMs: Math.max(0, untilMs - now),
+    };
+  }
+
+  /** The keys that have just become fights, each with the manager that keeps taking it: asked with a dry run. */
+  async #fights(
+    object: LabelledObject,
+    plan: Exclude<Plan, Problem>,
+    started: readonly Yielded[],
+    signal: AbortSignal | undefined,
+  ): Promise<LabelFight[]> {
+    const { kind, client, log } = this.#options;
+    const target = {
+      apiVersion: kind.apiVersion,
+      kind: kind.kind,
+      name: object.name,
+      namespace: object.namespace,
+      uid: object.uid,
+    };
+    // A dry-run apply of the keys without force answers 409 naming the managers that own them.
+    let owners: LabelConflict['owners'] = [];
+    try {
+      const only = (field: MetadataField) =>
+        Object.fromEntries(
+          started.filter((s) => s.field === field).map((s) => [s.key, plan[field].rendered.get(s.key) ?? '']),
+        );
+      await client.apply(target, { labels: only('labels'), annotations: only('annotations') }, {
+        force: false,
+        dryRun: true,
+        annotationKeys: [],
+        signal,
+      });
+    } catch (error) {
+      if (error instanceof LabelConflict) owners = error.owners;
+      else if (!(error instanceof ObjectGone)) {
+        log.debug('cannot tell who holds a fought key', { name: object.name, error });
+      }
+    }
+    const fights = started.map((s): LabelFight => {
+      const manager = owners.find((o) => o.field === s.field && o.key === s.key)?.manager;
+      return { ...s, ...(manager === undefined ? {} : { manager }) };
+    });
+    for (const fight of fights) {
+      log.warn(
+        `${
+          fight.field === 'labels' ? 'label' : 'annotation'
+        } taken back by another manager again and again; left to it for a while`,
+        {
+          namespace: object.namespace || undefined,
+          name: object.name,
+          key: fight.key,
+          manager: fight.manager,
+          retakes: fight.retakes,
+          backoffMs: fight.backoffMs,
+        },
+      );
+    }
+    return fights;
   }
 
   /** One map's plan: a key someone else set to another value is taken over under `force` (and stays in `missing`), left theirs under `skip`. */
@@ -400,6 +530,16 @@ export class Reconciler {
     sources?.index.record(object, looked);
     return { ...rendered, waiting };
   }
+}
+
+/** A key yielded in a fight that has just started. */
+type Yielded = Omit<LabelFight, 'manager'>;
+
+/** What fights leave of a plan. */
+interface Contests {
+  readonly plan: Exclude<Plan, Problem>;
+  readonly started: readonly Yielded[];
+  readonly requeueAfterMs: number;
 }
 
 /** One map's keys rendered for an object, those held, and those whose value is invalid. */

@@ -23,6 +23,8 @@ export interface LabelMetrics {
   applied(field: Written, count: number): void;
   removed(field: Written, count: number): void;
   conflict(): void;
+  /** A key another manager took back again and again, now left to it for a while. */
+  fight(field: Written): void;
 }
 
 /** What a controller's cache holds, read at each scrape. */
@@ -73,6 +75,7 @@ export class Metrics {
   readonly #applied: Record<Written, Counter>;
   readonly #removed: Record<Written, Counter>;
   readonly #conflicts;
+  readonly #fights;
   readonly #watchRestarts;
   readonly #relists;
   readonly #objectSources = new Map<string, () => ObjectGauges>();
@@ -167,6 +170,11 @@ export class Metrics {
       'labeller_conflicts_total',
       'Labels or annotations left alone because another field manager owns them (conflicts: skip)',
       ['controller'],
+    );
+    this.#fights = counter(
+      'labeller_fights_total',
+      'Keys another field manager took back again and again, each then left to it for a backoff (conflicts: force)',
+      ['controller', 'field'],
     );
     this.#watchRestarts = counter('labeller_watch_restarts_total', 'Watches that failed and were restarted', [
       'controller',
@@ -338,6 +346,7 @@ export class Metrics {
       applied: (field, count) => this.#applied[field].inc({ controller }, count),
       removed: (field, count) => this.#removed[field].inc({ controller }, count),
       conflict: () => this.#conflicts.inc({ controller }),
+      fight: (field) => this.#fights.inc({ controller, field }),
     };
   }
 

@@ -189,7 +189,7 @@ test("an object it wrote is not reconciled again until the cache shows the write
   const api = new ScriptedApi([page('4', [pod('a', '4'), pod('b', '4')])], [{ until: events.promise }]);
   // a's reconcile writes it (version 6); b's finds nothing to do.
   const { calls } = start(t, api, {
-    reconcile: async (_, key) => (key === 'ns/a' && calls.length <= 2 ? '6' : undefined),
+    reconcile: async (_, key) => (key === 'ns/a' && calls.length <= 2 ? { written: '6' } : undefined),
   });
   await until(() => calls.length === 2, 'the first list is reconciled');
   events.resolve([
@@ -207,7 +207,7 @@ test("an object it wrote is not reconciled again until the cache shows the write
 test('the echo of its own write, with nothing else between, is not reconciled', async (t) => {
   const echo = Promise.withResolvers<readonly WatchEvent[]>();
   const api = new ScriptedApi([page('4', [pod('a', '4')])], [{ until: echo.promise }]);
-  const { calls } = start(t, api, { reconcile: async () => '6' });
+  const { calls } = start(t, api, { reconcile: async () => ({ written: '6' }) });
   await until(() => calls.length === 1, 'a is reconciled');
   echo.resolve([{ type: 'MODIFIED', object: pod('a', '6') }, { type: 'MODIFIED', object: pod('a', '7') }]);
   await until(() => calls.length === 2, 'a changed after the echo');
@@ -219,11 +219,19 @@ test('an apply that changed nothing (the version it answers is the one reconcile
   const events = Promise.withResolvers<readonly WatchEvent[]>();
   const api = new ScriptedApi([page('4', [pod('a', '4')])], [{ until: events.promise }]);
   // The apply finds the object as wanted already: the API server answers its version unchanged.
-  const { calls } = start(t, api, { reconcile: async (object) => object.resourceVersion });
+  const { calls } = start(t, api, { reconcile: async (object) => ({ written: object.resourceVersion }) });
   await until(() => calls.length === 1, 'a is reconciled');
   // Someone else's change: not mistaken for an event from before a write that never happened.
   events.resolve([{ type: 'MODIFIED', object: pod('a', '5') }]);
   await until(() => calls.length === 2, "a is reconciled again after someone else's change");
+});
+
+test('a reconcile that asks to be looked at again after a while is, with no periodic re-check and no event', async (t) => {
+  const api = new ScriptedApi([page('4', [pod('a', '4')])]);
+  const { calls } = start(t, api, { reconcile: async () => (calls.length === 1 ? { requeueAfterMs: 5 } : undefined) });
+  await until(() => calls.length === 2, 'a is reconciled again once the time asked for is over');
+  await flush();
+  assert.deepEqual(calls, ['ns/a', 'ns/a']);
 });
 
 test('a change that lands while its write is under way is looked at once the write shows, not from the older cache', async (t) => {
@@ -238,7 +246,7 @@ test('a change that lands while its write is under way is looked at once the wri
       if (versions.length > 1) return undefined;
       // The write (version 6) takes a while; someone else's change (5) lands in the cache meanwhile.
       await release.promise;
-      return '6';
+      return { written: '6' };
     },
   });
   await until(() => calls.length === 1, 'a is being reconciled');
@@ -300,7 +308,7 @@ test('writes are summed up in a line when the queue runs dry, and every 10 s whi
     queue: { now: () => Date.now() },
     reconcile: async (_, key) => {
       if (key === 'ns/c') await slow.promise;
-      return key === 'ns/d' ? undefined : '5';
+      return key === 'ns/d' ? undefined : { written: '5' };
     },
   });
   const summaries = () => logs.filter((line) => line['msg'] === 'objects written');

@@ -14,12 +14,19 @@ import { type QueueMetrics, WorkQueue, type WorkQueueOptions } from './queue.ts'
 import type { StoreChange } from './store.ts';
 import { WriteSummary } from './writesummary.ts';
 
+/** What a reconcile answers, as controller-runtime's Result does. */
+export interface Reconciled {
+  /** The object's version after a write of it (its resourceVersion), if it wrote it. */
+  readonly written?: string | undefined;
+  /** Look at the object again after this long (besides the periodic re-check). */
+  readonly requeueAfterMs?: number | undefined;
+}
+
 /**
  * Reconciles one object; throwing retries it with backoff. `writes` aborts when this process
- * may no longer write (leadership lost): writes still running are to be aborted. Answers the
- * object's version after a write of it (its resourceVersion), if it wrote it.
+ * may no longer write (leadership lost): writes still running are to be aborted.
  */
-export type Reconcile<T> = (object: T, key: string, writes: AbortSignal) => Promise<string | undefined | void>;
+export type Reconcile<T> = (object: T, key: string, writes: AbortSignal) => Promise<Reconciled | void>;
 
 /** A write of an object the cache does not show yet; `dirty`: something else asked for the object meanwhile. */
 interface Written {
@@ -251,7 +258,7 @@ export class Controller<T> {
    * the write's reconcile did not see, looked at once the write shows. Answers whether it was a
    * write.
    */
-  #wrote(key: string, from: string | undefined, seen: readonly string[], version: string | undefined | void): boolean {
+  #wrote(key: string, from: string | undefined, seen: readonly string[], version: string | undefined): boolean {
     if (!version || version === from) return false;
     if (!seen.includes(version)) this.#written.set(key, { version, at: performance.now(), dirty: seen.length > 0 });
     return true;
@@ -275,10 +282,11 @@ export class Controller<T> {
       this.#active++;
       metrics?.activeWorkers(1);
       try {
-        const version = await reconcile(object, key, writes);
-        if (this.#wrote(key, from, seen, version)) this.#writes.count();
+        const reconciled = await reconcile(object, key, writes);
+        if (this.#wrote(key, from, seen, reconciled?.written)) this.#writes.count();
         metrics?.reconciled('success', (performance.now() - started) / 1000);
         this.#queue.forget(key);
+        if (reconciled?.requeueAfterMs !== undefined) this.#queue.addAfter(key, reconciled.requeueAfterMs);
         if (requeueAfterMs > 0) this.#queue.addAfter(key, requeueAfterMs * (0.9 + Math.random() * 0.2));
       } catch (error) {
         metrics?.reconciled('error', (performance.now() - started) / 1000);

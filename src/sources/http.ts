@@ -26,8 +26,11 @@ export function httpLoader(origin: HttpOrigin): Loader {
       const poll = await pollOnce(origin, etag, signal);
       if (signal.aborted) return;
       if (poll === 'unchanged') retry.reset();
-      else if (poll instanceof Error) report(poll);
-      else {
+      else if (poll instanceof Error) {
+        // The good content's ETag would make its return a 304, which says nothing: ask afresh.
+        etag = undefined;
+        report(poll);
+      } else {
         retry.reset();
         etag = poll.etag;
         report(poll.loaded);

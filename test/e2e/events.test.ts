@@ -226,7 +226,7 @@ describe('events', { skip }, () => {
         assert.match(
           event.note,
           new RegExp(
-            `^label example\\.com/x: "\\{\\{annotations\\.example\\.com/x\\}\\}" rendered "${long}": .*; the object is not labelled$`,
+            `^label example\\.com/x: "\\{\\{annotations\\.example\\.com/x\\}\\}" rendered "${long}": .*; that key is held, the rest applied$`,
           ),
         );
         // The other object is labelled: its apply may still be under way when the Event is there.
