@@ -8,6 +8,7 @@ import { type EventsIdentity, LabellerEvents } from '../events/labellerevents.ts
 import { KindError, type Resolved, resolveKinds } from '../kinds/resolve.ts';
 import { KindSet, type KindSetOptions } from '../kinds/kindset.ts';
 import type { WiringOptions } from '../kinds/controller.ts';
+import type { Writable } from '../kinds/metadataclient.ts';
 import { deniedAccess } from '../kube/access.ts';
 import { metadataApis } from '../kube/api.ts';
 import type { KubeClient } from '../kube/client.ts';
@@ -61,6 +62,8 @@ export interface StartOptions {
   readonly claim?: KindSetOptions['claim'];
   /** Logged with `starting`: the config file followed. */
   readonly reload?: string | undefined;
+  /** Writes wait for it (the field-manager guard's Lease held). */
+  readonly writable?: Writable | undefined;
 }
 
 export class Host {
@@ -139,7 +142,7 @@ export class Host {
    * manager. Throws KindError when none of its kinds is served; answers undefined when a signal
    * came before the first write.
    */
-  async start(config: Config, { verbs, claim, reload }: StartOptions): Promise<Started | undefined> {
+  async start(config: Config, { verbs, claim, reload, writable }: StartOptions): Promise<Started | undefined> {
     const { client, options, discovery, metrics, events, log, shutdown, counts } = this;
     mustServeSome(resolveKinds(config.kinds, discovery), config, discovery);
     const election = options.leaderElection;
@@ -156,7 +159,7 @@ export class Host {
     const kinds = new KindSet({
       manager,
       discovery,
-      wiring: { apis: metadataApis(client), options, log, counts, metrics, events },
+      wiring: { apis: metadataApis(client), options, log, counts, metrics, events, writable },
       claim,
       access: (resource, namespaces, signal) => deniedAccess(client, resource, namespaces, verbs, signal),
       log,

@@ -33,6 +33,8 @@ export async function runLabel(host: Host, config: Config, options: LabelOptions
     verbs: ['list', 'watch', 'patch'],
     claim: claimWith(guard),
     reload: options.configFile?.path,
+    // Not while the guard's Lease has lapsed: another config may have started meanwhile.
+    writable: guard && ((signal) => guard.writable(signal)),
   });
   if (!started) return 'stopped';
   const { manager, kinds } = started;

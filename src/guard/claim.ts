@@ -66,8 +66,22 @@ export function blockers(leases: readonly Lease[], claim: Claim, nowMs: number):
 
 /** Whose renewal is recent: renewed within its lease duration. Wall clocks, so skew between hosts counts. */
 function live(lease: Lease, nowMs: number): boolean {
+  return expiredFor(lease, nowMs) < 0;
+}
+
+/** How long ago (ms, at `nowMs`) the Lease expired; negative while it is live, Infinity when never held. */
+function expiredFor(lease: Lease, nowMs: number): number {
   const { holderIdentity, renewTime, leaseDurationSeconds } = lease.spec;
-  return !!holderIdentity && !!renewTime && Date.parse(renewTime) + (leaseDurationSeconds ?? 0) * 1000 > nowMs;
+  if (!holderIdentity || !renewTime) return Infinity;
+  return nowMs - (Date.parse(renewTime) + (leaseDurationSeconds ?? 0) * 1000);
+}
+
+/**
+ * Guard Leases left behind: expired for longer than `graceMs` (a holder that crashed, whose
+ * successor has another identity and so another Lease). Nothing renews them any more.
+ */
+export function abandoned(leases: readonly Lease[], nowMs: number, graceMs: number): Lease[] {
+  return leases.filter((lease) => expiredFor(lease, nowMs) > graceMs);
 }
 
 /** The kinds and namespaces both scopes write. */

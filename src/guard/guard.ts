@@ -10,7 +10,12 @@
 // Lease gives way. Replicas of one group never block each other (their Lease already lets one
 // write at a time, and a rolling update is how a group changes its config); the group's guard
 // Lease is left to expire when its leader stops, so a successor of another config cannot slip
-// in between. Holders that stopped renewing expire.
+// in between. Holders that stopped renewing expire, and their Leases are deleted once they have
+// been expired for a while (a crashed holder's successor has another identity, so another Lease).
+// A holder whose own Lease lapsed (its process starved of CPU, or cut off from the API server)
+// writes nothing until it has renewed it and found that no other config took the field manager
+// meanwhile; if one did, it steps down (FieldManagerTaken), as client-go's leader election does
+// after its renew deadline.
 import type { KubeClient } from '../kube/client.ts';
 import { isForbidden } from '../kube/errors.ts';
 import { type Lease, LeaseApi } from '../kube/lease.ts';
@@ -19,6 +24,7 @@ import { microTime } from '../util/microtime.ts';
 import { sleep } from '../util/sleep.ts';
 import { UsageError } from '../util/usage.ts';
 import {
+  abandoned,
   blockers,
   type Claim,
   type ClaimedConfig,
@@ -28,6 +34,9 @@ import {
   holdersOf,
   olderThan,
 } from './claim.ts';
+
+/** A guard Lease expired for this many lease durations (30 s at least) was left behind by a holder that is gone. */
+const ABANDONED_AFTER_LEASES = 10;
 
 export interface GuardOptions {
   /** Where this process's own guard Lease lives (and where it looks when it may not list cluster-wide). */
@@ -52,6 +61,12 @@ export class FieldManagerGuard {
   #held: Lease | undefined;
   /** Said once: the guard sees only its own namespace. */
   #narrowed = false;
+  /** Until when (monotonic ms) this process may write: its Lease renewed, and checked after a lapse. */
+  #validUntil = -Infinity;
+  /** The Lease cannot be held (no rights on Leases): the guard is off and holds no write back. */
+  #off = false;
+  /** Writes waiting for the Lease to be renewed. */
+  #waiting: PromiseWithResolvers<void> | undefined;
 
   constructor(api: LeaseApi, claim: Claim, options: GuardOptions) {
     this.#api = api;
@@ -65,6 +80,27 @@ export class FieldManagerGuard {
    * another config writes what it would; while this process holds its Lease, the Lease says the
    * new config at once (and is checked again, as after a first write).
    */
+  /**
+   * Resolves once this process may write: at once while its Lease is held and renewed in time;
+   * before its first write of the Lease, and after a lapse (renewed too late for others to see it
+   * as live), once hold() has renewed it and checked. Rejects when `signal` aborts first.
+   */
+  async writable(signal?: AbortSignal): Promise<void> {
+    while (!this.#off && performance.now() >= this.#validUntil) {
+      signal?.throwIfAborted();
+      this.#waiting ??= Promise.withResolvers<void>();
+      const { promise } = this.#waiting;
+      await new Promise<void>((resolve, reject) => {
+        const abort = () => reject(signal?.reason);
+        signal?.addEventListener('abort', abort, { once: true });
+        void promise.then(() => {
+          signal?.removeEventListener('abort', abort);
+          resolve();
+        });
+      });
+    }
+  }
+
   async claim(config: ClaimedConfig, signal?: AbortSignal): Promise<void> {
     const next = { ...this.#claim, ...config };
     await this.#check(next, signal);
@@ -82,9 +118,24 @@ export class FieldManagerGuard {
     const { namespace, leaseDurationMs, log } = this.#options;
     const renewMs = Math.ceil(leaseDurationMs / 3);
     while (!writes.aborted) {
+      const sent = performance.now();
+      // Held once and lapsed since: others may have seen it expired, and another config started.
+      const lapsed = this.#validUntil !== -Infinity && sent >= this.#validUntil;
       try {
         if (this.#held) this.#held = await this.#write(this.#held, writes);
         else await this.#settle(writes);
+        if (lapsed && this.#held) {
+          log.warn('field-manager guard: its Lease lapsed; checking that no other config took the field manager', {
+            lease: `${namespace}/${this.#name}`,
+            lapsedMs: Math.round(sent - this.#validUntil),
+          });
+          await this.#check(this.#claim, writes);
+        }
+        // Others judge the Lease live for its duration from the renewal; a margin covers the request's own time.
+        if (this.#held) {
+          this.#validUntil = sent + leaseDurationMs * 0.9;
+          this.#release();
+        }
       } catch (error) {
         this.#held = undefined;
         if (writes.aborted) break;
@@ -94,6 +145,8 @@ export class FieldManagerGuard {
           return;
         }
         if (isForbidden(error)) {
+          this.#off = true;
+          this.#release();
           log.warn(
             'field-manager guard: cannot hold its Lease, so other labellers cannot see this one; grant create, get, update and delete on leases',
             { lease: `${namespace}/${this.#name}`, error },
@@ -115,9 +168,30 @@ export class FieldManagerGuard {
   /** Throws FieldManagerTaken when a live holder of another config writes what `claim` would. */
   async #check(claim: Claim, signal?: AbortSignal): Promise<void> {
     const holders = await this.#holders(signal);
-    if (!holders) return;
+    if (!holders) {
+      // Nobody can be seen, so nobody can be waited for.
+      this.#off = true;
+      this.#release();
+      return;
+    }
+    await this.#sweep(holders, signal);
     const found = blockers(holders, claim, Date.now());
     if (found.length > 0) this.#refuse(found, claim);
+  }
+
+  /** Lets the writes waiting for the Lease go. */
+  #release(): void {
+    this.#waiting?.resolve();
+    this.#waiting = undefined;
+  }
+
+  /** Deletes the guard Leases of this field manager that crashed holders left behind (best effort). */
+  async #sweep(holders: readonly Lease[], signal?: AbortSignal): Promise<void> {
+    const graceMs = Math.max(30_000, ABANDONED_AFTER_LEASES * this.#options.leaseDurationMs);
+    for (const lease of abandoned(holders, Date.now(), graceMs)) {
+      // The resourceVersion precondition keeps a Lease renewed meanwhile.
+      await this.#api.delete(lease, signal).catch(() => {});
+    }
   }
 
   /** Writes the claim, then looks again: a holder of another config whose Lease is older wins. */

@@ -17,7 +17,7 @@ import { Controller } from '../runtime/controller.ts';
 import { Informer } from '../runtime/informer.ts';
 import type { InformerHandle } from '../runtime/informercache.ts';
 import type { SourceChange, SourceSet } from '../sources/sourceset.ts';
-import { metadataClient } from './metadataclient.ts';
+import { metadataClient, type Writable } from './metadataclient.ts';
 import { controllerName, type ResolvedKind, watchedNamespaces } from './resolve.ts';
 
 /** What wiring a kind takes of the command-line options. */
@@ -37,6 +37,8 @@ export interface Wiring extends RelatedWiring {
   readonly sources?: SourceSet | undefined;
   /** Told, with the controller's name, when its list or watch is refused (403): its rights may have been revoked. */
   readonly refused?: ((controller: string) => void) | undefined;
+  /** Writes wait for it (the field-manager guard's Lease held); none: they never wait. */
+  readonly writable?: Writable | undefined;
 }
 
 /** A configured kind's controller, and how to give it new labels or let it go. */
@@ -78,7 +80,7 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       annotations: next.annotations,
       conflicts: next.conflicts,
       dryRun: options.dryRun,
-      client: metadataClient((namespace) => apis(resource, namespace), options.fieldManager),
+      client: metadataClient((namespace) => apis(resource, namespace), options.fieldManager, wiring.writable),
       log: kindLog,
       related: related.related,
       sources: lookups,

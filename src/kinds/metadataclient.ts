@@ -5,14 +5,22 @@ import { ApiError, type StatusCause } from '../kube/errors.ts';
 import type { MetadataField } from '../config/model.ts';
 import { type ApplyTarget, LabelConflict, type MetadataClient, ObjectGone } from '../labelling/ports.ts';
 
-/** `api` is the resource's in a namespace ('' for all, or cluster-scoped). */
+/** Resolves once this process may write; rejects when `signal` aborts first. */
+export type Writable = (signal?: AbortSignal) => Promise<void>;
+
+/**
+ * `api` is the resource's in a namespace ('' for all, or cluster-scoped); `writable` resolves
+ * when this process may write (the field-manager guard's Lease held: guard/guard.ts).
+ */
 export function metadataClient(
   api: (namespace: string) => Pick<ResourceApi, 'apply' | 'list'>,
   fieldManager: string,
+  writable?: Writable,
 ): MetadataClient {
   const everywhere = api('');
   return {
     async apply(target, { labels, annotations }, { force, dryRun, annotationKeys, signal }) {
+      if (!dryRun) await writable?.(signal);
       try {
         const applied = await everywhere.apply(
           {

@@ -8,8 +8,10 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
+import { assertCleanExit } from '../process/crash.ts';
 import { figure } from '../process/figures.ts';
 import {
+  adminClient,
   auditSkip,
   auditTail,
   configFile,
@@ -235,6 +237,130 @@ describe('field-manager guard', { skip }, () => {
       } finally {
         for (const r of replicas) r.kill();
       }
+    },
+  );
+
+  test(
+    'a holder starved of CPU past its lease steps down when it resumes, before it writes again: the config that started meanwhile keeps the field manager',
+    { timeout: 120_000 },
+    async (t) => {
+      const target = await createNamespace('guard-starved');
+      await create(`/api/v1/namespaces/${target}/configmaps`, { metadata: { name: 'app' } });
+      const fieldManager = `starved-${randomBytes(3).toString('hex')}`;
+      const config = (team: string) => [
+        '--kinds',
+        'configmaps',
+        '--namespace',
+        target,
+        '--label',
+        `team=${team}`,
+        '--field-manager',
+        fieldManager,
+        '--lease-duration',
+        '3s',
+        '--renew-deadline',
+        '2s',
+        '--retry-period',
+        '500ms',
+      ];
+      const team = async () => (await labelsOf(`/api/v1/namespaces/${target}/configmaps/app`))['team'];
+      const starved = new Labeller(config('a'));
+      let successor: Labeller | undefined;
+      try {
+        await eventually(async () => (await team()) === 'a', 'the first holder to label');
+        // Starved: stopped for longer than its lease; meanwhile another config starts, sees the
+        // lapsed Lease as expired, and takes over.
+        process.kill(starved.pid, 'SIGSTOP');
+        await sleep(4000);
+        successor = new Labeller(config('b'));
+        await eventually(async () => (await team()) === 'b', 'the successor to label');
+        const resumedAt = Date.now();
+        process.kill(starved.pid, 'SIGCONT');
+        // It must find out it lost the claim before it writes again: the label never flips back.
+        let flipped = false;
+        while (starved.running && Date.now() - resumedAt < 20_000) {
+          if ((await team()) !== 'b') flipped = true;
+          await sleep(100);
+        }
+        const exit = await starved.exited;
+        figure(
+          t,
+          `guard: a holder starved for 4 s (lease 3 s) stepped down ${
+            Date.now() - resumedAt
+          } ms after it resumed, with status ${exit.code}`,
+        );
+        assert.equal(flipped, false, 'the resumed holder wrote nothing');
+        assert.equal(exit.code, 2, exit.stderr);
+        assert.match(exit.fatal ?? '', /is held by another labeller with a different config/);
+        assert.ok(starved.logs.some((l) => /its Lease lapsed; checking/.test(l.msg)));
+        await sleep(2000);
+        assert.equal(await team(), 'b');
+        assert.ok(successor.running, 'the successor runs on');
+      } finally {
+        try {
+          process.kill(starved.pid, 'SIGCONT');
+        } catch { /* gone */ }
+        starved.kill();
+        if (successor) assertCleanExit(await successor.stop());
+      }
+    },
+  );
+
+  test(
+    'a standalone holder that crashed leaves no Lease behind for long: the next start deletes it once expired for 10 lease durations',
+    {
+      timeout: 120_000,
+    },
+    async () => {
+      const target = await createNamespace('guard-crashed');
+      await create(`/api/v1/namespaces/${target}/configmaps`, { metadata: { name: 'app' } });
+      const fieldManager = `crashed-${randomBytes(3).toString('hex')}`;
+      const args = [
+        '--kinds',
+        'configmaps',
+        '--namespace',
+        target,
+        '--label',
+        'team=a',
+        '--field-manager',
+        fieldManager,
+      ];
+      const leases = async () => {
+        const client = await adminClient();
+        const list = await client.json<{ items: { metadata: { name: string } }[] }>(
+          'GET',
+          '/apis/coordination.k8s.io/v1/namespaces/default/leases',
+          { query: { labelSelector: `labeller/field-manager=${fieldManager}` } },
+        );
+        return list.items.map((l) => l.metadata.name);
+      };
+      const crashed = new Labeller([
+        ...args,
+        '--lease-duration',
+        '3s',
+        '--renew-deadline',
+        '2s',
+        '--retry-period',
+        '500ms',
+      ]);
+      await eventually(async () => (await leases()).length === 1, 'its guard Lease');
+      const [left] = await leases();
+      crashed.process.kill('SIGKILL');
+      await crashed.exited;
+      // Expired for more than 30 s (10 × 3 s): the next holder's check deletes it.
+      await sleep(36_000);
+      const next = await runLabeller([
+        ...args,
+        '--once',
+        '--lease-duration',
+        '3s',
+        '--renew-deadline',
+        '2s',
+        '--retry-period',
+        '500ms',
+      ]);
+      assert.equal(next.code, 0, next.stderr);
+      assert.ok(!(await leases()).includes(left!), `${left} deleted`);
     },
   );
 });
