@@ -20,7 +20,7 @@ import { host, runtimeVersion, tsCommand } from '../test/process/runtime.ts';
 import { sleep } from '../test/process/sleep.ts';
 import { exitWithUsage, parseOrExit, progress } from './lib/cli.ts';
 import { type Launch, launch, LAUNCH_OPTIONS, LAUNCH_USAGE, startLabeller } from './lib/launch.ts';
-import { createNamespace } from './lib/objects.ts';
+import { createNamespace } from '../test/cluster/cluster.ts';
 import { mib, type Row, seconds, table } from './lib/report.ts';
 
 const USAGE = `usage: bench/footprint.ts [options]

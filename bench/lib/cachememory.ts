@@ -7,7 +7,7 @@ import type { MemoryMode, MemoryRequest, MemoryResult } from '../memory.ts';
 import { startChild } from './children.ts';
 import type { Bench } from './context.ts';
 import { FIELD_MANAGER, LABELS } from './launch.ts';
-import { createNamespace } from './objects.ts';
+import { createNamespace } from '../../test/cluster/cluster.ts';
 import { bytes, load1, type Row, verdict } from './report.ts';
 
 export type MemoryResults = Partial<Record<MemoryMode, MemoryResult & { load: number }>>;

@@ -1,6 +1,6 @@
 // The child processes the bench starts besides labeller (memory probes, the peers of --peers):
 // whatever is still running when the bench ends or is interrupted, its teardown kills.
-import { type Child, type ChildOptions, start } from '../../test/process/child.ts';
+import { type Child, type ChildOptions, start, stop } from '../../test/process/child.ts';
 
 export const children = new Set<Child>();
 
@@ -13,12 +13,6 @@ export function startChild(command: string, args: readonly string[], options?: C
 }
 
 /** Sends SIGTERM and waits for the exit; SIGKILL after `killAfterMs`. */
-export async function stopChild(child: Child, killAfterMs = 15_000): Promise<Awaited<Child['exited']>> {
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
-  try {
-    return await child.exited;
-  } finally {
-    clearTimeout(timer);
-  }
+export function stopChild(child: Child, killAfterMs = 15_000): Promise<Awaited<Child['exited']>> {
+  return stop(child, 'SIGTERM', killAfterMs);
 }

@@ -18,7 +18,8 @@ import { countMatching } from './cold.ts';
 import { converged } from './converged.ts';
 import { idleCost, type IdleResults } from './idle.ts';
 import { FIELD_MANAGER, LABELS, podCredentials, startLabeller, TEAM } from './launch.ts';
-import { createNamespace, pool, retrying } from './objects.ts';
+import { createNamespace } from '../../test/cluster/cluster.ts';
+import { pool, retrying } from './objects.ts';
 import type { Options } from './options.ts';
 import { load1, mib, type Row, seconds } from './report.ts';
 

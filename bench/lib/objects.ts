@@ -84,18 +84,6 @@ function content(kind: KindSpec, name: string, app: string, i: number): object {
   }
 }
 
-/** Creates the namespace `name`, with `labels`. */
-export async function createNamespace(
-  client: KubeClient,
-  name: string,
-  labels: Readonly<Record<string, string>> = {},
-): Promise<void> {
-  await client.json('POST', '/api/v1/namespaces', {
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } }),
-  });
-}
-
 /** Retries what a busy API server answers transiently (429, 5xx, dropped connections). */
 export async function retrying<T>(what: () => Promise<T>, attempts = 5): Promise<T> {
   for (let attempt = 1;; attempt++) {

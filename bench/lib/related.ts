@@ -14,7 +14,8 @@ import { converged } from './converged.ts';
 import { type IndexHeap, measureIndexHeap } from './indexheap.ts';
 import { type Launch, startLabeller, TEAM } from './launch.ts';
 import { applyAll, loopLabels } from './loop.ts';
-import { createNamespace, createObjects, KINDS } from './objects.ts';
+import { createNamespace } from '../../test/cluster/cluster.ts';
+import { createObjects, KINDS } from './objects.ts';
 import { bytes, type Row, seconds } from './report.ts';
 
 export interface RelatedOptions extends Launch {

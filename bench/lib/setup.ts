@@ -2,7 +2,8 @@
 // (bench/lib/objects.ts), and a metadata-only API per kind over it for the confirming lists.
 import { MetadataApi } from '../../src/kube/api.ts';
 import type { Bench } from './context.ts';
-import { type BenchObject, createNamespace, createObjects, type KindSpec, split } from './objects.ts';
+import { createNamespace } from '../../test/cluster/cluster.ts';
+import { type BenchObject, createObjects, type KindSpec, split } from './objects.ts';
 import { load1, seconds } from './report.ts';
 
 export interface SetupResults {

@@ -12,7 +12,7 @@ import { LookupIndex, lookupKey } from '../../src/labelling/lookupindex.ts';
 import { projector } from '../../src/labelling/object.ts';
 import type { Bench } from './context.ts';
 import { TEAM } from './launch.ts';
-import { createNamespace } from './objects.ts';
+import { createNamespace } from '../../test/cluster/cluster.ts';
 import { fanOut, type FanOutDriver, type FanOutResults, fanOutRows, type RelatedOptions } from './related.ts';
 import { bytes, type Row } from './report.ts';
 

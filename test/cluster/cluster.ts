@@ -79,7 +79,7 @@ export class Cluster {
 
   async namespace(prefix: string): Promise<string> {
     const name = `${prefix}-${randomBytes(3).toString('hex')}`;
-    await this.post('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+    await createNamespace(this.client, name);
     this.#namespaces.push(name);
     return name;
   }
@@ -251,4 +251,17 @@ export class Cluster {
       rules,
     });
   }
+}
+
+/** Creates namespace `name` with `labels` (no clean-up: a bench keeps what it measures). */
+export async function createNamespace(
+  client: KubeClient,
+  name: string,
+  labels: Readonly<Record<string, string>> = {},
+): Promise<void> {
+  await client.json(
+    'POST',
+    '/api/v1/namespaces',
+    json({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } }),
+  );
 }

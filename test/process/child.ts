@@ -159,3 +159,18 @@ function keepLast(text: string, limit: number): string {
 export function describeExit(exit: Pick<Exit, 'code' | 'signal'>): string {
   return exit.signal ? `signal ${exit.signal}` : `status ${exit.code}`;
 }
+
+/** Sends `signal` and waits for the exit; with `killAfterMs`, SIGKILL if it has not exited by then. */
+export async function stop<E>(
+  child: { kill(signal: NodeJS.Signals): void; readonly exited: Promise<E> },
+  signal: NodeJS.Signals = 'SIGTERM',
+  killAfterMs?: number,
+): Promise<E> {
+  child.kill(signal);
+  const timer = killAfterMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+  try {
+    return await child.exited;
+  } finally {
+    clearTimeout(timer);
+  }
+}

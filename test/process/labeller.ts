@@ -2,7 +2,7 @@
 // the e2e and fault tests, the soak, the bench and the demo run. Free of node:test hooks.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Child, describeExit, type Exit, start } from './child.ts';
+import { type Child, describeExit, type Exit, start, stop } from './child.ts';
 import { Arrivals, lineSplitter } from './lines.ts';
 import { host, type Runtime, tsCommand } from './runtime.ts';
 
@@ -171,14 +171,8 @@ export class Labeller {
   }
 
   /** Sends a signal and waits for the exit; with `killAfterMs`, SIGKILL if it has not exited by then. */
-  async stop(signal: NodeJS.Signals = 'SIGTERM', killAfterMs?: number): Promise<LabellerExit> {
-    this.process.kill(signal);
-    const timer = killAfterMs === undefined ? undefined : setTimeout(() => this.kill(), killAfterMs);
-    try {
-      return await this.exited;
-    } finally {
-      clearTimeout(timer);
-    }
+  stop(signal: NodeJS.Signals = 'SIGTERM', killAfterMs?: number): Promise<LabellerExit> {
+    return stop({ kill: (s) => this.process.kill(s), exited: this.exited }, signal, killAfterMs);
   }
 
   /** Ends the process whatever state it is in (for `finally` blocks). */
