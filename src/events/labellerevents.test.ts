@@ -75,3 +75,16 @@ test('the reporter is the Pod from the downward API, else the host', () => {
   assert.deepEqual(eventsIdentity({ POD_NAME: 'labeller-0' }), { instance: 'labeller-0', pod: undefined });
   assert.deepEqual(eventsIdentity({}), { instance: hostname(), pod: undefined });
 });
+
+test('a fight is a LabelFight naming the key and the manager that keeps taking it', () => {
+  const [event] = outcomeEvents(cm, {
+    outcome: 'conflict',
+    patch: [],
+    fights: [{ field: 'labels', key: 'team', manager: 'argocd-controller', retakes: 3, backoffMs: 60_000 }],
+  });
+  assert.equal(event?.reason, 'LabelFight');
+  assert.match(
+    event.note,
+    /^label team was taken back by field manager "argocd-controller" each time labeller set it \(3 times in 10 min\); left to it for 60 s, then retaken once/,
+  );
+});

@@ -98,7 +98,7 @@ export class LabellerEvents {
     return {
       reconciled: (object, result) => {
         // Most reconciles call for no Event: then nothing is built, on the path every object takes.
-        if (!result.contested?.length && result.outcome !== 'invalid') return;
+        if (!result.contested?.length && !result.fights?.length && !result.problems?.length) return;
         const { name, namespace, uid } = object;
         const regarding = { apiVersion: kind.apiVersion, kind: kind.kind, name, namespace, uid };
         for (const event of outcomeEvents(regarding, result)) this.#recorder.record(event);
