@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { getEventListeners } from 'node:events';
 import { test } from 'node:test';
 import { createLogger } from '../util/log.ts';
 import type { Discovery } from './discovery.ts';
@@ -78,4 +79,22 @@ test('the first discovery retries an unreachable server a few times; rejected cr
     rejected.load(new AbortController().signal),
     (error: unknown) => error instanceof KubeConfigError && /context "ctx" \(401 Unauthorized\)/.test(error.message),
   );
+});
+
+test('idle and woken 200 times, the refresh loop holds no more abort listeners than once', async () => {
+  const { discovery, reads } = cache(served());
+  const stop = new AbortController();
+  await discovery.load(stop.signal);
+  const running = discovery.run(stop.signal);
+  const listeners = (): number => getEventListeners(stop.signal, 'abort').length;
+  const idle = listeners();
+  for (let miss = 1; miss <= 200; miss++) {
+    assert.throws(() => discovery.resolve('widgets'), ResolveError);
+    while (reads() < 1 + miss) await new Promise((resolve) => setTimeout(resolve, 1));
+    // Back to waiting for the next miss.
+    await new Promise((resolve) => setTimeout(resolve, 0));
+  }
+  assert.ok(listeners() <= idle, `${listeners()} abort listeners after 200 misses, ${idle} when idle at first`);
+  stop.abort();
+  await running;
 });

@@ -138,10 +138,13 @@ export class DiscoveryCache {
   async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       if (this.#demands === 0 && !this.#missed) {
-        await new Promise<void>((resolve) => {
-          this.#wake = resolve;
-          signal.addEventListener('abort', () => resolve(), { once: true });
-        });
+        let wake!: () => void;
+        const woken = new Promise<void>((resolve) => (wake = resolve));
+        // Removed once woken: the signal lives as long as the process, the wait does not.
+        signal.addEventListener('abort', wake, { once: true });
+        this.#wake = wake;
+        await woken;
+        signal.removeEventListener('abort', wake);
         this.#wake = undefined;
         continue;
       }

@@ -16,6 +16,14 @@ const RECONCILE_BUCKETS = [
 ];
 const QUEUE_BUCKETS = [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 0.01, 0.1, 1, 10, 100, 1000];
 
+/** Every `result` of controller_runtime_reconcile_total: a forgotten controller's series are removed by their labels. */
+const RESULTS: Readonly<Record<Parameters<ControllerMetrics['reconciled']>[0], true>> = { success: true, error: true };
+
+/** A metric whose series can be removed by their labels. */
+interface Removable {
+  remove(labels: Record<string, string>): void;
+}
+
 /** The two maps of metadata labeller writes. */
 export type Written = 'labels' | 'annotations';
 
@@ -360,9 +368,25 @@ export class Metrics {
     });
   }
 
-  /** A controller stopped (its kind left the config): its object gauges go. */
+  /**
+   * A controller stopped (its kind left the config): every series it reported goes, so dashboards
+   * show no frozen values. (Its informers' series go when they stop: InformerMetrics.stopped.)
+   */
   forget(controller: string): void {
     this.#objectSources.delete(controller);
+    for (const result of Object.keys(RESULTS)) this.#reconcileTotal.remove({ controller, result });
+    const perController: Removable[] = [
+      this.#reconcileErrors,
+      this.#reconcileTime,
+      this.#activeWorkers,
+      this.#maxConcurrent,
+      ...Object.values(this.#applied),
+      ...Object.values(this.#removed),
+      this.#conflicts,
+    ];
+    for (const metric of perController) metric.remove({ controller });
+    const perQueue: Removable[] = [this.#depth, this.#adds, this.#queueDuration, this.#workDuration, this.#retries];
+    for (const metric of perQueue) metric.remove({ controller, name: controller });
   }
 
   /** OutcomeCounts config reloads by result and keeps whether the last one was applied. */

@@ -1,0 +1,47 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Metrics } from './metrics.ts';
+
+/** Every series a controller and its informer report, each sample taken once. */
+function exercise(metrics: Metrics, controller: string, informer: string) {
+  const reported = metrics.controller(controller, 2);
+  reported.reconciled('success', 0.01);
+  reported.reconciled('error', 0.02);
+  reported.activeWorkers(1);
+  reported.queue.adds();
+  reported.queue.depth(3);
+  reported.queue.retries();
+  reported.queue.queueLatency(0.001);
+  reported.queue.workDuration(0.002);
+  const labels = metrics.labels(controller);
+  labels.applied('labels', 2);
+  labels.removed('annotations', 1);
+  labels.conflict();
+  metrics.objects(controller, () => ({ managed: 1, pending: 1, held: 1 }));
+  const cache = metrics.informer(informer);
+  cache.cached(5);
+  cache.watchRestarted();
+  cache.relisted();
+  return cache;
+}
+
+/** The exposition's series lines that name `name` as a label value. */
+async function seriesOf(metrics: Metrics, name: string): Promise<string[]> {
+  const text = await metrics.registry.metrics();
+  return text.split('\n').filter((line) => !line.startsWith('#') && line.includes(`"${name}"`));
+}
+
+test('a controller removed by a reload leaves no series: its informer stopped, then forget()', async () => {
+  const metrics = new Metrics();
+  const removed = exercise(metrics, 'configmaps/shop', 'configmaps/shop');
+  exercise(metrics, 'deployments.apps', 'deployments.apps');
+  assert.ok((await seriesOf(metrics, 'configmaps/shop')).length > 20, 'every kind of series was reported');
+  const kept = await seriesOf(metrics, 'deployments.apps');
+
+  // What the kind set does: the kind's caches are let go (the informer stops), then its metrics.
+  removed.stopped();
+  metrics.forget('configmaps/shop');
+
+  assert.deepEqual(await seriesOf(metrics, 'configmaps/shop'), []);
+  assert.deepEqual(await seriesOf(metrics, 'deployments.apps'), kept, 'the other controller keeps its series');
+});
