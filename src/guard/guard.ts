@@ -67,6 +67,8 @@ export class FieldManagerGuard {
   #off = false;
   /** Writes waiting for the Lease to be renewed. */
   #waiting: PromiseWithResolvers<void> | undefined;
+  /** Set when another config holds the field manager and this process stepped down. */
+  #lost: FieldManagerTaken | undefined;
 
   constructor(api: LeaseApi, claim: Claim, options: GuardOptions) {
     this.#api = api;
@@ -87,6 +89,8 @@ export class FieldManagerGuard {
    */
   async writable(signal?: AbortSignal): Promise<void> {
     while (!this.#off && performance.now() >= this.#validUntil) {
+      // Stepped down: nothing more is written (the process is stopping).
+      if (this.#lost) throw this.#lost;
       signal?.throwIfAborted();
       this.#waiting ??= Promise.withResolvers<void>();
       const { promise } = this.#waiting;
@@ -140,6 +144,8 @@ export class FieldManagerGuard {
         this.#held = undefined;
         if (writes.aborted) break;
         if (error instanceof FieldManagerTaken) {
+          this.#lost = error;
+          this.#release();
           await this.#giveUp();
           taken(error);
           return;
