@@ -1,0 +1,64 @@
+// `npm run chaos`: seeded runs of the chaos scenario (scenario.ts) on one full test control plane,
+// each reporting the invariants it broke. A run that breaks one writes its operations to a file
+// and prints how to replay them.
+//
+//   npm run chaos                          seeds 1, 2, 3, 30 operations each
+//   npm run chaos -- --seeds 7,8 --ops 60  those seeds, 60 operations each
+//   npm run chaos -- --minutes 30          seeds 1, 2, 3, … until 30 minutes are over
+//   npm run chaos -- --replay FILE         the operations a failed run wrote, again
+import { readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { startControlPlane } from '../controlplane/controlplane.ts';
+import { generate, type Operation, run, type RunResult } from './scenario.ts';
+
+const { values } = parseArgs({
+  options: {
+    seeds: { type: 'string', default: '1,2,3' },
+    ops: { type: 'string', default: '30' },
+    minutes: { type: 'string' },
+    replay: { type: 'string' },
+  },
+});
+const log = (line: string) => console.log(`[chaos ${new Date().toISOString().slice(11, 19)}] ${line}`);
+const count = Number(values.ops);
+const deadline = values.minutes === undefined ? undefined : Date.now() + Number(values.minutes) * 60_000;
+const replay = values.replay === undefined
+  ? undefined
+  : (JSON.parse(readFileSync(values.replay, 'utf8')) as { seed: number; operations: Operation[] });
+
+const abort = new AbortController();
+process.once('SIGINT', () => abort.abort());
+const cp = await startControlPlane(abort.signal, { full: true });
+log(`full control plane at ${cp.server}`);
+const results: RunResult[] = [];
+try {
+  const seeds = replay ? [replay.seed] : values.seeds.split(',').map(Number);
+  for (let i = 0; deadline ? Date.now() < deadline : i < seeds.length; i++) {
+    const seed = deadline ? i + 1 : seeds[i]!;
+    const operations = replay?.operations ?? generate(seed, count);
+    const result = await run(cp, seed, operations, log);
+    results.push(result);
+    if (result.violations.length > 0) {
+      const file = join(tmpdir(), `labeller-chaos-seed-${seed}.json`);
+      writeFileSync(file, JSON.stringify({ seed, operations, violations: result.violations }, null, 2));
+      for (const v of result.violations) log(`VIOLATION (${v.invariant}) seed ${seed}: ${v.detail}`);
+      log(`operations: ${operations.map((o) => JSON.stringify(o)).join(' ')}`);
+      log(`replay: npm run chaos -- --replay ${file}`);
+    }
+    if (abort.signal.aborted) break;
+  }
+} finally {
+  await cp.stop();
+}
+const failed = results.filter((r) => r.violations.length > 0).length;
+log(
+  `${results.length} runs, ${
+    results.reduce((n, r) => n + r.operations.filter((o) => o.op !== 'pause').length, 0)
+  } operations, ${results.reduce((n, r) => n + r.restarts, 0)} restarts, ${
+    results.reduce((n, r) => n + r.violations.length, 0)
+  } violations`,
+);
+console.log(`${results.length - failed} passed, ${failed} failed`);
+process.exitCode = failed > 0 ? 1 : 0;

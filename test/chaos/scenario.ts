@@ -1,0 +1,546 @@
+// One seeded chaos run against a full test control plane (controllers, scheduler, kwok nodes):
+// labeller labels two namespaces' ConfigMaps, Deployments, ReplicaSets and Pods from the
+// namespace's `team` label and a ConfigMap source of cost centres, while a sequence of
+// operations drawn from the seed changes the world and disturbs labeller. The oracle (oracle.ts)
+// says what every object's labels must be; the invariants are checked as the run goes and at its
+// end:
+//   never strip  no key the config in force wants, from readable inputs, disappears from an
+//                object that still exists (sampled every second; a key not wanted at some moment
+//                of the last GRACE_MS may go);
+//   convergence  within CONVERGE_MS of the last operation every object carries exactly the
+//                oracle's labels of the scenario's keys;
+//   bounded      labeller's PATCHes stay within twice the changes the oracle predicts, plus a
+//                constant per restart;
+//   health       labeller stops cleanly at the end (exit 0, no crash) and its peak RSS stays bounded.
+// Operations: ConfigMaps created and deleted, namespace labels changed, Deployments scaled (the
+// controllers make and delete Pods), the source rewritten with good, empty, malformed and
+// mass-removing content, live reloads that add and drop keys, another manager overwriting a key
+// once. Perturbations: SIGKILL and restart (between a write and its echo, at random), SIGSTOP
+// for part of a lease duration, every connection dropped, kube-apiserver restarted.
+import { writeFileSync } from 'node:fs';
+import { dump } from 'js-yaml';
+import { auditEvents, byLabeller } from '../cluster/audit.ts';
+import { Cluster } from '../cluster/cluster.ts';
+import { FaultProxy } from '../cluster/faultproxy.ts';
+import type { ControlPlane } from '../controlplane/controlplane.ts';
+import { crashed } from '../process/crash.ts';
+import { Labeller } from '../process/labeller.ts';
+import { procSample } from '../process/procstat.ts';
+import { sleep } from '../process/sleep.ts';
+import { type ConfigState, DOMAIN, expected, KEYS, sourceVerdict, wanted, type WorldState } from './oracle.ts';
+import { Random } from './random.ts';
+
+/** A removal is justified if the key was not wanted at some moment this long before it was seen. */
+const GRACE_MS = 45_000;
+const CONVERGE_MS = 120_000;
+const MAX_RSS_MIB = 300;
+const TEAMS = ['red', 'blue', 'green', 'gray'] as const;
+const INTRUDER = 'intruder';
+
+/** One step of a run, as drawn from the seed (and written out to replay it). */
+export type Operation =
+  | { readonly op: 'create'; readonly ns: number; readonly name: string }
+  | { readonly op: 'delete'; readonly ns: number; readonly name: string }
+  | { readonly op: 'team'; readonly ns: number; readonly team: string | null }
+  | { readonly op: 'source'; readonly document: unknown }
+  | { readonly op: 'reload'; readonly config: ConfigState }
+  | { readonly op: 'intrude'; readonly ns: number; readonly name: string }
+  | { readonly op: 'scale'; readonly ns: number; readonly replicas: number }
+  | { readonly op: 'kill' }
+  | { readonly op: 'stop'; readonly ms: number }
+  | { readonly op: 'drop' }
+  | { readonly op: 'restart-apiserver'; readonly ms: number }
+  | { readonly op: 'pause'; readonly ms: number };
+
+export interface Violation {
+  readonly invariant: 'never strip' | 'convergence' | 'bounded writes' | 'health';
+  readonly detail: string;
+}
+
+export interface RunResult {
+  readonly seed: number;
+  readonly operations: readonly Operation[];
+  readonly violations: readonly Violation[];
+  readonly patches: number;
+  readonly predicted: number;
+  readonly convergedSeconds: number | undefined;
+  readonly peakRssMiB: number;
+  readonly restarts: number;
+}
+
+const INITIAL_SOURCE = { red: 'cc-1', blue: 'cc-2', green: 'cc-3', gray: 'cc-4' };
+const INITIAL_CONFIG: ConfigState = { static: true, team: true, cc: true };
+
+/** The operations of `seed`: drawn against a model of what exists, so each makes sense when it runs. */
+export function generate(seed: number, count: number): Operation[] {
+  const random = new Random(seed);
+  const configMaps = [new Set(['cm-0', 'cm-1', 'cm-2']), new Set(['cm-0', 'cm-1', 'cm-2'])];
+  let serial = 3;
+  let config = INITIAL_CONFIG;
+  const intruded = new Set<string>();
+  const operations: Operation[] = [];
+  for (let i = 0; i < count; i++) {
+    const ns = random.int(0, 1);
+    const kind = random.weighted({
+      create: 4,
+      delete: 2,
+      team: 4,
+      source: 4,
+      reload: 2,
+      intrude: 1,
+      scale: 2,
+      kill: 1,
+      stop: 1,
+      drop: 1,
+      'restart-apiserver': 0.3,
+    });
+    const existing = [...configMaps[ns]!];
+    switch (kind) {
+      case 'create': {
+        const name = `cm-${serial++}`;
+        configMaps[ns]!.add(name);
+        operations.push({ op: 'create', ns, name });
+        break;
+      }
+      case 'delete': {
+        if (existing.length === 0) continue;
+        const name = random.pick(existing);
+        configMaps[ns]!.delete(name);
+        operations.push({ op: 'delete', ns, name });
+        break;
+      }
+      case 'intrude': {
+        // Once per object: more would be a fight, which labeller yields (fights.ts), not this oracle's case.
+        const fresh = existing.filter((name) => !intruded.has(`${ns}/${name}`));
+        if (fresh.length === 0) continue;
+        const name = random.pick(fresh);
+        intruded.add(`${ns}/${name}`);
+        operations.push({ op: 'intrude', ns, name });
+        break;
+      }
+      case 'team':
+        operations.push({ op: 'team', ns, team: random.chance(0.2) ? null : random.pick(TEAMS) });
+        break;
+      case 'source':
+        operations.push({ op: 'source', document: sourceDocument(random) });
+        break;
+      case 'reload': {
+        const next = { static: random.chance(0.7), team: random.chance(0.7), cc: random.chance(0.7) };
+        // A config without labels does not load: keep one.
+        config = next.static || next.team || next.cc ? next : { ...next, static: true };
+        operations.push({ op: 'reload', config });
+        break;
+      }
+      case 'scale':
+        operations.push({ op: 'scale', ns, replicas: random.int(0, 3) });
+        break;
+      case 'stop':
+        operations.push({ op: 'stop', ms: random.int(1000, 4000) });
+        break;
+      case 'restart-apiserver':
+        operations.push({ op: 'restart-apiserver', ms: random.int(1000, 5000) });
+        break;
+      default:
+        operations.push({ op: kind });
+    }
+    operations.push({ op: 'pause', ms: random.int(50, 1500) });
+  }
+  return operations;
+}
+
+/** A source document: mostly good edits, sometimes what an outage answers. */
+function sourceDocument(random: Random): unknown {
+  const shape = random.weighted({ edit: 6, empty: 1, null: 1, 'not a mapping': 1, 'mass removal': 1 });
+  switch (shape) {
+    case 'empty':
+      return {};
+    case 'null':
+      return null;
+    case 'not a mapping':
+      return ['maintenance'];
+    case 'mass removal':
+      return { [random.pick(TEAMS)]: 'cc-9' };
+    default: {
+      const document: Record<string, string> = {};
+      for (const team of TEAMS) if (random.chance(0.85)) document[team] = `cc-${random.int(1, 6)}`;
+      return document;
+    }
+  }
+}
+
+interface Sample {
+  readonly at: number;
+  /** `kind/namespace/name` → uid and the scenario's labels. */
+  readonly objects: ReadonlyMap<string, { readonly uid: string; readonly labels: Record<string, string> }>;
+}
+
+const KINDS = [
+  { path: (ns: string) => `/api/v1/namespaces/${ns}/configmaps`, name: 'configmaps' },
+  { path: (ns: string) => `/apis/apps/v1/namespaces/${ns}/deployments`, name: 'deployments' },
+  { path: (ns: string) => `/apis/apps/v1/namespaces/${ns}/replicasets`, name: 'replicasets' },
+  { path: (ns: string) => `/api/v1/namespaces/${ns}/pods`, name: 'pods' },
+] as const;
+
+/** Runs `operations` (or those of `seed`) against `cp`; never throws for a violation, only reports it. */
+export async function run(
+  cp: ControlPlane,
+  seed: number,
+  operations: readonly Operation[],
+  log: (line: string) => void,
+): Promise<RunResult> {
+  const cluster = await Cluster.connect(cp.kubeconfig);
+  const proxy = await FaultProxy.start(cp.server);
+  const violations: Violation[] = [];
+  const namespaces = [await cluster.namespace(`chaos-${seed}-a`), await cluster.namespace(`chaos-${seed}-b`)];
+  const sourceNs = await cluster.namespace(`chaos-${seed}-src`);
+  const teams = new Map<string, string | undefined>([[namespaces[0]!, 'red'], [namespaces[1]!, 'blue']]);
+  let source: ReadonlyMap<string, string> = new Map(Object.entries(INITIAL_SOURCE));
+  let config = INITIAL_CONFIG;
+  const intruded = new Set<string>();
+  const world = (): WorldState => ({ config, teams, source, intruded });
+  /** What the oracle wanted, over time, per namespace. */
+  const history: { at: number; wanted: Map<string, Record<string, string>> }[] = [];
+  const record = () => {
+    // Once labeller wants the team key of an intruded object again, it takes it back (force).
+    for (const key of intruded) if (KEYS.team in wanted(world(), key.split('/')[1]!)) intruded.delete(key);
+    history.push({ at: Date.now(), wanted: new Map(namespaces.map((ns) => [ns, wanted(world(), ns)])) });
+  };
+  let predicted = 0;
+  let patches = 0;
+  let peakRssMiB = 0;
+  let restarts = 0;
+  let convergedSeconds: number | undefined;
+
+  for (const [i, ns] of namespaces.entries()) {
+    await cluster.patchLabels(`/api/v1/namespaces/${ns}`, { team: teams.get(ns) ?? null }, 'chaos');
+    await cluster.createMany(`/api/v1/namespaces/${ns}/configmaps`, ['cm-0', 'cm-1', 'cm-2'], (name) => ({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name },
+    }));
+    await cluster.post(`/apis/apps/v1/namespaces/${ns}/deployments`, deployment(`web-${i}`, 1));
+  }
+  const writeSource = (document: unknown) =>
+    cluster.put(`/api/v1/namespaces/${sourceNs}/configmaps/teams`, sourceMap(sourceNs, document));
+  await cluster.post(`/api/v1/namespaces/${sourceNs}/configmaps`, sourceMap(sourceNs, INITIAL_SOURCE));
+  const configPath = cluster.writeFile(`chaos-${seed}.yaml`, configYaml(config, namespaces, sourceNs));
+  const kubeconfig = cluster.writeKubeconfig({ server: proxy.url });
+  // Under leader election, as the chart runs it: a restarted process is the same group, so the
+  // field-manager guard lets it in whatever config its predecessor's Lease recorded.
+  const start = () =>
+    new Labeller([
+      '--config',
+      configPath,
+      '--leader-elect',
+      '--leader-election-namespace',
+      sourceNs,
+      '--lease-duration',
+      '6s',
+      '--renew-deadline',
+      '4s',
+      '--retry-period',
+      '1s',
+    ], { kubeconfig });
+  let labeller = start();
+  /** Set while the scenario kills labeller on purpose. */
+  let killing = false;
+  record();
+
+  // Every second: the objects' labels, checked against the oracle's history (never strip), and RSS.
+  let previous: Sample | undefined;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      try {
+        const sample = await snapshot(cluster, namespaces);
+        if (previous) violations.push(...stripped(previous, sample, history));
+        previous = sample;
+        const rss = labeller.running ? procSample(labeller.pid)?.rss : undefined;
+        if (rss !== undefined) peakRssMiB = Math.max(peakRssMiB, rss / 2 ** 20);
+        // Exited by itself: as the kubelet would, start it again; only losing leadership (a stop
+        // past the renew deadline, an API server away) is a reason to exit.
+        if (!labeller.running && !killing) {
+          const exit = await labeller.exited;
+          if (!/leadership lost/.test(labeller.stderr) || crashed(labeller.stderr)) {
+            violations.push({
+              invariant: 'health',
+              detail: `labeller exited ${exit.code} by itself: ${labeller.stderr.slice(-1500)}`,
+            });
+          }
+          restarts++;
+          labeller = start();
+        }
+      } catch {
+        // The API server restarting: the next sample catches up.
+      }
+      await sleep(1000);
+    }
+  })();
+
+  const objectsIn = (ns: string): number =>
+    [...(previous?.objects.keys() ?? [])].filter((k) => k.split('/')[1] === ns).length;
+  /** Counts the objects whose wanted labels `change` alters, as the oracle sees them. */
+  const predict = (change: () => void): void => {
+    const before = namespaces.map((ns) => JSON.stringify(wanted(world(), ns)));
+    change();
+    for (const [i, ns] of namespaces.entries()) {
+      if (JSON.stringify(wanted(world(), ns)) !== before[i]) predicted += objectsIn(ns);
+    }
+    record();
+  };
+
+  const perform = async (operation: Operation, ns: string): Promise<void> => {
+    switch (operation.op) {
+      case 'create':
+        await cluster.post(`/api/v1/namespaces/${ns}/configmaps`, {
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          metadata: { name: operation.name },
+        });
+        predicted++;
+        break;
+      case 'delete':
+        await cluster.delete(`/api/v1/namespaces/${ns}/configmaps/${operation.name}`).catch(() => {});
+        intruded.delete(`configmaps/${ns}/${operation.name}`);
+        break;
+      case 'team':
+        predict(() => teams.set(ns, operation.team ?? undefined));
+        await cluster.patchLabels(`/api/v1/namespaces/${ns}`, { team: operation.team }, 'chaos');
+        break;
+      case 'source': {
+        const verdict = sourceVerdict(source, operation.document);
+        if ('good' in verdict) predict(() => (source = verdict.good));
+        await writeSource(operation.document);
+        break;
+      }
+      case 'reload':
+        predict(() => (config = operation.config));
+        writeFileSync(configPath, configYaml(config, namespaces, sourceNs));
+        break;
+      case 'intrude':
+        // Wanted by labeller: it takes the key back (force); else the intruder's value stays theirs.
+        if (!(KEYS.team in wanted(world(), ns))) intruded.add(`configmaps/${ns}/${operation.name}`);
+        record();
+        await cluster.patchLabels(
+          `/api/v1/namespaces/${ns}/configmaps/${operation.name}`,
+          { [KEYS.team]: INTRUDER },
+          'intruder',
+        );
+        predicted++;
+        break;
+      case 'scale':
+        await cluster.client.json('PATCH', `/apis/apps/v1/namespaces/${ns}/deployments/web-${operation.ns}/scale`, {
+          headers: { 'content-type': 'application/merge-patch+json' },
+          body: JSON.stringify({ spec: { replicas: operation.replicas } }),
+        });
+        predicted += operation.replicas + 1;
+        break;
+      case 'kill':
+        killing = true;
+        labeller.kill();
+        await labeller.exited;
+        restarts++;
+        labeller = start();
+        killing = false;
+        break;
+      case 'stop':
+        process.kill(labeller.pid, 'SIGSTOP');
+        await sleep(operation.ms);
+        process.kill(labeller.pid, 'SIGCONT');
+        break;
+      case 'drop':
+        proxy.drop();
+        break;
+      case 'restart-apiserver':
+        await cp.stopApiServer();
+        await sleep(operation.ms);
+        await cp.startApiServer();
+        restarts++;
+        break;
+      case 'pause':
+        await sleep(operation.ms);
+        break;
+    }
+  };
+
+  try {
+    await settle(cluster, namespaces, world, CONVERGE_MS);
+    for (const operation of operations) {
+      const ns = 'ns' in operation ? namespaces[operation.ns]! : '';
+      // Through an API server restart the operation is tried again until it goes through.
+      await retrying(() => perform(operation, ns));
+    }
+    const ended = Date.now();
+    const wrong = await settle(cluster, namespaces, world, CONVERGE_MS);
+    if (wrong.length > 0) {
+      violations.push({
+        invariant: 'convergence',
+        detail: `not as the oracle says ${CONVERGE_MS / 1000} s after the last operation: ${
+          wrong.slice(0, 10).join('; ')
+        }`,
+      });
+    } else convergedSeconds = (Date.now() - ended) / 1000;
+  } finally {
+    sampling = false;
+    await sampler;
+    const exit = await labeller.stop('SIGTERM', 30_000);
+    if (exit.code !== 0 || crashed(labeller.stderr)) {
+      violations.push({ invariant: 'health', detail: `labeller exited ${exit.code}: ${labeller.stderr.slice(-2000)}` });
+    }
+    patches = auditEvents(cp.auditLog, (e) =>
+      byLabeller(e) && e.verb === 'patch' && namespaces.includes(e.objectRef?.namespace ?? '') &&
+      (e.responseStatus?.code ?? 0) < 300).length;
+    await proxy.close();
+    await cluster.close();
+  }
+  const bound = 2 * predicted + 30 * (restarts + 1);
+  if (patches > bound) {
+    violations.push({
+      invariant: 'bounded writes',
+      detail: `${patches} PATCHes, more than 2 × ${predicted} predicted changes + ${30 * (restarts + 1)}`,
+    });
+  }
+  if (peakRssMiB > MAX_RSS_MIB) {
+    violations.push({ invariant: 'health', detail: `peak RSS ${peakRssMiB.toFixed(0)} MiB` });
+  }
+  log(
+    `seed ${seed}: ${
+      operations.filter((o) => o.op !== 'pause').length
+    } operations, ${patches} PATCHes (${predicted} changes predicted), ${restarts} restarts, converged ${
+      convergedSeconds?.toFixed(1) ?? '-'
+    } s after the last, peak RSS ${peakRssMiB.toFixed(0)} MiB, ${violations.length} violations`,
+  );
+  return { seed, operations, violations, patches, predicted, convergedSeconds, peakRssMiB, restarts };
+}
+
+/** Waits until every object carries exactly the oracle's labels; answers what is still wrong after `timeoutMs`. */
+async function settle(
+  cluster: Cluster,
+  namespaces: readonly string[],
+  world: () => WorldState,
+  timeoutMs: number,
+): Promise<string[]> {
+  let wrong: string[] = [];
+  for (const deadline = Date.now() + timeoutMs; Date.now() < deadline;) {
+    try {
+      const sample = await snapshot(cluster, namespaces);
+      wrong = [...sample.objects].flatMap(([key, { labels }]) => {
+        const want = expected(world(), key, INTRUDER);
+        return JSON.stringify(sorted(labels)) === JSON.stringify(sorted(want))
+          ? []
+          : [`${key}: ${JSON.stringify(labels)}, wanted ${JSON.stringify(want)}`];
+      });
+      if (wrong.length === 0) return [];
+    } catch {
+      // The API server restarting: try again.
+    }
+    await sleep(1000);
+  }
+  return wrong;
+}
+
+/** Keys that disappeared between two samples from an object that still exists, while wanted throughout the grace. */
+function stripped(
+  before: Sample,
+  after: Sample,
+  history: readonly { at: number; wanted: Map<string, Record<string, string>> }[],
+): Violation[] {
+  const violations: Violation[] = [];
+  for (const [key, now] of after.objects) {
+    const then = before.objects.get(key);
+    if (!then || then.uid !== now.uid) continue;
+    const ns = key.split('/')[1]!;
+    for (const label of Object.keys(then.labels)) {
+      if (label in now.labels) continue;
+      const window = history.filter((h, i) =>
+        h.at >= after.at - GRACE_MS || history[i + 1] === undefined || history[i + 1]!.at >= after.at - GRACE_MS
+      );
+      if (window.every((h) => label in (h.wanted.get(ns) ?? {}))) {
+        violations.push({
+          invariant: 'never strip',
+          detail: `${label} removed from ${key} at ${
+            new Date(after.at).toISOString()
+          } while the config wanted it throughout the last ${GRACE_MS / 1000} s`,
+        });
+      }
+    }
+  }
+  return violations;
+}
+
+async function snapshot(cluster: Cluster, namespaces: readonly string[]): Promise<Sample> {
+  const at = Date.now();
+  const objects = new Map<string, { uid: string; labels: Record<string, string> }>();
+  for (const ns of namespaces) {
+    for (const kind of KINDS) {
+      const list = await cluster.get<
+        {
+          items: {
+            metadata: { name: string; uid: string; labels?: Record<string, string>; deletionTimestamp?: string };
+          }[];
+        }
+      >(kind.path(ns));
+      for (const { metadata } of list.items) {
+        // On its way out: labelled no more, and not the oracle's business.
+        if (metadata.deletionTimestamp) continue;
+        const labels = Object.fromEntries(
+          Object.entries(metadata.labels ?? {}).filter(([k]) => k.startsWith(`${DOMAIN}/`)),
+        );
+        objects.set(`${kind.name}/${ns}/${metadata.name}`, { uid: metadata.uid, labels });
+      }
+    }
+  }
+  return { at, objects };
+}
+
+const sorted = (labels: Record<string, string>) => Object.entries(labels).sort(([a], [b]) => a.localeCompare(b));
+
+function sourceMap(namespace: string, document: unknown): object {
+  return {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'teams', namespace },
+    data: { 'teams.yaml': JSON.stringify(document) },
+  };
+}
+
+/** kinds.yaml for `config`: written by the harness, read only by labeller. */
+function configYaml(config: ConfigState, namespaces: readonly string[], sourceNs: string): string {
+  const labels: Record<string, string> = {};
+  if (config.static) labels[KEYS.static] = 'on';
+  if (config.team) labels[KEYS.team] = '{{namespace.labels.team}}';
+  if (config.cc) labels[KEYS.cc] = '{{teams[namespace.labels.team]}}';
+  return dump({
+    sources: { teams: { configMap: { namespace: sourceNs, name: 'teams', key: 'teams.yaml' } } },
+    labels,
+    kinds: ['configmaps', 'deployments', 'replicasets', 'pods'].map((resource) => ({ resource, namespaces })),
+  });
+}
+
+function deployment(name: string, replicas: number): object {
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name },
+    spec: {
+      replicas,
+      selector: { matchLabels: { app: name } },
+      template: {
+        metadata: { labels: { app: name } },
+        spec: { containers: [{ name, image: 'registry.k8s.io/pause:3.10' }] },
+      },
+    },
+  };
+}
+
+/** Runs `operation` until it goes through (an API server restarting refuses it for a while): a minute at most. */
+async function retrying(operation: () => Promise<void>): Promise<void> {
+  for (const deadline = Date.now() + 60_000;;) {
+    try {
+      return await operation();
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await sleep(1000);
+    }
+  }
+}
