@@ -256,12 +256,13 @@ export async function run(
         if (previous) violations.push(...stripped(previous, sample, history));
         previous = sample;
         const rss = labeller.running ? procSample(labeller.pid)?.rss : undefined;
-        if (rss !== undefined) peakRssMiB = Math.max(peakRssMiB, rss / 2 ** 20);
+        // A process on its way out reads as no RSS.
+        if (rss !== undefined && Number.isFinite(rss)) peakRssMiB = Math.max(peakRssMiB, rss / 2 ** 20);
         // Exited by itself: as the kubelet would, start it again; only losing leadership (a stop
         // past the renew deadline, an API server away) is a reason to exit.
         if (!labeller.running && !killing) {
           const exit = await labeller.exited;
-          if (!/leadership lost/.test(labeller.stderr) || crashed(labeller.stderr)) {
+          if (!/"lost leadership"/.test(labeller.stderr) || crashed(labeller.stderr)) {
             violations.push({
               invariant: 'health',
               detail: `labeller exited ${exit.code} by itself: ${labeller.stderr.slice(-1500)}`,
