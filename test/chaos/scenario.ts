@@ -258,11 +258,11 @@ export async function run(
         const rss = labeller.running ? procSample(labeller.pid)?.rss : undefined;
         // A process on its way out reads as no RSS.
         if (rss !== undefined && Number.isFinite(rss)) peakRssMiB = Math.max(peakRssMiB, rss / 2 ** 20);
-        // Exited by itself: as the kubelet would, start it again; only losing leadership (a stop
-        // past the renew deadline, an API server away) is a reason to exit.
+        // Exited by itself: as the kubelet would, start it again. Losing leadership (a stop past the
+        // renew deadline) and an API server that cannot be reached at start are reasons to exit.
         if (!labeller.running && !killing) {
           const exit = await labeller.exited;
-          if (!/"lost leadership"/.test(labeller.stderr) || crashed(labeller.stderr)) {
+          if (!/"lost leadership"|cannot reach the API server/.test(labeller.stderr) || crashed(labeller.stderr)) {
             violations.push({
               invariant: 'health',
               detail: `labeller exited ${exit.code} by itself: ${labeller.stderr.slice(-1500)}`,
