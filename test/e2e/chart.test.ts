@@ -26,14 +26,27 @@ import {
   skip,
 } from './cluster.ts';
 import {
-  type Access,
-  accessReview,
+  assertAccess,
+  createConfigMap,
+  createDeployment,
+  each,
+  EVENTS_RULE,
+  EVENTS_VERBS,
+  grant,
+  GUARD_RULE,
+  installRbac,
+  labelled,
+  LABELLER_VERBS,
+  ownLabel,
+  read,
+  type Rule,
+  rulesOf,
+} from './chart-rbac.ts';
+import {
   apply,
   CHART,
   type Container,
   containers,
-  deleteAfter,
-  describeAccess,
   EXAMPLES,
   flagValue,
   lint,
@@ -47,28 +60,9 @@ import {
 } from './helm.ts';
 import { Labeller, runLabeller } from '../process/labeller.ts';
 
-const LABELLER_VERBS = ['list', 'watch', 'patch'];
 // The defaults have no kinds (an install without kinds fails and says what to set): every example instead.
 const VALUE_FILES: readonly (string | undefined)[] = EXAMPLES;
 const shortName = (file: string | undefined) => (file ? file.slice(CHART.length + 1) : 'default values');
-
-interface Rule {
-  readonly apiGroups: string[];
-  readonly resources: string[];
-  readonly resourceNames?: string[];
-  readonly verbs: string[];
-}
-const rulesOf = (role: Manifest) => role['rules'] as Rule[];
-const grant = (group: string, ...resources: string[]): Rule => ({
-  apiGroups: [group],
-  resources,
-  verbs: LABELLER_VERBS,
-});
-/** Kubernetes Events: create a series' Event, patch its count. */
-const EVENTS_RULE: Rule = { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] };
-const EVENTS_VERBS = EVENTS_RULE.verbs;
-/** The field-manager guard looks for other labellers' Leases in every namespace. */
-const GUARD_RULE: Rule = { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['list'] };
 
 interface VolumeMount {
   name: string;
@@ -299,11 +293,6 @@ describe('chart: lint and render', () => {
       assert.ok((containers(only(quiet, 'Deployment'))[0]?.args ?? []).includes('--events=false'), shortName(file));
     }
     // Templates reading related objects: read access to them, and only then.
-    const read = (group: string, ...resources: string[]): Rule => ({
-      apiGroups: [group],
-      resources,
-      verbs: ['list', 'watch'],
-    });
     const related = {
       events: { enabled: false },
       labels: { team: '{{namespace.labels.team}}' },
@@ -580,63 +569,9 @@ describe('chart: lint and render', () => {
   });
 });
 
-const RBAC_KINDS = new Set(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding']);
+// Cluster-wide labellers of this file select only the objects it made.
+const { labels: OWN, selector: OWN_SELECTOR } = ownLabel('rbac');
 const LABELS = { 'example.com/team': 'platform', 'example.com/namespace': '{{namespace}}' };
-
-/** Renders a release into a fresh namespace, applies its ServiceAccount and RBAC, and returns a kubeconfig with the ServiceAccount's token. */
-async function installRbac(prefix: string, values: object) {
-  const namespace = await createNamespace(`${prefix}-rel`);
-  const manifests = await render({ release: namespace, namespace, values });
-  deleteAfter(manifests);
-  await apply(manifests.filter((m) => RBAC_KINDS.has(m.kind)));
-  const kubeconfig = await serviceAccountKubeconfig(namespace, only(manifests, 'ServiceAccount').metadata.name);
-  const leaseName =
-    flagValue(containers(only(manifests, 'Deployment'))[0]?.args ?? [], '--leader-elect-resource-name') ?? '';
-  return { namespace, manifests, kubeconfig, leaseName };
-}
-
-// Cluster-wide labellers of this file select only the objects it made: other test files share the cluster.
-const OWN = { 'e2e.labeller/chart': 'rbac' };
-const OWN_SELECTOR = 'e2e.labeller/chart=rbac';
-
-async function createConfigMap(namespace: string, name: string): Promise<void> {
-  await create(`/api/v1/namespaces/${namespace}/configmaps`, {
-    apiVersion: 'v1',
-    kind: 'ConfigMap',
-    metadata: { name, labels: OWN },
-    data: { key: 'value' },
-  });
-}
-
-async function createDeployment(namespace: string, name: string): Promise<void> {
-  const labels = { app: name };
-  await create(`/apis/apps/v1/namespaces/${namespace}/deployments`, {
-    apiVersion: 'apps/v1',
-    kind: 'Deployment',
-    metadata: { name, labels: { ...labels, ...OWN } },
-    spec: {
-      selector: { matchLabels: labels },
-      template: { metadata: { labels }, spec: { containers: [{ name, image: 'nginx' }] } },
-    },
-  });
-}
-
-async function labelled(path: string, expected: Record<string, string>): Promise<boolean> {
-  const labels = await labelsOf(path);
-  return Object.entries(expected).every(([key, value]) => labels[key] === value);
-}
-
-async function assertAccess(kubeconfig: string, allowed: readonly Access[], denied: readonly Access[]): Promise<void> {
-  const answers = await accessReview(kubeconfig, [...allowed, ...denied]);
-  const wrong = [
-    ...allowed.filter((a) => !answers.get(a)).map((a) => `denied but needed: ${describeAccess(a)}`),
-    ...denied.filter((a) => answers.get(a)).map((a) => `allowed but not needed: ${describeAccess(a)}`),
-  ];
-  assert.deepEqual(wrong, []);
-}
-
-const each = (verbs: readonly string[], access: Omit<Access, 'verb'>): Access[] =>
-  verbs.map((verb) => ({ verb, ...access }));
 
 describe('chart: RBAC against the API server', { skip }, () => {
   test('cluster-wide: the rendered RBAC lets labeller label config maps and deployments, and allows nothing more', async () => {
@@ -646,8 +581,8 @@ describe('chart: RBAC against the API server', { skip }, () => {
       selector: OWN_SELECTOR,
       kinds: [{ resource: 'configmaps' }, { resource: 'deployments' }],
     });
-    await createConfigMap(target, 'app-config');
-    await createDeployment(target, 'web');
+    await createConfigMap(target, 'app-config', OWN);
+    await createDeployment(target, 'web', OWN);
     await create(`/api/v1/namespaces/${target}/secrets`, {
       apiVersion: 'v1',
       kind: 'Secret',
@@ -729,7 +664,7 @@ describe('chart: RBAC against the API server', { skip }, () => {
       selector: OWN_SELECTOR,
       kinds: [{ resource: 'configmaps' }],
     });
-    await createConfigMap(target, 'app-config');
+    await createConfigMap(target, 'app-config', OWN);
     const [httpPort = 0] = await freePorts(1);
     const labeller = new Labeller(localArgs(manifests, { leaderElection: true, httpPort }), { kubeconfig });
     try {
@@ -771,8 +706,8 @@ describe('chart: RBAC against the API server', { skip }, () => {
       manifests.filter((m) => m.kind === 'Role' && m.metadata.namespace === watched).map((r) => rulesOf(r)),
       [[grant('', 'configmaps'), EVENTS_RULE]],
     );
-    await createConfigMap(watched, 'app-config');
-    await createConfigMap(other, 'app-config');
+    await createConfigMap(watched, 'app-config', OWN);
+    await createConfigMap(other, 'app-config', OWN);
 
     const labeller = new Labeller(localArgs(manifests, { leaderElection: false }), { kubeconfig });
     try {
@@ -818,8 +753,8 @@ describe('chart: RBAC against the API server', { skip }, () => {
       kinds: [{ resource: '*' }],
     });
     for (const namespace of [watched, other]) {
-      await createConfigMap(namespace, 'app-config');
-      await createDeployment(namespace, 'web');
+      await createConfigMap(namespace, 'app-config', OWN);
+      await createDeployment(namespace, 'web', OWN);
     }
     const labeller = new Labeller(localArgs(manifests, { leaderElection: false }), { kubeconfig });
     try {
@@ -855,14 +790,14 @@ describe('chart: RBAC against the API server', { skip }, () => {
       metadata: { name: 'teams' },
       data: { 'teams.yaml': 'app-config: { costCenter: cc-7 }\n' },
     });
-    await createConfigMap(platform, 'other');
+    await createConfigMap(platform, 'other', OWN);
     const { manifests, kubeconfig } = await installRbac('chart-src', {
       labels: { 'example.com/cost-center': '{{teams[name].costCenter}}' },
       watchNamespaces: [watched],
       kinds: [{ resource: 'cm' }],
       sources: { teams: { configMap: { namespace: platform, name: 'teams', key: 'teams.yaml' } } },
     });
-    await createConfigMap(watched, 'app-config');
+    await createConfigMap(watched, 'app-config', OWN);
     const labeller = new Labeller(localArgs(manifests, { leaderElection: false }), { kubeconfig });
     try {
       await eventually(
@@ -927,7 +862,7 @@ describe('sidecar example', { skip }, () => {
       'nothing names a namespace: kubectl apply -n chooses it',
     );
     await apply(docs.map((d) => ({ ...d, metadata: { ...d.metadata, namespace } })));
-    await createConfigMap(namespace, 'shop-config');
+    await createConfigMap(namespace, 'shop-config', OWN);
     await create(`/api/v1/namespaces/${namespace}/services`, {
       apiVersion: 'v1',
       kind: 'Service',
