@@ -106,10 +106,33 @@ poddisruptionbudgets: {group: policy, names: [poddisruptionbudget, pdb]}
 {{- end }}
 
 {{/*
+The related objects a list of templates reads, as YAML {namespace, owner, root: bool}, parsed as
+labeller parses them (src/config/template.ts): in each {{…}}, the variable before any `|`
+filter, or a lookup's key (`teams[namespace.labels.team].costCenter`) reads the relation it
+starts with (`namespace.`, `owner.`, `root.`). `{{namespace}}` is the object's own namespace.
+*/}}
+{{- define "labeller.templateReads" -}}
+{{- $reads := dict "namespace" false "owner" false "root" false }}
+{{- range $template := . }}
+{{- range regexFindAll "\\{\\{.*?\\}\\}" (toString $template) -1 }}
+{{- $variable := trimPrefix "{{" . | trimSuffix "}}" | regexFind "^[^|]*" | trim }}
+{{- $variable = regexReplaceAll "^[a-z][-a-z0-9]*\\[(.*)\\](\\.[^\\]]*)?$" $variable "${1}" | trim }}
+{{- range $relation := keys $reads }}
+{{- if hasPrefix (printf "%s." $relation) $variable }}
+{{- $_ := set $reads $relation true }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toYaml $reads }}
+{{- end }}
+
+{{/*
 The configured kinds, resolved for RBAC and for labeller, as YAML {kinds: [...]}; each item:
   plural, group, clusterScoped  what RBAC needs
   namespaces                    the namespaces the kind is watched in (empty: all)
-  reads                         {namespace, owner, root}: the related objects its templates read
+  reads                         {namespace, owner, root}: the related objects its label and
+                                annotation templates read (labeller.templateReads)
   config                        the kinds.yaml entry: without the chart-only fields, `resource`
                                 qualified with its group (`deployments.apps`, `widgets.example.com`)
                                 so that labeller resolves exactly what RBAC grants.
@@ -243,15 +266,8 @@ without labels.
 {{- fail (printf "%s: label %s=%q: not a valid label value: at most 63 characters, alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric (or a template such as {{name}})" $where $key $value) }}
 {{- end }}
 {{- end }}
-{{- /* Which related objects its templates read: they need read access too. */}}
-{{- $reads := dict "namespace" false "owner" false "root" false }}
-{{- range $key, $value := $effective }}
-{{- range $relation := list "namespace" "owner" "root" }}
-{{- if regexMatch (printf "\\{\\{\\s*%s\\." $relation) $value }}
-{{- $_ := set $reads $relation true }}
-{{- end }}
-{{- end }}
-{{- end }}
+{{- /* Which related objects its templates read, labels and annotations alike: they need read access too. */}}
+{{- $reads := include "labeller.templateReads" (concat (values $effective) (values $annotations)) | fromYaml }}
 {{- $resource := $plural }}
 {{- if and $group (not $every) }}
 {{- $resource = printf "%s.%s" $plural (list $version $group | compact | join ".") }}
