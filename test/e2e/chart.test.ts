@@ -39,7 +39,6 @@ import {
   LABELLER_VERBS,
   ownLabel,
   read,
-  type Rule,
   rulesOf,
 } from './chart-rbac.ts';
 import {
@@ -353,15 +352,8 @@ describe('chart: lint and render', () => {
     assert.ok(!(containers(only(off, 'Deployment'))[0]?.args ?? []).some((a) => a.startsWith('--lease')));
   });
 
-  test('every-kind mode: "*" in "*" with list/watch/patch, in a ClusterRole or (namespaced scope with namespaces) a Role in each; scope and exclude reach the ConfigMap; mistakes are refused', async () => {
-    const EVERY_RULE: Rule = { apiGroups: ['*'], resources: ['*'], verbs: LABELLER_VERBS };
+  test('every-kind mode: scope and exclude reach the ConfigMap; mistakes are refused (its RBAC: chart-everykind.test.ts)', async () => {
     const example = await render({ release: 'rel', files: [join(CHART, 'examples', 'every-kind.yaml')] });
-    assert.deepEqual(rulesOf(only(example, 'ClusterRole')), [
-      grant('', 'secrets'),
-      EVERY_RULE,
-      EVENTS_RULE,
-      GUARD_RULE,
-    ]);
     const kinds = load((only(example, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '') as {
       kinds: Record<string, unknown>[];
     };
@@ -370,18 +362,6 @@ describe('chart: lint and render', () => {
       scope: 'namespaced',
       exclude: ['pods', 'replicasets.apps', 'jobs.batch'],
     });
-    const every = (entry: object, values: object = {}) =>
-      render({ release: 'rel', values: { labels: { a: 'b' }, kinds: [{ resource: '*', ...entry }], ...values } });
-    for (const scope of ['cluster', 'all']) {
-      assert.deepEqual(rulesOf(only(await every({ scope }), 'ClusterRole')), [EVERY_RULE, EVENTS_RULE, GUARD_RULE]);
-    }
-    // Namespaced scope in namespaced mode, or with namespaces of its own: Roles there, nothing cluster-wide.
-    for (const [entry, values] of [[{}, { watchNamespaces: ['a', 'b'] }], [{ namespaces: ['a', 'b'] }, {}]] as const) {
-      const manifests = await every(entry, values);
-      assert.ok(!manifests.some((m) => m.kind === 'ClusterRole' && m.metadata.name === 'rel-labeller'));
-      const roles = manifests.filter((m) => m.kind === 'Role' && m.metadata.name === 'rel-labeller');
-      assert.deepEqual(roles.map((r) => [r.metadata.namespace, rulesOf(r)[0]]), [['a', EVERY_RULE], ['b', EVERY_RULE]]);
-    }
     const refused: [entry: object, values: object, message: RegExp][] = [
       [{ scope: 'all' }, { watchNamespaces: ['a'] }, /scope all covers cluster-scoped kinds, which need a ClusterRole/],
       [
@@ -389,7 +369,7 @@ describe('chart: lint and render', () => {
         {},
         /scope cluster covers cluster-scoped kinds only.*remove `namespaces`/,
       ],
-      [{ group: 'apps' }, {}, /the every-kind entry covers every API group: remove `group`/],
+      [{ group: 'apps' }, {}, /the every-kind entry covers the built-in API groups: remove `group`/],
       [{ scope: 'Cluster' }, {}, /the every-kind entry's scope is namespaced, cluster or all/],
     ];
     for (const [entry, values, message] of refused) {
@@ -742,45 +722,6 @@ describe('chart: RBAC against the API server', { skip }, () => {
     const exit = await runLabeller(['--kinds', 'configmaps', '--label', 'a=b', '--once'], { kubeconfig });
     assert.equal(exit.code, 1, exit.stderr);
     assert.match(exit.stderr, /403 Forbidden/);
-  });
-
-  test('every-kind, namespaced mode: the Role granting "*" in the watched namespace is enough for every kind there, nothing is skipped, other namespaces are untouched', async () => {
-    const watched = await createNamespace('chart-ek-watched');
-    const other = await createNamespace('chart-ek-other');
-    const { manifests, kubeconfig } = await installRbac('chart-ek', {
-      labels: LABELS,
-      watchNamespaces: [watched],
-      kinds: [{ resource: '*' }],
-    });
-    for (const namespace of [watched, other]) {
-      await createConfigMap(namespace, 'app-config', OWN);
-      await createDeployment(namespace, 'web', OWN);
-    }
-    const labeller = new Labeller(localArgs(manifests, { leaderElection: false }), { kubeconfig });
-    try {
-      const expected = { 'example.com/namespace': watched };
-      await eventually(
-        () => labelled(`/api/v1/namespaces/${watched}/configmaps/app-config`, expected),
-        'the config map labelled',
-      );
-      await eventually(
-        () => labelled(`/apis/apps/v1/namespaces/${watched}/deployments/web`, expected),
-        'the deployment labelled',
-      );
-      assert.deepEqual(
-        labeller.logs.filter((l) => l.level === 'error' || l.msg.startsWith('kind skipped')),
-        [],
-      );
-    } finally {
-      const exit = await labeller.stop();
-      assert.equal(exit.code, 0, exit.stderr);
-    }
-    assert.deepEqual(await labelsOf(`/api/v1/namespaces/${other}/configmaps/app-config`), OWN);
-    await assertAccess(kubeconfig, each(LABELLER_VERBS, { resource: 'secrets', namespace: watched }), [
-      ...each(['list'], { resource: 'secrets' }),
-      ...each(LABELLER_VERBS, { resource: 'secrets', namespace: other }),
-      ...each(['create', 'delete'], { resource: 'secrets', namespace: watched }),
-    ]);
   });
 
   test('a ConfigMap source: its one ConfigMap, read by name, is all the chart grants of it, and enough to label from it', async () => {
