@@ -558,6 +558,78 @@ in namespaced mode; owner kinds (`owner.*`: the direct controllers, `root.*`: th
 {{- end }}
 
 {{/*
+The file sources' volumes and mounts, as YAML {volumes, mounts}: one projected volume per folder,
+mounted read-only there, holding each source's file from the key of its ConfigMap or Secret named
+as the file, so that sources share a folder. Fails, naming the sources and the fix, where two
+mounts would collide (the API server refuses two at one path, and nothing can be mounted inside
+a read-only volume): a file in the config's folder, one file from two places, a folder inside
+another source's, an extra mount where the chart mounts one.
+*/}}
+{{- define "labeller.sourceMounts" -}}
+{{- $configFolder := include "labeller.configPath" . | dir }}
+{{- /* folder → {owner: the first source there, its file, projections}; file → {owner, from} */}}
+{{- $folders := dict }}
+{{- $files := dict }}
+{{- range $name, $source := .Values.sources }}
+{{- with $source.fileFrom }}
+{{- $where := printf "sources.%s" $name }}
+{{- $type := ternary "configMap" "secret" (not (empty .configMap)) }}
+{{- if not $source.file }}
+{{- fail (printf "%s: fileFrom mounts the file a `file` source reads: add `file: /path/to/<key>`, where <key> is the key of %s %s that holds it" $where $type (get . $type)) }}
+{{- end }}
+{{- if not (isAbs $source.file) }}
+{{- fail (printf "%s: file %s: give an absolute path, e.g. /etc/labeller-sources/%s: the chart mounts the file's folder" $where $source.file (base $source.file)) }}
+{{- end }}
+{{- $file := clean $source.file }}
+{{- $folder := dir $file }}
+{{- if eq $folder "/" }}
+{{- fail (printf "%s: file %s: give it a folder of its own, e.g. /etc/labeller-sources%s: the chart mounts the file's folder" $where $file $file) }}
+{{- end }}
+{{- if or (eq $folder $configFolder) (hasPrefix (printf "%s/" $configFolder) $folder) }}
+{{- fail (printf "%s: file %s is in %s, where the chart mounts labeller's config (kinds.yaml): put it in another folder, e.g. %s-sources/%s" $where $file $configFolder $configFolder (base $file)) }}
+{{- end }}
+{{- $from := printf "%s %s" $type (get . $type) }}
+{{- with get $files $file }}
+{{- if ne .from $from }}
+{{- fail (printf "%s and %s: both mount %s, from %s and %s: give one of them another file name" .owner $where $file .from $from) }}
+{{- end }}
+{{- else }}
+{{- $_ := set $files $file (dict "owner" $where "from" $from) }}
+{{- $at := get $folders $folder | default (dict "owner" $where "file" $file "projections" list) }}
+{{- $item := dict "key" (base $file) "path" (base $file) }}
+{{- $_ := set $at "projections" (append $at.projections (dict $type (dict "name" (get . $type) "items" (list $item)))) }}
+{{- $_ := set $folders $folder $at }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $volumes := list }}
+{{- $mounts := list }}
+{{- range $folder, $at := $folders }}
+{{- range $other, $outer := $folders }}
+{{- if hasPrefix (printf "%s/" $other) $folder }}
+{{- fail (printf "%s: file %s is in %s, where the chart mounts %s: put both files in one folder, or in folders side by side" $at.owner $at.file $other $outer.owner) }}
+{{- end }}
+{{- end }}
+{{- $volume := printf "source-%s" (trimPrefix "sources." $at.owner) | trunc 63 | trimSuffix "-" }}
+{{- $volumes = append $volumes (dict "name" $volume "projected" (dict "sources" $at.projections)) }}
+{{- $mounts = append $mounts (dict "name" $volume "mountPath" $folder "readOnly" true) }}
+{{- end }}
+{{- $owners := dict $configFolder "labeller's config (kinds.yaml)" }}
+{{- range $folder, $at := $folders }}
+{{- $_ := set $owners $folder $at.owner }}
+{{- end }}
+{{- range $i, $mount := .Values.extraVolumeMounts }}
+{{- $path := clean $mount.mountPath }}
+{{- range $folder, $owner := $owners }}
+{{- if or (eq $path $folder) (hasPrefix (printf "%s/" $folder) $path) }}
+{{- fail (printf "extraVolumeMounts[%d] (%s) is mounted at %s, where the chart mounts %s%s: mount it elsewhere" $i $mount.name $path $owner (ternary "" (printf " (at %s)" $folder) (eq $path $folder))) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toYaml (dict "volumes" $volumes "mounts" $mounts) }}
+{{- end }}
+
+{{/*
 Checks across values that the schema cannot express.
 */}}
 {{- define "labeller.validate" -}}
