@@ -1,7 +1,7 @@
 // Sources of truth as the chart deploys them: file sources mounted from their ConfigMap or Secret
 // (each file on its own, so that two files share a folder; a folder the chart mounts already is
-// refused with the source it collides with). Rendered, then validated by the API server
-// (server-side dry run).
+// refused with the source it collides with), and the NetworkPolicy letting labeller resolve and
+// reach its URL sources. Rendered, then validated by the API server (server-side dry run).
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { createNamespace, skip } from './cluster.ts';
@@ -110,11 +110,84 @@ describe('chart: file sources', () => {
   }
 });
 
+/** The NetworkPolicy's egress rules as "<protocol>/<port> → <peers as JSON, or 'any'>". */
+function egress(manifests: Manifest[]): string[] {
+  const spec = only(manifests, 'NetworkPolicy')['spec'] as {
+    egress: { ports: { port: number | string; protocol: string }[]; to?: object[] }[];
+  };
+  return spec.egress.flatMap((rule) =>
+    rule.ports.map((p) => `${p.protocol}/${p.port} → ${rule.to ? JSON.stringify(rule.to) : 'any'}`)
+  ).sort();
+}
+const KUBE_DNS = [{
+  namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } },
+  podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } },
+}];
+const URLS = {
+  catalog: { url: 'https://catalog.example.com/teams.json' },
+  cmdb: { url: 'https://cmdb.example.com:8443/api/teams' },
+  legacy: { url: 'http://10.1.2.3:8080/teams', allowHTTP: true },
+  v6: { url: 'https://[fd00::7]/teams' },
+};
+
+describe('chart: NetworkPolicy egress', () => {
+  test('DNS is allowed, over UDP and TCP, to any destination or to the DNS servers given', async () => {
+    const policy = { networkPolicy: { enabled: true } };
+    assert.deepEqual(egress(await render({ values: { ...BASE, ...policy } })), [
+      'TCP/443 → any',
+      'TCP/53 → any',
+      'TCP/6443 → any',
+      'UDP/53 → any',
+    ]);
+    const dns = { networkPolicy: { enabled: true, dns: { to: KUBE_DNS } } };
+    assert.deepEqual(
+      egress(await render({ values: { ...BASE, ...dns } })).filter((rule) => rule.includes('/53 ')),
+      [`TCP/53 → ${JSON.stringify(KUBE_DNS)}`, `UDP/53 → ${JSON.stringify(KUBE_DNS)}`],
+    );
+  });
+
+  test('URL sources: their ports, to their addresses when the URL names one, else to sources.to or anywhere', async () => {
+    const values = { ...BASE, sources: URLS, networkPolicy: { enabled: true, apiServer: { cidrs: ['10.0.0.1/32'] } } };
+    assert.deepEqual(egress(await render({ values })), [
+      'TCP/443 → [{"ipBlock":{"cidr":"10.0.0.1/32"}}]',
+      'TCP/443 → [{"ipBlock":{"cidr":"fd00::7/128"}}]',
+      'TCP/443 → any',
+      'TCP/53 → any',
+      'TCP/6443 → [{"ipBlock":{"cidr":"10.0.0.1/32"}}]',
+      'TCP/8080 → [{"ipBlock":{"cidr":"10.1.2.3/32"}}]',
+      'TCP/8443 → any',
+      'UDP/53 → any',
+    ]);
+    const proxy = [{ ipBlock: { cidr: '192.0.2.0/24' } }];
+    const to = { ...values, networkPolicy: { ...values.networkPolicy, sources: { to: proxy } } };
+    assert.deepEqual(
+      egress(await render({ values: to })).filter((rule) => /\/(443|8443) /.test(rule)),
+      [
+        'TCP/443 → [{"ipBlock":{"cidr":"10.0.0.1/32"}}]',
+        'TCP/443 → [{"ipBlock":{"cidr":"fd00::7/128"}}]',
+        `TCP/443 → ${JSON.stringify(proxy)}`,
+        `TCP/8443 → ${JSON.stringify(proxy)}`,
+      ].sort(),
+    );
+  });
+});
+
 describe('chart: sources against the API server', { skip }, () => {
   test('the Deployment with two file sources in one folder passes server-side validation', async () => {
     const namespace = await createNamespace('chart-sources');
     const manifests = await render({ release: namespace, namespace, values: TWO_IN_ONE_FOLDER });
     const run = await apply([only(manifests, 'Deployment')], ['--dry-run=server', '--validate=strict']);
     assert.match(run.stdout, /deployment\.apps\/\S+ created \(server dry run\)/);
+  });
+
+  test('the NetworkPolicy for DNS and URL sources passes server-side validation', async () => {
+    const namespace = await createNamespace('chart-sources');
+    const manifests = await render({
+      release: namespace,
+      namespace,
+      values: { ...BASE, sources: URLS, networkPolicy: { enabled: true, dns: { to: KUBE_DNS } } },
+    });
+    const run = await apply([only(manifests, 'NetworkPolicy')], ['--dry-run=server', '--validate=strict']);
+    assert.match(run.stdout, /networkpolicy\.networking\.k8s\.io\/\S+ created \(server dry run\)/);
   });
 });
