@@ -560,7 +560,9 @@ in namespaced mode; owner kinds (`owner.*`: the direct controllers, `root.*`: th
 {{/*
 The file sources' volumes and mounts, as YAML {volumes, mounts}: one projected volume per folder,
 mounted read-only there, holding each source's file from the key of its ConfigMap or Secret named
-as the file, so that sources share a folder. Fails, naming the sources and the fix, where two
+as the file, so that sources share a folder. Optional, as a missing key was when the whole object
+was mounted: a file not there yet is a source labeller reports as not loaded, not a pod that
+cannot start. Fails, naming the sources and the fix, where two
 mounts would collide (the API server refuses two at one path, and nothing can be mounted inside
 a read-only volume): a file in the config's folder, one file from two places, a folder inside
 another source's, an extra mount where the chart mounts one.
@@ -597,7 +599,7 @@ another source's, an extra mount where the chart mounts one.
 {{- $_ := set $files $file (dict "owner" $where "from" $from) }}
 {{- $at := get $folders $folder | default (dict "owner" $where "file" $file "projections" list) }}
 {{- $item := dict "key" (base $file) "path" (base $file) }}
-{{- $_ := set $at "projections" (append $at.projections (dict $type (dict "name" (get . $type) "items" (list $item)))) }}
+{{- $_ := set $at "projections" (append $at.projections (dict $type (dict "name" (get . $type) "items" (list $item) "optional" true))) }}
 {{- $_ := set $folders $folder $at }}
 {{- end }}
 {{- end }}

@@ -63,6 +63,7 @@ describe('chart: every-kind RBAC, rendered', () => {
       assert.ok(!rulesOf(role).some((r) => r.apiGroups.includes('*') || r.resources.includes('*')), scope);
       assert.ok(!ids.some((i) => i.includes('/')), `${scope}: a subresource`);
       assert.deepEqual(ids.filter((i) => SENSITIVE.includes(i)), [], scope);
+      assert.deepEqual(ids.filter((i) => DEFAULT_EXCLUDES.some((d) => d.resource === i)), [], `${scope}: defaults`);
       assert.equal(ids.includes('configmaps'), scope !== 'cluster', scope);
       assert.equal(ids.includes('deployments.apps'), scope !== 'cluster', scope);
       assert.equal(ids.includes('nodes'), scope !== 'namespaced', scope);

@@ -7,9 +7,14 @@ import { describe, test } from 'node:test';
 import { createNamespace, skip } from './cluster.ts';
 import { apply, type Manifest, only, render, template } from './helm.ts';
 
+interface From {
+  readonly name: string;
+  readonly items: { key: string; path: string }[];
+  readonly optional?: boolean;
+}
 interface Projection {
-  readonly configMap?: { name: string; items: { key: string; path: string }[] };
-  readonly secret?: { name: string; items: { key: string; path: string }[] };
+  readonly configMap?: From;
+  readonly secret?: From;
 }
 interface Pod {
   readonly containers: { name: string; volumeMounts: { name: string; mountPath: string; readOnly?: boolean }[] }[];
@@ -17,15 +22,21 @@ interface Pod {
 }
 const podOf = (manifests: Manifest[]) =>
   (only(manifests, 'Deployment')['spec'] as { template: { spec: Pod } }).template.spec;
-/** The files a volume mounted at `folder` holds, as "<folder>/<path> ← <configMap|secret>/<name>:<key>". */
+/**
+ * The files a volume mounted at `folder` holds, as "<folder>/<path> ← <configMap|secret>/<name>:<key>",
+ * marked " (required)" unless optional: a file not there yet must be a source not loaded, not a pod
+ * that cannot start.
+ */
 function filesAt(pod: Pod, folder: string): string[] {
   const mounts = pod.containers[0]?.volumeMounts.filter((m) => m.mountPath === folder) ?? [];
   assert.equal(mounts.length, 1, `one mount at ${folder}: ${JSON.stringify(mounts)}`);
   assert.equal(mounts[0]?.readOnly, true);
   const volume = pod.volumes.find((v) => v.name === mounts[0]?.name);
   return (volume?.projected?.sources ?? []).flatMap((source) =>
-    Object.entries(source).flatMap(([type, from]: [string, { name: string; items: { key: string; path: string }[] }]) =>
-      from.items.map((item) => `${folder}/${item.path} ← ${type}/${from.name}:${item.key}`)
+    Object.entries(source).flatMap(([type, from]: [string, From]) =>
+      from.items.map((item) =>
+        `${folder}/${item.path} ← ${type}/${from.name}:${item.key}${from.optional ? '' : ' (required)'}`
+      )
     )
   ).sort();
 }

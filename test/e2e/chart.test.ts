@@ -189,7 +189,7 @@ describe('chart: lint and render', () => {
   });
 
   test('RBAC is derived from the kinds: list/watch/patch on exactly the configured resources', async () => {
-    // CRDs carry their group; a built-in without a table entry takes group ""; a kind with its own
+    // CRDs carry their group; a built-in may give its group ("" for core); a kind with its own
     // namespaces gets Roles there instead of the ClusterRole.
     const crd = await render({ release: 'rel', namespace: 'ops', files: [join(CHART, 'examples', 'crd.yaml')] });
     // Events go with the ClusterRole when there is one.
