@@ -82,45 +82,154 @@ holding a float. The schema has already checked the syntax.
 {{- end }}
 
 {{/*
-Kubernetes built-ins whose API group and scope the chart knows, so that their kinds need no
-`group`: plural → group, and the other names kubectl accepts (singular = lowercase kind, short
-names). Everything else needs `group` (and `scope: Cluster` when cluster-scoped).
+Kubernetes' built-in resources (as of 1.37) that can be listed, watched and patched, so that
+their kinds need no `group`: plural → group, the other names kubectl accepts (singular =
+lowercase kind, short names) and whether cluster-scoped. Everything else needs `group` (and
+`scope: Cluster` when cluster-scoped). Left out: what labeller's every-kind mode leaves out by
+default (src/config/everykind.ts: events, leases, endpoints, endpoint slices, controller
+revisions, CSI storage capacities, API services, flow control), which nobody labels by
+accident.
+
+The every-kind grant is this table, in the entry's scope, but the `sensitive` kinds: reading
+them reads credentials, or patching them does (Secrets' data; a webhook configuration or an
+admission policy pointed at Secrets, or with a Secret as its parameter; a CRD's conversion
+webhook receives its objects). The every-kind entry leaves them out, and the chart adds them
+to its `exclude` in the ConfigMap so that labeller agrees; a kind listed by name grants one.
 */}}
 {{- define "labeller.builtinResources" -}}
 configmaps: {group: "", names: [configmap, cm]}
-services: {group: "", names: [service, svc]}
-secrets: {group: "", names: [secret]}
-pods: {group: "", names: [pod, po]}
-serviceaccounts: {group: "", names: [serviceaccount, sa]}
-persistentvolumeclaims: {group: "", names: [persistentvolumeclaim, pvc]}
+limitranges: {group: "", names: [limitrange, limits]}
 namespaces: {group: "", names: [namespace, ns], clusterScoped: true}
-deployments: {group: apps, names: [deployment, deploy]}
-statefulsets: {group: apps, names: [statefulset, sts]}
+nodes: {group: "", names: [node, "no"], clusterScoped: true}
+persistentvolumeclaims: {group: "", names: [persistentvolumeclaim, pvc]}
+persistentvolumes: {group: "", names: [persistentvolume, pv], clusterScoped: true}
+pods: {group: "", names: [pod, po]}
+podtemplates: {group: "", names: [podtemplate]}
+replicationcontrollers: {group: "", names: [replicationcontroller, rc]}
+resourcequotas: {group: "", names: [resourcequota, quota]}
+secrets: {group: "", names: [secret], sensitive: true}
+serviceaccounts: {group: "", names: [serviceaccount, sa]}
+services: {group: "", names: [service, svc]}
+mutatingadmissionpolicies: {group: admissionregistration.k8s.io, names: [mutatingadmissionpolicy], clusterScoped: true, sensitive: true}
+mutatingadmissionpolicybindings: {group: admissionregistration.k8s.io, names: [mutatingadmissionpolicybinding], clusterScoped: true, sensitive: true}
+mutatingwebhookconfigurations: {group: admissionregistration.k8s.io, names: [mutatingwebhookconfiguration], clusterScoped: true, sensitive: true}
+validatingadmissionpolicies: {group: admissionregistration.k8s.io, names: [validatingadmissionpolicy], clusterScoped: true, sensitive: true}
+validatingadmissionpolicybindings: {group: admissionregistration.k8s.io, names: [validatingadmissionpolicybinding], clusterScoped: true, sensitive: true}
+validatingwebhookconfigurations: {group: admissionregistration.k8s.io, names: [validatingwebhookconfiguration], clusterScoped: true, sensitive: true}
+customresourcedefinitions: {group: apiextensions.k8s.io, names: [customresourcedefinition, crd, crds], clusterScoped: true, sensitive: true}
 daemonsets: {group: apps, names: [daemonset, ds]}
+deployments: {group: apps, names: [deployment, deploy]}
 replicasets: {group: apps, names: [replicaset, rs]}
-jobs: {group: batch, names: [job]}
+statefulsets: {group: apps, names: [statefulset, sts]}
+horizontalpodautoscalers: {group: autoscaling, names: [horizontalpodautoscaler, hpa]}
 cronjobs: {group: batch, names: [cronjob, cj]}
+jobs: {group: batch, names: [job]}
+certificatesigningrequests: {group: certificates.k8s.io, names: [certificatesigningrequest, csr], clusterScoped: true}
+clustertrustbundles: {group: certificates.k8s.io, names: [clustertrustbundle], clusterScoped: true}
+podcertificaterequests: {group: certificates.k8s.io, names: [podcertificaterequest]}
+ingressclasses: {group: networking.k8s.io, names: [ingressclass], clusterScoped: true}
 ingresses: {group: networking.k8s.io, names: [ingress, ing]}
+ipaddresses: {group: networking.k8s.io, names: [ipaddress, ip], clusterScoped: true}
 networkpolicies: {group: networking.k8s.io, names: [networkpolicy, netpol]}
+servicecidrs: {group: networking.k8s.io, names: [servicecidr], clusterScoped: true}
+runtimeclasses: {group: node.k8s.io, names: [runtimeclass], clusterScoped: true}
 poddisruptionbudgets: {group: policy, names: [poddisruptionbudget, pdb]}
+clusterrolebindings: {group: rbac.authorization.k8s.io, names: [clusterrolebinding], clusterScoped: true}
+clusterroles: {group: rbac.authorization.k8s.io, names: [clusterrole], clusterScoped: true}
+rolebindings: {group: rbac.authorization.k8s.io, names: [rolebinding]}
+roles: {group: rbac.authorization.k8s.io, names: [role]}
+deviceclasses: {group: resource.k8s.io, names: [deviceclass], clusterScoped: true}
+devicetaintrules: {group: resource.k8s.io, names: [devicetaintrule], clusterScoped: true}
+resourceclaims: {group: resource.k8s.io, names: [resourceclaim]}
+resourceclaimtemplates: {group: resource.k8s.io, names: [resourceclaimtemplate]}
+resourceslices: {group: resource.k8s.io, names: [resourceslice], clusterScoped: true}
+priorityclasses: {group: scheduling.k8s.io, names: [priorityclass, pc], clusterScoped: true}
+csidrivers: {group: storage.k8s.io, names: [csidriver], clusterScoped: true}
+csinodes: {group: storage.k8s.io, names: [csinode], clusterScoped: true}
+storageclasses: {group: storage.k8s.io, names: [storageclass, sc], clusterScoped: true}
+volumeattachments: {group: storage.k8s.io, names: [volumeattachment], clusterScoped: true}
+volumeattributesclasses: {group: storage.k8s.io, names: [volumeattributesclass, vac], clusterScoped: true}
+storageversionmigrations: {group: storagemigration.k8s.io, names: [storageversionmigration], clusterScoped: true}
+{{- end }}
+
+{{/*
+A kubectl-style resource name (`deploy`, `Deployment`, `deployments.apps`,
+`deployments.v1.apps`) split up, as YAML {name, version, group, qualified}.
+*/}}
+{{- define "labeller.parseResource" -}}
+{{- $parts := splitList "." . }}
+{{- $qualifiers := rest $parts }}
+{{- $version := "" }}
+{{- if and $qualifiers (regexMatch "^v[0-9]+((alpha|beta)[0-9]+)?$" (first $qualifiers)) }}
+{{- $version = first $qualifiers }}
+{{- $qualifiers = rest $qualifiers }}
+{{- end }}
+{{- toYaml (dict "name" (first $parts) "version" $version "group" (join "." $qualifiers) "qualified" (gt (len $parts) 1)) }}
+{{- end }}
+
+{{/*
+The plural of the built-in (labeller.builtinResources) that a parsed name (labeller.parseResource)
+names, by any of its names and in its group when qualified; empty when it names none.
+*/}}
+{{- define "labeller.builtin" -}}
+{{- $name := lower .name }}
+{{- range $candidate, $builtin := include "labeller.builtinResources" . | fromYaml }}
+{{- if and (or (eq $name $candidate) (has $name $builtin.names)) (or (not $.qualified) (eq $.group $builtin.group)) }}
+{{- $candidate }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The related objects a list of templates reads, as YAML {namespace, owner, root: bool}, parsed as
+labeller parses them (src/config/template.ts): in each {{…}}, the variable before any `|`
+filter, or a lookup's key (`teams[namespace.labels.team].costCenter`) reads the relation it
+starts with (`namespace.`, `owner.`, `root.`). `{{namespace}}` is the object's own namespace.
+*/}}
+{{- define "labeller.templateReads" -}}
+{{- $reads := dict "namespace" false "owner" false "root" false }}
+{{- range $template := . }}
+{{- range regexFindAll "\\{\\{.*?\\}\\}" (toString $template) -1 }}
+{{- $variable := trimPrefix "{{" . | trimSuffix "}}" | regexFind "^[^|]*" | trim }}
+{{- $variable = regexReplaceAll "^[a-z][-a-z0-9]*\\[(.*)\\](\\.[^\\]]*)?$" $variable "${1}" | trim }}
+{{- range $relation := keys $reads }}
+{{- if hasPrefix (printf "%s." $relation) $variable }}
+{{- $_ := set $reads $relation true }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toYaml $reads }}
 {{- end }}
 
 {{/*
 The configured kinds, resolved for RBAC and for labeller, as YAML {kinds: [...]}; each item:
-  plural, group, clusterScoped  what RBAC needs
+  plural, group, clusterScoped  the resource
+  every                         whether it is the every-kind entry
+  sensitive                     the every-kind entry's: the sensitive built-ins it does not grant
+  grants                        {group: [plurals]}: what labeller may list, watch and patch for it
   namespaces                    the namespaces the kind is watched in (empty: all)
-  reads                         {namespace, owner, root}: the related objects its templates read
+  reads                         {namespace, owner, root}: the related objects its label and
+                                annotation templates read (labeller.templateReads)
   config                        the kinds.yaml entry: without the chart-only fields, `resource`
                                 qualified with its group (`deployments.apps`, `widgets.example.com`)
                                 so that labeller resolves exactly what RBAC grants.
-The every-kind entry (`resource: "*"`, with labeller's own `scope` and `exclude`) is plural and
-group "*": every resource of every group, in a ClusterRole unless its scope is namespaced and it
-has namespaces (its own, or watchNamespaces), then in a Role in each of them.
+The every-kind entry (`resource: "*"`, with labeller's own `scope` and `exclude`, and the
+chart's `groups`) grants the built-ins of its scope but the sensitive ones and those its
+`exclude` names (RBAC has no "all but": they are enumerated), and "*" in each of its `groups`
+(custom resources: RBAC cannot name a group it does not know). In a ClusterRole unless its scope
+is namespaced and it has namespaces (its own, or watchNamespaces), then in a Role in each of
+them. The sensitive built-ins of its scope that no kind lists by name are added to its
+`exclude` in the ConfigMap, so that labeller does not try, and report, kinds it may not use.
 Fails with a message that says what to write for an unknown resource, a duplicate and a kind
 without labels.
 */}}
 {{- define "labeller.kinds" -}}
 {{- $builtins := include "labeller.builtinResources" . | fromYaml }}
+{{- $builtinGroups := dict }}
+{{- range $builtins }}
+{{- $_ := set $builtinGroups .group true }}
+{{- end }}
 {{- $globalLabels := .Values.labels | default dict }}
 {{- $globalAnnotations := .Values.annotations | default dict }}
 {{- $namespaced := gt (len .Values.watchNamespaces) 0 }}
@@ -133,9 +242,11 @@ without labels.
 {{- $group := "" }}
 {{- $version := "" }}
 {{- $clusterScoped := false }}
+{{- $grants := dict }}
+{{- $sensitive := list }}
 {{- if $every }}
 {{- if hasKey $kind "group" }}
-{{- fail (printf "%s: the every-kind entry covers every API group: remove `group` (leave kinds out with `exclude`)" $where) }}
+{{- fail (printf "%s: the every-kind entry covers the built-in API groups: remove `group`; name custom resources' groups in `groups`" $where) }}
 {{- end }}
 {{- $plural = "*" }}
 {{- $group = "*" }}
@@ -151,42 +262,56 @@ without labels.
 {{- end }}
 {{- /* Cluster-scoped kinds need the ClusterRole, which then covers every namespace too. */}}
 {{- $clusterScoped = ne $scope "namespaced" }}
+{{- $excluded := list }}
+{{- range $kind.exclude }}
+{{- $excluded = append $excluded (include "labeller.builtin" (include "labeller.parseResource" . | fromYaml)) }}
+{{- end }}
+{{- range $candidate, $builtin := $builtins }}
+{{- $inScope := or (eq $scope "all") (eq (eq $scope "cluster") ($builtin.clusterScoped | default false)) }}
+{{- if and $inScope (not (has $candidate $excluded)) }}
+{{- if $builtin.sensitive }}
+{{- $sensitive = append $sensitive (printf "%s.%s" $candidate $builtin.group | trimSuffix ".") }}
 {{- else }}
-{{- if hasKey $kind "exclude" }}
-{{- fail (printf "%s: only the every-kind entry (resource: \"*\") takes `exclude`: remove it" $where) }}
+{{- $_ := set $grants $builtin.group (append (get $grants $builtin.group | default list) $candidate) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $kind.groups }}
+{{- if hasKey $builtinGroups . }}
+{{- fail (printf "%s: groups: %s is a built-in group, whose kinds the every-kind entry grants already (but the sensitive ones: list one by name to grant it, e.g. `resource: secrets`): remove it" $where .) }}
+{{- end }}
+{{- $_ := set $grants . (list "*") }}
+{{- end }}
+{{- else }}
+{{- range list "exclude" "groups" }}
+{{- if hasKey $kind . }}
+{{- fail (printf "%s: only the every-kind entry (resource: \"*\") takes `%s`: remove it" $where .) }}
+{{- end }}
 {{- end }}
 {{- if and $kind.scope (not (has $kind.scope (list "Namespaced" "Cluster"))) }}
 {{- fail (printf "%s: scope %s is for the every-kind entry (resource: \"*\"); a kind's own scope, for RBAC, is Namespaced or Cluster" $where $kind.scope) }}
 {{- end }}
-{{- /* kubectl-style: name, name.group or name.version.group */}}
-{{- $parts := splitList "." $kind.resource }}
-{{- $name := first $parts }}
-{{- $qualifiers := rest $parts }}
-{{- $qualified := gt (len $qualifiers) 0 }}
-{{- if and $qualified (regexMatch "^v[0-9]+((alpha|beta)[0-9]+)?$" (first $qualifiers)) }}
-{{- $version = first $qualifiers }}
-{{- $group = rest $qualifiers | join "." }}
-{{- else if $qualified }}
-{{- $group = join "." $qualifiers }}
-{{- end }}
+{{- $parsed := include "labeller.parseResource" $kind.resource | fromYaml }}
+{{- $name := $parsed.name }}
+{{- $version = $parsed.version }}
+{{- $group = $parsed.group }}
 {{- if hasKey $kind "group" }}
-{{- if $qualified }}
+{{- if $parsed.qualified }}
 {{- fail (printf "%s: give the API group once: either `resource: %s` with `group: %s`, or `resource: %s.%s` without `group`" $where $name $kind.group $name $kind.group) }}
 {{- end }}
-{{- $qualified = true }}
+{{- $_ := set $parsed "qualified" true }}
+{{- $_ := set $parsed "group" $kind.group }}
 {{- $group = $kind.group }}
 {{- end }}
 {{- /* A built-in the chart knows, by any of its names (in the given group, if any)? */}}
 {{- $clusterScoped = eq ($kind.scope | default "Namespaced") "Cluster" }}
-{{- range $candidate, $builtin := $builtins }}
-{{- if and (or (eq (lower $name) $candidate) (has (lower $name) $builtin.names)) (or (not $qualified) (eq $group $builtin.group)) }}
-{{- $plural = $candidate }}
-{{- $group = $builtin.group }}
-{{- $clusterScoped = $builtin.clusterScoped | default false }}
-{{- end }}
+{{- with include "labeller.builtin" $parsed }}
+{{- $plural = . }}
+{{- $group = (get $builtins .).group }}
+{{- $clusterScoped = (get $builtins .).clusterScoped | default false }}
 {{- end }}
 {{- if not $plural }}
-{{- if not $qualified }}
+{{- if not $parsed.qualified }}
 {{- fail (printf "%s: the chart does not know the API group of %q, so it cannot grant RBAC for it. For a custom resource, add its group and write its plural: `resource: %s` with `group: example.com` (see `kubectl api-resources`). Known without group: %s" $where $name $name (keys $builtins | sortAlpha | join ", ")) }}
 {{- end }}
 {{- if ne $name (lower $name) }}
@@ -194,6 +319,7 @@ without labels.
 {{- end }}
 {{- $plural = $name }}
 {{- end }}
+{{- $_ := set $grants $group (list $plural) }}
 {{- end }}
 {{- /* Once per resource, as labeller wants it. */}}
 {{- $id := printf "%s.%s" $plural $group | trimSuffix "." }}
@@ -243,23 +369,28 @@ without labels.
 {{- fail (printf "%s: label %s=%q: not a valid label value: at most 63 characters, alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric (or a template such as {{name}})" $where $key $value) }}
 {{- end }}
 {{- end }}
-{{- /* Which related objects its templates read: they need read access too. */}}
-{{- $reads := dict "namespace" false "owner" false "root" false }}
-{{- range $key, $value := $effective }}
-{{- range $relation := list "namespace" "owner" "root" }}
-{{- if regexMatch (printf "\\{\\{\\s*%s\\." $relation) $value }}
-{{- $_ := set $reads $relation true }}
-{{- end }}
-{{- end }}
-{{- end }}
+{{- /* Which related objects its templates read, labels and annotations alike: they need read access too. */}}
+{{- $reads := include "labeller.templateReads" (concat (values $effective) (values $annotations)) | fromYaml }}
 {{- $resource := $plural }}
 {{- if and $group (not $every) }}
 {{- $resource = printf "%s.%s" $plural (list $version $group | compact | join ".") }}
 {{- end }}
 {{- /* The every-kind entry's scope is labeller's own; other kinds' scope is the chart's. */}}
-{{- $config := ternary (omit $kind "group") (omit $kind "group" "scope") $every }}
+{{- $config := ternary (omit $kind "group" "groups") (omit $kind "group" "scope") $every }}
 {{- $_ := set $config "resource" $resource }}
-{{- $kinds = append $kinds (dict "plural" $plural "group" $group "clusterScoped" $clusterScoped "namespaces" $namespaces "config" $config "reads" $reads) }}
+{{- $kinds = append $kinds (dict "plural" $plural "group" $group "clusterScoped" $clusterScoped "every" $every "grants" $grants "sensitive" $sensitive "namespaces" $namespaces "config" $config "reads" $reads) }}
+{{- end }}
+{{- /* Sensitive kinds the every-kind entry does not grant, unless listed by name: labeller leaves them out too. */}}
+{{- range $kinds }}
+{{- $exclude := .config.exclude | default list }}
+{{- range .sensitive }}
+{{- if not (hasKey $seen .) }}
+{{- $exclude = append $exclude . }}
+{{- end }}
+{{- end }}
+{{- if $exclude }}
+{{- $_ := set .config "exclude" $exclude }}
+{{- end }}
 {{- end }}
 {{- toYaml (dict "kinds" $kinds) }}
 {{- end }}
@@ -348,8 +479,9 @@ jobs.batch: [cronjobs.batch]
 
 {{/*
 Where the kinds need rights, as YAML: {cluster: {group: [plurals]}, namespaces: {ns: {group:
-[plurals]}}, clusterRead, namespacesRead (the same, read-only, for related objects), and
-namespaceNames: the namespaces whose labels templates read in namespaced mode}.
+[plurals]}}, clusterRead, namespacesRead (the same, read-only, for related objects),
+namespaceNames: the namespaces whose labels templates read in namespaced mode, and every:
+{cluster, namespaces}: where the every-kind entry's grant goes}.
 Kinds watched in all namespaces (and cluster-scoped ones) go to the ClusterRole; kinds watched in
 given namespaces (their own `namespaces`, or `watchNamespaces`) to a Role in each. Related
 objects are read where the kind is watched: namespaces (`namespace.*`) cluster-wide, or by name
@@ -362,15 +494,22 @@ in namespaced mode; owner kinds (`owner.*`: the direct controllers, `root.*`: th
 {{- $clusterRead := dict }}
 {{- $namespacesRead := dict }}
 {{- $namespaceNames := list }}
+{{- $every := dict "cluster" false "namespaces" list }}
 {{- range (include "labeller.kinds" . | fromYaml).kinds }}
 {{- $kind := . }}
-{{- if not .namespaces }}
-{{- $_ := set $cluster .group (append (get $cluster .group | default list) .plural) }}
+{{- range $group, $plurals := .grants }}
+{{- if not $kind.namespaces }}
+{{- $_ := set $cluster $group (concat (get $cluster $group | default list) $plurals) }}
 {{- end }}
-{{- range .namespaces }}
+{{- range $kind.namespaces }}
 {{- $groups := get $namespaces . | default dict }}
-{{- $_ := set $groups $kind.group (append (get $groups $kind.group | default list) $kind.plural) }}
+{{- $_ := set $groups $group (concat (get $groups $group | default list) $plurals) }}
 {{- $_ := set $namespaces . $groups }}
+{{- end }}
+{{- end }}
+{{- if .every }}
+{{- $_ := set $every "cluster" (not .namespaces) }}
+{{- $_ := set $every "namespaces" .namespaces }}
 {{- end }}
 {{- /* Related resources it reads, as plural.group ids. */}}
 {{- $read := list }}
@@ -380,7 +519,16 @@ in namespaced mode; owner kinds (`owner.*`: the direct controllers, `root.*`: th
 {{- $namespaceNames = concat $namespaceNames .namespaces }}
 {{- end }}
 {{- if or .reads.owner .reads.root }}
-{{- $level := concat (get $owners (printf "%s.%s" .plural .group | trimSuffix ".") | default list) $.Values.ownerKinds }}
+{{- /* The every-kind entry covers every kind with an owner in the chain. */}}
+{{- $level := list }}
+{{- if .every }}
+{{- range $owners }}
+{{- $level = concat $level . }}
+{{- end }}
+{{- else }}
+{{- $level = get $owners (printf "%s.%s" .plural .group | trimSuffix ".") | default list }}
+{{- end }}
+{{- $level = concat $level $.Values.ownerKinds }}
 {{- $read = concat $read $level }}
 {{- if .reads.root }}
 {{- range until 3 }}
@@ -406,7 +554,81 @@ in namespaced mode; owner kinds (`owner.*`: the direct controllers, `root.*`: th
 {{- end }}
 {{- end }}
 {{- end }}
-{{- toYaml (dict "cluster" $cluster "namespaces" $namespaces "clusterRead" $clusterRead "namespacesRead" $namespacesRead "namespaceNames" ($namespaceNames | uniq | sortAlpha)) }}
+{{- toYaml (dict "cluster" $cluster "namespaces" $namespaces "clusterRead" $clusterRead "namespacesRead" $namespacesRead "namespaceNames" ($namespaceNames | uniq | sortAlpha) "every" $every) }}
+{{- end }}
+
+{{/*
+The file sources' volumes and mounts, as YAML {volumes, mounts}: one projected volume per folder,
+mounted read-only there, holding each source's file from the key of its ConfigMap or Secret named
+as the file, so that sources share a folder. Optional, as a missing key was when the whole object
+was mounted: a file not there yet is a source labeller reports as not loaded, not a pod that
+cannot start. Fails, naming the sources and the fix, where two
+mounts would collide (the API server refuses two at one path, and nothing can be mounted inside
+a read-only volume): a file in the config's folder, one file from two places, a folder inside
+another source's, an extra mount where the chart mounts one.
+*/}}
+{{- define "labeller.sourceMounts" -}}
+{{- $configFolder := include "labeller.configPath" . | dir }}
+{{- /* folder → {owner: the first source there, its file, projections}; file → {owner, from} */}}
+{{- $folders := dict }}
+{{- $files := dict }}
+{{- range $name, $source := .Values.sources }}
+{{- with $source.fileFrom }}
+{{- $where := printf "sources.%s" $name }}
+{{- $type := ternary "configMap" "secret" (not (empty .configMap)) }}
+{{- if not $source.file }}
+{{- fail (printf "%s: fileFrom mounts the file a `file` source reads: add `file: /path/to/<key>`, where <key> is the key of %s %s that holds it" $where $type (get . $type)) }}
+{{- end }}
+{{- if not (isAbs $source.file) }}
+{{- fail (printf "%s: file %s: give an absolute path, e.g. /etc/labeller-sources/%s: the chart mounts the file's folder" $where $source.file (base $source.file)) }}
+{{- end }}
+{{- $file := clean $source.file }}
+{{- $folder := dir $file }}
+{{- if eq $folder "/" }}
+{{- fail (printf "%s: file %s: give it a folder of its own, e.g. /etc/labeller-sources%s: the chart mounts the file's folder" $where $file $file) }}
+{{- end }}
+{{- if or (eq $folder $configFolder) (hasPrefix (printf "%s/" $configFolder) $folder) }}
+{{- fail (printf "%s: file %s is in %s, where the chart mounts labeller's config (kinds.yaml): put it in another folder, e.g. %s-sources/%s" $where $file $configFolder $configFolder (base $file)) }}
+{{- end }}
+{{- $from := printf "%s %s" $type (get . $type) }}
+{{- with get $files $file }}
+{{- if ne .from $from }}
+{{- fail (printf "%s and %s: both mount %s, from %s and %s: give one of them another file name" .owner $where $file .from $from) }}
+{{- end }}
+{{- else }}
+{{- $_ := set $files $file (dict "owner" $where "from" $from) }}
+{{- $at := get $folders $folder | default (dict "owner" $where "file" $file "projections" list) }}
+{{- $item := dict "key" (base $file) "path" (base $file) }}
+{{- $_ := set $at "projections" (append $at.projections (dict $type (dict "name" (get . $type) "items" (list $item) "optional" true))) }}
+{{- $_ := set $folders $folder $at }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $volumes := list }}
+{{- $mounts := list }}
+{{- range $folder, $at := $folders }}
+{{- range $other, $outer := $folders }}
+{{- if hasPrefix (printf "%s/" $other) $folder }}
+{{- fail (printf "%s: file %s is in %s, where the chart mounts %s: put both files in one folder, or in folders side by side" $at.owner $at.file $other $outer.owner) }}
+{{- end }}
+{{- end }}
+{{- $volume := printf "source-%s" (trimPrefix "sources." $at.owner) | trunc 63 | trimSuffix "-" }}
+{{- $volumes = append $volumes (dict "name" $volume "projected" (dict "sources" $at.projections)) }}
+{{- $mounts = append $mounts (dict "name" $volume "mountPath" $folder "readOnly" true) }}
+{{- end }}
+{{- $owners := dict $configFolder "labeller's config (kinds.yaml)" }}
+{{- range $folder, $at := $folders }}
+{{- $_ := set $owners $folder $at.owner }}
+{{- end }}
+{{- range $i, $mount := .Values.extraVolumeMounts }}
+{{- $path := clean $mount.mountPath }}
+{{- range $folder, $owner := $owners }}
+{{- if or (eq $path $folder) (hasPrefix (printf "%s/" $folder) $path) }}
+{{- fail (printf "extraVolumeMounts[%d] (%s) is mounted at %s, where the chart mounts %s%s: mount it elsewhere" $i $mount.name $path $owner (ternary "" (printf " (at %s)" $folder) (eq $path $folder))) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toYaml (dict "volumes" $volumes "mounts" $mounts) }}
 {{- end }}
 
 {{/*

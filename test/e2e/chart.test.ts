@@ -26,14 +26,26 @@ import {
   skip,
 } from './cluster.ts';
 import {
-  type Access,
-  accessReview,
+  assertAccess,
+  createConfigMap,
+  createDeployment,
+  each,
+  EVENTS_RULE,
+  EVENTS_VERBS,
+  grant,
+  GUARD_RULE,
+  installRbac,
+  labelled,
+  LABELLER_VERBS,
+  ownLabel,
+  read,
+  rulesOf,
+} from './chart-rbac.ts';
+import {
   apply,
   CHART,
   type Container,
   containers,
-  deleteAfter,
-  describeAccess,
   EXAMPLES,
   flagValue,
   lint,
@@ -47,28 +59,9 @@ import {
 } from './helm.ts';
 import { Labeller, runLabeller } from '../process/labeller.ts';
 
-const LABELLER_VERBS = ['list', 'watch', 'patch'];
 // The defaults have no kinds (an install without kinds fails and says what to set): every example instead.
 const VALUE_FILES: readonly (string | undefined)[] = EXAMPLES;
 const shortName = (file: string | undefined) => (file ? file.slice(CHART.length + 1) : 'default values');
-
-interface Rule {
-  readonly apiGroups: string[];
-  readonly resources: string[];
-  readonly resourceNames?: string[];
-  readonly verbs: string[];
-}
-const rulesOf = (role: Manifest) => role['rules'] as Rule[];
-const grant = (group: string, ...resources: string[]): Rule => ({
-  apiGroups: [group],
-  resources,
-  verbs: LABELLER_VERBS,
-});
-/** Kubernetes Events: create a series' Event, patch its count. */
-const EVENTS_RULE: Rule = { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] };
-const EVENTS_VERBS = EVENTS_RULE.verbs;
-/** The field-manager guard looks for other labellers' Leases in every namespace. */
-const GUARD_RULE: Rule = { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['list'] };
 
 interface VolumeMount {
   name: string;
@@ -196,7 +189,7 @@ describe('chart: lint and render', () => {
   });
 
   test('RBAC is derived from the kinds: list/watch/patch on exactly the configured resources', async () => {
-    // CRDs carry their group; a built-in without a table entry takes group ""; a kind with its own
+    // CRDs carry their group; a built-in may give its group ("" for core); a kind with its own
     // namespaces gets Roles there instead of the ClusterRole.
     const crd = await render({ release: 'rel', namespace: 'ops', files: [join(CHART, 'examples', 'crd.yaml')] });
     // Events go with the ClusterRole when there is one.
@@ -299,11 +292,6 @@ describe('chart: lint and render', () => {
       assert.ok((containers(only(quiet, 'Deployment'))[0]?.args ?? []).includes('--events=false'), shortName(file));
     }
     // Templates reading related objects: read access to them, and only then.
-    const read = (group: string, ...resources: string[]): Rule => ({
-      apiGroups: [group],
-      resources,
-      verbs: ['list', 'watch'],
-    });
     const related = {
       events: { enabled: false },
       labels: { team: '{{namespace.labels.team}}' },
@@ -364,15 +352,8 @@ describe('chart: lint and render', () => {
     assert.ok(!(containers(only(off, 'Deployment'))[0]?.args ?? []).some((a) => a.startsWith('--lease')));
   });
 
-  test('every-kind mode: "*" in "*" with list/watch/patch, in a ClusterRole or (namespaced scope with namespaces) a Role in each; scope and exclude reach the ConfigMap; mistakes are refused', async () => {
-    const EVERY_RULE: Rule = { apiGroups: ['*'], resources: ['*'], verbs: LABELLER_VERBS };
+  test('every-kind mode: scope and exclude reach the ConfigMap; mistakes are refused (its RBAC: chart-everykind.test.ts)', async () => {
     const example = await render({ release: 'rel', files: [join(CHART, 'examples', 'every-kind.yaml')] });
-    assert.deepEqual(rulesOf(only(example, 'ClusterRole')), [
-      grant('', 'secrets'),
-      EVERY_RULE,
-      EVENTS_RULE,
-      GUARD_RULE,
-    ]);
     const kinds = load((only(example, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '') as {
       kinds: Record<string, unknown>[];
     };
@@ -381,18 +362,6 @@ describe('chart: lint and render', () => {
       scope: 'namespaced',
       exclude: ['pods', 'replicasets.apps', 'jobs.batch'],
     });
-    const every = (entry: object, values: object = {}) =>
-      render({ release: 'rel', values: { labels: { a: 'b' }, kinds: [{ resource: '*', ...entry }], ...values } });
-    for (const scope of ['cluster', 'all']) {
-      assert.deepEqual(rulesOf(only(await every({ scope }), 'ClusterRole')), [EVERY_RULE, EVENTS_RULE, GUARD_RULE]);
-    }
-    // Namespaced scope in namespaced mode, or with namespaces of its own: Roles there, nothing cluster-wide.
-    for (const [entry, values] of [[{}, { watchNamespaces: ['a', 'b'] }], [{ namespaces: ['a', 'b'] }, {}]] as const) {
-      const manifests = await every(entry, values);
-      assert.ok(!manifests.some((m) => m.kind === 'ClusterRole' && m.metadata.name === 'rel-labeller'));
-      const roles = manifests.filter((m) => m.kind === 'Role' && m.metadata.name === 'rel-labeller');
-      assert.deepEqual(roles.map((r) => [r.metadata.namespace, rulesOf(r)[0]]), [['a', EVERY_RULE], ['b', EVERY_RULE]]);
-    }
     const refused: [entry: object, values: object, message: RegExp][] = [
       [{ scope: 'all' }, { watchNamespaces: ['a'] }, /scope all covers cluster-scoped kinds, which need a ClusterRole/],
       [
@@ -400,7 +369,7 @@ describe('chart: lint and render', () => {
         {},
         /scope cluster covers cluster-scoped kinds only.*remove `namespaces`/,
       ],
-      [{ group: 'apps' }, {}, /the every-kind entry covers every API group: remove `group`/],
+      [{ group: 'apps' }, {}, /the every-kind entry covers the built-in API groups: remove `group`/],
       [{ scope: 'Cluster' }, {}, /the every-kind entry's scope is namespaced, cluster or all/],
     ];
     for (const [entry, values, message] of refused) {
@@ -580,63 +549,9 @@ describe('chart: lint and render', () => {
   });
 });
 
-const RBAC_KINDS = new Set(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding']);
+// Cluster-wide labellers of this file select only the objects it made.
+const { labels: OWN, selector: OWN_SELECTOR } = ownLabel('rbac');
 const LABELS = { 'example.com/team': 'platform', 'example.com/namespace': '{{namespace}}' };
-
-/** Renders a release into a fresh namespace, applies its ServiceAccount and RBAC, and returns a kubeconfig with the ServiceAccount's token. */
-async function installRbac(prefix: string, values: object) {
-  const namespace = await createNamespace(`${prefix}-rel`);
-  const manifests = await render({ release: namespace, namespace, values });
-  deleteAfter(manifests);
-  await apply(manifests.filter((m) => RBAC_KINDS.has(m.kind)));
-  const kubeconfig = await serviceAccountKubeconfig(namespace, only(manifests, 'ServiceAccount').metadata.name);
-  const leaseName =
-    flagValue(containers(only(manifests, 'Deployment'))[0]?.args ?? [], '--leader-elect-resource-name') ?? '';
-  return { namespace, manifests, kubeconfig, leaseName };
-}
-
-// Cluster-wide labellers of this file select only the objects it made: other test files share the cluster.
-const OWN = { 'e2e.labeller/chart': 'rbac' };
-const OWN_SELECTOR = 'e2e.labeller/chart=rbac';
-
-async function createConfigMap(namespace: string, name: string): Promise<void> {
-  await create(`/api/v1/namespaces/${namespace}/configmaps`, {
-    apiVersion: 'v1',
-    kind: 'ConfigMap',
-    metadata: { name, labels: OWN },
-    data: { key: 'value' },
-  });
-}
-
-async function createDeployment(namespace: string, name: string): Promise<void> {
-  const labels = { app: name };
-  await create(`/apis/apps/v1/namespaces/${namespace}/deployments`, {
-    apiVersion: 'apps/v1',
-    kind: 'Deployment',
-    metadata: { name, labels: { ...labels, ...OWN } },
-    spec: {
-      selector: { matchLabels: labels },
-      template: { metadata: { labels }, spec: { containers: [{ name, image: 'nginx' }] } },
-    },
-  });
-}
-
-async function labelled(path: string, expected: Record<string, string>): Promise<boolean> {
-  const labels = await labelsOf(path);
-  return Object.entries(expected).every(([key, value]) => labels[key] === value);
-}
-
-async function assertAccess(kubeconfig: string, allowed: readonly Access[], denied: readonly Access[]): Promise<void> {
-  const answers = await accessReview(kubeconfig, [...allowed, ...denied]);
-  const wrong = [
-    ...allowed.filter((a) => !answers.get(a)).map((a) => `denied but needed: ${describeAccess(a)}`),
-    ...denied.filter((a) => answers.get(a)).map((a) => `allowed but not needed: ${describeAccess(a)}`),
-  ];
-  assert.deepEqual(wrong, []);
-}
-
-const each = (verbs: readonly string[], access: Omit<Access, 'verb'>): Access[] =>
-  verbs.map((verb) => ({ verb, ...access }));
 
 describe('chart: RBAC against the API server', { skip }, () => {
   test('cluster-wide: the rendered RBAC lets labeller label config maps and deployments, and allows nothing more', async () => {
@@ -646,8 +561,8 @@ describe('chart: RBAC against the API server', { skip }, () => {
       selector: OWN_SELECTOR,
       kinds: [{ resource: 'configmaps' }, { resource: 'deployments' }],
     });
-    await createConfigMap(target, 'app-config');
-    await createDeployment(target, 'web');
+    await createConfigMap(target, 'app-config', OWN);
+    await createDeployment(target, 'web', OWN);
     await create(`/api/v1/namespaces/${target}/secrets`, {
       apiVersion: 'v1',
       kind: 'Secret',
@@ -729,7 +644,7 @@ describe('chart: RBAC against the API server', { skip }, () => {
       selector: OWN_SELECTOR,
       kinds: [{ resource: 'configmaps' }],
     });
-    await createConfigMap(target, 'app-config');
+    await createConfigMap(target, 'app-config', OWN);
     const [httpPort = 0] = await freePorts(1);
     const labeller = new Labeller(localArgs(manifests, { leaderElection: true, httpPort }), { kubeconfig });
     try {
@@ -771,8 +686,8 @@ describe('chart: RBAC against the API server', { skip }, () => {
       manifests.filter((m) => m.kind === 'Role' && m.metadata.namespace === watched).map((r) => rulesOf(r)),
       [[grant('', 'configmaps'), EVENTS_RULE]],
     );
-    await createConfigMap(watched, 'app-config');
-    await createConfigMap(other, 'app-config');
+    await createConfigMap(watched, 'app-config', OWN);
+    await createConfigMap(other, 'app-config', OWN);
 
     const labeller = new Labeller(localArgs(manifests, { leaderElection: false }), { kubeconfig });
     try {
@@ -809,45 +724,6 @@ describe('chart: RBAC against the API server', { skip }, () => {
     assert.match(exit.stderr, /403 Forbidden/);
   });
 
-  test('every-kind, namespaced mode: the Role granting "*" in the watched namespace is enough for every kind there, nothing is skipped, other namespaces are untouched', async () => {
-    const watched = await createNamespace('chart-ek-watched');
-    const other = await createNamespace('chart-ek-other');
-    const { manifests, kubeconfig } = await installRbac('chart-ek', {
-      labels: LABELS,
-      watchNamespaces: [watched],
-      kinds: [{ resource: '*' }],
-    });
-    for (const namespace of [watched, other]) {
-      await createConfigMap(namespace, 'app-config');
-      await createDeployment(namespace, 'web');
-    }
-    const labeller = new Labeller(localArgs(manifests, { leaderElection: false }), { kubeconfig });
-    try {
-      const expected = { 'example.com/namespace': watched };
-      await eventually(
-        () => labelled(`/api/v1/namespaces/${watched}/configmaps/app-config`, expected),
-        'the config map labelled',
-      );
-      await eventually(
-        () => labelled(`/apis/apps/v1/namespaces/${watched}/deployments/web`, expected),
-        'the deployment labelled',
-      );
-      assert.deepEqual(
-        labeller.logs.filter((l) => l.level === 'error' || l.msg.startsWith('kind skipped')),
-        [],
-      );
-    } finally {
-      const exit = await labeller.stop();
-      assert.equal(exit.code, 0, exit.stderr);
-    }
-    assert.deepEqual(await labelsOf(`/api/v1/namespaces/${other}/configmaps/app-config`), OWN);
-    await assertAccess(kubeconfig, each(LABELLER_VERBS, { resource: 'secrets', namespace: watched }), [
-      ...each(['list'], { resource: 'secrets' }),
-      ...each(LABELLER_VERBS, { resource: 'secrets', namespace: other }),
-      ...each(['create', 'delete'], { resource: 'secrets', namespace: watched }),
-    ]);
-  });
-
   test('a ConfigMap source: its one ConfigMap, read by name, is all the chart grants of it, and enough to label from it', async () => {
     const watched = await createNamespace('chart-src-watched');
     const platform = await createNamespace('chart-src-platform');
@@ -855,14 +731,14 @@ describe('chart: RBAC against the API server', { skip }, () => {
       metadata: { name: 'teams' },
       data: { 'teams.yaml': 'app-config: { costCenter: cc-7 }\n' },
     });
-    await createConfigMap(platform, 'other');
+    await createConfigMap(platform, 'other', OWN);
     const { manifests, kubeconfig } = await installRbac('chart-src', {
       labels: { 'example.com/cost-center': '{{teams[name].costCenter}}' },
       watchNamespaces: [watched],
       kinds: [{ resource: 'cm' }],
       sources: { teams: { configMap: { namespace: platform, name: 'teams', key: 'teams.yaml' } } },
     });
-    await createConfigMap(watched, 'app-config');
+    await createConfigMap(watched, 'app-config', OWN);
     const labeller = new Labeller(localArgs(manifests, { leaderElection: false }), { kubeconfig });
     try {
       await eventually(
@@ -927,7 +803,7 @@ describe('sidecar example', { skip }, () => {
       'nothing names a namespace: kubectl apply -n chooses it',
     );
     await apply(docs.map((d) => ({ ...d, metadata: { ...d.metadata, namespace } })));
-    await createConfigMap(namespace, 'shop-config');
+    await createConfigMap(namespace, 'shop-config', OWN);
     await create(`/api/v1/namespaces/${namespace}/services`, {
       apiVersion: 'v1',
       kind: 'Service',
