@@ -19,6 +19,7 @@
 //                                  # (by default refused as an outage: the last good content stays)
 import { isDns1123Label } from '../kube/names.ts';
 import { durationProblem, parseDuration } from '../util/duration.ts';
+import { redactUrl } from '../util/url.ts';
 import { expectMapping, expectString, fail, isAbsent, rejectUnknownFields } from './fields.ts';
 
 /** Where a source's content comes from. */
@@ -141,7 +142,7 @@ function origin(type: (typeof TYPES)[number], fields: Record<string, unknown>, w
   } catch {
     throw fail(
       `${where}.url`,
-      `${JSON.stringify(url)} is not a URL: write e.g. https://catalog.example.com/teams.json`,
+      `${JSON.stringify(redactUrl(url))} is not a URL: write e.g. https://catalog.example.com/teams.json`,
     );
   }
   const allowHTTP = fields['allowHTTP'] === true;

@@ -2,7 +2,8 @@
 // last ETag, so an unchanged document costs a 304; a timeout; trust roots and a bearer token read
 // from files at each poll (rotated as credentials are); a size limit; redirects followed only on
 // the same origin; plain http only when the config asked for it. The token never reaches a log
-// line or an Event: failures name the URL and the status, nothing of the request.
+// line or an Event: failures name the URL, without its query string (which may carry a token of
+// its own), and the status, nothing of the request.
 import type { HttpOrigin } from '../config/sources.ts';
 import type { IncomingMessage } from 'node:http';
 import { request as httpRequest } from 'node:http';
@@ -10,6 +11,7 @@ import { request as httpsRequest } from 'node:https';
 import { Backoff } from '../util/backoff.ts';
 import { readText } from '../util/readtext.ts';
 import { sleep } from '../util/sleep.ts';
+import { redactUrl } from '../util/url.ts';
 import { attempt, type Loaded, type Loader, parseContent } from './loader.ts';
 
 const MAX_REDIRECTS = 5;
@@ -43,7 +45,7 @@ async function pollOnce(
   etag: string | undefined,
   signal: AbortSignal,
 ): Promise<{ loaded: Loaded; etag: string | undefined } | Exclude<Poll, Loaded>> {
-  const at = origin.url;
+  const at = redactUrl(origin.url);
   try {
     const [ca, token] = await Promise.all([
       origin.caFile === undefined ? undefined : readText(origin.caFile),
