@@ -8,7 +8,7 @@
 //     catalog:
 //       url: https://catalog.example.com/teams.json
 //       interval: 5m               # optional: how often it is polled (default 5m)
-//       timeout: 10s               # optional (default 10s)
+//       timeout: 10s               # optional: for the whole answer, body included (default 10s)
 //       caFile: /etc/catalog/ca.crt          # optional: trust roots, read at each poll
 //       bearerTokenFile: /etc/catalog/token  # optional: read at each poll, never logged
 //       maxBytes: 1048576          # optional: a larger body is refused (default 1 MiB)

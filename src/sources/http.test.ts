@@ -109,3 +109,16 @@ test('a token in the query string is in no failure: each names the URL with its 
     assert.ok(failure.startsWith(`Error: ${at}?…: `), failure);
   }
 });
+
+test('a body that never completes is a timeout, as an endpoint that never answers is', async (t) => {
+  const url = await serve(t, (req, res) => {
+    if (req.url === '/silent') return;
+    // Headers and part of the body, then nothing (a stalled upstream behind a proxy).
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.write('{"a": ');
+  });
+  for (const path of ['/stalled', '/silent']) {
+    const failure = String(await once(httpLoader(origin(`${url}${path}`, { timeoutMs: 300 }))));
+    assert.equal(failure, `Error: ${url}${path}: no answer in 300 ms (timeout)`);
+  }
+});

@@ -46,6 +46,10 @@ async function pollOnce(
   signal: AbortSignal,
 ): Promise<{ loaded: Loaded; etag: string | undefined } | Exclude<Poll, Loaded>> {
   const at = redactUrl(origin.url);
+  // One deadline for the whole poll, redirects and body included: a body that stalls after its
+  // headers is as unanswered as headers that never come.
+  const timeout = new AbortController();
+  const timer = setTimeout(() => timeout.abort(), origin.timeoutMs);
   try {
     const [ca, token] = await Promise.all([
       origin.caFile === undefined ? undefined : readText(origin.caFile),
@@ -54,47 +58,43 @@ async function pollOnce(
     const headers: Record<string, string> = { accept: 'application/json, application/yaml;q=0.9, */*;q=0.1' };
     if (token) headers['authorization'] = `Bearer ${token}`;
     if (etag) headers['if-none-match'] = etag;
-    const timeout = new AbortController();
-    const timer = setTimeout(() => timeout.abort(), origin.timeoutMs);
-    try {
-      let url = new URL(origin.url);
-      for (let hops = 0;; hops++) {
-        const response = await send(url, headers, ca, AbortSignal.any([signal, timeout.signal]));
-        const status = response.statusCode ?? 0;
-        if (status >= 300 && status < 400 && status !== 304) {
-          response.resume();
-          const next = response.headers.location ? new URL(response.headers.location, url) : undefined;
-          // The token goes where the config said, and nowhere else.
-          if (!next || next.origin !== url.origin) {
-            return new Error(`${at}: redirected to ${next?.origin ?? 'nowhere'}, another origin; not followed`);
-          }
-          if (hops === MAX_REDIRECTS) return new Error(`${at}: more than ${MAX_REDIRECTS} redirects`);
-          url = next;
-          continue;
+    let url = new URL(origin.url);
+    for (let hops = 0;; hops++) {
+      const response = await send(url, headers, ca, AbortSignal.any([signal, timeout.signal]));
+      const status = response.statusCode ?? 0;
+      if (status >= 300 && status < 400 && status !== 304) {
+        response.resume();
+        const next = response.headers.location ? new URL(response.headers.location, url) : undefined;
+        // The token goes where the config said, and nowhere else.
+        if (!next || next.origin !== url.origin) {
+          return new Error(`${at}: redirected to ${next?.origin ?? 'nowhere'}, another origin; not followed`);
         }
-        if (status === 304) {
-          response.resume();
-          return 'unchanged';
-        }
-        if (status !== 200) {
-          response.resume();
-          return new Error(`${at}: ${status} ${response.statusMessage ?? ''}`.trimEnd());
-        }
-        const text = await readLimited(response, origin.maxBytes, at);
-        const loaded = attempt(() => parseContent(text));
-        if (loaded instanceof Error) return new Error(`${at}: ${loaded.message}`);
-        const tag = response.headers.etag;
-        return { loaded, etag: typeof tag === 'string' ? tag : undefined };
+        if (hops === MAX_REDIRECTS) return new Error(`${at}: more than ${MAX_REDIRECTS} redirects`);
+        url = next;
+        continue;
       }
-    } finally {
-      clearTimeout(timer);
+      if (status === 304) {
+        response.resume();
+        return 'unchanged';
+      }
+      if (status !== 200) {
+        response.resume();
+        return new Error(`${at}: ${status} ${response.statusMessage ?? ''}`.trimEnd());
+      }
+      const text = await readLimited(response, origin.maxBytes, at);
+      const loaded = attempt(() => parseContent(text));
+      if (loaded instanceof Error) return new Error(`${at}: ${loaded.message}`);
+      const tag = response.headers.etag;
+      return { loaded, etag: typeof tag === 'string' ? tag : undefined };
     }
   } catch (error) {
     if (signal.aborted) return 'unchanged';
+    // Whatever the abort broke (the request: AbortError; the body: ECONNRESET), the deadline passed.
+    if (timeout.signal.aborted) return new Error(`${at}: no answer in ${origin.timeoutMs} ms (timeout)`);
     const why = error instanceof Error ? ((error as NodeJS.ErrnoException).code ?? error.message) : String(error);
-    return new Error(
-      `${at}: ${why === 'AbortError' || why === 'ABORT_ERR' ? `no answer in ${origin.timeoutMs} ms` : why}`,
-    );
+    return new Error(`${at}: ${why}`);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
