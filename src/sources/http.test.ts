@@ -107,6 +107,7 @@ test('a token in the query string is in no failure: each names the URL with its 
   for (const [at, failure] of failures) {
     assert.ok(!failure.includes(token), failure);
     assert.ok(failure.startsWith(`Error: ${at}?…: `), failure);
+    assert.equal(failure.split(at).length, 2, `named once: ${failure}`);
   }
 });
 

@@ -81,7 +81,7 @@ async function pollOnce(
         response.resume();
         return new Error(`${at}: ${status} ${response.statusMessage ?? ''}`.trimEnd());
       }
-      const text = await readLimited(response, origin.maxBytes, at);
+      const text = await readLimited(response, origin.maxBytes);
       const loaded = attempt(() => parseContent(text));
       if (loaded instanceof Error) return new Error(`${at}: ${loaded.message}`);
       const tag = response.headers.etag;
@@ -113,8 +113,8 @@ function send(
   });
 }
 
-/** The body as text, refused past `maxBytes` (reading stops there). */
-function readLimited(response: IncomingMessage, maxBytes: number, at: string): Promise<string> {
+/** The body as text, refused past `maxBytes` (reading stops there); the caller names the URL. */
+function readLimited(response: IncomingMessage, maxBytes: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -122,7 +122,7 @@ function readLimited(response: IncomingMessage, maxBytes: number, at: string): P
       size += chunk.length;
       if (size > maxBytes) {
         response.destroy();
-        reject(new Error(`${at}: larger than maxBytes (${maxBytes} bytes)`));
+        reject(new Error(`larger than maxBytes (${maxBytes} bytes)`));
         return;
       }
       chunks.push(chunk);
