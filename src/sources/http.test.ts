@@ -123,3 +123,11 @@ test('a body that never completes is a timeout, as an endpoint that never answer
     assert.equal(failure, `Error: ${url}${path}: no answer in 300 ms (timeout)`);
   }
 });
+
+test('a malformed HTTPS_PROXY fails the load, where the source set reports it, not the making of the loader', async () => {
+  let loader: ReturnType<typeof httpLoader> | undefined;
+  assert.doesNotThrow(() => {
+    loader = httpLoader(origin('https://catalog.example.com/t.json'), { HTTPS_PROXY: 'http://proxy:notaport' });
+  });
+  await assert.rejects(loader!(() => {}, new AbortController().signal, true), /Invalid URL/);
+});

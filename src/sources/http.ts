@@ -25,9 +25,10 @@ type Poll = Loaded | 'unchanged' | Error;
 type Env = Readonly<Record<string, string | undefined>>;
 
 export function httpLoader(origin: HttpOrigin, env: Env = process.env): Loader {
-  // Redirects stay on the origin, so every request of the source takes the same way.
-  const proxy = proxyFor(new URL(origin.url), env);
   return async (report, signal, once) => {
+    // Redirects stay on the origin, so every request of the source takes the same way. (Inside the
+    // loader: a malformed HTTPS_PROXY is then this source's failure, reported as such.)
+    const proxy = proxyFor(new URL(origin.url), env);
     let etag: string | undefined;
     // After a failure the next poll comes sooner, never later than the interval.
     const retry = new Backoff({ initialMs: Math.min(5_000, origin.intervalMs), maxMs: origin.intervalMs });
