@@ -8,7 +8,7 @@
 //     catalog:
 //       url: https://catalog.example.com/teams.json
 //       interval: 5m               # optional: how often it is polled (default 5m)
-//       timeout: 10s               # optional (default 10s)
+//       timeout: 10s               # optional: for the whole answer, body included (default 10s)
 //       caFile: /etc/catalog/ca.crt          # optional: trust roots, read at each poll
 //       bearerTokenFile: /etc/catalog/token  # optional: read at each poll, never logged
 //       maxBytes: 1048576          # optional: a larger body is refused (default 1 MiB)
@@ -19,6 +19,7 @@
 //                                  # (by default refused as an outage: the last good content stays)
 import { isDns1123Label } from '../kube/names.ts';
 import { durationProblem, parseDuration } from '../util/duration.ts';
+import { redactUrl } from '../util/url.ts';
 import { expectMapping, expectString, fail, isAbsent, rejectUnknownFields } from './fields.ts';
 
 /** Where a source's content comes from. */
@@ -141,7 +142,7 @@ function origin(type: (typeof TYPES)[number], fields: Record<string, unknown>, w
   } catch {
     throw fail(
       `${where}.url`,
-      `${JSON.stringify(url)} is not a URL: write e.g. https://catalog.example.com/teams.json`,
+      `${JSON.stringify(redactUrl(url))} is not a URL: write e.g. https://catalog.example.com/teams.json`,
     );
   }
   const allowHTTP = fields['allowHTTP'] === true;

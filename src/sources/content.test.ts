@@ -121,6 +121,10 @@ kinds: [{ resource: cm }]
     ['x: {}', /sources\.x: give exactly one of configMap, file or url \(found none\)/],
     ['x: {url: "http://catalog/t.json"}', /sources\.x\.url: plain http:\/\/ sends the content.*allowHTTP: true/],
     ['x: {url: "https://u:p@catalog/t.json"}', /no credentials in the URL/],
+    [
+      'x: {url: "catalog.example.com/t.json?token=s3cret"}',
+      /sources\.x\.url: "catalog\.example\.com\/t\.json\?…" is not a URL: write e\.g\. https:/,
+    ],
     ['x: {file: relative.yaml}', /sources\.x\.file: "relative\.yaml": give an absolute path/],
     ['x: {file: /a, interval: 1m}', /sources\.x\.interval: only a url source takes it/],
     ['x: {configMap: {namespace: Bad, name: t}}', /sources\.x\.configMap\.namespace: "Bad" is not a namespace name/],

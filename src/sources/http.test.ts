@@ -84,3 +84,50 @@ test('a redirect is followed on the same origin only; a body over maxBytes, a no
   assert.match(failures[3]!, /no answer in 300 ms/);
   for (const failure of failures) assert.match(failure, new RegExp(`^Error: ${url}/`));
 });
+
+test('a token in the query string is in no failure: each names the URL with its query left out', async (t) => {
+  const token = 's3cret-query-token';
+  const elsewhere = await serve(t, (_req, res) => res.end('{"a": "b"}'));
+  const url = await serve(t, (req, res) => {
+    const path = req.url?.split('?')[0];
+    if (path === '/away') return void res.writeHead(302, { location: `${elsewhere}/t.json?token=${token}` }).end();
+    if (path === '/big') return void res.end(`{"a": "${'x'.repeat(2000)}"}`);
+    if (path === '/down') return void res.writeHead(503).end();
+    if (path === '/bad') return void res.end('{"a": [');
+    if (path === '/silent') return;
+    res.end('{"a": "b"}');
+  });
+  // Port 1: nothing listens there, so the connection is refused.
+  const refused = 'http://127.0.0.1:1';
+  const failures = await Promise.all(
+    [`${url}/away`, `${url}/big`, `${url}/down`, `${url}/bad`, `${url}/silent`, `${refused}/t.json`].map(
+      async (at) => [at, String(await once(httpLoader(origin(`${at}?token=${token}`, { timeoutMs: 300 }))))] as const,
+    ),
+  );
+  for (const [at, failure] of failures) {
+    assert.ok(!failure.includes(token), failure);
+    assert.ok(failure.startsWith(`Error: ${at}?…: `), failure);
+    assert.equal(failure.split(at).length, 2, `named once: ${failure}`);
+  }
+});
+
+test('a body that never completes is a timeout, as an endpoint that never answers is', async (t) => {
+  const url = await serve(t, (req, res) => {
+    if (req.url === '/silent') return;
+    // Headers and part of the body, then nothing (a stalled upstream behind a proxy).
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.write('{"a": ');
+  });
+  for (const path of ['/stalled', '/silent']) {
+    const failure = String(await once(httpLoader(origin(`${url}${path}`, { timeoutMs: 300 }))));
+    assert.equal(failure, `Error: ${url}${path}: no answer in 300 ms (timeout)`);
+  }
+});
+
+test('a malformed HTTPS_PROXY fails the load, where the source set reports it, not the making of the loader', async () => {
+  let loader: ReturnType<typeof httpLoader> | undefined;
+  assert.doesNotThrow(() => {
+    loader = httpLoader(origin('https://catalog.example.com/t.json'), { HTTPS_PROXY: 'http://proxy:notaport' });
+  });
+  await assert.rejects(loader!(() => {}, new AbortController().signal, true), /Invalid URL/);
+});

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -93,4 +95,28 @@ test('content that looks like an outage (null, {}, an error document) keeps the 
   writeFileSync(open, '{"error": "maintenance window"}');
   await until(() => heard.some(([name, change]) => name === 'open' && change !== 'all'));
   assert.equal(set.lookup('open', 'green', 'cc'), undefined);
+});
+
+test("a URL source's query string (a token) reaches no log line, Event, /readyz line or note; its host and path do", async (t) => {
+  const token = 's3cret-query-token';
+  const server = createServer((_req, res) => res.writeHead(503).end());
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/teams.json`;
+  const said: string[] = [];
+  const set = new SourceSet({
+    apis: () => {
+      throw new Error('no API access');
+    },
+    discovery: {} as DiscoveryCache,
+    once: false,
+    events: { sourceFailed: (note) => said.push(note) },
+    log: createLogger({ level: 'debug', format: 'json', write: (line) => said.push(line) }),
+  });
+  t.after(() => set.stop());
+  set.apply(parseSources({ catalog: { url: `${url}?token=${token}`, allowHTTP: true, required: true } }, 'sources'));
+  await set.settled(['catalog']);
+  said.push(...set.problems(), ...set.notes());
+  assert.equal(said.filter((line) => line.includes(`${url}?…: 503`)).length, 3, said.join('\n'));
+  assert.deepEqual(said.filter((line) => line.includes(token)), []);
 });

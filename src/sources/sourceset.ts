@@ -23,7 +23,7 @@ export interface SourceSetOptions {
   readonly discovery: DiscoveryCache;
   /** Read each source once (`--once`, status). */
   readonly once: boolean;
-  readonly events?: LabellerEvents | undefined;
+  readonly events?: Pick<LabellerEvents, 'sourceFailed'> | undefined;
   readonly log: Logger;
 }
 

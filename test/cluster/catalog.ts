@@ -1,7 +1,8 @@
 // An HTTPS endpoint such as a service catalogue or a CMDB, for the sources of truth tests: its own
 // CA and server certificate (openssl), a JSON document with an ETag that answers If-None-Match
 // with 304, a bearer token it checks, and switches for a body that changes, a body that is not
-// a map, and an outage. It counts what it answered.
+// a map, and an outage. It counts what it answered. Its certificate also names a host that
+// resolves nowhere, for tests that reach it through a proxy.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,6 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 export class Catalog {
+  /** A name its certificate carries besides 127.0.0.1 that resolves nowhere: only a proxy reaches it by that name. */
+  static readonly host = 'catalog.labeller.test';
   readonly dir = mkdtempSync(join(tmpdir(), 'labeller-catalog-'));
   /** The CA that signed the server's certificate: what a client trusts. */
   readonly caFile = join(this.dir, 'ca.crt');
@@ -57,7 +60,7 @@ export class Catalog {
       '-subj',
       '/CN=127.0.0.1',
     );
-    writeFileSync(at('ext.cnf'), 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
+    writeFileSync(at('ext.cnf'), `subjectAltName=IP:127.0.0.1,DNS:${Catalog.host}\nextendedKeyUsage=serverAuth\n`);
     openssl(
       'x509',
       '-req',
