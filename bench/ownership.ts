@@ -1,5 +1,5 @@
 // The cost of labeller_objects_managed/pending: each scrape counts a controller's whole cache
-// (src/labeller/ownership.ts). Synthetic objects, no cluster: the first scrape plans every
+// (src/labelling/counts.ts). Synthetic objects, no cluster: the first scrape plans every
 // object, later ones only objects replaced since; one object in a hundred is replaced between
 // scrapes, as a watch would. Prints the figures.
 //   node --import tsx bench/ownership.ts [--n 100000] [--scrapes 5]
