@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { load } from 'js-yaml';
 import { DEFAULT_EXCLUDES } from '../../src/config/everykind.ts';
-import { create, createCrd, createNamespace, eventually, kubeconfig, labelsOf, skip } from './cluster.ts';
+import { adminClient, create, createCrd, createNamespace, eventually, kubeconfig, labelsOf, skip } from './cluster.ts';
 import {
   assertAccess,
   createConfigMap,
@@ -185,6 +185,10 @@ async function builtins(namespaced: boolean): Promise<string[]> {
 describe('chart: every-kind RBAC against the API server', { skip }, () => {
   test('the enumeration agrees with discovery: every built-in is granted or left out by labeller, never both', async () => {
     const defaults = DEFAULT_EXCLUDES.map((d) => d.resource);
+    // The chart's table is as of Kubernetes 1.37: an older server (CI tests 1.30 too) does not
+    // serve the newer kinds, and a grant of a kind not served is harmless there.
+    const { minor } = await (await adminClient()).json<{ minor: string }>('GET', '/version');
+    const tableServer = Number.parseInt(minor, 10) >= 37;
     for (const [scope, namespaced] of [['namespaced', true], ['cluster', false]] as const) {
       const manifests = await every({ scope });
       const grant = new Set(granted(only(manifests, 'ClusterRole')));
@@ -193,7 +197,9 @@ describe('chart: every-kind RBAC against the API server', { skip }, () => {
       assert.deepEqual(served.filter((name) => !grant.has(name) && !leftOut.has(name)), [], `${scope}: neither`);
       assert.deepEqual(served.filter((name) => grant.has(name) && leftOut.has(name)), [], `${scope}: both`);
       // Every grant names something served (a table entry gone from Kubernetes would show here).
-      assert.deepEqual([...grant].filter((name) => !served.includes(name)), [], `${scope}: not served`);
+      if (tableServer) {
+        assert.deepEqual([...grant].filter((name) => !served.includes(name)), [], `${scope}: not served`);
+      }
     }
   });
 
