@@ -78,16 +78,17 @@ export class FieldManagerGuard {
   }
 
   /**
-   * Makes `config` the claim of this process: throws FieldManagerTaken when a live holder of
-   * another config writes what it would; while this process holds its Lease, the Lease says the
-   * new config at once (and is checked again, as after a first write).
+   * Undefined when this process may write now (its Lease held and renewed in time: the check on
+   * every write, without a promise); else a promise that resolves once it may: before its first
+   * write of the Lease, and after a lapse (renewed too late for others to see it as live), once
+   * hold() has renewed it and checked. The promise rejects when `signal` aborts first, or when
+   * this process stepped down.
    */
-  /**
-   * Resolves once this process may write: at once while its Lease is held and renewed in time;
-   * before its first write of the Lease, and after a lapse (renewed too late for others to see it
-   * as live), once hold() has renewed it and checked. Rejects when `signal` aborts first.
-   */
-  async writable(signal?: AbortSignal): Promise<void> {
+  writable(signal?: AbortSignal): Promise<void> | undefined {
+    return this.#off || performance.now() < this.#validUntil ? undefined : this.#untilWritable(signal);
+  }
+
+  async #untilWritable(signal?: AbortSignal): Promise<void> {
     while (!this.#off && performance.now() >= this.#validUntil) {
       // Stepped down: nothing more is written (the process is stopping).
       if (this.#lost) throw this.#lost;
@@ -105,6 +106,11 @@ export class FieldManagerGuard {
     }
   }
 
+  /**
+   * Makes `config` the claim of this process: throws FieldManagerTaken when a live holder of
+   * another config writes what it would; while this process holds its Lease, the Lease says the
+   * new config at once (and is checked again, as after a first write).
+   */
   async claim(config: ClaimedConfig, signal?: AbortSignal): Promise<void> {
     const next = { ...this.#claim, ...config };
     await this.#check(next, signal);

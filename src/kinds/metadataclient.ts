@@ -5,8 +5,8 @@ import { ApiError, type StatusCause } from '../kube/errors.ts';
 import type { MetadataField } from '../config/model.ts';
 import { type ApplyTarget, LabelConflict, type MetadataClient, ObjectGone } from '../labelling/ports.ts';
 
-/** Resolves once this process may write; rejects when `signal` aborts first. */
-export type Writable = (signal?: AbortSignal) => Promise<void>;
+/** Undefined when this process may write now, else a promise of the moment it may; rejects when `signal` aborts first. */
+export type Writable = (signal?: AbortSignal) => Promise<void> | undefined;
 
 /**
  * `api` is the resource's in a namespace ('' for all, or cluster-scoped); `writable` resolves
@@ -20,7 +20,8 @@ export function metadataClient(
   const everywhere = api('');
   return {
     async apply(target, { labels, annotations }, { force, dryRun, annotationKeys, signal }) {
-      if (!dryRun) await writable?.(signal);
+      const waiting = dryRun ? undefined : writable?.(signal);
+      if (waiting) await waiting;
       try {
         const applied = await everywhere.apply(
           {

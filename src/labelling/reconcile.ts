@@ -18,6 +18,7 @@ import type { FightTracker } from './fights.ts';
 import { type LookupIndex, lookupKey } from './lookupindex.ts';
 import {
   type AppliedMetadata,
+  type ApplyTarget,
   LabelConflict,
   type MetadataClient,
   ObjectGone,
@@ -197,7 +198,7 @@ export class Reconciler {
    * `signal` aborts the write (this process may no longer write).
    */
   async reconcile(object: LabelledObject, signal?: AbortSignal): Promise<Result> {
-    const { kind, client, conflicts, dryRun } = this.#options;
+    const { client, conflicts, dryRun } = this.#options;
     const { log } = this.#options;
     // The object's fields on each line, rather than a child logger per reconcile: most reconciles log nothing.
     const at = { namespace: object.namespace || undefined, name: object.name };
@@ -259,13 +260,7 @@ export class Reconciler {
       };
     }
 
-    const target = {
-      apiVersion: kind.apiVersion,
-      kind: kind.kind,
-      name: object.name,
-      namespace: object.namespace,
-      uid: object.uid,
-    };
+    const target = this.#target(object);
     const annotationKeys = [...new Set([...this.#digestIndex.keys(), ...object.ownedAnnotations])];
     let after: AppliedMetadata;
     try {
@@ -360,14 +355,8 @@ export class Reconciler {
     started: readonly Yielded[],
     signal: AbortSignal | undefined,
   ): Promise<LabelFight[]> {
-    const { kind, client, log } = this.#options;
-    const target = {
-      apiVersion: kind.apiVersion,
-      kind: kind.kind,
-      name: object.name,
-      namespace: object.namespace,
-      uid: object.uid,
-    };
+    const { client, log } = this.#options;
+    const target = this.#target(object);
     // A dry-run apply of the keys without force answers 409 naming the managers that own them.
     let owners: LabelConflict['owners'] = [];
     try {
@@ -407,6 +396,18 @@ export class Reconciler {
       );
     }
     return fights;
+  }
+
+  /** The apply target of `object`, guarded by its uid. */
+  #target(object: LabelledObject): ApplyTarget {
+    const { kind } = this.#options;
+    return {
+      apiVersion: kind.apiVersion,
+      kind: kind.kind,
+      name: object.name,
+      namespace: object.namespace,
+      uid: object.uid,
+    };
   }
 
   /** One map's plan: a key someone else set to another value is taken over under `force` (and stays in `missing`), left theirs under `skip`. */

@@ -25,6 +25,9 @@ import {
 import { Labeller, runLabeller } from '../process/labeller.ts';
 import { sleep } from '../process/sleep.ts';
 
+/** Leases short enough for a test to see them expire: 3 s, renewed within 2 s, retried every 0.5 s. */
+const SHORT_LEASE = ['--lease-duration', '3s', '--renew-deadline', '2s', '--retry-period', '500ms'];
+
 describe('field-manager guard', { skip }, () => {
   test(
     'a laptop --once and a second instance with another config refuse to write under a held field manager; the same config runs; a dead holder blocks nobody',
@@ -55,12 +58,7 @@ describe('field-manager guard', { skip }, () => {
         '--leader-elect',
         '--leader-election-namespace',
         release,
-        '--lease-duration',
-        '3s',
-        '--renew-deadline',
-        '2s',
-        '--retry-period',
-        '500ms',
+        ...SHORT_LEASE,
       ], { kubeconfig });
       try {
         await eventually(
@@ -161,12 +159,7 @@ describe('field-manager guard', { skip }, () => {
           release,
           '--leader-election-id',
           `${fieldManager}-lease`,
-          '--lease-duration',
-          '3s',
-          '--renew-deadline',
-          '2s',
-          '--retry-period',
-          '500ms',
+          ...SHORT_LEASE,
         ], { kubeconfig });
       const replicas = [replica(), replica()];
       const laptop = (config: string) =>
@@ -256,12 +249,7 @@ describe('field-manager guard', { skip }, () => {
         `team=${team}`,
         '--field-manager',
         fieldManager,
-        '--lease-duration',
-        '3s',
-        '--renew-deadline',
-        '2s',
-        '--retry-period',
-        '500ms',
+        ...SHORT_LEASE,
       ];
       const team = async () => (await labelsOf(`/api/v1/namespaces/${target}/configmaps/app`))['team'];
       const starved = new Labeller(config('a'));
@@ -336,12 +324,7 @@ describe('field-manager guard', { skip }, () => {
       };
       const crashed = new Labeller([
         ...args,
-        '--lease-duration',
-        '3s',
-        '--renew-deadline',
-        '2s',
-        '--retry-period',
-        '500ms',
+        ...SHORT_LEASE,
       ]);
       await eventually(async () => (await leases()).length === 1, 'its guard Lease');
       const [left] = await leases();
@@ -352,12 +335,7 @@ describe('field-manager guard', { skip }, () => {
       const next = await runLabeller([
         ...args,
         '--once',
-        '--lease-duration',
-        '3s',
-        '--renew-deadline',
-        '2s',
-        '--retry-period',
-        '500ms',
+        ...SHORT_LEASE,
       ]);
       assert.equal(next.code, 0, next.stderr);
       assert.ok(!(await leases()).includes(left!), `${left} deleted`);
