@@ -14,9 +14,10 @@
 //   health       labeller stops cleanly at the end (exit 0, no crash) and its peak RSS stays bounded.
 // Operations: ConfigMaps created and deleted, namespace labels changed, Deployments scaled (the
 // controllers make and delete Pods), the source rewritten with good, empty, malformed and
-// mass-removing content, live reloads that add and drop keys, another manager overwriting a key
-// once. Perturbations: SIGKILL and restart (between a write and its echo, at random), SIGSTOP
-// for part of a lease duration, every connection dropped, kube-apiserver restarted.
+// mass-removing content, the source deleted for a while, live reloads that add and drop keys and
+// ones that do not parse, another manager overwriting a key once. Perturbations: SIGKILL and
+// restart (between a write and its echo, at random), SIGSTOP for part of a lease duration, every
+// connection dropped, kube-apiserver restarted.
 import { writeFileSync } from 'node:fs';
 import { dump } from 'js-yaml';
 import { auditEvents, byLabeller } from '../cluster/audit.ts';
@@ -50,6 +51,10 @@ export type Operation =
   | { readonly op: 'stop'; readonly ms: number }
   | { readonly op: 'drop' }
   | { readonly op: 'restart-apiserver'; readonly ms: number }
+  /** A config file that does not parse, for `ms`, then the config in force again. */
+  | { readonly op: 'reload-invalid'; readonly ms: number }
+  /** The source's ConfigMap deleted for `ms`, then written again with the content in use. */
+  | { readonly op: 'source-gone'; readonly ms: number }
   | { readonly op: 'pause'; readonly ms: number };
 
 export interface Violation {
@@ -93,6 +98,8 @@ export function generate(seed: number, count: number): Operation[] {
       stop: 1,
       drop: 1,
       'restart-apiserver': 0.3,
+      'reload-invalid': 1,
+      'source-gone': 0.7,
     });
     const existing = [...configMaps[ns]!];
     switch (kind) {
@@ -138,7 +145,9 @@ export function generate(seed: number, count: number): Operation[] {
         operations.push({ op: 'stop', ms: random.int(1000, 4000) });
         break;
       case 'restart-apiserver':
-        operations.push({ op: 'restart-apiserver', ms: random.int(1000, 5000) });
+      case 'reload-invalid':
+      case 'source-gone':
+        operations.push({ op: kind, ms: random.int(1000, 5000) });
         break;
       default:
         operations.push({ op: kind });
@@ -220,8 +229,11 @@ export async function run(
     }));
     await cluster.post(`/apis/apps/v1/namespaces/${ns}/deployments`, deployment(`web-${i}`, 1));
   }
+  /** Replaces the source's ConfigMap, or creates it when it is gone. */
   const writeSource = (document: unknown) =>
-    cluster.put(`/api/v1/namespaces/${sourceNs}/configmaps/teams`, sourceMap(sourceNs, document));
+    cluster.put(`/api/v1/namespaces/${sourceNs}/configmaps/teams`, sourceMap(sourceNs, document)).catch(() =>
+      cluster.post(`/api/v1/namespaces/${sourceNs}/configmaps`, sourceMap(sourceNs, document))
+    );
   await cluster.post(`/api/v1/namespaces/${sourceNs}/configmaps`, sourceMap(sourceNs, INITIAL_SOURCE));
   const configPath = cluster.writeFile(`chaos-${seed}.yaml`, configYaml(config, namespaces, sourceNs));
   const kubeconfig = cluster.writeKubeconfig({ server: proxy.url });
@@ -351,6 +363,18 @@ export async function run(
         break;
       case 'drop':
         proxy.drop();
+        break;
+      case 'reload-invalid':
+        // Rejected: the config in force stays; then it is written back, so a restart finds a valid one.
+        writeFileSync(configPath, 'labels: [unclosed\n');
+        await sleep(operation.ms);
+        writeFileSync(configPath, configYaml(config, namespaces, sourceNs));
+        break;
+      case 'source-gone':
+        // Unreadable: its last good content stays; then back with the content in use.
+        await cluster.delete(`/api/v1/namespaces/${sourceNs}/configmaps/teams`).catch(() => {});
+        await sleep(operation.ms);
+        await writeSource(Object.fromEntries(source));
         break;
       case 'restart-apiserver':
         await cp.stopApiServer();
