@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { type Ending, Host } from '../commands/host.ts';
-import { claimWith, type LabelOptions, runLabel, writerGuard } from '../commands/label.ts';
+import { type LabelOptions, runLabel, writerGuard, writerStart } from '../commands/label.ts';
 import { runOnce } from '../commands/once.ts';
 import { runPrune } from '../commands/prune.ts';
 import { runStatus } from '../commands/status.ts';
@@ -115,7 +115,9 @@ function runCommand(host: Host, options: Options, config: Config | undefined, la
   // Only prune --all-kinds goes without a config.
   if (!config) throw new Error('no config to run');
   if (options.command === 'status') return runStatus(host, config, options);
-  return options.once ? runOnce(host, config, claimWith(writerGuard(host, label))) : runLabel(host, config, label);
+  return options.once
+    ? runOnce(host, config, writerStart(host, label, writerGuard(host, label)))
+    : runLabel(host, config, label);
 }
 
 /** How each ending exits: a stop asked for is a clean one; work left undone or a failure is 1. */

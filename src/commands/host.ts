@@ -8,7 +8,8 @@ import { type EventsIdentity, LabellerEvents } from '../events/labellerevents.ts
 import { KindError, type Resolved, resolveKinds } from '../kinds/resolve.ts';
 import { KindSet, type KindSetOptions } from '../kinds/kindset.ts';
 import type { WiringOptions } from '../kinds/controller.ts';
-import type { Writable } from '../kinds/metadataclient.ts';
+import type { Writable } from '../labelling/ports.ts';
+import type { SourceMemory } from '../sources/memory.ts';
 import { deniedAccess } from '../kube/access.ts';
 import { metadataApis } from '../kube/api.ts';
 import type { KubeClient } from '../kube/client.ts';
@@ -64,6 +65,8 @@ export interface StartOptions {
   readonly reload?: string | undefined;
   /** Writes wait for it (the field-manager guard's Lease held). */
   readonly writable?: Writable | undefined;
+  /** Each source's last good key set across restarts (sources/memory.ts). */
+  readonly sourceMemory?: SourceMemory | undefined;
 }
 
 export class Host {
@@ -142,7 +145,10 @@ export class Host {
    * manager. Throws KindError when none of its kinds is served; answers undefined when a signal
    * came before the first write.
    */
-  async start(config: Config, { verbs, claim, reload, writable }: StartOptions): Promise<Started | undefined> {
+  async start(
+    config: Config,
+    { verbs, claim, reload, writable, sourceMemory }: StartOptions,
+  ): Promise<Started | undefined> {
     const { client, options, discovery, metrics, events, log, shutdown, counts } = this;
     mustServeSome(resolveKinds(config.kinds, discovery), config, discovery);
     const election = options.leaderElection;
@@ -161,6 +167,7 @@ export class Host {
       discovery,
       wiring: { apis: metadataApis(client), options, log, counts, metrics, events, writable },
       claim,
+      sourceMemory,
       access: (resource, namespaces, signal) => deniedAccess(client, resource, namespaces, verbs, signal),
       log,
     });

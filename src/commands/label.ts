@@ -6,6 +6,8 @@ import { type ConfigFile, followConfigFile } from '../config/follow.ts';
 import type { Config } from '../config/model.ts';
 import { claimOf } from '../guard/claim.ts';
 import { type FieldManagerGuard, type FieldManagerTaken, guardFor, type GuardOptions } from '../guard/guard.ts';
+import { LeaseApi } from '../kube/lease.ts';
+import { LeaseMemory, memoryLeaseName } from '../sources/memory.ts';
 import type { Ending, Host, StartOptions } from './host.ts';
 
 export interface LabelOptions {
@@ -20,9 +22,27 @@ export function writerGuard(host: Host, options: Pick<LabelOptions, 'guard'>): F
   return host.options.dryRun ? undefined : guardFor(host.client, { ...host.options, guard: options.guard }, host.log);
 }
 
-/** The claim hook of `guard`: before a config takes effect, refuse to fight a labeller of another config under this field manager. */
-export function claimWith(guard: FieldManagerGuard | undefined): StartOptions['claim'] {
-  return guard && ((config, kinds, signal) => guard.claim(claimOf(config, kinds), signal));
+/**
+ * What a command that writes starts with: the claim hook of `guard` (before a config takes
+ * effect, refuse to fight a labeller of another config under this field manager) and the sources'
+ * memory beside the guard's Lease, written while the guard allows writes.
+ */
+export function writerStart(
+  host: Host,
+  options: Pick<LabelOptions, 'guard'>,
+  guard: FieldManagerGuard | undefined,
+): Pick<StartOptions, 'claim' | 'sourceMemory'> {
+  if (!guard) return {};
+  const { fieldManager, leaderElection } = host.options;
+  return {
+    claim: (config, kinds, signal) => guard.claim(claimOf(config, kinds), signal),
+    sourceMemory: new LeaseMemory(new LeaseApi(host.client), {
+      namespace: options.guard.namespace,
+      name: memoryLeaseName(fieldManager, leaderElection?.name),
+      writable: (signal) => guard.writable(signal),
+      log: host.log,
+    }),
+  };
 }
 
 /** Runs until shutdown; throws FieldManagerTaken when another config took the field manager meanwhile. */
@@ -31,7 +51,7 @@ export async function runLabel(host: Host, config: Config, options: LabelOptions
   const guard = writerGuard(host, options);
   const started = await host.start(config, {
     verbs: ['list', 'watch', 'patch'],
-    claim: claimWith(guard),
+    ...writerStart(host, options, guard),
     reload: options.configFile?.path,
     // Not while the guard's Lease has lapsed: another config may have started meanwhile.
     writable: guard && ((signal) => guard.writable(signal)),

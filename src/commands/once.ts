@@ -10,11 +10,16 @@ import type { Logger } from '../util/log.ts';
 import type { Ending, Host, StartOptions } from './host.ts';
 
 /**
- * `incomplete` if anything failed, could not be listed, or was cut short by a signal. `claim`
- * checks the field manager is free for this config before the first write (labeller --once).
+ * `incomplete` if anything failed, could not be listed, or was cut short by a signal. `writer`'s
+ * claim checks the field manager is free for this config before the first write, and its sources'
+ * memory refuses an outage that began before (labeller --once).
  */
-export async function runOnce(host: Host, config: Config, claim?: StartOptions['claim']): Promise<Ending> {
-  const started = await host.start(config, { verbs: ['list', 'patch'], claim });
+export async function runOnce(
+  host: Host,
+  config: Config,
+  writer: Pick<StartOptions, 'claim' | 'sourceMemory'> = {},
+): Promise<Ending> {
+  const started = await host.start(config, { verbs: ['list', 'patch'], ...writer });
   if (!started) return 'stopped';
   const { manager, kinds } = started;
   const ending = await manager.once(() =>

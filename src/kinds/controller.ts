@@ -17,7 +17,8 @@ import { Controller } from '../runtime/controller.ts';
 import { Informer } from '../runtime/informer.ts';
 import type { InformerHandle } from '../runtime/informercache.ts';
 import type { SourceChange, SourceSet } from '../sources/sourceset.ts';
-import { metadataClient, type Writable } from './metadataclient.ts';
+import { metadataClient } from './metadataclient.ts';
+import type { Writable } from '../labelling/ports.ts';
 import { controllerName, type ResolvedKind, watchedNamespaces } from './resolve.ts';
 
 /** What wiring a kind takes of the command-line options. */

@@ -27,6 +27,7 @@ import { type AccessCheck, KindAccess, type SkippedKind } from './access.ts';
 import { checkAliases, type Resolved, resolveKinds } from './resolve.ts';
 import { Relations } from '../related/relations.ts';
 import { SourceSet } from '../sources/sourceset.ts';
+import type { SourceMemory } from '../sources/memory.ts';
 
 export interface KindSetOptions {
   readonly manager: Manager<LabelledObject>;
@@ -39,6 +40,8 @@ export interface KindSetOptions {
   readonly claim?: ((config: Config, kinds: Resolved, signal?: AbortSignal) => Promise<void>) | undefined;
   /** Asks whether the every-kind entry's kinds may be used before they start (none: they all start). */
   readonly access?: AccessCheck | undefined;
+  /** Each source's last good key set across restarts (sources/memory.ts). */
+  readonly sourceMemory?: SourceMemory | undefined;
   /** How long kinds skipped for want of rights wait before they are asked about again (default one minute). */
   readonly accessRecheckMs?: number | undefined;
   readonly log: Logger;
@@ -84,6 +87,7 @@ export class KindSet {
       discovery,
       once: manager.listsOnce,
       events: wiring.events,
+      memory: options.sourceMemory,
       log: wiring.log,
     });
     const stopSources = this.sources.onChange((name, change) => {

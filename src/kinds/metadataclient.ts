@@ -3,10 +3,7 @@
 import type { ResourceApi } from '../kube/api.ts';
 import { ApiError, type StatusCause } from '../kube/errors.ts';
 import type { MetadataField } from '../config/model.ts';
-import { type ApplyTarget, LabelConflict, type MetadataClient, ObjectGone } from '../labelling/ports.ts';
-
-/** Undefined when this process may write now, else a promise of the moment it may; rejects when `signal` aborts first. */
-export type Writable = (signal?: AbortSignal) => Promise<void> | undefined;
+import { type ApplyTarget, LabelConflict, type MetadataClient, ObjectGone, type Writable } from '../labelling/ports.ts';
 
 /**
  * `api` is the resource's in a namespace ('' for all, or cluster-scoped); `writable` resolves

@@ -43,6 +43,12 @@ export interface MetadataClient {
   ): Promise<Readonly<Record<string, string>>>;
 }
 
+/**
+ * Whether this process may write now: undefined when it may, else a promise of the moment it may
+ * (the field-manager guard's Lease held: guard/guard.ts); rejects when `signal` aborts first.
+ */
+export type Writable = (signal?: AbortSignal) => Promise<void> | undefined;
+
 /** Another field manager owns a label or annotation with a different value (a 409 from server-side apply). */
 export class LabelConflict extends Error {
   override readonly name = 'LabelConflict';

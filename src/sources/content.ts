@@ -88,9 +88,12 @@ export function massRemoval(before: SourceContent | undefined, after: SourceCont
   if (before === undefined) return undefined;
   let removed = 0;
   for (const key of before.keys()) if (!after.has(key)) removed++;
-  return removed >= 2 && removed * 2 > before.size
-    ? `it drops ${removed} of its ${before.size} keys at once`
-    : undefined;
+  return dropsMost(removed, before.size) ? `it drops ${removed} of its ${before.size} keys at once` : undefined;
+}
+
+/** Whether dropping `removed` of `size` keys at once looks like an outage: more than half of them, two or more. */
+export function dropsMost(removed: number, size: number): boolean {
+  return removed >= 2 && removed * 2 > size;
 }
 
 /** The keys whose entries differ between two contents (added, removed or changed). */

@@ -9,17 +9,19 @@ import type { DiscoveryCache } from '../kube/discoverycache.ts';
 import { parseSources } from '../config/sources.ts';
 import { createLogger } from '../util/log.ts';
 import { type SourceChange, SourceSet } from './sourceset.ts';
+import type { KeySketch, SourceMemory } from './memory.ts';
 
 const quiet = createLogger({ level: 'error', format: 'json', write: () => {} });
 
 /** A SourceSet over file sources only (no API access), and what its listeners heard. */
-function sourceSet() {
+function sourceSet(memory?: SourceMemory) {
   const set = new SourceSet({
     apis: () => {
       throw new Error('file sources only');
     },
     discovery: {} as DiscoveryCache,
     once: false,
+    memory,
     log: quiet,
   });
   const heard: [string, SourceChange][] = [];
@@ -119,4 +121,64 @@ test("a URL source's query string (a token) reaches no log line, Event, /readyz 
   said.push(...set.problems(), ...set.notes());
   assert.equal(said.filter((line) => line.includes(`${url}?…: 503`)).length, 3, said.join('\n'));
   assert.deepEqual(said.filter((line) => line.includes(token)), []);
+});
+
+/** A memory kept in a map, as the Lease keeps it across processes. */
+function mapMemory(): SourceMemory & { readonly records: Map<string, KeySketch> } {
+  const records = new Map<string, KeySketch>();
+  return {
+    records,
+    recall: (origin) => Promise.resolve(records.get(origin)),
+    remember: (origin, _source, sketch) => void records.set(origin, sketch),
+    close: () => Promise.resolve(),
+  };
+}
+
+test('a restart during an outage: the first read is checked against the key set remembered, and refused', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'labeller-sources-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'teams.json');
+  const specs = parseSources({ teams: { file } }, 'sources');
+  writeFileSync(file, JSON.stringify({ red: 'cc-1', blue: 'cc-2', green: 'cc-3', gray: 'cc-4' }));
+  const memory = mapMemory();
+  const first = sourceSet(memory);
+  first.set.apply(specs);
+  await until(() => first.set.loaded('teams'));
+  await first.set.stop();
+  assert.equal(memory.records.size, 1, 'the key set is remembered');
+
+  // The outage begins while no labeller runs; the next one starts into it.
+  writeFileSync(file, JSON.stringify({ gray: 'cc-9' }));
+  const second = sourceSet(memory);
+  t.after(() => second.set.stop());
+  second.set.apply(specs);
+  await second.set.settled(['teams']);
+  assert.equal(second.set.loaded('teams'), false, 'held, as before its first good read');
+  assert.deepEqual(second.heard, []);
+  assert.match(second.set.notes()[0] ?? '', /source teams has not loaded/);
+
+  // The source is back: taken, and remembered again.
+  writeFileSync(file, JSON.stringify({ red: 'cc-1', blue: 'cc-2', green: 'cc-3', gray: 'cc-5' }));
+  await until(() => second.set.loaded('teams'));
+  assert.equal(second.set.lookup('teams', 'gray', undefined), 'cc-5');
+  assert.deepEqual(second.heard, [['teams', 'all']]);
+});
+
+test('a source that allows mass removal takes its first read after a restart whatever was remembered', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'labeller-sources-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'teams.json');
+  const specs = parseSources({ teams: { file, allowMassRemoval: true } }, 'sources');
+  const memory = mapMemory();
+  writeFileSync(file, JSON.stringify({ red: 'cc-1', blue: 'cc-2', green: 'cc-3' }));
+  const first = sourceSet(memory);
+  first.set.apply(specs);
+  await until(() => first.set.loaded('teams'));
+  await first.set.stop();
+  writeFileSync(file, JSON.stringify({ gray: 'cc-9' }));
+  const second = sourceSet(memory);
+  t.after(() => second.set.stop());
+  second.set.apply(specs);
+  await until(() => second.set.loaded('teams'));
+  assert.equal(second.set.lookup('teams', 'gray', undefined), 'cc-9');
 });

@@ -1,6 +1,8 @@
 // The sources of truth of the config in force, loading: each keeps its last good content, so a
 // source that cannot be read (unreachable, refused, too large, malformed) changes nothing; before
-// its first good read, the labels that read it are held. Each change is told to the kinds with
+// its first good read, the labels that read it are held. Content that looks like an outage (empty,
+// or dropping most keys at once) is a failure too, checked at the first read against the key set
+// remembered before a restart (memory.ts). Each change is told to the kinds with
 // the keys whose entries changed, so exactly the objects that looked those keys up are queued.
 // A failing source is a log line, a Warning Event on labeller's Pod, the labeller_source_*
 // metrics and a line in /readyz (which it keeps from ready only when it is `required` and has
@@ -17,6 +19,7 @@ import { configMapLoader } from './configmap.ts';
 import { fileLoader } from './file.ts';
 import { httpLoader } from './http.ts';
 import type { Loaded, Loader } from './loader.ts';
+import { type KeySketch, originKey, outageSinceRestart, sketchOf, type SourceMemory } from './memory.ts';
 
 export interface SourceSetOptions {
   readonly apis: ResourceApis;
@@ -24,6 +27,8 @@ export interface SourceSetOptions {
   /** Read each source once (`--once`, status). */
   readonly once: boolean;
   readonly events?: Pick<LabellerEvents, 'sourceFailed'> | undefined;
+  /** Each source's last good key set across restarts (none: a restart forgets it). */
+  readonly memory?: SourceMemory | undefined;
   readonly log: Logger;
 }
 
@@ -34,7 +39,11 @@ export type SourceChange = readonly string[] | 'all';
 interface Running {
   readonly spec: SourceSpec;
   readonly key: string;
+  /** The source's identity in the memory. */
+  readonly origin: string;
   content: SourceContent | undefined;
+  /** Its key set before this process started, until its first good read here. */
+  remembered: KeySketch | undefined;
   bytes: number;
   lastSuccessMs: number | undefined;
   failure: Error | undefined;
@@ -116,6 +125,7 @@ export class SourceSet implements SourceLookups {
     for (const running of this.#running.values()) running.stop.abort();
     await Promise.all([...this.#running.values()].map((running) => running.done));
     this.#running.clear();
+    await this.#options.memory?.close();
   }
 
   #start(spec: SourceSpec): void {
@@ -124,7 +134,9 @@ export class SourceSet implements SourceLookups {
     const running: Running = {
       spec,
       key: JSON.stringify(spec),
+      origin: originKey(spec.origin),
       content: undefined,
+      remembered: undefined,
       bytes: 0,
       lastSuccessMs: undefined,
       failure: undefined,
@@ -135,16 +147,20 @@ export class SourceSet implements SourceLookups {
     this.#running.set(spec.name, running);
     const loader = this.#loader(spec);
     const log = this.#options.log.child({ source: spec.name });
-    running.done = loader(
-      (result) => {
-        if (running.stop.signal.aborted) return;
-        if (result instanceof Error) this.#failed(running, result, log);
-        else this.#loaded(running, result, log);
-        running.settle();
-      },
-      running.stop.signal,
-      this.#options.once,
-    ).catch((error: unknown) => {
+    const { memory, once } = this.#options;
+    running.done = (async () => {
+      running.remembered = await memory?.recall(running.origin);
+      await loader(
+        (result) => {
+          if (running.stop.signal.aborted) return;
+          if (result instanceof Error) this.#failed(running, result, log);
+          else this.#loaded(running, result, log);
+          running.settle();
+        },
+        running.stop.signal,
+        once,
+      );
+    })().catch((error: unknown) => {
       this.#failed(running, error instanceof Error ? error : new Error(String(error)), log);
       running.settle();
     });
@@ -170,7 +186,9 @@ export class SourceSet implements SourceLookups {
   #loaded(running: Running, { content, bytes }: Loaded, log: Logger): void {
     const before = running.content;
     // What looks like an outage is one: the labels that read the source stay as they are.
-    const outage = running.spec.allowMassRemoval ? undefined : massRemoval(before, content);
+    // Checked against the key set before a restart too: an outage may outlast a process.
+    const outage = running.spec.allowMassRemoval ? undefined : massRemoval(before, content) ??
+      (before === undefined ? outageSinceRestart(running.remembered, content) : undefined);
     if (outage !== undefined) {
       this.#failed(
         running,
@@ -188,6 +206,8 @@ export class SourceSet implements SourceLookups {
     if (running.failure) log.info('source can be read again', { keys: content.size });
     running.failure = undefined;
     if (before !== undefined && changed.length === 0) return;
+    running.remembered = undefined;
+    if (!this.#options.once) this.#options.memory?.remember(running.origin, running.spec.name, sketchOf(content));
     log.info(before === undefined ? 'source loaded' : 'source changed', {
       keys: content.size,
       bytes,

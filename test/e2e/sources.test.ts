@@ -301,4 +301,73 @@ kinds:
       }
     },
   );
+
+  test(
+    'a restart into an outage: the first read is checked against the key set remembered before, and strips nothing',
+    { timeout: 180_000 },
+    async () => {
+      const ns = await createNamespace('sources-restart');
+      const teams = ['red', 'green', 'blue', 'gray'];
+      for (const team of teams) await objects(ns, [team], { app: team });
+      const catalog = new Catalog('restart-token');
+      const good = JSON.stringify(Object.fromEntries(teams.map((team, i) => [team, `cc-${i + 1}`])));
+      catalog.body = good;
+      await catalog.up();
+      after(() => catalog.close());
+      const config = configFile(`
+sources:
+  cmdb:
+    url: ${catalog.url}
+    interval: 1s
+    caFile: ${catalog.caFile}
+    bearerTokenFile: ${catalog.tokenFile}
+labels:
+  cost-center: "{{cmdb[labels.app]}}"
+kinds:
+  - resource: configmaps
+  - resource: secrets
+`);
+      const costCentres = async () => [...(await labelled(ns)).values()].map((l) => l['cost-center']).sort();
+      const all = teams.flatMap((_, i) => [`cc-${i + 1}`, `cc-${i + 1}`]).sort();
+      const admin = await adminClient();
+      const remembered = async () => {
+        const leases = await admin.json<
+          { items: { metadata: { name: string; annotations?: Record<string, string> } }[] }
+        >(
+          'GET',
+          '/apis/coordination.k8s.io/v1/leases',
+        );
+        return leases.items.find((lease) => lease.metadata.name.startsWith(`sources-${FIELD_MANAGER}-`))?.metadata
+          .annotations;
+      };
+      const first = new Labeller(args(config, [ns]));
+      await eventually(async () => (await costCentres()).join() === all.join(), 'every object labelled', 60_000);
+      await eventually(async () => Object.keys((await remembered()) ?? {}).length === 1, 'the key set remembered');
+      // Killed, then the source's outage begins before the next process starts.
+      first.kill();
+      await first.exited;
+      catalog.body = JSON.stringify({ gray: 'cc-9' });
+      const second = new Labeller(args(config, [ns]));
+      try {
+        await second.waitForLog(
+          (l) =>
+            /source cannot be read; it has not loaded yet/.test(l.msg) &&
+            /drops 3 of the 4 keys it had before labeller started/.test(String(l['error'])),
+          30_000,
+        );
+        await sleep(3000);
+        assert.deepEqual(await costCentres(), all, 'no label stripped');
+        assert.doesNotMatch(JSON.stringify(await remembered()), /restart-token/, 'the memory holds no URL or token');
+        catalog.body = JSON.stringify({ red: 'cc-1', green: 'cc-2', blue: 'cc-3', gray: 'cc-5' });
+        await eventually(
+          async () =>
+            (await costCentres()).join() === ['cc-1', 'cc-1', 'cc-2', 'cc-2', 'cc-3', 'cc-3', 'cc-5', 'cc-5'].join(),
+          'the source back: its new value taken',
+          60_000,
+        );
+      } finally {
+        assertCleanExit(await second.stop());
+      }
+    },
+  );
 });
