@@ -1,18 +1,28 @@
 // The chaos harness's oracle: what every object's labels must be, from the harness's own record
-// of the world (the config it wrote, the namespaces' labels, the source's content), written here
+// of the world (the config it wrote, the namespaces' labels, the two sources' contents), written here
 // and not taken from labeller's planner, so that it can disagree with it. The scenario's templates
-// read only an object's namespace and a source, so the labels wanted are the same for every object
-// of a namespace, whatever its kind.
+// read only an object's namespace and the sources, so the labels wanted are the same for every
+// object of a namespace, whatever its kind.
 
 /** The domain of the keys the scenario writes; other keys are not the oracle's business. */
 export const DOMAIN = 'chaos.example.com';
-export const KEYS = { static: `${DOMAIN}/static`, team: `${DOMAIN}/team`, cc: `${DOMAIN}/cost-center` } as const;
+export const KEYS = {
+  static: `${DOMAIN}/static`,
+  team: `${DOMAIN}/team`,
+  cc: `${DOMAIN}/cost-center`,
+  site: `${DOMAIN}/site`,
+} as const;
+
+/** The HTTPS source's size limit (its `maxBytes`): a larger body is refused. */
+export const CATALOG_MAX_BYTES = 4096;
 
 /** Which of the scenario's keys the config in force sets. */
 export interface ConfigState {
   readonly static: boolean;
   readonly team: boolean;
   readonly cc: boolean;
+  /** The key read from the HTTPS source. */
+  readonly site: boolean;
 }
 
 /** The world as the harness made it. */
@@ -22,8 +32,31 @@ export interface WorldState {
   readonly teams: ReadonlyMap<string, string | undefined>;
   /** The source's content labeller must be using: its last good one (see sourceVerdict). */
   readonly source: ReadonlyMap<string, string>;
+  /** The HTTPS source's content labeller must be using, likewise. */
+  readonly catalog: ReadonlyMap<string, string>;
+  /**
+   * Sources that a process started while they answered a refused document (an outage) has never
+   * read: their keys are held, neither set nor removed, until a good document comes (memory.ts).
+   */
+  readonly held: ReadonlyMap<HeldSource, HeldValues>;
   /** Objects (`kind/namespace/name`) whose team key another manager set while labeller did not want it: it stays theirs. */
   readonly intruded: ReadonlySet<string>;
+}
+
+/** The sources a key reads. */
+export type HeldSource = 'cc' | 'site';
+/** A held source's key on each object (`kind/namespace/name`) when the hold began; undefined: it had none. */
+export type HeldValues = ReadonlyMap<string, string | undefined>;
+
+/** In wanted(), the value of a held key: never removed while held. */
+export const ANY = '*held*';
+
+/** The values each key may have (undefined: absent); a key not named must be absent. */
+export type Expectation = Readonly<Record<string, readonly (string | undefined)[]>>;
+
+export function matches(labels: Readonly<Record<string, string>>, expectation: Expectation): boolean {
+  const keys = new Set([...Object.keys(labels), ...Object.keys(expectation)]);
+  return [...keys].every((key) => (expectation[key] ?? [undefined]).includes(labels[key]));
 }
 
 /** The labels of the scenario's keys an object in `namespace` must carry. */
@@ -33,16 +66,31 @@ export function wanted(world: WorldState, namespace: string): Record<string, str
   if (world.config.static) labels[KEYS.static] = 'on';
   // A template whose variable has no value renders nothing: the key is not set, or removed.
   if (world.config.team && team !== undefined) labels[KEYS.team] = team;
-  const cc = team === undefined ? undefined : world.source.get(team);
+  const cc = team === undefined ? undefined : world.held.has('cc') ? ANY : world.source.get(team);
   if (world.config.cc && cc !== undefined) labels[KEYS.cc] = cc;
+  const site = team === undefined ? undefined : world.held.has('site') ? ANY : world.catalog.get(team);
+  if (world.config.site && site !== undefined) labels[KEYS.site] = site;
   return labels;
 }
 
-/** The labels of the scenario's keys object `key` (`kind/namespace/name`) must carry. */
-export function expected(world: WorldState, key: string, intruder: string): Record<string, string> {
-  const labels = wanted(world, key.split('/')[1]!);
-  if (world.intruded.has(key) && !(KEYS.team in labels)) labels[KEYS.team] = intruder;
-  return labels;
+/**
+ * What object `key` (`kind/namespace/name`) must carry of the scenario's keys. A held source's key
+ * is either as it was when the hold began (a leader started into the outage keeps it) or as the
+ * last good content says (a leader that read that content before the outage, still running).
+ */
+export function expected(world: WorldState, key: string, intruder: string): Expectation {
+  const ns = key.split('/')[1]!;
+  const labels = wanted(world, ns);
+  const lastGood = wanted({ ...world, held: new Map() }, ns);
+  const expectation: Record<string, (string | undefined)[]> = {};
+  for (const [label, value] of Object.entries(labels)) expectation[label] = [value];
+  for (const [source, values] of world.held) {
+    const label = KEYS[source];
+    if (labels[label] === undefined) continue;
+    expectation[label] = [...new Set([values.get(key), lastGood[label]])];
+  }
+  if (world.intruded.has(key) && !(KEYS.team in labels)) expectation[KEYS.team] = [intruder];
+  return expectation;
 }
 
 /** What a source document is, as the product must take it: a new good content, or refused. */
@@ -65,4 +113,16 @@ export function sourceVerdict(last: ReadonlyMap<string, string>, document: unkno
   const dropped = [...last.keys()].filter((key) => !next.has(key)).length;
   if (dropped >= 2 && dropped * 2 > last.size) return { refused: 'mass removal' };
   return { good: next };
+}
+
+/** The HTTPS source's content after `body` is served over `last`: too large is refused, else as sourceVerdict. */
+export function catalogVerdict(last: ReadonlyMap<string, string>, body: string): SourceVerdict {
+  if (Buffer.byteLength(body) > CATALOG_MAX_BYTES) return { refused: 'too large' };
+  let document: unknown;
+  try {
+    document = JSON.parse(body);
+  } catch {
+    return { refused: 'not JSON' };
+  }
+  return sourceVerdict(last, document);
 }

@@ -1,11 +1,12 @@
 // `npm run chaos`: seeded runs of the chaos scenario (scenario.ts) on one full test control plane,
 // each reporting the invariants it broke. A run that breaks one writes its operations to a file
-// and prints how to replay them.
+// and prints how to replay them; a violation found and fixed keeps its operations in regressions/.
 //
 //   npm run chaos                          seeds 1, 2, 3, 30 operations each
 //   npm run chaos -- --seeds 7,8 --ops 60  those seeds, 60 operations each
 //   npm run chaos -- --minutes 30          seeds 1, 2, 3, … until 30 minutes are over
-//   npm run chaos -- --replay FILE         the operations a failed run wrote, again
+//   npm run chaos -- --replay FILE,FILE    the operations a failed run wrote (or a regression), again;
+//                                          with --seeds, those seeds after them
 import { readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +16,7 @@ import { generate, type Operation, run, type RunResult } from './scenario.ts';
 
 const { values } = parseArgs({
   options: {
-    seeds: { type: 'string', default: '1,2,3' },
+    seeds: { type: 'string' },
     ops: { type: 'string', default: '30' },
     minutes: { type: 'string' },
     replay: { type: 'string' },
@@ -24,9 +25,16 @@ const { values } = parseArgs({
 const log = (line: string) => console.log(`[chaos ${new Date().toISOString().slice(11, 19)}] ${line}`);
 const count = Number(values.ops);
 const deadline = values.minutes === undefined ? undefined : Date.now() + Number(values.minutes) * 60_000;
-const replay = values.replay === undefined
-  ? undefined
-  : (JSON.parse(readFileSync(values.replay, 'utf8')) as { seed: number; operations: Operation[] });
+const replays = (values.replay?.split(',') ?? []).map((file) =>
+  JSON.parse(readFileSync(file, 'utf8')) as { seed: number; operations: Operation[] }
+);
+const seeds = (values.seeds ?? (replays.length > 0 || deadline ? '' : '1,2,3')).split(',').filter(Boolean).map(Number);
+/** The runs in order: the replays, the seeds given, then (with --minutes) seeds 1, 2, … until the deadline. */
+function* runs(): Generator<{ seed: number; operations: readonly Operation[] }> {
+  yield* replays;
+  for (const seed of seeds) yield { seed, operations: generate(seed, count) };
+  for (let seed = 1; deadline && Date.now() < deadline; seed++) yield { seed, operations: generate(seed, count) };
+}
 
 const abort = new AbortController();
 process.once('SIGINT', () => abort.abort());
@@ -34,10 +42,7 @@ const cp = await startControlPlane(abort.signal, { full: true });
 log(`full control plane at ${cp.server}`);
 const results: RunResult[] = [];
 try {
-  const seeds = replay ? [replay.seed] : values.seeds.split(',').map(Number);
-  for (let i = 0; deadline ? Date.now() < deadline : i < seeds.length; i++) {
-    const seed = deadline ? i + 1 : seeds[i]!;
-    const operations = replay?.operations ?? generate(seed, count);
+  for (const { seed, operations } of runs()) {
     const result = await run(cp, seed, operations, log);
     results.push(result);
     if (result.violations.length > 0) {

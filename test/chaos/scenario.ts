@@ -1,9 +1,10 @@
 // One seeded chaos run against a full test control plane (controllers, scheduler, kwok nodes):
-// labeller labels two namespaces' ConfigMaps, Deployments, ReplicaSets and Pods from the
-// namespace's `team` label and a ConfigMap source of cost centres, while a sequence of
-// operations drawn from the seed changes the world and disturbs labeller. The oracle (oracle.ts)
-// says what every object's labels must be; the invariants are checked as the run goes and at its
-// end:
+// two replicas of labeller under leader election, as a ServiceAccount, label two namespaces'
+// ConfigMaps, Deployments, ReplicaSets, Pods and (while its CRD is installed) Widgets from the
+// namespace's `team` label, a ConfigMap source of cost centres and an HTTPS source of sites, while
+// a sequence of operations drawn from the seed changes the world and disturbs labeller. The
+// oracle (oracle.ts) says what every object's labels must be; the invariants are checked as the
+// run goes and at its end:
 //   never strip  no key the config in force wants, from readable inputs, disappears from an
 //                object that still exists (sampled every second; a key not wanted at some moment
 //                of the last GRACE_MS may go);
@@ -11,24 +12,44 @@
 //                oracle's labels of the scenario's keys;
 //   bounded      labeller's PATCHes stay within twice the changes the oracle predicts, plus a
 //                constant per restart;
-//   health       labeller stops cleanly at the end (exit 0, no crash) and its peak RSS stays bounded.
+//   health       no replica exits by itself but for a named reason (lost leadership, no API
+//                server at start), each stops cleanly at the end (exit 0, no crash), peak RSS
+//                stays bounded, and no Lease is left but the run's own.
 // Operations: ConfigMaps created and deleted, namespace labels changed, Deployments scaled (the
-// controllers make and delete Pods), the source rewritten with good, empty, malformed and
-// mass-removing content, the source deleted for a while, live reloads that add and drop keys and
-// ones that do not parse, another manager overwriting a key once. Perturbations: SIGKILL and
-// restart (between a write and its echo, at random), SIGSTOP for part of a lease duration, every
-// connection dropped, kube-apiserver restarted.
+// controllers make and delete Pods), a CRD installed (with Widgets) and removed, the ConfigMap
+// source rewritten with good, empty, malformed and mass-removing content or deleted for a while,
+// the HTTPS source answering the same, too large a body, no answer for a while or flipping
+// between two contents, live reloads that add and drop keys and ones that do not parse, a kind's
+// RBAC revoked for a while, another manager overwriting a key once. Perturbations: SIGKILL and
+// restart of either replica (between a write and its echo, at random), SIGSTOP for part of a
+// lease duration (the other replica takes over), every connection dropped, every byte delayed
+// (a stale view), kube-apiserver restarted.
 import { writeFileSync } from 'node:fs';
+import { isNotFound } from '../../src/kube/errors.ts';
 import { dump } from 'js-yaml';
 import { auditEvents, byLabeller } from '../cluster/audit.ts';
-import { Cluster } from '../cluster/cluster.ts';
+import { Cluster, type PolicyRule } from '../cluster/cluster.ts';
 import { FaultProxy } from '../cluster/faultproxy.ts';
 import type { ControlPlane } from '../controlplane/controlplane.ts';
+import { Catalog } from '../cluster/catalog.ts';
 import { crashed } from '../process/crash.ts';
 import { Labeller } from '../process/labeller.ts';
 import { procSample } from '../process/procstat.ts';
 import { sleep } from '../process/sleep.ts';
-import { type ConfigState, DOMAIN, expected, KEYS, sourceVerdict, wanted, type WorldState } from './oracle.ts';
+import {
+  CATALOG_MAX_BYTES,
+  catalogVerdict,
+  type ConfigState,
+  DOMAIN,
+  expected,
+  type HeldSource,
+  type HeldValues,
+  KEYS,
+  matches,
+  sourceVerdict,
+  wanted,
+  type WorldState,
+} from './oracle.ts';
 import { Random } from './random.ts';
 
 /** A removal is justified if the key was not wanted at some moment this long before it was seen. */
@@ -38,18 +59,34 @@ const MAX_RSS_MIB = 300;
 const TEAMS = ['red', 'blue', 'green', 'gray'] as const;
 const INTRUDER = 'intruder';
 
+/** The kinds whose RBAC an operation may revoke: each of the config's built-in kinds. */
+const REVOCABLE = ['configmaps', 'deployments', 'replicasets', 'pods'] as const;
+const REPLICAS = 2;
+
 /** One step of a run, as drawn from the seed (and written out to replay it). */
 export type Operation =
   | { readonly op: 'create'; readonly ns: number; readonly name: string }
   | { readonly op: 'delete'; readonly ns: number; readonly name: string }
   | { readonly op: 'team'; readonly ns: number; readonly team: string | null }
   | { readonly op: 'source'; readonly document: unknown }
+  /** The HTTPS source's body, as served. */
+  | { readonly op: 'catalog'; readonly body: string }
+  /** The HTTPS source answering nothing (connection refused) for `ms`. */
+  | { readonly op: 'catalog-down'; readonly ms: number }
+  /** The HTTPS source flipping between two bodies every 300 ms for `ms`, ending on the second. */
+  | { readonly op: 'catalog-flip'; readonly bodies: readonly [string, string]; readonly ms: number }
   | { readonly op: 'reload'; readonly config: ConfigState }
   | { readonly op: 'intrude'; readonly ns: number; readonly name: string }
   | { readonly op: 'scale'; readonly ns: number; readonly replicas: number }
-  | { readonly op: 'kill' }
-  | { readonly op: 'stop'; readonly ms: number }
+  /** The Widgets CRD installed (with two Widgets per namespace) or removed. */
+  | { readonly op: 'crd'; readonly install: boolean }
+  /** Every right on `resource` taken from labeller's ServiceAccount for `ms`, then given back. */
+  | { readonly op: 'revoke'; readonly resource: (typeof REVOCABLE)[number]; readonly ms: number }
+  | { readonly op: 'kill'; readonly replica: number }
+  | { readonly op: 'stop'; readonly replica: number; readonly ms: number }
   | { readonly op: 'drop' }
+  /** Every byte between labeller and the API server `delayMs` late, for `ms`: a stale view. */
+  | { readonly op: 'delay'; readonly delayMs: number; readonly ms: number }
   | { readonly op: 'restart-apiserver'; readonly ms: number }
   /** A config file that does not parse, for `ms`, then the config in force again. */
   | { readonly op: 'reload-invalid'; readonly ms: number }
@@ -74,7 +111,9 @@ export interface RunResult {
 }
 
 const INITIAL_SOURCE = { red: 'cc-1', blue: 'cc-2', green: 'cc-3', gray: 'cc-4' };
-const INITIAL_CONFIG: ConfigState = { static: true, team: true, cc: true };
+const INITIAL_CATALOG = { red: 'site-1', blue: 'site-2', green: 'site-3', gray: 'site-4' };
+const INITIAL_CONFIG: ConfigState = { static: true, team: true, cc: true, site: true };
+const CRD = { group: DOMAIN, plural: 'widgets', kind: 'Widget' } as const;
 
 /** The operations of `seed`: drawn against a model of what exists, so each makes sense when it runs. */
 export function generate(seed: number, count: number): Operation[] {
@@ -82,6 +121,7 @@ export function generate(seed: number, count: number): Operation[] {
   const configMaps = [new Set(['cm-0', 'cm-1', 'cm-2']), new Set(['cm-0', 'cm-1', 'cm-2'])];
   let serial = 3;
   let config = INITIAL_CONFIG;
+  let crd = false;
   const intruded = new Set<string>();
   const operations: Operation[] = [];
   for (let i = 0; i < count; i++) {
@@ -90,13 +130,19 @@ export function generate(seed: number, count: number): Operation[] {
       create: 4,
       delete: 2,
       team: 4,
-      source: 4,
+      source: 3,
+      catalog: 3,
+      'catalog-down': 0.7,
+      'catalog-flip': 0.7,
       reload: 2,
       intrude: 1,
       scale: 2,
+      crd: 1,
+      revoke: 1,
       kill: 1,
       stop: 1,
       drop: 1,
+      delay: 0.7,
       'restart-apiserver': 0.3,
       'reload-invalid': 1,
       'source-gone': 0.7,
@@ -129,21 +175,51 @@ export function generate(seed: number, count: number): Operation[] {
         operations.push({ op: 'team', ns, team: random.chance(0.2) ? null : random.pick(TEAMS) });
         break;
       case 'source':
-        operations.push({ op: 'source', document: sourceDocument(random) });
+        operations.push({ op: 'source', document: sourceDocument(random, 'cc') });
+        break;
+      case 'catalog':
+        operations.push({ op: 'catalog', body: catalogBody(random) });
+        break;
+      case 'catalog-flip':
+        // Two edits that keep every key: whichever of them labeller sees, neither is an outage.
+        operations.push({
+          op: 'catalog-flip',
+          bodies: [JSON.stringify(everyTeam(random, 'site')), JSON.stringify(everyTeam(random, 'site'))],
+          ms: random.int(1000, 4000),
+        });
         break;
       case 'reload': {
-        const next = { static: random.chance(0.7), team: random.chance(0.7), cc: random.chance(0.7) };
+        const next = {
+          static: random.chance(0.7),
+          team: random.chance(0.7),
+          cc: random.chance(0.7),
+          site: random.chance(0.7),
+        };
         // A config without labels does not load: keep one.
-        config = next.static || next.team || next.cc ? next : { ...next, static: true };
+        config = next.static || next.team || next.cc || next.site ? next : { ...next, static: true };
         operations.push({ op: 'reload', config });
         break;
       }
       case 'scale':
         operations.push({ op: 'scale', ns, replicas: random.int(0, 3) });
         break;
-      case 'stop':
-        operations.push({ op: 'stop', ms: random.int(1000, 4000) });
+      case 'crd':
+        crd = !crd;
+        operations.push({ op: 'crd', install: crd });
         break;
+      case 'revoke':
+        operations.push({ op: 'revoke', resource: random.pick(REVOCABLE), ms: random.int(2000, 8000) });
+        break;
+      case 'kill':
+        operations.push({ op: 'kill', replica: random.int(0, REPLICAS - 1) });
+        break;
+      case 'stop':
+        operations.push({ op: 'stop', replica: random.int(0, REPLICAS - 1), ms: random.int(1000, 8000) });
+        break;
+      case 'delay':
+        operations.push({ op: 'delay', delayMs: random.int(200, 2000), ms: random.int(2000, 8000) });
+        break;
+      case 'catalog-down':
       case 'restart-apiserver':
       case 'reload-invalid':
       case 'source-gone':
@@ -158,7 +234,7 @@ export function generate(seed: number, count: number): Operation[] {
 }
 
 /** A source document: mostly good edits, sometimes what an outage answers. */
-function sourceDocument(random: Random): unknown {
+function sourceDocument(random: Random, prefix: string): unknown {
   const shape = random.weighted({ edit: 6, empty: 1, null: 1, 'not a mapping': 1, 'mass removal': 1 });
   switch (shape) {
     case 'empty':
@@ -168,13 +244,23 @@ function sourceDocument(random: Random): unknown {
     case 'not a mapping':
       return ['maintenance'];
     case 'mass removal':
-      return { [random.pick(TEAMS)]: 'cc-9' };
+      return { [random.pick(TEAMS)]: `${prefix}-9` };
     default: {
       const document: Record<string, string> = {};
-      for (const team of TEAMS) if (random.chance(0.85)) document[team] = `cc-${random.int(1, 6)}`;
+      for (const team of TEAMS) if (random.chance(0.85)) document[team] = `${prefix}-${random.int(1, 6)}`;
       return document;
     }
   }
+}
+
+/** The HTTPS source's body: a source document, or a good-looking one too large to take. */
+function catalogBody(random: Random): string {
+  if (!random.chance(0.15)) return JSON.stringify(sourceDocument(random, 'site'));
+  return JSON.stringify({ ...everyTeam(random, 'site'), padding: 'x'.repeat(CATALOG_MAX_BYTES) });
+}
+
+function everyTeam(random: Random, prefix: string): Record<string, string> {
+  return Object.fromEntries(TEAMS.map((team) => [team, `${prefix}-${random.int(1, 6)}`]));
 }
 
 interface Sample {
@@ -188,7 +274,27 @@ const KINDS = [
   { path: (ns: string) => `/apis/apps/v1/namespaces/${ns}/deployments`, name: 'deployments' },
   { path: (ns: string) => `/apis/apps/v1/namespaces/${ns}/replicasets`, name: 'replicasets' },
   { path: (ns: string) => `/api/v1/namespaces/${ns}/pods`, name: 'pods' },
+  { path: (ns: string) => `/apis/${CRD.group}/v1/namespaces/${ns}/${CRD.plural}`, name: CRD.plural, optional: true },
 ] as const;
+
+/** The rights labeller's ServiceAccount has; `revoked` is left out. */
+function rules(revoked?: string): PolicyRule[] {
+  const kinds: PolicyRule[] = [
+    { apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch', 'patch'] },
+    { apiGroups: ['apps'], resources: ['deployments', 'replicasets'], verbs: ['list', 'watch', 'patch'] },
+    { apiGroups: [''], resources: ['pods'], verbs: ['list', 'watch', 'patch'] },
+  ].flatMap((rule) => {
+    const resources = rule.resources.filter((resource) => resource !== revoked);
+    return resources.length > 0 ? [{ ...rule, resources }] : [];
+  });
+  return [
+    ...kinds,
+    { apiGroups: [CRD.group], resources: [CRD.plural], verbs: ['list', 'watch', 'patch'] },
+    { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
+    { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['*'] },
+    { apiGroups: ['', 'events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
+  ];
+}
 
 /** Runs `operations` (or those of `seed`) against `cp`; never throws for a violation, only reports it. */
 export async function run(
@@ -199,14 +305,22 @@ export async function run(
 ): Promise<RunResult> {
   const cluster = await Cluster.connect(cp.kubeconfig);
   const proxy = await FaultProxy.start(cp.server);
+  const catalog = new Catalog(`chaos-${seed}`);
+  catalog.body = JSON.stringify(INITIAL_CATALOG);
+  await catalog.up();
   const violations: Violation[] = [];
   const namespaces = [await cluster.namespace(`chaos-${seed}-a`), await cluster.namespace(`chaos-${seed}-b`)];
   const sourceNs = await cluster.namespace(`chaos-${seed}-src`);
   const teams = new Map<string, string | undefined>([[namespaces[0]!, 'red'], [namespaces[1]!, 'blue']]);
   let source: ReadonlyMap<string, string> = new Map(Object.entries(INITIAL_SOURCE));
+  let sites: ReadonlyMap<string, string> = new Map(Object.entries(INITIAL_CATALOG));
   let config = INITIAL_CONFIG;
+  let crd = false;
   const intruded = new Set<string>();
-  const world = (): WorldState => ({ config, teams, source, intruded });
+  /** Whether each source's document as written now is refused (labeller keeps an older one). */
+  const refused = { cc: false, site: false };
+  const held = new Map<HeldSource, HeldValues>();
+  const world = (): WorldState => ({ config, teams, source, catalog: sites, held, intruded });
   /** What the oracle wanted, over time, per namespace. */
   const history: { at: number; wanted: Map<string, Record<string, string>> }[] = [];
   const record = () => {
@@ -214,12 +328,27 @@ export async function run(
     for (const key of intruded) if (KEYS.team in wanted(world(), key.split('/')[1]!)) intruded.delete(key);
     history.push({ at: Date.now(), wanted: new Map(namespaces.map((ns) => [ns, wanted(world(), ns)])) });
   };
+  /**
+   * A process about to start reads each source's document as written: refused, it holds the
+   * source's key where it is on each object now (a hold already begun keeps its values).
+   */
+  const starting = async () => {
+    const sources = (['cc', 'site'] as const).filter((source) => refused[source] && !held.has(source));
+    if (sources.length === 0) return;
+    const now = await snapshot(cluster, namespaces);
+    for (const source of sources) {
+      held.set(source, new Map([...now.objects].map(([key, { labels }]) => [key, labels[KEYS[source]]])));
+    }
+    record();
+  };
   let predicted = 0;
   let patches = 0;
   let peakRssMiB = 0;
   let restarts = 0;
   let convergedSeconds: number | undefined;
 
+  // A run before may have left the CRD installed (it stopped part-way): each run starts without it.
+  await cluster.deleteCrd(CRD.group, CRD.plural).catch(() => {});
   for (const [i, ns] of namespaces.entries()) {
     await cluster.patchLabels(`/api/v1/namespaces/${ns}`, { team: teams.get(ns) ?? null }, 'chaos');
     await cluster.createMany(`/api/v1/namespaces/${ns}/configmaps`, ['cm-0', 'cm-1', 'cm-2'], (name) => ({
@@ -235,8 +364,11 @@ export async function run(
       cluster.post(`/api/v1/namespaces/${sourceNs}/configmaps`, sourceMap(sourceNs, document))
     );
   await cluster.post(`/api/v1/namespaces/${sourceNs}/configmaps`, sourceMap(sourceNs, INITIAL_SOURCE));
-  const configPath = cluster.writeFile(`chaos-${seed}.yaml`, configYaml(config, namespaces, sourceNs));
-  const kubeconfig = cluster.writeKubeconfig({ server: proxy.url });
+  const writeConfig = () => writeFileSync(configPath, configYaml(config, namespaces, sourceNs, catalog));
+  const configPath = cluster.writeFile(`chaos-${seed}.yaml`, '');
+  writeConfig();
+  // As the chart runs it: a ServiceAccount's token, through the fault proxy.
+  const account = await cluster.serviceAccount(sourceNs, 'labeller', rules(), proxy.url);
   // Under leader election, as the chart runs it: a restarted process is the same group, so the
   // field-manager guard lets it in whatever config its predecessor's Lease recorded.
   const start = () =>
@@ -252,10 +384,10 @@ export async function run(
       '4s',
       '--retry-period',
       '1s',
-    ], { kubeconfig });
-  let labeller = start();
-  /** Set while the scenario kills labeller on purpose. */
-  let killing = false;
+    ], { kubeconfig: account.kubeconfig });
+  const replicas = Array.from({ length: REPLICAS }, start);
+  /** The replicas the scenario is killing on purpose. */
+  const killing = new Set<number>();
   record();
 
   // Every second: the objects' labels, checked against the oracle's history (never strip), and RSS.
@@ -267,21 +399,25 @@ export async function run(
         const sample = await snapshot(cluster, namespaces);
         if (previous) violations.push(...stripped(previous, sample, history));
         previous = sample;
-        const rss = labeller.running ? procSample(labeller.pid)?.rss : undefined;
-        // A process on its way out reads as no RSS.
-        if (rss !== undefined && Number.isFinite(rss)) peakRssMiB = Math.max(peakRssMiB, rss / 2 ** 20);
-        // Exited by itself: as the kubelet would, start it again. Losing leadership (a stop past the
-        // renew deadline) and an API server that cannot be reached at start are reasons to exit.
-        if (!labeller.running && !killing) {
+        for (const [i, labeller] of replicas.entries()) {
+          const rss = labeller.running ? procSample(labeller.pid)?.rss : undefined;
+          // A process on its way out reads as no RSS.
+          if (rss !== undefined && Number.isFinite(rss)) peakRssMiB = Math.max(peakRssMiB, rss / 2 ** 20);
+          // Exited by itself: as the kubelet would, start it again. Losing leadership (a stop past
+          // the renew deadline) and an API server that cannot be reached at start are reasons to exit.
+          if (labeller.running || killing.has(i)) continue;
           const exit = await labeller.exited;
+          // Killed on purpose meanwhile: the scenario starts it again.
+          if (killing.has(i) || replicas[i] !== labeller) continue;
           if (!/"lost leadership"|cannot reach the API server/.test(labeller.stderr) || crashed(labeller.stderr)) {
             violations.push({
               invariant: 'health',
-              detail: `labeller exited ${exit.code} by itself: ${labeller.stderr.slice(-1500)}`,
+              detail: `replica ${i} exited ${exit.code} by itself: ${labeller.stderr.slice(-1500)}`,
             });
           }
           restarts++;
-          labeller = start();
+          await starting();
+          replicas[i] = start();
         }
       } catch {
         // The API server restarting: the next sample catches up.
@@ -300,6 +436,28 @@ export async function run(
       if (JSON.stringify(wanted(world(), ns)) !== before[i]) predicted += objectsIn(ns);
     }
     record();
+  };
+  /** The HTTPS source's next body, with what the oracle makes of it. */
+  const serve = (body: string) => {
+    const verdict = catalogVerdict(sites, body);
+    refused.site = !('good' in verdict);
+    if ('good' in verdict) {
+      predict(() => {
+        sites = verdict.good;
+        held.delete('site');
+      });
+    }
+    catalog.body = body;
+  };
+  /** Kills replica `i` and starts it again. */
+  const restart = async (i: number) => {
+    killing.add(i);
+    replicas[i]!.kill();
+    await replicas[i]!.exited;
+    restarts++;
+    await starting();
+    replicas[i] = start();
+    killing.delete(i);
   };
 
   const perform = async (operation: Operation, ns: string): Promise<void> => {
@@ -322,13 +480,35 @@ export async function run(
         break;
       case 'source': {
         const verdict = sourceVerdict(source, operation.document);
-        if ('good' in verdict) predict(() => (source = verdict.good));
+        refused.cc = !('good' in verdict);
+        if ('good' in verdict) {
+          predict(() => {
+            source = verdict.good;
+            held.delete('cc');
+          });
+        }
         await writeSource(operation.document);
         break;
       }
+      case 'catalog':
+        serve(operation.body);
+        break;
+      case 'catalog-down':
+        // Unreachable: its last good content stays.
+        await catalog.down();
+        await sleep(operation.ms);
+        await catalog.up();
+        break;
+      case 'catalog-flip':
+        for (let i = 0, end = Date.now() + operation.ms; Date.now() < end; i++) {
+          catalog.body = operation.bodies[i % 2]!;
+          await sleep(300);
+        }
+        serve(operation.bodies[1]);
+        break;
       case 'reload':
         predict(() => (config = operation.config));
-        writeFileSync(configPath, configYaml(config, namespaces, sourceNs));
+        writeConfig();
         break;
       case 'intrude':
         // Wanted by labeller: it takes the key back (force); else the intruder's value stays theirs.
@@ -348,33 +528,65 @@ export async function run(
         });
         predicted += operation.replicas + 1;
         break;
-      case 'kill':
-        killing = true;
-        labeller.kill();
-        await labeller.exited;
-        restarts++;
-        labeller = start();
-        killing = false;
+      case 'crd':
+        if (operation.install) {
+          await cluster.createCrd(CRD.group, CRD.plural, CRD.kind);
+          crd = true;
+          for (const namespace of namespaces) {
+            for (const name of ['widget-0', 'widget-1']) {
+              await cluster.post(`/apis/${CRD.group}/v1/namespaces/${namespace}/${CRD.plural}`, {
+                apiVersion: `${CRD.group}/v1`,
+                kind: CRD.kind,
+                metadata: { name },
+              });
+              predicted++;
+            }
+          }
+        } else {
+          await cluster.deleteCrd(CRD.group, CRD.plural);
+          crd = false;
+        }
         break;
-      case 'stop':
+      case 'revoke':
+        // Unreadable or unwritable meanwhile: nothing of that kind changes; given back, it converges.
+        await cluster.setRules(account.role, rules(operation.resource));
+        await sleep(operation.ms);
+        await cluster.setRules(account.role, rules());
+        break;
+      case 'kill':
+        await restart(operation.replica);
+        break;
+      case 'stop': {
+        const labeller = replicas[operation.replica]!;
+        if (!labeller.running) break;
         process.kill(labeller.pid, 'SIGSTOP');
         await sleep(operation.ms);
         process.kill(labeller.pid, 'SIGCONT');
         break;
+      }
       case 'drop':
         proxy.drop();
+        break;
+      case 'delay':
+        proxy.delay(operation.delayMs);
+        await sleep(operation.ms);
+        proxy.delay(0);
         break;
       case 'reload-invalid':
         // Rejected: the config in force stays; then it is written back, so a restart finds a valid one.
         writeFileSync(configPath, 'labels: [unclosed\n');
         await sleep(operation.ms);
-        writeFileSync(configPath, configYaml(config, namespaces, sourceNs));
+        writeConfig();
         break;
       case 'source-gone':
         // Unreadable: its last good content stays; then back with the content in use.
         await cluster.delete(`/api/v1/namespaces/${sourceNs}/configmaps/teams`).catch(() => {});
         await sleep(operation.ms);
         await writeSource(Object.fromEntries(source));
+        refused.cc = false;
+        // Held keys stay held: the content written back is the oracle's last good, which the
+        // process that holds them never read; it reads it now and takes it (same keys).
+        predict(() => held.delete('cc'));
         break;
       case 'restart-apiserver':
         await cp.stopApiServer();
@@ -408,13 +620,23 @@ export async function run(
   } finally {
     sampling = false;
     await sampler;
-    const exit = await labeller.stop('SIGTERM', 30_000);
-    if (exit.code !== 0 || crashed(labeller.stderr)) {
-      violations.push({ invariant: 'health', detail: `labeller exited ${exit.code}: ${labeller.stderr.slice(-2000)}` });
+    for (const [i, labeller] of replicas.entries()) {
+      const exit = await labeller.stop('SIGTERM', 30_000);
+      if (exit.code !== 0 || crashed(labeller.stderr)) {
+        violations.push({
+          invariant: 'health',
+          detail: `replica ${i} exited ${exit.code}: ${labeller.stderr.slice(-2000)}`,
+        });
+      }
     }
+    violations.push(...(await leftLeases(cluster, sourceNs)));
     patches = auditEvents(cp.auditLog, (e) =>
       byLabeller(e) && e.verb === 'patch' && namespaces.includes(e.objectRef?.namespace ?? '') &&
       (e.responseStatus?.code ?? 0) < 300).length;
+    if (crd) {
+      await cluster.deleteCrd(CRD.group, CRD.plural).catch(() => {});
+    }
+    await catalog.close();
     await proxy.close();
     await cluster.close();
   }
@@ -438,6 +660,19 @@ export async function run(
   return { seed, operations, violations, patches, predicted, convergedSeconds, peakRssMiB, restarts };
 }
 
+/**
+ * Leases in labeller's namespace other than its group's own once both replicas have stopped:
+ * the leader-election Lease, the guard's and the sources' memory stay by design.
+ */
+async function leftLeases(cluster: Cluster, namespace: string): Promise<Violation[]> {
+  const own = new Set(['labeller', 'labeller-field-manager', 'labeller-sources']);
+  const leases = await cluster.get<{ items: { metadata: { name: string } }[] }>(
+    `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`,
+  );
+  const left = leases.items.map((lease) => lease.metadata.name).filter((name) => !own.has(name));
+  return left.length === 0 ? [] : [{ invariant: 'health', detail: `Leases left behind: ${left.join(', ')}` }];
+}
+
 /** Waits until every object carries exactly the oracle's labels; answers what is still wrong after `timeoutMs`. */
 async function settle(
   cluster: Cluster,
@@ -451,9 +686,7 @@ async function settle(
       const sample = await snapshot(cluster, namespaces);
       wrong = [...sample.objects].flatMap(([key, { labels }]) => {
         const want = expected(world(), key, INTRUDER);
-        return JSON.stringify(sorted(labels)) === JSON.stringify(sorted(want))
-          ? []
-          : [`${key}: ${JSON.stringify(labels)}, wanted ${JSON.stringify(want)}`];
+        return matches(labels, want) ? [] : [`${key}: ${JSON.stringify(labels)}, wanted ${JSON.stringify(want)}`];
       });
       if (wrong.length === 0) return [];
     } catch {
@@ -498,13 +731,16 @@ async function snapshot(cluster: Cluster, namespaces: readonly string[]): Promis
   const objects = new Map<string, { uid: string; labels: Record<string, string> }>();
   for (const ns of namespaces) {
     for (const kind of KINDS) {
-      const list = await cluster.get<
-        {
-          items: {
-            metadata: { name: string; uid: string; labels?: Record<string, string>; deletionTimestamp?: string };
-          }[];
-        }
-      >(kind.path(ns));
+      type List = {
+        items: {
+          metadata: { name: string; uid: string; labels?: Record<string, string>; deletionTimestamp?: string };
+        }[];
+      };
+      // A kind whose CRD is not installed has no objects.
+      const list = await cluster.get<List>(kind.path(ns)).catch((error: unknown) => {
+        if ('optional' in kind && isNotFound(error)) return { items: [] };
+        throw error;
+      });
       for (const { metadata } of list.items) {
         // On its way out: labelled no more, and not the oracle's business.
         if (metadata.deletionTimestamp) continue;
@@ -518,8 +754,6 @@ async function snapshot(cluster: Cluster, namespaces: readonly string[]): Promis
   return { at, objects };
 }
 
-const sorted = (labels: Record<string, string>) => Object.entries(labels).sort(([a], [b]) => a.localeCompare(b));
-
 function sourceMap(namespace: string, document: unknown): object {
   return {
     apiVersion: 'v1',
@@ -530,15 +764,29 @@ function sourceMap(namespace: string, document: unknown): object {
 }
 
 /** kinds.yaml for `config`: written by the harness, read only by labeller. */
-function configYaml(config: ConfigState, namespaces: readonly string[], sourceNs: string): string {
+function configYaml(config: ConfigState, namespaces: readonly string[], sourceNs: string, catalog: Catalog): string {
   const labels: Record<string, string> = {};
   if (config.static) labels[KEYS.static] = 'on';
   if (config.team) labels[KEYS.team] = '{{namespace.labels.team}}';
   if (config.cc) labels[KEYS.cc] = '{{teams[namespace.labels.team]}}';
+  if (config.site) labels[KEYS.site] = '{{sites[namespace.labels.team]}}';
   return dump({
-    sources: { teams: { configMap: { namespace: sourceNs, name: 'teams', key: 'teams.yaml' } } },
+    sources: {
+      teams: { configMap: { namespace: sourceNs, name: 'teams', key: 'teams.yaml' } },
+      sites: {
+        url: catalog.url,
+        interval: '1s',
+        timeout: '2s',
+        caFile: catalog.caFile,
+        bearerTokenFile: catalog.tokenFile,
+        maxBytes: CATALOG_MAX_BYTES,
+      },
+    },
     labels,
-    kinds: ['configmaps', 'deployments', 'replicasets', 'pods'].map((resource) => ({ resource, namespaces })),
+    kinds: ['configmaps', 'deployments', 'replicasets', 'pods', `${CRD.plural}.${CRD.group}`].map((resource) => ({
+      resource,
+      namespaces,
+    })),
   });
 }
 
