@@ -13,8 +13,9 @@
 //   bounded      labeller's PATCHes stay within twice the changes the oracle predicts, plus a
 //                constant per restart;
 //   health       no replica exits by itself but for a named reason (lost leadership, no API
-//                server at start), each stops cleanly at the end (exit 0, no crash), peak RSS
-//                stays bounded, and no Lease is left but the run's own.
+//                server at start) nor is unready without one (/readyz), each is ready once
+//                converged and stops cleanly at the end (exit 0, no crash), peak RSS stays
+//                bounded, and no Lease is left but the run's own.
 // Operations: ConfigMaps created and deleted, namespace labels changed, Deployments scaled (the
 // controllers make and delete Pods), a CRD installed (with Widgets) and removed, the ConfigMap
 // source rewritten with good, empty, malformed and mass-removing content or deleted for a while,
@@ -33,6 +34,8 @@ import { FaultProxy } from '../cluster/faultproxy.ts';
 import type { ControlPlane } from '../controlplane/controlplane.ts';
 import { Catalog } from '../cluster/catalog.ts';
 import { crashed } from '../process/crash.ts';
+import { freePorts } from '../controlplane/process.ts';
+import { eventually } from '../process/eventually.ts';
 import { Labeller } from '../process/labeller.ts';
 import { procSample } from '../process/procstat.ts';
 import { sleep } from '../process/sleep.ts';
@@ -371,8 +374,11 @@ export async function run(
   const account = await cluster.serviceAccount(sourceNs, 'labeller', rules(), proxy.url);
   // Under leader election, as the chart runs it: a restarted process is the same group, so the
   // field-manager guard lets it in whatever config its predecessor's Lease recorded.
-  const start = () =>
+  const probePorts = await freePorts(REPLICAS);
+  const start = (_: unknown, i: number) =>
     new Labeller([
+      '--health-probe-bind-address',
+      `127.0.0.1:${probePorts[i]}`,
       '--config',
       configPath,
       '--leader-elect',
@@ -400,6 +406,13 @@ export async function run(
         if (previous) violations.push(...stripped(previous, sample, history));
         previous = sample;
         for (const [i, labeller] of replicas.entries()) {
+          const readiness = await readyz(probePorts[i]!);
+          if (readiness && !readiness.ready && !/^- \S/m.test(readiness.text)) {
+            violations.push({
+              invariant: 'health',
+              detail: `replica ${i} unready without a reason: ${readiness.text}`,
+            });
+          }
           const rss = labeller.running ? procSample(labeller.pid)?.rss : undefined;
           // A process on its way out reads as no RSS.
           if (rss !== undefined && Number.isFinite(rss)) peakRssMiB = Math.max(peakRssMiB, rss / 2 ** 20);
@@ -417,7 +430,7 @@ export async function run(
           }
           restarts++;
           await starting();
-          replicas[i] = start();
+          replicas[i] = start(undefined, i);
         }
       } catch {
         // The API server restarting: the next sample catches up.
@@ -456,7 +469,7 @@ export async function run(
     await replicas[i]!.exited;
     restarts++;
     await starting();
-    replicas[i] = start();
+    replicas[i] = start(undefined, i);
     killing.delete(i);
   };
 
@@ -617,6 +630,17 @@ export async function run(
         }`,
       });
     } else convergedSeconds = (Date.now() - ended) / 1000;
+    // Converged, every replica is ready again (a standby is ready too), whatever it went through.
+    for (const [i, port] of probePorts.entries()) {
+      const ready = await eventually(async () => (await readyz(port))?.ready, 'ready', 30_000).catch(() => false);
+      if (!ready) {
+        const last = await readyz(port);
+        violations.push({
+          invariant: 'health',
+          detail: `replica ${i} not ready at the end: ${last?.text ?? 'no answer'}`,
+        });
+      }
+    }
   } finally {
     sampling = false;
     await sampler;
@@ -658,6 +682,16 @@ export async function run(
     } s after the last, peak RSS ${peakRssMiB.toFixed(0)} MiB, ${violations.length} violations`,
   );
   return { seed, operations, violations, patches, predicted, convergedSeconds, peakRssMiB, restarts };
+}
+
+/** A replica's /readyz: undefined when it does not answer within a second (stopped, exited). */
+async function readyz(port: number): Promise<{ ready: boolean; text: string } | undefined> {
+  try {
+    const response = await fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(1000) });
+    return { ready: response.ok, text: await response.text() };
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -214,14 +214,14 @@ describe('chart: lint and render', () => {
     ]);
     assert.ok(kinds.kinds.every((k) => !('group' in k) && !('scope' in k)), 'chart-only fields are stripped');
 
-    // The leader-election Role: create any Lease, read and renew only labeller's; list the guard
-    // Leases of other labellers, hold the release's own.
+    // The leader-election Role: create any Lease, read and renew only labeller's and the sources'
+    // memory; list the guard Leases of other labellers, hold the release's own.
     assert.deepEqual(rulesOf(only(crd, 'Role', 'rel-labeller-leader-election')), [
       { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create', 'list'] },
       {
         apiGroups: ['coordination.k8s.io'],
         resources: ['leases'],
-        resourceNames: ['rel-labeller'],
+        resourceNames: ['rel-labeller', 'rel-labeller-sources'],
         verbs: ['get', 'update'],
       },
       {
@@ -606,6 +606,7 @@ describe('chart: RBAC against the API server', { skip }, () => {
         ...each(LABELLER_VERBS, { ...deployments, namespace: target }),
         ...each(['create', 'list'], leases),
         ...each(['get', 'update'], { ...leases, name: leaseName }),
+        ...each(['get', 'update'], { ...leases, name: `${leaseName}-sources` }),
         ...each(EVENTS_VERBS, { group: 'events.k8s.io', resource: 'events', namespace: target }),
         ...each(['get', 'update', 'delete'], { ...leases, name: `${leaseName}-field-manager` }),
         // The guard looks for other labellers' Leases everywhere (list, nothing else).

@@ -340,12 +340,18 @@ kinds:
         return leases.items.find((lease) => lease.metadata.name.startsWith(`sources-${FIELD_MANAGER}-`))?.metadata
           .annotations;
       };
+      // One record per source origin: the tests before wrote theirs under this field manager.
+      const records = async () => Object.keys((await remembered()) ?? {}).length;
+      const before = await records();
       const first = new Labeller(args(config, [ns]));
-      await eventually(async () => (await costCentres()).join() === all.join(), 'every object labelled', 60_000);
-      await eventually(async () => Object.keys((await remembered()) ?? {}).length === 1, 'the key set remembered');
-      // Killed, then the source's outage begins before the next process starts.
-      first.kill();
-      await first.exited;
+      try {
+        await eventually(async () => (await costCentres()).join() === all.join(), 'every object labelled', 60_000);
+        await eventually(async () => (await records()) === before + 1, 'the key set remembered');
+      } finally {
+        // Killed, then the source's outage begins before the next process starts.
+        first.kill();
+        await first.exited;
+      }
       catalog.body = JSON.stringify({ gray: 'cc-9' });
       const second = new Labeller(args(config, [ns]));
       try {
