@@ -3,7 +3,7 @@
 // indexes its templates need; the label reconciler as the reconcile function; and its share of
 // the related objects and of the sources of truth its templates look values up in.
 import { type KindConfig, templatesOf } from '../config/model.ts';
-import { isForbidden } from '../kube/errors.ts';
+import { isForbidden, isNotFound } from '../kube/errors.ts';
 import { type ApiResource, apiVersion, groupResource } from '../kube/resource.ts';
 import { objectCounter, type ObjectCounts } from '../labelling/counts.ts';
 import { FightTracker } from '../labelling/fights.ts';
@@ -38,6 +38,8 @@ export interface Wiring extends RelatedWiring {
   readonly sources?: SourceSet | undefined;
   /** Told, with the controller's name, when its list or watch is refused (403): its rights may have been revoked. */
   readonly refused?: ((controller: string) => void) | undefined;
+  /** Told when its list or watch finds the resource not served (404: its CRD removed), so discovery is asked again and the kind stops. */
+  readonly notServed?: (() => void) | undefined;
   /** Writes wait for it (the field-manager guard's Lease held); none: they never wait. */
   readonly writable?: Writable | undefined;
 }
@@ -188,7 +190,7 @@ function informerOf(
   resource: ApiResource,
   namespace: string,
   related: KindRelations,
-  { apis, informers, options, metrics, events, refused, log }: Wiring,
+  { apis, informers, options, metrics, events, refused, notServed, log }: Wiring,
 ): InformerHandle<LabelledObject> {
   const name = namespace ? `${groupResource(resource)}/${namespace}` : groupResource(resource);
   const kindEvents = events?.forKind(name, { apiVersion: apiVersion(resource), kind: resource.kind });
@@ -206,6 +208,7 @@ function informerOf(
         onWatchError: (error) => {
           kindEvents?.watchFailed(error);
           if (isForbidden(error)) refused?.(controller);
+          if (isNotFound(error)) notServed?.();
         },
         log: log.child({ kind: resource.kind, controller: name }),
       }),

@@ -117,6 +117,11 @@ export class DiscoveryCache {
     return found;
   }
 
+  /** A request found a resource not served (a 404 on its collection: a CRD removed): a refresh is asked for. */
+  notServed(): void {
+    this.#miss();
+  }
+
   /** Tells `listener` of each new discovery whose resources differ from the last; returns the unsubscribe function. */
   onChange(listener: (discovery: Discovery) => void): () => void {
     this.#listeners.add(listener);

@@ -13,6 +13,7 @@ import { eventually } from '../process/eventually.ts';
 import { startControlPlane } from '../controlplane/controlplane.ts';
 import { ownSkip } from '../cluster/testrun.ts';
 import { Labeller } from '../process/labeller.ts';
+import { freePorts } from '../controlplane/process.ts';
 
 const GROUP = 'broken.labeller.test';
 const APISERVICE = `/apis/apiregistration.k8s.io/v1/apiservices/v1.${GROUP}`;
@@ -106,6 +107,51 @@ describe('discovery with an aggregated API that is down', { skip: ownSkip }, () 
         'the widget to be labelled',
         60_000,
       );
+    } finally {
+      const exit = await labeller.stop();
+      assert.equal(exit.code, 0, exit.stderr.slice(-2000));
+    }
+  });
+
+  test('a CRD removed while every configured kind is served: its list answers 404, discovery is asked again, the kind stops and labeller stays ready', async () => {
+    const group = 'gone.labeller.test';
+    const ns = await cluster.namespace('discovery-gone');
+    await cluster.createCrd(group, 'gadgets', 'Gadget');
+    await cluster.post(`/apis/${group}/v1/namespaces/${ns}/gadgets`, {
+      apiVersion: `${group}/v1`,
+      kind: 'Gadget',
+      metadata: { name: 'g1' },
+    });
+    const [port] = await freePorts(1);
+    const labeller = new Labeller(
+      [
+        '--kinds',
+        `configmaps,gadgets.${group}`,
+        '--label',
+        'team=platform',
+        '--namespace',
+        ns,
+        '--health-probe-bind-address',
+        `127.0.0.1:${port}`,
+      ],
+      { kubeconfig: cp.kubeconfig },
+    );
+    const ready = async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.ok;
+    try {
+      await eventually(
+        async () => (await cluster.labelsOf(`/apis/${group}/v1/namespaces/${ns}/gadgets/g1`))['team'] === 'platform',
+        'the gadget to be labelled',
+        60_000,
+      );
+      await eventually(ready, '/readyz to answer 200');
+      // Every kind is served: nothing asks for periodic discovery, only the 404 can.
+      await cluster.deleteCrd(group, 'gadgets');
+      const stopped = await labeller.waitForLog(
+        (l) => l.msg === 'kind no longer served; stopped until it is again',
+        60_000,
+      );
+      assert.match(String(stopped['controller']), /gadgets/);
+      await eventually(ready, '/readyz to answer 200 again', 30_000);
     } finally {
       const exit = await labeller.stop();
       assert.equal(exit.code, 0, exit.stderr.slice(-2000));
