@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { Lease, LeaseApi } from '../kube/lease.ts';
+import { createLogger } from '../util/log.ts';
 import type { SourceContent } from './content.ts';
 import {
   formatSketch,
+  LeaseMemory,
   memoryLeaseName,
   outageSinceRestart,
   parseSketch,
@@ -58,4 +61,52 @@ test("the memory's Lease is the leader-election group's, else one per field mana
   assert.equal(memoryLeaseName('labeller', 'labeller'), 'labeller-sources');
   assert.match(memoryLeaseName('platform/Labeller', undefined), /^sources-platform-labeller-[0-9a-f]{10}$/);
   assert.notEqual(memoryLeaseName('a', undefined), memoryLeaseName('b', undefined));
+});
+
+/** Leases kept in a map: the memory's logic, not the API's (test/e2e/sources.test.ts runs it against kube-apiserver). */
+function leaseStore() {
+  const leases = new Map<string, Lease>();
+  let version = 0;
+  const api = {
+    get: (_ns: string, name: string) => Promise.resolve(leases.get(name)),
+    create: (lease: Lease) => {
+      if (leases.has(lease.metadata.name)) return Promise.resolve(undefined);
+      const created = { ...lease, metadata: { ...lease.metadata, resourceVersion: String(++version) } };
+      leases.set(lease.metadata.name, created);
+      return Promise.resolve(created);
+    },
+    update: (lease: Lease) => {
+      if (leases.get(lease.metadata.name)?.metadata.resourceVersion !== lease.metadata.resourceVersion) {
+        return Promise.resolve(undefined);
+      }
+      const updated = { ...lease, metadata: { ...lease.metadata, resourceVersion: String(++version) } };
+      leases.set(lease.metadata.name, updated);
+      return Promise.resolve(updated);
+    },
+  };
+  return { leases, api: api as unknown as LeaseApi };
+}
+
+const quiet = createLogger({ level: 'error', format: 'json', write: () => {} });
+
+test('a source started again later (a reload) recalls what this process recorded since, not what it read at start', async () => {
+  const { leases, api } = leaseStore();
+  const options = { namespace: 'labeller', name: 'labeller-sources', log: quiet };
+  const first = new LeaseMemory(api, options);
+  assert.equal(await first.recall('origin-a'), undefined);
+  const old = sketchOf(content(['red', 'blue', 'green', 'gray']));
+  first.remember('origin-a', 'teams', old);
+  await first.close();
+
+  const memory = new LeaseMemory(api, options);
+  assert.deepEqual(await memory.recall('origin-a'), old, 'read at start');
+  // The source is edited step by step, away from every key it had at start.
+  const edited = sketchOf(content(['a', 'b', 'c', 'd', 'e']));
+  memory.remember('origin-a', 'teams', edited);
+  assert.deepEqual(await memory.recall('origin-a'), edited, 'still waiting to be written: counts');
+  memory.remember('origin-b', 'sites', sketchOf(content(['x'])));
+  await memory.close();
+  assert.deepEqual(await memory.recall('origin-a'), edited, 'written: counts');
+  const annotations = leases.get('labeller-sources')?.metadata.annotations ?? {};
+  assert.deepEqual(Object.keys(annotations).sort(), ['labeller/source.origin-a', 'labeller/source.origin-b']);
 });

@@ -85,7 +85,9 @@ export class LeaseMemory implements SourceMemory {
   #writing: Promise<void> | undefined;
   /** The Lease as last read or written. */
   #lease: Lease | undefined;
-  #read: Promise<Lease | undefined> | undefined;
+  /** Whether #lease is as written by this process last: else it is read again before a write. */
+  #fresh = false;
+  #read: Promise<void> | undefined;
   #warned = false;
   readonly #closed = new AbortController();
 
@@ -95,21 +97,31 @@ export class LeaseMemory implements SourceMemory {
   }
 
   async recall(origin: string): Promise<KeySketch | undefined> {
-    // Read once for every source of the config.
+    // Read once for every source of the config; later (a source restarted by a reload), what
+    // this process recorded since counts, written or still waiting to be.
     this.#read ??= this.#api.get(this.#options.namespace, this.#options.name, this.#closed.signal).then(
-      (lease) => (this.#lease = lease),
+      (lease) => void (this.#lease = lease),
       (error: unknown) => {
         if (!this.#closed.signal.aborted) this.#cannot('read', error);
-        return undefined;
       },
     );
-    const value = (await this.#read)?.metadata.annotations?.[annotation(origin)];
+    await this.#read;
+    const key = annotation(origin);
+    const value = this.#pending.get(key) ?? this.#lease?.metadata.annotations?.[key];
     return value === undefined ? undefined : parseSketch(value);
   }
 
   remember(origin: string, source: string, sketch: KeySketch): void {
     this.#pending.set(annotation(origin), formatSketch(source, sketch));
-    this.#writing ??= this.#write().finally(() => (this.#writing = undefined));
+    this.#flush();
+  }
+
+  /** One write at a time; a record that came as one ended is written next. */
+  #flush(): void {
+    this.#writing ??= this.#write().finally(() => {
+      this.#writing = undefined;
+      if (this.#pending.size > 0 && !this.#closed.signal.aborted) this.#flush();
+    });
   }
 
   async close(): Promise<void> {
@@ -124,7 +136,9 @@ export class LeaseMemory implements SourceMemory {
       await writable?.(signal);
       // A lost race (409) reads the Lease again; a few tries, then the next record tries again.
       for (let attempt = 0; attempt < 5 && this.#pending.size > 0; attempt++) {
-        const current = this.#lease ?? (await this.#api.get(namespace, name, signal));
+        if (!this.#fresh) this.#lease = await this.#api.get(namespace, name, signal);
+        this.#fresh = true;
+        const current = this.#lease;
         const records = new Map(this.#pending);
         const annotations = { ...current?.metadata.annotations };
         for (const [key, value] of records) annotations[key] = value;
@@ -135,11 +149,15 @@ export class LeaseMemory implements SourceMemory {
         const written = current
           ? await this.#api.update({ metadata: { ...current.metadata, annotations }, spec: current.spec }, signal)
           : await this.#api.create({ metadata: { name, namespace, annotations }, spec: {} }, signal);
-        this.#lease = written;
-        if (written) this.#settled(records);
+        // A lost race: read it again.
+        this.#fresh = written !== undefined;
+        if (written) {
+          this.#lease = written;
+          this.#settled(records);
+        }
       }
     } catch (error) {
-      this.#lease = undefined;
+      this.#fresh = false;
       this.#pending.clear();
       if (!signal.aborted) this.#cannot('write', error);
     }
