@@ -48,9 +48,6 @@ export type HeldSource = 'cc' | 'site';
 /** A held source's key on each object (`kind/namespace/name`) when the hold began; undefined: it had none. */
 export type HeldValues = ReadonlyMap<string, string | undefined>;
 
-/** In wanted(), the value of a held key: never removed while held. */
-export const ANY = '*held*';
-
 /** The values each key may have (undefined: absent); a key not named must be absent. */
 export type Expectation = Readonly<Record<string, readonly (string | undefined)[]>>;
 
@@ -66,9 +63,11 @@ export function wanted(world: WorldState, namespace: string): Record<string, str
   if (world.config.static) labels[KEYS.static] = 'on';
   // A template whose variable has no value renders nothing: the key is not set, or removed.
   if (world.config.team && team !== undefined) labels[KEYS.team] = team;
-  const cc = team === undefined ? undefined : world.held.has('cc') ? ANY : world.source.get(team);
+  // A held source's key as its last good content says: a leader that read it may remove the key
+  // (expected() admits the other leader, which keeps it).
+  const cc = team === undefined ? undefined : world.source.get(team);
   if (world.config.cc && cc !== undefined) labels[KEYS.cc] = cc;
-  const site = team === undefined ? undefined : world.held.has('site') ? ANY : world.catalog.get(team);
+  const site = team === undefined ? undefined : world.catalog.get(team);
   if (world.config.site && site !== undefined) labels[KEYS.site] = site;
   return labels;
 }
@@ -81,13 +80,13 @@ export function wanted(world: WorldState, namespace: string): Record<string, str
 export function expected(world: WorldState, key: string, intruder: string): Expectation {
   const ns = key.split('/')[1]!;
   const labels = wanted(world, ns);
-  const lastGood = wanted({ ...world, held: new Map() }, ns);
+  const team = world.teams.get(ns);
   const expectation: Record<string, (string | undefined)[]> = {};
   for (const [label, value] of Object.entries(labels)) expectation[label] = [value];
   for (const [source, values] of world.held) {
     const label = KEYS[source];
-    if (labels[label] === undefined) continue;
-    expectation[label] = [...new Set([values.get(key), lastGood[label]])];
+    if (!world.config[source] || team === undefined) continue;
+    expectation[label] = [...new Set([values.get(key), labels[label]])];
   }
   if (world.intruded.has(key) && !(KEYS.team in labels)) expectation[KEYS.team] = [intruder];
   return expectation;
