@@ -165,7 +165,16 @@ export class Host {
     const kinds = new KindSet({
       manager,
       discovery,
-      wiring: { apis: metadataApis(client), options, log, counts, metrics, events, writable },
+      wiring: {
+        apis: metadataApis(client),
+        options,
+        log,
+        counts,
+        metrics,
+        events,
+        writable,
+        notServed: () => discovery.notServed(),
+      },
       claim,
       sourceMemory,
       access: (resource, namespaces, signal) => deniedAccess(client, resource, namespaces, verbs, signal),

@@ -4,6 +4,7 @@
 // field manager, another config, an overlapping scope, outside its leader-election group.
 import { createHash } from 'node:crypto';
 import type { Lease } from '../kube/lease.ts';
+import { nameSlug } from '../kube/names.ts';
 import { groupResource } from '../kube/resource.ts';
 import type { Config } from '../config/model.ts';
 import { configFingerprint } from '../config/fingerprint.ts';
@@ -43,7 +44,7 @@ export interface ClaimedConfig {
  */
 export function guardLeaseName(claim: Pick<Claim, 'fieldManager' | 'identity' | 'group'>): string {
   if (claim.group) return `${claim.group.slice(claim.group.indexOf('/') + 1)}-field-manager`;
-  const slug = claim.fieldManager.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40);
+  const slug = nameSlug(claim.fieldManager, 40);
   return `field-manager-${slug ? `${slug}-` : ''}${hash(`${claim.fieldManager}\n${claim.identity}`).slice(0, 10)}`;
 }
 

@@ -38,8 +38,6 @@ export interface Wiring extends RelatedWiring {
   readonly sources?: SourceSet | undefined;
   /** Told, with the controller's name, when its list or watch is refused (403): its rights may have been revoked. */
   readonly refused?: ((controller: string) => void) | undefined;
-  /** Told when its list or watch finds the resource not served (404: its CRD removed), so discovery is asked again and the kind stops. */
-  readonly notServed?: (() => void) | undefined;
   /** Writes wait for it (the field-manager guard's Lease held); none: they never wait. */
   readonly writable?: Writable | undefined;
 }

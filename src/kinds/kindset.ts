@@ -206,7 +206,6 @@ export class KindSet {
         informers: manager.informers,
         sources: this.sources,
         refused: (controller) => this.#refused(controller),
-        notServed: () => this.#options.discovery.notServed(),
       });
       this.#running.set(name, kind);
       manager.add(kind.controller);

@@ -18,3 +18,8 @@ export function isDns1123Label(name: string): boolean {
 export function isDns1123Subdomain(name: string): boolean {
   return name.length <= DNS1123_SUBDOMAIN_MAX_LENGTH && SUBDOMAIN_PATTERN.test(name);
 }
+
+/** `text` as a lowercase DNS-1123 fragment of at most `max` characters, for a generated object name ('' when none of it fits). */
+export function nameSlug(text: string, max: number): string {
+  return text.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, max);
+}

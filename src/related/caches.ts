@@ -3,7 +3,7 @@
 // cache for them, with the mappers subscribed to it, until it is released.
 import type { ApiResource } from '../kube/resource.ts';
 import { apiVersion, groupResource } from '../kube/resource.ts';
-import { isForbidden } from '../kube/errors.ts';
+import { isForbidden, isNotFound } from '../kube/errors.ts';
 import { type LabelledObject, projector } from '../labelling/object.ts';
 import { Informer } from '../runtime/informer.ts';
 import type { StoreIndex } from '../runtime/storeindex.ts';
@@ -23,6 +23,8 @@ export interface RelatedWiring {
   readonly log: Logger;
   readonly metrics?: Metrics | undefined;
   readonly events?: LabellerEvents | undefined;
+  /** Told when a list or watch finds its resource not served (404: its CRD removed), so discovery is asked again and what reads it stops. */
+  readonly notServed?: (() => void) | undefined;
 }
 
 interface Related {
@@ -80,7 +82,7 @@ export class RelatedInformers {
   ): Informer<LabelledObject> {
     const known = this.#related.get(id);
     if (known) return known.informer;
-    const { apis, informers, options, events, metrics, log } = this.#wiring;
+    const { apis, informers, options, events, metrics, notServed, log } = this.#wiring;
     const byOwner = projection.index?.();
     const annotations = [...projection.annotations].sort().join(',');
     const handle = informers.acquire(
@@ -99,6 +101,7 @@ export class RelatedInformers {
           metrics: metrics?.informer(id),
           onWatchError: (error) => {
             events?.forKind(id, { apiVersion: apiVersion(resource), kind: resource.kind }).watchFailed(error);
+            if (isNotFound(error)) notServed?.();
             if (!isForbidden(error)) return;
             this.#unreadable.report(id, 'forbidden', 'related objects may not be read', {
               resource: id,

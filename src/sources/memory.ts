@@ -14,6 +14,7 @@
 import { createHash } from 'node:crypto';
 import type { Lease, LeaseApi } from '../kube/lease.ts';
 import { isForbidden } from '../kube/errors.ts';
+import { nameSlug } from '../kube/names.ts';
 import type { Writable } from '../labelling/ports.ts';
 import type { Logger } from '../util/log.ts';
 import { dropsMost, type SourceContent } from './content.ts';
@@ -55,7 +56,7 @@ export function outageSinceRestart(before: KeySketch | undefined, after: SourceC
 /** The Lease that holds the sketches: one per leader-election group, else one per field manager. */
 export function memoryLeaseName(fieldManager: string, groupLeaseName: string | undefined): string {
   if (groupLeaseName) return `${groupLeaseName}-sources`;
-  const slug = fieldManager.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40);
+  const slug = nameSlug(fieldManager, 40);
   return `sources-${slug ? `${slug}-` : ''}${sha256(fieldManager).slice(0, 10)}`;
 }
 

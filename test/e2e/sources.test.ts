@@ -67,6 +67,34 @@ async function objects(ns: string, names: readonly string[], labels: Record<stri
   }
 }
 
+/** An HTTPS catalogue serving `body` with bearer `token`, closed once the file's tests are done. */
+async function catalogServing(token: string, body: string): Promise<Catalog> {
+  const catalog = new Catalog(token);
+  catalog.body = body;
+  await catalog.up();
+  after(() => catalog.close());
+  return catalog;
+}
+
+/**
+ * kinds.yaml labelling config maps and secrets `cost-center` from `{{<lookup>}}`, which reads URL
+ * source `name` at `catalog` (polled every second; `fields` added to the source).
+ */
+const catalogConfig = (catalog: Catalog, name: string, lookup: string, fields: readonly string[] = []) =>
+  configFile(`
+sources:
+  ${name}:
+    url: ${catalog.url}
+    interval: 1s
+    caFile: ${catalog.caFile}
+    bearerTokenFile: ${catalog.tokenFile}
+${fields.map((field) => `    ${field}\n`).join('')}labels:
+  cost-center: "{{${lookup}}}"
+kinds:
+  - resource: configmaps
+  - resource: secrets
+`);
+
 describe('labels from sources of truth', { skip }, () => {
   test(
     'a ConfigMap source: one key changed relabels only the objects that looked it up, one PATCH each, no GET or LIST; status counts lookups; a source that goes away keeps its last content; prune',
@@ -193,24 +221,8 @@ ${kinds}`);
       const ns = await createNamespace('sources-https');
       await objects(ns, ['web'], { app: 'web' });
       const token = 'catalog-secret-token-1';
-      const catalog = new Catalog(token);
-      catalog.body = JSON.stringify({ web: { costCenter: 'cc-1' } });
-      await catalog.up();
-      after(() => catalog.close());
-      const config = configFile(`
-sources:
-  catalog:
-    url: ${catalog.url}
-    interval: 1s
-    timeout: 2s
-    caFile: ${catalog.caFile}
-    bearerTokenFile: ${catalog.tokenFile}
-labels:
-  cost-center: "{{catalog[labels.app].costCenter}}"
-kinds:
-  - resource: configmaps
-  - resource: secrets
-`);
+      const catalog = await catalogServing(token, JSON.stringify({ web: { costCenter: 'cc-1' } }));
+      const config = catalogConfig(catalog, 'catalog', 'catalog[labels.app].costCenter', ['timeout: 2s']);
       const labeller = new Labeller(args(config, [ns]));
       try {
         await allCarry(ns, 'cost-center', 'cc-1');
@@ -246,26 +258,10 @@ kinds:
       const ns = await createNamespace('sources-outage');
       const colours = ['red', 'green', 'blue', 'pink', 'gray'];
       for (const colour of colours) await objects(ns, [colour], { app: colour });
-      const catalog = new Catalog('outage-token');
       const good = JSON.stringify(Object.fromEntries(colours.map((colour, i) => [colour, { cc: `cc-${i + 1}` }])));
-      catalog.body = good;
-      await catalog.up();
-      after(() => catalog.close());
+      const catalog = await catalogServing('outage-token', good);
       const source = (allow: boolean) =>
-        configFile(`
-sources:
-  cmdb:
-    url: ${catalog.url}
-    interval: 1s
-    caFile: ${catalog.caFile}
-    bearerTokenFile: ${catalog.tokenFile}
-    allowMassRemoval: ${allow}
-labels:
-  cost-center: "{{cmdb[labels.app].cc}}"
-kinds:
-  - resource: configmaps
-  - resource: secrets
-`);
+        catalogConfig(catalog, 'cmdb', 'cmdb[labels.app].cc', [`allowMassRemoval: ${allow}`]);
       const costCentres = async () => [...(await labelled(ns)).values()].map((l) => l['cost-center']).sort();
       const all = colours.flatMap((_, i) => [`cc-${i + 1}`, `cc-${i + 1}`]).sort();
       const labeller = new Labeller(args(source(false), [ns]));
@@ -309,24 +305,9 @@ kinds:
       const ns = await createNamespace('sources-restart');
       const teams = ['red', 'green', 'blue', 'gray'];
       for (const team of teams) await objects(ns, [team], { app: team });
-      const catalog = new Catalog('restart-token');
       const good = JSON.stringify(Object.fromEntries(teams.map((team, i) => [team, `cc-${i + 1}`])));
-      catalog.body = good;
-      await catalog.up();
-      after(() => catalog.close());
-      const config = configFile(`
-sources:
-  cmdb:
-    url: ${catalog.url}
-    interval: 1s
-    caFile: ${catalog.caFile}
-    bearerTokenFile: ${catalog.tokenFile}
-labels:
-  cost-center: "{{cmdb[labels.app]}}"
-kinds:
-  - resource: configmaps
-  - resource: secrets
-`);
+      const catalog = await catalogServing('restart-token', good);
+      const config = catalogConfig(catalog, 'cmdb', 'cmdb[labels.app]');
       const costCentres = async () => [...(await labelled(ns)).values()].map((l) => l['cost-center']).sort();
       const all = teams.flatMap((_, i) => [`cc-${i + 1}`, `cc-${i + 1}`]).sort();
       const admin = await adminClient();
