@@ -26,6 +26,8 @@
 // lease duration (the other replica takes over), every connection dropped, every byte delayed
 // (a stale view), kube-apiserver restarted.
 import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { isNotFound } from '../../src/kube/errors.ts';
 import { dump } from 'js-yaml';
 import { auditEvents, byLabeller } from '../cluster/audit.ts';
@@ -36,6 +38,7 @@ import { Catalog } from '../cluster/catalog.ts';
 import { crashed } from '../process/crash.ts';
 import { freePorts } from '../controlplane/process.ts';
 import { eventually } from '../process/eventually.ts';
+import { describeExit } from '../process/child.ts';
 import { Labeller } from '../process/labeller.ts';
 import { procSample } from '../process/procstat.ts';
 import { sleep } from '../process/sleep.ts';
@@ -425,7 +428,9 @@ export async function run(
           if (!/"lost leadership"|cannot reach the API server/.test(labeller.stderr) || crashed(labeller.stderr)) {
             violations.push({
               invariant: 'health',
-              detail: `replica ${i} exited ${exit.code} by itself: ${labeller.stderr.slice(-1500)}`,
+              detail: `replica ${i} exited ${describeExit(exit)} by itself (whole log: ${
+                keepLog(seed, i, labeller)
+              }): ${labeller.stderr.slice(-1500)}`,
             });
           }
           restarts++;
@@ -649,7 +654,9 @@ export async function run(
       if (exit.code !== 0 || crashed(labeller.stderr)) {
         violations.push({
           invariant: 'health',
-          detail: `replica ${i} exited ${exit.code}: ${labeller.stderr.slice(-2000)}`,
+          detail: `replica ${i} exited ${describeExit(exit)} (whole log: ${keepLog(seed, i, labeller)}): ${
+            labeller.stderr.slice(-2000)
+          }`,
         });
       }
     }
@@ -850,4 +857,14 @@ async function retrying(operation: () => Promise<void>): Promise<void> {
       await sleep(1000);
     }
   }
+}
+
+/**
+ * Writes a replica's whole output (its arguments, then stderr) beside the run's operations file;
+ * answers the path. A health violation's detail quotes only the end of it.
+ */
+function keepLog(seed: number, replica: number, labeller: Labeller): string {
+  const file = join(tmpdir(), `labeller-chaos-seed-${seed}-replica-${replica}-${labeller.pid}.log`);
+  writeFileSync(file, labeller.stderr);
+  return file;
 }
