@@ -420,12 +420,16 @@ export async function run(
           // A process on its way out reads as no RSS.
           if (rss !== undefined && Number.isFinite(rss)) peakRssMiB = Math.max(peakRssMiB, rss / 2 ** 20);
           // Exited by itself: as the kubelet would, start it again. Losing leadership (a stop past
-          // the renew deadline) and an API server that cannot be reached at start are reasons to exit.
+          // the renew deadline), an API server that cannot be reached at start, and a start while
+          // the config file is invalid (exit 2 naming it: a crash loop until it is valid again)
+          // are reasons to exit.
           if (labeller.running || killing.has(i)) continue;
           const exit = await labeller.exited;
           // Killed on purpose meanwhile: the scenario starts it again.
           if (killing.has(i) || replicas[i] !== labeller) continue;
-          if (!/"lost leadership"|cannot reach the API server/.test(labeller.stderr) || crashed(labeller.stderr)) {
+          const named = /"lost leadership"|cannot reach the API server/.test(labeller.stderr) ||
+            (exit.code === 2 && exit.fatal?.includes(configPath) === true);
+          if (!named || crashed(labeller.stderr)) {
             violations.push({
               invariant: 'health',
               detail: `replica ${i} exited ${describeExit(exit)} by itself (whole log: ${
