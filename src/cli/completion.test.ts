@@ -68,7 +68,7 @@ describe('bash', () => {
   };
 
   test('commands first, then shells after completion', () => {
-    assert.deepEqual(complete('labeller '), ['completion', 'prune', 'status']);
+    assert.deepEqual(complete('labeller '), ['completion', 'explain', 'prune', 'status']);
     assert.deepEqual(complete('labeller st'), ['status']);
     assert.deepEqual(complete('labeller completion '), ['bash', 'fish', 'zsh']);
     assert.deepEqual(complete('kubectl-labeller completion z'), ['zsh']);
@@ -94,8 +94,13 @@ describe('bash', () => {
   });
 
   test('option values are not taken for the command: it comes after them', () => {
-    assert.deepEqual(complete('labeller --kinds cm '), ['completion', 'prune', 'status']);
-    assert.deepEqual(complete('labeller --conflicts=skip --events=false '), ['completion', 'prune', 'status']);
+    assert.deepEqual(complete('labeller --kinds cm '), ['completion', 'explain', 'prune', 'status']);
+    assert.deepEqual(complete('labeller --conflicts=skip --events=false '), [
+      'completion',
+      'explain',
+      'prune',
+      'status',
+    ]);
     assert.deepEqual(complete('labeller --dry-run prune '), []);
   });
 });
@@ -104,7 +109,7 @@ test('fish: commands, options, choices and the kubectl plugin name', () => {
   const complete = (line: string): string[] =>
     shellRun('fish', ['-c'], `printf '%s' "$COMPLETION" | source; complete -C '${line}'`, completionScript(['fish']))
       .split('\n').filter(Boolean).map((l) => l.split('\t')[0]!).sort();
-  assert.deepEqual(complete('labeller '), ['completion', 'prune', 'status']);
+  assert.deepEqual(complete('labeller '), ['completion', 'explain', 'prune', 'status']);
   assert.deepEqual(complete('labeller completion '), ['bash', 'fish', 'zsh']);
   assert.deepEqual(complete('labeller --conflicts '), ['force', 'skip']);
   assert.deepEqual(complete('labeller --dry'), ['--dry-run']);

@@ -127,7 +127,7 @@ export const SPECS = {
     short: 'o',
     choices: ['table', 'json'],
     default: 'table',
-    describe: 'status only: a table per kind, or one JSON document (for CI gates)',
+    describe: 'status and explain only: a table, or one JSON document (for CI gates)',
   },
   concurrency: {
     kind: 'count',
@@ -241,6 +241,8 @@ export type Name = keyof typeof SPECS;
 export const COMMANDS = {
   status: "per kind: objects seen, carrying labeller's labels, that would change, in conflict; reads only (list)",
   prune: "remove every label labeller's field manager owns, and only those; then exit like --once",
+  explain:
+    'explain <kind>/<name> [-n ns]: why the object carries each key or not: rule, inputs, owners, state, next apply; reads only',
 } as const;
 
 export type Command = keyof typeof COMMANDS | 'label';

@@ -8,6 +8,7 @@ import { type Ending, Host } from '../commands/host.ts';
 import { type LabelOptions, runLabel, writerGuard, writerStart } from '../commands/label.ts';
 import { runOnce } from '../commands/once.ts';
 import { runPrune } from '../commands/prune.ts';
+import { runExplain } from '../commands/explain.ts';
 import { runStatus } from '../commands/status.ts';
 import { ConfigError } from '../config/fields.ts';
 import { type Config, kindSettings } from '../config/model.ts';
@@ -50,7 +51,8 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
       annotations: options.annotations === undefined
         ? undefined
         : Object.fromEntries(options.annotations.map(parseAnnotationFlag)),
-      namespaces: options.namespaces,
+      // explain's -n names the object's namespace, not the namespaces to label.
+      namespaces: options.command === 'explain' ? undefined : options.namespaces,
       selector: options.selector,
       conflicts: options.conflicts,
       requireLabels: options.command !== 'prune',
@@ -115,6 +117,13 @@ function runCommand(host: Host, options: Options, config: Config | undefined, la
   // Only prune --all-kinds goes without a config.
   if (!config) throw new Error('no config to run');
   if (options.command === 'status') return runStatus(host, config, options);
+  if (options.command === 'explain') {
+    return runExplain(host, config, {
+      target: options.target ?? '',
+      namespace: options.namespaces?.[0],
+      output: options.output,
+    });
+  }
   return options.once
     ? runOnce(host, config, writerStart(host, label, writerGuard(host, label)))
     : runLabel(host, config, label);

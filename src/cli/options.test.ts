@@ -21,6 +21,7 @@ test('defaults when nothing is set', async () => {
     labels: undefined,
     namespaces: undefined,
     selector: undefined,
+    target: undefined,
     conflicts: undefined,
     kubeconfig: undefined,
     context: undefined,
@@ -88,6 +89,7 @@ test('every option can come from the environment (former names of options includ
       command: 'label',
       allKinds: false,
       output: 'table',
+      target: undefined,
       kinds: ['deploy', 'svc'],
       excludeKinds: ['secrets', 'cm'],
       config: 'kinds.yaml',
@@ -398,15 +400,26 @@ test('commands: status and prune before the options; they run once; their own fl
   assert.deepEqual([prune?.command, prune?.once, prune?.allKinds, prune?.dryRun], ['prune', true, true, true]);
   await assert.rejects(parse(['--all-kinds']), /--all-kinds works with labeller prune only/);
   await assert.rejects(parse(['status'], { LABELLER_ALL_KINDS: 'true' }), /--all-kinds works with labeller prune only/);
-  await assert.rejects(parse(['prune', '-o', 'json']), /--output works with labeller status only/);
+  await assert.rejects(parse(['prune', '-o', 'json']), /--output works with labeller status and labeller explain only/);
   await assert.rejects(
     parse(['prune', '--all-kinds', '--exclude-kinds', 'secrets']),
     /--exclude-kinds works with the '\*' kind; prune --all-kinds takes every kind/,
   );
   await assert.rejects(
     parse(['deploy']),
-    /unexpected argument "deploy": commands are status, prune; options start with --/,
+    /unexpected argument "deploy": commands are status, prune, explain; options start with --/,
   );
   await assert.rejects(parse(['prune', 'now']), /unexpected argument "now": options start with --/);
   await assert.rejects(parse(['status', '-o', 'yaml']), /"yaml" is not one of table, json|Invalid values/);
+  const explain = await parse(['explain', 'deploy/web', '-n', 'shop', '-o', 'json', '--config', 'kinds.yaml']);
+  assert.deepEqual([explain?.command, explain?.target, explain?.namespaces, explain?.output, explain?.once], [
+    'explain',
+    'deploy/web',
+    ['shop'],
+    'json',
+    true,
+  ]);
+  await assert.rejects(parse(['explain']), /labeller explain needs the object as <kind>\/<name>/);
+  await assert.rejects(parse(['explain', 'web']), /needs the object as <kind>\/<name>.*\(got "web"\)/);
+  await assert.rejects(parse(['explain', 'deploy/web', '-n', 'a,b']), /labeller explain takes one namespace/);
 });

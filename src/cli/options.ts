@@ -15,8 +15,10 @@ export interface Options {
   readonly command: Command;
   /** prune: every listable and patchable kind from discovery. */
   readonly allKinds: boolean;
-  /** status: how the report is printed. */
+  /** status, explain: how the report is printed. */
   readonly output: 'table' | 'json';
+  /** explain: the object, `<kind>/<name>`. */
+  readonly target: string | undefined;
   readonly kinds: readonly string[] | undefined;
   /** With the '*' kind: kinds it leaves out. */
   readonly excludeKinds: readonly string[] | undefined;
@@ -100,6 +102,15 @@ export async function parseOptions(
   const command: Command = positional[0] !== undefined && Object.hasOwn(COMMANDS, positional[0])
     ? (positional.shift() as Command)
     : 'label';
+  // explain names its object: `labeller explain deploy/web`.
+  const target = command === 'explain' ? positional.shift() : undefined;
+  if (command === 'explain' && (target === undefined || !/^[^/\s]+\/[^/\s]+$/.test(target))) {
+    throw new UsageError(
+      `labeller explain needs the object as <kind>/<name>, e.g. labeller explain deploy/web -n default${
+        target === undefined ? '' : ` (got ${JSON.stringify(target)})`
+      }`,
+    );
+  }
   if (positional.length > 0) {
     const commands = command === 'label' ? `commands are ${Object.keys(COMMANDS).join(', ')}; ` : '';
     throw new UsageError(
@@ -207,7 +218,12 @@ export async function parseOptions(
     if (command !== wanted && isSet(name)) throw new UsageError(`--${name} works with labeller ${wanted} only`);
   };
   only('all-kinds', 'prune');
-  only('output', 'status');
+  if (command !== 'status' && command !== 'explain' && isSet('output')) {
+    throw new UsageError('--output works with labeller status and labeller explain only');
+  }
+  if (command === 'explain' && (list('namespace')?.length ?? 0) > 1) {
+    throw new UsageError("labeller explain takes one namespace: the object's, e.g. -n default");
+  }
   if (flag('all-kinds') && isSet('exclude-kinds')) {
     throw new UsageError(
       "--exclude-kinds works with the '*' kind; prune --all-kinds takes every kind: prune with --kinds '*' to leave some out",
@@ -218,6 +234,7 @@ export async function parseOptions(
     command,
     allKinds: flag('all-kinds'),
     output: string('output') as Options['output'],
+    target,
     kinds: list('kinds'),
     excludeKinds: list('exclude-kinds'),
     config: string('config'),

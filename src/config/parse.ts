@@ -269,7 +269,7 @@ export function compileEntry(field: MetadataField, key: string, value: string, w
     ? validateLabelValue(template.constantValue)
     : undefined;
   if (valueProblem !== undefined) throw fail(where, valueProblem);
-  return template;
+  return { ...template, where };
 }
 
 /** The reserved domain a label key's prefix is, or is a subdomain of; undefined when it has none. */

@@ -68,6 +68,8 @@ export interface RelatedRead {
 
 export interface Template {
   readonly source: string;
+  /** Where its entry was written ('kinds.yaml: kinds[0].labels.team', '--label'), for `labeller explain`. */
+  readonly where?: string | undefined;
   /** The value when the source has no "{{", so it can be validated at load time; undefined otherwise. */
   readonly constantValue: string | undefined;
   /** The annotation keys it reads of the object itself, so the cache keeps just those of each object. */

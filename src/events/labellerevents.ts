@@ -9,6 +9,7 @@ import type { KubeClient } from '../kube/client.ts';
 import { isForbidden, isNotFound } from '../kube/errors.ts';
 import { EventsApi } from '../kube/events.ts';
 import type { EventContent, ObjectReference } from '../kube/objects.ts';
+import type { MetadataField } from '../config/model.ts';
 import type { Result } from '../labelling/reconcile.ts';
 import type { Logger } from '../util/log.ts';
 import { EventRecorder } from '../runtime/recorder.ts';
@@ -158,6 +159,25 @@ export function outcomeEvents(regarding: ObjectReference, result: Result): Event
     });
   }
   return events;
+}
+
+/** A LabelFight Event's note read back (`labeller explain`): the key, the manager and the backoff it names. */
+export function readFightNote(
+  note: string,
+):
+  | { readonly field: MetadataField; readonly key: string; readonly manager?: string; readonly backoffMs: number }
+  | undefined {
+  const match =
+    /^(label|annotation) (\S+) was taken back by (?:field manager "([^"]*)"|another field manager) .*left to it for (\d+) s/
+      .exec(note);
+  if (!match) return undefined;
+  const [, what, key = '', manager, seconds] = match;
+  return {
+    field: what === 'label' ? 'labels' : 'annotations',
+    key,
+    ...(manager === undefined ? {} : { manager }),
+    backoffMs: Number(seconds) * 1000,
+  };
 }
 
 /** A list or watch refused for good (403, 404) as an Event on labeller's Pod; one series per kind. */

@@ -10,7 +10,8 @@ import { FightTracker } from '../labelling/fights.ts';
 import { LookupIndex } from '../labelling/lookupindex.ts';
 import type { LabelledObject } from '../labelling/object.ts';
 import { byField } from '../labelling/patch.ts';
-import { type OutcomeCounts, Reconciler } from '../labelling/reconcile.ts';
+import { type OutcomeCounts, type Plan, Reconciler } from '../labelling/reconcile.ts';
+import type { KeyTrace } from '../labelling/trace.ts';
 import type { RelatedWiring } from '../related/caches.ts';
 import type { KindRelations, Relations } from '../related/relations.ts';
 import { Controller } from '../runtime/controller.ts';
@@ -51,6 +52,8 @@ export interface LabelledKind {
   relabel(kind: KindConfig): void;
   /** What labeller owns and would change on its cached objects (see labelling/counts.ts). */
   count(): ObjectCounts;
+  /** What converging one cached object takes, and how each of its keys renders: `labeller explain`. */
+  explain(object: LabelledObject): { readonly plan: Plan; readonly traces: readonly KeyTrace[] };
   /** Queues the objects that looked up what changed in source `name` (all of them at its first load). */
   sourceChanged(name: string, change: SourceChange): void;
   /** Once its controller has stopped: its related objects and its caches are let go; resolves once they have stopped. */
@@ -151,6 +154,7 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
     },
     controller,
     count: () => count(controller.values()),
+    explain: (object) => ({ plan: reconciler.plan(object), traces: reconciler.trace(object) }),
     sourceChanged: (name, change) => {
       if (!lookups || !sourcesRead(current.kind).has(name)) return;
       if (change === 'all') controller.requeueAll();

@@ -219,10 +219,35 @@ export function ownedKeys(
   const keys: string[] = [];
   for (const entry of managedFields ?? []) {
     if (entry.manager !== manager || entry.operation !== 'Apply' || entry.subresource) continue;
-    const fields: FieldsV1 | undefined = entry.fieldsV1?.['f:metadata']?.[`f:${field}`];
-    for (const name of Object.keys(fields ?? {})) {
-      if (name.startsWith('f:')) keys.push(name.slice(2));
-    }
+    keys.push(...fieldKeys(entry, field));
   }
   return keys;
+}
+
+/** A field manager that owns a key, and how it wrote it (`Apply`: server-side apply; `Update`: a PUT or PATCH). */
+export interface KeyOwner {
+  readonly manager: string;
+  readonly operation: string;
+}
+
+/** Every owner of each key of `field`, from managedFields. */
+export function keyOwners(
+  managedFields: PartialObjectMetadata['metadata']['managedFields'],
+  field: 'labels' | 'annotations',
+): ReadonlyMap<string, readonly KeyOwner[]> {
+  const owners = new Map<string, KeyOwner[]>();
+  for (const entry of managedFields ?? []) {
+    if (entry.subresource) continue;
+    const owner = { manager: entry.manager ?? '', operation: entry.operation ?? '' };
+    for (const key of fieldKeys(entry, field)) (owners.get(key) ?? owners.set(key, []).get(key)!).push(owner);
+  }
+  return owners;
+}
+
+function fieldKeys(
+  entry: NonNullable<PartialObjectMetadata['metadata']['managedFields']>[number],
+  field: 'labels' | 'annotations',
+): string[] {
+  const fields: FieldsV1 | undefined = entry.fieldsV1?.['f:metadata']?.[`f:${field}`];
+  return Object.keys(fields ?? {}).filter((name) => name.startsWith('f:')).map((name) => name.slice(2));
 }

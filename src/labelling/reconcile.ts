@@ -26,6 +26,7 @@ import {
   type SourceLookups,
 } from './ports.ts';
 import type { Template, TemplateContext } from '../config/template.ts';
+import { type Input, type KeyTrace, type Rendering, tracing } from './trace.ts';
 
 /** The kind being reconciled, for apply bodies and templates. */
 export interface KindInfo {
@@ -469,14 +470,30 @@ export class Reconciler {
   }
 
   /**
-   * The desired labels and annotations for this object, and the keys held; or why one of them
-   * cannot be rendered.
+   * How each configured key renders for `object`, with what its template read to get there: the
+   * same rendering the plan is made of, for `labeller explain`.
    */
-  #render(object: LabelledObject): Readonly<Record<MetadataField, Rendered>> & { waiting: boolean } {
-    const { kind, labels, annotations, sources } = this.#options;
+  trace(object: LabelledObject): KeyTrace[] {
     const view = this.#options.related?.(object);
-    const looked: string[] = [];
-    const context: TemplateContext = {
+    const traces: KeyTrace[] = [];
+    for (const field of FIELDS) {
+      for (const [key, template] of this.#templates(field)) {
+        const inputs: Input[] = [];
+        const context = tracing(this.#context(object, view, []), inputs);
+        traces.push({ field, key, template, inputs, rendering: this.#renderKey(field, key, template, context, view) });
+      }
+    }
+    return traces;
+  }
+
+  #templates(field: MetadataField): ReadonlyMap<string, Template> {
+    return (field === 'labels' ? this.#options.labels : this.#options.annotations) ?? NO_TEMPLATES;
+  }
+
+  /** What templates read of `object`; each source lookup's key is added to `looked`. */
+  #context(object: LabelledObject, view: RelatedView | undefined, looked: string[]): TemplateContext {
+    const { kind, sources } = this.#options;
+    return {
       name: object.name,
       namespace: object.namespace,
       kind: kind.kind,
@@ -492,41 +509,62 @@ export class Reconciler {
         return sources.lookups.lookup(source, key, field);
       }),
     };
+  }
+
+  /** One key of one map, rendered for an object: its value, or why it has none. */
+  #renderKey(
+    field: MetadataField,
+    key: string,
+    template: Template,
+    context: TemplateContext,
+    view: RelatedView | undefined,
+  ): Rendering {
+    const { sources } = this.#options;
+    // A source that has never loaded is held as a related kind that cannot be read is: the rest goes on.
+    const unloaded = template.lookups.find((lookup) => !sources?.lookups.loaded(lookup.source));
+    if (unloaded) return { state: 'held', why: 'unavailable', reading: `source ${unloaded.source}` };
+    if (view && view.held.size > 0) {
+      for (const read of template.related) {
+        const why = view.held.get(read.relation);
+        if (why) return { state: 'held', why, reading: read.relation };
+      }
+    }
+    const value = template.constantValue ?? template.render(context);
+    // A variable without a value (a missing label, no owner): the key is not wanted, and
+    // removed if labeller owned it.
+    if (value === undefined) return { state: 'absent' };
+    const problem = field === 'labels' && template.constantValue === undefined ? validateLabelValue(value) : undefined;
+    if (problem) {
+      return { state: 'invalid', problem: `label ${key}: "${template.source}" rendered "${value}": ${problem}` };
+    }
+    return { state: 'rendered', value };
+  }
+
+  /**
+   * The desired labels and annotations for this object, and the keys held; or why one of them
+   * cannot be rendered.
+   */
+  #render(object: LabelledObject): Readonly<Record<MetadataField, Rendered>> & { waiting: boolean } {
+    const { sources } = this.#options;
+    const view = this.#options.related?.(object);
+    const looked: string[] = [];
+    const context = this.#context(object, view, looked);
     let waiting = false;
-    const renderField = (field: MetadataField, templates: ReadonlyMap<string, Template>): Rendered => {
+    const renderField = (field: MetadataField): Rendered => {
       const rendered = new Map<string, string>();
       const held: string[] = [];
       const invalid: Problem[] = [];
-      for (const [key, template] of templates) {
-        // A source that has never loaded is held as a related kind that cannot be read is: the rest goes on.
-        const unloaded = template.lookups.some((lookup) => !sources?.lookups.loaded(lookup.source));
-        if (unloaded || (view && view.held.size > 0)) {
-          const why = unloaded
-            ? 'unavailable'
-            : template.related.map((read) => view?.held.get(read.relation)).find((r) => r);
-          if (why) {
-            held.push(key);
-            waiting ||= why === 'pending';
-            continue;
-          }
-        }
-        const value = template.constantValue ?? template.render(context);
-        // A variable without a value (a missing label, no owner): the key is not wanted, and
-        // removed if labeller owned it.
-        if (value === undefined) continue;
-        const problem = field === 'labels' && template.constantValue === undefined
-          ? validateLabelValue(value)
-          : undefined;
-        if (problem) {
-          invalid.push({ field, key, problem: `label ${key}: "${template.source}" rendered "${value}": ${problem}` });
-        } else rendered.set(key, value);
+      for (const [key, template] of this.#templates(field)) {
+        const rendering = this.#renderKey(field, key, template, context, view);
+        if (rendering.state === 'held') {
+          held.push(key);
+          waiting ||= rendering.why === 'pending';
+        } else if (rendering.state === 'invalid') invalid.push({ field, key, problem: rendering.problem });
+        else if (rendering.state === 'rendered') rendered.set(key, rendering.value);
       }
       return { rendered, held, invalid };
     };
-    const rendered = {
-      labels: renderField('labels', labels),
-      annotations: renderField('annotations', annotations ?? NO_TEMPLATES),
-    };
+    const rendered = { labels: renderField('labels'), annotations: renderField('annotations') };
     // Recorded whatever was rendered: an entry fixed later must find this object again.
     sources?.index.record(object, looked);
     return { ...rendered, waiting };

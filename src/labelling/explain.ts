@@ -1,0 +1,186 @@
+// Why an object carries a label, or why not: `labeller explain`. Each key the config sets on the
+// object is told from the same plan the controller acts on and `status` counts (reconcile.ts),
+// the template's trace (trace.ts), the object's managedFields, and the fights labeller reported
+// as Events: its rule and template, what it read, the value wanted and the value there, who owns
+// it, its state, and what the next apply would do with it.
+import type { ConflictPolicy, MetadataField } from '../config/model.ts';
+import type { KeyOwner } from './object.ts';
+import { needsApply, type Plan } from './reconcile.ts';
+import type { Input, KeyTrace } from './trace.ts';
+
+/**
+ * - `applied`: the object carries the value wanted;
+ * - `pending`: the next apply sets it (or takes it over, under `force`);
+ * - `held`: what it reads cannot be read now, so it is neither written nor removed;
+ * - `contested`: another manager set another value; under `skip` it stays theirs;
+ * - `fight`: another manager took it back each time; left to it for a while;
+ * - `invalid`: the rendered value is not a valid label value; held;
+ * - `unwanted`: a variable it reads has no value on this object, so the key is not wanted.
+ */
+export type KeyState = 'applied' | 'pending' | 'held' | 'contested' | 'fight' | 'invalid' | 'unwanted';
+
+export interface KeyExplanation {
+  readonly field: MetadataField;
+  readonly key: string;
+  /** Where the rule was written: 'kinds.yaml: kinds[0].labels.team'. */
+  readonly rule: string;
+  readonly template: string;
+  readonly inputs: readonly Input[];
+  /** The value wanted; absent when held, invalid or unwanted. */
+  readonly desired?: string;
+  /** The value on the object; absent when it has none. */
+  readonly value?: string;
+  readonly owners: readonly KeyOwner[];
+  readonly state: KeyState;
+  /** Why, for every state but `applied` and `pending`. */
+  readonly why?: string;
+  /** What the next apply would do with this key. */
+  readonly next: string;
+}
+
+/** A key labeller owns that the config no longer wants on this object. */
+export interface StaleKey {
+  readonly field: MetadataField;
+  readonly key: string;
+  readonly value?: string;
+  readonly owners: readonly KeyOwner[];
+  readonly next: string;
+}
+
+export interface Explanation {
+  readonly keys: readonly KeyExplanation[];
+  readonly stale: readonly StaleKey[];
+  /** Whether the next reconcile applies anything: what `status` counts as pending. */
+  readonly pending: boolean;
+  /** Why nothing can be written to the object at all (its annotations over the size limit). */
+  readonly problem?: string;
+}
+
+/** A fight labeller reported on this object (a LabelFight Event), by `${field}/${key}`. */
+export interface ReportedFight {
+  readonly manager?: string;
+  /** When the Event was last seen, ms since the epoch. */
+  readonly atMs: number;
+}
+
+export interface ExplainInput {
+  readonly traces: readonly KeyTrace[];
+  readonly plan: Plan;
+  /** The object's labels and annotations as the API server has them now. */
+  readonly values: Readonly<Record<MetadataField, Readonly<Record<string, string>>>>;
+  readonly owners: Readonly<Record<MetadataField, ReadonlyMap<string, readonly KeyOwner[]>>>;
+  readonly fieldManager: string;
+  readonly conflicts: ConflictPolicy;
+  readonly fights: ReadonlyMap<string, ReportedFight>;
+}
+
+export function explain(input: ExplainInput): Explanation {
+  const { traces, plan, values, owners, fieldManager, conflicts, fights } = input;
+  const keys = traces.map((trace): KeyExplanation => {
+    const { field, key, template, inputs, rendering } = trace;
+    const value = values[field][key];
+    const keyOwners = owners[field].get(key) ?? [];
+    const ours = keyOwners.some((o) => o.manager === fieldManager && o.operation === 'Apply');
+    const others = keyOwners.filter((o) => o.manager !== fieldManager).map((o) => o.manager);
+    const base = {
+      field,
+      key,
+      rule: template.where ?? 'the config',
+      template: template.source,
+      inputs,
+      ...(value === undefined ? {} : { value }),
+      owners: keyOwners,
+    };
+    const keep = ours ? 'kept as it is' : 'not added';
+    if (rendering.state === 'held') {
+      const reading = rendering.reading.startsWith('source ')
+        ? `${rendering.reading} has not loaded`
+        : `its ${rendering.reading} object cannot be read ${
+          rendering.why === 'pending'
+            ? 'yet (its cache has not listed)'
+            : '(a kind not followed, not served or refused)'
+        }`;
+      return { ...base, state: 'held', why: reading, next: keep };
+    }
+    if (rendering.state === 'invalid') return { ...base, state: 'invalid', why: rendering.problem, next: keep };
+    if (rendering.state === 'absent') {
+      const stale = !('problem' in plan) && plan[field].stale.includes(key);
+      return {
+        ...base,
+        state: 'unwanted',
+        why: `${variablesAbsent(inputs)}, so the key is not wanted on this object`,
+        next: stale ? removal(others) : 'nothing',
+      };
+    }
+    const desired = rendering.value;
+    const wanted = { ...base, desired };
+    if (value === desired) return { ...wanted, state: 'applied', next: 'nothing' };
+    const holder = others.length > 0 ? others.join(', ') : 'another field manager';
+    const fight = fights.get(`${field}/${key}`);
+    if (!ours && value !== undefined) {
+      if (conflicts === 'skip') {
+        return {
+          ...wanted,
+          state: 'contested',
+          why: `set to "${value}" by ${holder}`,
+          next: 'left as it is (conflicts: skip)',
+        };
+      }
+      if (fight) {
+        return {
+          ...wanted,
+          state: 'fight',
+          why: `${fight.manager ?? holder} took it back each time labeller set it`,
+          next: `left to ${fight.manager ?? holder} until the backoff ends, then retaken once (conflicts: force)`,
+        };
+      }
+      return {
+        ...wanted,
+        state: 'pending',
+        why: `set to "${value}" by ${holder}`,
+        next: `set to "${desired}", taken over from ${holder} (conflicts: force)`,
+      };
+    }
+    return { ...wanted, state: 'pending', next: `set to "${desired}"` };
+  });
+  if ('problem' in plan) return { keys, stale: [], pending: false, problem: plan.problem };
+  const wanted = new Set(traces.map((t) => `${t.field}/${t.key}`));
+  const stale = (['labels', 'annotations'] as const).flatMap((field) =>
+    plan[field].stale.filter((key) => !wanted.has(`${field}/${key}`)).map((key): StaleKey => {
+      const value = values[field][key];
+      const keyOwners = owners[field].get(key) ?? [];
+      return {
+        field,
+        key,
+        ...(value === undefined ? {} : { value }),
+        owners: keyOwners,
+        next: removal(keyOwners.filter((o) => o.manager !== fieldManager).map((o) => o.manager)),
+      };
+    })
+  );
+  return { keys, stale, pending: needsApply(plan) || plan.waiting };
+}
+
+/** What dropping labeller's ownership of a key does: the API server removes it unless another manager owns it too. */
+function removal(others: readonly string[]): string {
+  return others.length > 0 ? `let go; kept, since ${others.join(', ')} owns it too` : 'removed';
+}
+
+/** The inputs a template read that had no value, as the user wrote them. */
+function variablesAbsent(inputs: readonly Input[]): string {
+  const absent = inputs.filter((input) => input.value === undefined).map((input) => {
+    if (input.from === 'object') {
+      return `the object has no ${input.map === 'labels' ? 'label' : 'annotation'} ${input.key}`;
+    }
+    if (input.from === 'source') {
+      return `source ${input.source} has no entry ${input.key}${
+        input.field === undefined ? '' : ` with ${input.field}`
+      }`;
+    }
+    if (!input.object) return `the object has no ${input.from === 'namespace' ? 'namespace' : `${input.from} object`}`;
+    return `${input.object.kind} ${input.object.name} has no ${
+      input.read?.replace('labels.', 'label ').replace('annotations.', 'annotation ')
+    }`;
+  });
+  return absent.length > 0 ? absent.join('; ') : 'a variable it reads has no value';
+}
