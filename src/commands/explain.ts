@@ -4,6 +4,7 @@
 // namespace: its informer, related caches and sources, listed once, so the plan explained is the
 // one the controller would act on and `status` counts.
 import type { Config, KindConfig } from '../config/model.ts';
+import type { SourceOrigin } from '../config/sources.ts';
 import { readFightNote } from '../events/labellerevents.ts';
 import { expandEveryKind } from '../kinds/everykind.ts';
 import { resolveKinds } from '../kinds/resolve.ts';
@@ -15,6 +16,7 @@ import { explain, type Explanation, type KeyExplanation, type ReportedFight } fr
 import { type KeyOwner, keyOwners } from '../labelling/object.ts';
 import type { Input } from '../labelling/trace.ts';
 import { objectKey } from '../runtime/store.ts';
+import { redactUrl } from '../util/url.ts';
 import { UsageError } from '../util/usage.ts';
 import type { Ending, Host } from './host.ts';
 
@@ -40,6 +42,8 @@ export interface ExplainReport {
   /** Why labeller does not label this object at all (outside the entry's namespaces, not selected, being deleted). */
   readonly notLabelled?: string;
   readonly explanation?: Explanation;
+  /** Where each source the object's templates read comes from: 'ConfigMap platform/catalog'. */
+  readonly sources?: Readonly<Record<string, string>>;
   /** What could not be read (Events, for fights). */
   readonly notes: readonly string[];
 }
@@ -112,7 +116,14 @@ export async function runExplain(host: Host, config: Config, options: ExplainOpt
     fights,
   });
   notes.push(...started.kinds.notes());
-  return print({ ...base, object: identified, explanation, notes });
+  const read = new Set(traces.flatMap((t) => t.inputs.flatMap((i) => (i.from === 'source' ? [i.source] : []))));
+  const sources = Object.fromEntries(
+    [...read].flatMap((source) => {
+      const spec = config.sources.get(source);
+      return spec ? [[source, originText(spec.origin)]] : [];
+    }),
+  );
+  return print({ ...base, object: identified, explanation, sources, notes });
 }
 
 /** The config's entry for `resource`: one naming it, else the every-kind entry's share. */
@@ -130,6 +141,13 @@ function entryFor(config: Config, resource: ApiResource, host: Host): KindConfig
       config.everyKind ? ' and the "*" entry leaves it out' : ''
     }; add "- resource: ${resource.resource}" to the config's kinds`,
   );
+}
+
+function originText(origin: SourceOrigin): string {
+  if (origin.type === 'configMap') {
+    return `ConfigMap ${origin.namespace}/${origin.name}${origin.key === undefined ? '' : ` key ${origin.key}`}`;
+  }
+  return origin.type === 'file' ? `file ${origin.path}` : redactUrl(origin.url);
 }
 
 /** The fights labeller reported on the object (LabelFight Events) whose backoff has not ended. */
@@ -192,7 +210,7 @@ function table(report: ExplainReport): string {
       ) => [keyName(k.field, k.key), '-', k.value ?? '-', owners(k.owners), 'stale', k.next]),
     ];
     lines.push('', ...columns(head, rows));
-    for (const key of explanation.keys) lines.push('', ...details(key));
+    for (const key of explanation.keys) lines.push('', ...details(key, report.sources ?? {}));
     if (explanation.stale.length > 0) {
       lines.push(
         '',
@@ -205,21 +223,22 @@ function table(report: ExplainReport): string {
   return `${lines.join('\n')}\n`;
 }
 
-function details(key: KeyExplanation): string[] {
+function details(key: KeyExplanation, sources: Readonly<Record<string, string>>): string[] {
   return [
     keyName(key.field, key.key),
     `  rule      ${key.rule}`,
     `  template  ${key.template}`,
-    ...key.inputs.map((input, i) => `  ${i === 0 ? 'read    ' : '        '}  ${inputText(input)}`),
+    ...key.inputs.map((input, i) => `  ${i === 0 ? 'read    ' : '        '}  ${inputText(input, sources)}`),
     ...(key.why ? [`  ${key.state.padEnd(8)}  ${key.why}`] : []),
   ];
 }
 
-function inputText(input: Input): string {
+function inputText(input: Input, sources: Readonly<Record<string, string>>): string {
   const value = input.value === undefined ? '(absent)' : JSON.stringify(input.value);
   if (input.from === 'object') return `the object's ${input.map}.${input.key} = ${value}`;
   if (input.from === 'source') {
-    return `source ${input.source}: entry ${JSON.stringify(input.key)}${
+    const origin = sources[input.source];
+    return `source ${input.source}${origin ? ` (${origin})` : ''}: entry ${JSON.stringify(input.key)}${
       input.field ? ` field ${input.field}` : ''
     } = ${value}`;
   }

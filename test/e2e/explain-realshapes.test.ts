@@ -120,6 +120,7 @@ describe('explain', { skip: fullSkip }, () => {
         'set to "red", taken over from argocd-controller (conflicts: force)',
       ]);
       assert.equal(report.explanation?.pending, true);
+      assert.deepEqual(report.sources, { catalog: `ConfigMap ${ns}/catalog` });
 
       // status counts the same object the same way: pending, in conflict.
       const status = await new Labeller(['status', '--config', withApp, ...common, '-o', 'json']).exited;
@@ -148,7 +149,7 @@ describe('explain', { skip: fullSkip }, () => {
         /^example\.com\/team +red +blue +argocd-controller \(Update\) +pending +set to "red"/m,
       );
       assert.match(table.stdout, /read +namespace Namespace \S+: labels\.team = "red"/);
-      assert.match(table.stdout, /source catalog: entry "red" = "cc-1"/);
+      assert.match(table.stdout, new RegExp(`source catalog \\(ConfigMap ${ns}/catalog\\): entry "red" = "cc-1"`));
       assert.match(table.stdout, /^next apply: changes the object$/m);
 
       // An object the config does not label is a usage error naming the fix.
