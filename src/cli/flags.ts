@@ -121,6 +121,12 @@ export const SPECS = {
     group: 'Behaviour',
     describe: 'converge every matching object once, print a summary and exit (0: all done, 1: failures)',
   },
+  coverage: {
+    kind: 'boolean',
+    group: 'Behaviour',
+    describe:
+      'status only: per kind and configured label, the share of objects carrying its desired value, and why the rest do not',
+  },
   output: {
     kind: 'string',
     group: 'Behaviour',

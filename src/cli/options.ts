@@ -17,6 +17,8 @@ export interface Options {
   readonly allKinds: boolean;
   /** status, explain: how the report is printed. */
   readonly output: 'table' | 'json';
+  /** status: the share of objects carrying each configured label (--coverage). */
+  readonly coverage: boolean;
   /** explain: the object, `<kind>/<name>`. */
   readonly target: string | undefined;
   readonly kinds: readonly string[] | undefined;
@@ -218,6 +220,7 @@ export async function parseOptions(
     if (command !== wanted && isSet(name)) throw new UsageError(`--${name} works with labeller ${wanted} only`);
   };
   only('all-kinds', 'prune');
+  only('coverage', 'status');
   if (command !== 'status' && command !== 'explain' && isSet('output')) {
     throw new UsageError('--output works with labeller status and labeller explain only');
   }
@@ -234,6 +237,7 @@ export async function parseOptions(
     command,
     allKinds: flag('all-kinds'),
     output: string('output') as Options['output'],
+    coverage: flag('coverage'),
     target,
     kinds: list('kinds'),
     excludeKinds: list('exclude-kinds'),

@@ -6,6 +6,7 @@ import { type KindConfig, templatesOf } from '../config/model.ts';
 import { isForbidden, isNotFound } from '../kube/errors.ts';
 import { type ApiResource, apiVersion, groupResource } from '../kube/resource.ts';
 import { objectCounter, type ObjectCounts } from '../labelling/counts.ts';
+import { coverageCounter, type KeyCoverage } from '../labelling/coverage.ts';
 import { FightTracker } from '../labelling/fights.ts';
 import { LookupIndex } from '../labelling/lookupindex.ts';
 import type { LabelledObject } from '../labelling/object.ts';
@@ -52,7 +53,11 @@ export interface LabelledKind {
   relabel(kind: KindConfig): void;
   /** What labeller owns and would change on its cached objects (see labelling/counts.ts). */
   count(): ObjectCounts;
-  /** What converging one cached object takes, and how each of its keys renders: `labeller explain`. */
+  /** The share of its cached objects that carry each configured label with its desired value. */
+  coverage(): KeyCoverage[];
+  /** What converging one cached object takes. */
+  plan(object: LabelledObject): Plan;
+  /** ...and how each of its keys renders: `labeller explain`, and why an object falls short in `status --coverage`. */
   explain(object: LabelledObject): { readonly plan: Plan; readonly traces: readonly KeyTrace[] };
   /** Queues the objects that looked up what changed in source `name` (all of them at its first load). */
   sourceChanged(name: string, change: SourceChange): void;
@@ -146,7 +151,8 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
     )
     : [];
   let count = objectCounter((object) => reconciler.plan(object));
-  metrics?.objects(name, () => count(controller.values()));
+  let coverage = coverageCounter((object) => reconciler.plan(object), [...kind.labels.keys()]);
+  metrics?.objects(name, () => ({ ...count(controller.values()), coverage: coverage(controller.values()) }));
   let current = resolved;
   return {
     get resolved() {
@@ -154,6 +160,8 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
     },
     controller,
     count: () => count(controller.values()),
+    coverage: () => coverage(controller.values()),
+    plan: (object) => reconciler.plan(object),
     explain: (object) => ({ plan: reconciler.plan(object), traces: reconciler.trace(object) }),
     sourceChanged: (name, change) => {
       if (!lookups || !sourcesRead(current.kind).has(name)) return;
@@ -164,6 +172,7 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       current = { kind: next, resource };
       reconciler = reconcilerFor(next);
       count = objectCounter((object) => reconciler.plan(object));
+      coverage = coverageCounter((object) => reconciler.plan(object), [...next.labels.keys()]);
       controller.requeueAll();
     },
     release: async () => {

@@ -45,3 +45,18 @@ test('a controller removed by a reload leaves no series: its informer stopped, t
   assert.deepEqual(await seriesOf(metrics, 'configmaps/shop'), []);
   assert.deepEqual(await seriesOf(metrics, 'deployments.apps'), kept, 'the other controller keeps its series');
 });
+
+test('labeller_coverage_ratio: per kind and configured label, the share carrying its desired value; 1 with no objects', async () => {
+  const metrics = new Metrics();
+  metrics.objects('pods', () => ({
+    managed: 1,
+    pending: 1,
+    held: 0,
+    coverage: [{ key: 'example.com/cost-center', objects: 4, covered: 3 }, { key: 'team', objects: 0, covered: 0 }],
+  }));
+  const text = await metrics.registry.metrics();
+  assert.match(text, /^labeller_coverage_ratio\{kind="pods",key="example.com\/cost-center"\} 0\.75$/m);
+  assert.match(text, /^labeller_coverage_ratio\{kind="pods",key="team"\} 1$/m);
+  metrics.forget('pods');
+  assert.doesNotMatch(await metrics.registry.metrics(), /^labeller_coverage_ratio\{/m);
+});

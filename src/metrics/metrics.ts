@@ -40,6 +40,8 @@ export interface ObjectGauges {
   readonly managed: number;
   readonly pending: number;
   readonly held: number;
+  /** Per configured label: objects counted, and those carrying it with its desired value. */
+  readonly coverage?: readonly { readonly key: string; readonly objects: number; readonly covered: number }[];
 }
 
 /** A source of truth's state, as sources/sourceset.ts reports it. */
@@ -203,7 +205,7 @@ export class Metrics {
     );
     this.#reloadSuccessful.set(1);
     // Computed from the caches when scraped, so they are never stale and cost nothing between scrapes.
-    const objects = (name: string, help: string, field: keyof ObjectGauges) => {
+    const objects = (name: string, help: string, field: 'managed' | 'pending' | 'held') => {
       const sources = this.#objectSources;
       return new Gauge({
         name,
@@ -232,6 +234,22 @@ export class Metrics {
       'Cached objects with labels held (neither applied nor removed) because a related object they read cannot be read',
       'held',
     );
+    const coverageSources = this.#objectSources;
+    new Gauge({
+      name: 'labeller_coverage_ratio',
+      help:
+        "Share of a kind's cached objects (not being deleted) that carry a configured label with its desired value; 1 when there are none",
+      labelNames: ['kind', 'key'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [kind, read] of coverageSources) {
+          for (const { key, objects, covered } of read().coverage ?? []) {
+            this.set({ kind, key }, objects === 0 ? 1 : covered / objects);
+          }
+        }
+      },
+    });
     const sources = (): readonly SourceGauges[] => this.#sources();
     const source = (name: string, help: string, value: (state: SourceGauges) => number | undefined) =>
       new Gauge({

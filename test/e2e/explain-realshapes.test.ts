@@ -2,7 +2,7 @@
 // config sets, the rule, the inputs it read (the namespace's label, the root owner, the source's
 // entry), the value wanted and there, its owners from managedFields, its state and what the next
 // apply would do; and the keys labeller owns that the config no longer wants. What it says agrees
-// with `status` on the same objects.
+// with `status` on the same objects, and so does `status --coverage`.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { ExplainReport } from '../../src/commands/explain.ts';
@@ -127,6 +127,20 @@ describe('explain', { skip: fullSkip }, () => {
       assert.equal(status.code, 0, status.stderr);
       const row = (JSON.parse(status.stdout) as StatusReport).kinds[0];
       assert.deepEqual([row?.seen, row?.managed, row?.pending, row?.conflicts], [1, 1, 1, 1]);
+
+      // Coverage says the same per label: carried, or why not.
+      const covered = await new Labeller(['status', '--coverage', '--config', withApp, ...common, '-o', 'json']).exited;
+      assert.equal(covered.code, 0, covered.stderr);
+      const coverage = (JSON.parse(covered.stdout) as StatusReport).kinds[0]?.coverage;
+      assert.deepEqual(coverage?.map((c) => [c.key, c.covered, c.objects, c.ratio, c.shortfalls]), [
+        ['example.com/cost-center', 1, 1, 1, {}],
+        ['example.com/app', 1, 1, 1, {}],
+        ['example.com/tier', 0, 1, 0, { 'unwanted: no label tier': 1 }],
+        ['example.com/team', 0, 1, 0, { contested: 1 }],
+      ]);
+      const coverageTable = await new Labeller(['status', '--coverage', '--config', withApp, ...common]).exited;
+      assert.match(coverageTable.stdout, /^KIND +LABEL +COVERAGE +OBJECTS +SHORT OF IT$/m);
+      assert.match(coverageTable.stdout, /^pods +example\.com\/tier +0\.0 % +0\/1 +1 unwanted: no label tier$/m);
 
       // A key the config no longer wants: labeller owns it, so the next apply removes it.
       const stale = await explainOf(configFile(config(ns, false)));
