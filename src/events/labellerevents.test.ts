@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { hostname } from 'node:os';
 import { test } from 'node:test';
 import { ApiError } from '../kube/errors.ts';
-import { eventsIdentity, outcomeEvents, refusalEvent } from './labellerevents.ts';
+import { eventsIdentity, outcomeEvents, readFightNote, refusalEvent } from './labellerevents.ts';
 
 const cm = { apiVersion: 'v1', kind: 'ConfigMap', name: 'web', namespace: 'shop', uid: 'u1' };
 const pod = { apiVersion: 'v1', kind: 'Pod', name: 'labeller-0', namespace: 'ops', uid: 'p1' };
@@ -87,4 +87,16 @@ test('a fight is a LabelFight naming the key and the manager that keeps taking i
     event.note,
     /^label team was taken back by field manager "argocd-controller" each time labeller set it \(3 times in 10 min\); left to it for 60 s, then retaken once/,
   );
+});
+test('labeller explain reads a LabelFight note back: field, key, manager and backoff', () => {
+  const fights = [
+    { field: 'labels', key: 'example.com/team', manager: 'argocd-controller', retakes: 3, backoffMs: 120_000 },
+    { field: 'annotations', key: 'note', retakes: 3, backoffMs: 60_000 },
+  ] as const;
+  const notes = outcomeEvents(cm, { outcome: 'conflict', patch: [], fights: [...fights] }).map((e) => e.note);
+  assert.deepEqual(notes.map(readFightNote), [
+    { field: 'labels', key: 'example.com/team', manager: 'argocd-controller', backoffMs: 120_000 },
+    { field: 'annotations', key: 'note', backoffMs: 60_000 },
+  ]);
+  assert.equal(readFightNote('left to another field manager (conflicts: skip): label team is "x"'), undefined);
 });
