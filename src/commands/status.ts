@@ -85,8 +85,10 @@ export async function runStatus(host: Host, config: Config, options: StatusOptio
 function coverageOf(kind: LabelledKind): LabelCoverage[] {
   const keys = [...kind.resolved.kind.labels.keys()];
   const shortfalls = keys.map(() => new Map<string, number>());
+  let objects = 0;
   for (const object of kind.controller.values()) {
     if (object.deleting) continue;
+    objects++;
     const states = keyStates(kind.plan(object), object, keys);
     // Tracing the templates costs more than planning: only for the objects that need a reason.
     const traces = states.some((s) => s === 'held' || s === 'unwanted') ? kind.explain(object).traces : [];
@@ -97,11 +99,17 @@ function coverageOf(kind: LabelledKind): LabelCoverage[] {
       shortfalls[i]!.set(reason, (shortfalls[i]!.get(reason) ?? 0) + 1);
     });
   }
-  return kind.coverage().map((row, i) => ({
-    ...row,
-    ratio: row.objects === 0 ? 1 : row.covered / row.objects,
-    shortfalls: Object.fromEntries([...shortfalls[i]!].sort((a, b) => b[1] - a[1])),
-  }));
+  return keys.map((key, i) => {
+    const short = [...shortfalls[i]!].sort((a, b) => b[1] - a[1]);
+    const covered = objects - short.reduce((n, [, count]) => n + count, 0);
+    return {
+      key,
+      objects,
+      covered,
+      ratio: objects === 0 ? 1 : covered / objects,
+      shortfalls: Object.fromEntries(short),
+    };
+  });
 }
 
 const COLUMNS = [

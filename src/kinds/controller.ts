@@ -6,7 +6,6 @@ import { type KindConfig, templatesOf } from '../config/model.ts';
 import { isForbidden, isNotFound } from '../kube/errors.ts';
 import { type ApiResource, apiVersion, groupResource } from '../kube/resource.ts';
 import { objectCounter, type ObjectCounts } from '../labelling/counts.ts';
-import { coverageCounter, type KeyCoverage } from '../labelling/coverage.ts';
 import { FightTracker } from '../labelling/fights.ts';
 import { LookupIndex } from '../labelling/lookupindex.ts';
 import type { LabelledObject } from '../labelling/object.ts';
@@ -53,8 +52,6 @@ export interface LabelledKind {
   relabel(kind: KindConfig): void;
   /** What labeller owns and would change on its cached objects (see labelling/counts.ts). */
   count(): ObjectCounts;
-  /** The share of its cached objects that carry each configured label with its desired value. */
-  coverage(): KeyCoverage[];
   /** What converging one cached object takes. */
   plan(object: LabelledObject): Plan;
   /** ...and how each of its keys renders: `labeller explain`, and why an object falls short in `status --coverage`. */
@@ -150,17 +147,20 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       })
     )
     : [];
-  let count = objectCounter((object) => reconciler.plan(object));
-  let coverage = coverageCounter((object) => reconciler.plan(object), [...kind.labels.keys()]);
-  metrics?.objects(name, () => ({ ...count(controller.values()), coverage: coverage(controller.values()) }));
+  const counter = (labels: KindConfig['labels']) =>
+    objectCounter((object) => reconciler.plan(object), [...labels.keys()]);
+  let count = counter(kind.labels);
+  metrics?.objects(name, () => {
+    const { counts, coverage } = count(controller.values());
+    return { ...counts, coverage };
+  });
   let current = resolved;
   return {
     get resolved() {
       return current;
     },
     controller,
-    count: () => count(controller.values()),
-    coverage: () => coverage(controller.values()),
+    count: () => count(controller.values()).counts,
     plan: (object) => reconciler.plan(object),
     explain: (object) => ({ plan: reconciler.plan(object), traces: reconciler.trace(object) }),
     sourceChanged: (name, change) => {
@@ -171,8 +171,7 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
     relabel: (next) => {
       current = { kind: next, resource };
       reconciler = reconcilerFor(next);
-      count = objectCounter((object) => reconciler.plan(object));
-      coverage = coverageCounter((object) => reconciler.plan(object), [...next.labels.keys()]);
+      count = counter(next.labels);
       controller.requeueAll();
     },
     release: async () => {

@@ -51,11 +51,11 @@ test('objectCounter plans each cached object once, and again only when it was re
     return plan({ missing: ['team'] });
   });
   const cache = [object([]), object(['team'])];
-  assert.deepEqual(count(cache), { seen: 2, managed: 1, pending: 2, conflicts: 0, invalid: 0, held: 0 });
-  assert.deepEqual(count(cache), { seen: 2, managed: 1, pending: 2, conflicts: 0, invalid: 0, held: 0 });
+  assert.deepEqual(count(cache).counts, { seen: 2, managed: 1, pending: 2, conflicts: 0, invalid: 0, held: 0 });
+  assert.deepEqual(count(cache).counts, { seen: 2, managed: 1, pending: 2, conflicts: 0, invalid: 0, held: 0 });
   assert.equal(planned, 2);
   cache[0] = object(['team']);
-  assert.equal(count(cache).managed, 2);
+  assert.equal(count(cache).counts.managed, 2);
   assert.equal(planned, 3);
 });
 
@@ -67,8 +67,8 @@ test('objectCounter plans again an object whose verdict waits on a cache of rela
     return plan({ held: ['root'], waiting });
   });
   const cache = [object([])];
-  assert.equal(count(cache).pending, 1);
+  assert.equal(count(cache).counts.pending, 1);
   waiting = false;
-  assert.deepEqual([count(cache).pending, count(cache).held], [0, 1]);
+  assert.deepEqual([count(cache).counts.pending, count(cache).counts.held], [0, 1]);
   assert.equal(planned, 2, 'planned again once, then kept');
 });

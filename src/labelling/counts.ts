@@ -1,6 +1,8 @@
 // What labeller owns and what it would change, counted from cached objects alone (no API call):
-// the basis of `labeller status` and of the labeller_objects_managed/pending gauges.
+// the basis of `labeller status` and of the labeller_objects_managed/pending and
+// labeller_coverage_ratio gauges.
 import type { LabelledObject } from './object.ts';
+import { type KeyCoverage, keyStates } from './coverage.ts';
 import { needsApply, type Plan } from './reconcile.ts';
 
 export interface ObjectCounts {
@@ -53,27 +55,48 @@ function tally(counts: ObjectCounts, object: LabelledObject, bits: number): void
   if (bits & HELD) counts.held++;
 }
 
+/** One pass over a cache: what labeller owns and would change, and each configured label's coverage. */
+export interface CacheCounts {
+  readonly counts: ObjectCounts;
+  readonly coverage: readonly KeyCoverage[];
+}
+
+/** Coverage flags fit beside the verdict bits in one exact number up to this many keys. */
+const PACKED_KEYS = 49;
+
 /**
- * OutcomeCounts a cache again and again (a metrics scrape): cached objects are immutable and replaced
- * when they change, so each one is planned once and its verdict kept for as long as it is cached;
- * but for a verdict that waits on a cache of related objects, which is planned again until it
- * no longer does.
+ * Counts a cache again and again (a metrics scrape): cached objects are immutable and replaced
+ * when they change, so each one is planned once and its verdict and the labels it carries as
+ * wanted (`keys`) kept, as one number, for as long as it is cached; but for a verdict that waits
+ * on a cache of related objects, which is planned again until it no longer does (as is any
+ * object of a kind with more labels than fit in the number).
  */
 export function objectCounter(
   plan: (object: LabelledObject) => Plan,
-): (objects: Iterable<LabelledObject>) => ObjectCounts {
+  keys: readonly string[] = [],
+): (objects: Iterable<LabelledObject>) => CacheCounts {
   const verdicts = new WeakMap<LabelledObject, number>();
   return (objects) => {
     const counts = noObjects();
+    const covered = keys.map(() => 0);
+    let total = 0;
     for (const object of objects) {
-      let bits = verdicts.get(object);
-      if (bits === undefined) {
+      let packed = verdicts.get(object);
+      if (packed === undefined) {
         const planned = plan(object);
-        bits = verdict(planned);
-        if ('problem' in planned || !planned.waiting) verdicts.set(object, bits);
+        // Verdict in the low 4 bits, then one bit per key: arithmetic, not bitwise, past 31 bits.
+        packed = keyStates(planned, object, keys).reduceRight(
+              (mask, state) => mask * 2 + (state === 'covered' ? 1 : 0),
+              0,
+            ) * 16 + verdict(planned);
+        if (('problem' in planned || !planned.waiting) && keys.length <= PACKED_KEYS) verdicts.set(object, packed);
       }
-      tally(counts, object, bits);
+      tally(counts, object, packed % 16);
+      if (object.deleting) continue;
+      total++;
+      let mask = Math.floor(packed / 16);
+      for (let i = 0; mask > 0; i++, mask = Math.floor(mask / 2)) if (mask % 2 === 1) covered[i]!++;
     }
-    return counts;
+    return { counts, coverage: keys.map((key, i) => ({ key, objects: total, covered: covered[i]! })) };
   };
 }

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { compileTemplate } from '../config/template.ts';
 import { createLogger } from '../util/log.ts';
-import { coverageCounter, keyStates, shortfallReason } from './coverage.ts';
+import { keyStates, shortfallReason } from './coverage.ts';
+import { objectCounter } from './counts.ts';
 import type { LabelledObject } from './object.ts';
 import type { MetadataClient, RelatedView } from './ports.ts';
 import { Reconciler } from './reconcile.ts';
@@ -47,15 +48,15 @@ test('each key of an object: covered, or pending, contested, held, invalid or un
   assert.deepEqual(keyStates(held.plan(object), object, KEYS), ['held', 'pending', 'invalid']);
 });
 
-test('the counter: per key, objects counted (not those being deleted) and those covered', () => {
+test('the cache counter: per key, objects counted (not those being deleted) and those covered', () => {
   const r = reconciler(LABELS, namespace({ team: 'red' }));
-  const count = coverageCounter((object) => r.plan(object), KEYS);
+  const count = objectCounter((object) => r.plan(object), KEYS);
   const objects = [
     labelledObject('a', { labels: { team: 'red', tier: 'web', app: 'a' } }),
     labelledObject('b', { labels: { team: 'red' } }),
     labelledObject('gone', { labels: {}, deleting: true }),
   ];
-  assert.deepEqual(count(objects), [
+  assert.deepEqual(count(objects).coverage, [
     { key: 'team', objects: 2, covered: 2 },
     { key: 'tier', objects: 2, covered: 1 },
     { key: 'app', objects: 2, covered: 1 },
@@ -71,7 +72,7 @@ test('reasons name what is missing, without object names, so many objects share 
       keyStates(r.plan(object), object, [key])[0] as 'unwanted',
       traces.find((t) => t.key === key),
     );
-  assert.equal(reason('team'), 'unwanted: namespace has no label team');
-  assert.equal(reason('app'), 'unwanted: no label app');
+  assert.equal(reason('team'), 'unwanted: its namespace has no label team');
+  assert.equal(reason('app'), 'unwanted: the object has no label app');
   assert.equal(shortfallReason('pending', undefined), 'pending');
 });

@@ -1,10 +1,10 @@
 // How much of a kind carries each configured label with its desired value: the basis of
 // `labeller status --coverage` and of the labeller_coverage_ratio gauge. Cost tools allocate by
 // these keys, so the share of objects that carry them is what their owners watch. Counted from
-// the same plan the controller acts on, from cached objects alone.
+// the same plan the controller acts on, from cached objects alone (counts.ts counts a cache).
 import type { LabelledObject } from './object.ts';
 import type { Plan } from './reconcile.ts';
-import type { KeyTrace } from './trace.ts';
+import { absences, type KeyTrace } from './trace.ts';
 
 /**
  * Why an object does not carry a key with its desired value: the next apply sets it (`pending`),
@@ -38,34 +38,6 @@ export interface KeyCoverage {
   readonly covered: number;
 }
 
-/**
- * Counts coverage of `keys` over a cache again and again (a metrics scrape): as objectCounter
- * does, each cached object is planned once and which keys it covers kept for as long as it is
- * cached, but for a plan that waits on a related cache.
- */
-export function coverageCounter(
-  plan: (object: LabelledObject) => Plan,
-  keys: readonly string[],
-): (objects: Iterable<LabelledObject>) => KeyCoverage[] {
-  const covered = new WeakMap<LabelledObject, readonly boolean[]>();
-  return (objects) => {
-    const counts = keys.map(() => 0);
-    let total = 0;
-    for (const object of objects) {
-      if (object.deleting) continue;
-      total++;
-      let flags = covered.get(object);
-      if (flags === undefined) {
-        const planned = plan(object);
-        flags = keyStates(planned, object, keys).map((state) => state === 'covered');
-        if ('problem' in planned || !planned.waiting) covered.set(object, flags);
-      }
-      flags.forEach((is, i) => is && counts[i]!++);
-    }
-    return keys.map((key, i) => ({ key, objects: total, covered: counts[i]! }));
-  };
-}
-
 /** Why one object falls short of one key, as a line shared by many objects (no object names). */
 export function shortfallReason(state: Shortfall, trace: KeyTrace | undefined): string {
   const rendering = trace?.rendering;
@@ -75,17 +47,7 @@ export function shortfallReason(state: Shortfall, trace: KeyTrace | undefined): 
       : `held: its ${rendering.reading} cannot be read`;
   }
   if (state === 'unwanted' && trace) {
-    const absent = trace.inputs.filter((input) => input.value === undefined).map((input) => {
-      if (input.from === 'object') return `no ${input.map === 'labels' ? 'label' : 'annotation'} ${input.key}`;
-      if (input.from === 'source') return `source ${input.source} has no such entry`;
-      if (!input.object) return `no ${input.from}`;
-      const read = input.read ?? '';
-      const [map, ...key] = read.split('.');
-      return `${input.from} has no ${map === 'labels' ? 'label' : map === 'annotations' ? 'annotation' : read} ${
-        key.join('.')
-      }`.trimEnd();
-    });
-    return `unwanted: ${absent.length > 0 ? [...new Set(absent)].join(', ') : 'a variable it reads has no value'}`;
+    return `unwanted: ${absences(trace.inputs).join(', ') || 'a variable it reads has no value'}`;
   }
   return state;
 }

@@ -141,7 +141,7 @@ test('held, invalid and unwanted keys say why; a stale key labeller owns is remo
     { view: { objects: {}, held: new Map() } },
   );
   assert.equal(unwanted.keys[0]?.state, 'unwanted');
-  assert.equal(unwanted.keys[0]?.why, 'the object has no owner object, so the key is not wanted on this object');
+  assert.equal(unwanted.keys[0]?.why, 'the object has no owner, so the key is not wanted on this object');
   assert.equal(unwanted.keys[0]?.next, 'removed');
   assert.equal(unwanted.pending, true);
 });

@@ -6,7 +6,7 @@
 import type { ConflictPolicy, MetadataField } from '../config/model.ts';
 import type { KeyOwner } from './object.ts';
 import { needsApply, type Plan } from './reconcile.ts';
-import type { Input, KeyTrace } from './trace.ts';
+import { absences, type Input, type KeyTrace } from './trace.ts';
 
 /**
  * - `applied`: the object carries the value wanted;
@@ -108,7 +108,9 @@ export function explain(input: ExplainInput): Explanation {
       return {
         ...base,
         state: 'unwanted',
-        why: `${variablesAbsent(inputs)}, so the key is not wanted on this object`,
+        why: `${
+          absences(inputs).join('; ') || 'a variable it reads has no value'
+        }, so the key is not wanted on this object`,
         next: stale ? removal(others) : 'nothing',
       };
     }
@@ -164,23 +166,4 @@ export function explain(input: ExplainInput): Explanation {
 /** What dropping labeller's ownership of a key does: the API server removes it unless another manager owns it too. */
 function removal(others: readonly string[]): string {
   return others.length > 0 ? `let go; kept, since ${others.join(', ')} owns it too` : 'removed';
-}
-
-/** The inputs a template read that had no value, as the user wrote them. */
-function variablesAbsent(inputs: readonly Input[]): string {
-  const absent = inputs.filter((input) => input.value === undefined).map((input) => {
-    if (input.from === 'object') {
-      return `the object has no ${input.map === 'labels' ? 'label' : 'annotation'} ${input.key}`;
-    }
-    if (input.from === 'source') {
-      return `source ${input.source} has no entry ${input.key}${
-        input.field === undefined ? '' : ` with ${input.field}`
-      }`;
-    }
-    if (!input.object) return `the object has no ${input.from === 'namespace' ? 'namespace' : `${input.from} object`}`;
-    return `${input.object.kind} ${input.object.name} has no ${
-      input.read?.replace('labels.', 'label ').replace('annotations.', 'annotation ')
-    }`;
-  });
-  return absent.length > 0 ? absent.join('; ') : 'a variable it reads has no value';
 }

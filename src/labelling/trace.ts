@@ -118,3 +118,29 @@ function mapTracing(
 }
 
 const has = (value: string | undefined): { value?: string } => (value === undefined ? {} : { value });
+
+/**
+ * What a rendering found missing, one phrase per input without a value ("the object has no label
+ * tier", "its namespace has no label team"), naming no related object, so many objects share it.
+ */
+export function absences(inputs: readonly Input[]): string[] {
+  return [
+    ...new Set(
+      inputs.filter((input) => input.value === undefined).map((input) => {
+        if (input.from === 'object') return `the object has no ${singular(input.map)} ${input.key}`;
+        if (input.from === 'source') {
+          return `source ${input.source} has no entry ${JSON.stringify(input.key)}${
+            input.field === undefined ? '' : ` with ${input.field}`
+          }`;
+        }
+        if (!input.object) return `the object has no ${input.from}`;
+        const [map = '', ...key] = (input.read ?? '').split('.');
+        return map === 'labels' || map === 'annotations'
+          ? `its ${input.from} has no ${singular(map)} ${key.join('.')}`
+          : `its ${input.from} has no ${map}`;
+      }),
+    ),
+  ];
+}
+
+const singular = (map: MetadataField): string => (map === 'labels' ? 'label' : 'annotation');

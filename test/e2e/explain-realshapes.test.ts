@@ -135,12 +135,15 @@ describe('explain', { skip: fullSkip }, () => {
       assert.deepEqual(coverage?.map((c) => [c.key, c.covered, c.objects, c.ratio, c.shortfalls]), [
         ['example.com/cost-center', 1, 1, 1, {}],
         ['example.com/app', 1, 1, 1, {}],
-        ['example.com/tier', 0, 1, 0, { 'unwanted: no label tier': 1 }],
+        ['example.com/tier', 0, 1, 0, { 'unwanted: the object has no label tier': 1 }],
         ['example.com/team', 0, 1, 0, { contested: 1 }],
       ]);
       const coverageTable = await new Labeller(['status', '--coverage', '--config', withApp, ...common]).exited;
       assert.match(coverageTable.stdout, /^KIND +LABEL +COVERAGE +OBJECTS +SHORT OF IT$/m);
-      assert.match(coverageTable.stdout, /^pods +example\.com\/tier +0\.0 % +0\/1 +1 unwanted: no label tier$/m);
+      assert.match(
+        coverageTable.stdout,
+        /^pods +example\.com\/tier +0\.0 % +0\/1 +1 unwanted: the object has no label tier$/m,
+      );
 
       // A key the config no longer wants: labeller owns it, so the next apply removes it.
       const stale = await explainOf(configFile(config(ns, false)));
