@@ -224,6 +224,7 @@ export class Host {
       },
       notes: () => this.#started?.kinds.notes() ?? [],
     };
+    this.metrics.readiness(() => readiness.problems().length === 0);
     this.#servers = await Promise.all(
       serversFor(this.options, { readiness, registry: this.metrics.registry }).map(async ([address, endpoints]) => {
         const server = await serveHttp(address, endpoints);

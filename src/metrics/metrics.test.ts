@@ -17,7 +17,7 @@ function exercise(metrics: Metrics, controller: string, informer: string) {
   labels.applied('labels', 2);
   labels.removed('annotations', 1);
   labels.conflict();
-  metrics.objects(controller, () => ({ managed: 1, pending: 1, held: 1 }));
+  metrics.objects(controller, () => ({ managed: 1, pending: 1, conflicts: 1, held: 1 }));
   const cache = metrics.informer(informer);
   cache.cached(5);
   cache.watchRestarted();
@@ -51,6 +51,7 @@ test('labeller_coverage_ratio: per kind and configured label, the share carrying
   metrics.objects('pods', () => ({
     managed: 1,
     pending: 1,
+    conflicts: 0,
     held: 0,
     coverage: [{ key: 'example.com/cost-center', objects: 4, covered: 3 }, { key: 'team', objects: 0, covered: 0 }],
   }));
@@ -59,4 +60,16 @@ test('labeller_coverage_ratio: per kind and configured label, the share carrying
   assert.match(text, /^labeller_coverage_ratio\{kind="pods",key="team"\} 1$/m);
   metrics.forget('pods');
   assert.doesNotMatch(await metrics.registry.metrics(), /^labeller_coverage_ratio\{/m);
+});
+
+test('labeller_ready follows /readyz at each scrape; labeller_objects_conflicting counts objects in conflict', async () => {
+  const metrics = new Metrics();
+  assert.match(await metrics.registry.metrics(), /^labeller_ready 0$/m, 'not ready until a readiness is given');
+  let problems = ['configmaps: waiting for the first list'];
+  metrics.readiness(() => problems.length === 0);
+  assert.match(await metrics.registry.metrics(), /^labeller_ready 0$/m);
+  problems = [];
+  assert.match(await metrics.registry.metrics(), /^labeller_ready 1$/m);
+  metrics.objects('pods', () => ({ managed: 3, pending: 1, conflicts: 2, held: 0 }));
+  assert.match(await metrics.registry.metrics(), /^labeller_objects_conflicting\{controller="pods"\} 2$/m);
 });

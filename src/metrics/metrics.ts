@@ -39,6 +39,7 @@ export interface LabelMetrics {
 export interface ObjectGauges {
   readonly managed: number;
   readonly pending: number;
+  readonly conflicts: number;
   readonly held: number;
   /** Per configured label: objects counted, and those carrying it with its desired value. */
   readonly coverage?: readonly { readonly key: string; readonly objects: number; readonly covered: number }[];
@@ -94,6 +95,7 @@ export class Metrics {
   #unreadable: () => readonly UnreadableKindGauge[] = () => [];
   #skipped: () => readonly SkippedKindGauge[] = () => [];
   #sources: () => readonly SourceGauges[] = () => [];
+  #ready: () => boolean = () => false;
 
   constructor() {
     const registers = [this.registry];
@@ -205,7 +207,7 @@ export class Metrics {
     );
     this.#reloadSuccessful.set(1);
     // Computed from the caches when scraped, so they are never stale and cost nothing between scrapes.
-    const objects = (name: string, help: string, field: 'managed' | 'pending' | 'held') => {
+    const objects = (name: string, help: string, field: 'managed' | 'pending' | 'conflicts' | 'held') => {
       const sources = this.#objectSources;
       return new Gauge({
         name,
@@ -230,6 +232,11 @@ export class Metrics {
       'pending',
     );
     objects(
+      'labeller_objects_conflicting',
+      'Cached objects with a label another field manager set to another value (force takes it over, skip leaves it)',
+      'conflicts',
+    );
+    objects(
       'labeller_objects_held',
       'Cached objects with labels held (neither applied nor removed) because a related object they read cannot be read',
       'held',
@@ -248,6 +255,15 @@ export class Metrics {
             this.set({ kind, key }, objects === 0 ? 1 : covered / objects);
           }
         }
+      },
+    });
+    const ready = (): boolean => this.#ready();
+    new Gauge({
+      name: 'labeller_ready',
+      help: 'Whether /readyz answers ok (1) or not (0): every controller has listed and watches, and no source keeps it back',
+      registers,
+      collect() {
+        this.set(ready() ? 1 : 0);
       },
     });
     const sources = (): readonly SourceGauges[] => this.#sources();
@@ -309,6 +325,11 @@ export class Metrics {
       ['resource', 'verbs'],
       () => this.#skipped(),
     );
+  }
+
+  /** Where labeller_ready is read from at each scrape. */
+  readiness(ready: () => boolean): void {
+    this.#ready = ready;
   }
 
   /** Where labeller_kinds_skipped is read from at each scrape. */
