@@ -98,6 +98,13 @@ export const SPECS = {
     describe: 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)',
   },
   context: { kind: 'string', group: 'Cluster', value: '<name>', describe: 'kubeconfig context to use' },
+  as: {
+    kind: 'string',
+    group: 'Cluster',
+    value: '<user>',
+    describe:
+      "act as this user, as kubectl --as does (e.g. system:serviceaccount:labeller:labeller): status and --once --dry-run then check that identity's rights",
+  },
   'field-manager': {
     kind: 'string',
     group: 'Cluster',
@@ -126,6 +133,13 @@ export const SPECS = {
     group: 'Behaviour',
     describe:
       'status only: per kind and configured label, the share of objects carrying its desired value, and why the rest do not',
+  },
+  preflight: {
+    kind: 'boolean',
+    group: 'Behaviour',
+    default: 'true',
+    describe:
+      'status and --once --dry-run: ask the API server whether labeller may do all it needs (SelfSubjectAccessReview), print the RBAC for what is missing and exit 3',
   },
   output: {
     kind: 'string',

@@ -7,6 +7,7 @@ import { hostname } from 'node:os';
 import { type Ending, Host } from '../commands/host.ts';
 import { type LabelOptions, runLabel, writerGuard, writerStart } from '../commands/label.ts';
 import { runOnce } from '../commands/once.ts';
+import type { PreflightSettings } from '../commands/preflight.ts';
 import { runPrune } from '../commands/prune.ts';
 import { runExplain } from '../commands/explain.ts';
 import { runStatus } from '../commands/status.ts';
@@ -63,6 +64,7 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
     kubeconfig: options.kubeconfig,
     context: options.context,
     userAgent: `labeller/${VERSION}`,
+    impersonate: options.as,
   });
   const identity = `${hostname()}_${randomBytes(4).toString('hex')}`;
   // The process's own namespace: its Leases (leader election, field-manager guard) live there.
@@ -97,7 +99,8 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
     );
     if (!host) return 0;
     try {
-      return EXIT_STATUS[await runCommand(host, options, config, { guard, configFile })];
+      const preflight = options.preflight ? { events: options.events, leaseNamespace: namespace } : undefined;
+      return EXIT_STATUS[await runCommand(host, options, config, { guard, configFile }, preflight)];
     } finally {
       await host.close();
     }
@@ -107,7 +110,13 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
 }
 
 /** The command the options name, on `host`. */
-function runCommand(host: Host, options: Options, config: Config | undefined, label: LabelOptions): Promise<Ending> {
+function runCommand(
+  host: Host,
+  options: Options,
+  config: Config | undefined,
+  label: LabelOptions,
+  preflight: PreflightSettings | undefined,
+): Promise<Ending> {
   if (options.command === 'prune') {
     return runPrune(
       host,
@@ -116,7 +125,7 @@ function runCommand(host: Host, options: Options, config: Config | undefined, la
   }
   // Only prune --all-kinds goes without a config.
   if (!config) throw new Error('no config to run');
-  if (options.command === 'status') return runStatus(host, config, options);
+  if (options.command === 'status') return runStatus(host, config, { ...options, preflight });
   if (options.command === 'explain') {
     return runExplain(host, config, {
       target: options.target ?? '',
@@ -125,7 +134,12 @@ function runCommand(host: Host, options: Options, config: Config | undefined, la
     });
   }
   return options.once
-    ? runOnce(host, config, writerStart(host, label, writerGuard(host, label)))
+    ? runOnce(
+      host,
+      config,
+      writerStart(host, label, writerGuard(host, label)),
+      options.dryRun ? preflight : undefined,
+    )
     : runLabel(host, config, label);
 }
 
@@ -134,6 +148,7 @@ const EXIT_STATUS: Readonly<Record<Ending, number>> = {
   done: 0,
   stopped: 0,
   incomplete: 1,
+  'missing rights': 3,
   'leadership lost': 1,
   'controller crashed': 1,
   'grace period over': 1,

@@ -19,6 +19,10 @@ export interface Options {
   readonly output: 'table' | 'json';
   /** status: the share of objects carrying each configured label (--coverage). */
   readonly coverage: boolean;
+  /** status, --once --dry-run: ask whether the identity has every right the controller needs (--preflight). */
+  readonly preflight: boolean;
+  /** Act as this user (--as). */
+  readonly as: string | undefined;
   /** explain: the object, `<kind>/<name>`. */
   readonly target: string | undefined;
   readonly kinds: readonly string[] | undefined;
@@ -221,6 +225,9 @@ export async function parseOptions(
   };
   only('all-kinds', 'prune');
   only('coverage', 'status');
+  if (isSet('preflight') && command !== 'status' && !(command === 'label' && flag('once') && flag('dry-run'))) {
+    throw new UsageError('--preflight works with labeller status and labeller --once --dry-run only');
+  }
   if (command !== 'status' && command !== 'explain' && isSet('output')) {
     throw new UsageError('--output works with labeller status and labeller explain only');
   }
@@ -238,6 +245,8 @@ export async function parseOptions(
     allKinds: flag('all-kinds'),
     output: string('output') as Options['output'],
     coverage: flag('coverage'),
+    preflight: flag('preflight'),
+    as: string('as'),
     target,
     kinds: list('kinds'),
     excludeKinds: list('exclude-kinds'),

@@ -45,10 +45,11 @@ export interface HostOptions extends WiringOptions {
 
 /**
  * How a command ended, which the CLI maps to an exit status: `done` with all of its work, or
- * `incomplete` when some of it could not be done (or a signal cut it short); a controller ends
+ * `incomplete` when some of it could not be done (or a signal cut it short), `missing rights`
+ * when the preflight found rights the controller would need missing; a controller ends
  * as its manager stopped (runtime/manager.ts).
  */
-export type Ending = 'done' | 'incomplete' | StopReason;
+export type Ending = 'done' | 'incomplete' | 'missing rights' | StopReason;
 
 /** A command's config, running. */
 export interface Started {

@@ -8,16 +8,20 @@ import type { OutcomeCounts } from '../labelling/reconcile.ts';
 import type { Controller } from '../runtime/controller.ts';
 import type { Logger } from '../util/log.ts';
 import type { Ending, Host, StartOptions } from './host.ts';
+import { checkRights, type PreflightSettings } from './preflight.ts';
 
 /**
  * `incomplete` if anything failed, could not be listed, or was cut short by a signal. `writer`'s
  * claim checks the field manager is free for this config before the first write, and its sources'
- * memory refuses an outage that began before (labeller --once).
+ * memory refuses an outage that began before (labeller --once). With `preflight` (a dry run),
+ * the rights the controller would need are asked about after the run: `missing rights` when one
+ * is missing, each logged with the RBAC that grants it.
  */
 export async function runOnce(
   host: Host,
   config: Config,
   writer: Pick<StartOptions, 'claim' | 'sourceMemory'> = {},
+  preflight?: PreflightSettings,
 ): Promise<Ending> {
   const started = await host.start(config, { verbs: ['list', 'patch'], ...writer });
   if (!started) return 'stopped';
@@ -31,7 +35,19 @@ export async function runOnce(
       host.log,
     )
   );
-  return ending === 'not leading' ? 'incomplete' : ending;
+  if (ending === 'not leading') return 'incomplete';
+  if (!preflight || host.shutdown.intake.aborted) return ending;
+  const rights = await checkRights(host, started, config, preflight);
+  const { log } = host;
+  if (rights.error !== undefined) log.warn('permissions not checked', { error: rights.error });
+  else if (rights.missing.length === 0) {
+    log.info('permissions: all granted', { user: rights.user, rights: rights.asked });
+  } else {
+    for (const need of rights.missing) log.warn('labeller may not do what it needs', { user: rights.user, ...need });
+    log.warn('grant the missing rights with this RBAC (kubectl apply -f -)', { rbac: rights.rbac });
+    return 'missing rights';
+  }
+  return ending;
 }
 
 interface OnceReport {

@@ -7,9 +7,11 @@ import type { Config } from '../config/model.ts';
 import { watchedNamespaces } from '../kinds/resolve.ts';
 import { groupResource } from '../kube/resource.ts';
 import { noObjects, type ObjectCounts } from '../labelling/counts.ts';
-import { type KeyCoverage, keyStates, shortfallReason } from '../labelling/coverage.ts';
+import { type KeyCoverage, keysCut, keyStates, shortfallReason } from '../labelling/coverage.ts';
 import type { LabelledKind } from '../kinds/controller.ts';
 import type { Ending, Host } from './host.ts';
+import type { Preflight } from '../preflight/preflight.ts';
+import { checkRights, type PreflightSettings, preflightText } from './preflight.ts';
 
 export interface KindStatus extends ObjectCounts {
   readonly kind: string;
@@ -21,6 +23,17 @@ export interface KindStatus extends ObjectCounts {
   readonly error?: string;
   /** With --coverage: per configured label, how many objects carry its desired value, and why the rest do not. */
   readonly coverage?: readonly LabelCoverage[];
+  /** With `coverage.maxLabels` in the config: the objects carrying more labels, and the configured keys they would lose. */
+  readonly crowded?: Crowding;
+}
+
+/** Objects carrying more labels than a cost tool imports (`coverage.maxLabels`), and which configured keys it would drop. */
+export interface Crowding {
+  readonly maxLabels: number;
+  /** Objects that would carry more than maxLabels labels once applied. */
+  readonly objects: number;
+  /** Per configured key, the objects on which it falls past the maxLabels-th in alphabetical order. */
+  readonly cut: Readonly<Record<string, number>>;
 }
 
 export interface LabelCoverage extends KeyCoverage {
@@ -35,11 +48,15 @@ export interface StatusReport {
   readonly fieldManager: string;
   readonly kinds: readonly KindStatus[];
   readonly total: ObjectCounts;
+  /** Whether this identity may do all the controller does with this config (not with --preflight=false). */
+  readonly permissions?: Preflight;
 }
 
 export interface StatusOptions {
   readonly output: 'table' | 'json';
   readonly coverage: boolean;
+  /** Undefined: --preflight=false. */
+  readonly preflight: PreflightSettings | undefined;
 }
 
 /** Prints the report on stdout; `incomplete` when a kind could not be counted or a signal cut it short. */
@@ -59,7 +76,19 @@ export async function runStatus(host: Host, config: Config, options: StatusOptio
       };
       try {
         await controller.ready();
-        return { ...row, ...count(), ...(options.coverage ? { coverage: coverageOf(labelled) } : {}) };
+        const crowded = config.coverage && crowding(labelled, config.coverage.maxLabels);
+        if (crowded && crowded.objects > 0) {
+          log.warn('objects carry more labels than coverage.maxLabels; a cost tool importing that many cuts the rest', {
+            kind: row.resource,
+            ...crowded,
+          });
+        }
+        return {
+          ...row,
+          ...count(),
+          ...(options.coverage ? { coverage: coverageOf(labelled) } : {}),
+          ...(crowded ? { crowded } : {}),
+        };
       } catch (error) {
         log.error('cannot list; kind not counted', { kind: row.resource, error });
         return { ...row, ...noObjects(), error: error instanceof Error ? error.message : String(error) };
@@ -76,8 +105,17 @@ export async function runStatus(host: Host, config: Config, options: StatusOptio
   const rows = [...counted, ...notServed];
   const total = noObjects();
   for (const row of rows) for (const field of COLUMNS) total[field] += row[field];
-  const report: StatusReport = { fieldManager: host.options.fieldManager, kinds: rows, total };
+  const permissions = options.preflight && !shutdown.intake.aborted
+    ? await checkRights(host, started, config, options.preflight)
+    : undefined;
+  const report: StatusReport = {
+    fieldManager: host.options.fieldManager,
+    kinds: rows,
+    total,
+    ...(permissions ? { permissions } : {}),
+  };
   process.stdout.write(options.output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : table(report));
+  if (permissions?.missing.length) return 'missing rights';
   return rows.some((row) => row.error !== undefined) || shutdown.intake.aborted ? 'incomplete' : 'done';
 }
 
@@ -112,6 +150,21 @@ function coverageOf(kind: LabelledKind): LabelCoverage[] {
   });
 }
 
+/** The objects of `kind` that would carry more than `maxLabels` labels, and the configured keys each would lose. */
+function crowding(kind: LabelledKind, maxLabels: number): Crowding {
+  const keys = [...kind.resolved.kind.labels.keys()];
+  const cut = new Map<string, number>();
+  let objects = 0;
+  for (const object of kind.controller.values()) {
+    if (object.deleting || Object.keys(object.labels).length + keys.length <= maxLabels) continue;
+    const lost = keysCut(kind.plan(object), object, keys, maxLabels);
+    if (lost === undefined) continue;
+    objects++;
+    for (const key of lost) cut.set(key, (cut.get(key) ?? 0) + 1);
+  }
+  return { maxLabels, objects, cut: Object.fromEntries([...cut].sort((a, b) => b[1] - a[1])) };
+}
+
 const COLUMNS = [
   'seen',
   'managed',
@@ -139,7 +192,32 @@ function table(report: StatusReport): string {
   const format = (cells: readonly string[]) =>
     cells.map((cell, i) => (i >= head.length ? cell : i < 2 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
       .join('  ').trimEnd();
-  return `${[head, ...lines].map(format).join('\n')}\n${coverageTable(report)}`;
+  return `${[head, ...lines].map(format).join('\n')}\n${coverageTable(report)}${crowdingLines(report)}${
+    report.permissions ? `\n${preflightText(report.permissions)}` : ''
+  }`;
+}
+
+/**
+ * With `coverage.maxLabels`: a warning per kind whose objects would carry more labels, e.g.
+ * `warning: pods: 12 objects carry more than 50 labels; …, so it would not import team (12 objects)`.
+ */
+function crowdingLines(report: StatusReport): string {
+  const lines = report.kinds.flatMap(({ resource, crowded }) => {
+    if (!crowded || crowded.objects === 0) return [];
+    const cut = Object.entries(crowded.cut).map(([key, n]) => `${key} (${n} object${n === 1 ? '' : 's'})`);
+    return [
+      `warning: ${resource}: ${crowded.objects} object${
+        crowded.objects === 1 ? '' : 's'
+      } would carry more than ${crowded.maxLabels} labels; a cost tool that imports only the first ${crowded.maxLabels} in alphabetical order (AWS split cost allocation) ${
+        cut.length > 0
+          ? `would not import ${
+            cut.join(', ')
+          }: drop labels that sort before them, or rename the configured keys to sort earlier`
+          : 'still imports every configured label'
+      }`,
+    ];
+  });
+  return lines.length === 0 ? '' : `\n${lines.join('\n')}\n`;
 }
 
 /** With --coverage: one line per kind and label, e.g. `pods  example.com/cost-center  97.3 %  412/424  12 unwanted: …`. */

@@ -444,3 +444,17 @@ test('annotations: key syntax, null without a global one, protected prefixes and
     '--kinds "cm".annotations: the annotations come to 262147 bytes, more than the 262144 bytes the API server allows on one object: shorten them',
   );
 });
+
+test('coverage.maxLabels: a whole number kept for status; anything else names the field', () => {
+  const config = buildConfig({ file: file(`${SAMPLE}coverage: {maxLabels: 50}\n`) });
+  assert.deepEqual(config.coverage, { maxLabels: 50 });
+  assert.equal(buildConfig({ file: file(SAMPLE) }).coverage, undefined);
+  rejects(
+    { file: file(`${SAMPLE}coverage: {maxLabels: 0}\n`) },
+    'kinds.yaml: coverage.maxLabels: must be a whole number of labels, e.g. 50 (AWS split cost allocation imports 50), got the number 0',
+  );
+  rejects(
+    { file: file(`${SAMPLE}coverage: {max: 50}\n`) },
+    'kinds.yaml: coverage: unknown field "max": use one of maxLabels',
+  );
+});

@@ -48,6 +48,16 @@ export interface Config {
   readonly ownerKinds: readonly string[];
   /** The sources of truth templates look values up in, by name. */
   readonly sources: ReadonlyMap<string, SourceSpec>;
+  /** What `labeller status` checks besides the counts; nothing the controller acts on. */
+  readonly coverage?: CoverageSettings | undefined;
+}
+
+export interface CoverageSettings {
+  /**
+   * The most labels a cost tool imports per object, the first in alphabetical order (AWS split
+   * cost allocation: 50): `status` names the configured keys an object carrying more would lose.
+   */
+  readonly maxLabels: number;
 }
 
 /** The resource name that stands for every kind. */

@@ -117,6 +117,7 @@ export function buildConfig(input: ConfigInput): Config {
   return {
     ownerKinds: file?.ownerKinds ?? [],
     sources: file?.sources ?? new Map(),
+    coverage: file?.coverage,
     kinds: kinds.filter((kind) => kind.resource !== EVERY_KIND),
     everyKind: everyKindConfig(
       every === -1 ? undefined : [merged[every]!.entry, kinds[every]!],

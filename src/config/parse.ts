@@ -10,6 +10,7 @@
  *   allowProtectedPrefixes: false  # optional: let {{labels.x}}/{{annotations.x}} fill kubernetes.io and k8s.io keys
  *   ownerKinds: [rollouts.argoproj.io]  # optional: owner kinds that owner and root templates follow beyond the workload chain
  *   sources: {teams: {configMap: …}}     # optional: sources of truth templates look values up in (sources.ts)
+ *   coverage: {maxLabels: 50}      # optional: `status` warns when objects carry more labels (a cost tool's import limit)
  *   kinds:                         # required unless --kinds is given: at least one entry
  *     - resource: deployments      # required: kubectl-style (deploy, Deployment, deployments.apps, Deployment.v1.apps)
  *       namespaces: [default]      # optional: namespace names; absent = all namespaces
@@ -48,7 +49,7 @@ import {
   rejectUnknownFields,
   resourceProblem,
 } from './fields.ts';
-import { type ConflictPolicy, EVERY_KIND, type MetadataField } from './model.ts';
+import { type ConflictPolicy, type CoverageSettings, EVERY_KIND, type MetadataField } from './model.ts';
 import { parseSources, type SourceSpec } from './sources.ts';
 import { compileTemplate, type Template, TemplateError } from './template.ts';
 
@@ -63,6 +64,7 @@ export interface FileConfig {
   readonly allowProtectedPrefixes: boolean;
   readonly ownerKinds: readonly string[];
   readonly sources: ReadonlyMap<string, SourceSpec>;
+  readonly coverage: CoverageSettings | undefined;
 }
 
 /** A kind as listed in the file or in --kinds, before global settings and defaults apply. */
@@ -80,7 +82,16 @@ export interface KindEntry extends EveryKindFields {
 
 const CONFLICT_POLICIES: readonly ConflictPolicy[] = ['force', 'skip'];
 
-const FILE_FIELDS = ['labels', 'annotations', 'conflicts', 'kinds', 'allowProtectedPrefixes', 'ownerKinds', 'sources'];
+const FILE_FIELDS = [
+  'labels',
+  'annotations',
+  'conflicts',
+  'kinds',
+  'allowProtectedPrefixes',
+  'ownerKinds',
+  'sources',
+  'coverage',
+];
 /** Label prefixes reserved for Kubernetes, which admission (NodeRestriction, policies) guards. */
 
 const PROTECTED_DOMAINS = ['kubernetes.io', 'k8s.io'];
@@ -100,6 +111,7 @@ export function parseConfig(text: string, source: string): FileConfig {
       allowProtectedPrefixes: false,
       ownerKinds: [],
       sources: new Map(),
+      coverage: undefined,
     };
   }
   const fields = expectMapping(document, source, 'a mapping with "labels:" and "kinds:"');
@@ -135,6 +147,7 @@ export function parseConfig(text: string, source: string): FileConfig {
     allowProtectedPrefixes,
     ownerKinds: parseOwnerKinds(fields.ownerKinds, `${source}: ownerKinds`),
     sources,
+    coverage: parseCoverage(fields.coverage, `${source}: coverage`),
   };
 }
 
@@ -189,6 +202,21 @@ function parseOwnerKinds(value: unknown, where: string): string[] {
     seen.add(resource);
     return resource;
   });
+}
+
+function parseCoverage(value: unknown, where: string): CoverageSettings | undefined {
+  if (isAbsent(value)) return undefined;
+  const fields = expectMapping(value, where, 'a mapping such as "maxLabels: 50"');
+  rejectUnknownFields(fields, ['maxLabels'], where);
+  const { maxLabels } = fields;
+  if (isAbsent(maxLabels)) return undefined;
+  if (typeof maxLabels !== 'number' || !Number.isInteger(maxLabels) || maxLabels < 1) {
+    throw fail(
+      `${where}.maxLabels`,
+      `must be a whole number of labels, e.g. 50 (AWS split cost allocation imports 50), got ${describe(maxLabels)}`,
+    );
+  }
+  return { maxLabels };
 }
 
 function parseKind(value: unknown, where: string, rules: Rules): KindEntry {

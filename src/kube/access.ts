@@ -19,12 +19,12 @@ interface AccessReview {
 
 /**
  * The verbs of `verbs` × `namespaces` ('' for cluster-wide) this identity may not use on
- * `resource`, in that order; empty when every one is allowed. Rejects when a review cannot be
- * made (the API server unreachable, reviews forbidden).
+ * `resource` (one object of it when `name` is set), in that order; empty when every one is
+ * allowed. Rejects when a review cannot be made (the API server unreachable, reviews forbidden).
  */
 export async function deniedAccess(
   client: KubeClient,
-  resource: Pick<ApiResource, 'group' | 'resource'>,
+  resource: Pick<ApiResource, 'group' | 'resource'> & { readonly name?: string | undefined },
   namespaces: readonly string[],
   verbs: readonly string[],
   signal?: AbortSignal,
@@ -42,6 +42,7 @@ export async function deniedAccess(
             resource: resource.resource,
             verb,
             ...(namespace ? { namespace } : {}),
+            ...(resource.name ? { name: resource.name } : {}),
           },
         },
       }),
@@ -49,4 +50,23 @@ export async function deniedAccess(
     })
   ));
   return asked.filter((_, i) => answers[i]?.status?.allowed !== true);
+}
+
+interface SelfSubjectReview {
+  readonly status?: { readonly userInfo?: { readonly username?: string } };
+}
+
+/** The user name the API server knows this identity by (SelfSubjectReview, as `kubectl auth whoami`); undefined when it will not say. */
+export async function whoAmI(client: KubeClient, signal?: AbortSignal): Promise<string | undefined> {
+  try {
+    const review = await client.json<SelfSubjectReview>('POST', '/apis/authentication.k8s.io/v1/selfsubjectreviews', {
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' }),
+      signal,
+    });
+    return review.status?.userInfo?.username;
+  } catch (error) {
+    if (signal?.aborted) throw error;
+    return undefined;
+  }
 }

@@ -18,6 +18,8 @@ export interface ClientOptions {
   /** kubeconfig context to use instead of the current one. */
   readonly context?: string | undefined;
   readonly userAgent?: string | undefined;
+  /** Act as this user (kubectl's --as), e.g. system:serviceaccount:labeller:labeller: needs the right to impersonate. */
+  readonly impersonate?: string | undefined;
 }
 
 export interface RequestOptions {
@@ -53,7 +55,8 @@ export class KubeClient {
   #transport: Transport;
   #pool: Agent;
   #resetAt = 0;
-  readonly #userAgent: string;
+  /** Headers of every request: the user agent, and who to act as. */
+  readonly #fixed: Readonly<Record<string, string>>;
   readonly #observers: RequestObserver[] = [];
 
   private constructor(
@@ -62,7 +65,7 @@ export class KubeClient {
     namespace: string | undefined,
     credentials: CredentialSource,
     transport: Transport,
-    userAgent: string,
+    fixed: Readonly<Record<string, string>>,
   ) {
     this.server = server;
     this.context = context;
@@ -81,7 +84,7 @@ export class KubeClient {
     };
     this.#transport = transport;
     this.#pool = transport.pool();
-    this.#userAgent = userAgent;
+    this.#fixed = fixed;
   }
 
   /**
@@ -97,7 +100,11 @@ export class KubeClient {
       connection.namespace,
       connection.credentials,
       first.transport,
-      options.userAgent ?? 'labeller',
+      {
+        'user-agent': options.userAgent ?? 'labeller',
+        // The API server adds a ServiceAccount's groups when its user name is given alone.
+        ...(options.impersonate ? { 'impersonate-user': options.impersonate } : {}),
+      },
     );
   }
 
@@ -243,7 +250,7 @@ export class KubeClient {
     const headers: Record<string, string> = {
       host: this.#target.host,
       ...credential.headers,
-      'user-agent': this.#userAgent,
+      ...this.#fixed,
       ...(body === undefined ? {} : { 'content-length': String(Buffer.byteLength(body)) }),
       ...options.headers,
     };

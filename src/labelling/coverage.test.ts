@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { compileTemplate } from '../config/template.ts';
 import { createLogger } from '../util/log.ts';
-import { keyStates, shortfallReason } from './coverage.ts';
+import { keysCut, keyStates, shortfallReason } from './coverage.ts';
 import { objectCounter } from './counts.ts';
 import type { LabelledObject } from './object.ts';
 import type { MetadataClient, RelatedView } from './ports.ts';
@@ -75,4 +75,13 @@ test('reasons name what is missing, without object names, so many objects share 
   assert.equal(reason('team'), 'unwanted: its namespace has no label team');
   assert.equal(reason('app'), 'unwanted: the object has no label app');
   assert.equal(shortfallReason('pending', undefined), 'pending');
+});
+
+test('keysCut: the configured keys past the limit in alphabetical order, counting the labels an apply adds', () => {
+  const r = reconciler(LABELS, namespace({ team: 'red' }));
+  const object = labelledObject('a', { labels: { app: 'a', 'a.example.com/x': '1', 'b.example.com/y': '2' } });
+  // After the apply: a.example.com/x, app, b.example.com/y, team, tier (5 labels).
+  assert.equal(keysCut(r.plan(object), object, KEYS, 5), undefined, 'within the limit');
+  assert.deepEqual(keysCut(r.plan(object), object, KEYS, 3), ['team', 'tier']);
+  assert.deepEqual(keysCut(r.plan(object), object, KEYS, 1), ['team', 'tier', 'app']);
 });

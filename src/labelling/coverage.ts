@@ -51,3 +51,25 @@ export function shortfallReason(state: Shortfall, trace: KeyTrace | undefined): 
   }
   return state;
 }
+
+/**
+ * The configured `keys` a cost tool that imports only the first `maxLabels` labels of an object,
+ * in alphabetical order (AWS split cost allocation: 50), would not import from an object carrying
+ * `labels`, once the plan's values are applied; undefined while it would carry `maxLabels` or fewer.
+ */
+export function keysCut(
+  plan: Plan,
+  object: LabelledObject,
+  keys: readonly string[],
+  maxLabels: number,
+): string[] | undefined {
+  const carried = new Set(Object.keys(object.labels));
+  if (!('problem' in plan)) {
+    for (const key of plan.labels.rendered.keys()) carried.add(key);
+    for (const key of plan.labels.stale) carried.delete(key);
+  }
+  if (carried.size <= maxLabels) return undefined;
+  // Code-unit order ('/' and '.' before letters): label keys are lowercase but for rare names.
+  const imported = new Set([...carried].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).slice(0, maxLabels));
+  return keys.filter((key) => carried.has(key) && !imported.has(key));
+}

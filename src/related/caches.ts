@@ -27,10 +27,20 @@ export interface RelatedWiring {
   readonly notServed?: (() => void) | undefined;
 }
 
+/** What a cache acquired here lists and watches: a resource in a namespace ('' for all), maybe one object by name. */
+export interface RelatedRead {
+  readonly resource: ApiResource;
+  readonly namespace: string;
+  /** Set when it watches one object (metadata.name=…): RBAC may grant it by resourceNames. */
+  readonly name: string | undefined;
+}
+
 interface Related {
   readonly informer: Informer<LabelledObject>;
   /** Set when acquired here; a labelled kind's own informer is only offered. */
   readonly handle?: InformerHandle<LabelledObject>;
+  /** Set when acquired here. */
+  readonly read?: RelatedRead;
   /** The mappers subscribed to it here, ended when it is released. */
   readonly unsubscribe: (() => void)[];
 }
@@ -113,8 +123,19 @@ export class RelatedInformers {
     );
     // The index of a cache acquired before is its own.
     const index = byOwner && (handle.informer.store.index(byOwner.name) ?? byOwner);
-    this.#related.set(id, { informer: handle.informer, handle, unsubscribe: setUp(handle.informer, index) });
+    const name = fieldSelector?.match(/^metadata\.name=([^,]+)$/)?.[1];
+    this.#related.set(id, {
+      informer: handle.informer,
+      handle,
+      read: { resource, namespace, name },
+      unsubscribe: setUp(handle.informer, index),
+    });
     return handle.informer;
+  }
+
+  /** What the caches acquired here read (a labelled kind's own informers are its kind's). */
+  reads(): RelatedRead[] {
+    return [...this.#related.values()].flatMap(({ read }) => (read ? [read] : []));
   }
 
   /** Releases the caches acquired here whose ids `matches`; answers them. */

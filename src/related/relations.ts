@@ -32,7 +32,7 @@ import { objectKey, type Projection } from '../runtime/store.ts';
 import { watches } from '../runtime/watches.ts';
 import { OwnerKinds } from './ownerkinds.ts';
 import { OwnerTracker } from './ownertracker.ts';
-import { RelatedInformers, type RelatedWiring } from './caches.ts';
+import { RelatedInformers, type RelatedRead, type RelatedWiring } from './caches.ts';
 import { UnreadableKinds } from './unreadable.ts';
 
 const NAMESPACES = 'namespaces';
@@ -92,6 +92,11 @@ export class Relations implements RelatedCaches {
   lacks(config: Config): string[] {
     const owners = this.#owners.same(config.ownerKinds) ? [] : ['other owner kinds followed'];
     return [...scopeLacks(this.#scope, relatedScope(kindSettings(config))), ...owners];
+  }
+
+  /** What the caches of related objects list and watch now (the preflight asks whether it may). */
+  reads(): RelatedRead[] {
+    return this.#related.reads();
   }
 
   /** What cannot be read (labels reading it are held), and related caches that are down: reported, not blocking readiness. */

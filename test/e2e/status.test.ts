@@ -7,6 +7,7 @@ import { describe, test } from 'node:test';
 import {
   auditEvents,
   auditSkip,
+  configFile,
   create,
   createNamespace,
   patchLabels,
@@ -57,7 +58,9 @@ describe('status', { skip }, () => {
         { apiGroups: [''], resources: ['configmaps'], verbs: ['list'] },
         { apiGroups: ['apps'], resources: ['deployments'], verbs: ['list'] },
       ]);
-      const args = ['status', '--kinds', 'configmaps,deployments', ...labels, '--namespace', ns];
+      // An auditor's counts: --preflight=false, since the controller's rights (watch, patch, Leases,
+      // Events) would be missing and make the exit status 3 (test/e2e/preflight.test.ts).
+      const args = ['status', '--kinds', 'configmaps,deployments', ...labels, '--namespace', ns, '--preflight=false'];
       const ours = () =>
         auditEvents((e) =>
           e.objectRef?.namespace === ns && (e.userAgent ?? '').startsWith('labeller/') &&
@@ -143,7 +146,9 @@ describe('status', { skip }, () => {
       ns,
       '-o',
       'json',
+      '--preflight=false',
     ], { kubeconfig: onlyConfigMaps }).exited;
+    // (With the preflight, the rights missing would make it 3.)
     assert.equal(exit.code, 1, exit.stderr);
     const report = JSON.parse(exit.stdout) as StatusReport;
     assert.deepEqual(report.kinds.map((k) => [k.resource, k.seen, k.error !== undefined]), [['configmaps', 0, false], [
@@ -196,5 +201,37 @@ describe('status', { skip }, () => {
     // The namespace's label changes: both would be patched, and status says so from the caches.
     await patchLabels(`/api/v1/namespaces/${ns}`, { team: 'billing' });
     assert.equal((await status()).pending, 2);
+  });
+});
+
+describe('status: coverage.maxLabels', { skip }, () => {
+  test('names the configured keys a cost tool importing only the first N labels in alphabetical order would cut', async () => {
+    const ns = await createNamespace('status-crowded');
+    const crowded = { 'a.example.com/one': '1', 'a.example.com/two': '2', 'app': 'web' };
+    await create(`/api/v1/namespaces/${ns}/configmaps`, { metadata: { name: 'crowded', labels: crowded } });
+    await create(`/api/v1/namespaces/${ns}/configmaps`, { metadata: { name: 'sparse' } });
+    const config = configFile(`
+coverage: {maxLabels: 4}
+labels:
+  example.com/cost-center: cc-1
+  team: platform
+kinds:
+  - resource: configmaps
+    namespaces: [${ns}]
+`);
+    const json = await new Labeller(['status', '--config', config, '-o', 'json']).exited;
+    assert.equal(json.code, 0, json.stderr);
+    // crowded, once applied: a.example.com/one, a.example.com/two, app, example.com/cost-center | team.
+    assert.deepEqual((JSON.parse(json.stdout) as StatusReport).kinds[0]?.crowded, {
+      maxLabels: 4,
+      objects: 1,
+      cut: { team: 1 },
+    });
+    const table = await new Labeller(['status', '--config', config]).exited;
+    assert.equal(table.code, 0, table.stderr);
+    assert.match(
+      table.stdout,
+      /^warning: configmaps: 1 object would carry more than 4 labels; a cost tool that imports only the first 4 in alphabetical order \(AWS split cost allocation\) would not import team \(1 object\)/m,
+    );
   });
 });

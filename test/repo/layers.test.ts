@@ -19,7 +19,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['events'],
   ['related', 'sources'],
   ['kinds'],
-  ['guard'],
+  ['guard', 'preflight'],
   ['commands'],
   ['cli'],
 ];

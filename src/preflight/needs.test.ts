@@ -1,0 +1,50 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { needsOf } from './needs.ts';
+import type { SourceSpec } from '../config/sources.ts';
+import { resource } from '../kube/testing/resources.ts';
+
+const source = (name: string, namespace: string, map: string): SourceSpec => ({
+  name,
+  origin: { type: 'configMap', namespace, name: map, key: undefined },
+  required: false,
+  allowMassRemoval: false,
+});
+
+test('needs: each kind where it is watched, related caches, ConfigMap sources, Events and Leases', () => {
+  const needs = needsOf({
+    kinds: [{ resource: { group: 'apps', resource: 'deployments' }, namespaces: ['shop', 'web'] }],
+    related: [{
+      resource: resource('', 'namespaces', 'Namespace', { namespaced: false }),
+      namespace: '',
+      name: 'shop',
+    }],
+    sources: [source('catalog', 'ops', 'teams')],
+    events: true,
+    leaseNamespace: 'ops',
+    leaderElection: 'labeller',
+    guard: { name: 'labeller-field-manager' },
+    sourceMemory: 'labeller-sources',
+  });
+  const brief = needs.map((n) =>
+    `${n.verbs.join(',')} ${n.resource}${n.group ? `.${n.group}` : ''}${n.name ? `/${n.name}` : ''}@${
+      n.namespace || '*'
+    } for ${n.for}`
+  );
+  assert.deepEqual(brief, [
+    'list,watch,patch deployments.apps@shop for kind deployments.apps',
+    'list,watch,patch deployments.apps@web for kind deployments.apps',
+    'list,watch namespaces/shop@* for templates read namespaces',
+    'list,watch configmaps/teams@ops for source catalog',
+    'create,patch events.events.k8s.io@shop for Events (or --events=false)',
+    'create,patch events.events.k8s.io@web for Events (or --events=false)',
+    'create leases.coordination.k8s.io@ops for leader election',
+    'get,update leases.coordination.k8s.io/labeller@ops for leader election',
+    'list leases.coordination.k8s.io@* for field-manager guard',
+    'create leases.coordination.k8s.io@ops for field-manager guard',
+    'get,update leases.coordination.k8s.io/labeller-field-manager@ops for field-manager guard',
+    'delete leases.coordination.k8s.io/labeller-field-manager@ops for field-manager guard',
+    "create leases.coordination.k8s.io@ops for sources' memory",
+    "get,update leases.coordination.k8s.io/labeller-sources@ops for sources' memory",
+  ]);
+});

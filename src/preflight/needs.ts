@@ -1,0 +1,100 @@
+// The rights a config needs to run as a controller, from what it runs now: the kinds resolved
+// (list, watch, patch where each is watched), the caches of related objects acquired for its
+// templates (list, watch; one namespace by name in namespaced mode), its ConfigMap sources, and
+// the Leases and Events the controller writes. Taken from the running kind set rather than
+// derived again from the config, so an owner kind followed because an object points at it, or
+// a kind of the every-kind entry, is asked about as it is used.
+import type { SourceSpec } from '../config/sources.ts';
+import { type ApiResource, groupResource } from '../kube/resource.ts';
+import type { RelatedRead } from '../related/caches.ts';
+
+/** Verbs on one resource in one namespace ('' for cluster-wide), of one object when `name` is set. */
+export interface Need {
+  readonly group: string;
+  /** The plural: `deployments`. */
+  readonly resource: string;
+  readonly verbs: readonly string[];
+  readonly namespace: string;
+  /** RBAC may grant it by resourceNames. */
+  readonly name?: string | undefined;
+  /** What needs it, for people: `kind deployments.apps`, `source catalog`, `leader election`. */
+  readonly for: string;
+}
+
+export interface NeedsInput {
+  /** The kinds running, each with the namespaces it watches ('' for all). */
+  readonly kinds: readonly {
+    readonly resource: Pick<ApiResource, 'group' | 'resource'>;
+    readonly namespaces: readonly string[];
+  }[];
+  readonly related: readonly RelatedRead[];
+  readonly sources: Iterable<SourceSpec>;
+  /** Whether labeller writes Events (--events). */
+  readonly events: boolean;
+  /** The namespace labeller's own Leases live in. */
+  readonly leaseNamespace: string;
+  /** The leader-election Lease's name, when several replicas elect one. */
+  readonly leaderElection: string | undefined;
+  /** The field-manager guard's Lease name when it is known before it runs (per leader-election group); undefined when the guard is off. */
+  readonly guard: { readonly name: string | undefined } | undefined;
+  /** The sources' memory Lease, when there are sources. */
+  readonly sourceMemory: string | undefined;
+}
+
+const LABEL = ['list', 'watch', 'patch'];
+const READ = ['list', 'watch'];
+const LEASE_GROUP = 'coordination.k8s.io';
+
+export function needsOf(input: NeedsInput): Need[] {
+  const needs: Need[] = [];
+  const where = new Set<string>();
+  for (const { resource, namespaces } of input.kinds) {
+    const kind = `kind ${groupResource(resource)}`;
+    for (const namespace of namespaces) {
+      where.add(namespace);
+      needs.push({ group: resource.group, resource: resource.resource, verbs: LABEL, namespace, for: kind });
+    }
+  }
+  for (const { resource, namespace, name } of input.related) {
+    needs.push({
+      group: resource.group,
+      resource: resource.resource,
+      verbs: READ,
+      namespace,
+      name,
+      for: `templates read ${groupResource(resource)}`,
+    });
+  }
+  for (const source of input.sources) {
+    if (source.origin.type !== 'configMap') continue;
+    const { namespace, name } = source.origin;
+    needs.push({ group: '', resource: 'configmaps', verbs: READ, namespace, name, for: `source ${source.name}` });
+  }
+  if (input.events) {
+    // In each object's namespace; cluster-wide as soon as one kind is watched in all.
+    for (const namespace of where.has('') ? [''] : where) {
+      needs.push({
+        group: 'events.k8s.io',
+        resource: 'events',
+        verbs: ['create', 'patch'],
+        namespace,
+        for: 'Events (or --events=false)',
+      });
+    }
+  }
+  const lease = (verbs: readonly string[], name: string | undefined, why: string, namespace = input.leaseNamespace) =>
+    needs.push({ group: LEASE_GROUP, resource: 'leases', verbs, namespace, name, for: why });
+  const own = (name: string | undefined, why: string) => {
+    lease(['create'], undefined, why);
+    lease(['get', 'update'], name, why);
+  };
+  if (input.leaderElection !== undefined) own(input.leaderElection, 'leader election');
+  if (input.guard) {
+    // It looks for other labellers' Leases everywhere; its own it also deletes when it stops.
+    lease(['list'], undefined, 'field-manager guard', '');
+    own(input.guard.name, 'field-manager guard');
+    lease(['delete'], input.guard.name, 'field-manager guard');
+  }
+  if (input.sourceMemory !== undefined) own(input.sourceMemory, "sources' memory");
+  return needs;
+}
