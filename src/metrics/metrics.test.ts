@@ -17,6 +17,7 @@ function exercise(metrics: Metrics, controller: string, informer: string) {
   labels.applied('labels', 2);
   labels.removed('annotations', 1);
   labels.conflict();
+  labels.fight('labels');
   metrics.objects(controller, () => ({ managed: 1, pending: 1, conflicts: 1, held: 1 }));
   const cache = metrics.informer(informer);
   cache.cached(5);
@@ -44,6 +45,14 @@ test('a controller removed by a reload leaves no series: its informer stopped, t
 
   assert.deepEqual(await seriesOf(metrics, 'configmaps/shop'), []);
   assert.deepEqual(await seriesOf(metrics, 'deployments.apps'), kept, 'the other controller keeps its series');
+});
+
+test('labeller_fights_total starts at 0 for both fields, so increase() counts the first fight', async () => {
+  const metrics = new Metrics();
+  metrics.labels('configmaps').fight('annotations');
+  const text = await metrics.registry.metrics();
+  assert.match(text, /^labeller_fights_total\{controller="configmaps",field="labels"\} 0$/m);
+  assert.match(text, /^labeller_fights_total\{controller="configmaps",field="annotations"\} 1$/m);
 });
 
 test('labeller_coverage_ratio: per kind and configured label, the share carrying its desired value; 1 with no objects', async () => {

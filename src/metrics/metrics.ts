@@ -26,6 +26,7 @@ interface Removable {
 
 /** The two maps of metadata labeller writes. */
 export type Written = 'labels' | 'annotations';
+const FIELDS: readonly Written[] = ['labels', 'annotations'];
 
 export interface LabelMetrics {
   applied(field: Written, count: number): void;
@@ -260,7 +261,8 @@ export class Metrics {
     const ready = (): boolean => this.#ready();
     new Gauge({
       name: 'labeller_ready',
-      help: 'Whether /readyz answers ok (1) or not (0): every controller has listed and watches, and no source keeps it back',
+      help:
+        'Whether /readyz answers ok (1) or not (0): every controller has listed and watches, and no source keeps it back',
       registers,
       collect() {
         this.set(ready() ? 1 : 0);
@@ -389,6 +391,8 @@ export class Metrics {
   labels(controller: string): LabelMetrics {
     const counters = [...Object.values(this.#applied), ...Object.values(this.#removed), this.#conflicts];
     for (const counter of counters) counter.inc({ controller }, 0);
+    // Zero from the start too: increase() in the fights alert then counts the first fight.
+    for (const field of FIELDS) this.#fights.inc({ controller, field }, 0);
     return {
       applied: (field, count) => this.#applied[field].inc({ controller }, count),
       removed: (field, count) => this.#removed[field].inc({ controller }, count),
@@ -424,6 +428,7 @@ export class Metrics {
       this.#conflicts,
     ];
     for (const metric of perController) metric.remove({ controller });
+    for (const field of FIELDS) this.#fights.remove({ controller, field });
     const perQueue: Removable[] = [this.#depth, this.#adds, this.#queueDuration, this.#workDuration, this.#retries];
     for (const metric of perQueue) metric.remove({ controller, name: controller });
   }

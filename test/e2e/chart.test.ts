@@ -2,7 +2,8 @@
 //  - Rendering (helm only, no cluster): lint and template pass for the defaults and every example;
 //    the schema and the chart's own checks reject bad values with messages that say what to fix;
 //    RBAC is derived from the kinds; the Deployment is hardened and its ConfigMap is a config
-//    labeller accepts.
+//    labeller accepts; the dashboard and the alerts are off by default and, on, link to runbooks
+//    that exist (test/e2e/monitoring.test.ts runs them against a real Prometheus).
 //  - Against the API server: the rendered RBAC, applied and used through a token minted for the
 //    chart's ServiceAccount, is enough for labeller to do its job, and nothing more (cluster-wide
 //    and namespaced); every rendered object passes server-side validation; the sidecar example
@@ -14,6 +15,7 @@ import { describe, test } from 'node:test';
 import { load, loadAll } from 'js-yaml';
 import { parseConfig } from '../../src/config/parse.ts';
 import { parseDuration } from '../../src/util/duration.ts';
+import { anchors } from '../../scripts/linkcheck.ts';
 import { freePorts } from '../controlplane/controlplane.ts';
 import { procSample } from '../process/procstat.ts';
 import {
@@ -95,6 +97,18 @@ interface PodSpec {
     projected?: { sources: { serviceAccountToken?: object }[] };
   }[];
 }
+/** A rule group of the PrometheusRule: its alerts. */
+interface RuleGroup {
+  readonly name: string;
+  readonly rules: {
+    readonly alert: string;
+    readonly expr: string;
+    readonly for: string;
+    readonly labels: Record<string, string>;
+    readonly annotations: Record<string, string>;
+  }[];
+}
+
 const podSpec = (deployment: Manifest) => (deployment['spec'] as { template: { spec: PodSpec } }).template.spec;
 
 describe('chart: lint and render', () => {
@@ -417,6 +431,16 @@ describe('chart: lint and render', () => {
       { image: { pullPolicy: 'Sometimes' } },
       /at '\/image\/pullPolicy': value must be one of 'Always', 'IfNotPresent', 'Never'/,
     ],
+    [
+      "an alert's duration with a fraction (Prometheus takes whole numbers)",
+      { prometheusRule: { alerts: { sourceDown: { for: '1.5m' } } } },
+      /at '\/prometheusRule\/alerts\/sourceDown\/for': '1\.5m' does not match pattern/,
+    ],
+    [
+      'an alert the chart does not have',
+      { prometheusRule: { alerts: { sourceUp: { enabled: true } } } },
+      /at '\/prometheusRule\/alerts': additional properties 'sourceUp' not allowed/,
+    ],
   ];
   for (const [what, values, message] of schemaCases) {
     test(`values.schema.json rejects ${what} with a clear message`, async () => {
@@ -510,6 +534,60 @@ describe('chart: lint and render', () => {
     const [without, opted] = [await configOf({}), await configOf({ allowProtectedPrefixes: true })];
     assert.throws(() => parseConfig(without, 'ConfigMap'), /allowProtectedPrefixes: true/);
     assert.doesNotThrow(() => parseConfig(opted, 'ConfigMap'));
+  });
+
+  test('the dashboard and the alerts are off by default; on, the sidecar finds the dashboard, and every alert has a summary, a description and its runbook in docs/operations.md', async () => {
+    const kinds = { labels: { a: 'b' }, kinds: [{ resource: 'deployments' }] };
+    const plain = await render({ release: 'rel', values: kinds });
+    assert.deepEqual(plain.filter((m) => m.kind === 'PrometheusRule' || m.metadata.name.endsWith('-dashboard')), []);
+
+    const values = {
+      ...kinds,
+      dashboard: { enabled: true, namespace: 'monitoring', annotations: { grafana_folder: 'Labeller' } },
+      prometheusRule: {
+        enabled: true,
+        labels: { release: 'kube-prometheus-stack' },
+        alertLabels: { team: 'platform' },
+        alerts: { fights: { enabled: false }, labelsHeld: { for: '30m', threshold: 5 } },
+      },
+    };
+    const lintRun = await lint({ values });
+    assert.equal(lintRun.code, 0, `${lintRun.stdout}${lintRun.stderr}`);
+    const manifests = await render({ release: 'rel', namespace: 'labeller', values });
+    const dashboard = only(manifests, 'ConfigMap', 'rel-labeller-dashboard');
+    assert.equal(dashboard.metadata.namespace, 'monitoring');
+    assert.equal(dashboard.metadata.labels?.['grafana_dashboard'], '1');
+    assert.deepEqual((dashboard.metadata as { annotations?: object }).annotations, { grafana_folder: 'Labeller' });
+    assert.deepEqual(
+      JSON.parse((dashboard['data'] as Record<string, string>)['labeller.json'] ?? ''),
+      JSON.parse(readFileSync(join(CHART, 'dashboards', 'labeller.json'), 'utf8')),
+    );
+
+    const rule = only(manifests, 'PrometheusRule');
+    assert.equal(rule.metadata.labels?.['release'], 'kube-prometheus-stack');
+    const [group, ...more] = (rule['spec'] as { groups: RuleGroup[] }).groups;
+    assert.ok(group && more.length === 0);
+    assert.deepEqual(group.rules.map((r) => r.alert), [
+      'LabellerSourceDown',
+      'LabellerLabelsHeld',
+      'LabellerKindsSkipped',
+      'LabellerNotReady',
+      'LabellerNoLeader',
+    ]);
+    const runbooks = anchors(readFileSync(join(ROOT, 'docs', 'operations.md'), 'utf8'));
+    for (const r of group.rules) {
+      assert.match(r.expr, /\{namespace="labeller", job="rel-labeller-metrics"\}/, r.alert);
+      assert.deepEqual(r.labels['team'], 'platform', r.alert);
+      assert.ok(r.labels['severity'], r.alert);
+      assert.ok(r.annotations['summary'] && r.annotations['description'], r.alert);
+      const [base, anchor] = r.annotations['runbook_url']?.split('#') ?? [];
+      assert.equal(base, 'https://github.com/example/labeller/blob/v0.1.0/docs/operations.md', r.alert);
+      assert.equal(anchor, r.alert.toLowerCase());
+      assert.ok(runbooks.has(anchor), `docs/operations.md has no section #${anchor}`);
+    }
+    const held = group.rules.find((r) => r.alert === 'LabellerLabelsHeld');
+    assert.equal(held?.for, '30m');
+    assert.match(held?.expr ?? '', /\) > 5$/);
   });
 
   test('the Dockerfile builds the layout image/build.sh builds: same script, scratch base, non-root, the same entry point and environment', async () => {
