@@ -103,11 +103,14 @@ test('a key another manager set: taken over under force, left under skip, left f
   assert.equal(skip.keys[0]?.state, 'contested');
   assert.equal(skip.keys[0]?.why, 'set to "blue" by argocd-controller');
   assert.equal(skip.pending, false);
-  const fight = explained({ team: 'red' }, object, owners, {
+  assert.equal(explained({ team: 'red' }, object, owners).pending, true);
+  const fighting = explained({ team: 'red' }, object, owners, {
     fights: new Map([['labels/team', { manager: 'argocd-controller', atMs: 0 }]]),
-  }).keys[0];
+  });
+  const fight = fighting.keys[0];
   assert.equal(fight?.state, 'fight');
   assert.match(fight?.next ?? '', /left to argocd-controller until the backoff ends/);
+  assert.equal(fighting.pending, false, "a key left in a fight is not the next apply's");
 });
 
 test('held, invalid and unwanted keys say why; a stale key labeller owns is removed unless co-owned', () => {

@@ -5,7 +5,7 @@
 // it, its state, and what the next apply would do with it.
 import type { ConflictPolicy, MetadataField } from '../config/model.ts';
 import type { KeyOwner } from './object.ts';
-import { needsApply, type Plan } from './reconcile.ts';
+import type { Plan } from './reconcile.ts';
 import { absences, type Input, type KeyTrace } from './trace.ts';
 
 /**
@@ -160,7 +160,13 @@ export function explain(input: ExplainInput): Explanation {
       };
     })
   );
-  return { keys, stale, pending: needsApply(plan) || plan.waiting };
+  // A key left to another manager in a fight is not the next apply's until its backoff ends.
+  const fought = new Set(keys.filter((k) => k.state === 'fight').map((k) => `${k.field}/${k.key}`));
+  const pending = plan.waiting ||
+    (['labels', 'annotations'] as const).some((field) =>
+      plan[field].stale.length > 0 || plan[field].missing.some((key) => !fought.has(`${field}/${key}`))
+    );
+  return { keys, stale, pending };
 }
 
 /** What dropping labeller's ownership of a key does: the API server removes it unless another manager owns it too. */

@@ -72,6 +72,12 @@ export class FightTracker {
     return { verdict: 'retake' };
   }
 
+  /** Whether the key is yielded now, in a backoff (asks without counting, as the status of a plan does). */
+  yielded(uid: string, key: string): boolean {
+    const fight = this.#fights.get(`${uid}\n${key}`);
+    return fight !== undefined && this.#now() < fight.untilMs;
+  }
+
   /** Forgets what has been quiet for a window past its backoff. */
   #prune(now: number): void {
     for (const [id, fight] of this.#fights) {

@@ -525,7 +525,10 @@ test('a lookup whose value is invalid is still recorded, so the entry fixed late
 });
 
 test('under force, a key another manager takes back every time is yielded: no apply for it, a fight naming the manager, a requeue when the backoff ends', async () => {
-  const { client, reconcile } = setup({ labels: { team: 'payments', tier: 'web' }, fights: new FightTracker() });
+  const { client, reconcile, reconciler } = setup({
+    labels: { team: 'payments', tier: 'web' },
+    fights: new FightTracker(),
+  });
   // GitOps keeps team at "ops" (its field manager owns it); labeller wants "payments".
   const taken = () => object({ labels: { team: 'ops', tier: 'web' }, ownedLabels: ['tier'] });
   for (let i = 0; i < FIGHT_RETAKES; i++) {
@@ -561,6 +564,10 @@ test('under force, a key another manager takes back every time is yielded: no ap
     ['conflict', undefined, calls + 1],
     'still yielded: no request',
   );
+  // The plan status and the gauges count says so too: contested, not pending, while it is yielded.
+  const plan = reconciler.plan(taken());
+  assert.ok(!('problem' in plan));
+  assert.deepEqual([plan.labels.contested, plan.labels.missing, needsApply(plan)], [['team'], [], false]);
 });
 
 test('a single overwrite under force is retaken as before, and skip never fights', async () => {

@@ -191,7 +191,20 @@ export class Reconciler {
           `the object's annotations would come to ${bytes} bytes, more than the ${ANNOTATIONS_MAX_BYTES} the API server allows`,
       };
     }
-    return { ...plans, waiting: render.waiting, problems: [...render.labels.invalid, ...render.annotations.invalid] };
+    const planned = {
+      ...plans,
+      waiting: render.waiting,
+      problems: [...render.labels.invalid, ...render.annotations.invalid],
+    };
+    // A key yielded in a fight is not the next apply's (nor pending in status and the gauges) until its backoff ends.
+    const { fights, conflicts, dryRun } = this.#options;
+    if (!fights || conflicts !== 'force' || dryRun) return planned;
+    const yielded = new Map<MetadataField, Set<string>>();
+    for (const field of FIELDS) {
+      const keys = planned[field].contested.filter((key) => fights.yielded(object.uid, `${field}/${key}`));
+      if (keys.length > 0) yielded.set(field, new Set(keys));
+    }
+    return yielded.size === 0 ? planned : without(planned, yielded);
   }
 
   /**
@@ -332,18 +345,8 @@ export class Reconciler {
       }
     }
     if (yielded.size === 0) return undefined;
-    const without = (field: MetadataField): FieldPlan => {
-      const keys = yielded.get(field);
-      const fieldPlan = plan[field];
-      if (!keys) return fieldPlan;
-      return {
-        ...fieldPlan,
-        desired: new Map([...fieldPlan.desired].filter(([key]) => !keys.has(key))),
-        missing: fieldPlan.missing.filter((key) => !keys.has(key)),
-      };
-    };
     return {
-      plan: { ...plan, labels: without('labels'), annotations: without('annotations') },
+      plan: without(plan, yielded),
       started,
       requeueAfterMs: Math.max(0, untilMs - now),
     };
@@ -569,6 +572,24 @@ export class Reconciler {
     sources?.index.record(object, looked);
     return { ...rendered, waiting };
   }
+}
+
+/** `plan` with the keys of `yielded` left to the manager that holds them: neither desired nor missing. */
+function without(
+  plan: Exclude<Plan, Problem>,
+  yielded: ReadonlyMap<MetadataField, ReadonlySet<string>>,
+): Exclude<Plan, Problem> {
+  const field = (name: MetadataField): FieldPlan => {
+    const keys = yielded.get(name);
+    const fieldPlan = plan[name];
+    if (!keys) return fieldPlan;
+    return {
+      ...fieldPlan,
+      desired: new Map([...fieldPlan.desired].filter(([key]) => !keys.has(key))),
+      missing: fieldPlan.missing.filter((key) => !keys.has(key)),
+    };
+  };
+  return { ...plan, labels: field('labels'), annotations: field('annotations') };
 }
 
 /** A key yielded in a fight that has just started. */
