@@ -5,7 +5,7 @@
 import type { Config } from '../config/model.ts';
 import { guardLeaseName } from '../guard/claim.ts';
 import { watchedNamespaces } from '../kinds/resolve.ts';
-import { groupResource } from '../kube/resource.ts';
+import { groupResource, parseGroupResource } from '../kube/resource.ts';
 import { needsOf } from '../preflight/needs.ts';
 import { type Preflight, preflight } from '../preflight/preflight.ts';
 import { memoryLeaseName } from '../sources/memory.ts';
@@ -29,15 +29,10 @@ export function checkRights(
   const { options, client, shutdown } = host;
   const election = options.leaderElection;
   const { kinds } = started;
-  const skipped = kinds.skipped.map(({ resource, denials }) => {
-    const dot = resource.indexOf('.');
-    return {
-      resource: dot === -1
-        ? { resource, group: '' }
-        : { resource: resource.slice(0, dot), group: resource.slice(dot + 1) },
-      namespaces: [...new Set(denials.map((d) => d.namespace))],
-    };
-  });
+  const skipped = kinds.skipped.map(({ resource, denials }) => ({
+    resource: parseGroupResource(resource),
+    namespaces: [...new Set(denials.map((d) => d.namespace))],
+  }));
   const needs = needsOf({
     kinds: [
       ...kinds.kinds.map(({ resolved: { kind, resource } }) => ({

@@ -8,7 +8,7 @@
 // skips nothing: the kind starts, and its list reports a refusal as any kind's does.
 import type { Denial } from '../kube/access.ts';
 import type { ApiResource } from '../kube/resource.ts';
-import { groupResource } from '../kube/resource.ts';
+import { groupResource, parseGroupResource } from '../kube/resource.ts';
 import type { SkippedKindGauge } from '../metrics/metrics.ts';
 import type { Logger } from '../util/log.ts';
 import { controllerName, type ResolvedKind, watchedNamespaces } from './resolve.ts';
@@ -128,8 +128,7 @@ function skippedKind(resource: ApiResource, denials: readonly Denial[]): Skipped
 
 /** The RBAC rule that would let labeller use the kind, and where it goes, in words. */
 function grant({ resource, verbs, denials }: SkippedKind): string {
-  const dot = resource.indexOf('.');
-  const [plural, group] = dot === -1 ? [resource, ''] : [resource.slice(0, dot), resource.slice(dot + 1)];
+  const { resource: plural, group } = parseGroupResource(resource);
   const rule = `{apiGroups: ["${group}"], resources: [${plural}], verbs: [${verbs.split(',').join(', ')}]}`;
   const namespaces = [...new Set(denials.map((d) => d.namespace))];
   const where = namespaces.includes('')

@@ -23,3 +23,9 @@ export function apiVersion(r: Pick<ApiResource, 'group' | 'version'>): string {
 export function groupResource(r: Pick<ApiResource, 'group' | 'resource'>): string {
   return r.group === '' ? r.resource : `${r.resource}.${r.group}`;
 }
+
+/** What groupResource wrote, read back: 'deployments.apps' → {resource: 'deployments', group: 'apps'}. */
+export function parseGroupResource(name: string): Pick<ApiResource, 'group' | 'resource'> {
+  const dot = name.indexOf('.');
+  return dot === -1 ? { resource: name, group: '' } : { resource: name.slice(0, dot), group: name.slice(dot + 1) };
+}

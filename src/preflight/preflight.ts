@@ -34,14 +34,15 @@ export async function preflight(
   const user = await whoAmI(client, signal);
   // One review at a time per worker, each verb on its own: few listeners on `signal` at once.
   const asked = distinct.flatMap((need) => need.verbs.map((verb) => ({ need, verb })));
-  const denied = new Set<(typeof asked)[number]>();
+  const denied = new Map<Need, string[]>();
   let next = 0;
   try {
     await Promise.all(Array.from({ length: Math.min(PARALLEL, asked.length) }, async () => {
       while (next < asked.length) {
-        const question = asked[next++]!;
-        const { need, verb } = question;
-        if ((await deniedAccess(client, need, [need.namespace], [verb], signal)).length > 0) denied.add(question);
+        const { need, verb } = asked[next++]!;
+        if ((await deniedAccess(client, need, [need.namespace], [verb], signal)).length > 0) {
+          denied.set(need, [...(denied.get(need) ?? []), verb]);
+        }
       }
     }));
   } catch (error) {
@@ -49,9 +50,9 @@ export async function preflight(
     const problem = error instanceof Error ? error.message : String(error);
     return { user, asked: 0, missing: [], rbac: '', error: `cannot ask what labeller may do: ${problem}` };
   }
-  // In the order of `needs`, whichever review answered first.
+  // In the order of `needs` and their verbs, whichever review answered first.
   const missing = distinct.flatMap((need) => {
-    const verbs = need.verbs.filter((verb) => [...denied].some((q) => q.need === need && q.verb === verb));
+    const verbs = need.verbs.filter((verb) => denied.get(need)?.includes(verb));
     return verbs.length > 0 ? [{ ...need, verbs }] : [];
   });
   return {

@@ -191,6 +191,16 @@ kinds:
           if (found) leaderless.push(found);
           return now;
         };
+        /** Waits for the first labeller's `name` to fire, and reports how long it took after `cause`. */
+        const fires = async (name: string, cause: string): Promise<Alert> => {
+          const since = performance.now();
+          const alert = await eventually(async () => {
+            const found = active(await alerts(), name, job);
+            return found?.state === 'firing' && found;
+          }, `${name} to fire`);
+          figure(t, `${name} firing ${((performance.now() - since) / 1000).toFixed(1)} s after ${cause} (for: 2s)`);
+          return alert;
+        };
 
         // Every query of the dashboard, its variables set to the first labeller's namespace and job.
         const dashboard = JSON.parse(
@@ -253,17 +263,7 @@ kinds:
 
         // The source answers 503: LabellerSourceDown fires; its last good content keeps the labels.
         catalog.down();
-        const outage = performance.now();
-        const down = await eventually(async () => {
-          const alert = active(await alerts(), 'LabellerSourceDown', job);
-          return alert?.state === 'firing' && alert;
-        }, 'LabellerSourceDown to fire');
-        figure(
-          t,
-          `LabellerSourceDown firing ${
-            ((performance.now() - outage) / 1000).toFixed(1)
-          } s after the source answered 503 (for: 2s)`,
-        );
+        const down = await fires('LabellerSourceDown', 'the source answered 503');
         figure(t, `firing: ${JSON.stringify({ labels: down.labels, annotations: down.annotations }, null, 2)}`);
         assert.equal(down.labels['source'], 'catalog');
         assert.equal(down.labels['namespace'], ns);
@@ -278,17 +278,7 @@ kinds:
 
         // The leader stops and nobody takes over: LabellerNoLeader fires for its release only.
         assert.equal((await labeller.stop('SIGTERM', 30_000)).code, 0);
-        const stopped = performance.now();
-        const noLeader = await eventually(async () => {
-          const alert = active(await alerts(), 'LabellerNoLeader', job);
-          return alert?.state === 'firing' && alert;
-        }, 'LabellerNoLeader to fire');
-        figure(
-          t,
-          `LabellerNoLeader firing ${
-            ((performance.now() - stopped) / 1000).toFixed(1)
-          } s after the leader stopped (for: 2s)`,
-        );
+        const noLeader = await fires('LabellerNoLeader', 'the leader stopped');
         assert.deepEqual(Object.keys(noLeader.labels).sort(), ['alertname', 'job', 'namespace', 'severity']);
         await alerts();
         assert.deepEqual(leaderless, [], 'without leader election, LabellerNoLeader is never active');
