@@ -59,6 +59,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- .Values.leaderElection.leaseName | default (include "labeller.fullname" .) }}
 {{- end }}
 
+{{- define "labeller.shardGroup" -}}
+{{- .Values.sharding.group | default (include "labeller.fullname" .) }}
+{{- end }}
+
 {{- define "labeller.configPath" -}}
 /etc/labeller/kinds.yaml
 {{- end }}
@@ -638,10 +642,17 @@ Checks across values that the schema cannot express.
 {{- if not .Values.kinds }}
 {{- fail "kinds: no kinds to label. Say what to label, e.g. `--set kinds[0].resource=deployments --set labels.team=platform`, or `-f chart/examples/cluster-wide.yaml` (see values.yaml)" }}
 {{- end }}
-{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
-{{- fail (printf "replicaCount is %d but leaderElection.enabled is false: every replica would write. Turn leader election on (or use one replica)" (int .Values.replicaCount)) }}
+{{- if and .Values.sharding.enabled .Values.leaderElection.enabled }}
+{{- fail "sharding.enabled and leaderElection.enabled are both true, and labeller takes one or the other: leader election keeps one replica writing, sharding has every replica write its share. To shard, set leaderElection.enabled=false; else set sharding.enabled=false" }}
 {{- end }}
-{{- if .Values.leaderElection.enabled }}
+{{- if and .Values.sharding.enabled (not .Values.sharding.group) (not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" (include "labeller.shardGroup" .))) }}
+{{- fail (printf "sharding.group: the release's full name %q cannot name the shard group, which names Leases and labels them: set sharding.group to lower-case letters, digits and '-', at most 63 characters" (include "labeller.shardGroup" .)) }}
+{{- end }}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) (not .Values.sharding.enabled) }}
+{{- fail (printf "replicaCount is %d but leaderElection.enabled is false: every replica would write. Turn leader election on (one replica writes), or sharding.enabled (each writes its share of the namespaces), or use one replica" (int .Values.replicaCount)) }}
+{{- end }}
+{{- /* labeller checks the timings whether it elects a leader or shards. */}}
+{{- if or .Values.leaderElection.enabled .Values.sharding.enabled }}
 {{- $lease := include "labeller.seconds" .Values.leaderElection.leaseDuration | float64 }}
 {{- $renew := include "labeller.seconds" .Values.leaderElection.renewDeadline | float64 }}
 {{- $retry := include "labeller.seconds" .Values.leaderElection.retryPeriod | float64 }}
@@ -678,6 +689,22 @@ Lease so that it never prunes while a labeller pod may still write.
 - --leader-elect-renew-deadline={{ .renewDeadline }}
 - --leader-elect-retry-period={{ .retryPeriod }}
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The sharding flags of the Deployment: each replica a member of the group, its Lease in the
+release namespace, timed as leader election would be (labeller checks all three timings in either
+mode). Not the cleanup Job's: prune is one process, for every namespace.
+*/}}
+{{- define "labeller.shardingArgs" -}}
+{{- if .Values.sharding.enabled }}
+- --shards=auto
+- --shard-group={{ include "labeller.shardGroup" . }}
+- --leader-elect-resource-namespace={{ .Release.Namespace }}
+- --leader-elect-lease-duration={{ .Values.leaderElection.leaseDuration }}
+- --leader-elect-renew-deadline={{ .Values.leaderElection.renewDeadline }}
+- --leader-elect-retry-period={{ .Values.leaderElection.retryPeriod }}
 {{- end }}
 {{- end }}
 

@@ -216,6 +216,21 @@ export const SPECS = {
     group: 'Operations',
     describe: 'run several replicas: only the holder of a Lease writes',
   },
+  shards: {
+    kind: 'string',
+    group: 'Operations',
+    choices: ['off', 'auto'],
+    default: 'off',
+    describe:
+      'run several replicas that all write, each its share of the namespaces (auto: split over the live members of the shard group, on Leases); instead of --leader-elect',
+  },
+  'shard-group': {
+    kind: 'string',
+    group: 'Operations',
+    value: '<name>',
+    default: 'labeller',
+    describe: "the shard group's name: its members' Leases are <name>-member-<hash>, in the leader-election namespace",
+  },
   'leader-elect-resource-namespace': {
     kind: 'string',
     group: 'Operations',
@@ -237,7 +252,8 @@ export const SPECS = {
     group: 'Operations',
     aliases: ['lease-duration'],
     default: '15s',
-    describe: 'how long a standby waits before taking over a lease that is no longer renewed',
+    describe:
+      'how long a standby waits before taking over a lease that is no longer renewed (and the shard members before taking over a member that stopped)',
   },
   'leader-elect-renew-deadline': {
     kind: 'duration',
@@ -251,7 +267,7 @@ export const SPECS = {
     group: 'Operations',
     aliases: ['retry-period'],
     default: '2s',
-    describe: 'how often leader election acts',
+    describe: 'how often leader election and shard membership act',
   },
 } as const satisfies Record<string, Spec>;
 

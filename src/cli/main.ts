@@ -79,9 +79,19 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
       retryPeriodMs: options.retryPeriodMs,
     }
     : undefined;
+  const sharding = options.shards
+    ? {
+      group: options.shardGroup,
+      namespace,
+      identity,
+      leaseDurationMs: options.leaseDurationMs,
+      retryPeriodMs: options.retryPeriodMs,
+    }
+    : undefined;
   const guard = {
     namespace,
     identity,
+    shardGroup: sharding && `${namespace}/${sharding.group}`,
     leaseDurationMs: options.leaseDurationMs,
     ignore: options.ignoreFieldManagerGuard,
   };
@@ -93,7 +103,7 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
     const host = await Host.open(
       client,
       config ? kindSettings(config).map((kind) => kind.resource) : [],
-      { ...options, leaderElection, events },
+      { ...options, leaderElection, events, sharding },
       shutdown,
       log,
     );

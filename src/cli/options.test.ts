@@ -42,6 +42,8 @@ test('defaults when nothing is set', async () => {
     metricsBindAddress: undefined,
     healthProbeBindAddress: undefined,
     leaderElect: false,
+    shards: false,
+    shardGroup: 'labeller',
     leaderElectionNamespace: undefined,
     leaderElectionId: 'labeller',
     leaseDurationMs: 15_000,
@@ -81,6 +83,8 @@ test('every option can come from the environment (former names of options includ
     LABELLER_EVENTS: 'false',
     LABELLER_HTTP_PORT: '8080',
     LABELLER_LEADER_ELECT: 'true',
+    LABELLER_SHARDS: 'off',
+    LABELLER_SHARD_GROUP: 'lbl-shards',
     LABELLER_LEADER_ELECTION_NAMESPACE: 'ops',
     LABELLER_LEADER_ELECTION_ID: 'lbl',
     LABELLER_LEASE_DURATION: '30s',
@@ -121,6 +125,8 @@ test('every option can come from the environment (former names of options includ
       metricsBindAddress: { host: '', port: 8080 },
       healthProbeBindAddress: { host: '', port: 8080 },
       leaderElect: true,
+      shards: false,
+      shardGroup: 'lbl-shards',
       leaderElectionNamespace: 'ops',
       leaderElectionId: 'lbl',
       leaseDurationMs: 30_000,
@@ -273,6 +279,21 @@ test('leader election timings must nest: retry period < renew deadline < lease d
   await assert.rejects(
     parse(['--renew-deadline', '20s']),
     /--leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration \(got 2s, 20s, 15s\)/,
+  );
+});
+
+test('--shards auto: the controller only, not with --leader-elect; the group names Leases', async () => {
+  assert.equal((await parse(['--kinds', 'cm', '--shards', 'auto']))?.shards, true);
+  await assert.rejects(
+    parse(['--kinds', 'cm', '--shards', 'auto', '--leader-elect']),
+    /--shards auto and --leader-elect/,
+  );
+  await assert.rejects(parse(['--kinds', 'cm', '--shards', 'auto', '--once']), /works with the controller only/);
+  await assert.rejects(parse(['status', '--kinds', 'cm', '--shards', 'auto']), /works with the controller only/);
+  await assert.rejects(parse(['--kinds', 'cm', '--shards', 'some']), /Invalid values/);
+  await assert.rejects(
+    parse(['--kinds', 'cm', '--shard-group', 'Bad_Name']),
+    /--shard-group: "Bad_Name" is not a valid name/,
   );
 });
 

@@ -7,6 +7,7 @@ import { formatHelp } from './help.ts';
 import type { Level } from '../util/log.ts';
 import type { ConflictPolicy } from '../config/model.ts';
 import { durationProblem, parseDuration } from '../util/duration.ts';
+import { isDns1123Label } from '../kube/names.ts';
 import { UsageError } from '../util/usage.ts';
 import type { BindAddress } from '../metrics/server.ts';
 
@@ -55,6 +56,9 @@ export interface Options {
   /** Write even when a running labeller with another config holds the field manager. */
   readonly ignoreFieldManagerGuard: boolean;
   readonly leaderElect: boolean;
+  /** --shards auto: every replica writes its share of the namespaces (src/shard/). */
+  readonly shards: boolean;
+  readonly shardGroup: string;
   readonly leaderElectionNamespace: string | undefined;
   readonly leaderElectionId: string;
   readonly leaseDurationMs: number;
@@ -234,6 +238,26 @@ export async function parseOptions(
   if (command === 'explain' && (list('namespace')?.length ?? 0) > 1) {
     throw new UsageError("labeller explain takes one namespace: the object's, e.g. -n default");
   }
+  if (string('shards') === 'auto') {
+    if (flag('leader-elect')) {
+      throw new UsageError(
+        '--shards auto and --leader-elect are two ways to run replicas: all of them writing their share, or one writing everything; choose one',
+      );
+    }
+    if (command !== 'label' || flag('once')) {
+      throw new UsageError(
+        '--shards auto works with the controller only (labeller without --once and without a command)',
+      );
+    }
+  }
+  const shardGroup = string('shard-group') ?? 'labeller';
+  if (!isDns1123Label(shardGroup)) {
+    throw new UsageError(
+      `${
+        where('shard-group')
+      }: "${shardGroup}" is not a valid name: it names Leases and labels them; use lower-case letters, digits and '-', at most 63 characters`,
+    );
+  }
   if (flag('all-kinds') && isSet('exclude-kinds')) {
     throw new UsageError(
       "--exclude-kinds works with the '*' kind; prune --all-kinds takes every kind: prune with --kinds '*' to leave some out",
@@ -272,6 +296,8 @@ export async function parseOptions(
     metricsBindAddress: bound('metrics-bind-address'),
     healthProbeBindAddress: bound('health-probe-bind-address'),
     leaderElect: flag('leader-elect'),
+    shards: string('shards') === 'auto',
+    shardGroup,
     leaderElectionNamespace: string('leader-elect-resource-namespace'),
     leaderElectionId: string('leader-elect-resource-name') ?? 'labeller',
     leaseDurationMs: lease,

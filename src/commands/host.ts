@@ -21,6 +21,9 @@ import { Metrics } from '../metrics/metrics.ts';
 import { type BindAddress, type Endpoints, formatAddress, type Readiness, serveHttp } from '../metrics/server.ts';
 import { type LeaderElectionOptions, LeaderElector } from '../runtime/leader.ts';
 import { Manager, type StopReason } from '../runtime/manager.ts';
+import { Membership, type MembershipOptions } from '../shard/membership.ts';
+import { BUCKETS, describeRanges } from '../shard/ranges.ts';
+import { Shard } from '../shard/shard.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';
 import type { Logger } from '../util/log.ts';
 
@@ -29,6 +32,9 @@ export type LeaderElectionConfig = Omit<LeaderElectionOptions, 'log' | 'onLeadin
   readonly namespace: string;
   readonly name: string;
 };
+
+/** A shard group's membership (--shards auto): what Membership takes besides what the host knows. */
+export type ShardingConfig = Omit<MembershipOptions, 'synced' | 'objects' | 'log' | 'clock'>;
 
 /** What the host takes of the command-line options, plus what the entry point works out. */
 export interface HostOptions extends WiringOptions {
@@ -41,6 +47,8 @@ export interface HostOptions extends WiringOptions {
   readonly leaderElection?: LeaderElectionConfig | undefined;
   /** Set when Kubernetes Events are written. */
   readonly events?: EventsIdentity | undefined;
+  /** Set when replicas share the work (--shards auto): each writes its share of the namespaces. */
+  readonly sharding?: ShardingConfig | undefined;
 }
 
 /**
@@ -55,6 +63,8 @@ export type Ending = 'done' | 'incomplete' | 'missing rights' | StopReason;
 export interface Started {
   readonly manager: Manager<LabelledObject>;
   readonly kinds: KindSet;
+  /** This member's share, when replicas share the work. */
+  readonly shard?: Shard | undefined;
 }
 
 export interface StartOptions {
@@ -88,6 +98,8 @@ export class Host {
   #kinds: KindSet | undefined;
   /** Set once the first config has been claimed and wired: readiness waits for it. */
   #started: Started | undefined;
+  /** The shard membership running, ended (the member leaving) at close. */
+  #membership: { readonly stop: AbortController; readonly running: Promise<void> } | undefined;
 
   private constructor(client: KubeClient, options: HostOptions, shutdown: Shutdown, log: Logger) {
     this.client = client;
@@ -163,6 +175,14 @@ export class Host {
       gracePeriodMs: options.gracePeriodMs,
       log,
     }, shutdown);
+    const shard = options.sharding && !options.once
+      ? this.#joinShardGroup(options.sharding, manager, () => this.#kinds)
+      : undefined;
+    // Its share is known before any cache lists: a cache that listed everything would give most of it up at once.
+    if (shard && !(await shard.membership.decided(shutdown.intake))) {
+      log.info('stopped before the first write');
+      return undefined;
+    }
     const kinds = new KindSet({
       manager,
       discovery,
@@ -175,6 +195,7 @@ export class Host {
         events,
         writable,
         notServed: () => discovery.notServed(),
+        shard,
       },
       claim,
       sourceMemory,
@@ -195,7 +216,7 @@ export class Host {
     }
     // Ready no sooner than the controllers are wired (after the guard's check), so a probe cannot
     // see an empty list of controllers as ready.
-    this.#started = { manager, kinds };
+    this.#started = { manager, kinds, shard };
     log.info('starting', {
       kinds: kinds.kinds.map((kind) => kind.resolved.kind.resource),
       dryRun: options.dryRun || undefined,
@@ -205,8 +226,42 @@ export class Host {
     return this.#started;
   }
 
-  /** Lets everything go: the kinds (once the manager has stopped them), pending Events, the servers. */
+  /**
+   * Joins the shard group: the membership runs until close(), and objects in buckets it takes over
+   * are looked at again (they were another member's until now).
+   */
+  #joinShardGroup(config: ShardingConfig, manager: Manager<LabelledObject>, kinds: () => KindSet | undefined): Shard {
+    const membership = new Membership(new LeaseApi(this.client), {
+      ...config,
+      synced: () => manager.informers.informers.every((informer) => informer.current),
+      objects: () => kinds()?.kinds.reduce((sum, kind) => sum + kind.controller.size, 0) ?? 0,
+      log: this.log,
+    });
+    membership.subscribe(({ taken }) => {
+      if (taken.size > 0) { for (const kind of kinds()?.kinds ?? []) kind.controller.requeueAll(); }
+    });
+    this.metrics.shard(() => {
+      const { members, keeps, writes } = membership.state;
+      return {
+        members: members.length,
+        keeps: keeps.size,
+        writes: writes.size,
+        buckets: BUCKETS,
+        ranges: describeRanges(writes),
+        filtering: manager.informers.informers.flatMap((informer) =>
+          informer.filtering ? [{ controller: informer.name, filtering: informer.filtering }] : []
+        ),
+      };
+    });
+    const stop = new AbortController();
+    this.#membership = { stop, running: membership.run(stop.signal) };
+    return new Shard(membership);
+  }
+
+  /** Lets everything go: the shard membership (its buckets to the others), the kinds (once the manager has stopped them), pending Events, the servers. */
   async close(): Promise<void> {
+    this.#membership?.stop.abort();
+    await this.#membership?.running;
     await this.#kinds?.release();
     this.#stopEvents.abort();
     await this.#recording;
@@ -220,7 +275,11 @@ export class Host {
       problems: () => {
         const started = this.#started;
         return started
-          ? [...started.manager.problems(), ...started.kinds.sources.problems()]
+          ? [
+            ...started.manager.problems(),
+            ...started.kinds.sources.problems(),
+            ...(started.shard?.membership.problems() ?? []),
+          ]
           : ['waiting for API discovery'];
       },
       notes: () => this.#started?.kinds.notes() ?? [],

@@ -12,7 +12,7 @@ import type { Ending, Host, StartOptions } from './host.ts';
 
 export interface LabelOptions {
   /** The field-manager guard (off with --dry-run, which writes nothing). */
-  readonly guard: Omit<GuardOptions, 'log'> & { readonly identity: string };
+  readonly guard: Omit<GuardOptions, 'log'> & { readonly identity: string; readonly shardGroup?: string | undefined };
   /** The config file, when there is one: its changes are applied live. */
   readonly configFile?: ConfigFile | undefined;
 }

@@ -20,12 +20,19 @@ const FIELD_MANAGER = `${PREFIX}/field-manager`;
 const CONFIG = `${PREFIX}/config`;
 const SCOPE = `${PREFIX}/scope`;
 const GROUP = `${PREFIX}/leader-election`;
+const SHARD_GROUP = `${PREFIX}/shard-group`;
 
 /** Who writes what under a field manager. */
 export interface Claim extends ClaimedConfig {
   readonly fieldManager: string;
   /** `namespace/name` of the leader-election Lease, when elected. */
   readonly group?: string | undefined;
+  /**
+   * `namespace/name` of the shard group, when its members share the work: members never block
+   * each other, since each object is written by one member at a time (a reload reaches them one
+   * by one, and each writes its own share with its config meanwhile).
+   */
+  readonly shardGroup?: string | undefined;
   readonly identity: string;
 }
 
@@ -61,6 +68,7 @@ export function blockers(leases: readonly Lease[], claim: Claim, nowMs: number):
     if (a[FIELD_MANAGER] !== claim.fieldManager || a[CONFIG] === claim.fingerprint || !live(lease, nowMs)) return false;
     if (lease.spec.holderIdentity === claim.identity) return false;
     if (claim.group && a[GROUP] === claim.group) return false;
+    if (claim.shardGroup && a[SHARD_GROUP] === claim.shardGroup) return false;
     return overlap((a[SCOPE] ?? '').split(','), claim.scope).length > 0;
   });
 }
@@ -118,7 +126,7 @@ export function describeHolder(lease: Lease, claim: Claim, nowMs: number): strin
   const a = lease.metadata.annotations ?? {};
   const ago = Math.round((nowMs - Date.parse(lease.spec.renewTime ?? '')) / 1000);
   const writes = overlap((a[SCOPE] ?? '').split(','), claim.scope).join(', ');
-  const group = a[GROUP] ? `, leader election ${a[GROUP]}` : '';
+  const group = a[GROUP] ? `, leader election ${a[GROUP]}` : a[SHARD_GROUP] ? `, shard group ${a[SHARD_GROUP]}` : '';
   return `${lease.spec.holderIdentity ?? '?'} (Lease ${
     lease.metadata.namespace ?? ''
   }/${lease.metadata.name}${group}, config ${a[CONFIG] ?? '?'}, renewed ${ago} s ago, also writes ${writes})`;
@@ -137,6 +145,7 @@ export function claimMetadata(
       [CONFIG]: claim.fingerprint,
       [SCOPE]: claim.scope.join(','),
       [GROUP]: claim.group ?? '',
+      ...(claim.shardGroup ? { [SHARD_GROUP]: claim.shardGroup } : {}),
     },
   };
 }

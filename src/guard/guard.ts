@@ -294,14 +294,21 @@ export function guardFor(
   options: {
     readonly fieldManager: string;
     readonly leaderElection?: { readonly namespace: string; readonly name: string } | undefined;
-    readonly guard: Omit<GuardOptions, 'log'> & { readonly identity: string };
+    readonly guard: Omit<GuardOptions, 'log'> & { readonly identity: string; readonly shardGroup?: string | undefined };
   },
   log: Logger,
 ): FieldManagerGuard {
   const group = options.leaderElection && `${options.leaderElection.namespace}/${options.leaderElection.name}`;
   return new FieldManagerGuard(
     new LeaseApi(client),
-    { fieldManager: options.fieldManager, fingerprint: '', scope: [], group, identity: options.guard.identity },
+    {
+      fieldManager: options.fieldManager,
+      fingerprint: '',
+      scope: [],
+      group,
+      shardGroup: options.guard.shardGroup,
+      identity: options.guard.identity,
+    },
     { ...options.guard, log },
   );
 }

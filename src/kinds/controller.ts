@@ -64,7 +64,7 @@ export interface LabelledKind {
 
 export function labelledKind(resolved: ResolvedKind, relations: Relations, wiring: Wiring): LabelledKind {
   const { kind, resource } = resolved;
-  const { apis, options, log, counts, metrics, events, sources } = wiring;
+  const { apis, options, log, counts, metrics, events, sources, shard } = wiring;
   const name = controllerName(resolved);
   const kindLog = log.child({ kind: resource.kind });
   const related = relations.forKind(kind, resource, watchedNamespaces(kind, resource));
@@ -104,7 +104,10 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
         await sources?.settled(sourcesRead(kind));
       }
       : undefined,
-    reconcile: async (object, _key, writes) => {
+    reconcile: async (object, key, writes) => {
+      // Another member's object (or not yet this one's): it is looked at again when taken over.
+      const release = shard ? shard.hold(resource, key) : () => {};
+      if (!release) return {};
       try {
         const result = await reconciler.reconcile(object, writes);
         const { outcome, patch } = result;
@@ -125,6 +128,8 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       } catch (error) {
         counts.failed++;
         throw error;
+      } finally {
+        release();
       }
     },
     concurrency: options.concurrency,
@@ -132,7 +137,8 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
     metrics: metrics?.controller(name, options.concurrency),
     log: kindLog.child({ controller: name }),
   });
-  related.attach(controller, !kind.selector);
+  // A cache that keeps only this member's share serves related reads only if they are split alike.
+  related.attach(controller, !kind.selector && (shard?.sharesCaches(resource) ?? true));
   // An object gone from the cache leaves the lookup index.
   const forgetting = lookups
     ? handles.map(({ informer }) =>
@@ -200,7 +206,7 @@ function informerOf(
   resource: ApiResource,
   namespace: string,
   related: KindRelations,
-  { apis, informers, options, metrics, events, refused, notServed, log }: Wiring,
+  { apis, informers, options, metrics, events, refused, notServed, shard, log }: Wiring,
 ): InformerHandle<LabelledObject> {
   const name = namespace ? `${groupResource(resource)}/${namespace}` : groupResource(resource);
   const kindEvents = events?.forKind(name, { apiVersion: apiVersion(resource), kind: resource.kind });
@@ -214,6 +220,7 @@ function informerOf(
         project: related.project,
         indexes: related.indexes(),
         watch: { labelSelector: selector, watchTimeoutSeconds: options.watchTimeoutSeconds },
+        partition: shard?.partition(resource, 'kind'),
         metrics: metrics?.informer(name),
         onWatchError: (error) => {
           kindEvents?.watchFailed(error);

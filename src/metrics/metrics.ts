@@ -63,6 +63,20 @@ export interface SkippedKindGauge {
   readonly verbs: string;
 }
 
+/** This member's share of a shard group (shard/membership.ts), read at each scrape. */
+export interface ShardGauges {
+  /** Live members seen, itself included. */
+  readonly members: number;
+  /** Buckets of the namespace hash space (of shard/ranges.ts's BUCKETS) it caches and writes. */
+  readonly keeps: number;
+  readonly writes: number;
+  readonly buckets: number;
+  /** Its ranges as people read them (`0x00-0x3f,…`). */
+  readonly ranges: string;
+  /** Per cache with a partition: filtered by the API server (`server`) or here (`client`). */
+  readonly filtering: readonly { readonly controller: string; readonly filtering: string }[];
+}
+
 /** A related kind that cannot be read, and why, as related/unreadable.ts reports it. */
 export interface UnreadableKindGauge {
   readonly kind: string;
@@ -97,6 +111,7 @@ export class Metrics {
   #skipped: () => readonly SkippedKindGauge[] = () => [];
   #sources: () => readonly SourceGauges[] = () => [];
   #ready: () => boolean = () => false;
+  #shard: (() => ShardGauges) | undefined;
 
   constructor() {
     const registers = [this.registry];
@@ -268,6 +283,50 @@ export class Metrics {
         this.set(ready() ? 1 : 0);
       },
     });
+    const shard = (): ShardGauges | undefined => this.#shard?.();
+    const shardGauge = (
+      name: string,
+      help: string,
+      labelNames: string[],
+      set: (gauge: Gauge, s: ShardGauges) => void,
+    ) =>
+      new Gauge({
+        name,
+        help,
+        labelNames,
+        registers,
+        collect() {
+          this.reset();
+          const state = shard();
+          if (state) set(this, state);
+        },
+      });
+    shardGauge(
+      'labeller_shard_members',
+      'Live members of the shard group this member sees, itself included',
+      [],
+      (g, s) => g.set(s.members),
+    );
+    shardGauge(
+      'labeller_shard_owned_ratio',
+      'Share of the namespace hash space this member caches (state=keeps) and writes (state=writes)',
+      ['state'],
+      (g, s) => {
+        g.set({ state: 'keeps' }, s.keeps / s.buckets);
+        g.set({ state: 'writes' }, s.writes / s.buckets);
+      },
+    );
+    shardGauge('labeller_shard_ranges_info', "This member's ranges of the namespace hash space (the hash's top byte)", [
+      'ranges',
+    ], (g, s) => g.set({ ranges: s.ranges }, 1));
+    shardGauge(
+      'labeller_shard_filtering',
+      "Per cache: 1 under the filtering that keeps it to this member's share: by the API server (shardSelector) or here, from the whole stream",
+      ['controller', 'filtering'],
+      (g, s) => {
+        for (const { controller, filtering } of s.filtering) g.set({ controller, filtering }, 1);
+      },
+    );
     const sources = (): readonly SourceGauges[] => this.#sources();
     const source = (name: string, help: string, value: (state: SourceGauges) => number | undefined) =>
       new Gauge({
@@ -332,6 +391,11 @@ export class Metrics {
   /** Where labeller_ready is read from at each scrape. */
   readiness(ready: () => boolean): void {
     this.#ready = ready;
+  }
+
+  /** Where the labeller_shard_* gauges are read from at each scrape (sharded replicas only). */
+  shard(read: () => ShardGauges): void {
+    this.#shard = read;
   }
 
   /** Where labeller_kinds_skipped is read from at each scrape. */

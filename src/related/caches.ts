@@ -12,6 +12,7 @@ import type { ResourceApis } from '../kube/api.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { InformerCache, InformerHandle } from '../runtime/informercache.ts';
 import type { Logger } from '../util/log.ts';
+import type { Shard } from '../shard/shard.ts';
 import type { UnreadableKinds } from './unreadable.ts';
 
 /** What the caches of related objects are made with (a kind's controller is wired with more: kinds/controller.ts). */
@@ -25,6 +26,8 @@ export interface RelatedWiring {
   readonly events?: LabellerEvents | undefined;
   /** Told when a list or watch finds its resource not served (404: its CRD removed), so discovery is asked again and what reads it stops. */
   readonly notServed?: (() => void) | undefined;
+  /** Set when replicas share the work: each cache keeps this member's share (shard/shard.ts). */
+  readonly shard?: Shard | undefined;
 }
 
 /** What a cache acquired here lists and watches: a resource in a namespace ('' for all), maybe one object by name. */
@@ -92,7 +95,7 @@ export class RelatedInformers {
   ): Informer<LabelledObject> {
     const known = this.#related.get(id);
     if (known) return known.informer;
-    const { apis, informers, options, events, metrics, notServed, log } = this.#wiring;
+    const { apis, informers, options, events, metrics, notServed, shard, log } = this.#wiring;
     const byOwner = projection.index?.();
     const annotations = [...projection.annotations].sort().join(',');
     const handle = informers.acquire(
@@ -108,6 +111,7 @@ export class RelatedInformers {
           }),
           indexes: byOwner ? [byOwner] : [],
           watch: { fieldSelector, watchTimeoutSeconds: options.watchTimeoutSeconds },
+          partition: shard?.partition(resource, 'related'),
           metrics: metrics?.informer(id),
           onWatchError: (error) => {
             events?.forKind(id, { apiVersion: apiVersion(resource), kind: resource.kind }).watchFailed(error);

@@ -3,6 +3,7 @@
 // client-go's shared informer: several controllers read one cache, so a resource is listed and
 // watched once however many read it.
 import type { Logger } from '../util/log.ts';
+import type { Partition } from './partition.ts';
 import type { StoreIndex } from './storeindex.ts';
 import { type Projection, Store, type StoreChange } from './store.ts';
 import { type ListWatch, watcher, type WatcherEvent, type WatcherOptions } from './watcher.ts';
@@ -23,7 +24,9 @@ export interface InformerOptions<T> {
   /** Keeps only what readers need of an object (see Store). */
   readonly project: Projection<T>;
   readonly indexes?: readonly StoreIndex<T>[] | undefined;
-  readonly watch?: Omit<WatcherOptions, 'signal'> | undefined;
+  readonly watch?: Omit<WatcherOptions, 'signal' | 'shardSelector'> | undefined;
+  /** Set when replicas share the work: the cache keeps only this slice of the resource. */
+  readonly partition?: Partition | undefined;
   readonly metrics?: InformerMetrics | undefined;
   /** Told of every failed list or watch (it is logged and retried anyway). */
   readonly onWatchError?: ((error: Error) => void) | undefined;
@@ -40,6 +43,10 @@ export class Informer<T> {
   #lists = 0;
   #cached = -1;
   #watchFailure: Error | undefined;
+  /** How the partition is applied: by the server (its shardSelector), or here on the whole stream. */
+  #filtering: 'server' | 'client' | undefined;
+  /** The partition grew and the relist that fetches what it now keeps has not completed. */
+  #partitionPending = false;
   #listed!: () => void;
   #listFailed!: (error: Error) => void;
   #settle!: () => void;
@@ -69,10 +76,24 @@ export class Informer<T> {
     return this.#watchFailure;
   }
 
+  /** How its partition is applied, once it watches: `server` (shardSelector honoured) or `client`; undefined without one. */
+  get filtering(): 'server' | 'client' | undefined {
+    return this.#filtering;
+  }
+
+  /**
+   * Whether it holds what it should, as far as it can: listed (or failed to, a cache that cannot
+   * be read is not waited for), and not listing again for a partition that grew.
+   */
+  get current(): boolean {
+    return !this.#partitionPending && (this.store.synced || this.#watchFailure !== undefined);
+  }
+
   /** Why this cache is not serving current objects, in words: no first list yet, or a watch that is down; undefined when it is. */
   get problem(): string | undefined {
     const failure = this.#watchFailure ? `: ${this.#watchFailure.message}` : '';
     if (!this.store.synced) return `waiting for the first list${failure}`;
+    if (this.#partitionPending) return `listing the objects of its new shard ranges${failure}`;
     return failure ? `watch down${failure}` : undefined;
   }
 
@@ -94,8 +115,42 @@ export class Informer<T> {
     }
   }
 
+  /**
+   * Watches; with a partition, watches again from a fresh list whenever it grows (what it now
+   * keeps was never sent), and drops what it no longer keeps when it shrinks, watching on.
+   */
   async #watch(signal: AbortSignal): Promise<void> {
-    for await (const event of watcher(this.#options.api, { ...this.#options.watch, signal })) {
+    const { partition } = this.#options;
+    if (!partition) return this.#watchOnce(signal, undefined);
+    let restart = new AbortController();
+    const unsubscribe = partition.subscribe(({ grew }) => {
+      if (grew) {
+        this.#partitionPending = this.store.synced;
+        restart.abort();
+        return;
+      }
+      const change = this.store.retain((key) => partition.keeps(metaOf(key)));
+      if (change) this.#emit(change);
+    });
+    try {
+      const selector = partition.selector();
+      this.#filtering = selector && (await this.#options.api.honoursShardSelector?.(selector, signal))
+        ? 'server'
+        : 'client';
+      while (!signal.aborted) {
+        restart = new AbortController();
+        await this.#watchOnce(
+          AbortSignal.any([signal, restart.signal]),
+          this.#filtering === 'server' ? () => partition.selector() : undefined,
+        );
+      }
+    } finally {
+      unsubscribe();
+    }
+  }
+
+  async #watchOnce(signal: AbortSignal, shardSelector: (() => string | undefined) | undefined): Promise<void> {
+    for await (const event of watcher(this.#options.api, { ...this.#options.watch, shardSelector, signal })) {
       if (event.type === 'error') {
         this.#options.log.warn('watch failed; retrying', {
           error: event.error,
@@ -137,12 +192,24 @@ export class Informer<T> {
     }
   }
 
+  #emit(change: StoreChange<T>): void {
+    for (const listener of this.#listeners) listener(change);
+  }
+
   #apply(event: WatcherEvent): void {
+    const { partition } = this.#options;
+    // The whole stream of a server that does not filter, or events of ranges just given up.
+    if (
+      (event.type === 'initApply' || event.type === 'apply') && partition && !partition.keeps(event.object.metadata)
+    ) {
+      return;
+    }
+    if (event.type === 'initDone') this.#partitionPending = false;
     const change = this.store.apply(event);
     // The gauge is set when the size moves, not on each of a list's many events.
     if (this.store.size !== this.#cached) this.#options.metrics?.cached(this.#cached = this.store.size);
     if (!change) return;
-    for (const listener of this.#listeners) listener(change);
+    this.#emit(change);
     if (change.type !== 'resync') return;
     // Counted when a list completes, so failed attempts are not relists.
     if (this.#lists++ > 0) this.#options.metrics?.relisted();
@@ -154,4 +221,10 @@ export class Informer<T> {
     this.#listed();
     this.#settle();
   }
+}
+
+/** The name and namespace a store key stands for (store.ts's objectKey, read back). */
+function metaOf(key: string): { readonly name: string; readonly namespace?: string } {
+  const slash = key.indexOf('/');
+  return slash < 0 ? { name: key } : { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
 }

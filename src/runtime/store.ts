@@ -94,6 +94,23 @@ export class Store<T> {
     return this.#objects.values();
   }
 
+  /**
+   * Drops the objects `keeps` rejects (a partition that shrank): reported as a relist that removed
+   * them, so listeners let them go as they do objects deleted while a watch was away.
+   */
+  retain(keeps: (key: string) => boolean): StoreChange<T> | undefined {
+    const removed = [...this.#objects.keys()].filter((key) => !keeps(key));
+    if (removed.length === 0) return undefined;
+    const previous = new Map(this.#objects);
+    for (const key of removed) {
+      const object = this.#objects.get(key);
+      for (const index of this.#indexes) index.update(key, object, undefined);
+      this.#release(object);
+      this.#objects.delete(key);
+    }
+    return { type: 'resync', changed: [], removed, previous };
+  }
+
   /** Applies one watcher event; returns the change for the controller, if any. */
   apply(event: WatcherEvent): StoreChange<T> | undefined {
     switch (event.type) {

@@ -167,6 +167,18 @@ export interface ControlPlaneOptions {
   readonly full?: boolean;
   /** Simulated nodes of a full control plane (default 3). */
   readonly nodes?: number;
+  /**
+   * Server-side sharded list and watch (KEP-5866, the ShardedListAndWatch gate, alpha from 1.36):
+   * on by default where the API server has it, so sharded replicas get only their slice; off, the
+   * server ignores `shardSelector`, as a server without it does, and replicas filter on their side.
+   */
+  readonly shardedListAndWatch?: boolean;
+}
+
+/** The API server's minor version, from `kube-apiserver --version` ("Kubernetes v1.37.2"). */
+function minorVersion(apiserver: string): number {
+  const version = execFileSync(apiserver, ['--version'], { encoding: 'utf8' });
+  return Number(version.match(/v1\.(\d+)\./)?.[1] ?? 0);
 }
 
 /**
@@ -256,6 +268,9 @@ export async function startControlPlane(
       // Never rotate (0 means lumberjack's 100 MB): readers follow one file, and a 50k-object
       // bench writes several hundred MB.
       '--audit-log-maxsize=1000000',
+      ...(options.shardedListAndWatch !== false && minorVersion(join(bin, 'kube-apiserver')) >= 36
+        ? ['--feature-gates=ShardedListAndWatch=true']
+        : []),
       '--v=1',
     ];
     const startApiServer = async (): Promise<void> => {

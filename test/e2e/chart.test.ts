@@ -2,8 +2,9 @@
 //  - Rendering (helm only, no cluster): lint and template pass for the defaults and every example;
 //    the schema and the chart's own checks reject bad values with messages that say what to fix;
 //    RBAC is derived from the kinds; the Deployment is hardened and its ConfigMap is a config
-//    labeller accepts; the dashboard and the alerts are off by default and, on, link to runbooks
-//    that exist (test/e2e/monitoring.test.ts runs them against a real Prometheus).
+//    labeller accepts; sharded mode passes its flags, not --leader-elect, and grants its Leases;
+//    the dashboard and the alerts are off by default and, on, link to runbooks that exist
+//    (test/e2e/monitoring.test.ts runs them against a real Prometheus).
 //  - Against the API server: the rendered RBAC, applied and used through a token minted for the
 //    chart's ServiceAccount, is enough for labeller to do its job, and nothing more (cluster-wide
 //    and namespaced); every rendered object passes server-side validation; the sidecar example
@@ -194,10 +195,12 @@ describe('chart: lint and render', () => {
         `${what}: labeller's loader accepts the ConfigMap`,
       );
 
-      // More than one replica: leader election on.
+      // More than one replica: leader election on, or sharding; never both.
       const replicas = (deployment['spec'] as { replicas: number }).replicas;
+      const [leading, sharded] = [args.includes('--leader-elect'), args.includes('--shards=auto')];
+      assert.ok(!(leading && sharded), `${what}: --leader-elect with --shards=auto`);
       if (replicas > 1) {
-        assert.ok(args.includes('--leader-elect'), `${what}: ${replicas} replicas without --leader-elect`);
+        assert.ok(leading || sharded, `${what}: ${replicas} replicas without --leader-elect or --shards=auto`);
       }
     }
   });
@@ -276,7 +279,7 @@ describe('chart: lint and render', () => {
     for (const file of VALUE_FILES) {
       for (
         const role of (await render({ files: file ? [file] : [] })).filter((m) =>
-          /^(Cluster)?Role$/.test(m.kind) && !/-(leader-election|field-manager-guard)$/.test(m.metadata.name)
+          /^(Cluster)?Role$/.test(m.kind) && !/-(leader-election|field-manager-guard|sharding)$/.test(m.metadata.name)
         )
       ) {
         for (const rule of rulesOf(role)) {
@@ -366,6 +369,92 @@ describe('chart: lint and render', () => {
     assert.ok(!(containers(only(off, 'Deployment'))[0]?.args ?? []).some((a) => a.startsWith('--lease')));
   });
 
+  test("sharded mode: every replica a member of the group, with leader election's timings and without --leader-elect; its Role grants what membership needs on the release namespace's Leases", async () => {
+    const sharded = join(CHART, 'examples', 'sharded.yaml');
+    const manifests = await render({ release: 'rel', namespace: 'ops', files: [sharded] });
+    const deployment = only(manifests, 'Deployment');
+    assert.equal((deployment['spec'] as { replicas: number }).replicas, 3);
+    const args = containers(deployment)[0]?.args ?? [];
+    assert.deepEqual(args.filter((a) => /^--(shard|leader-elect)/.test(a)), [
+      '--shards=auto',
+      '--shard-group=rel-labeller',
+      '--leader-elect-resource-namespace=ops',
+      '--leader-elect-lease-duration=15s',
+      '--leader-elect-renew-deadline=10s',
+      '--leader-elect-retry-period=2s',
+    ]);
+    // The members' Leases: any in the release namespace (their names hash the member), and nothing about the leader's.
+    const role = only(manifests, 'Role', 'rel-labeller-sharding');
+    assert.equal(role.metadata.namespace, 'ops');
+    assert.deepEqual(rulesOf(role), [{
+      apiGroups: ['coordination.k8s.io'],
+      resources: ['leases'],
+      verbs: ['get', 'list', 'create', 'update', 'delete'],
+    }]);
+    const binding = only(manifests, 'RoleBinding', 'rel-labeller-sharding');
+    assert.equal(binding.metadata.namespace, 'ops');
+    assert.deepEqual(binding['roleRef'], {
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'Role',
+      name: 'rel-labeller-sharding',
+    });
+    assert.deepEqual(binding['subjects'], [{ kind: 'ServiceAccount', name: 'rel-labeller', namespace: 'ops' }]);
+    assert.ok(!manifests.some((m) => m.metadata.name.endsWith('-leader-election')));
+    // The field-manager guard keeps its own Role, as without leader election.
+    assert.ok(manifests.some((m) => m.kind === 'Role' && m.metadata.name === 'rel-labeller-field-manager-guard'));
+    // Drains take one member at a time.
+    const pdb = only(manifests, 'PodDisruptionBudget');
+    assert.deepEqual(pdb['spec'], {
+      maxUnavailable: 1,
+      selector: { matchLabels: { 'app.kubernetes.io/name': 'labeller', 'app.kubernetes.io/instance': 'rel' } },
+    });
+
+    // A group of one's own, and timings of one's own, reach the flags.
+    const tuned = await render({
+      release: 'rel',
+      files: [sharded],
+      values: { sharding: { group: 'labellers' }, leaderElection: { leaseDuration: '30s', retryPeriod: '5s' } },
+    });
+    const tunedArgs = containers(only(tuned, 'Deployment'))[0]?.args ?? [];
+    assert.equal(flagValue(tunedArgs, '--shard-group'), 'labellers');
+    assert.equal(flagValue(tunedArgs, '--leader-elect-lease-duration'), '30s');
+    assert.equal(flagValue(tunedArgs, '--leader-elect-retry-period'), '5s');
+    // The PodDisruptionBudget stays the user's switch: sharding alone makes none.
+    const bare = await render({
+      values: {
+        labels: { a: 'b' },
+        kinds: [{ resource: 'deployments' }],
+        replicaCount: 3,
+        leaderElection: { enabled: false },
+        sharding: { enabled: true },
+      },
+    });
+    assert.deepEqual(bare.filter((m) => m.kind === 'PodDisruptionBudget'), []);
+    assert.equal(flagValue(containers(only(bare, 'Deployment'))[0]?.args ?? [], '--shard-group'), 'labeller');
+    // The default group, the full name, must be a name labeller takes (a DNS-1123 label): a release name with a dot is not.
+    const dotted = await template({
+      release: 'my.rel',
+      values: {
+        labels: { a: 'b' },
+        kinds: [{ resource: 'deployments' }],
+        leaderElection: { enabled: false },
+        sharding: { enabled: true },
+      },
+    });
+    assert.notEqual(dotted.code, 0);
+    assert.match(
+      dotted.stderr,
+      /sharding\.group: the release's full name "my\.rel-labeller" cannot name the shard group.*set sharding\.group/,
+    );
+
+    // Off (the default): no sharding flag, no sharding Role.
+    for (const file of EXAMPLES.filter((f) => f !== sharded)) {
+      const plain = await render({ files: [file] });
+      assert.ok(!(containers(only(plain, 'Deployment'))[0]?.args ?? []).some((a) => a.startsWith('--shard')), file);
+      assert.ok(!plain.some((m) => m.metadata.name.endsWith('-sharding')), file);
+    }
+  });
+
   test('every-kind mode: scope and exclude reach the ConfigMap; mistakes are refused (its RBAC: chart-everykind.test.ts)', async () => {
     const example = await render({ release: 'rel', files: [join(CHART, 'examples', 'every-kind.yaml')] });
     const kinds = load((only(example, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '') as {
@@ -437,6 +526,16 @@ describe('chart: lint and render', () => {
       /at '\/prometheusRule\/alerts\/sourceDown\/for': '1\.5m' does not match pattern/,
     ],
     [
+      'a shard group that cannot name a Lease',
+      { sharding: { group: 'Team_A' } },
+      /at '\/sharding\/group': 'Team_A' does not match pattern/,
+    ],
+    [
+      'an unknown sharding field',
+      { sharding: { shards: 3 } },
+      /at '\/sharding': additional properties 'shards' not allowed/,
+    ],
+    [
       'an alert the chart does not have',
       { prometheusRule: { alerts: { sourceUp: { enabled: true } } } },
       /at '\/prometheusRule\/alerts': additional properties 'sourceUp' not allowed/,
@@ -506,7 +605,17 @@ describe('chart: lint and render', () => {
     [
       'several replicas without leader election',
       { replicaCount: 2, leaderElection: { enabled: false } },
-      /replicaCount is 2 but leaderElection\.enabled is false: every replica would write/,
+      /replicaCount is 2 but leaderElection\.enabled is false: every replica would write\. Turn leader election on \(one replica writes\), or sharding\.enabled/,
+    ],
+    [
+      'sharding together with leader election (on by default)',
+      { replicaCount: 3, sharding: { enabled: true } },
+      /sharding\.enabled and leaderElection\.enabled are both true.*To shard, set leaderElection\.enabled=false; else set sharding\.enabled=false/,
+    ],
+    [
+      'sharded lease timings in the wrong order',
+      { leaderElection: { enabled: false, leaseDuration: '5s' }, sharding: { enabled: true } },
+      /need leaseDuration > renewDeadline > retryPeriod, got 5s, 10s, 2s/,
     ],
     [
       'lease timings in the wrong order',

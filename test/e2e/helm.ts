@@ -13,7 +13,7 @@ import { adminClient, kubeconfig } from './cluster.ts';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const CHART = join(ROOT, 'chart');
-export const EXAMPLES = ['cluster-wide', 'namespaced', 'crd', 'ha', 'every-kind'].map((name) =>
+export const EXAMPLES = ['cluster-wide', 'namespaced', 'crd', 'ha', 'every-kind', 'sharded'].map((name) =>
   join(CHART, 'examples', `${name}.yaml`)
 );
 export const SIDECAR = join(CHART, 'examples', 'sidecar.yaml');

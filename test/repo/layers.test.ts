@@ -13,7 +13,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['util'],
   ['kube'],
   ['runtime'],
-  ['metrics'],
+  ['metrics', 'shard'],
   ['config'],
   ['labelling'],
   ['events'],

@@ -1,0 +1,21 @@
+// The slice of a resource that one process keeps when several share the work (src/shard/): which
+// objects its cache holds, and the selector that asks the API server for only those. Generic: the
+// informer knows nothing of how the slice is chosen, only that it may change while it watches.
+import type { PartialObjectMetadata } from '../kube/objects.ts';
+
+/** How a partition changed: `grew` when it now keeps objects it did not (a relist fetches them). */
+export interface PartitionChange {
+  readonly grew: boolean;
+}
+
+export interface Partition {
+  /** Whether this process keeps the object named so in its cache. */
+  keeps(meta: Pick<PartialObjectMetadata['metadata'], 'name' | 'namespace'>): boolean;
+  /**
+   * The list and watch `shardSelector` that asks the server for what it keeps (KEP-5866); undefined
+   * when no selector can say it (then the stream is whole and keeps() filters it here).
+   */
+  selector(): string | undefined;
+  /** Told of every change; returns the unsubscribe function. */
+  subscribe(listener: (change: PartitionChange) => void): () => void;
+}

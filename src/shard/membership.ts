@@ -1,0 +1,369 @@
+// Membership of a shard group, on Leases: each member holds one (`<group>-member-<hash>`, labelled
+// with the group) and renews it every retry period, publishing on it whether its caches are
+// synced and which buckets it writes. Each round it reads the others' and works out:
+//  - what it keeps (caches): the buckets it wins among the live members (ranges.ts), plus those
+//    it writes now that it still wins among the ready ones, so a member that joins takes nothing
+//    from anyone until it has listed what it will write;
+//  - what it writes: the buckets it keeps that it wins among the ready members and that no other
+//    live member publishes. A bucket changes hands only when its writer gives it up (published),
+//    or when the writer's Lease expires; so at any moment one member writes it.
+// A member writes only while its own Lease is valid, so that others, who judge it expired a lease
+// duration after they saw it last renewed, never take its buckets while it may still write them;
+// after a lapse it gives every bucket up and takes them again as a member that just joined.
+// Liveness is judged as client-go's leader election does: by when this process saw a Lease change,
+// on its own monotonic clock. A Lease not renewed for two lease durations by its own clock is
+// expired at first sight (a pod long gone), and expired Leases are deleted.
+import { createHash } from 'node:crypto';
+import { isConflict } from '../kube/errors.ts';
+import type { Lease, LeaseApi } from '../kube/lease.ts';
+import { type MonotonicClock, monotonicClock } from '../runtime/leader.ts';
+import type { Logger } from '../util/log.ts';
+import { microTime } from '../util/microtime.ts';
+import { bucketsOf, decodeBuckets, describeRanges, encodeBuckets, winner } from './ranges.ts';
+
+/** The label that finds a group's member Leases. */
+export const GROUP_LABEL = 'labeller.io/shard-group';
+const READY = 'labeller.io/shard-ready';
+const WRITES = 'labeller.io/shard-writes';
+const OBJECTS = 'labeller.io/shard-objects';
+const RANGES = 'labeller.io/shard-ranges';
+
+export interface MembershipOptions {
+  readonly group: string;
+  /** Where the member Leases live. */
+  readonly namespace: string;
+  readonly identity: string;
+  readonly leaseDurationMs: number;
+  readonly retryPeriodMs: number;
+  /** Whether this member's caches hold every object of what it keeps (asked often while they do not). */
+  readonly synced: () => boolean;
+  /** The objects it caches, published for `labeller status`. */
+  readonly objects?: (() => number) | undefined;
+  readonly log: Logger;
+  readonly clock?: MonotonicClock | undefined;
+}
+
+/** A member as this process sees it. */
+export interface MemberView {
+  readonly identity: string;
+  readonly self: boolean;
+  readonly ready: boolean;
+  /** The buckets it writes, as it last published them. */
+  readonly writes: ReadonlySet<number>;
+  readonly objects: number | undefined;
+}
+
+/** What this member keeps and writes now, and who it sees. */
+export interface MembershipState {
+  readonly keeps: ReadonlySet<number>;
+  readonly writes: ReadonlySet<number>;
+  /** The live members, itself first. */
+  readonly members: readonly MemberView[];
+}
+
+/** How the state changed: buckets newly kept (caches list again) or newly written (objects to look at). */
+export interface MembershipChange {
+  readonly keepsGrew: boolean;
+  readonly keepsShrank: boolean;
+  readonly taken: ReadonlySet<number>;
+}
+
+interface Observed {
+  readonly lease: Lease;
+  readonly at: number;
+}
+
+export class Membership {
+  readonly #api: LeaseApi;
+  readonly #options: MembershipOptions;
+  readonly #clock: MonotonicClock;
+  readonly #name: string;
+  readonly #listeners: ((change: MembershipChange) => void)[] = [];
+  /** Other members' Leases as last seen, and when they last changed (our clock). */
+  readonly #seen = new Map<string, Observed>();
+  /** Writes under way per bucket: a bucket given up is published only once its writes are done. */
+  readonly #inFlight = new Map<number, number>();
+  #drained: (() => void) | undefined;
+  #held: Lease | undefined;
+  #keeps = new Set<number>();
+  #writes = new Set<number>();
+  #members: MemberView[] = [];
+  #ready = false;
+  /** Until when (our clock) this member may write: its Lease renewed in time. */
+  #validUntil = -Infinity;
+  readonly #decided = Promise.withResolvers<void>();
+  /** What was last published, so a round that changed it publishes again at once. */
+  #publishedWrites = '';
+  #publishedReady = false;
+
+  constructor(api: LeaseApi, options: MembershipOptions) {
+    this.#api = api;
+    this.#options = options;
+    this.#clock = options.clock ?? monotonicClock;
+    this.#name = memberLeaseName(options.group, options.identity);
+  }
+
+  get state(): MembershipState {
+    return { keeps: this.#keeps, writes: this.#writes, members: this.#members };
+  }
+
+  /** True once the first round has worked out what to keep; false if `signal` aborts first. */
+  async decided(signal: AbortSignal): Promise<boolean> {
+    if (signal.aborted) return false;
+    const { promise, resolve } = Promise.withResolvers<boolean>();
+    const abort = () => resolve(false);
+    signal.addEventListener('abort', abort, { once: true });
+    void this.#decided.promise.then(() => resolve(true));
+    try {
+      return await promise;
+    } finally {
+      signal.removeEventListener('abort', abort);
+    }
+  }
+
+  /** Why this member is not ready: its Lease not held, or caches still listing what it keeps. */
+  problems(): string[] {
+    if (this.#clock.now() >= this.#validUntil) return ['shard membership: its Lease is not held (renewing)'];
+    return this.#ready ? [] : ['shard membership: listing the objects of its shard ranges'];
+  }
+
+  /** Told after every round that changed what this member keeps or writes. */
+  subscribe(listener: (change: MembershipChange) => void): () => void {
+    this.#listeners.push(listener);
+    return () => {
+      const index = this.#listeners.indexOf(listener);
+      if (index >= 0) this.#listeners.splice(index, 1);
+    };
+  }
+
+  /**
+   * Claims a write of an object in `bucket`: a release function while this member writes the
+   * bucket and its Lease is valid, else undefined (the object is another member's, or nobody may
+   * write now). The bucket is not given up to another member before the release.
+   */
+  hold(bucket: number): (() => void) | undefined {
+    if (!this.#writes.has(bucket) || this.#clock.now() >= this.#validUntil) return undefined;
+    this.#inFlight.set(bucket, (this.#inFlight.get(bucket) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.#inFlight.get(bucket) ?? 1) - 1;
+      if (left > 0) this.#inFlight.set(bucket, left);
+      else this.#inFlight.delete(bucket);
+      if (this.#inFlight.size === 0) this.#drained?.();
+    };
+  }
+
+  /** Holds the Lease and acts every retry period until `signal` aborts; then leaves the group (the Lease deleted). */
+  async run(signal: AbortSignal): Promise<void> {
+    const { log, group, namespace, identity, retryPeriodMs } = this.#options;
+    log.info('joining shard group', { group, lease: `${namespace}/${this.#name}`, identity });
+    let first = true;
+    while (!signal.aborted) {
+      await this.#round(signal, first);
+      first = false;
+      await this.#sleep(retryPeriodMs, signal);
+    }
+    await this.#leave();
+  }
+
+  /** One round: renew (publishing), read the others, work out what to keep and write. */
+  async #round(signal: AbortSignal, first: boolean): Promise<void> {
+    const { log, leaseDurationMs } = this.#options;
+    const sent = this.#clock.now();
+    if (sent >= this.#validUntil && this.#validUntil !== -Infinity && this.#writes.size > 0) {
+      log.warn('shard membership Lease lapsed; giving up every bucket until it is renewed', {
+        lease: this.#name,
+        lapsedMs: Math.round(sent - this.#validUntil),
+      });
+      this.#change(this.#keeps, new Set());
+    }
+    try {
+      if (!(await this.#publish(signal))) return;
+      this.#validUntil = sent + leaseDurationMs * 0.9;
+      // A member that starts beside others (a rollout, an install) waits a round to see them
+      // before it chooses, rather than keeping everything and giving most of it up at once.
+      if (first && (await this.#others(signal)).length === 0) await this.#sleep(this.#options.retryPeriodMs, signal);
+      const others = await this.#others(signal);
+      this.#decide(others);
+      // Publish what changed at once, so a bucket given up is taken without waiting a round.
+      if (this.#publishedWrites !== encodeBuckets(this.#writes) || this.#publishedReady !== this.#ready) {
+        await this.#drain(signal);
+        await this.#publish(signal);
+      }
+    } catch (error) {
+      if (!signal.aborted) log.warn('shard membership round failed; retrying', { error });
+    }
+  }
+
+  /** Writes this member's Lease (renewing it); false when it lost a race, to be read again next round. */
+  async #publish(signal: AbortSignal): Promise<boolean> {
+    const { group, namespace, identity, leaseDurationMs, objects } = this.#options;
+    const now = microTime();
+    const writes = encodeBuckets(this.#writes);
+    const lease: Lease = {
+      metadata: {
+        ...this.#held?.metadata,
+        name: this.#name,
+        namespace,
+        labels: { ...this.#held?.metadata.labels, [GROUP_LABEL]: group },
+        annotations: {
+          ...this.#held?.metadata.annotations,
+          [READY]: String(this.#ready),
+          [WRITES]: writes,
+          [RANGES]: describeRanges(this.#writes),
+          ...(objects ? { [OBJECTS]: String(objects()) } : {}),
+        },
+      },
+      spec: {
+        holderIdentity: identity,
+        leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000),
+        acquireTime: this.#held?.spec.acquireTime ?? now,
+        renewTime: now,
+      },
+    };
+    try {
+      this.#held = this.#held ? await this.#api.update(lease, signal) : await this.#api.create(lease, signal);
+    } catch (error) {
+      if (!isConflict(error)) throw error;
+      this.#held = undefined;
+    }
+    if (!this.#held) {
+      // Taken meanwhile, or left over from a process of this identity: read and retry next round.
+      this.#held = await this.#api.get(namespace, this.#name, signal);
+      return false;
+    }
+    this.#publishedWrites = writes;
+    this.#publishedReady = this.#ready;
+    return true;
+  }
+
+  /** The other members' Leases that are live; expired ones are deleted. */
+  async #others(signal: AbortSignal): Promise<Lease[]> {
+    const { namespace, group, leaseDurationMs } = this.#options;
+    const now = this.#clock.now();
+    const leases = await this.#api.list(namespace, `${GROUP_LABEL}=${group}`, signal);
+    const live: Lease[] = [];
+    const names = new Set<string>();
+    for (const lease of leases) {
+      const { name } = lease.metadata;
+      if (name === this.#name) continue;
+      names.add(name);
+      const before = this.#seen.get(name);
+      const changed = before?.lease.metadata.resourceVersion !== lease.metadata.resourceVersion;
+      // First sight: as old as its renewTime says when that is long past (a pod long gone), else now.
+      const renewed = Date.parse(lease.spec.renewTime ?? '') || 0;
+      const stale = Date.now() - renewed > 2 * leaseDurationMs;
+      const at = before === undefined ? (stale ? -Infinity : now) : changed ? now : before.at;
+      this.#seen.set(name, { lease, at });
+      const duration = (lease.spec.leaseDurationSeconds ?? 0) * 1000;
+      if (now - at <= duration) live.push(lease);
+      else if (now - at > 2 * duration) await this.#api.delete(lease, signal).catch(() => {});
+    }
+    for (const name of this.#seen.keys()) if (!names.has(name)) this.#seen.delete(name);
+    return live;
+  }
+
+  /** Works out what to keep and write from the live members. */
+  #decide(others: readonly Lease[]): void {
+    const { identity } = this.#options;
+    const views = others.map(view);
+    const live = [identity, ...views.map((member) => member.identity)];
+    const ready = [identity, ...views.filter((member) => member.ready).map((member) => member.identity)];
+    const wonAmongReady = bucketsOf(identity, ready);
+    const keeps = bucketsOf(identity, live);
+    for (const bucket of this.#writes) if (wonAmongReady.has(bucket)) keeps.add(bucket);
+    // Caches that hold all they keep (a grown set lists again first).
+    const synced = [...keeps].every((bucket) => this.#keeps.has(bucket)) && this.#options.synced();
+    const claimed = new Map<number, string>();
+    for (const member of views) for (const bucket of member.writes) claimed.set(bucket, member.identity);
+    const writes = new Set<number>();
+    for (const bucket of keeps) {
+      const other = claimed.get(bucket);
+      // Two writers of a bucket (each took it before seeing the other): the bucket's winner keeps it.
+      if (other !== undefined && !(this.#writes.has(bucket) && winner([identity, other], bucket) === identity)) {
+        continue;
+      }
+      if (synced ? wonAmongReady.has(bucket) : this.#writes.has(bucket)) writes.add(bucket);
+    }
+    this.#ready = synced;
+    this.#members = [
+      { identity, self: true, ready: synced, writes, objects: this.#options.objects?.() },
+      ...views,
+    ];
+    this.#change(keeps, writes);
+    this.#decided.resolve();
+  }
+
+  #change(keeps: Set<number>, writes: Set<number>): void {
+    const keepsGrew = [...keeps].some((bucket) => !this.#keeps.has(bucket));
+    const keepsShrank = [...this.#keeps].some((bucket) => !keeps.has(bucket));
+    const taken = new Set([...writes].filter((bucket) => !this.#writes.has(bucket)));
+    const given = [...this.#writes].filter((bucket) => !writes.has(bucket));
+    if (!keepsGrew && !keepsShrank && taken.size === 0 && given.length === 0) return;
+    const { log } = this.#options;
+    if (taken.size > 0 || given.length > 0) {
+      log.info('shard ranges changed', {
+        writes: describeRanges(writes),
+        taken: describeRanges(taken) || undefined,
+        given: describeRanges(new Set(given)) || undefined,
+        members: this.#members.length,
+      });
+    }
+    this.#keeps = keeps;
+    this.#writes = writes;
+    if (keepsGrew) this.#ready = false;
+    for (const listener of this.#listeners) listener({ keepsGrew, keepsShrank, taken });
+  }
+
+  /** Waits for writes of buckets no longer written to finish (a lapse bounds the wait: they are aborted). */
+  async #drain(signal: AbortSignal): Promise<void> {
+    const busy = () => [...this.#inFlight.keys()].some((bucket) => !this.#writes.has(bucket));
+    while (busy() && !signal.aborted) {
+      await new Promise<void>((resolve) => {
+        this.#drained = resolve;
+        void this.#clock.sleep(this.#options.retryPeriodMs, signal).then(resolve);
+      });
+    }
+  }
+
+  /** Sleeps `ms`, or until woken early by the caches becoming synced. */
+  async #sleep(ms: number, signal: AbortSignal): Promise<void> {
+    const until = this.#clock.now() + ms;
+    // While the caches list what this member keeps, look often, so buckets are taken soon after.
+    while (!signal.aborted && this.#clock.now() < until) {
+      if (!this.#ready && this.#keeps.size > 0 && this.#options.synced()) return;
+      await this.#clock.sleep(Math.min(250, until - this.#clock.now()), signal);
+    }
+  }
+
+  /** Gives every bucket up and deletes the Lease, so the others take over at once. */
+  async #leave(): Promise<void> {
+    const { log, group, retryPeriodMs } = this.#options;
+    this.#change(new Set(), new Set());
+    const timeout = AbortSignal.timeout(Math.max(1000, retryPeriodMs));
+    await this.#drain(timeout);
+    if (this.#held) await this.#api.delete(this.#held, timeout).catch(() => {});
+    this.#held = undefined;
+    log.info('left shard group', { group });
+  }
+}
+
+/** A member's Lease name: the group, then a hash of the identity (a pod name and a random suffix may be long). */
+export function memberLeaseName(group: string, identity: string): string {
+  return `${group}-member-${createHash('sha256').update(identity).digest('hex').slice(0, 10)}`;
+}
+
+/** A member Lease read back. */
+export function view(lease: Lease): MemberView {
+  const annotations = lease.metadata.annotations ?? {};
+  const objects = Number(annotations[OBJECTS]);
+  return {
+    identity: lease.spec.holderIdentity ?? lease.metadata.name,
+    self: false,
+    ready: annotations[READY] === 'true',
+    writes: decodeBuckets(annotations[WRITES]),
+    objects: Number.isFinite(objects) && annotations[OBJECTS] !== undefined ? objects : undefined,
+  };
+}

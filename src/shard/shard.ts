@@ -1,0 +1,71 @@
+// This process's share of the work in a shard group: the membership's buckets (membership.ts) as
+// partitions of each resource's cache, and as the check before each write.
+//
+// Objects are split by namespace: a namespace's objects, its own Namespace object, its labels and
+// its owner chains stay with one member. Cluster-scoped objects of other kinds are all kept by the
+// member whose buckets hold the hash of the empty namespace, and are so one member's: the API
+// server's shardRange() hashes only a namespace or a uid, so a split by name could not be asked of
+// the server, while these go with one namespace's worth of work; cluster-scoped kinds are few
+// objects (nodes, namespaces, cluster roles) beside the namespaced ones that grow with a cluster.
+// A Namespace object goes with the namespace it names; the server cannot select it (its own
+// namespace is empty), so its stream is filtered here. A related cache of another cluster-scoped
+// kind (an owner outside any namespace) is not split: any member may need any of it.
+import type { ApiResource } from '../kube/resource.ts';
+import type { Partition, PartitionChange } from '../runtime/partition.ts';
+import type { Membership } from './membership.ts';
+import { bucketOf, selectorOf } from './ranges.ts';
+
+/** Whether `resource` is core/v1 namespaces. */
+function isNamespaces(resource: Pick<ApiResource, 'group' | 'resource'>): boolean {
+  return resource.group === '' && resource.resource === 'namespaces';
+}
+
+/** What a cache of `resource` is for: a labelled kind's own, or related objects templates read. */
+export type CacheRole = 'kind' | 'related';
+
+export class Shard {
+  readonly membership: Membership;
+  /** Buckets of the namespaces seen, so a stream of events hashes each namespace once. */
+  readonly #buckets = new Map<string, number>();
+
+  constructor(membership: Membership) {
+    this.membership = membership;
+  }
+
+  /** The partition of a cache of `resource`, or undefined when each member keeps all of it. */
+  partition(resource: ApiResource, role: CacheRole): Partition | undefined {
+    if (role === 'related' && !resource.namespaced && !isNamespaces(resource)) return undefined;
+    const byName = isNamespaces(resource);
+    const membership = this.membership;
+    return {
+      keeps: (meta) => membership.state.keeps.has(this.#bucket(byName ? meta.name : (meta.namespace ?? ''))),
+      // A Namespace's own namespace is empty: the server cannot select it by the namespace it names.
+      selector: () => (byName ? undefined : selectorOf('object.metadata.namespace', membership.state.keeps)),
+      subscribe: (listener: (change: PartitionChange) => void) =>
+        membership.subscribe(({ keepsGrew, keepsShrank }) => {
+          if (keepsGrew || keepsShrank) listener({ grew: keepsGrew });
+        }),
+    };
+  }
+
+  /** Whether a related cache of `resource` may be served by a labelled kind's partitioned cache of it. */
+  sharesCaches(resource: ApiResource): boolean {
+    return resource.namespaced || isNamespaces(resource);
+  }
+
+  /**
+   * Claims the write of the object cached under `key` (namespace/name, or name): a release
+   * function when this member writes it now, else undefined (another member's, or not yet).
+   */
+  hold(resource: ApiResource, key: string): (() => void) | undefined {
+    const slash = key.indexOf('/');
+    const shardKey = isNamespaces(resource) ? key : slash < 0 ? '' : key.slice(0, slash);
+    return this.membership.hold(this.#bucket(shardKey));
+  }
+
+  #bucket(value: string): number {
+    let bucket = this.#buckets.get(value);
+    if (bucket === undefined) this.#buckets.set(value, bucket = bucketOf(value));
+    return bucket;
+  }
+}
