@@ -135,7 +135,9 @@ function runCommand(
   }
   // Only prune --all-kinds goes without a config.
   if (!config) throw new Error('no config to run');
-  if (options.command === 'status') return runStatus(host, config, { ...options, preflight });
+  if (options.command === 'status') {
+    return runStatus(host, config, { ...options, preflight, leaseNamespace: label.guard.namespace });
+  }
   if (options.command === 'explain') {
     return runExplain(host, config, {
       target: options.target ?? '',

@@ -10,6 +10,8 @@ import { noObjects, type ObjectCounts } from '../labelling/counts.ts';
 import { type KeyCoverage, keysCut, keyStates, shortfallReason } from '../labelling/coverage.ts';
 import type { LabelledKind } from '../kinds/controller.ts';
 import type { Ending, Host } from './host.ts';
+import { LeaseApi } from '../kube/lease.ts';
+import { type MemberStatus, readMembers } from '../shard/membership.ts';
 import type { Preflight } from '../preflight/preflight.ts';
 import { checkRights, type PreflightSettings, preflightText } from './preflight.ts';
 
@@ -50,6 +52,8 @@ export interface StatusReport {
   readonly total: ObjectCounts;
   /** Whether this identity may do all the controller does with this config (not with --preflight=false). */
   readonly permissions?: Preflight;
+  /** The members of the shard groups in labeller's namespace (--shards auto), when there are any. */
+  readonly shards?: readonly MemberStatus[];
 }
 
 export interface StatusOptions {
@@ -57,6 +61,8 @@ export interface StatusOptions {
   readonly coverage: boolean;
   /** Undefined: --preflight=false. */
   readonly preflight: PreflightSettings | undefined;
+  /** Where shard groups' member Leases live (labeller's namespace). */
+  readonly leaseNamespace: string;
 }
 
 /** Prints the report on stdout; `incomplete` when a kind could not be counted or a signal cut it short. */
@@ -108,15 +114,27 @@ export async function runStatus(host: Host, config: Config, options: StatusOptio
   const permissions = options.preflight && !shutdown.intake.aborted
     ? await checkRights(host, started, config, options.preflight)
     : undefined;
+  const shards = await shardMembers(host, options.leaseNamespace);
   const report: StatusReport = {
     fieldManager: host.options.fieldManager,
     kinds: rows,
     total,
     ...(permissions ? { permissions } : {}),
+    ...(shards.length > 0 ? { shards } : {}),
   };
   process.stdout.write(options.output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : table(report));
   if (permissions?.missing.length) return 'missing rights';
   return rows.some((row) => row.error !== undefined) || shutdown.intake.aborted ? 'incomplete' : 'done';
+}
+
+/** The shard groups' members, as their Leases say; none when there are none or they may not be listed. */
+async function shardMembers(host: Host, namespace: string): Promise<MemberStatus[]> {
+  try {
+    return await readMembers(new LeaseApi(host.client), namespace, host.shutdown.intake);
+  } catch (error) {
+    host.log.debug('cannot list shard members', { namespace, error });
+    return [];
+  }
 }
 
 /** Each configured label's coverage of `kind`'s cached objects, with the reasons for the rest. */
@@ -193,8 +211,26 @@ function table(report: StatusReport): string {
     cells.map((cell, i) => (i >= head.length ? cell : i < 2 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
       .join('  ').trimEnd();
   return `${[head, ...lines].map(format).join('\n')}\n${coverageTable(report)}${crowdingLines(report)}${
-    report.permissions ? `\n${preflightText(report.permissions)}` : ''
-  }`;
+    shardTable(report)
+  }${report.permissions ? `\n${preflightText(report.permissions)}` : ''}`;
+}
+
+/** Each shard member's share, objects and ranges (cut short here; whole in JSON). */
+function shardTable(report: StatusReport): string {
+  if (!report.shards) return '';
+  const head = ['SHARD GROUP', 'MEMBER', 'READY', 'SHARE', 'OBJECTS', 'RENEWED', 'RANGES'];
+  const rows = report.shards.map((m) => [
+    m.group,
+    m.identity,
+    m.ready ? 'yes' : 'no',
+    `${Math.round(m.share * 100)}%`,
+    m.objects === undefined ? '?' : String(m.objects),
+    m.renewedSecondsAgo === undefined ? '?' : `${m.renewedSecondsAgo}s ago`,
+    m.ranges.length > 48 ? `${m.ranges.slice(0, 47)}…` : m.ranges || '-',
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const format = (cells: readonly string[]) => cells.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd();
+  return `\n${[head, ...rows].map(format).join('\n')}\n`;
 }
 
 /**

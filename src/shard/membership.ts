@@ -19,7 +19,7 @@ import type { Lease, LeaseApi } from '../kube/lease.ts';
 import { type MonotonicClock, monotonicClock } from '../runtime/leader.ts';
 import type { Logger } from '../util/log.ts';
 import { microTime } from '../util/microtime.ts';
-import { bucketsOf, decodeBuckets, describeRanges, encodeBuckets, winner } from './ranges.ts';
+import { BUCKETS, bucketsOf, decodeBuckets, describeRanges, encodeBuckets, winner } from './ranges.ts';
 
 /** The label that finds a group's member Leases. */
 export const GROUP_LABEL = 'labeller.io/shard-group';
@@ -73,8 +73,11 @@ interface Observed {
   readonly at: number;
 }
 
+/** What membership needs of the Lease API (kube/lease.ts's LeaseApi). */
+export type LeaseStore = Pick<LeaseApi, 'get' | 'create' | 'update' | 'delete' | 'list'>;
+
 export class Membership {
-  readonly #api: LeaseApi;
+  readonly #api: LeaseStore;
   readonly #options: MembershipOptions;
   readonly #clock: MonotonicClock;
   readonly #name: string;
@@ -96,7 +99,7 @@ export class Membership {
   #publishedWrites = '';
   #publishedReady = false;
 
-  constructor(api: LeaseApi, options: MembershipOptions) {
+  constructor(api: LeaseStore, options: MembershipOptions) {
     this.#api = api;
     this.#options = options;
     this.#clock = options.clock ?? monotonicClock;
@@ -366,4 +369,36 @@ export function view(lease: Lease): MemberView {
     writes: decodeBuckets(annotations[WRITES]),
     objects: Number.isFinite(objects) && annotations[OBJECTS] !== undefined ? objects : undefined,
   };
+}
+
+/** A shard group's member as `labeller status` shows it. */
+export interface MemberStatus {
+  readonly group: string;
+  readonly identity: string;
+  readonly ready: boolean;
+  /** Its share of the namespace hash space: buckets written ÷ BUCKETS. */
+  readonly share: number;
+  readonly ranges: string;
+  /** Objects it caches, as it last published. */
+  readonly objects: number | undefined;
+  /** Seconds since it last renewed its Lease, by this host's clock. */
+  readonly renewedSecondsAgo: number | undefined;
+}
+
+/** The members of every shard group whose Leases live in `namespace`, by group and identity. */
+export async function readMembers(api: LeaseApi, namespace: string, signal?: AbortSignal): Promise<MemberStatus[]> {
+  const leases = await api.list(namespace, GROUP_LABEL, signal);
+  return leases.map((lease) => {
+    const member = view(lease);
+    const renewed = Date.parse(lease.spec.renewTime ?? '');
+    return {
+      group: lease.metadata.labels?.[GROUP_LABEL] ?? '',
+      identity: member.identity,
+      ready: member.ready,
+      share: member.writes.size / BUCKETS,
+      ranges: describeRanges(member.writes),
+      objects: member.objects,
+      renewedSecondsAgo: Number.isNaN(renewed) ? undefined : Math.max(0, Math.round((Date.now() - renewed) / 1000)),
+    };
+  }).sort((a, b) => a.group.localeCompare(b.group) || a.identity.localeCompare(b.identity));
 }

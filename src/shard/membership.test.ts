@@ -1,0 +1,145 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { Lease } from '../kube/lease.ts';
+import { FakeClock, settle } from '../runtime/testing/fakelease.ts';
+import { createLogger } from '../util/log.ts';
+import { type LeaseStore, Membership } from './membership.ts';
+import { BUCKETS } from './ranges.ts';
+
+const log = createLogger({ level: 'error', format: 'json', write: () => {} });
+
+/** Leases in memory with the API server's compare-and-swap on resourceVersion. */
+class Leases implements LeaseStore {
+  readonly #leases = new Map<string, Lease>();
+  #version = 0;
+
+  get(_namespace: string, name: string): Promise<Lease | undefined> {
+    return Promise.resolve(this.#leases.get(name));
+  }
+
+  create(lease: Lease): Promise<Lease | undefined> {
+    if (this.#leases.has(lease.metadata.name)) return Promise.resolve(undefined);
+    return Promise.resolve(this.#store(lease));
+  }
+
+  update(lease: Lease): Promise<Lease | undefined> {
+    const current = this.#leases.get(lease.metadata.name);
+    if (current?.metadata.resourceVersion !== lease.metadata.resourceVersion) return Promise.resolve(undefined);
+    return Promise.resolve(this.#store(lease));
+  }
+
+  delete(lease: Lease): Promise<void> {
+    const current = this.#leases.get(lease.metadata.name);
+    if (current?.metadata.resourceVersion === lease.metadata.resourceVersion) this.#leases.delete(lease.metadata.name);
+    return Promise.resolve();
+  }
+
+  list(): Promise<readonly Lease[]> {
+    return Promise.resolve([...this.#leases.values()]);
+  }
+
+  get size(): number {
+    return this.#leases.size;
+  }
+
+  #store(lease: Lease): Lease {
+    const stored = { ...lease, metadata: { ...lease.metadata, resourceVersion: String(++this.#version) } };
+    this.#leases.set(lease.metadata.name, stored);
+    return stored;
+  }
+}
+
+function member(
+  leases: Leases,
+  clock: FakeClock,
+  identity: string,
+): { membership: Membership; stop: () => Promise<void> } {
+  const membership = new Membership(leases, {
+    group: 'g',
+    namespace: 'ns',
+    identity,
+    leaseDurationMs: 4000,
+    retryPeriodMs: 1000,
+    synced: () => true,
+    log,
+    clock,
+  });
+  const abort = new AbortController();
+  const running = membership.run(abort.signal);
+  return {
+    membership,
+    stop: async () => {
+      abort.abort();
+      await running;
+    },
+  };
+}
+
+/** Moves the clock on in small steps, checking after each that no bucket has two writers. */
+async function run(clock: FakeClock, ms: number, members: readonly Membership[]): Promise<void> {
+  for (let t = 0; t < ms; t += 100) {
+    await clock.advance(100);
+    const seen = new Map<number, number>();
+    for (const m of members) for (const bucket of m.state.writes) seen.set(bucket, (seen.get(bucket) ?? 0) + 1);
+    for (const [bucket, writers] of seen) assert.equal(writers, 1, `bucket ${bucket} has ${writers} writers`);
+  }
+}
+
+const written = (members: readonly Membership[]) => members.reduce((n, m) => n + m.state.writes.size, 0);
+
+test('members split the buckets between them, one writer per bucket at every step; a member that leaves gives its buckets to the rest', async () => {
+  const clock = new FakeClock();
+  const leases = new Leases();
+  const a = member(leases, clock, 'a');
+  await run(clock, 5000, [a.membership]);
+  assert.equal(a.membership.state.writes.size, BUCKETS, 'alone, a writes everything');
+
+  const b = member(leases, clock, 'b');
+  const c = member(leases, clock, 'c');
+  const all = [a.membership, b.membership, c.membership];
+  await run(clock, 8000, all);
+  assert.equal(written(all), BUCKETS, 'every bucket written once');
+  for (const m of all) assert.ok(m.state.writes.size > BUCKETS / 5, `${m.state.writes.size}`);
+  assert.deepEqual(a.membership.state.members.map((m) => m.identity).sort(), ['a', 'b', 'c']);
+
+  await b.stop();
+  assert.equal(leases.size, 2, "b's Lease is deleted as it leaves");
+  const rest = [a.membership, c.membership];
+  await run(clock, 3000, rest);
+  assert.equal(written(rest), BUCKETS, "b's buckets are taken within a few rounds");
+  await a.stop();
+  await c.stop();
+  await settle();
+  assert.equal(leases.size, 0);
+});
+
+test('a member whose caches are still listing takes nothing; the writer keeps its buckets until then', async () => {
+  const clock = new FakeClock();
+  const leases = new Leases();
+  const a = member(leases, clock, 'a');
+  await run(clock, 5000, [a.membership]);
+  let listed = false;
+  const b = new Membership(leases, {
+    group: 'g',
+    namespace: 'ns',
+    identity: 'b',
+    leaseDurationMs: 4000,
+    retryPeriodMs: 1000,
+    synced: () => listed,
+    log,
+    clock,
+  });
+  const stop = new AbortController();
+  const running = b.run(stop.signal);
+  await run(clock, 5000, [a.membership, b]);
+  assert.equal(a.membership.state.writes.size, BUCKETS, 'nothing is given to a member that cannot write it yet');
+  assert.equal(b.state.writes.size, 0);
+  assert.ok(b.state.keeps.size > 0, 'b lists what it will write');
+  listed = true;
+  await run(clock, 4000, [a.membership, b]);
+  assert.equal(written([a.membership, b]), BUCKETS);
+  assert.ok(b.state.writes.size > 0);
+  stop.abort();
+  await running;
+  await a.stop();
+});
