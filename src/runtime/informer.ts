@@ -130,6 +130,7 @@ export class Informer<T> {
         return;
       }
       const change = this.store.retain((key) => partition.keeps(metaOf(key)));
+      this.#countCached();
       if (change) this.#emit(change);
     });
     try {
@@ -192,6 +193,11 @@ export class Informer<T> {
     }
   }
 
+  /** Sets the gauge when the size moved, not on each of a list's many events. */
+  #countCached(): void {
+    if (this.store.size !== this.#cached) this.#options.metrics?.cached(this.#cached = this.store.size);
+  }
+
   #emit(change: StoreChange<T>): void {
     for (const listener of this.#listeners) listener(change);
   }
@@ -206,8 +212,7 @@ export class Informer<T> {
     }
     if (event.type === 'initDone') this.#partitionPending = false;
     const change = this.store.apply(event);
-    // The gauge is set when the size moves, not on each of a list's many events.
-    if (this.store.size !== this.#cached) this.#options.metrics?.cached(this.#cached = this.store.size);
+    this.#countCached();
     if (!change) return;
     this.#emit(change);
     if (change.type !== 'resync') return;
