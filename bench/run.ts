@@ -12,7 +12,8 @@
 // --related measures labels from related objects instead (related.ts); --every-kind labeller's
 // footprint in every-kind mode (everykind.ts); --peers sets labeller side by side with labellers on
 // kube-rs, controller-runtime and @kubernetes/client-node (peers.ts); --lists compares its first
-// list as a streaming list and as paginated lists (lists.ts).
+// list as a streaming list and as paginated lists (lists.ts); --shards replicas that share the
+// work (--shards auto) against one labeller (shards.ts).
 // Prints a markdown table, writes bench/results/<timestamp>.json and updates bench/RESULTS.md.
 //
 //   npm run bench -- [--quick] [--n 1k|10k|50k] [--idle-minutes 2] [--samples 200] ...
@@ -28,7 +29,7 @@ import { type ControlPlane, startControlPlane } from '../test/controlplane/contr
 import { AuditRequests } from '../test/cluster/audit.ts';
 import { running as runningLabellers } from '../test/process/labeller.ts';
 import { cacheMemory } from './lib/cachememory.ts';
-import { children } from './lib/children.ts';
+import { children, controlPlanes } from './lib/children.ts';
 import { parseOrExit, progress } from './lib/cli.ts';
 import { coldConvergence } from './lib/cold.ts';
 import { benchEveryKind } from './lib/everykind.ts';
@@ -42,6 +43,7 @@ import { describeRun, endMeta, etcdVersion, type Results, rows, sectionKey, star
 import { benchLists } from './lib/lists.ts';
 import { benchPeers, peersResults } from './lib/peers.ts';
 import { benchRelated } from './lib/related.ts';
+import { benchShards, shardsResults } from './lib/shards.ts';
 import { benchSources } from './lib/sources.ts';
 import { benchWorkloads, workloadsControlPlane } from './lib/workloads.ts';
 import { load1, seconds, updateResultsFile, writeJson } from './lib/report.ts';
@@ -100,6 +102,7 @@ async function bench(controlPlane: ControlPlane, opts: Options, results: Results
         load: load1(),
       };
     } else if (opts.peers) await benchPeers(context, opts, results.peers = peersResults(opts));
+    else if (opts.shards) await benchShards(context, opts, results.shards = shardsResults(opts));
     else if (opts.lists) results.lists = await benchLists(context, opts, opts.n, opts.rounds);
     else await main(context, opts, results);
   } finally {
@@ -118,6 +121,7 @@ let finishing = false;
 async function teardown(): Promise<void> {
   await Promise.all([...runningLabellers].map((l) => l.stop('SIGTERM', 5000)));
   for (const child of children) child.kill('SIGKILL');
+  await Promise.all([...controlPlanes].map((cp) => cp.stop()));
   await controlPlane?.then((cp) => cp.stop(), () => {});
 }
 

@@ -38,6 +38,11 @@ ${LAUNCH_USAGE}
                           paginated lists, alternating, --rounds times: its time, CPU and peak RSS, and the API
                           server's CPU, allocation and RSS growth, etcd's CPU (bench/lib/lists.ts)
   --rounds R              --lists: runs of each kind of list (default 3)
+  --shards                only rows SH1–SH5: replicas with --shards auto against one, N ConfigMaps (default 100k;
+                          --quick 3k) over N/100 namespaces, cluster-wide: one member, then three (time, CPU, peak
+                          RSS, bytes received), one killed, members joining and leaving; then three again on a
+                          second control plane with the ShardedListAndWatch gate off (bench/lib/shards.ts)
+  --sequential-names      --shards: namespaces named shards-bench-NNNN, the counter last (few hash buckets)
   --no-memory             skip the memory measurements
   --no-results-md         do not update bench/RESULTS.md`;
 
@@ -63,6 +68,8 @@ export interface Options extends Launch {
   readonly without: readonly ContenderId[];
   readonly lists: boolean;
   readonly rounds: number;
+  readonly shards: boolean;
+  readonly sequentialNames: boolean;
   readonly coldOnly: boolean;
   readonly credentials: Credentials;
   readonly memoryOnly: boolean;
@@ -106,6 +113,8 @@ export function options(argv: string[]): Options {
       without: { type: 'string', default: '' },
       lists: { type: 'boolean', default: false },
       rounds: { type: 'string', default: '3' },
+      shards: { type: 'boolean', default: false },
+      'sequential-names': { type: 'boolean', default: false },
       'no-results-md': { type: 'boolean', default: false },
       'cold-only': { type: 'boolean', default: false },
       credentials: { type: 'string', default: 'kubeconfig' },
@@ -137,14 +146,24 @@ export function options(argv: string[]): Options {
       throw new Error(`--peers labels ConfigMaps and runs labeller as the image and the package do; drop --${other}`);
     }
   }
+  if (values['sequential-names'] && !values.shards) {
+    throw new Error('--sequential-names names the namespaces of --shards');
+  }
+  if (values.shards) {
+    const given = new Set<string>(tokens.flatMap((t) => (t.kind === 'option' ? [t.name] : [])));
+    const other = ['kinds', 'credentials', 'cold-only', 'memory-only'].find((name) => given.has(name));
+    if (other !== undefined) throw new Error(`--shards labels ConfigMaps with a kubeconfig; drop --${other}`);
+  }
   return {
     ...launch(values),
     quick,
-    kinds: values.peers || values.lists ? KINDS.filter((k) => k.resource === 'configmaps') : kinds,
+    kinds: values.peers || values.lists || values.shards ? KINDS.filter((k) => k.resource === 'configmaps') : kinds,
     n: values.n
       ? parseCount(values.n, '--n')
       : values['every-kind']
       ? (quick ? 30 : 1000)
+      : values.shards
+      ? (quick ? 3000 : 100_000)
       : quick
       ? 300
       : values.workloads
@@ -167,6 +186,8 @@ export function options(argv: string[]): Options {
     without: contendersLeftOut(values.without),
     lists: values.lists,
     rounds: Math.round(parsePositive(values.rounds, '--rounds')),
+    shards: values.shards,
+    sequentialNames: values['sequential-names'],
     coldOnly: values['cold-only'],
     credentials,
     memoryOnly: values['memory-only'],

@@ -17,6 +17,7 @@ import type { Options } from './options.ts';
 import { type ListsResults, listsTable } from './lists.ts';
 import { peersNotes, type PeersResults, peersTable } from './peers.ts';
 import { type RelatedResults, relatedRows } from './related.ts';
+import { type ShardsResults, shardsRows, shardsSetup } from './shards.ts';
 import { type SourcesResults, sourcesRows } from './sources.ts';
 import { workloadRows, type WorkloadsResults } from './workloads.ts';
 import { type Row, seconds, table } from './report.ts';
@@ -39,6 +40,7 @@ export interface Results {
   everyKind?: EveryKindResults & { load: number };
   peers?: PeersResults;
   lists?: ListsResults;
+  shards?: ShardsResults;
   error?: string;
 }
 
@@ -91,6 +93,7 @@ export function rows(r: Results): Row[] {
   const n = r.options.n;
   const { cold, loop, restart, idle, latency, memory, related, workloads, sources, everyKind } = r;
   return [
+    ...(r.shards ? shardsRows(r.shards) : []),
     ...(everyKind ? everyKindRows(everyKind, everyKind.load) : []),
     ...(related ? relatedRows(related, related.load) : []),
     ...(workloads ? workloadRows(workloads, workloads.load) : []),
@@ -111,6 +114,10 @@ export function describeRun(r: Results): string {
   const lines = [
     o.peers
       ? `## N = ${o.n}${o.quick ? ' (--quick)' : ''}, labeller and its peers (--peers)`
+      : o.shards
+      ? `## N = ${o.n}${o.quick ? ' (--quick)' : ''}, sharded replicas (--shards), labeller on ${
+        o.runtime === 'node' ? 'Node' : 'Deno'
+      }${o.build === undefined ? '' : `, from ${o.build}/`}`
       : o.lists
       ? `## N = ${o.n}, labeller's first list: streaming or paginated (--lists), labeller on ${
         o.runtime === 'node' ? 'Node' : 'Deno'
@@ -131,7 +138,7 @@ export function describeRun(r: Results): string {
       String(m['command'])
     }\``,
     `- labeller ${String(m['labellerVersion'])} (git ${String(m['git'])}), labeller${
-      o.peers ? '' : ' and memory probes'
+      o.peers || o.shards ? '' : ' and memory probes'
     } on ${String(m['labellerRuntime'])}; bench on ${String(m['benchRuntime'])}`,
     `- kube-apiserver ${String(m['kubeApiserver'] ?? '?')}, etcd ${
       String(m['etcd'])
@@ -142,7 +149,13 @@ export function describeRun(r: Results): string {
     `- load average (1/5/15 min): ${String(m['loadAtStart'])} at start, ${
       String(m['loadAtEnd'] ?? '?')
     } at end; other work shares the machine, so figures are noisy`,
-    ...(o.peers ? peersSetup(r) : o.lists ? listsSetup(r) : benchSetup(r)),
+    ...(o.peers
+      ? peersSetup(r)
+      : o.lists
+      ? listsSetup(r)
+      : o.shards && r.shards
+      ? [`- labeller run from ${howRun(o)}`, ...shardsSetup(r.shards)]
+      : benchSetup(r)),
   ];
   const notes: string[] = [];
   if (r.cold && (r.cold.logErrors || r.cold.logWarnings)) {
@@ -233,6 +246,7 @@ function listsSetup(r: Results): string[] {
 /** The key of the run's section in bench/RESULTS.md. */
 export function sectionKey(o: Options): string {
   if (o.peers) return `n=${o.n} peers`;
+  if (o.shards) return `n=${o.n} shards runtime=${o.runtime}${o.build === undefined ? '' : ` build=${o.build}`}`;
   if (o.lists) return `n=${o.n} lists runtime=${o.runtime}${o.build === undefined ? '' : ` build=${o.build}`}`;
   return `n=${o.n} runtime=${o.runtime}${o.build === undefined ? '' : ` build=${o.build}`}${
     o.related ? ' related' : o.workloads ? ' workloads' : o.sources ? ' sources' : o.everyKind ? ' every-kind' : ''
