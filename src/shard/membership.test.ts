@@ -53,6 +53,7 @@ function member(
   leases: Leases,
   clock: FakeClock,
   identity: string,
+  synced: () => boolean = () => true,
 ): { membership: Membership; stop: () => Promise<void> } {
   const membership = new Membership(leases, {
     group: 'g',
@@ -60,7 +61,7 @@ function member(
     identity,
     leaseDurationMs: 4000,
     retryPeriodMs: 1000,
-    synced: () => true,
+    synced,
     log,
     clock,
   });
@@ -119,18 +120,7 @@ test('a member whose caches are still listing takes nothing; the writer keeps it
   const a = member(leases, clock, 'a');
   await run(clock, 5000, [a.membership]);
   let listed = false;
-  const b = new Membership(leases, {
-    group: 'g',
-    namespace: 'ns',
-    identity: 'b',
-    leaseDurationMs: 4000,
-    retryPeriodMs: 1000,
-    synced: () => listed,
-    log,
-    clock,
-  });
-  const stop = new AbortController();
-  const running = b.run(stop.signal);
+  const { membership: b, stop } = member(leases, clock, 'b', () => listed);
   await run(clock, 5000, [a.membership, b]);
   assert.equal(a.membership.state.writes.size, BUCKETS, 'nothing is given to a member that cannot write it yet');
   assert.equal(b.state.writes.size, 0);
@@ -139,7 +129,6 @@ test('a member whose caches are still listing takes nothing; the writer keeps it
   await run(clock, 4000, [a.membership, b]);
   assert.equal(written([a.membership, b]), BUCKETS);
   assert.ok(b.state.writes.size > 0);
-  stop.abort();
-  await running;
+  await stop();
   await a.stop();
 });

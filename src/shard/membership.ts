@@ -110,6 +110,11 @@ export class Membership {
     return { keeps: this.#keeps, writes: this.#writes, members: this.#members };
   }
 
+  /** The buckets it caches now (read per watch event: no state object built). */
+  get keeps(): ReadonlySet<number> {
+    return this.#keeps;
+  }
+
   /** True once the first round has worked out what to keep; false if `signal` aborts first. */
   async decided(signal: AbortSignal): Promise<boolean> {
     if (signal.aborted) return false;
@@ -347,7 +352,11 @@ export class Membership {
     this.#change(new Set(), new Set());
     const timeout = AbortSignal.timeout(Math.max(1000, retryPeriodMs));
     await this.#drain(timeout);
-    if (this.#held) await this.#api.delete(this.#held, timeout).catch(() => {});
+    // Read back first: a renewal cut short by the stop may have landed, and a delete of an older
+    // version would fail its precondition and leave the Lease to expire.
+    const { namespace, identity } = this.#options;
+    const mine = await this.#api.get(namespace, this.#name, timeout).catch(() => undefined);
+    if (mine?.spec.holderIdentity === identity) await this.#api.delete(mine, timeout).catch(() => {});
     this.#held = undefined;
     log.info('left shard group', { group });
   }

@@ -38,9 +38,9 @@ export class Shard {
     const byName = isNamespaces(resource);
     const membership = this.membership;
     return {
-      keeps: (meta) => membership.state.keeps.has(this.#bucket(byName ? meta.name : (meta.namespace ?? ''))),
+      keeps: (meta) => membership.keeps.has(this.#bucket(byName ? meta.name : (meta.namespace ?? ''))),
       // A Namespace's own namespace is empty: the server cannot select it by the namespace it names.
-      selector: () => (byName ? undefined : selectorOf('object.metadata.namespace', membership.state.keeps)),
+      selector: () => (byName ? undefined : selectorOf('object.metadata.namespace', membership.keeps)),
       subscribe: (listener: (change: PartitionChange) => void) =>
         membership.subscribe(({ keepsGrew, keepsShrank }) => {
           if (keepsGrew || keepsShrank) listener({ grew: keepsGrew });

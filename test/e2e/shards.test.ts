@@ -421,6 +421,28 @@ async function threeMembers(prefix: string): Promise<{ group: Group; leases: Mem
   }
 }
 
+/**
+ * Three members converged, every object PATCHed once: the first member's buckets, two of its
+ * namespaces, the objects so far and the PATCH count, for a test that stops it.
+ */
+async function convergedWithOneToGo(name: string) {
+  const { group, leases } = await threeMembers(name);
+  try {
+    const buckets = leases.find((l) => l.name === group.members[0]!.lease)!.writes;
+    const theirs = await group.namespacesIn(buckets, 2);
+    await group.labelled();
+    await eventually(
+      async () => byObject(group.patches()).size === group.objects.length,
+      'a PATCH of every object in the audit log',
+      30_000,
+    );
+    return { group, buckets, theirs, old: [...group.objects], before: group.patches().length };
+  } catch (error) {
+    group.kill();
+    throw error;
+  }
+}
+
 describe('replicas sharing the work (--shards auto)', { skip }, () => {
   test(
     'three members: every object labelled; each publishes a third or so, disjoint, covering all 256 buckets; each caches its share only, filtered by the server',
@@ -563,19 +585,9 @@ describe('replicas sharing the work (--shards auto)', { skip }, () => {
     'a member stopped with SIGTERM deletes its Lease; the others take its buckets; new objects there are labelled; no PATCH of the others',
     { skip: auditSkip, timeout: 240_000 },
     async (t) => {
-      const { group, leases } = await threeMembers('shards-leave');
+      const { group, buckets, theirs, old, before } = await convergedWithOneToGo('shards-leave');
       try {
         const [leaving, ...staying] = group.members as [Member, Member, Member];
-        const buckets = leases.find((l) => l.name === leaving.lease)!.writes;
-        const theirs = await group.namespacesIn(buckets, 2);
-        await group.labelled();
-        await eventually(
-          async () => byObject(group.patches()).size === group.objects.length,
-          'a PATCH of every object in the audit log',
-          30_000,
-        );
-        const old = [...group.objects];
-        const before = group.patches().length;
         const marks = staying.map((m) => m.labeller.logs.length);
 
         const exit = await leaving.labeller.stop('SIGTERM', 30_000);
@@ -614,19 +626,9 @@ describe('replicas sharing the work (--shards auto)', { skip }, () => {
     'a member killed with SIGKILL: objects made in its namespaces afterwards are labelled within the lease duration and a few seconds; its stale Lease is deleted',
     { skip: auditSkip, timeout: 240_000 },
     async (t) => {
-      const { group, leases } = await threeMembers('shards-crash');
+      const { group, buckets, theirs, old, before } = await convergedWithOneToGo('shards-crash');
       try {
         const [victim] = group.members as [Member, Member, Member];
-        const buckets = leases.find((l) => l.name === victim.lease)!.writes;
-        const theirs = await group.namespacesIn(buckets, 2);
-        await group.labelled();
-        await eventually(
-          async () => byObject(group.patches()).size === group.objects.length,
-          'a PATCH of every object in the audit log',
-          30_000,
-        );
-        const old = [...group.objects];
-        const before = group.patches().length;
 
         victim.labeller.kill();
         const killed = Date.now();
