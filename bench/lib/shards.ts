@@ -21,7 +21,8 @@ import { readFileSync } from 'node:fs';
 import { KubeClient } from '../../src/kube/client.ts';
 import type { Lease } from '../../src/kube/lease.ts';
 import { LeaseApi } from '../../src/kube/lease.ts';
-import { bucketOf, BUCKETS, bucketsOf, decodeBuckets } from '../../src/shard/ranges.ts';
+import { Layout } from '../../src/shard/layout.ts';
+import { BUCKETS, bucketsOf, decodeBuckets } from '../../src/shard/ranges.ts';
 import { type AuditEvent, auditTail } from '../../test/cluster/audit.ts';
 import { type ControlPlane, startControlPlane } from '../../test/controlplane/controlplane.ts';
 import { freePorts } from '../../test/controlplane/process.ts';
@@ -115,7 +116,7 @@ export interface HandoverResults {
 export interface ShardsResults {
   readonly n: number;
   readonly namespaces: number;
-  /** How they are named, e.g. `shards-NNNN-bench`, and the buckets of the namespace hash space they fall in. */
+  /** How they are named, e.g. `shards-NNNN-bench`, and the equal buckets of the namespace hash space they fall in (the uniform layout). */
   readonly naming: string;
   readonly buckets: number;
   readonly concurrency: number;
@@ -142,6 +143,7 @@ const CONFIGMAPS = KINDS.find((k) => k.resource === 'configmaps')!;
 /** What a member publishes on its Lease (src/shard/membership.ts). */
 const READY = 'labeller.io/shard-ready';
 const WRITES = 'labeller.io/shard-writes';
+const LAYOUT = 'labeller.io/shard-layout';
 
 export function shardsResults(options: ShardsOptions): ShardsResults {
   const names = namespaceNames(options.n, options.sequentialNames);
@@ -149,7 +151,7 @@ export function shardsResults(options: ShardsOptions): ShardsResults {
     n: options.n,
     namespaces: names.length,
     naming: options.sequentialNames ? 'shards-bench-NNNN' : 'shards-NNNN-bench',
-    buckets: new Set(names.map(bucketOf)).size,
+    buckets: new Set(names.map((name) => Layout.uniform.bucketOf(name))).size,
     concurrency: options.concurrency,
     leaseDurationSeconds: LEASE_DURATION_SECONDS,
     setupSeconds: [],
@@ -465,9 +467,12 @@ async function settled(
 }
 
 /** The buckets `member` publishes that it writes. */
-async function writesOf(plane: Plane, member: Member, signal: AbortSignal): Promise<Set<number>> {
-  const lease = (await groupLeases(plane, signal)).get(member.leaseName);
-  return decodeBuckets(lease?.metadata.annotations?.[WRITES]);
+/** Whether `member` writes a namespace, by the buckets and layout on its Lease. */
+async function writesOf(plane: Plane, member: Member, signal: AbortSignal): Promise<(namespace: string) => boolean> {
+  const annotations = (await groupLeases(plane, signal)).get(member.leaseName)?.metadata.annotations;
+  const writes = decodeBuckets(annotations?.[WRITES]);
+  const layout = Layout.decode(annotations?.[LAYOUT]) ?? Layout.uniform;
+  return (namespace) => writes.has(layout.bucketOf(namespace));
 }
 
 /** `shard ranges changed` lines of `members` that arrived at or after `since`. */
@@ -675,7 +680,7 @@ async function converge(
   for (const m of members) {
     m.proc.sample();
     const writes = await writesOf(plane, m, signal);
-    const mine = namespaces.filter((ns) => writes.has(bucketOf(ns)));
+    const mine = namespaces.filter(writes);
     const objects = Math.floor(n / namespaces.length) * mine.length +
       mine.filter((ns) => namespaces.indexOf(ns) < n % namespaces.length).length;
     measured.push({
@@ -742,7 +747,7 @@ async function killOne(
   // The member writing the most namespaces (with few buckets in use, one may write none).
   const shares = await Promise.all(running.map(async (m) => {
     const writes = await writesOf(plane, m, signal);
-    return { m, theirs: namespaces.filter((ns) => writes.has(bucketOf(ns))) };
+    return { m, theirs: namespaces.filter(writes) };
   }));
   const { m: victim, theirs } = shares.reduce((a, b) => (b.theirs.length > a.theirs.length ? b : a));
   log(`SH4: killing ${victim.identity} (${theirs.length} namespaces); a new ConfigMap in each`);
@@ -1005,7 +1010,7 @@ export function shardsRows(r: ShardsResults): Row[] {
 /** The section's setup lines and table. */
 export function shardsSetup(r: ShardsResults): string[] {
   return [
-    `- objects: ${r.n} ConfigMaps over ${r.namespaces} namespaces (\`${r.naming}\`, in ${r.buckets} of the ${BUCKETS} buckets of the namespace hash space), each with 6 labels, 4 annotations and managedFields of \`kubectl-create\` (Update) and \`argocd-controller\` (Apply); created in ${
+    `- objects: ${r.n} ConfigMaps over ${r.namespaces} namespaces (\`${r.naming}\`, in ${r.buckets} of the ${BUCKETS} equal buckets of the namespace hash space, before the members lay the buckets out over them), each with 6 labels, 4 annotations and managedFields of \`kubectl-create\` (Update) and \`argocd-controller\` (Apply); created in ${
       r.setupSeconds.map(seconds).join(' and ')
     } (the second control plane's for SH3); then labeller's field manager applied a label to each once, untimed (${
       r.warmUpSeconds.map(seconds).join(' and ')

@@ -11,8 +11,10 @@ import type { WiringOptions } from '../kinds/controller.ts';
 import type { Writable } from '../labelling/ports.ts';
 import type { SourceMemory } from '../sources/memory.ts';
 import { deniedAccess } from '../kube/access.ts';
-import { metadataApis } from '../kube/api.ts';
+import { MetadataApi, metadataApis } from '../kube/api.ts';
 import type { KubeClient } from '../kube/client.ts';
+import { isForbidden } from '../kube/errors.ts';
+import type { ApiResource } from '../kube/resource.ts';
 import { DiscoveryCache } from '../kube/discoverycache.ts';
 import { LeaseApi, LeaseLock } from '../kube/lease.ts';
 import type { LabelledObject } from '../labelling/object.ts';
@@ -34,7 +36,7 @@ export type LeaderElectionConfig = Omit<LeaderElectionOptions, 'log' | 'onLeadin
 };
 
 /** A shard group's membership (--shards auto): what Membership takes besides what the host knows. */
-export type ShardingConfig = Omit<MembershipOptions, 'synced' | 'objects' | 'log' | 'clock'>;
+export type ShardingConfig = Omit<MembershipOptions, 'synced' | 'objects' | 'namespaces' | 'log' | 'clock'>;
 
 /** What the host takes of the command-line options, plus what the entry point works out. */
 export interface HostOptions extends WiringOptions {
@@ -235,6 +237,7 @@ export class Host {
       ...config,
       synced: () => manager.informers.informers.every((informer) => informer.current),
       objects: () => kinds()?.kinds.reduce((sum, kind) => sum + kind.controller.size, 0) ?? 0,
+      namespaces: (signal) => namespaceNames(this.client, signal),
       log: this.log,
     });
     membership.subscribe(({ taken }) => {
@@ -322,4 +325,34 @@ function serversFor(
     ...(probes ? [[probes, { readiness: all.readiness }] as [BindAddress, Endpoints]] : []),
     ...(metrics ? [[metrics, { registry: all.registry }] as [BindAddress, Endpoints]] : []),
   ];
+}
+
+const NAMESPACES: ApiResource = {
+  group: '',
+  version: 'v1',
+  resource: 'namespaces',
+  singular: 'namespace',
+  kind: 'Namespace',
+  shortNames: ['ns'],
+  namespaced: false,
+  verbs: ['list'],
+  preferred: true,
+};
+
+/** The names of the cluster's namespaces, for the shard layout; undefined when they may not be listed. */
+async function namespaceNames(client: KubeClient, signal: AbortSignal): Promise<string[] | undefined> {
+  const api = new MetadataApi(client, NAMESPACES);
+  const names: string[] = [];
+  let page: string | undefined;
+  try {
+    do {
+      const list = await api.list({ limit: 500, continue: page, signal });
+      for (const item of list.items) names.push(item.metadata.name);
+      page = list.metadata.continue || undefined;
+    } while (page);
+  } catch (error) {
+    if (isForbidden(error)) return undefined;
+    throw error;
+  }
+  return names;
 }

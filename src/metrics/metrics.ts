@@ -71,7 +71,7 @@ export interface ShardGauges {
   readonly keeps: number;
   readonly writes: number;
   readonly buckets: number;
-  /** Its ranges as people read them (`0x00-0x3f,…`). */
+  /** Its ranges as people read them (bucket numbers: `0-63,…`). */
   readonly ranges: string;
   /** Per cache with a partition: filtered by the API server (`server`) or here (`client`). */
   readonly filtering: readonly { readonly controller: string; readonly filtering: string }[];
@@ -316,7 +316,7 @@ export class Metrics {
         g.set({ state: 'writes' }, s.writes / s.buckets);
       },
     );
-    shardGauge('labeller_shard_ranges_info', "This member's ranges of the namespace hash space (the hash's top byte)", [
+    shardGauge('labeller_shard_ranges_info', "This member's ranges of the namespace hash space (bucket numbers)", [
       'ranges',
     ], (g, s) => g.set({ ranges: s.ranges }, 1));
     shardGauge(

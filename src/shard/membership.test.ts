@@ -54,6 +54,7 @@ function member(
   clock: FakeClock,
   identity: string,
   synced: () => boolean = () => true,
+  namespaces?: () => readonly string[],
 ): { membership: Membership; stop: () => Promise<void> } {
   const membership = new Membership(leases, {
     group: 'g',
@@ -62,6 +63,8 @@ function member(
     leaseDurationMs: 4000,
     retryPeriodMs: 1000,
     synced,
+    namespaces: namespaces && (() => Promise.resolve(namespaces())),
+    layoutPeriodMs: 10_000,
     log,
     clock,
   });
@@ -76,15 +79,36 @@ function member(
   };
 }
 
-/** Moves the clock on in small steps, checking after each that no bucket has two writers. */
-async function run(clock: FakeClock, ms: number, members: readonly Membership[]): Promise<void> {
+/** Namespaces named as clusters name them, which FNV-1a crowds into a few equal buckets. */
+const tenants = (count: number) => Array.from({ length: count }, (_, i) => `tenant-${i}`);
+
+/**
+ * Moves the clock on in small steps, checking after each that no namespace of `namespaces` has two
+ * writers (each member's buckets read through its own layout) and, while the members agree on the
+ * layout, no bucket either.
+ */
+async function run(
+  clock: FakeClock,
+  ms: number,
+  members: readonly Membership[],
+  namespaces: readonly string[] = tenants(500),
+): Promise<void> {
   for (let t = 0; t < ms; t += 100) {
     await clock.advance(100);
+    for (const namespace of namespaces) {
+      const writers = members.filter((m) => m.state.writes.has(m.layout.bucketOf(namespace))).length;
+      assert.ok(writers <= 1, `namespace ${namespace} has ${writers} writers`);
+    }
+    if (new Set(members.map((m) => m.layout.id)).size > 1) continue;
     const seen = new Map<number, number>();
     for (const m of members) for (const bucket of m.state.writes) seen.set(bucket, (seen.get(bucket) ?? 0) + 1);
     for (const [bucket, writers] of seen) assert.equal(writers, 1, `bucket ${bucket} has ${writers} writers`);
   }
 }
+
+/** How many of `namespaces` each member writes. */
+const shares = (members: readonly Membership[], namespaces: readonly string[]) =>
+  members.map((m) => namespaces.filter((namespace) => m.state.writes.has(m.layout.bucketOf(namespace))).length);
 
 const written = (members: readonly Membership[]) => members.reduce((n, m) => n + m.state.writes.size, 0);
 
@@ -131,4 +155,39 @@ test('a member whose caches are still listing takes nothing; the writer keeps it
   assert.ok(b.state.writes.size > 0);
   await stop();
   await a.stop();
+});
+
+test('the oldest member lays the buckets out over the namespaces; the others follow, and a new layout never gives a namespace two writers', async () => {
+  const clock = new FakeClock();
+  const leases = new Leases();
+  let namespaces = tenants(600);
+  const a = member(leases, clock, 'a', undefined, () => namespaces);
+  await run(clock, 5000, [a.membership], namespaces);
+  assert.notEqual(a.membership.layout.id, 'uniform', 'crowded names: laid out anew before it writes');
+  const b = member(leases, clock, 'b', undefined, () => namespaces);
+  const c = member(leases, clock, 'c', undefined, () => namespaces);
+  const all = [a.membership, b.membership, c.membership];
+  await run(clock, 8000, all, namespaces);
+  assert.deepEqual(new Set(all.map((m) => m.layout.id)), new Set([a.membership.layout.id]), "a's layout, the oldest's");
+  assert.equal(shares(all, namespaces).reduce((x, y) => x + y), namespaces.length, 'every namespace written once');
+  for (const share of shares(all, namespaces)) {
+    assert.ok(share > namespaces.length / 5, `shares ${shares(all, namespaces)}`);
+  }
+
+  // Namespaces outgrow the layout: at its next check a lays them out again, and all follow.
+  const first = a.membership.layout.id;
+  namespaces = [...namespaces, ...Array.from({ length: 2000 }, (_, i) => `zz-${i}`)];
+  await run(clock, 20_000, all, namespaces);
+  assert.notEqual(a.membership.layout.id, first);
+  assert.deepEqual(new Set(all.map((m) => m.layout.id)), new Set([a.membership.layout.id]));
+  assert.equal(shares(all, namespaces).reduce((x, y) => x + y), namespaces.length);
+
+  // a leaves: b, now the oldest, keeps the layout (it fits), and b and c take a's buckets.
+  const layout = a.membership.layout.id;
+  await a.stop();
+  await run(clock, 15_000, [b.membership, c.membership], namespaces);
+  assert.equal(b.membership.layout.id, layout);
+  assert.equal(shares([b.membership, c.membership], namespaces).reduce((x, y) => x + y), namespaces.length);
+  await b.stop();
+  await c.stop();
 });

@@ -10,6 +10,10 @@
 // A member writes only while its own Lease is valid, so that others, who judge it expired a lease
 // duration after they saw it last renewed, never take its buckets while it may still write them;
 // after a lapse it gives every bucket up and takes them again as a member that just joined.
+// Bucket numbers mean what the group's layout (layout.ts) says: the oldest live member works it
+// out from the namespaces and publishes it, and the others use it. A member whose layout differs
+// gives every bucket up before it changes layout, and nobody takes a bucket while a live member
+// writes under another layout, so no namespace has two writers across a change either.
 // Liveness is judged as client-go's leader election does: by when this process saw a Lease change,
 // on its own monotonic clock. A Lease not renewed for two lease durations by its own clock is
 // expired at first sight (a pod long gone), and expired Leases are deleted.
@@ -19,6 +23,7 @@ import type { Lease, LeaseApi } from '../kube/lease.ts';
 import { type MonotonicClock, monotonicClock } from '../runtime/leader.ts';
 import type { Logger } from '../util/log.ts';
 import { microTime } from '../util/microtime.ts';
+import { Layout } from './layout.ts';
 import { BUCKETS, bucketsOf, decodeBuckets, describeRanges, encodeBuckets, winner } from './ranges.ts';
 
 /** The label that finds a group's member Leases. */
@@ -27,6 +32,7 @@ const READY = 'labeller.io/shard-ready';
 const WRITES = 'labeller.io/shard-writes';
 const OBJECTS = 'labeller.io/shard-objects';
 const RANGES = 'labeller.io/shard-ranges';
+const LAYOUT = 'labeller.io/shard-layout';
 
 export interface MembershipOptions {
   readonly group: string;
@@ -39,6 +45,10 @@ export interface MembershipOptions {
   readonly synced: () => boolean;
   /** The objects it caches, published for `labeller status`. */
   readonly objects?: (() => number) | undefined;
+  /** The cluster's namespaces, for the layout; undefined (or none given) when they cannot be listed. */
+  readonly namespaces?: ((signal: AbortSignal) => Promise<readonly string[] | undefined>) | undefined;
+  /** How often the oldest member checks whether the namespaces have outgrown the layout. */
+  readonly layoutPeriodMs?: number | undefined;
   readonly log: Logger;
   readonly clock?: MonotonicClock | undefined;
 }
@@ -51,6 +61,10 @@ export interface MemberView {
   /** The buckets it writes, as it last published them. */
   readonly writes: ReadonlySet<number>;
   readonly objects: number | undefined;
+  /** The layout its bucket numbers are of; undefined when what it published cannot be read. */
+  readonly layout: Layout | undefined;
+  /** When it first took its Lease (ms since the epoch): the oldest member lays the buckets out. */
+  readonly acquired: number;
 }
 
 /** What this member keeps and writes now, and who it sees. */
@@ -98,6 +112,10 @@ export class Membership {
   /** What was last published, so a round that changed it publishes again at once. */
   #publishedWrites = '';
   #publishedReady = false;
+  #publishedLayout = Layout.uniform.id;
+  #layout = Layout.uniform;
+  /** When (our clock) this member, the oldest, last compared the layout with the namespaces. */
+  #layoutChecked = -Infinity;
 
   constructor(api: LeaseStore, options: MembershipOptions) {
     this.#api = api;
@@ -108,6 +126,11 @@ export class Membership {
 
   get state(): MembershipState {
     return { keeps: this.#keeps, writes: this.#writes, members: this.#members };
+  }
+
+  /** What its bucket numbers mean. */
+  get layout(): Layout {
+    return this.#layout;
   }
 
   /** The buckets it caches now (read per watch event: no state object built). */
@@ -193,10 +216,15 @@ export class Membership {
       // A member that starts beside others (a rollout, an install) waits a round to see them
       // before it chooses, rather than keeping everything and giving most of it up at once.
       if (first && (await this.#others(signal)).length === 0) await this.#sleep(this.#options.retryPeriodMs, signal);
-      const others = await this.#others(signal);
+      const others = (await this.#others(signal)).map(view);
+      const layout = await this.#layoutOf(others, signal);
+      if (layout !== this.#layout) await this.#relayout(layout, signal);
       this.#decide(others);
       // Publish what changed at once, so a bucket given up is taken without waiting a round.
-      if (this.#publishedWrites !== encodeBuckets(this.#writes) || this.#publishedReady !== this.#ready) {
+      if (
+        this.#publishedWrites !== encodeBuckets(this.#writes) || this.#publishedReady !== this.#ready ||
+        this.#publishedLayout !== this.#layout.id
+      ) {
         await this.#drain(signal);
         await this.#publish(signal);
       }
@@ -221,6 +249,7 @@ export class Membership {
           [READY]: String(this.#ready),
           [WRITES]: writes,
           [RANGES]: describeRanges(this.#writes),
+          [LAYOUT]: this.#layout.encode(),
           ...(objects ? { [OBJECTS]: String(objects()) } : {}),
         },
       },
@@ -244,6 +273,7 @@ export class Membership {
     }
     this.#publishedWrites = writes;
     this.#publishedReady = this.#ready;
+    this.#publishedLayout = this.#layout.id;
     return true;
   }
 
@@ -273,10 +303,63 @@ export class Membership {
     return live;
   }
 
+  /**
+   * The layout to use: the oldest live member's. When that is this member, it is the one in use
+   * unless the namespaces have outgrown it (their fullest bucket more than twice as full as a fresh
+   * layout's, plus a few: a new layout moves every bucket, so only a clear gain is worth it).
+   */
+  async #layoutOf(others: readonly MemberView[], signal: AbortSignal): Promise<Layout> {
+    const acquired = Date.parse(this.#held?.spec.acquireTime ?? '') || Date.now();
+    const oldest = others.reduce<MemberView | undefined>(
+      (best, member) =>
+        member.acquired < (best?.acquired ?? acquired) ||
+          (member.acquired === (best?.acquired ?? acquired) &&
+            member.identity < (best?.identity ?? this.#options.identity))
+          ? member
+          : best,
+      undefined,
+    );
+    // The same layout read back is kept as it is, with the buckets it has worked out.
+    if (oldest) return oldest.layout && oldest.layout.id !== this.#layout.id ? oldest.layout : this.#layout;
+    const { namespaces, layoutPeriodMs = 300_000, log } = this.#options;
+    const now = this.#clock.now();
+    if (!namespaces || now - this.#layoutChecked < layoutPeriodMs) return this.#layout;
+    this.#layoutChecked = now;
+    const names = await namespaces(signal).catch((error: unknown) => {
+      log.warn('listing namespaces for the shard layout failed; keeping the layout', { error });
+      return undefined;
+    });
+    if (!names) return this.#layout;
+    const fresh = Layout.of(names);
+    const fullest = this.#layout.fullest(names);
+    if (fullest <= 2 * fresh.fullest(names) + 4) return this.#layout;
+    log.info('laying the shard buckets out anew over the namespaces', {
+      layout: fresh.id,
+      namespaces: names.length,
+      fullestBucket: fullest,
+      fullestBucketNow: fresh.fullest(names),
+    });
+    return fresh;
+  }
+
+  /**
+   * Changes layout: bucket numbers change meaning, so every bucket is given up (published, after
+   * the writes under way) before the new numbers are used; the caches then list what it keeps anew.
+   */
+  async #relayout(layout: Layout, signal: AbortSignal): Promise<void> {
+    this.#options.log.info('shard layout changed', { from: this.#layout.id, to: layout.id });
+    if (this.#writes.size > 0) {
+      this.#change(this.#keeps, new Set());
+      await this.#drain(signal);
+      if (!(await this.#publish(signal))) throw new Error('its Lease was taken while giving its buckets up');
+    }
+    this.#change(new Set(), new Set());
+    this.#layout = layout;
+  }
+
   /** Works out what to keep and write from the live members. */
-  #decide(others: readonly Lease[]): void {
+  #decide(views: readonly MemberView[]): void {
     const { identity } = this.#options;
-    const views = others.map(view);
     const live = [identity, ...views.map((member) => member.identity)];
     const ready = [identity, ...views.filter((member) => member.ready).map((member) => member.identity)];
     const wonAmongReady = bucketsOf(identity, ready);
@@ -286,8 +369,11 @@ export class Membership {
     const synced = [...keeps].every((bucket) => this.#keeps.has(bucket)) && this.#options.synced();
     const claimed = new Map<number, string>();
     for (const member of views) for (const bucket of member.writes) claimed.set(bucket, member.identity);
+    // A live member still writing under another layout: its buckets cannot be told apart from ours.
+    const settled = views.every((member) => member.writes.size === 0 || member.layout?.id === this.#layout.id);
     const writes = new Set<number>();
     for (const bucket of keeps) {
+      if (!settled && !this.#writes.has(bucket)) continue;
       const other = claimed.get(bucket);
       // Two writers of a bucket (each took it before seeing the other): the bucket's winner keeps it.
       if (other !== undefined && !(this.#writes.has(bucket) && winner([identity, other], bucket) === identity)) {
@@ -297,7 +383,15 @@ export class Membership {
     }
     this.#ready = synced;
     this.#members = [
-      { identity, self: true, ready: synced, writes, objects: this.#options.objects?.() },
+      {
+        identity,
+        self: true,
+        ready: synced,
+        writes,
+        objects: this.#options.objects?.(),
+        layout: this.#layout,
+        acquired: Date.parse(this.#held?.spec.acquireTime ?? '') || Date.now(),
+      },
       ...views,
     ];
     this.#change(keeps, writes);
@@ -377,6 +471,8 @@ export function view(lease: Lease): MemberView {
     ready: annotations[READY] === 'true',
     writes: decodeBuckets(annotations[WRITES]),
     objects: Number.isFinite(objects) && annotations[OBJECTS] !== undefined ? objects : undefined,
+    layout: Layout.decode(annotations[LAYOUT] ?? 'uniform'),
+    acquired: Date.parse(lease.spec.acquireTime ?? '') || Date.now(),
   };
 }
 

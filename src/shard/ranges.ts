@@ -1,13 +1,12 @@
 // The namespace hash space and how it is split. The API server's shard selector (KEP-5866) hashes
-// a field with 64-bit FNV-1a and keeps `start <= hash < end`; the space is cut into BUCKETS equal
-// buckets by the hash's top byte, and each bucket goes to one member by rendezvous hashing (the
+// a field with 64-bit FNV-1a and keeps `start <= hash < end`; the space is cut into BUCKETS
+// buckets (where, layout.ts says), and each bucket goes to one member by rendezvous hashing (the
 // member with the highest hash of itself and the bucket). A member that joins takes only the
 // buckets it now wins, about 1/n of them; one that leaves gives only its own; nobody else's move.
 // A member's buckets, merged where they are adjacent, are its ranges on the wire.
 
 /** Buckets of the hash space: enough to split it evenly over tens of members, few enough to keep a selector short. */
 export const BUCKETS = 256;
-const BUCKET_BITS = 56n;
 const MASK64 = (1n << 64n) - 1n;
 const FNV_OFFSET = 0xcbf29ce484222325n;
 const FNV_PRIME = 0x100000001b3n;
@@ -18,11 +17,6 @@ export function fnv1a64(value: string): bigint {
   let hash = FNV_OFFSET;
   for (const byte of encoder.encode(value)) hash = ((hash ^ BigInt(byte)) * FNV_PRIME) & MASK64;
   return hash;
-}
-
-/** The bucket `value` hashes into. */
-export function bucketOf(value: string): number {
-  return Number(fnv1a64(value) >> BUCKET_BITS);
 }
 
 /**
@@ -73,23 +67,9 @@ export function rangesOf(buckets: ReadonlySet<number>): BucketRange[] {
   return ranges;
 }
 
-/** A bucket boundary as the selector writes it: 16 hex digits (17 for the end of the space, 2^64). */
-function boundary(bucket: number): string {
-  return `0x${(BigInt(bucket) << BUCKET_BITS).toString(16).padStart(16, '0')}`;
-}
-
-/** The shardSelector of `buckets` over `field` (e.g. object.metadata.namespace); undefined for none. */
-export function selectorOf(field: string, buckets: ReadonlySet<number>): string | undefined {
-  const ranges = rangesOf(buckets);
-  if (ranges.length === 0) return undefined;
-  return ranges.map(([start, end]) => `shardRange(${field}, '${boundary(start)}', '${boundary(end)}')`).join(' || ');
-}
-
-/** Ranges for people: `0x00-0x3f,0x80-0xbf` (the hash's top byte, both ends included). */
+/** Ranges for people: `0-63,128-191` (bucket numbers, both ends included). */
 export function describeRanges(buckets: ReadonlySet<number>): string {
-  const hex = (bucket: number) => `0x${bucket.toString(16).padStart(2, '0')}`;
-  return rangesOf(buckets).map(([start, end]) => end - start === 1 ? hex(start) : `${hex(start)}-${hex(end - 1)}`)
-    .join(',');
+  return rangesOf(buckets).map(([start, end]) => end - start === 1 ? `${start}` : `${start}-${end - 1}`).join(',');
 }
 
 /** Buckets as a compact string (a bitmap in hex), as a member publishes them on its Lease. */

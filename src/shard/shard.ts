@@ -13,7 +13,6 @@
 import type { ApiResource } from '../kube/resource.ts';
 import type { Partition, PartitionChange } from '../runtime/partition.ts';
 import type { Membership } from './membership.ts';
-import { bucketOf, selectorOf } from './ranges.ts';
 
 /** Whether `resource` is core/v1 namespaces. */
 function isNamespaces(resource: Pick<ApiResource, 'group' | 'resource'>): boolean {
@@ -25,8 +24,6 @@ export type CacheRole = 'kind' | 'related';
 
 export class Shard {
   readonly membership: Membership;
-  /** Buckets of the namespaces seen, so a stream of events hashes each namespace once. */
-  readonly #buckets = new Map<string, number>();
 
   constructor(membership: Membership) {
     this.membership = membership;
@@ -38,9 +35,9 @@ export class Shard {
     const byName = isNamespaces(resource);
     const membership = this.membership;
     return {
-      keeps: (meta) => membership.keeps.has(this.#bucket(byName ? meta.name : (meta.namespace ?? ''))),
+      keeps: (meta) => membership.keeps.has(membership.layout.bucketOf(byName ? meta.name : (meta.namespace ?? ''))),
       // A Namespace's own namespace is empty: the server cannot select it by the namespace it names.
-      selector: () => (byName ? undefined : selectorOf('object.metadata.namespace', membership.keeps)),
+      selector: () => byName ? undefined : membership.layout.selectorOf('object.metadata.namespace', membership.keeps),
       subscribe: (listener: (change: PartitionChange) => void) =>
         membership.subscribe(({ keepsGrew, keepsShrank }) => {
           if (keepsGrew || keepsShrank) listener({ grew: keepsGrew });
@@ -60,12 +57,6 @@ export class Shard {
   hold(resource: ApiResource, key: string): (() => void) | undefined {
     const slash = key.indexOf('/');
     const shardKey = isNamespaces(resource) ? key : slash < 0 ? '' : key.slice(0, slash);
-    return this.membership.hold(this.#bucket(shardKey));
-  }
-
-  #bucket(value: string): number {
-    let bucket = this.#buckets.get(value);
-    if (bucket === undefined) this.#buckets.set(value, bucket = bucketOf(value));
-    return bucket;
+    return this.membership.hold(this.membership.layout.bucketOf(shardKey));
   }
 }

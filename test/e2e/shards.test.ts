@@ -47,15 +47,21 @@ const PER_NAMESPACE = 5;
 const CONVERGE_MS = 90_000;
 
 /**
- * The bucket a namespace hashes into, worked out here rather than with src/shard/ranges.ts: the
- * top byte of 64-bit FNV-1a of its name, as the API server's shardRange() hashes it.
+ * The bucket a namespace hashes into, worked out here rather than with src/shard/layout.ts: 64-bit
+ * FNV-1a of its name, as the API server's shardRange() hashes it, placed by the layout a member
+ * publishes (`labeller.io/shard-layout`): `uniform` for equal buckets by the hash's top byte, else
+ * where buckets 1 … 255 begin, 16 hex digits each.
  */
-function bucketOf(namespace: string): number {
+function bucketOf(namespace: string, layout: string): number {
   let hash = 0xcbf29ce484222325n;
   for (const byte of new TextEncoder().encode(namespace)) {
     hash = ((hash ^ BigInt(byte)) * 0x100000001b3n) & 0xffffffffffffffffn;
   }
-  return Number(hash >> 56n);
+  if (layout === 'uniform') return Number(hash >> 56n);
+  assert.match(layout, /^[0-9a-f]{4080}$/, 'a layout: 255 starts');
+  let bucket = 0;
+  while (bucket < BUCKETS - 1 && BigInt(`0x${layout.slice(bucket * 16, bucket * 16 + 16)}`) <= hash) bucket++;
+  return bucket;
 }
 
 /** A member's `labeller.io/shard-writes` annotation read back: a bitmap of the 256 buckets in hex, bucket b at bit b%8 of byte b/8. */
@@ -97,6 +103,8 @@ interface MemberLease {
   readonly ready: boolean;
   readonly writes: Set<number>;
   readonly ranges: string;
+  /** Where its buckets begin (see bucketOf). */
+  readonly layout: string;
   /** What it says it caches (`labeller.io/shard-objects`). */
   readonly objects: number | undefined;
 }
@@ -240,6 +248,7 @@ class Group {
         ready: annotations['labeller.io/shard-ready'] === 'true',
         writes: decodeWrites(annotations['labeller.io/shard-writes']),
         ranges: annotations['labeller.io/shard-ranges'] ?? '',
+        layout: annotations['labeller.io/shard-layout'] ?? '',
         objects: annotations['labeller.io/shard-objects'] === undefined
           ? undefined
           : Number(annotations['labeller.io/shard-objects']),
@@ -318,14 +327,14 @@ class Group {
     );
   }
 
-  /** The group's namespaces whose bucket is in `buckets`: at least `least` of them, new ones made as needed. */
-  async namespacesIn(buckets: ReadonlySet<number>, least: number): Promise<string[]> {
-    const found = [...this.namespaces].filter((ns) => buckets.has(bucketOf(ns)));
+  /** The group's namespaces that `member` writes: at least `least` of them, new ones made as needed. */
+  async namespacesIn(member: MemberLease, least: number): Promise<string[]> {
+    const found = [...this.namespaces].filter((ns) => member.writes.has(bucketOf(ns, member.layout)));
     for (let tries = 0; found.length < least; tries++) {
-      assert.ok(tries < 100, `no namespace hashed into ${buckets.size} buckets in 100 tries`);
+      assert.ok(tries < 100, `no namespace hashed into ${member.writes.size} buckets in 100 tries`);
       const ns = await this.site.namespace('shards-more');
       this.namespaces.add(ns);
-      if (buckets.has(bucketOf(ns))) found.push(ns);
+      if (member.writes.has(bucketOf(ns, member.layout))) found.push(ns);
     }
     return found;
   }
@@ -352,9 +361,9 @@ function byObject(patches: readonly AuditEvent[]): Map<string, number> {
   return counts;
 }
 
-/** The objects among `keys` that are in `buckets`. */
-const inBuckets = (keys: readonly string[], buckets: ReadonlySet<number>): string[] =>
-  keys.filter((key) => buckets.has(bucketOf(key.slice(0, key.indexOf('/')))));
+/** The objects among `keys` that `member` writes. */
+const inBuckets = (keys: readonly string[], member: MemberLease): string[] =>
+  keys.filter((key) => member.writes.has(bucketOf(key.slice(0, key.indexOf('/')), member.layout)));
 
 /** Whether the API server honours shardSelector: this project's control plane turns the gate on from 1.36. */
 async function serverFilters(client: KubeClient): Promise<boolean | undefined> {
@@ -389,7 +398,7 @@ async function cachesHoldTheirShare(group: Group): Promise<void> {
         if (!lease) return false;
         shares.push({
           lease: lease.name,
-          share: inBuckets(group.objects, lease.writes).length,
+          share: inBuckets(group.objects, lease).length,
           cached: sample(await member.metrics(), 'labeller_objects_cached', { controller: 'configmaps' }),
           published: lease.objects,
         });
@@ -428,15 +437,15 @@ async function threeMembers(prefix: string): Promise<{ group: Group; leases: Mem
 async function convergedWithOneToGo(name: string) {
   const { group, leases } = await threeMembers(name);
   try {
-    const buckets = leases.find((l) => l.name === group.members[0]!.lease)!.writes;
-    const theirs = await group.namespacesIn(buckets, 2);
+    const first = leases.find((l) => l.name === group.members[0]!.lease)!;
+    const theirs = await group.namespacesIn(first, 2);
     await group.labelled();
     await eventually(
       async () => byObject(group.patches()).size === group.objects.length,
       'a PATCH of every object in the audit log',
       30_000,
     );
-    return { group, buckets, theirs, old: [...group.objects], before: group.patches().length };
+    return { group, buckets: first.writes, theirs, old: [...group.objects], before: group.patches().length };
   } catch (error) {
     group.kill();
     throw error;
@@ -465,7 +474,8 @@ describe('replicas sharing the work (--shards auto)', { skip }, () => {
           assert.ok(writes > 0.1 && writes < 0.6, `a member writes ${writes} of the space`);
           ratios += writes;
           assert.equal(sample(metrics, 'labeller_shard_ranges_info', { ranges: lease.ranges }), 1, lease.ranges);
-          assert.match(lease.ranges, /^0x[0-9a-f]{2}(-0x[0-9a-f]{2})?(,0x[0-9a-f]{2}(-0x[0-9a-f]{2})?)*$/);
+          assert.match(lease.ranges, /^\d+(-\d+)?(,\d+(-\d+)?)*$/);
+          assert.equal(lease.layout, leases[0]!.layout, 'one layout over the group');
           const filtering = ['server', 'client'].filter((f) =>
             sample(metrics, 'labeller_shard_filtering', { controller: 'configmaps', filtering: f }) === 1
           );
@@ -555,7 +565,7 @@ describe('replicas sharing the work (--shards auto)', { skip }, () => {
         const since = group.patches().slice(before);
         const counts = byObject(since);
         const made = group.objects.filter((key) => !old.includes(key));
-        const moved = leases.find((l) => l.name === third.lease)!.writes;
+        const moved = leases.find((l) => l.name === third.lease)!;
         const oldPatched = old.filter((key) => counts.has(key));
         assert.deepEqual(oldPatched, [], 'no object that was right already was written in the handover');
         assert.deepEqual([...counts.keys()].filter((key) => !made.includes(key)), [], 'PATCHes only of new objects');
@@ -570,7 +580,7 @@ describe('replicas sharing the work (--shards auto)', { skip }, () => {
           t,
           `shards join under churn: ${made.length} ConfigMaps made during it (${
             inBuckets(made, moved).length
-          } in the ${moved.size} buckets the third member took); ${since.length} PATCHes, 0 of the ${old.length} objects labelled before; ${
+          } in the ${moved.writes.size} buckets the third member took); ${since.length} PATCHes, 0 of the ${old.length} objects labelled before; ${
             [...counts.values()].filter((n) => n > 1).length
           } new objects written twice; creation → first PATCH max ${Math.max(...waits)} ms`,
         );
