@@ -13,7 +13,7 @@ import type { SourceMemory } from '../sources/memory.ts';
 import { deniedAccess } from '../kube/access.ts';
 import { MetadataApi, metadataApis } from '../kube/api.ts';
 import type { KubeClient } from '../kube/client.ts';
-import { isForbidden } from '../kube/errors.ts';
+import { isForbidden, isNotFound } from '../kube/errors.ts';
 import type { ApiResource } from '../kube/resource.ts';
 import { DiscoveryCache } from '../kube/discoverycache.ts';
 import { LeaseApi, LeaseLock } from '../kube/lease.ts';
@@ -235,13 +235,17 @@ export class Host {
   #joinShardGroup(config: ShardingConfig, manager: Manager<LabelledObject>, kinds: () => KindSet | undefined): Shard {
     const membership = new Membership(new LeaseApi(this.client), {
       ...config,
-      synced: () => manager.informers.informers.every((informer) => informer.current),
+      // A kind it may not read (or that is gone) does not hold the others back; a dropped connection does.
+      synced: () =>
+        manager.informers.informers.every((informer) =>
+          informer.current((failure) => isForbidden(failure) || isNotFound(failure))
+        ),
       objects: () => kinds()?.kinds.reduce((sum, kind) => sum + kind.controller.size, 0) ?? 0,
       namespaces: (signal) => namespaceNames(this.client, signal),
       log: this.log,
     });
     membership.subscribe(({ taken }) => {
-      if (taken.size > 0) { for (const kind of kinds()?.kinds ?? []) kind.controller.requeueAll(); }
+      if (taken.size > 0) { for (const kind of kinds()?.kinds ?? []) kind.taken(taken); }
     });
     this.metrics.shard(() => {
       const { members, keeps, writes } = membership.state;

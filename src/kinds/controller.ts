@@ -58,6 +58,8 @@ export interface LabelledKind {
   explain(object: LabelledObject): { readonly plan: Plan; readonly traces: readonly KeyTrace[] };
   /** Queues the objects that looked up what changed in source `name` (all of them at its first load). */
   sourceChanged(name: string, change: SourceChange): void;
+  /** Queues the objects left alone while another shard member wrote their buckets, now that this one has `taken` them. */
+  taken(taken: ReadonlySet<number>): void;
   /** Once its controller has stopped: its related objects and its caches are let go; resolves once they have stopped. */
   release(): Promise<void>;
 }
@@ -93,6 +95,12 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       fights,
     });
   let reconciler = reconcilerFor(kind);
+  /**
+   * Keys whose reconcile another shard member's bucket turned away: every change while a bucket
+   * is not written (a relist's adds, events, relabels, source and namespace changes) passes
+   * through here, so these are all that taking the bucket over must look at.
+   */
+  const deferred = new Set<string>();
   const labelMetrics = metrics?.labels(name);
   const kindEvents = events?.forKind(name, { apiVersion: apiVersion(resource), kind: resource.kind });
   const controller = new Controller<LabelledObject>({
@@ -107,7 +115,11 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
     reconcile: async (object, key, writes) => {
       // Another member's object (or not yet this one's): it is looked at again when taken over.
       const release = shard ? shard.hold(resource, key) : () => {};
-      if (!release) return {};
+      if (!release) {
+        deferred.add(key);
+        return {};
+      }
+      deferred.delete(key);
       try {
         const result = await reconciler.reconcile(object, writes);
         const { outcome, patch } = result;
@@ -173,6 +185,15 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       if (!lookups || !sourcesRead(current.kind).has(name)) return;
       if (change === 'all') controller.requeueAll();
       else for (const key of change) for (const object of lookups.index.objects(name, key)) controller.enqueue(object);
+    },
+    taken: (taken) => {
+      for (const key of deferred) {
+        if (controller.get(key) === undefined) deferred.delete(key);
+        else if (shard?.within(resource, key, taken)) {
+          deferred.delete(key);
+          controller.enqueue(key);
+        }
+      }
     },
     relabel: (next) => {
       current = { kind: next, resource };

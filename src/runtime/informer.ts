@@ -82,11 +82,13 @@ export class Informer<T> {
   }
 
   /**
-   * Whether it holds what it should, as far as it can: listed (or failed to, a cache that cannot
-   * be read is not waited for), and not listing again for a partition that grew.
+   * Whether it holds what it should, as far as it can: listed, or failed to with an error that
+   * `lasting` says will not pass (a cache that cannot be read is not waited for, while one whose
+   * connection dropped is), and not listing again for a partition that grew.
    */
-  get current(): boolean {
-    return !this.#partitionPending && (this.store.synced || this.#watchFailure !== undefined);
+  current(lasting: (failure: Error) => boolean): boolean {
+    if (this.#partitionPending) return false;
+    return this.store.synced || (this.#watchFailure !== undefined && lasting(this.#watchFailure));
   }
 
   /** Why this cache is not serving current objects, in words: no first list yet, or a watch that is down; undefined when it is. */

@@ -467,10 +467,13 @@ test('a streaming list the server fails (its watch cache not fresh within 3 s: 5
   assert.deepEqual([api.watches.length, api.lists.length], [1, 1]);
 });
 
-test('a streaming list the server ends without the bookmark that ends it (parameters ignored): paginated lists from then on', async (t) => {
-  const api = new ScriptedApi([page('20', [pod('a')])], [{ events: [{ type: 'ADDED', object: pod('a', '7') }] }], {
-    streamingLists: true,
-  });
+test('a streaming list ended without the bookmark that ends it: one paginated list; a later relist streams again', async (t) => {
+  const api = new ScriptedApi([page('20', [pod('a')])], [
+    { events: [{ type: 'ADDED', object: pod('a', '7') }] },
+    // The watch after the paginated list; its 410 relists with a streaming list again.
+    { events: [bookmark('21'), expiredEvent] },
+    { events: [{ type: 'ADDED', object: pod('a', '7') }, initialEventsEnd('22')] },
+  ], { streamingLists: true });
   const run = start(t, api);
 
   assert.deepEqual(summary(await run.take(3)), [
@@ -478,8 +481,49 @@ test('a streaming list the server ends without the bookmark that ends it (parame
     'initApply a',
     'error the streaming list ended before its last object; listing again, in pages 1500',
   ]);
+  assert.deepEqual(summary([await run.next(1500), ...(await run.take(4))]), [
+    'init',
+    'initApply a',
+    'initDone',
+    'watching',
+    'error 410 0',
+  ]);
+  assert.deepEqual(summary([await run.next(0), ...(await run.take(3))]), [
+    'init',
+    'initApply a',
+    'initDone',
+    'watching',
+  ]);
+  assert.deepEqual(api.watches.map((o) => o.sendInitialEvents), [true, undefined, true]);
+});
+
+test('streaming lists ended twice running without their bookmark (a server ignoring the parameters): paginated lists from then on', async (t) => {
+  const api = new ScriptedApi([page('20', [pod('a')]), page('22', [pod('a')])], [
+    { events: [{ type: 'ADDED', object: pod('a', '7') }] },
+    { events: [bookmark('21'), expiredEvent] },
+    { events: [{ type: 'ADDED', object: pod('a', '7') }] },
+  ], { streamingLists: true });
+  const run = start(t, api);
+
+  assert.deepEqual(summary(await run.take(3)), [
+    'init',
+    'initApply a',
+    'error the streaming list ended before its last object; listing again, in pages 1500',
+  ]);
+  assert.deepEqual(summary([await run.next(1500), ...(await run.take(4))]), [
+    'init',
+    'initApply a',
+    'initDone',
+    'watching',
+    'error 410 0',
+  ]);
+  assert.deepEqual(summary([await run.next(0), ...(await run.take(2))]), [
+    'init',
+    'initApply a',
+    'error the streaming list ended before its last object twice running; paginated lists from now on 1500',
+  ]);
   assert.deepEqual(summary([await run.next(1500), ...(await run.take(2))]), ['init', 'initApply a', 'initDone']);
-  assert.equal(api.lists.length, 1);
+  assert.equal(api.lists.length, 2);
 });
 
 test('a watcher told not to (a one-off read, which may list but not watch) lists in pages where the API could stream', async (t) => {

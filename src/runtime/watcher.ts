@@ -102,6 +102,8 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
    * back to etcd instead.
    */
   let paginateOnce = false;
+  /** Streaming lists ended in a row before their bookmark: twice is a server that ignores the parameters. */
+  let cutOff = 0;
 
   while (!signal.aborted) {
     /** A streaming list is under way: its initial objects come as ADDED events until the bookmark that ends them. */
@@ -200,6 +202,7 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
           else if (event.type === 'BOOKMARK' && event.object.metadata.annotations?.[INITIAL_EVENTS_END] === 'true') {
             resourceVersion = lastSeen = event.object.metadata.resourceVersion;
             listing = false;
+            cutOff = 0;
             yield { type: 'initDone' };
             yield { type: 'watching' };
           }
@@ -209,11 +212,15 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
         if (event.type === 'ADDED' || event.type === 'MODIFIED') yield { type: 'apply', object: event.object };
         else if (event.type === 'DELETED') yield { type: 'delete', object: event.object };
       }
-      // Ended by the server before the bookmark that says every object is in: a server that ignores
-      // the parameters (it sends every object, then no such bookmark), or a list longer than the
-      // watch's timeout. Paginated lists from now on. (A watch that fails mid-list lists again.)
+      // Ended by the server before the bookmark that says every object is in: a connection cut
+      // cleanly (a proxy, an API server stopping), a list longer than the watch's timeout, or a
+      // server that ignores the parameters (it sends every object, then no such bookmark). One
+      // paginated list follows; a second cut-off in a row means paginated lists from now on.
       if (listing) {
-        streaming = false;
+        if (++cutOff >= 2) {
+          streaming = false;
+          throw new Error('the streaming list ended before its last object twice running; paginated lists from now on');
+        }
         throw new Error('the streaming list ended before its last object; listing again, in pages');
       }
       // A clean end (the server's timeout): resume from the newest version, no relist. But a watch

@@ -114,6 +114,8 @@ export class Membership {
   #publishedReady = false;
   #publishedLayout = Layout.uniform.id;
   #layout = Layout.uniform;
+  /** When (our clock) the first live member's Lease expires unless renewed: a round then takes its buckets at once. */
+  #nextExpiry = Infinity;
   /** When (our clock) this member, the oldest, last compared the layout with the namespaces. */
   #layoutChecked = -Infinity;
 
@@ -284,6 +286,7 @@ export class Membership {
     const leases = await this.#api.list(namespace, `${GROUP_LABEL}=${group}`, signal);
     const live: Lease[] = [];
     const names = new Set<string>();
+    this.#nextExpiry = Infinity;
     for (const lease of leases) {
       const { name } = lease.metadata;
       if (name === this.#name) continue;
@@ -296,8 +299,10 @@ export class Membership {
       const at = before === undefined ? (stale ? -Infinity : now) : changed ? now : before.at;
       this.#seen.set(name, { lease, at });
       const duration = (lease.spec.leaseDurationSeconds ?? 0) * 1000;
-      if (now - at <= duration) live.push(lease);
-      else if (now - at > 2 * duration) await this.#api.delete(lease, signal).catch(() => {});
+      if (now - at <= duration) {
+        live.push(lease);
+        this.#nextExpiry = Math.min(this.#nextExpiry, at + duration + 1);
+      } else if (now - at > 2 * duration) await this.#api.delete(lease, signal).catch(() => {});
     }
     for (const name of this.#seen.keys()) if (!names.has(name)) this.#seen.delete(name);
     return live;
@@ -430,9 +435,9 @@ export class Membership {
     }
   }
 
-  /** Sleeps `ms`, or until woken early by the caches becoming synced. */
+  /** Sleeps `ms`, or until woken early by the caches becoming synced or a member's Lease expiring. */
   async #sleep(ms: number, signal: AbortSignal): Promise<void> {
-    const until = this.#clock.now() + ms;
+    const until = Math.min(this.#clock.now() + ms, this.#nextExpiry);
     // While the caches list what this member keeps, look often, so buckets are taken soon after.
     while (!signal.aborted && this.#clock.now() < until) {
       if (!this.#ready && this.#keeps.size > 0 && this.#options.synced()) return;

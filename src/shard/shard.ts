@@ -55,8 +55,16 @@ export class Shard {
    * function when this member writes it now, else undefined (another member's, or not yet).
    */
   hold(resource: ApiResource, key: string): (() => void) | undefined {
+    return this.membership.hold(this.#bucketOf(resource, key));
+  }
+
+  /** Whether the object cached under `key` lies in one of `buckets`. */
+  within(resource: ApiResource, key: string, buckets: ReadonlySet<number>): boolean {
+    return buckets.has(this.#bucketOf(resource, key));
+  }
+
+  #bucketOf(resource: ApiResource, key: string): number {
     const slash = key.indexOf('/');
-    const shardKey = isNamespaces(resource) ? key : slash < 0 ? '' : key.slice(0, slash);
-    return this.membership.hold(this.membership.layout.bucketOf(shardKey));
+    return this.membership.layout.bucketOf(isNamespaces(resource) ? key : slash < 0 ? '' : key.slice(0, slash));
   }
 }
