@@ -241,7 +241,14 @@ export class Host {
           informer.current((failure) => isForbidden(failure) || isNotFound(failure))
         ),
       objects: () => kinds()?.kinds.reduce((sum, kind) => sum + kind.controller.size, 0) ?? 0,
-      namespaces: (signal) => namespaceNames(this.client, signal),
+      namespaces: (signal) => {
+        // Kinds watched in named namespaces only: those are the namespaces to lay out, no list needed.
+        const named = kinds()?.kinds.map((kind) => kind.resolved.kind.namespaces) ?? [];
+        if (named.length > 0 && named.every((namespaces) => namespaces.length > 0)) {
+          return Promise.resolve([...new Set(named.flat())]);
+        }
+        return namespaceNames(this.client, signal);
+      },
       log: this.log,
     });
     membership.subscribe(({ taken }) => {

@@ -42,6 +42,8 @@ export const EVENTS_RULE: Rule = { apiGroups: ['events.k8s.io'], resources: ['ev
 export const EVENTS_VERBS = EVENTS_RULE.verbs;
 /** The field-manager guard looks for other labellers' Leases in every namespace. */
 export const GUARD_RULE: Rule = { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['list'] };
+/** Sharded: the namespaces' names, which the oldest member lays the buckets out over. */
+export const SHARD_LAYOUT_RULE: Rule = { apiGroups: [''], resources: ['namespaces'], verbs: ['list'] };
 
 const RBAC_KINDS = new Set(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding']);
 
