@@ -16,9 +16,13 @@
 // writes under another layout, so no namespace has two writers across a change either.
 // Liveness is judged as client-go's leader election does: by when this process saw a Lease change,
 // on its own monotonic clock. A Lease not renewed for two lease durations by its own clock is
-// expired at first sight (a pod long gone), and expired Leases are deleted.
+// expired at first sight (a pod long gone), and a Lease is deleted once expired, so that a member
+// that joins after a crash does not see the dead one live for another lease duration (a member
+// whose Lease lapsed and was deleted has given every bucket up already; it joins again).
+// While buckets change hands (a member listing to join, or a bucket it wins still another's), it
+// looks every quarter round, so that a bucket given up is taken soon after.
 import { createHash } from 'node:crypto';
-import { isConflict } from '../kube/errors.ts';
+import { isConflict, isNotFound } from '../kube/errors.ts';
 import type { Lease, LeaseApi } from '../kube/lease.ts';
 import { type MonotonicClock, monotonicClock } from '../runtime/leader.ts';
 import type { Logger } from '../util/log.ts';
@@ -116,6 +120,8 @@ export class Membership {
   #layout = Layout.uniform;
   /** When (our clock) the first live member's Lease expires unless renewed: a round then takes its buckets at once. */
   #nextExpiry = Infinity;
+  /** Buckets are changing hands: rounds come four times as often. */
+  #handingOver = false;
   /** When (our clock) this member, the oldest, last compared the layout with the namespaces. */
   #layoutChecked = -Infinity;
 
@@ -196,7 +202,7 @@ export class Membership {
     while (!signal.aborted) {
       await this.#round(signal, first);
       first = false;
-      await this.#sleep(retryPeriodMs, signal);
+      await this.#sleep(this.#handingOver ? retryPeriodMs / 4 : retryPeriodMs, signal);
     }
     await this.#leave();
   }
@@ -265,7 +271,8 @@ export class Membership {
     try {
       this.#held = this.#held ? await this.#api.update(lease, signal) : await this.#api.create(lease, signal);
     } catch (error) {
-      if (!isConflict(error)) throw error;
+      // Changed meanwhile, or deleted by another member after a lapse: read it, or create it anew.
+      if (!isConflict(error) && !isNotFound(error)) throw error;
       this.#held = undefined;
     }
     if (!this.#held) {
@@ -302,7 +309,7 @@ export class Membership {
       if (now - at <= duration) {
         live.push(lease);
         this.#nextExpiry = Math.min(this.#nextExpiry, at + duration + 1);
-      } else if (now - at > 2 * duration) await this.#api.delete(lease, signal).catch(() => {});
+      } else await this.#api.delete(lease, signal).catch(() => {});
     }
     for (const name of this.#seen.keys()) if (!names.has(name)) this.#seen.delete(name);
     return live;
@@ -377,9 +384,11 @@ export class Membership {
     // A live member still writing under another layout: its buckets cannot be told apart from ours.
     const settled = views.every((member) => member.writes.size === 0 || member.layout?.id === this.#layout.id);
     const writes = new Set<number>();
+    this.#handingOver = views.some((member) => !member.ready) || !settled;
     for (const bucket of keeps) {
       if (!settled && !this.#writes.has(bucket)) continue;
       const other = claimed.get(bucket);
+      if (synced && other !== undefined && wonAmongReady.has(bucket)) this.#handingOver = true;
       // Two writers of a bucket (each took it before seeing the other): the bucket's winner keeps it.
       if (other !== undefined && !(this.#writes.has(bucket) && winner([identity, other], bucket) === identity)) {
         continue;
