@@ -695,7 +695,8 @@ Lease so that it never prunes while a labeller pod may still write.
 {{/*
 The sharding flags of the Deployment: each replica a member of the group, its Lease in the
 release namespace, timed as leader election would be (labeller checks all three timings in either
-mode). Not the cleanup Job's: prune is one process, for every namespace.
+mode). And of the cleanup Job: prune with them waits until no member holds its Lease, then prunes
+every namespace as one process.
 */}}
 {{- define "labeller.shardingArgs" -}}
 {{- if .Values.sharding.enabled }}

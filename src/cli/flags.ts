@@ -222,7 +222,7 @@ export const SPECS = {
     choices: ['off', 'auto'],
     default: 'off',
     describe:
-      'run several replicas that all write, each its share of the namespaces (auto: split over the live members of the shard group, on Leases); instead of --leader-elect',
+      "run several replicas that all write, each its share of the namespaces (auto: split over the live members of the shard group, on Leases); instead of --leader-elect. With prune: wait until no member holds its Lease; with status and --once --dry-run: the preflight asks for the members' Leases",
   },
   'shard-group': {
     kind: 'string',

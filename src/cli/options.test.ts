@@ -282,14 +282,17 @@ test('leader election timings must nest: retry period < renew deadline < lease d
   );
 });
 
-test('--shards auto: the controller only, not with --leader-elect; the group names Leases', async () => {
+test('--shards auto: the controller, prune and the preflight of status and --once --dry-run; not with --leader-elect; the group names Leases', async () => {
   assert.equal((await parse(['--kinds', 'cm', '--shards', 'auto']))?.shards, true);
+  for (const describing of [['prune'], ['status'], ['--once', '--dry-run']]) {
+    assert.equal((await parse([...describing, '--kinds', 'cm', '--shards', 'auto']))?.shards, true, describing[0]);
+  }
   await assert.rejects(
     parse(['--kinds', 'cm', '--shards', 'auto', '--leader-elect']),
     /--shards auto and --leader-elect/,
   );
-  await assert.rejects(parse(['--kinds', 'cm', '--shards', 'auto', '--once']), /works with the controller only/);
-  await assert.rejects(parse(['status', '--kinds', 'cm', '--shards', 'auto']), /works with the controller only/);
+  await assert.rejects(parse(['--kinds', 'cm', '--shards', 'auto', '--once']), /not with --once or explain/);
+  await assert.rejects(parse(['explain', 'cm/a', '--kinds', 'cm', '--shards', 'auto']), /not with --once or explain/);
   await assert.rejects(parse(['--kinds', 'cm', '--shards', 'some']), /Invalid values/);
   await assert.rejects(
     parse(['--kinds', 'cm', '--shard-group', 'Bad_Name']),

@@ -244,9 +244,12 @@ export async function parseOptions(
         '--shards auto and --leader-elect are two ways to run replicas: all of them writing their share, or one writing everything; choose one',
       );
     }
-    if (command !== 'label' || flag('once')) {
+    // It says the controller is sharded: the controller runs as a member, prune waits for the
+    // group's members to stop, and the preflight of status and --once --dry-run asks for their
+    // Leases. A --once that writes would write beside the members.
+    if (command === 'explain' || (command === 'label' && flag('once') && !flag('dry-run'))) {
       throw new UsageError(
-        '--shards auto works with the controller only (labeller without --once and without a command)',
+        "--shards auto works with the controller (labeller without --once), prune (which waits until no member of the group holds its Lease), status and --once --dry-run (whose preflight asks for the member Leases' rights); not with --once or explain",
       );
     }
   }

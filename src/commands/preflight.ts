@@ -46,7 +46,8 @@ export function checkRights(
     events: settings.events,
     leaseNamespace: settings.leaseNamespace,
     leaderElection: election?.name,
-    // Per leader-election group it has a name; a standalone process's carries its identity.
+    shardGroup: options.sharding?.group,
+    // Per leader-election group it has a name; a standalone process's (a shard member's too) carries its identity.
     guard: {
       name: election &&
         guardLeaseName({

@@ -2,11 +2,16 @@
 // label reconciler's one apply per object that carries labeller's labels hands back exactly the
 // keys labeller's field manager owns (an empty apply under that manager, with the uid guard);
 // keys another manager also owns stay, as server-side apply decides. Objects labeller owns
-// nothing on get no request.
+// nothing on get no request. For a sharded controller (--shards auto) it first waits until no
+// member of the group holds its Lease, as with --leader-elect it waits to hold the leader's.
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
+import { isForbidden } from '../kube/errors.ts';
+import { type Lease, LeaseApi } from '../kube/lease.ts';
 import { everyResource } from '../kube/resolve.ts';
 import { groupResource } from '../kube/resource.ts';
 import type { Config, KindConfig } from '../config/model.ts';
+import { type MonotonicClock, monotonicClock } from '../runtime/leader.ts';
+import { GROUP_LABEL } from '../shard/membership.ts';
 import type { Logger } from '../util/log.ts';
 import type { Ending, Host } from './host.ts';
 import { runOnce } from './once.ts';
@@ -19,8 +24,100 @@ export type PruneTarget =
   | { readonly allKinds: false; readonly config: Config }
   | { readonly allKinds: true; readonly namespaces: readonly string[] };
 
-export function runPrune(host: Host, target: PruneTarget): Promise<Ending> {
+export async function runPrune(host: Host, target: PruneTarget): Promise<Ending> {
+  const { sharding, dryRun } = host.options;
+  if (sharding) {
+    const gone = await shardGroupGone(new LeaseApi(host.client), {
+      ...sharding,
+      deleteLeft: !dryRun,
+      log: host.log,
+    }, host.shutdown.intake);
+    if (!gone) return 'stopped';
+  }
   return runOnce(host, pruneConfig(target, host.discovery, host.log));
+}
+
+export interface ShardGroupWait {
+  readonly group: string;
+  /** Where the member Leases live. */
+  readonly namespace: string;
+  /** How often to look. */
+  readonly retryPeriodMs: number;
+  /** Delete the Leases left behind once none is held (not in a dry run). */
+  readonly deleteLeft: boolean;
+  readonly log: Logger;
+  readonly clock?: MonotonicClock | undefined;
+}
+
+/**
+ * Waits until no member of the shard group holds its Lease; true then, false if `signal` came
+ * first. A member writes only while its own Lease is valid, and stops renewing it once it stops
+ * (it deletes it) or may no longer write it (`helm uninstall` deletes the release's RBAC before
+ * the pods get SIGTERM, so they leave their Leases behind). A Lease is judged as the members
+ * judge each other's: held while it changes within its lease duration, by this process's clock
+ * from when it saw the change; one not renewed for two lease durations by its renewTime (this
+ * host's wall clock) is expired at first sight. Those left are then deleted at the version judged
+ * expired (a renewal that slipped in keeps its Lease, and it is waited for again), so nothing of
+ * the group stays behind.
+ */
+export async function shardGroupGone(
+  api: Pick<LeaseApi, 'list' | 'delete'>,
+  wait: ShardGroupWait,
+  signal: AbortSignal,
+): Promise<boolean> {
+  const { group, namespace, retryPeriodMs, deleteLeft, log, clock = monotonicClock } = wait;
+  /** Each Lease's version as last seen, and when (our clock) it was first seen at that version. */
+  const seen = new Map<string, { readonly version: string | undefined; readonly at: number }>();
+  let told = false;
+  while (!signal.aborted) {
+    const leases = await api.list(namespace, `${GROUP_LABEL}=${group}`, signal);
+    // After the answer: a version is seen no sooner than it was written, so expiry is never early.
+    const now = clock.now();
+    const held: Lease[] = [];
+    for (const lease of leases) {
+      const { name, resourceVersion: version } = lease.metadata;
+      const duration = (lease.spec.leaseDurationSeconds ?? 0) * 1000;
+      const before = seen.get(name);
+      const renewed = Date.parse(lease.spec.renewTime ?? '') || 0;
+      const at = before !== undefined && before.version === version
+        ? before.at
+        : before === undefined && Date.now() - renewed > 2 * duration
+        ? -Infinity
+        : now;
+      seen.set(name, { version, at });
+      if (now - at <= duration) held.push(lease);
+    }
+    if (held.length === 0) {
+      if (!deleteLeft || leases.length === 0) {
+        if (told) log.info('shard group stopped', { group });
+        return true;
+      }
+      try {
+        for (const lease of leases) await api.delete(lease, signal);
+      } catch (error) {
+        if (!isForbidden(error)) throw error;
+        log.warn('the Leases the shard group left cannot be deleted; they stay until its next member deletes them', {
+          group,
+          namespace,
+          leases: leases.map((lease) => lease.metadata.name),
+          error,
+        });
+        return true;
+      }
+      log.info('deleted the Leases the shard group left', { group, namespace, leases: leases.length });
+      continue;
+    }
+    if (!told) {
+      log.info('waiting until no member of the shard group holds its Lease', {
+        group,
+        namespace,
+        members: held.map((lease) => lease.spec.holderIdentity ?? lease.metadata.name),
+      });
+      told = true;
+    }
+    await clock.sleep(retryPeriodMs, signal);
+  }
+  return false;
 }
 
 /** The config prune runs: the target's kinds with no labels. */

@@ -23,6 +23,7 @@ test('needs: each kind where it is watched, related caches, ConfigMap sources, E
     events: true,
     leaseNamespace: 'ops',
     leaderElection: 'labeller',
+    shardGroup: undefined,
     guard: { name: 'labeller-field-manager' },
     sourceMemory: 'labeller-sources',
   });
@@ -47,4 +48,42 @@ test('needs: each kind where it is watched, related caches, ConfigMap sources, E
     "create leases.coordination.k8s.io@ops for sources' memory",
     "get,update leases.coordination.k8s.io/labeller-sources@ops for sources' memory",
   ]);
+});
+
+test("needs of a shard member: its group's Leases, any name in the lease namespace, before the guard's (a member's guard Lease carries its identity); the namespaces' names for its layout when a kind is watched in all", () => {
+  const input = {
+    kinds: [{ resource: { group: '', resource: 'configmaps' }, namespaces: [''] }],
+    related: [],
+    sources: [],
+    events: false,
+    leaseNamespace: 'ops',
+    leaderElection: undefined,
+    shardGroup: 'rel-labeller',
+    guard: { name: undefined },
+    sourceMemory: undefined,
+  };
+  const needs = needsOf(input);
+  assert.deepEqual(
+    needs.filter((n) => n.resource === 'namespaces').map((n) => [n.verbs.join(','), n.namespace, n.for]),
+    [['list', '', 'shard group rel-labeller layout']],
+  );
+  const named = needsOf({
+    ...input,
+    kinds: [{ resource: { group: '', resource: 'configmaps' }, namespaces: ['shop'] }],
+  });
+  assert.deepEqual(
+    named.filter((n) => n.resource === 'namespaces'),
+    [],
+    'kinds in named namespaces: those are laid out',
+  );
+  assert.deepEqual(
+    needs.filter((n) => n.resource === 'leases').map((n) => [n.verbs.join(','), n.name, n.namespace, n.for]),
+    [
+      ['get,list,create,update,delete', undefined, 'ops', 'shard group rel-labeller'],
+      ['list', undefined, '', 'field-manager guard'],
+      ['create', undefined, 'ops', 'field-manager guard'],
+      ['get,update', undefined, 'ops', 'field-manager guard'],
+      ['delete', undefined, 'ops', 'field-manager guard'],
+    ],
+  );
 });

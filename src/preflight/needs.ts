@@ -35,6 +35,8 @@ export interface NeedsInput {
   readonly leaseNamespace: string;
   /** The leader-election Lease's name, when several replicas elect one. */
   readonly leaderElection: string | undefined;
+  /** The shard group's name, when replicas share the work (--shards auto). */
+  readonly shardGroup: string | undefined;
   /** The field-manager guard's Lease name when it is known before it runs (per leader-election group); undefined when the guard is off. */
   readonly guard: { readonly name: string | undefined } | undefined;
   /** The sources' memory Lease, when there are sources. */
@@ -89,6 +91,17 @@ export function needsOf(input: NeedsInput): Need[] {
     lease(['get', 'update'], name, why);
   };
   if (input.leaderElection !== undefined) own(input.leaderElection, 'leader election');
+  // Each member creates and renews a Lease named after its identity (unknown here), lists the
+  // group's, and deletes those of members that crashed: no resourceNames can say which.
+  if (input.shardGroup !== undefined) {
+    const why = `shard group ${input.shardGroup}`;
+    lease(['get', 'list', 'create', 'update', 'delete'], undefined, why);
+    // Its oldest member cuts the buckets where the namespaces are, listing their names unless
+    // every kind is watched in named namespaces (refused, it keeps equal buckets).
+    if (input.kinds.some((kind) => kind.namespaces.includes(''))) {
+      needs.push({ group: '', resource: 'namespaces', verbs: ['list'], namespace: '', for: `${why} layout` });
+    }
+  }
   if (input.guard) {
     // It looks for other labellers' Leases everywhere; its own it also deletes when it stops.
     lease(['list'], undefined, 'field-manager guard', '');

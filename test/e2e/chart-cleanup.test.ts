@@ -1,7 +1,8 @@
 // The chart's cleanupOnUninstall: a post-delete hook Job running `labeller prune`, with a
 // ServiceAccount, RBAC and config of its own created before it (the release's are gone by then).
 // Rendered and checked against the Deployment it cleans up after; then the Job's command runs as
-// its ServiceAccount against the API server, first waiting for the Lease a labeller still holds.
+// its ServiceAccount against the API server, first waiting for the Lease a labeller still holds,
+// or, sharded, until no member of the group holds its Lease.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import {
@@ -38,6 +39,7 @@ const annotations = (m: Manifest) => (m.metadata as { annotations?: Record<strin
 const isHook = (m: Manifest) => annotations(m)[HOOK] !== undefined;
 const RBAC_KINDS = new Set(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding']);
 const LEADER_FLAG = /^--leader-elect/;
+const SHARD_FLAG = /^--shard/;
 
 interface Rule {
   apiGroups: string[];
@@ -149,15 +151,18 @@ describe('chart: cleanupOnUninstall', () => {
       const args = prune.args ?? [];
       assert.equal(args[0], 'prune');
       const leading = (labeller.args ?? []).includes('--leader-elect');
+      const sharded = (labeller.args ?? []).includes('--shards=auto');
       const kept = (a: string) =>
-        /^--(config|namespace|field-manager|log-level|log-format)=/.test(a) || (leading && LEADER_FLAG.test(a));
+        /^--(config|namespace|field-manager|log-level|log-format)=/.test(a) ||
+        ((leading || sharded) && LEADER_FLAG.test(a)) || (sharded && SHARD_FLAG.test(a));
       assert.deepEqual(
         args.slice(1),
         (labeller.args ?? []).filter(kept),
         `${what}: the Deployment's scope, identity and Lease`,
       );
-      // Sharded replicas hold no Lease to wait for, and prune runs unsharded (kept has no --shard flag).
+      // Sharded, the group's flags: prune waits until no member holds its Lease.
       if (leading) assert.ok(args.includes('--leader-elect'), `${what}: waits for the Lease`);
+      if (sharded) assert.ok(args.includes('--shards=auto'), `${what}: waits for the shard group`);
     }
     const existing = await render({
       release: 'rel',
@@ -262,6 +267,130 @@ describe('chart: cleanupOnUninstall', () => {
         undefined,
       );
       assert.equal((await labelsOf(`/api/v1/namespaces/${target}/configmaps/app`))['example.com/team'], undefined);
+    },
+  );
+
+  test(
+    "sharded: the Job's command waits until no member of the group holds its Lease (the release's RBAC gone first, as in helm uninstall), deletes the Leases left, then removes labeller's labels; none comes back",
+    { skip: skip || auditSkip, timeout: 180_000 },
+    async () => {
+      const targets = [await createNamespace('cleanup-shard-a'), await createNamespace('cleanup-shard-b')];
+      const namespace = await createNamespace('cleanup-shard-rel');
+      const manifests = await render({
+        release: namespace,
+        namespace,
+        values: {
+          labels: { 'example.com/team': 'platform' },
+          kinds: [{ resource: 'configmaps' }],
+          cleanupOnUninstall: true,
+          replicaCount: 2,
+          leaderElection: { enabled: false, leaseDuration: '4s', renewDeadline: '3s', retryPeriod: '1s' },
+          sharding: { enabled: true },
+        },
+      });
+      deleteAfter(manifests);
+      const hooks = manifests.filter(isHook);
+      const release = manifests.filter((m) => !isHook(m));
+      const releaseRbac = release.filter((m) => RBAC_KINDS.has(m.kind));
+      await apply([...releaseRbac, ...hooks.filter((m) => RBAC_KINDS.has(m.kind))]);
+      const accountOf = (objects: readonly Manifest[]) =>
+        objects.find((m) => m.kind === 'ServiceAccount')!.metadata.name;
+      const memberUser = `system:serviceaccount:${namespace}:${accountOf(release)}`;
+      const hookUser = `system:serviceaccount:${namespace}:${accountOf(hooks)}`;
+      for (const target of targets) {
+        await create(`/api/v1/namespaces/${target}/configmaps`, {
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          metadata: { name: 'app' },
+        });
+      }
+      const configMaps = targets.map((target) => `/api/v1/namespaces/${target}/configmaps/app`);
+      const team = async (path: string) => (await labelsOf(path))['example.com/team'];
+
+      // Two members as the release's ServiceAccount, with its RBAC and the Deployment's group,
+      // Lease namespace, timings and field manager; in the target namespaces only (the cluster is shared).
+      const deployment = release.find((m) => m.kind === 'Deployment')!;
+      const configFile = (objects: readonly Manifest[]) =>
+        tempFile(
+          'kinds.yaml',
+          (objects.find((m) => m.kind === 'ConfigMap')!['data'] as Record<string, string>)['kinds.yaml'] ?? '',
+        );
+      const memberArgs = [
+        '--config',
+        configFile(release),
+        '--namespace',
+        targets.join(','),
+        ...(containers(deployment)[0]!.args ?? []).filter((a) => /^--(field-manager|shard|leader-elect)/.test(a)),
+      ];
+      const membersConfig = await serviceAccountKubeconfig(namespace, accountOf(release));
+      const members = [0, 1].map(() => new Labeller(memberArgs, { kubeconfig: membersConfig }));
+      const group = `labeller.io/shard-group=${
+        (containers(deployment)[0]!.args ?? []).find((a) => a.startsWith('--shard-group='))!.split('=')[1]
+      }`;
+      const leases = async () =>
+        (await (await adminClient()).json<{ items: { metadata: { name: string } }[] }>(
+          'GET',
+          `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`,
+          { query: { labelSelector: group } },
+        )).items.map((lease) => lease.metadata.name);
+      try {
+        await eventually(
+          async () => (await Promise.all(configMaps.map(team))).every((t) => t === 'platform'),
+          'the members to label',
+        );
+        await eventually(async () => (await leases()).length === 2, "both members' Leases");
+
+        const job = containers(hooks.find((m) => m.kind === 'Job')!)[0]!.args ?? [];
+        assert.ok(job.includes('--shards=auto'));
+        const args = job.map((a) => (a.startsWith('--config=') ? `--config=${configFile(hooks)}` : a)).filter((a) =>
+          !a.startsWith('--log-format=')
+        );
+        const prune = new Labeller(args, { kubeconfig: await serviceAccountKubeconfig(namespace, accountOf(hooks)) });
+        const patchesBy = (username: string) =>
+          auditEvents((e) =>
+            e.verb === 'patch' && e.user?.username === username && e.objectRef?.resource === 'configmaps' &&
+            targets.includes(e.objectRef.namespace ?? '')
+          );
+        await prune.waitForLog((l) => l.msg === 'waiting until no member of the shard group holds its Lease');
+        await sleep(2000);
+        assert.deepEqual(patchesBy(hookUser), [], 'no prune while the members hold their Leases');
+
+        // helm uninstall: the release's RBAC and ServiceAccount go first; one pod gets SIGTERM and
+        // leaves (its Lease stays: it may no longer delete it), the other is still stopping.
+        const deleted = await tool(
+          'kubectl',
+          ['--kubeconfig', adminKubeconfig(), 'delete', '--wait=false', '-f', '-'],
+          JSON.stringify({ apiVersion: 'v1', kind: 'List', items: releaseRbac }),
+        );
+        assert.equal(deleted.code, 0, deleted.stderr);
+        const rbacGone = Date.now();
+        const [stopped, stopping] = members as [Labeller, Labeller];
+        assert.equal((await stopped.stop('SIGTERM', 30_000)).code, 0, stopped.stderr.slice(-3000));
+        assert.equal((await leases()).length, 2, 'its Lease stays');
+
+        const exit = await prune.exited;
+        assert.equal(exit.code, 0, exit.stderr);
+        assert.match(exit.stdout, /^seen \d+, patched 2, unchanged \d+, conflicts 0, failed 0/m);
+        assert.ok(prune.logs.some((l) => l.msg === 'deleted the Leases the shard group left'));
+        assert.deepEqual(await leases(), [], 'no member Lease left');
+        const pruned = patchesBy(hookUser).map((e) => Date.parse(e.requestReceivedTimestamp ?? ''));
+        assert.equal(pruned.length, 2);
+        assert.ok(Math.min(...pruned) > rbacGone, 'the prune began once no member could renew its Lease');
+        // The member still stopping writes nothing more: the labels stay removed.
+        await sleep(3000);
+        assert.deepEqual(await Promise.all(configMaps.map(team)), [undefined, undefined]);
+        assert.deepEqual(
+          patchesBy(memberUser).filter((e) =>
+            e.responseStatus?.code === 200 && Date.parse(e.requestReceivedTimestamp ?? '') >= Math.min(...pruned)
+          ),
+          [],
+          'no PATCH of a member after the prune began',
+        );
+        stopping.assertRunning();
+        await stopping.stop('SIGTERM', 30_000);
+      } finally {
+        for (const member of members) member.kill();
+      }
     },
   );
 

@@ -2,7 +2,8 @@
 // on and short `for:` durations, its rule groups checked by promtool and loaded by Debian's
 // Prometheus 2.42, which scrapes two real labellers on loopback as a ServiceMonitor would (job
 // `<full name>-metrics`, the release namespace as `namespace`): one with leader election and a
-// URL source of truth served by this test, one without leader election whose source never loads.
+// URL source of truth served by this test, one without leader election whose source never loads,
+// and a shard member (--shards auto) for the dashboard's shard queries.
 // Every dashboard query returns series; no alert of the first is active until its source answers
 // 503 (LabellerSourceDown fires) and it stops (LabellerNoLeader fires); the second's source-down
 // and held-labels alerts fire, and its no-leader alert never becomes active.
@@ -102,10 +103,15 @@ describe('dashboard and alerts in Prometheus', { skip }, () => {
         t.skip(PROMETHEUS_MISSING);
         return;
       }
-      const [ns, other] = [await createNamespace('monitoring'), await createNamespace('monitoring-single')];
+      const [ns, other, shardNs] = [
+        await createNamespace('monitoring'),
+        await createNamespace('monitoring-single'),
+        await createNamespace('monitoring-sharded'),
+      ];
       for (const name of ['a', 'b', 'c']) {
-        await create(`/api/v1/namespaces/${ns}/configmaps`, { metadata: { name } });
-        await create(`/api/v1/namespaces/${other}/configmaps`, { metadata: { name } });
+        for (const namespace of [ns, other, shardNs]) {
+          await create(`/api/v1/namespaces/${namespace}/configmaps`, { metadata: { name } });
+        }
       }
       // Releases `labeller` (scraped as job labeller-metrics) and `single` (single-labeller-metrics).
       const elected = await rendered('labeller', ns, {});
@@ -116,7 +122,8 @@ describe('dashboard and alerts in Prometheus', { skip }, () => {
         assert.match(check.output, new RegExp(`SUCCESS: ${ALERTS.length} rules found`));
       }
 
-      const [electedPort = 0, probePort = 0, singlePort = 0, prometheusPort = 0, closedPort = 0] = await freePorts(5);
+      const [electedPort = 0, probePort = 0, singlePort = 0, prometheusPort = 0, closedPort = 0, shardedPort = 0] =
+        await freePorts(6);
       const catalog = await catalogue({
         a: { costCenter: 'cc-1' },
         b: { costCenter: 'cc-2' },
@@ -165,6 +172,26 @@ kinds:
         '--metrics-bind-address',
         `127.0.0.1:${singlePort}`,
       ]);
+      // A shard group of one: the dashboard's shard queries read its gauges.
+      const sharded = new Labeller([
+        '--kinds',
+        'configmaps',
+        '--label',
+        'team=platform',
+        '--namespace',
+        shardNs,
+        '--field-manager',
+        'labeller-monitoring-sharded-e2e',
+        '--shards',
+        'auto',
+        '--shard-group',
+        'monitoring-e2e',
+        '--leader-election-namespace',
+        shardNs,
+        ...['--lease-duration', '3s', '--renew-deadline', '2s', '--retry-period', '400ms'],
+        '--metrics-bind-address',
+        `127.0.0.1:${shardedPort}`,
+      ]);
       let prometheus: Prometheus | undefined;
       try {
         await labeller.waitForLog((l) => l.msg === 'became leader');
@@ -176,11 +203,17 @@ kinds:
           async () => (await labelsOf(`/api/v1/namespaces/${other}/configmaps/c`))['team'] === 'platform',
           'the labeller without leader election to label',
         );
+        await eventually(
+          async () => (await labelsOf(`/api/v1/namespaces/${shardNs}/configmaps/c`))['team'] === 'platform',
+          'the shard member to label',
+        );
         const job = 'labeller-metrics';
         const singleJob = 'single-labeller-metrics';
+        const shardedJob = 'sharded-labeller-metrics';
         prometheus = await Prometheus.start(prometheusPort, [elected.rules, single.rules], [
           { job, address: `127.0.0.1:${electedPort}`, labels: { namespace: ns } },
           { job: singleJob, address: `127.0.0.1:${singlePort}`, labels: { namespace: ns } },
+          { job: shardedJob, address: `127.0.0.1:${shardedPort}`, labels: { namespace: ns } },
         ]);
         const server = prometheus;
         /** Alerts now; a no-leader alert of the labeller without leader election, at any time, fails the test. */
@@ -202,7 +235,8 @@ kinds:
           return alert;
         };
 
-        // Every query of the dashboard, its variables set to the first labeller's namespace and job.
+        // Every query of the dashboard, its variables set to the first labeller's namespace and job
+        // (the shard member's, for the shard gauges: no other labeller exports them).
         const dashboard = JSON.parse(
           (only(elected.manifests, 'ConfigMap', 'labeller-dashboard')['data'] as Record<string, string>)[
             'labeller.json'
@@ -212,7 +246,7 @@ kinds:
         let queries = 0;
         for (const panel of dashboard.panels) {
           for (const target of panel.targets ?? []) {
-            const expr = substitute(target.expr, ns, job);
+            const expr = substitute(target.expr, ns, target.expr.includes('labeller_shard_') ? shardedJob : job);
             await eventually(async () => (await server.query(expr)).length > 0, `series for "${panel.title}": ${expr}`);
             queries++;
           }
@@ -284,7 +318,12 @@ kinds:
         assert.deepEqual(leaderless, [], 'without leader election, LabellerNoLeader is never active');
       } finally {
         await prometheus?.stop();
-        await Promise.all([labeller.stop('SIGTERM', 30_000), unelected.stop('SIGTERM', 30_000), catalog.close()]);
+        await Promise.all([
+          labeller.stop('SIGTERM', 30_000),
+          unelected.stop('SIGTERM', 30_000),
+          sharded.stop('SIGTERM', 30_000),
+          catalog.close(),
+        ]);
       }
     },
   );

@@ -2,11 +2,13 @@
 // `labeller --once --dry-run` ask a SelfSubjectAccessReview for every right the controller would
 // need with the config (each kind, the related objects its templates read, its ConfigMap source,
 // Events and Leases), name what is missing with RBAC to apply, and exit 3 until it is granted.
-// `--as` asks the same for another identity, as kubectl's --as does.
+// `--as` asks the same for another identity, as kubectl's --as does. With --shards auto it asks
+// for the shard group's Leases too, which the chart's sharded RBAC grants.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { configFile, create, createNamespace, kubeconfig, serviceAccountKubeconfig, skip } from './cluster.ts';
-import { tool } from './helm.ts';
+import { installRbac, ownLabel } from './chart-rbac.ts';
+import { containers, only, tempFile, tool } from './helm.ts';
 import type { StatusReport } from '../../src/commands/status.ts';
 import { Labeller } from '../process/labeller.ts';
 
@@ -102,5 +104,65 @@ kinds:
     const off = await status(['--preflight=false', '-o', 'json'], { kubeconfig: narrow });
     assert.equal(off.code, 0, off.stderr);
     assert.equal(off.report?.permissions, undefined);
+  });
+
+  test("--shards auto: status and --once --dry-run ask for the shard group's Leases; the chart's sharded RBAC grants all the preflight asks", async () => {
+    const ns = await createNamespace('preflight-shards');
+    const narrow = await serviceAccountKubeconfig(ns, 'narrow', [
+      { apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'watch'] },
+    ]);
+    const sharded = ['--shards', 'auto', '--shard-group', 'pf-shards', '--leader-elect-resource-namespace', ns];
+    const flags = ['--kinds', 'configmaps', '--label', 'team=platform', '--namespace', ns, ...sharded];
+    const exit = await new Labeller(['status', ...flags, '-o', 'json'], { kubeconfig: narrow }).exited;
+    assert.equal(exit.code, 3, exit.stderr);
+    const missing = (JSON.parse(exit.stdout) as StatusReport).permissions?.missing.filter((need) =>
+      need.resource === 'leases'
+    ).map((need) =>
+      `${need.verbs.join(',')} ${need.resource}${need.name ? `/${need.name}` : ''}@${
+        need.namespace || '*'
+      } for ${need.for}`
+    );
+    // Any name: a member's Lease is named after its identity; no leader-election Lease.
+    assert.deepEqual(missing, [
+      `get,list,create,update,delete leases@${ns} for shard group pf-shards`,
+      'list leases@* for field-manager guard',
+    ]);
+
+    const dryRun = new Labeller([...flags, '--once', '--dry-run'], { kubeconfig: narrow });
+    assert.equal((await dryRun.exited).code, 3, dryRun.stderr);
+    assert.deepEqual(
+      dryRun.logs.filter((l) => l.msg === 'labeller may not do what it needs' && l['resource'] === 'leases').map((
+        l,
+      ) => [l['verbs'], l['namespace'], l['for']]),
+      [[['get', 'list', 'create', 'update', 'delete'], ns, 'shard group pf-shards'], [
+        ['list'],
+        '',
+        'field-manager guard',
+      ]],
+    );
+
+    // The chart's sharded RBAC, through its ServiceAccount, with the Deployment's sharding flags.
+    const { labels: own, selector } = ownLabel('preflight-shards');
+    await create(`/api/v1/namespaces/${ns}/configmaps`, { metadata: { name: 'app', labels: own } });
+    const chart = await installRbac('preflight-chart', {
+      labels: { team: 'platform' },
+      kinds: [{ resource: 'configmaps' }],
+      selector,
+      replicaCount: 3,
+      leaderElection: { enabled: false },
+      sharding: { enabled: true },
+    });
+    const config = tempFile(
+      'kinds.yaml',
+      (only(chart.manifests, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '',
+    );
+    const args = (containers(only(chart.manifests, 'Deployment'))[0]?.args ?? []).filter((a) =>
+      /^--(field-manager|selector|shards|shard-group|leader-elect)/.test(a)
+    );
+    assert.ok(args.includes('--shards=auto'), args.join(' '));
+    const granted = await new Labeller(['status', '--config', config, ...args], { kubeconfig: chart.kubeconfig })
+      .exited;
+    assert.equal(granted.code, 0, `${granted.stdout}${granted.stderr}`);
+    assert.match(granted.stdout, /^permissions: system:serviceaccount:\S+ has all \d+ rights labeller needs$/m);
   });
 });

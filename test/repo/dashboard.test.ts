@@ -124,6 +124,8 @@ describe(FILE, () => {
         'labeller_watch_restarts_total',
         'workqueue_depth',
         'labeller_kinds_skipped',
+        'labeller_shard_owned_ratio',
+        'labeller_shard_members',
       ]
     ) {
       assert.ok(used.has(name), `no panel shows ${name}`);
