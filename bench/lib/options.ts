@@ -42,7 +42,7 @@ ${LAUNCH_USAGE}
                           --quick 3k) over N/100 namespaces, cluster-wide: one member, then three (time, CPU, peak
                           RSS, bytes received), one killed, members joining and leaving; then three again on a
                           second control plane with the ShardedListAndWatch gate off (bench/lib/shards.ts)
-  --sequential-names      --shards: namespaces named shards-bench-NNNN, the counter last (few hash buckets)
+  --sequential-names      --shards: namespaces named shards-bench-NNNN, the counter last (crowded in a few equal buckets)
   --no-memory             skip the memory measurements
   --no-results-md         do not update bench/RESULTS.md`;
 
