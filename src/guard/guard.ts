@@ -65,6 +65,8 @@ export class FieldManagerGuard {
   #validUntil = -Infinity;
   /** The Lease cannot be held (no rights on Leases): the guard is off and holds no write back. */
   #off = false;
+  /** Since when (performance.now()) renewals of a Lease once held have been refused with 403. */
+  #forbiddenSince: number | undefined;
   /** Writes waiting for the Lease to be renewed. */
   #waiting: PromiseWithResolvers<void> | undefined;
   /** Set when another config holds the field manager and this process stepped down. */
@@ -144,6 +146,7 @@ export class FieldManagerGuard {
         // Others judge the Lease live for its duration from the renewal; a margin covers the request's own time.
         if (this.#held) {
           this.#validUntil = sent + leaseDurationMs * 0.9;
+          this.#forbiddenSince = undefined;
           this.#release();
         }
       } catch (error) {
@@ -156,7 +159,14 @@ export class FieldManagerGuard {
           taken(error);
           return;
         }
-        if (isForbidden(error)) {
+        // Once held, a 403 may pass: an API server that has just started answers 403 to everything
+        // until its RBAC is loaded. Writes wait meanwhile (the Lease lapses); only rights gone for
+        // a whole lease duration switch the guard off, as no rights at the start do at once.
+        this.#forbiddenSince = isForbidden(error) ? (this.#forbiddenSince ?? sent) : undefined;
+        if (
+          this.#forbiddenSince !== undefined &&
+          (this.#validUntil === -Infinity || sent - this.#forbiddenSince >= leaseDurationMs)
+        ) {
           this.#off = true;
           this.#release();
           log.warn(
