@@ -45,8 +45,16 @@ export interface WorldState {
 
 /** The sources a key reads. */
 export type HeldSource = 'cc' | 'site';
-/** A held source's key on each object (`kind/namespace/name`) when the hold began; undefined: it had none. */
-export type HeldValues = ReadonlyMap<string, string | undefined>;
+/**
+ * A held source's key on each object (`kind/namespace/name`) when the hold began (undefined: it
+ * had none), and each value the last good content gave it in each namespace since: a process
+ * that read that content may have written one before the namespace went to a process that
+ * holds the key where it finds it (a new leader, or the shard member that takes the namespace).
+ */
+export interface HeldValues {
+  readonly objects: ReadonlyMap<string, string | undefined>;
+  readonly since: ReadonlyMap<string, ReadonlySet<string | undefined>>;
+}
 
 /** The values each key may have (undefined: absent); a key not named must be absent. */
 export type Expectation = Readonly<Record<string, readonly (string | undefined)[]>>;
@@ -74,8 +82,9 @@ export function wanted(world: WorldState, namespace: string): Record<string, str
 
 /**
  * What object `key` (`kind/namespace/name`) must carry of the scenario's keys. A held source's key
- * is either as it was when the hold began (a leader started into the outage keeps it) or as the
- * last good content says (a leader that read that content before the outage, still running).
+ * is either as it was when the hold began (a process started into the outage keeps it), as the
+ * last good content says (a process that read that content before the outage, still running),
+ * or as that content said at some moment since (written by the latter, then held by the former).
  */
 export function expected(world: WorldState, key: string, intruder: string): Expectation {
   const ns = key.split('/')[1]!;
@@ -86,7 +95,7 @@ export function expected(world: WorldState, key: string, intruder: string): Expe
   for (const [source, values] of world.held) {
     const label = KEYS[source];
     if (!world.config[source] || team === undefined) continue;
-    expectation[label] = [...new Set([values.get(key), labels[label]])];
+    expectation[label] = [...new Set([values.objects.get(key), ...(values.since.get(ns) ?? []), labels[label]])];
   }
   if (world.intruded.has(key) && !(KEYS.team in labels)) expectation[KEYS.team] = [intruder];
   return expectation;

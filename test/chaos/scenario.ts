@@ -1,30 +1,52 @@
 // One seeded chaos run against a full test control plane (controllers, scheduler, kwok nodes):
-// two replicas of labeller under leader election, as a ServiceAccount, label two namespaces'
-// ConfigMaps, Deployments, ReplicaSets, Pods and (while its CRD is installed) Widgets from the
-// namespace's `team` label, a ConfigMap source of cost centres and an HTTPS source of sites, while
-// a sequence of operations drawn from the seed changes the world and disturbs labeller. The
-// oracle (oracle.ts) says what every object's labels must be; the invariants are checked as the
-// run goes and at its end:
+// replicas of labeller, as a ServiceAccount, label namespaces' ConfigMaps, Deployments,
+// ReplicaSets, Pods and (while its CRD is installed) Widgets from the namespace's `team` label, a
+// ConfigMap source of cost centres and an HTTPS source of sites, while a sequence of operations
+// drawn from the seed changes the world and disturbs labeller. A run has one of two modes:
+//   leader   two replicas under leader election, two namespaces: the leader writes everything;
+//   sharded  members of a shard group (--shards auto), two at the start and up to three, four
+//            namespaces: each member writes the namespaces it wins.
+// The oracle (oracle.ts) says what every object's labels must be, whoever wrote them, so in the
+// sharded mode the invariants hold over the union of the shards. They are checked as the run goes
+// and at its end:
 //   never strip  no key the config in force wants, from readable inputs, disappears from an
 //                object that still exists (sampled every second; a key not wanted at some moment
 //                of the last GRACE_MS may go);
 //   convergence  within CONVERGE_MS of the last operation every object carries exactly the
 //                oracle's labels of the scenario's keys;
 //   bounded      labeller's PATCHes stay within twice the changes the oracle predicts, plus a
-//                constant per restart;
+//                constant per process started after the first ones (restart or join);
 //   health       no replica exits by itself but for a named reason (lost leadership, no API
-//                server at start) nor is unready without one (/readyz), each is ready once
-//                converged and stops cleanly at the end (exit 0, no crash), peak RSS stays
-//                bounded, and no Lease is left but the run's own.
+//                server at start, an invalid config file) nor is unready without one (/readyz),
+//                each running one is ready once converged and stops cleanly (exit 0, no crash) on
+//                SIGTERM, whether a member leaving mid-run or any replica at the end, peak RSS
+//                stays bounded, and no Lease is left but the run's own (and, sharded, the
+//                field-manager guard's of a process stopped mid-run: see leftLeases);
+//   shard ranges (sharded) once converged, the running members' Leases are all ready, the
+//                buckets they publish as written are disjoint and cover the hash space under one
+//                layout (every namespace has one writer), and no other member's Lease is left.
 // Operations: ConfigMaps created and deleted, namespace labels changed, Deployments scaled (the
 // controllers make and delete Pods), a CRD installed (with Widgets) and removed, the ConfigMap
 // source rewritten with good, empty, malformed and mass-removing content or deleted for a while,
 // the HTTPS source answering the same, too large a body, no answer for a while or flipping
 // between two contents, live reloads that add and drop keys and ones that do not parse, a kind's
 // RBAC revoked for a while, another manager overwriting a key once. Perturbations: SIGKILL and
-// restart of either replica (between a write and its echo, at random), SIGSTOP for part of a
-// lease duration (the other replica takes over), every connection dropped, every byte delayed
-// (a stale view), kube-apiserver restarted.
+// restart of a replica (between a write and its echo, at random), SIGSTOP for part of a lease
+// duration or more (leader: the other replica takes over; sharded: the others take the starved
+// member's namespaces, and it may find its Lease deleted when it resumes), every connection
+// dropped, every byte delayed (a stale view), kube-apiserver restarted; sharded only, a member
+// joining (a new process), leaving (SIGTERM) and crashing (SIGKILL, started again only by a later
+// join), one member at least running throughout. The oracle takes what is served as read, so an
+// HTTPS body stays CATALOG_READ_MS before the next, and a process an operation starts has read
+// its sources before the next operation.
+//
+// Why no check that two members never write one object at once: the audit log cannot tell the
+// members apart (one ServiceAccount, one user agent `labeller/<version>`, one field manager, one
+// source address behind the fault proxy), and even per-member identities would not make it sound:
+// a member's belief that it writes a namespace is only in its log, a PATCH claimed just before a
+// SIGSTOP may reach the server after the others took over, and the membership itself lets two
+// members that took a bucket in the same round both hold it until the next. Convergence and
+// never strip judge what those writes leave behind.
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,7 +61,7 @@ import { crashed } from '../process/crash.ts';
 import { freePorts } from '../controlplane/process.ts';
 import { eventually } from '../process/eventually.ts';
 import { describeExit } from '../process/child.ts';
-import { Labeller } from '../process/labeller.ts';
+import { Labeller, type LogLine } from '../process/labeller.ts';
 import { procSample } from '../process/procstat.ts';
 import { sleep } from '../process/sleep.ts';
 import {
@@ -62,12 +84,33 @@ import { Random } from './random.ts';
 const GRACE_MS = 45_000;
 const CONVERGE_MS = 120_000;
 const MAX_RSS_MIB = 300;
+/** How long a body of the HTTPS source stays before the next: its poll interval (1 s), and a margin for a busy machine. */
+const CATALOG_READ_MS = 2500;
 const TEAMS = ['red', 'blue', 'green', 'gray'] as const;
 const INTRUDER = 'intruder';
 
 /** The kinds whose RBAC an operation may revoke: each of the config's built-in kinds. */
 const REVOCABLE = ['configmaps', 'deployments', 'replicasets', 'pods'] as const;
-const REPLICAS = 2;
+
+/** How the replicas share the work: one leader writes everything, or each shard member its namespaces. */
+export type Mode = 'leader' | 'sharded';
+/**
+ * Each mode's namespaces, replicas (at most; processes started at first) and longest SIGSTOP.
+ * Four namespaces give two or three members something to split (two could well hash to one);
+ * a member's SIGSTOP of up to 2.5 lease durations outlasts the one after which the others take
+ * its namespaces and delete its Lease.
+ */
+const SHAPES = {
+  leader: { namespaces: 2, replicas: 2, initial: 2, maxStopMs: 8000 },
+  sharded: { namespaces: 4, replicas: 3, initial: 2, maxStopMs: 10_000 },
+} as const satisfies Record<Mode, object>;
+/** The leader mode's timings: a lease of 6 s, a renew deadline of 4 s, a retry every second. */
+const LEADER_TIMINGS = ['--lease-duration', '6s', '--renew-deadline', '4s', '--retry-period', '1s'];
+/** The shard members' timings, as test/e2e/shards.test.ts's: a lease of 4 s, a round every second. */
+const SHARD_TIMINGS = ['--lease-duration', '4s', '--renew-deadline', '3s', '--retry-period', '1s'];
+/** The shard group's name (--shard-group's default): its members' Leases carry it. */
+const SHARD_GROUP = 'labeller';
+const BUCKETS = 256;
 
 /** One step of a run, as drawn from the seed (and written out to replay it). */
 export type Operation =
@@ -88,8 +131,16 @@ export type Operation =
   | { readonly op: 'crd'; readonly install: boolean }
   /** Every right on `resource` taken from labeller's ServiceAccount for `ms`, then given back. */
   | { readonly op: 'revoke'; readonly resource: (typeof REVOCABLE)[number]; readonly ms: number }
+  /** The replica SIGKILLed and started again (a new process, as the kubelet would). */
   | { readonly op: 'kill'; readonly replica: number }
+  /** The replica SIGSTOPped for `ms`, then SIGCONT. */
   | { readonly op: 'stop'; readonly replica: number; readonly ms: number }
+  /** Sharded: a new member started in the free place `replica`. */
+  | { readonly op: 'join'; readonly replica: number }
+  /** Sharded: the member stopped with SIGTERM: it leaves the group (exit 0, its Leases deleted). */
+  | { readonly op: 'leave'; readonly replica: number }
+  /** Sharded: the member SIGKILLed and not started again; a later join takes its place. */
+  | { readonly op: 'crash'; readonly replica: number }
   | { readonly op: 'drop' }
   /** Every byte between labeller and the API server `delayMs` late, for `ms`: a stale view. */
   | { readonly op: 'delay'; readonly delayMs: number; readonly ms: number }
@@ -101,12 +152,13 @@ export type Operation =
   | { readonly op: 'pause'; readonly ms: number };
 
 export interface Violation {
-  readonly invariant: 'never strip' | 'convergence' | 'bounded writes' | 'health';
+  readonly invariant: 'never strip' | 'convergence' | 'bounded writes' | 'health' | 'shard ranges';
   readonly detail: string;
 }
 
 export interface RunResult {
   readonly seed: number;
+  readonly mode: Mode;
   readonly operations: readonly Operation[];
   readonly violations: readonly Violation[];
   readonly patches: number;
@@ -121,38 +173,47 @@ const INITIAL_CATALOG = { red: 'site-1', blue: 'site-2', green: 'site-3', gray: 
 const INITIAL_CONFIG: ConfigState = { static: true, team: true, cc: true, site: true };
 const CRD = { group: DOMAIN, plural: 'widgets', kind: 'Widget' } as const;
 
+/** How likely each operation is; the leader mode's are these, in this order (its seeds draw as they always did). */
+const WEIGHTS = {
+  create: 4,
+  delete: 2,
+  team: 4,
+  source: 3,
+  catalog: 3,
+  'catalog-down': 0.7,
+  'catalog-flip': 0.7,
+  reload: 2,
+  intrude: 1,
+  scale: 2,
+  crd: 1,
+  revoke: 1,
+  kill: 1,
+  stop: 1,
+  drop: 1,
+  delay: 0.7,
+  'restart-apiserver': 0.3,
+  'reload-invalid': 1,
+  'source-gone': 0.7,
+} as const;
+/** The sharded mode's: joins about as often as members leave or crash, so the group neither dwindles nor stays full. */
+const SHARDED_WEIGHTS = { ...WEIGHTS, join: 1.4, leave: 0.7, crash: 0.7 } as const;
+
 /** The operations of `seed`: drawn against a model of what exists, so each makes sense when it runs. */
-export function generate(seed: number, count: number): Operation[] {
+export function generate(seed: number, count: number, mode: Mode = 'leader'): Operation[] {
+  const shape = SHAPES[mode];
   const random = new Random(seed);
-  const configMaps = [new Set(['cm-0', 'cm-1', 'cm-2']), new Set(['cm-0', 'cm-1', 'cm-2'])];
+  const configMaps = Array.from({ length: shape.namespaces }, () => new Set(['cm-0', 'cm-1', 'cm-2']));
+  /** The replicas running a process: a member that left or crashed has none until one joins in its place. */
+  const up = new Set(Array.from({ length: shape.initial }, (_, i) => i));
+  const running = () => [...up].sort((a, b) => a - b);
   let serial = 3;
   let config = INITIAL_CONFIG;
   let crd = false;
   const intruded = new Set<string>();
   const operations: Operation[] = [];
   for (let i = 0; i < count; i++) {
-    const ns = random.int(0, 1);
-    const kind = random.weighted({
-      create: 4,
-      delete: 2,
-      team: 4,
-      source: 3,
-      catalog: 3,
-      'catalog-down': 0.7,
-      'catalog-flip': 0.7,
-      reload: 2,
-      intrude: 1,
-      scale: 2,
-      crd: 1,
-      revoke: 1,
-      kill: 1,
-      stop: 1,
-      drop: 1,
-      delay: 0.7,
-      'restart-apiserver': 0.3,
-      'reload-invalid': 1,
-      'source-gone': 0.7,
-    });
+    const ns = random.int(0, shape.namespaces - 1);
+    const kind = mode === 'sharded' ? random.weighted(SHARDED_WEIGHTS) : random.weighted(WEIGHTS);
     const existing = [...configMaps[ns]!];
     switch (kind) {
       case 'create': {
@@ -217,10 +278,24 @@ export function generate(seed: number, count: number): Operation[] {
         operations.push({ op: 'revoke', resource: random.pick(REVOCABLE), ms: random.int(2000, 8000) });
         break;
       case 'kill':
-        operations.push({ op: 'kill', replica: random.int(0, REPLICAS - 1) });
+      case 'leave':
+      case 'crash': {
+        // One member at least keeps running (a killed one is started again only once it has exited).
+        if (up.size < 2) continue;
+        const replica = random.pick(running());
+        if (kind !== 'kill') up.delete(replica);
+        operations.push({ op: kind, replica });
         break;
+      }
+      case 'join': {
+        const free = Array.from({ length: shape.replicas }, (_, i) => i).filter((i) => !up.has(i));
+        if (free.length === 0) continue;
+        up.add(free[0]!);
+        operations.push({ op: 'join', replica: free[0]! });
+        break;
+      }
       case 'stop':
-        operations.push({ op: 'stop', replica: random.int(0, REPLICAS - 1), ms: random.int(1000, 8000) });
+        operations.push({ op: 'stop', replica: random.pick(running()), ms: random.int(1000, shape.maxStopMs) });
         break;
       case 'delay':
         operations.push({ op: 'delay', delayMs: random.int(200, 2000), ms: random.int(2000, 8000) });
@@ -283,8 +358,12 @@ const KINDS = [
   { path: (ns: string) => `/apis/${CRD.group}/v1/namespaces/${ns}/${CRD.plural}`, name: CRD.plural, optional: true },
 ] as const;
 
-/** The rights labeller's ServiceAccount has; `revoked` is left out. */
-function rules(revoked?: string): PolicyRule[] {
+/**
+ * The rights labeller's ServiceAccount has; `revoked` is left out. Shard members get on Leases
+ * the verbs the chart's sharding Role grants (its guard Role's are the same, and its ClusterRole
+ * adds list), so a member that needs more fails here as it would in a cluster.
+ */
+function rules(mode: Mode, revoked?: string): PolicyRule[] {
   const kinds: PolicyRule[] = [
     { apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch', 'patch'] },
     { apiGroups: ['apps'], resources: ['deployments', 'replicasets'], verbs: ['list', 'watch', 'patch'] },
@@ -297,27 +376,36 @@ function rules(revoked?: string): PolicyRule[] {
     ...kinds,
     { apiGroups: [CRD.group], resources: [CRD.plural], verbs: ['list', 'watch', 'patch'] },
     { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
-    { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['*'] },
+    {
+      apiGroups: ['coordination.k8s.io'],
+      resources: ['leases'],
+      verbs: mode === 'sharded' ? ['get', 'list', 'create', 'update', 'delete'] : ['*'],
+    },
     { apiGroups: ['', 'events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
   ];
 }
 
-/** Runs `operations` (or those of `seed`) against `cp`; never throws for a violation, only reports it. */
+/** Runs `operations` (or those of `seed`) in `mode` against `cp`; never throws for a violation, only reports it. */
 export async function run(
   cp: ControlPlane,
   seed: number,
   operations: readonly Operation[],
   log: (line: string) => void,
+  mode: Mode = 'leader',
 ): Promise<RunResult> {
+  const shape = SHAPES[mode];
   const cluster = await Cluster.connect(cp.kubeconfig);
   const proxy = await FaultProxy.start(cp.server);
   const catalog = new Catalog(`chaos-${seed}`);
   catalog.body = JSON.stringify(INITIAL_CATALOG);
   await catalog.up();
   const violations: Violation[] = [];
-  const namespaces = [await cluster.namespace(`chaos-${seed}-a`), await cluster.namespace(`chaos-${seed}-b`)];
+  const namespaces: string[] = [];
+  for (const suffix of 'abcd'.slice(0, shape.namespaces)) {
+    namespaces.push(await cluster.namespace(`chaos-${seed}-${suffix}`));
+  }
   const sourceNs = await cluster.namespace(`chaos-${seed}-src`);
-  const teams = new Map<string, string | undefined>([[namespaces[0]!, 'red'], [namespaces[1]!, 'blue']]);
+  const teams = new Map<string, string | undefined>(namespaces.map((ns, i) => [ns, TEAMS[i]]));
   let source: ReadonlyMap<string, string> = new Map(Object.entries(INITIAL_SOURCE));
   let sites: ReadonlyMap<string, string> = new Map(Object.entries(INITIAL_CATALOG));
   let config = INITIAL_CONFIG;
@@ -325,7 +413,8 @@ export async function run(
   const intruded = new Set<string>();
   /** Whether each source's document as written now is refused (labeller keeps an older one). */
   const refused = { cc: false, site: false };
-  const held = new Map<HeldSource, HeldValues>();
+  /** Held sources; record() adds the values wanted since. */
+  const held = new Map<HeldSource, Omit<HeldValues, 'since'> & { since: Map<string, Set<string | undefined>> }>();
   const world = (): WorldState => ({ config, teams, source, catalog: sites, held, intruded });
   /** What the oracle wanted, over time, per namespace. */
   const history: { at: number; wanted: Map<string, Record<string, string>> }[] = [];
@@ -333,6 +422,9 @@ export async function run(
     // Once labeller wants the team key of an intruded object again, it takes it back (force).
     for (const key of intruded) if (KEYS.team in wanted(world(), key.split('/')[1]!)) intruded.delete(key);
     history.push({ at: Date.now(), wanted: new Map(namespaces.map((ns) => [ns, wanted(world(), ns)])) });
+    for (const [source, { since }] of held) {
+      for (const ns of namespaces) since.get(ns)?.add(wanted(world(), ns)[KEYS[source]]);
+    }
   };
   /**
    * A process about to start reads each source's document as written: refused, it holds the
@@ -343,7 +435,10 @@ export async function run(
     if (sources.length === 0) return;
     const now = await snapshot(cluster, namespaces);
     for (const source of sources) {
-      held.set(source, new Map([...now.objects].map(([key, { labels }]) => [key, labels[KEYS[source]]])));
+      held.set(source, {
+        objects: new Map([...now.objects].map(([key, { labels }]) => [key, labels[KEYS[source]]])),
+        since: new Map(namespaces.map((ns) => [ns, new Set()])),
+      });
     }
     record();
   };
@@ -374,29 +469,34 @@ export async function run(
   const configPath = cluster.writeFile(`chaos-${seed}.yaml`, '');
   writeConfig();
   // As the chart runs it: a ServiceAccount's token, through the fault proxy.
-  const account = await cluster.serviceAccount(sourceNs, 'labeller', rules(), proxy.url);
-  // Under leader election, as the chart runs it: a restarted process is the same group, so the
-  // field-manager guard lets it in whatever config its predecessor's Lease recorded.
-  const probePorts = await freePorts(REPLICAS);
-  const start = (_: unknown, i: number) =>
+  const account = await cluster.serviceAccount(sourceNs, 'labeller', rules(mode), proxy.url);
+  // As the chart runs them. Under leader election a restarted process is the same group, so the
+  // field-manager guard lets it in whatever config its predecessor's Lease recorded; members of
+  // a shard group never block each other either.
+  const probePorts = await freePorts(shape.replicas);
+  const start = (i: number) =>
     new Labeller([
       '--health-probe-bind-address',
       `127.0.0.1:${probePorts[i]}`,
       '--config',
       configPath,
-      '--leader-elect',
+      ...(mode === 'sharded' ? ['--shards', 'auto', '--shard-group', SHARD_GROUP] : ['--leader-elect']),
       '--leader-election-namespace',
       sourceNs,
-      '--lease-duration',
-      '6s',
-      '--renew-deadline',
-      '4s',
-      '--retry-period',
-      '1s',
+      ...(mode === 'sharded' ? SHARD_TIMINGS : LEADER_TIMINGS),
     ], { kubeconfig: account.kubeconfig });
-  const replicas = Array.from({ length: REPLICAS }, start);
-  /** The replicas the scenario is killing on purpose. */
+  /** Each place's process; a member that left or crashed has none until one joins in its place. */
+  const replicas: (Labeller | undefined)[] = Array.from(
+    { length: shape.replicas },
+    (_, i) => i < shape.initial ? start(i) : undefined,
+  );
+  /** The replicas the scenario is stopping on purpose (kill, crash, leave). */
   const killing = new Set<number>();
+  /**
+   * The identities of the processes stopped mid-run (SIGKILL, or a member leaving): their guard
+   * Leases may stay behind (see leftLeases).
+   */
+  const gone = new Set<string>();
   record();
 
   // Every second: the objects' labels, checked against the oracle's history (never strip), and RSS.
@@ -409,6 +509,7 @@ export async function run(
         if (previous) violations.push(...stripped(previous, sample, history));
         previous = sample;
         for (const [i, labeller] of replicas.entries()) {
+          if (!labeller) continue;
           const readiness = await readyz(probePorts[i]!);
           if (readiness && !readiness.ready && !/^- \S/m.test(readiness.text)) {
             violations.push({
@@ -420,14 +521,18 @@ export async function run(
           // A process on its way out reads as no RSS.
           if (rss !== undefined && Number.isFinite(rss)) peakRssMiB = Math.max(peakRssMiB, rss / 2 ** 20);
           // Exited by itself: as the kubelet would, start it again. Losing leadership (a stop past
-          // the renew deadline), an API server that cannot be reached at start, and a start while
+          // the renew deadline; a shard member has none to lose: it gives its namespaces up and
+          // takes them again), an API server that cannot be reached at start, and a start while
           // the config file is invalid (exit 2 naming it: a crash loop until it is valid again)
           // are reasons to exit.
           if (labeller.running || killing.has(i)) continue;
           const exit = await labeller.exited;
-          // Killed on purpose meanwhile: the scenario starts it again.
+          // Stopped on purpose meanwhile: the scenario starts it again, or leaves its place empty.
           if (killing.has(i) || replicas[i] !== labeller) continue;
-          const named = /"lost leadership"|cannot reach the API server/.test(labeller.stderr) ||
+          const reasons = mode === 'leader'
+            ? /"lost leadership"|cannot reach the API server/
+            : /cannot reach the API server/;
+          const named = reasons.test(labeller.stderr) ||
             (exit.code === 2 && exit.fatal?.includes(configPath) === true);
           if (!named || crashed(labeller.stderr)) {
             violations.push({
@@ -439,7 +544,8 @@ export async function run(
           }
           restarts++;
           await starting();
-          replicas[i] = start(undefined, i);
+          if (killing.has(i) || replicas[i] !== labeller) continue;
+          replicas[i] = start(i);
         }
       } catch {
         // The API server restarting: the next sample catches up.
@@ -459,8 +565,19 @@ export async function run(
     }
     record();
   };
+  /** Since when the HTTPS source's body as served now can be read. */
+  let readableSince = Date.now();
+  /**
+   * Waits until every process has polled the body served now (every second, no later after a
+   * failure): the oracle takes each body as read, and one replaced sooner may be missed by all.
+   */
+  const bodyRead = async () => {
+    const wait = readableSince + CATALOG_READ_MS - Date.now();
+    if (wait > 0) await sleep(wait);
+  };
   /** The HTTPS source's next body, with what the oracle makes of it. */
-  const serve = (body: string) => {
+  const serve = async (body: string) => {
+    await bodyRead();
     const verdict = catalogVerdict(sites, body);
     refused.site = !('good' in verdict);
     if ('good' in verdict) {
@@ -470,17 +587,62 @@ export async function run(
       });
     }
     catalog.body = body;
+    readableSince = Date.now();
+  };
+  /**
+   * Stops replica `i` on purpose with `stop`, then lets the sampler look after it again. A process
+   * that exited by itself is first replaced by the sampler, which judges its exit.
+   */
+  const stopping = async (i: number, stop: (labeller: Labeller) => Promise<void>) => {
+    await eventually(async () => replicas[i]?.running, `replica ${i} running`, 10_000).catch(() => {});
+    killing.add(i);
+    try {
+      const labeller = replicas[i];
+      if (labeller) await stop(labeller);
+    } finally {
+      killing.delete(i);
+    }
+  };
+  const goneNow = (labeller: Labeller) => {
+    const identity = identityOf(labeller);
+    if (identity) gone.add(identity);
+  };
+  /** SIGKILLs `labeller`; its Leases stay behind until the members delete them. */
+  const kill = async (labeller: Labeller) => {
+    labeller.kill();
+    await labeller.exited;
+    goneNow(labeller);
   };
   /** Kills replica `i` and starts it again. */
-  const restart = async (i: number) => {
-    killing.add(i);
-    replicas[i]!.kill();
-    await replicas[i]!.exited;
-    restarts++;
-    await starting();
-    replicas[i] = start(undefined, i);
-    killing.delete(i);
-  };
+  const restart = (i: number) =>
+    stopping(i, async (labeller) => {
+      await kill(labeller);
+      restarts++;
+      await starting();
+      replicas[i] = start(i);
+      await firstReads(replicas[i]);
+    });
+  /** Kills member `i` for good: its place stays empty until a member joins in it. */
+  const crash = (i: number) =>
+    stopping(i, async (labeller) => {
+      await kill(labeller);
+      replicas[i] = undefined;
+    });
+  /** Member `i` leaves: SIGTERM, and it must exit 0 without a crash (its member Lease deleted, checked at the end). */
+  const leave = (i: number) =>
+    stopping(i, async (labeller) => {
+      const exit = await labeller.stop('SIGTERM', 30_000);
+      replicas[i] = undefined;
+      goneNow(labeller);
+      if (exit.code !== 0 || crashed(labeller.stderr)) {
+        violations.push({
+          invariant: 'health',
+          detail: `member ${i} left with ${describeExit(exit)} (whole log: ${keepLog(seed, i, labeller)}): ${
+            labeller.stderr.slice(-2000)
+          }`,
+        });
+      }
+    });
 
   const perform = async (operation: Operation, ns: string): Promise<void> => {
     switch (operation.op) {
@@ -513,20 +675,22 @@ export async function run(
         break;
       }
       case 'catalog':
-        serve(operation.body);
+        await serve(operation.body);
         break;
       case 'catalog-down':
         // Unreachable: its last good content stays.
         await catalog.down();
         await sleep(operation.ms);
         await catalog.up();
+        readableSince = Date.now();
         break;
       case 'catalog-flip':
+        await bodyRead();
         for (let i = 0, end = Date.now() + operation.ms; Date.now() < end; i++) {
           catalog.body = operation.bodies[i % 2]!;
           await sleep(300);
         }
-        serve(operation.bodies[1]);
+        await serve(operation.bodies[1]);
         break;
       case 'reload':
         predict(() => (config = operation.config));
@@ -571,16 +735,29 @@ export async function run(
         break;
       case 'revoke':
         // Unreadable or unwritable meanwhile: nothing of that kind changes; given back, it converges.
-        await cluster.setRules(account.role, rules(operation.resource));
+        await cluster.setRules(account.role, rules(mode, operation.resource));
         await sleep(operation.ms);
-        await cluster.setRules(account.role, rules());
+        await cluster.setRules(account.role, rules(mode));
         break;
       case 'kill':
         await restart(operation.replica);
         break;
+      case 'crash':
+        await crash(operation.replica);
+        break;
+      case 'leave':
+        await leave(operation.replica);
+        break;
+      case 'join':
+        // A replay that joins where a member runs has nothing to start.
+        if (replicas[operation.replica]) break;
+        restarts++;
+        await starting();
+        await firstReads(replicas[operation.replica] = start(operation.replica));
+        break;
       case 'stop': {
-        const labeller = replicas[operation.replica]!;
-        if (!labeller.running) break;
+        const labeller = replicas[operation.replica];
+        if (!labeller?.running) break;
         process.kill(labeller.pid, 'SIGSTOP');
         await sleep(operation.ms);
         process.kill(labeller.pid, 'SIGCONT');
@@ -641,6 +818,7 @@ export async function run(
     } else convergedSeconds = (Date.now() - ended) / 1000;
     // Converged, every replica is ready again (a standby is ready too), whatever it went through.
     for (const [i, port] of probePorts.entries()) {
+      if (!replicas[i]) continue;
       const ready = await eventually(async () => (await readyz(port))?.ready, 'ready', 30_000).catch(() => false);
       if (!ready) {
         const last = await readyz(port);
@@ -650,10 +828,15 @@ export async function run(
         });
       }
     }
+    if (mode === 'sharded') {
+      const identities = replicas.flatMap((labeller) => labeller ? [identityOf(labeller)] : []);
+      violations.push(...(await shardRanges(cluster, sourceNs, identities)));
+    }
   } finally {
     sampling = false;
     await sampler;
     for (const [i, labeller] of replicas.entries()) {
+      if (!labeller) continue;
       const exit = await labeller.stop('SIGTERM', 30_000);
       if (exit.code !== 0 || crashed(labeller.stderr)) {
         violations.push({
@@ -664,7 +847,7 @@ export async function run(
         });
       }
     }
-    violations.push(...(await leftLeases(cluster, sourceNs)));
+    violations.push(...(await leftLeases(cluster, sourceNs, mode, gone)));
     patches = auditEvents(cp.auditLog, (e) =>
       byLabeller(e) && e.verb === 'patch' && namespaces.includes(e.objectRef?.namespace ?? '') &&
       (e.responseStatus?.code ?? 0) < 300).length;
@@ -686,13 +869,13 @@ export async function run(
     violations.push({ invariant: 'health', detail: `peak RSS ${peakRssMiB.toFixed(0)} MiB` });
   }
   log(
-    `seed ${seed}: ${
+    `seed ${seed} (${mode}): ${
       operations.filter((o) => o.op !== 'pause').length
     } operations, ${patches} PATCHes (${predicted} changes predicted), ${restarts} restarts, converged ${
       convergedSeconds?.toFixed(1) ?? '-'
     } s after the last, peak RSS ${peakRssMiB.toFixed(0)} MiB, ${violations.length} violations`,
   );
-  return { seed, operations, violations, patches, predicted, convergedSeconds, peakRssMiB, restarts };
+  return { seed, mode, operations, violations, patches, predicted, convergedSeconds, peakRssMiB, restarts };
 }
 
 /** A replica's /readyz: undefined when it does not answer within a second (stopped, exited). */
@@ -706,16 +889,129 @@ async function readyz(port: number): Promise<{ ready: boolean; text: string } | 
 }
 
 /**
- * Leases in labeller's namespace other than its group's own once both replicas have stopped:
- * the leader-election Lease, the guard's and the sources' memory stay by design.
+ * Resolves once `labeller` has read each source for the first time (loaded, or held as
+ * unreadable), has exited, or after 30 s. `starting` judges the documents served as it starts;
+ * an operation that served another before the process read them would make that its first.
  */
-async function leftLeases(cluster: Cluster, namespace: string): Promise<Violation[]> {
-  const own = new Set(['labeller', 'labeller-field-manager', 'labeller-sources']);
-  const leases = await cluster.get<{ items: { metadata: { name: string } }[] }>(
-    `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`,
+async function firstReads(labeller: Labeller): Promise<void> {
+  const first = (line: LogLine) =>
+    line.msg === 'source loaded' || line.msg.startsWith('source cannot be read; it has not loaded yet');
+  await Promise.all(
+    ['teams', 'sites'].map((source) =>
+      labeller.waitForLog((line) => first(line) && line['source'] === source, 30_000).catch(() => {})
+    ),
   );
-  const left = leases.items.map((lease) => lease.metadata.name).filter((name) => !own.has(name));
+}
+
+/**
+ * A process's identity, from the line it logs as it joins the shard group, before it holds any
+ * Lease ('' before it has: none of its Leases can be left).
+ */
+function identityOf(labeller: Labeller): string {
+  const identity = labeller.logs.find((line) => line.msg === 'joining shard group')?.['identity'];
+  return typeof identity === 'string' ? identity : '';
+}
+
+interface Lease {
+  readonly metadata: {
+    readonly name: string;
+    readonly annotations?: Record<string, string>;
+  };
+  readonly spec: { readonly holderIdentity?: string | null };
+}
+
+/**
+ * Leases in labeller's namespace other than its group's own once every replica has stopped. The
+ * leader-election group's Lease, guard and sources' memory stay by design. A shard group keeps
+ * only the sources' memory (one per field manager): a member that stops deletes its member and
+ * guard Leases, and the members delete the member Leases of those that did not (shardRanges
+ * checks that). A process stopped mid-run may leave its guard Lease: killed, or leaving while its
+ * requests fail (it gives the Lease up once, within a second, as the API server may be away);
+ * the members delete it only when one next checks the field manager, 10 lease durations after it
+ * expired. So `gone` (those processes' identities) excuses a guard Lease; the replicas stopped at
+ * the end, with the API server there and the network calm, leave none.
+ */
+async function leftLeases(
+  cluster: Cluster,
+  namespace: string,
+  mode: Mode,
+  gone: ReadonlySet<string>,
+): Promise<Violation[]> {
+  const own = (lease: Lease) =>
+    mode === 'leader'
+      ? ['labeller', 'labeller-field-manager', 'labeller-sources'].includes(lease.metadata.name)
+      : /^sources-labeller-[0-9a-f]{10}$/.test(lease.metadata.name) ||
+        (lease.metadata.name.startsWith('field-manager-') && gone.has(lease.spec.holderIdentity ?? ''));
+  const leases = await cluster.get<{ items: Lease[] }>(`/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`);
+  const left = leases.items.filter((lease) => !own(lease))
+    .map((lease) => `${lease.metadata.name} (held by ${lease.spec.holderIdentity ?? 'nobody'})`);
   return left.length === 0 ? [] : [{ invariant: 'health', detail: `Leases left behind: ${left.join(', ')}` }];
+}
+
+/**
+ * The shard group once converged, as its Leases on the server say: each running member (by
+ * `identities`) holds one marked ready, and the buckets they publish as written, under one
+ * layout (what bucket numbers mean), are disjoint and cover the hash space, so every namespace
+ * has one writer; no other member Lease is left (the members delete one once it expired: a
+ * killed member's, or one that could not delete its own as it left). Members agree within a few
+ * rounds after a change; 30 s allows for a busy machine.
+ */
+async function shardRanges(cluster: Cluster, namespace: string, identities: readonly string[]): Promise<Violation[]> {
+  let problem = '';
+  const agreed = await eventually(
+    async () => {
+      const leases = await cluster.get<{ items: Lease[] }>(
+        `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases?labelSelector=${
+          encodeURIComponent(`labeller.io/shard-group=${SHARD_GROUP}`)
+        }`,
+      );
+      const writers = new Map<number, string>();
+      const layouts = new Set<string>();
+      const problems: string[] = [];
+      for (const identity of identities) {
+        const lease = leases.items.find((l) => l.spec.holderIdentity === identity);
+        const annotations = lease?.metadata.annotations ?? {};
+        // None published reads as the uniform layout.
+        layouts.add(annotations['labeller.io/shard-layout'] ?? 'uniform');
+        if (!lease) problems.push(`no Lease held by ${identity || 'a member that never joined'}`);
+        else if (annotations['labeller.io/shard-ready'] !== 'true') problems.push(`${lease.metadata.name} not ready`);
+        for (const bucket of writtenBuckets(annotations['labeller.io/shard-writes'])) {
+          const other = writers.get(bucket);
+          if (other) problems.push(`bucket ${bucket} written by ${other} and ${identity}`);
+          writers.set(bucket, identity);
+        }
+      }
+      if (layouts.size > 1) {
+        problems.push(`${layouts.size} layouts: ${[...layouts].map((l) => l.slice(0, 16)).join(', ')}`);
+      }
+      if (writers.size < BUCKETS) problems.push(`${BUCKETS - writers.size} of ${BUCKETS} buckets written by nobody`);
+      for (const lease of leases.items) {
+        const holder = lease.spec.holderIdentity ?? '';
+        if (!identities.includes(holder)) problems.push(`${lease.metadata.name} of ${holder}, gone, not deleted`);
+      }
+      problem = problems.slice(0, 10).join('; ');
+      return problems.length === 0;
+    },
+    'the shard group to agree',
+    30_000,
+    1000,
+  ).catch(() => false);
+  return agreed ? [] : [{ invariant: 'shard ranges', detail: `30 s after converging: ${problem}` }];
+}
+
+/**
+ * A member's `labeller.io/shard-writes` annotation, read here rather than with src/shard/: a bitmap
+ * of the buckets in hex, bucket b at bit b % 8 of byte b / 8.
+ */
+function writtenBuckets(hex: string | undefined): number[] {
+  if (!hex || !/^[0-9a-f]+$/.test(hex) || hex.length !== BUCKETS / 4) return [];
+  const buckets: number[] = [];
+  for (let bucket = 0; bucket < BUCKETS; bucket++) {
+    if (Number.parseInt(hex.slice(2 * (bucket >> 3), 2 * (bucket >> 3) + 2), 16) & (1 << (bucket & 7))) {
+      buckets.push(bucket);
+    }
+  }
+  return buckets;
 }
 
 /** Waits until every object carries exactly the oracle's labels; answers what is still wrong after `timeoutMs`. */
