@@ -6,11 +6,12 @@
 // member of the group holds its Lease, as with --leader-elect it waits to hold the leader's.
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
 import { isForbidden } from '../kube/errors.ts';
-import { type Lease, LeaseApi } from '../kube/lease.ts';
+import { LeaseApi } from '../kube/lease.ts';
 import { everyResource } from '../kube/resolve.ts';
 import { groupResource } from '../kube/resource.ts';
 import type { Config, KindConfig } from '../config/model.ts';
 import { type MonotonicClock, monotonicClock } from '../runtime/leader.ts';
+import { Liveness } from '../shard/liveness.ts';
 import { GROUP_LABEL } from '../shard/membership.ts';
 import type { Logger } from '../util/log.ts';
 import type { Ending, Host } from './host.ts';
@@ -54,9 +55,7 @@ export interface ShardGroupWait {
  * first. A member writes only while its own Lease is valid, and stops renewing it once it stops
  * (it deletes it) or may no longer write it (`helm uninstall` deletes the release's RBAC before
  * the pods get SIGTERM, so they leave their Leases behind). A Lease is judged as the members
- * judge each other's: held while it changes within its lease duration, by this process's clock
- * from when it saw the change; one not renewed for two lease durations by its renewTime (this
- * host's wall clock) is expired at first sight. Those left are then deleted at the version judged
+ * judge each other's (shard/liveness.ts). Those left are then deleted at the version judged
  * expired (a renewal that slipped in keeps its Lease, and it is waited for again), so nothing of
  * the group stays behind.
  */
@@ -66,27 +65,11 @@ export async function shardGroupGone(
   signal: AbortSignal,
 ): Promise<boolean> {
   const { group, namespace, retryPeriodMs, deleteLeft, log, clock = monotonicClock } = wait;
-  /** Each Lease's version as last seen, and when (our clock) it was first seen at that version. */
-  const seen = new Map<string, { readonly version: string | undefined; readonly at: number }>();
+  const liveness = new Liveness(clock);
   let told = false;
   while (!signal.aborted) {
     const leases = await api.list(namespace, `${GROUP_LABEL}=${group}`, signal);
-    // After the answer: a version is seen no sooner than it was written, so expiry is never early.
-    const now = clock.now();
-    const held: Lease[] = [];
-    for (const lease of leases) {
-      const { name, resourceVersion: version } = lease.metadata;
-      const duration = (lease.spec.leaseDurationSeconds ?? 0) * 1000;
-      const before = seen.get(name);
-      const renewed = Date.parse(lease.spec.renewTime ?? '') || 0;
-      const at = before !== undefined && before.version === version
-        ? before.at
-        : before === undefined && Date.now() - renewed > 2 * duration
-        ? -Infinity
-        : now;
-      seen.set(name, { version, at });
-      if (now - at <= duration) held.push(lease);
-    }
+    const { held } = liveness.observe(leases);
     if (held.length === 0) {
       if (!deleteLeft || leases.length === 0) {
         if (told) log.info('shard group stopped', { group });

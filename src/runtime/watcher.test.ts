@@ -11,6 +11,7 @@ import {
   pod,
   ScriptedApi,
   streamingRefused,
+  type WatchStep,
 } from './testing/scripted.ts';
 import { type ListWatch, watcher, type WatcherEvent } from './watcher.ts';
 
@@ -467,15 +468,18 @@ test('a streaming list the server fails (its watch cache not fresh within 3 s: 5
   assert.deepEqual([api.watches.length, api.lists.length], [1, 1]);
 });
 
-test('a streaming list ended without the bookmark that ends it: one paginated list; a later relist streams again', async (t) => {
-  const api = new ScriptedApi([page('20', [pod('a')])], [
+/**
+ * A streaming list cut off before its bookmark, the paginated list after it, and a 410 on the
+ * watch after that; `relist` is the streaming list the 410 brings. Answers the run there.
+ */
+async function cutOffThenExpired(t: TestContext, relist: WatchStep, pages = [page('20', [pod('a')])]) {
+  const api = new ScriptedApi(pages, [
     { events: [{ type: 'ADDED', object: pod('a', '7') }] },
-    // The watch after the paginated list; its 410 relists with a streaming list again.
+    // The watch after the paginated list; its 410 relists.
     { events: [bookmark('21'), expiredEvent] },
-    { events: [{ type: 'ADDED', object: pod('a', '7') }, initialEventsEnd('22')] },
+    relist,
   ], { streamingLists: true });
   const run = start(t, api);
-
   assert.deepEqual(summary(await run.take(3)), [
     'init',
     'initApply a',
@@ -488,6 +492,13 @@ test('a streaming list ended without the bookmark that ends it: one paginated li
     'watching',
     'error 410 0',
   ]);
+  return { api, run };
+}
+
+test('a streaming list ended without the bookmark that ends it: one paginated list; a later relist streams again', async (t) => {
+  const { api, run } = await cutOffThenExpired(t, {
+    events: [{ type: 'ADDED', object: pod('a', '7') }, initialEventsEnd('22')],
+  });
   assert.deepEqual(summary([await run.next(0), ...(await run.take(3))]), [
     'init',
     'initApply a',
@@ -498,24 +509,9 @@ test('a streaming list ended without the bookmark that ends it: one paginated li
 });
 
 test('streaming lists ended twice running without their bookmark (a server ignoring the parameters): paginated lists from then on', async (t) => {
-  const api = new ScriptedApi([page('20', [pod('a')]), page('22', [pod('a')])], [
-    { events: [{ type: 'ADDED', object: pod('a', '7') }] },
-    { events: [bookmark('21'), expiredEvent] },
-    { events: [{ type: 'ADDED', object: pod('a', '7') }] },
-  ], { streamingLists: true });
-  const run = start(t, api);
-
-  assert.deepEqual(summary(await run.take(3)), [
-    'init',
-    'initApply a',
-    'error the streaming list ended before its last object; listing again, in pages 1500',
-  ]);
-  assert.deepEqual(summary([await run.next(1500), ...(await run.take(4))]), [
-    'init',
-    'initApply a',
-    'initDone',
-    'watching',
-    'error 410 0',
+  const { api, run } = await cutOffThenExpired(t, { events: [{ type: 'ADDED', object: pod('a', '7') }] }, [
+    page('20', [pod('a')]),
+    page('22', [pod('a')]),
   ]);
   assert.deepEqual(summary([await run.next(0), ...(await run.take(2))]), [
     'init',

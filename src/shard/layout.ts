@@ -67,16 +67,22 @@ export class Layout {
     return Layout.#made(starts);
   }
 
+  /** The layout last read back: every member publishes the group's on each renewal. */
+  static #lastRead: { readonly text: string; readonly layout: Layout } | undefined;
+
   /** A layout published by encode(); undefined when the text is not one. */
   static decode(text: string | undefined): Layout | undefined {
     if (text === undefined || text === '' || text === 'uniform') return text === undefined ? undefined : Layout.uniform;
+    if (Layout.#lastRead?.text === text) return Layout.#lastRead.layout;
     if (text.length !== (BUCKETS - 1) * 16 || !/^[0-9a-f]+$/.test(text)) return undefined;
     const starts = Array.from(
       { length: BUCKETS - 1 },
       (_, index) => BigInt(`0x${text.slice(index * 16, index * 16 + 16)}`),
     );
     if (starts[0] === 0n || starts.some((start, index) => index > 0 && start <= starts[index - 1]!)) return undefined;
-    return Layout.#made(starts);
+    const layout = Layout.#made(starts);
+    Layout.#lastRead = { text, layout };
+    return layout;
   }
 
   static #made(starts: bigint[]): Layout {

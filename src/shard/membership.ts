@@ -14,11 +14,10 @@
 // out from the namespaces and publishes it, and the others use it. A member whose layout differs
 // gives every bucket up before it changes layout, and nobody takes a bucket while a live member
 // writes under another layout, so no namespace has two writers across a change either.
-// Liveness is judged as client-go's leader election does: by when this process saw a Lease change,
-// on its own monotonic clock. A Lease not renewed for two lease durations by its own clock is
-// expired at first sight (a pod long gone), and a Lease is deleted once expired, so that a member
-// that joins after a crash does not see the dead one live for another lease duration (a member
-// whose Lease lapsed and was deleted has given every bucket up already; it joins again).
+// Liveness is judged as client-go's leader election does (liveness.ts), and a Lease is deleted
+// once expired, so that a member that joins after a crash does not see the dead one live for
+// another lease duration (a member whose Lease lapsed and was deleted has given every bucket up
+// already; it joins again).
 // While buckets change hands (a member listing to join, or a bucket it wins still another's), it
 // looks every quarter round, so that a bucket given up is taken soon after.
 import { createHash } from 'node:crypto';
@@ -28,6 +27,7 @@ import { type MonotonicClock, monotonicClock } from '../runtime/leader.ts';
 import type { Logger } from '../util/log.ts';
 import { microTime } from '../util/microtime.ts';
 import { Layout } from './layout.ts';
+import { Liveness } from './liveness.ts';
 import { BUCKETS, bucketsOf, decodeBuckets, describeRanges, encodeBuckets, winner } from './ranges.ts';
 
 /** The label that finds a group's member Leases. */
@@ -86,11 +86,6 @@ export interface MembershipChange {
   readonly taken: ReadonlySet<number>;
 }
 
-interface Observed {
-  readonly lease: Lease;
-  readonly at: number;
-}
-
 /** What membership needs of the Lease API (kube/lease.ts's LeaseApi). */
 export type LeaseStore = Pick<LeaseApi, 'get' | 'create' | 'update' | 'delete' | 'list'>;
 
@@ -100,8 +95,8 @@ export class Membership {
   readonly #clock: MonotonicClock;
   readonly #name: string;
   readonly #listeners: ((change: MembershipChange) => void)[] = [];
-  /** Other members' Leases as last seen, and when they last changed (our clock). */
-  readonly #seen = new Map<string, Observed>();
+  /** Which other members' Leases are held. */
+  readonly #liveness: Liveness;
   /** Writes under way per bucket: a bucket given up is published only once its writes are done. */
   readonly #inFlight = new Map<number, number>();
   #drained: (() => void) | undefined;
@@ -129,6 +124,7 @@ export class Membership {
     this.#api = api;
     this.#options = options;
     this.#clock = options.clock ?? monotonicClock;
+    this.#liveness = new Liveness(this.#clock);
     this.#name = memberLeaseName(options.group, options.identity);
   }
 
@@ -288,31 +284,14 @@ export class Membership {
 
   /** The other members' Leases that are live; expired ones are deleted. */
   async #others(signal: AbortSignal): Promise<Lease[]> {
-    const { namespace, group, leaseDurationMs } = this.#options;
-    const now = this.#clock.now();
+    const { namespace, group } = this.#options;
     const leases = await this.#api.list(namespace, `${GROUP_LABEL}=${group}`, signal);
-    const live: Lease[] = [];
-    const names = new Set<string>();
-    this.#nextExpiry = Infinity;
-    for (const lease of leases) {
-      const { name } = lease.metadata;
-      if (name === this.#name) continue;
-      names.add(name);
-      const before = this.#seen.get(name);
-      const changed = before?.lease.metadata.resourceVersion !== lease.metadata.resourceVersion;
-      // First sight: as old as its renewTime says when that is long past (a pod long gone), else now.
-      const renewed = Date.parse(lease.spec.renewTime ?? '') || 0;
-      const stale = Date.now() - renewed > 2 * leaseDurationMs;
-      const at = before === undefined ? (stale ? -Infinity : now) : changed ? now : before.at;
-      this.#seen.set(name, { lease, at });
-      const duration = (lease.spec.leaseDurationSeconds ?? 0) * 1000;
-      if (now - at <= duration) {
-        live.push(lease);
-        this.#nextExpiry = Math.min(this.#nextExpiry, at + duration + 1);
-      } else await this.#api.delete(lease, signal).catch(() => {});
-    }
-    for (const name of this.#seen.keys()) if (!names.has(name)) this.#seen.delete(name);
-    return live;
+    const { held, expired, nextExpiry } = this.#liveness.observe(
+      leases.filter((lease) => lease.metadata.name !== this.#name),
+    );
+    this.#nextExpiry = nextExpiry;
+    for (const lease of expired) await this.#api.delete(lease, signal).catch(() => {});
+    return held;
   }
 
   /**
