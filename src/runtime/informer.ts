@@ -7,6 +7,7 @@ import type { Partition } from './partition.ts';
 import type { StoreIndex } from './storeindex.ts';
 import { type Projection, Store, type StoreChange } from './store.ts';
 import { type ListWatch, watcher, type WatcherEvent, type WatcherOptions } from './watcher.ts';
+import { Widening } from './widening.ts';
 
 /** What an informer reports (a subset of ControllerMetrics). */
 export interface InformerMetrics {
@@ -24,7 +25,7 @@ export interface InformerOptions<T> {
   /** Keeps only what readers need of an object (see Store). */
   readonly project: Projection<T>;
   readonly indexes?: readonly StoreIndex<T>[] | undefined;
-  readonly watch?: Omit<WatcherOptions, 'signal' | 'shardSelector'> | undefined;
+  readonly watch?: Omit<WatcherOptions, 'signal' | 'shardSelector' | 'widening'> | undefined;
   /** Set when replicas share the work: the cache keeps only this slice of the resource. */
   readonly partition?: Partition | undefined;
   readonly metrics?: InformerMetrics | undefined;
@@ -45,8 +46,12 @@ export class Informer<T> {
   #watchFailure: Error | undefined;
   /** How the partition is applied: by the server (its shardSelector), or here on the whole stream. */
   #filtering: 'server' | 'client' | undefined;
-  /** The partition grew and the relist that fetches what it now keeps has not completed. */
+  /** The partition grew and the list that fetches what it now keeps has not completed. */
   #partitionPending = false;
+  /** Set with a partition: asks the watcher to list what the partition adds when it grows. */
+  readonly #widening: Widening | undefined;
+  /** The list under way adds what a widened selector brings (not counted as a relist). */
+  #merging = false;
   #listed!: () => void;
   #listFailed!: (error: Error) => void;
   #settle!: () => void;
@@ -67,6 +72,7 @@ export class Informer<T> {
     this.name = options.name;
     this.#options = options;
     this.store = new Store(options.project, options.indexes);
+    this.#widening = options.partition ? new Widening() : undefined;
     // A failed listOnce is the caller's to handle; readers of `synced` may come later or never.
     this.synced.catch(() => {});
   }
@@ -118,17 +124,18 @@ export class Informer<T> {
   }
 
   /**
-   * Watches; with a partition, watches again from a fresh list whenever it grows (what it now
-   * keeps was never sent), and drops what it no longer keeps when it shrinks, watching on.
+   * Watches; with a partition, lists what it adds whenever it grows (what it now keeps was never
+   * sent) and watches on with the wider selector, and drops what it no longer keeps when it shrinks.
    */
   async #watch(signal: AbortSignal): Promise<void> {
     const { partition } = this.#options;
-    if (!partition) return this.#watchOnce(signal, undefined);
-    let restart = new AbortController();
-    const unsubscribe = partition.subscribe(({ grew }) => {
+    const widening = this.#widening;
+    if (!partition || !widening) return this.#watchOnce(signal, undefined, undefined);
+    const unsubscribe = partition.subscribe(({ grew, added }) => {
       if (grew) {
-        this.#partitionPending = this.store.synced;
-        restart.abort();
+        this.#partitionPending = true;
+        // Without server filtering the stream is whole: all of it is listed, and keeps() chooses.
+        widening.request(this.#filtering === 'server' ? added : undefined);
         return;
       }
       const change = this.store.retain((key) => partition.keeps(metaOf(key)));
@@ -140,20 +147,23 @@ export class Informer<T> {
       this.#filtering = selector && (await this.#options.api.honoursShardSelector?.(selector, signal))
         ? 'server'
         : 'client';
-      while (!signal.aborted) {
-        restart = new AbortController();
-        await this.#watchOnce(
-          AbortSignal.any([signal, restart.signal]),
-          this.#filtering === 'server' ? () => partition.selector() : undefined,
-        );
-      }
+      await this.#watchOnce(
+        signal,
+        this.#filtering === 'server' ? () => partition.selector() : undefined,
+        widening,
+      );
     } finally {
       unsubscribe();
     }
   }
 
-  async #watchOnce(signal: AbortSignal, shardSelector: (() => string | undefined) | undefined): Promise<void> {
-    for await (const event of watcher(this.#options.api, { ...this.#options.watch, shardSelector, signal })) {
+  async #watchOnce(
+    signal: AbortSignal,
+    shardSelector: (() => string | undefined) | undefined,
+    widening: Widening | undefined,
+  ): Promise<void> {
+    const events = watcher(this.#options.api, { ...this.#options.watch, shardSelector, widening, signal });
+    for await (const event of events) {
       if (event.type === 'error') {
         this.#options.log.warn('watch failed; retrying', {
           error: event.error,
@@ -212,18 +222,27 @@ export class Informer<T> {
     ) {
       return;
     }
-    if (event.type === 'initDone') this.#partitionPending = false;
+    // Listed what the partition keeps, unless it grew again meanwhile (a list of that follows).
+    if (event.type === 'initDone' && !this.#widening?.pending) this.#partitionPending = false;
+    if (event.type === 'init') this.#merging = event.merge === true;
     const change = this.store.apply(event);
     this.#countCached();
     if (!change) return;
     this.#emit(change);
     if (change.type !== 'resync') return;
-    // Counted when a list completes, so failed attempts are not relists.
-    if (this.#lists++ > 0) this.#options.metrics?.relisted();
-    this.#options.log.info(this.#lists === 1 ? 'initial list complete' : 'relist complete', {
-      objects: this.store.size,
-      ...(this.#lists > 1 ? { changed: change.changed.length, removed: change.removed.length } : {}),
-    });
+    if (this.#merging) {
+      this.#options.log.info('listed what the widened selector adds', {
+        objects: this.store.size,
+        added: change.changed.length,
+      });
+    } else {
+      // Counted when a list completes, so failed attempts are not relists.
+      if (this.#lists++ > 0) this.#options.metrics?.relisted();
+      this.#options.log.info(this.#lists === 1 ? 'initial list complete' : 'relist complete', {
+        objects: this.store.size,
+        ...(this.#lists > 1 ? { changed: change.changed.length, removed: change.removed.length } : {}),
+      });
+    }
     this.#watchFailure = undefined;
     this.#listed();
     this.#settle();

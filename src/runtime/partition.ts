@@ -3,9 +3,11 @@
 // informer knows nothing of how the slice is chosen, only that it may change while it watches.
 import type { PartialObjectMetadata } from '../kube/objects.ts';
 
-/** How a partition changed: `grew` when it now keeps objects it did not (a relist fetches them). */
+/** How a partition changed: `grew` when it now keeps objects it did not (a list fetches them). */
 export interface PartitionChange {
   readonly grew: boolean;
+  /** The `shardSelector` of what it now keeps and did not; undefined when no selector can say it. */
+  readonly added?: string | undefined;
 }
 
 export interface Partition {

@@ -221,3 +221,39 @@ test("a projection is handed the object's key; one that keeps it gets the cached
   assert.deepEqual(asked, ['ns/a', 'ns/a', 'node'], 'asked only for objects already cached');
   assert.deepEqual([...store.values()].map((o) => o.version), ['3', '2', '1']);
 });
+
+test('a list of what a widened selector adds merges: nothing leaves, unchanged objects are no change, indexes and releases follow', () => {
+  const live = new Map<string, number>();
+  const count = (name: string, by: number) => live.set(name, (live.get(name) ?? 0) + by);
+  const project = Object.assign((object: PartialObjectMetadata): App & { readonly name: string } => {
+    count(object.metadata.name, 1);
+    return {
+      app: object.metadata.labels?.['app'] ?? '',
+      version: object.metadata.resourceVersion,
+      name: object.metadata.name,
+    };
+  }, {
+    version: (cached: App) => cached.version,
+    release: (cached: { readonly name: string }) => count(cached.name, -1),
+  });
+  const byApp = new StoreIndex<App>('app', (cached) => cached.app || undefined);
+  const store = new Store(project, [byApp]);
+  relist(store, [pod('a', 'ns', { app: 'web' }), pod('b', 'ns', { app: 'web' })]);
+
+  store.apply({ type: 'init', merge: true });
+  store.apply({ type: 'initApply', object: pod('a', 'ns', { app: 'web' }) });
+  store.apply({ type: 'initApply', object: pod('c', 'other', { app: 'web' }) });
+  assert.equal(store.get('other/c'), undefined, 'buffered until done');
+  const change = store.apply({ type: 'initDone' });
+  assert.deepEqual(change, { type: 'resync', changed: ['other/c'], removed: [], previous: new Map() });
+  assert.deepEqual([...store.keys()], ['ns/a', 'ns/b', 'other/c'], 'what the merge did not bring stays');
+  assert.deepEqual([...byApp.get('web')], ['ns/a', 'ns/b', 'other/c']);
+  assert.deepEqual(Object.fromEntries(live), { a: 1, b: 1, c: 1 }, 'the unchanged copy of a is released');
+
+  // A merge cut short by a full relist: the relist replaces, as ever.
+  store.apply({ type: 'init', merge: true });
+  store.apply({ type: 'initApply', object: pod('d', 'other') });
+  const relisted = relist(store, [pod('a', 'ns', { app: 'web' })]);
+  assert.deepEqual(relisted?.type === 'resync' ? relisted.removed : [], ['ns/b', 'other/c']);
+  assert.deepEqual([...store.keys()], ['ns/a']);
+});

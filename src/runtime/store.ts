@@ -41,7 +41,8 @@ export type StoreChange<T> =
   /**
    * A list completed: `changed` are the keys that are new or whose resourceVersion moved since
    * we last saw them (all of them after the first list); `removed` are gone; `previous` is what
-   * the store held before, for listeners that compare.
+   * the store held before, for listeners that compare (after a list of a widened selector, which
+   * adds only: what it held under the changed keys).
    */
   | {
     readonly type: 'resync';
@@ -54,6 +55,8 @@ export class Store<T> {
   readonly #project: Projection<T>;
   #objects = new Map<string, T>();
   #buffer: Map<string, T> | undefined;
+  /** The list under way adds to the cache (a widened selector's), rather than replacing it. */
+  #merging = false;
   #synced = false;
   readonly #indexes: readonly StoreIndex<T>[];
 
@@ -118,6 +121,7 @@ export class Store<T> {
         // A relist that failed half-way is started over.
         this.#releaseAll(this.#buffer);
         this.#buffer = new Map();
+        this.#merging = event.merge === true;
         return undefined;
       case 'initApply': {
         if (this.#buffer === undefined) return undefined;
@@ -128,6 +132,7 @@ export class Store<T> {
         return undefined;
       }
       case 'initDone': {
+        if (this.#merging) return this.#merge();
         const next = this.#buffer ?? new Map<string, T>();
         const removed = [...this.#objects.keys()].filter((key) => !next.has(key));
         // Unchanged objects need no new reconcile (and one waiting out a retry backoff keeps waiting).
@@ -168,6 +173,32 @@ export class Store<T> {
       case 'error':
         return undefined;
     }
+  }
+
+  /**
+   * Adds what a list of a widened selector brought: nothing leaves the cache, and an object it
+   * holds already at the same version is no change. `previous` answers for the changed keys.
+   */
+  #merge(): StoreChange<T> {
+    const buffer = this.#buffer ?? new Map<string, T>();
+    const { version } = this.#project;
+    const changed: string[] = [];
+    const previous = new Map<string, T>();
+    for (const [key, object] of buffer) {
+      const before = this.#objects.get(key);
+      if (before !== undefined && version(before) === version(object)) {
+        this.#release(object);
+        continue;
+      }
+      if (before !== undefined) previous.set(key, before);
+      for (const index of this.#indexes) index.update(key, before, object);
+      this.#release(before);
+      this.#objects.set(key, object);
+      changed.push(key);
+    }
+    this.#buffer = undefined;
+    this.#merging = false;
+    return { type: 'resync', changed, removed: [], previous };
   }
 
   /** The key to use for an object cached as `current`: the copy it holds, when the projection keeps keys. */

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { ApiError, WatchIdleError } from '../kube/errors.ts';
+import type { PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
 import { Backoff } from '../util/backoff.ts';
 import {
   bookmark,
@@ -14,6 +15,7 @@ import {
   type WatchStep,
 } from './testing/scripted.ts';
 import { type ListWatch, watcher, type WatcherEvent } from './watcher.ts';
+import { Widening } from './widening.ts';
 
 /** Deterministic backoff: 1000 ms doubling, plus half of it as jitter (random = 0.5): 1500, 3000, 6000, ... */
 function fixedBackoff(): Backoff {
@@ -25,7 +27,14 @@ const immediate = (): Promise<void> => new Promise((resolve) => setImmediate(res
 function start(
   t: TestContext,
   api: ListWatch,
-  options: { pageSize?: number; labelSelector?: string; backoff?: Backoff; streamingLists?: boolean } = {},
+  options: {
+    pageSize?: number;
+    labelSelector?: string;
+    backoff?: Backoff;
+    streamingLists?: boolean;
+    shardSelector?: () => string | undefined;
+    widening?: Widening;
+  } = {},
 ) {
   t.mock.timers.enable({ apis: ['setTimeout'] });
   const controller = new AbortController();
@@ -69,6 +78,8 @@ function summary(events: readonly WatcherEvent[]): string[] {
       case 'apply':
       case 'delete':
         return `${event.type} ${event.object.metadata.name}`;
+      case 'init':
+        return event.merge ? 'init merge' : 'init';
       case 'error':
         return `error ${event.error instanceof ApiError ? event.error.status : event.error.message} ${event.retryInMs}`;
       default:
@@ -527,4 +538,193 @@ test('a watcher told not to (a one-off read, which may list but not watch) lists
   const run = start(t, api, { streamingLists: false });
   assert.deepEqual(summary(await run.take(3)), ['init', 'initApply a', 'initDone']);
   assert.equal(api.watches.length, 0);
+});
+
+/** A shard selector that widens when the test says so: `a` first, `a || b` after widen(). */
+function widens(): { selector: () => string; widening: Widening; widen: () => void } {
+  let selector = 'a';
+  const widening = new Widening();
+  return {
+    selector: () => selector,
+    widening,
+    widen: () => {
+      selector = 'a || b';
+      widening.request('b');
+    },
+  };
+}
+
+test('a selector widened while it watches: what it adds listed at exactly the version the watch reached, then the wider watch from there, no relist', async (t) => {
+  const { promise: held } = Promise.withResolvers<readonly WatchEvent[]>();
+  const api = new ScriptedApi(
+    [page('10', [pod('a')]), page('20', [pod('b1')], 'p2'), page('20', [pod('b2')])],
+    [
+      { events: [{ type: 'MODIFIED', object: pod('a', '11') }, bookmark('12')], until: held },
+      { events: [{ type: 'ADDED', object: pod('b3', '21') }] },
+    ],
+  );
+  const shard = widens();
+  const run = start(t, api, { shardSelector: shard.selector, widening: shard.widening });
+
+  assert.deepEqual(summary(await run.take(5)), ['init', 'initApply a', 'initDone', 'watching', 'apply a']);
+  const next = run.next();
+  await immediate();
+  shard.widen();
+  assert.deepEqual(summary([await next, ...(await run.take(5))]), [
+    'init merge',
+    'initApply b1',
+    'initApply b2',
+    'initDone',
+    'watching',
+    'apply b3',
+  ]);
+  void run.events.next();
+  await immediate();
+  assert.deepEqual(
+    api.lists.map((o) => [o.shardSelector, o.resourceVersion, o.resourceVersionMatch, o.continue]),
+    [['a', undefined, undefined, undefined], ['b', '12', 'Exact', undefined], ['b', undefined, undefined, 'p2']],
+    'only what it adds, at the version of the last bookmark; later pages only continue',
+  );
+  assert.deepEqual(
+    api.watches.map((o) => [o.shardSelector, o.resourceVersion]),
+    [['a', '10'], ['a || b', '12'], ['a || b', '21']],
+    'the wider watch resumes from the version listed at',
+  );
+});
+
+test("a selector widened during a streaming list's initial objects: the list is not cut; what it adds is listed at the version of its bookmark", async (t) => {
+  const { promise: held } = Promise.withResolvers<readonly WatchEvent[]>();
+  const { promise: rest, resolve: send } = Promise.withResolvers<readonly WatchEvent[]>();
+  const api = new ScriptedApi(
+    [page('20', [pod('b1')])],
+    [
+      { events: [{ type: 'ADDED', object: pod('a', '7') }], until: rest },
+      { events: [], until: held },
+    ],
+    { streamingLists: true },
+  );
+  const shard = widens();
+  const run = start(t, api, { shardSelector: shard.selector, widening: shard.widening });
+
+  assert.deepEqual(summary(await run.take(2)), ['init', 'initApply a']);
+  shard.widen();
+  send([{ type: 'ADDED', object: pod('a2', '8') }, initialEventsEnd('9')]);
+  assert.deepEqual(summary(await run.take(7)), [
+    'initApply a2',
+    'initDone',
+    'watching',
+    'init merge',
+    'initApply b1',
+    'initDone',
+    'watching',
+  ]);
+  assert.deepEqual(api.lists.map((o) => [o.shardSelector, o.resourceVersion, o.resourceVersionMatch]), [[
+    'b',
+    '9',
+    'Exact',
+  ]]);
+  assert.deepEqual(
+    api.watches.map((o) => [o.shardSelector, o.resourceVersion, o.sendInitialEvents]),
+    [['a', undefined, true], ['a || b', '9', undefined]],
+  );
+});
+
+test('a selector widened before the first list completes is served by a list that asks the wider selector, or by one list of what it adds after it', async (t) => {
+  await t.test('before the list starts', async (t) => {
+    const api = new ScriptedApi([page('10', [pod('a'), pod('b')])], []);
+    const shard = widens();
+    shard.widen();
+    const run = start(t, api, { shardSelector: shard.selector, widening: shard.widening });
+    assert.deepEqual(summary(await run.take(4)), ['init', 'initApply a', 'initApply b', 'initDone']);
+    void run.events.next();
+    await immediate();
+    assert.deepEqual(api.lists.map((o) => o.shardSelector), ['a || b'], 'no list of what it adds');
+    assert.deepEqual(api.watches.map((o) => [o.shardSelector, o.resourceVersion]), [['a || b', '10']]);
+  });
+  await t.test('while it pages', async (t) => {
+    const { promise: second, resolve: answer } = Promise.withResolvers<PartialObjectMetadataList>();
+    const api = new ScriptedApi([page('10', [pod('a')], 'p2'), second, page('10', [pod('b')])], []);
+    const shard = widens();
+    const run = start(t, api, { shardSelector: shard.selector, widening: shard.widening });
+    assert.deepEqual(summary(await run.take(2)), ['init', 'initApply a']);
+    const next = run.next();
+    await immediate();
+    shard.widen();
+    answer(page('10', [pod('a2')]));
+    assert.deepEqual(summary([await next, ...(await run.take(4))]), [
+      'initApply a2',
+      'initDone',
+      'init merge',
+      'initApply b',
+      'initDone',
+    ]);
+    assert.deepEqual(
+      api.lists.map((o) => [o.shardSelector, o.resourceVersion, o.resourceVersionMatch]),
+      [['a', undefined, undefined], ['a', undefined, undefined], ['b', '10', 'Exact']],
+    );
+  });
+});
+
+test('a list of what a widened selector adds that finds its version expired (410) relists the wider selector; one that fails otherwise is tried again after the backoff', async (t) => {
+  await t.test('410', async (t) => {
+    const { promise: held } = Promise.withResolvers<readonly WatchEvent[]>();
+    const api = new ScriptedApi([page('10', [pod('a')]), expired(), page('30', [pod('a'), pod('b')])], [{
+      events: [],
+      until: held,
+    }]);
+    const shard = widens();
+    const run = start(t, api, { shardSelector: shard.selector, widening: shard.widening });
+    assert.deepEqual(summary(await run.take(4)), ['init', 'initApply a', 'initDone', 'watching']);
+    shard.widen();
+    assert.deepEqual(summary(await run.take(6)), [
+      'init merge',
+      'error 410 0',
+      'init',
+      'initApply a',
+      'initApply b',
+      'initDone',
+    ]);
+    assert.deepEqual(
+      api.lists.map((o) => [o.shardSelector, o.resourceVersion, o.resourceVersionMatch]),
+      [['a', undefined, undefined], ['b', '10', 'Exact'], ['a || b', '10', 'NotOlderThan']],
+    );
+  });
+  await t.test('500', async (t) => {
+    const { promise: held } = Promise.withResolvers<readonly WatchEvent[]>();
+    const failed = new ApiError('GET', '/api/v1/pods', 500, { message: 'etcd away' });
+    const api = new ScriptedApi([page('10', [pod('a')]), failed, page('10', [pod('b')])], [{
+      events: [],
+      until: held,
+    }]);
+    const shard = widens();
+    const run = start(t, api, { shardSelector: shard.selector, widening: shard.widening });
+    assert.deepEqual(summary(await run.take(4)), ['init', 'initApply a', 'initDone', 'watching']);
+    shard.widen();
+    assert.deepEqual(summary(await run.take(2)), ['init merge', 'error 500 1500']);
+    assert.deepEqual(summary([await run.next(1500), ...(await run.take(2))]), [
+      'init merge',
+      'initApply b',
+      'initDone',
+    ]);
+    assert.deepEqual(api.lists.slice(1).map((o) => [o.shardSelector, o.resourceVersion, o.resourceVersionMatch]), [[
+      'b',
+      '10',
+      'Exact',
+    ], ['b', '10', 'Exact']]);
+  });
+});
+
+test('widenings asked before one is taken are listed together; one that no selector can say lists everything', () => {
+  const widening = new Widening();
+  assert.equal(widening.take(), undefined);
+  widening.request('x');
+  widening.request('y');
+  assert.equal(widening.signal.aborted, true);
+  assert.deepEqual(widening.take(), { added: 'x || y' });
+  assert.equal(widening.signal.aborted, false, 'a fresh signal after a take');
+  widening.request('x');
+  widening.request(undefined);
+  widening.request('y');
+  assert.deepEqual(widening.take(), { added: undefined });
+  assert.equal(widening.pending, false);
 });

@@ -11,11 +11,17 @@
 // server without it (the WatchList feature gate off, as on 1.30–1.31 and 1.33) refuses the
 // parameters and gets paginated lists from then on. A streaming list that fails is followed by
 // one paginated list, as client-go's reflector falls back.
+//
+// A shard selector that widens while it watches (widening.ts) needs no relist: the watch ends, the
+// objects the wider selector adds are listed at the version the watch reached
+// (resourceVersionMatch=Exact), and the watch resumes from that version with the wider selector,
+// so every event after it reaches the cache once. Where that version has expired (410), it relists.
 import { ApiError } from '../kube/errors.ts';
 import type { ListOptions, WatchOptions } from '../kube/api.ts';
 import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
 import { Backoff } from '../util/backoff.ts';
 import { sleep } from '../util/sleep.ts';
+import type { Widening } from './widening.ts';
 
 /** What the watcher needs of a resource API (MetadataApi provides it). */
 export interface ListWatch {
@@ -32,8 +38,11 @@ export interface ListWatch {
 export const INITIAL_EVENTS_END = 'k8s.io/initial-events-end';
 
 export type WatcherEvent =
-  /** A (re)list starts: the store buffers what follows until `initDone`. */
-  | { readonly type: 'init' }
+  /**
+   * A (re)list starts: the store buffers what follows until `initDone`. `merge`: a list of what a
+   * widened selector adds, which adds to the cache rather than replacing it.
+   */
+  | { readonly type: 'init'; readonly merge?: boolean }
   | { readonly type: 'initApply'; readonly object: PartialObjectMetadata }
   /** The list is complete: the buffered objects are now the whole truth. */
   | { readonly type: 'initDone' }
@@ -53,6 +62,8 @@ export interface WatcherOptions {
    * partition that shrank narrows the next watch without a relist.
    */
   readonly shardSelector?: (() => string | undefined) | undefined;
+  /** Set when `shardSelector` may widen while it watches: lists what it adds, no relist (see above). */
+  readonly widening?: Widening | undefined;
   /**
    * Page size of lists (default 100; client-go and kube-rs use 500). A page is parsed whole, and
    * 500 objects with their managedFields are megabytes of text and objects per kind listing at
@@ -105,10 +116,49 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
   /** Streaming lists ended in a row before their bookmark: twice is a server that ignores the parameters. */
   let cutOff = 0;
 
+  const { widening } = options;
+  /**
+   * A list of what a widened selector adds (`added`; undefined: everything, kept by the caller) at
+   * exactly `version`, the one the watch reached, from which the wider watch then resumes.
+   */
+  async function* listAdded(added: string | undefined, version: string): AsyncGenerator<WatcherEvent> {
+    yield { type: 'init', merge: true };
+    const selectors = {
+      labelSelector,
+      ...(fieldSelector ? { fieldSelector } : {}),
+      ...(added ? { shardSelector: added } : {}),
+      signal,
+    };
+    let page: PartialObjectMetadataList | undefined;
+    do {
+      page = await api.list({
+        ...selectors,
+        ...(page ? {} : { resourceVersion: version, resourceVersionMatch: 'Exact' as const }),
+        limit: pageSize,
+        continue: page?.metadata.continue,
+      });
+      for (const object of page.items) yield { type: 'initApply', object };
+    } while (page.metadata.continue);
+    yield { type: 'initDone' };
+  }
+
   while (!signal.aborted) {
     /** A streaming list is under way: its initial objects come as ADDED events until the bookmark that ends them. */
     let listing = false;
+    /** Ends the watch when the selector widens (not a streaming list's initial objects: they end first). */
+    const cut = new AbortController();
+    // A widening asked before a list is served by that list (its selector is asked as it starts).
+    const widened = widening?.take();
     try {
+      if (widened && resourceVersion !== undefined) {
+        try {
+          yield* listAdded(widened.added, resourceVersion);
+        } catch (error) {
+          // Asked again, unless the version expired and a relist follows (it lists the wider selector).
+          if (!(error instanceof ApiError && error.expired)) widening?.request(widened.added);
+          throw error;
+        }
+      }
       let events: AsyncIterable<WatchEvent>;
       if (resourceVersion === undefined && streaming && !paginateOnce) {
         yield { type: 'init' };
@@ -122,7 +172,7 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
             sendInitialEvents: true,
             timeoutSeconds,
             idleMs,
-            signal,
+            signal: widening ? AbortSignal.any([signal, cut.signal]) : signal,
           });
         } catch (error) {
           // A server without streaming lists (the WatchList feature gate off) refuses the
@@ -170,6 +220,8 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
           // No backoff reset here: a list that works says nothing of the watch after it (a server
           // answering every watch with 410 lists fine). A healthy watch resets it, below.
           yield { type: 'initDone' };
+          // Widened while it listed: what the list's selector left out is listed before the watch.
+          if (widening?.pending) continue;
         }
         events = await api.watch({
           labelSelector,
@@ -178,7 +230,7 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
           resourceVersion,
           timeoutSeconds,
           idleMs,
-          signal,
+          signal: widening ? AbortSignal.any([signal, cut.signal]) : signal,
         });
         yield { type: 'watching' };
       }
@@ -187,6 +239,12 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
       // fails at once (410, an error event) must still be backed off from. Bookmarks count, and
       // the API server sends them to quiet watches too, so a watch that runs a while is healthy.
       let healthy = false;
+      // A widening ends the watch at once when it is quiet; between events, after the event in hand.
+      const widen = (): void => {
+        if (!listing) cut.abort();
+      };
+      widening?.signal.addEventListener('abort', widen, { once: true });
+      if (widening?.pending) widen();
       for await (const event of events) {
         if (event.type === 'ERROR') {
           throw new ApiError('WATCH', '', event.object.code ?? 500, event.object);
@@ -205,13 +263,17 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
             cutOff = 0;
             yield { type: 'initDone' };
             yield { type: 'watching' };
+            if (widening?.pending) break;
           }
           continue;
         }
         resourceVersion = lastSeen = event.object.metadata.resourceVersion;
         if (event.type === 'ADDED' || event.type === 'MODIFIED') yield { type: 'apply', object: event.object };
         else if (event.type === 'DELETED') yield { type: 'delete', object: event.object };
+        if (cut.signal.aborted) break;
       }
+      widening?.signal.removeEventListener('abort', widen);
+      if (cut.signal.aborted || (widening?.pending && !listing)) continue;
       // Ended by the server before the bookmark that says every object is in: a connection cut
       // cleanly (a proxy, an API server stopping), a list longer than the watch's timeout, or a
       // server that ignores the parameters (it sends every object, then no such bookmark). One
@@ -232,6 +294,8 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
       }
     } catch (error) {
       if (signal.aborted) return;
+      // The watch was ended to widen (while it was being opened).
+      if (cut.signal.aborted) continue;
       const failure = error instanceof Error ? error : new Error(String(error));
       if (listing) paginateOnce = true;
       // An expired version after a healthy watch (etcd compacted, an API server restarted) is

@@ -79,10 +79,12 @@ export interface MembershipState {
   readonly members: readonly MemberView[];
 }
 
-/** How the state changed: buckets newly kept (caches list again) or newly written (objects to look at). */
+/** How the state changed: buckets newly kept (caches list them) or newly written (objects to look at). */
 export interface MembershipChange {
   readonly keepsGrew: boolean;
   readonly keepsShrank: boolean;
+  /** The buckets kept now and not before. */
+  readonly kept: ReadonlySet<number>;
   readonly taken: ReadonlySet<number>;
 }
 
@@ -392,7 +394,8 @@ export class Membership {
   }
 
   #change(keeps: Set<number>, writes: Set<number>): void {
-    const keepsGrew = [...keeps].some((bucket) => !this.#keeps.has(bucket));
+    const kept = new Set([...keeps].filter((bucket) => !this.#keeps.has(bucket)));
+    const keepsGrew = kept.size > 0;
     const keepsShrank = [...this.#keeps].some((bucket) => !keeps.has(bucket));
     const taken = new Set([...writes].filter((bucket) => !this.#writes.has(bucket)));
     const given = [...this.#writes].filter((bucket) => !writes.has(bucket));
@@ -409,7 +412,7 @@ export class Membership {
     this.#keeps = keeps;
     this.#writes = writes;
     if (keepsGrew) this.#ready = false;
-    for (const listener of this.#listeners) listener({ keepsGrew, keepsShrank, taken });
+    for (const listener of this.#listeners) listener({ keepsGrew, keepsShrank, kept, taken });
   }
 
   /** Waits for writes of buckets no longer written to finish (a lapse bounds the wait: they are aborted). */

@@ -39,8 +39,10 @@ export class Shard {
       // A Namespace's own namespace is empty: the server cannot select it by the namespace it names.
       selector: () => byName ? undefined : membership.layout.selectorOf('object.metadata.namespace', membership.keeps),
       subscribe: (listener: (change: PartitionChange) => void) =>
-        membership.subscribe(({ keepsGrew, keepsShrank }) => {
-          if (keepsGrew || keepsShrank) listener({ grew: keepsGrew });
+        membership.subscribe(({ keepsGrew, keepsShrank, kept }) => {
+          if (!keepsGrew && !keepsShrank) return;
+          const added = byName ? undefined : membership.layout.selectorOf('object.metadata.namespace', kept);
+          listener({ grew: keepsGrew, added });
         }),
     };
   }

@@ -374,11 +374,13 @@ async function serverFilters(client: KubeClient): Promise<boolean | undefined> {
 
 /**
  * The lists and watches of the group's ConfigMaps that labeller sent (not the one-object probe of
- * whether the server honours shardSelector, which has no label selector), their URIs decoded.
+ * whether the server honours shardSelector, which has no label selector) since `since` (ms since
+ * the epoch), their URIs decoded.
  */
-function listsAndWatches(group: Group): string[] {
+function listsAndWatches(group: Group, since = 0): string[] {
   return group.site.auditEvents((e) =>
-    byLabeller(e) && e.objectRef?.resource === 'configmaps' && (e.verb === 'list' || e.verb === 'watch')
+    byLabeller(e) && e.objectRef?.resource === 'configmaps' && (e.verb === 'list' || e.verb === 'watch') &&
+    Date.parse(e.requestReceivedTimestamp ?? '') >= since
   ).map((e) => decodeURIComponent(e.requestURI.replaceAll('+', ' '))).filter((uri) =>
     uri.includes(`labelSelector=${RUN_LABEL}=${group.run}`)
   );
@@ -660,6 +662,11 @@ describe('replicas sharing the work (--shards auto)', { skip }, () => {
         await sleep(2 * RETRY_MS);
         const counts = byObject(group.patches().slice(before));
         assert.deepEqual(old.filter((key) => counts.has(key)), [], 'no object that was right already was written');
+        // The survivors listed only the buckets they took, at the version their watches had reached.
+        const since = [...new Set(listsAndWatches(group, killed))];
+        assert.deepEqual(since.filter((uri) => uri.includes('sendInitialEvents=true')), [], 'no relist');
+        const added = since.filter((uri) => uri.includes('resourceVersionMatch=Exact'));
+        assert.ok(added.length >= 1, `a list of what the taken buckets add:\n${since.join('\n')}`);
         figure(
           t,
           `shards crash: ${theirs.length} ConfigMaps made in its namespaces right after kill -9 labelled after ${took} ms (lease duration ${LEASE_MS} ms); its Lease deleted after ${deleted} ms`,
@@ -672,7 +679,7 @@ describe('replicas sharing the work (--shards auto)', { skip }, () => {
   );
 
   test(
-    'an API server without ShardedListAndWatch: each member filters the whole stream itself and caches its share only',
+    'an API server without ShardedListAndWatch: each member filters the whole stream itself and caches its share only; one that takes over lists the stream once',
     { skip: ownSkip, timeout: 240_000 },
     async (t) => {
       const cp = await startControlPlane(undefined, { full: false, shardedListAndWatch: false });
@@ -707,11 +714,28 @@ describe('replicas sharing the work (--shards auto)', { skip }, () => {
         const uris = listsAndWatches(group);
         assert.ok(uris.length >= 2, `at least one per member:\n${uris.join('\n')}`);
         for (const uri of uris) assert.doesNotMatch(uri, /shardSelector/, uri);
+
+        // One leaves: the other takes every bucket, listing the whole stream once at the version
+        // its watch reached (no selector can say what it adds) rather than relisting.
+        const [leaving, staying] = group.members as [Member, Member];
+        const left = Date.now();
+        assertCleanExit(await leaving.labeller.stop('SIGTERM', 30_000));
+        await group.converged('one member left, no server filtering');
+        assert.equal(
+          sample(await staying.metrics(), 'labeller_objects_cached', { controller: 'configmaps' }),
+          group.objects.length,
+        );
+        const since = [...new Set(listsAndWatches(group, left))];
+        assert.deepEqual(since.filter((uri) => uri.includes('sendInitialEvents=true')), [], 'no relist');
+        assert.ok(
+          since.some((uri) => uri.includes('resourceVersionMatch=Exact') && !uri.includes('shardSelector')),
+          `one list of the whole stream at the watch's version:\n${since.join('\n')}`,
+        );
         figure(
           t,
           `shards without server filtering: 2 members, ${
             leases.map((l) => l.writes.size).join(' + ')
-          } buckets, each cache its share of ${group.objects.length} ConfigMaps`,
+          } buckets, each cache its share of ${group.objects.length} ConfigMaps; one left, the other took all`,
         );
         await group.stop();
       } finally {

@@ -70,7 +70,10 @@ export interface WatchStep {
 
 /** Rejects once `signal` aborts, as the real API calls do; what a call past the end of the script does. */
 function untilAborted(signal: AbortSignal | undefined): Promise<never> {
-  return new Promise((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason), { once: true }));
+  return new Promise((_, reject) => {
+    if (signal?.aborted) reject(signal.reason);
+    signal?.addEventListener('abort', () => reject(signal.reason), { once: true });
+  });
 }
 
 /** A resource API that plays a script of lists and watches, records the options of every call, and answers applies with what was applied. */

@@ -1,0 +1,102 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { PartialObjectMetadata, WatchEvent } from '../kube/objects.ts';
+import { createLogger } from '../util/log.ts';
+import { Informer } from './informer.ts';
+import type { Partition, PartitionChange } from './partition.ts';
+import type { StoreChange } from './store.ts';
+import { bookmark, metadataOf, page, ScriptedApi } from './testing/scripted.ts';
+
+type Meta = PartialObjectMetadata['metadata'];
+const log = createLogger({ level: 'error', format: 'json', write: () => {} });
+
+function object(namespace: string, name: string, resourceVersion = '1'): PartialObjectMetadata {
+  return { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace, uid: `uid-${name}`, resourceVersion } };
+}
+
+/** A partition by namespace, its selector the namespaces kept joined with `||`; grow() and shrink() change it. */
+function byNamespace(...kept: string[]) {
+  const keeps = new Set(kept);
+  const listeners: ((change: PartitionChange) => void)[] = [];
+  const partition: Partition = {
+    keeps: (meta) => keeps.has(meta.namespace ?? ''),
+    selector: () => [...keeps].join(' || '),
+    subscribe: (listener) => {
+      listeners.push(listener);
+      return () => listeners.splice(listeners.indexOf(listener), 1);
+    },
+  };
+  return {
+    partition,
+    grow(namespace: string) {
+      keeps.add(namespace);
+      for (const listener of listeners) listener({ grew: true, added: namespace });
+    },
+    shrink(namespace: string) {
+      keeps.delete(namespace);
+      for (const listener of listeners) listener({ grew: false });
+    },
+  };
+}
+
+/** A server that filters by the partition's selector (it honours shardSelector). */
+class Filtering extends ScriptedApi {
+  async honoursShardSelector(): Promise<boolean> {
+    return true;
+  }
+}
+
+const settle = async (condition: () => boolean): Promise<void> => {
+  for (let i = 0; i < 200 && !condition(); i++) await new Promise((resolve) => setImmediate(resolve));
+  assert.ok(condition(), 'settled');
+};
+
+test('a partition that grows lists only what it adds, at the watch version, and is current once that is in; one that shrinks drops what it gave up', async (t) => {
+  const { promise: held } = Promise.withResolvers<readonly WatchEvent[]>();
+  const { promise: widerHeld } = Promise.withResolvers<readonly WatchEvent[]>();
+  const { promise: listed, resolve: answer } = Promise.withResolvers<ReturnType<typeof page>>();
+  const api = new Filtering(
+    [page('10', [object('a', 'one'), object('a', 'two')]), listed],
+    [{ events: [bookmark('12')], until: held }, { events: [], until: widerHeld }],
+  );
+  const shard = byNamespace('a');
+  const informer = new Informer<Meta>({
+    name: 'configmaps',
+    api,
+    project: metadataOf,
+    partition: shard.partition,
+    log,
+  });
+  const changes: StoreChange<Meta>[] = [];
+  informer.subscribe((change) => changes.push(change));
+  const stop = new AbortController();
+  t.after(() => stop.abort());
+  const running = informer.run(stop.signal);
+  await informer.synced;
+  assert.equal(informer.filtering, 'server');
+  await settle(() => api.watches.length === 1);
+
+  shard.grow('b');
+  assert.equal(informer.current(() => false), false, 'not current while what it adds is listed');
+  await settle(() => api.lists.length === 2);
+  assert.deepEqual(
+    [api.lists[1]!.shardSelector, api.lists[1]!.resourceVersion, api.lists[1]!.resourceVersionMatch],
+    ['b', '12', 'Exact'],
+  );
+  answer(page('12', [object('b', 'three')]));
+  await settle(() => api.watches.length === 2);
+  assert.equal(informer.current(() => false), true);
+  assert.deepEqual([api.watches[1]!.shardSelector, api.watches[1]!.resourceVersion], ['a || b', '12']);
+  assert.deepEqual([...informer.store.keys()], ['a/one', 'a/two', 'b/three']);
+  const merged = changes.at(-1);
+  assert.deepEqual(merged?.type === 'resync' ? [merged.changed, merged.removed] : [], [['b/three'], []]);
+
+  shard.shrink('a');
+  assert.deepEqual([...informer.store.keys()], ['b/three']);
+  const dropped = changes.at(-1);
+  assert.deepEqual(dropped?.type === 'resync' ? dropped.removed : [], ['a/one', 'a/two']);
+  assert.equal(api.lists.length, 2, 'no list for a shrink');
+
+  stop.abort();
+  await running;
+});
