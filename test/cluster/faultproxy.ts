@@ -11,6 +11,12 @@ interface Pair {
   readonly client: Socket;
   readonly upstream: Socket;
   frozen: boolean;
+  /**
+   * When (performance.now()) the last chunk each way is forwarded, once delay() took the pair off
+   * its pipes: later chunks go no sooner, so a delay that shrinks never lets bytes overtake (TLS
+   * records out of order fail as "bad record mac").
+   */
+  due?: [toUpstream: number, toClient: number];
 }
 
 export class FaultProxy {
@@ -116,7 +122,8 @@ export class FaultProxy {
         this.#pairs.delete(pair);
       };
       // Behind a delay, bytes still on their way arrive before the close does.
-      if (this.#delayMs > 0) setTimeout(destroy, this.#delayMs);
+      const at = Math.max(performance.now() + this.#delayMs, ...(pair.due ?? []));
+      if (pair.due) setTimeout(destroy, at - performance.now());
       else destroy();
     };
     for (const socket of [client, upstream]) {
@@ -130,14 +137,29 @@ export class FaultProxy {
     if (this.#delayMs > 0) this.#delayed(pair);
   }
 
-  /** Forwards each chunk `#delayMs` after it arrived instead of at once (equal delays keep the order). */
+  /**
+   * Forwards each chunk `#delayMs` after it arrived instead of at once, and never before the chunk
+   * ahead of it (one queue each way, drained in order). Once per pair: the delay is read per chunk,
+   * so a later delay() (0 included) needs no second listener, which would write every chunk twice.
+   */
   #delayed(pair: Pair): void {
-    for (const [from, to] of [[pair.client, pair.upstream], [pair.upstream, pair.client]] as const) {
+    if (pair.due) return;
+    const due: [number, number] = pair.due = [0, 0];
+    const ways = [[pair.client, pair.upstream], [pair.upstream, pair.client]] as const;
+    for (const [way, [from, to]] of ways.entries()) {
+      const queue: { readonly at: number; readonly chunk: Buffer }[] = [];
+      const drain = (): void => {
+        while (queue.length > 0 && queue[0]!.at <= performance.now()) {
+          const { chunk } = queue.shift()!;
+          if (!to.destroyed) to.write(chunk);
+        }
+        if (queue.length > 0) setTimeout(drain, queue[0]!.at - performance.now());
+      };
       from.unpipe(to);
       from.on('data', (chunk: Buffer) => {
-        setTimeout(() => {
-          if (!to.destroyed) to.write(chunk);
-        }, this.#delayMs);
+        due[way] = Math.max(performance.now() + this.#delayMs, due[way]!);
+        queue.push({ at: due[way]!, chunk });
+        if (queue.length === 1) setTimeout(drain, due[way]! - performance.now());
       });
       // unpipe() may have stopped the flow; a frozen connection stays frozen.
       if (!this.#paused && !pair.frozen) from.resume();
