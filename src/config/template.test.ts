@@ -188,3 +188,26 @@ test('readsObjectMetadata tells a template that copies the labels or annotations
   ];
   for (const [source, reads] of cases) assert.equal(compileTemplate(source).readsObjectMetadata, reads, source);
 });
+
+test('a template lists its parts in order: text, variables and lookups, each with its default', () => {
+  assert.deepEqual(
+    compileTemplate('team-{{namespace}}.{{labels.app | default "x"}}{{teams[namespace.labels.team].cc}}', {
+      sources: new Set(['teams']),
+    }).parts,
+    [
+      { type: 'text', text: 'team-' },
+      { type: 'variable', variable: { type: 'field', field: 'namespace' }, fallback: undefined },
+      { type: 'text', text: '.' },
+      { type: 'variable', variable: { type: 'map', map: 'labels', key: 'app' }, fallback: 'x' },
+      {
+        type: 'lookup',
+        source: 'teams',
+        key: { type: 'related', read: { relation: 'namespace', field: 'labels', key: 'team' } },
+        field: 'cc',
+        fallback: undefined,
+      },
+    ],
+  );
+  assert.deepEqual(compileTemplate('plain').parts, [{ type: 'text', text: 'plain' }]);
+  assert.deepEqual(compileTemplate('').parts, []);
+});

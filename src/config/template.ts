@@ -83,9 +83,39 @@ export interface Template {
    * writes that object chose.
    */
   readonly readsObjectMetadata: boolean;
+  /** What it is made of, in order: what render() evaluates, and what admission/ translates to CEL. */
+  readonly parts: readonly TemplatePart[];
   /** The value, or undefined when a variable it reads is absent (and has no default). */
   render(context: TemplateContext): string | undefined;
 }
+
+/** A field of the object itself: `{{name}}`, `{{kind}}`… */
+export type FieldVariable = (typeof FIELD_VARIABLES)[number];
+
+/** The object's labels or annotations. */
+export type MapVariable = (typeof MAP_VARIABLES)[number];
+
+/** What one variable reads: a field of the object, one of its labels or annotations, or a related object's. */
+export type Variable =
+  | { readonly type: 'field'; readonly field: FieldVariable }
+  | { readonly type: 'map'; readonly map: MapVariable; readonly key: string }
+  | { readonly type: 'related'; readonly read: RelatedRead };
+
+/**
+ * A piece of a template: text kept as written, a variable, or a lookup in a source by the key a
+ * variable gives; the last two with the value `| default` gives them when absent.
+ */
+export type TemplatePart =
+  | { readonly type: 'text'; readonly text: string }
+  | { readonly type: 'variable'; readonly variable: Variable; readonly fallback: string | undefined }
+  | {
+    readonly type: 'lookup';
+    readonly source: string;
+    readonly key: Variable;
+    /** The field of the entry it reads; undefined: the entry is a value. */
+    readonly field: string | undefined;
+    readonly fallback: string | undefined;
+  };
 
 export class TemplateError extends Error {
   override readonly name = 'TemplateError';
@@ -113,8 +143,6 @@ const ALLOWED = [
 /** Related variables up to their key, for suggestions: "owner.name", "namespace.labels". */
 const RELATED_NAMES = RELATIONS.flatMap((r) => [...RELATED_FIELDS[r], ...MAP_VARIABLES].map((f) => `${r}.${f}`));
 
-type Part = (context: TemplateContext) => string | undefined;
-
 export function compileTemplate(source: string, options: CompileOptions = {}): Template {
   if (!source.includes('{{')) {
     return {
@@ -124,12 +152,16 @@ export function compileTemplate(source: string, options: CompileOptions = {}): T
       related: [],
       lookups: [],
       readsObjectMetadata: false,
+      parts: source === '' ? [] : [{ type: 'text', text: source }],
       render: () => source,
     };
   }
   const reads: Reads = { annotations: [], related: [], lookups: [], sources: options.sources ?? new Set() };
   const parts = parse(source, reads);
   const { annotations, related, lookups } = reads;
+  const readsMaps = parts.some((part) =>
+    (part.type === 'variable' && part.variable.type === 'map') || (part.type === 'lookup' && part.key.type === 'map')
+  );
   return {
     source,
     constantValue: undefined,
@@ -138,17 +170,35 @@ export function compileTemplate(source: string, options: CompileOptions = {}): T
     lookups,
     // A source's values are written by others too: the protected-prefix rule applies to them.
     readsObjectMetadata: related.some((read) => read.field === 'labels' || read.field === 'annotations') ||
-      parts.readsMaps || lookups.length > 0,
+      readsMaps || lookups.length > 0,
+    parts,
     render: (context) => {
       let value = '';
       for (const part of parts) {
-        const rendered = part(context);
+        const rendered = partValue(part, context);
         if (rendered === undefined) return undefined;
         value += rendered;
       }
       return value;
     },
   };
+}
+
+/** One part's value for `context`; undefined when absent. */
+function partValue(part: TemplatePart, context: TemplateContext): string | undefined {
+  if (part.type === 'text') return part.text;
+  if (part.type === 'variable') return valueOf(part.variable, context) ?? part.fallback;
+  const key = valueOf(part.key, context);
+  return (key === undefined ? undefined : context.lookup?.(part.source, key, part.field)) ?? part.fallback;
+}
+
+function valueOf(variable: Variable, context: TemplateContext): string | undefined {
+  if (variable.type === 'field') return context[variable.field];
+  if (variable.type === 'map') return lookupKey(context[variable.map], variable.key);
+  const { relation, field, key } = variable.read;
+  const object = context.related?.[relation];
+  if (object === undefined) return undefined;
+  return field === 'kind' || field === 'name' ? object[field] : lookupKey(object[field], key ?? '');
 }
 
 /** What a template reads, gathered as it is parsed; `sources`: the names lookups may use. */
@@ -162,28 +212,26 @@ interface Reads {
 /** `source[key variable]` or `source[key variable].field`. */
 const LOOKUP = /^([a-z][-a-z0-9]*)\[(.*)\](?:\.([^\]]*))?$/;
 
-/** The template's parts, and whether it reads the object's own labels or annotations; what it reads is added to `reads`. */
-function parse(source: string, reads: Reads): Part[] & { readsMaps: boolean } {
+/** The template's parts; what they read is added to `reads`. */
+function parse(source: string, reads: Reads): TemplatePart[] {
   const fail = (problem: string) => new TemplateError(`template ${JSON.stringify(source)}: ${problem}`);
-  const parts: Part[] & { readsMaps: boolean } = Object.assign([], { readsMaps: false });
+  const parts: TemplatePart[] = [];
   let position = 0;
   for (let open = source.indexOf('{{'); open !== -1; open = source.indexOf('{{', position)) {
     const close = source.indexOf('}}', open + 2);
     if (close === -1) throw fail('"{{" is not closed: add "}}" after the variable');
     const literal = source.slice(position, open);
-    if (literal !== '') parts.push(() => literal);
+    if (literal !== '') parts.push({ type: 'text', text: literal });
     const [expression = '', ...pipes] = source.slice(open + 2, close).split('|');
     const name = expression.trim();
     const looked = LOOKUP.exec(name);
-    const lookup = looked ? lookupPart(looked, fail, reads) : variable(name, fail, reads.annotations, reads.related);
-    const keyName = looked ? (looked[2] ?? '').trim() : name;
-    if (MAP_VARIABLES.some((map) => keyName.startsWith(`${map}.`))) parts.readsMaps = true;
+    const read = looked ? lookupPart(looked, fail, reads) : variable(name, fail, reads.annotations, reads.related);
     const fallback = defaultValue(pipes, name, fail);
-    parts.push(fallback === undefined ? lookup : (context) => lookup(context) ?? fallback);
+    parts.push(read.type === 'lookup' ? { ...read, fallback } : { type: 'variable', variable: read, fallback });
     position = close + 2;
   }
   const tail = source.slice(position);
-  if (tail !== '') parts.push(() => tail);
+  if (tail !== '') parts.push({ type: 'text', text: tail });
   return parts;
 }
 
@@ -205,7 +253,11 @@ function defaultValue(
 }
 
 /** A lookup in a source, by a key that a variable gives: absent when the key or the entry is. */
-function lookupPart(match: RegExpExecArray, fail: (problem: string) => TemplateError, reads: Reads): Part {
+function lookupPart(
+  match: RegExpExecArray,
+  fail: (problem: string) => TemplateError,
+  reads: Reads,
+): Omit<Extract<TemplatePart, { type: 'lookup' }>, 'fallback'> {
   const [, source = '', keyName = '', field] = match;
   const key = keyName.trim();
   if (!reads.sources.has(source)) {
@@ -224,10 +276,7 @@ function lookupPart(match: RegExpExecArray, fail: (problem: string) => TemplateE
   }
   const keyOf = variable(key, fail, reads.annotations, reads.related);
   reads.lookups.push({ source, field });
-  return (context) => {
-    const value = keyOf(context);
-    return value === undefined ? undefined : context.lookup?.(source, value, field);
-  };
+  return { type: 'lookup', source, key: keyOf, field };
 }
 
 function variable(
@@ -235,35 +284,33 @@ function variable(
   fail: (problem: string) => TemplateError,
   annotations: string[],
   related: RelatedRead[],
-): Part {
+): Variable {
   const field = FIELD_VARIABLES.find((candidate) => candidate === name);
-  if (field !== undefined) return (context) => context[field];
+  if (field !== undefined) return { type: 'field', field };
 
   const [head = '', second = '', ...rest] = name.split('.');
   const relation = RELATIONS.find((candidate) => candidate === head);
   if (relation !== undefined) {
     const relatedField = RELATED_FIELDS[relation].find((candidate) => candidate === second);
     if (relatedField !== undefined && rest.length === 0) {
-      related.push({ relation, field: relatedField });
-      return (context) => context.related?.[relation]?.[relatedField];
+      const read = { relation, field: relatedField };
+      related.push(read);
+      return { type: 'related', read };
     }
     if (relation === 'namespace' && rest.length === 0 && (second === 'name' || second === 'kind')) {
       throw fail(`unknown variable ${JSON.stringify(name)}: the namespace's name is "{{namespace}}"`);
     }
     const map = MAP_VARIABLES.find((candidate) => candidate === second);
     if (map === undefined) throw unknown(name, fail);
-    const key = mapKey(`${relation}.${map}`, rest.join('.'), name, fail);
-    related.push({ relation, field: map, key });
-    return (context) => {
-      const object = context.related?.[relation];
-      return object === undefined ? undefined : lookupKey(object[map], key);
-    };
+    const read = { relation, field: map, key: mapKey(`${relation}.${map}`, rest.join('.'), name, fail) };
+    related.push(read);
+    return { type: 'related', read };
   }
   const map = MAP_VARIABLES.find((candidate) => candidate === head);
   if (map === undefined) throw unknown(name, fail);
   const key = mapKey(map, name.slice(map.length + 1), name, fail);
   if (map === 'annotations') annotations.push(key);
-  return (context) => lookupKey(context[map], key);
+  return { type: 'map', map, key };
 }
 
 /** A missing label or annotation is absent; inherited properties are not labels. */
