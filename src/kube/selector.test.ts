@@ -94,3 +94,16 @@ test('parseSelector validates values with the label value rules', () => {
     message: `term "app=${'x'.repeat(64)}": value must be 63 characters or less (got 64)`,
   });
 });
+
+test('toLabelSelector gives the same requirements as LabelSelector expressions, in the canonical order', () => {
+  assert.deepEqual(parseSelector('tier notin (b,a), app=web, !legacy, zone, x!=y').toLabelSelector(), {
+    matchExpressions: [
+      { key: 'app', operator: 'In', values: ['web'] },
+      { key: 'legacy', operator: 'DoesNotExist' },
+      { key: 'tier', operator: 'NotIn', values: ['a', 'b'] },
+      { key: 'x', operator: 'NotIn', values: ['y'] },
+      { key: 'zone', operator: 'Exists' },
+    ],
+  });
+  assert.deepEqual(parseSelector('').toLabelSelector(), { matchExpressions: [] });
+});

@@ -2,7 +2,8 @@
  * Label selectors in the API's string form: "app", "!app", "app=web",
  * "app==web", "app!=web", "tier in (a, b)", "tier notin (a,b)", joined by
  * commas. The API server does the real filtering; matches() lets a controller
- * double-check objects it already holds.
+ * double-check objects it already holds, and toLabelSelector() gives the structured form the API
+ * takes where a selector is an object (an admission policy's objectSelector).
  */
 import type { Labels } from './labelsyntax.ts';
 import { validateLabelKey, validateLabelValue } from './labelsyntax.ts';
@@ -12,6 +13,17 @@ export interface Selector {
   matches(labels: Labels): boolean;
   /** The canonical form for the labelSelector query parameter: requirements sorted by key, set values sorted. */
   toString(): string;
+  /** The same requirements as a metav1.LabelSelector, in the canonical order. */
+  toLabelSelector(): LabelSelector;
+}
+
+/** metav1.LabelSelector with expressions only: `app=web,app=api` is two requirements on one key, which matchLabels cannot hold. */
+export interface LabelSelector {
+  readonly matchExpressions: readonly {
+    readonly key: string;
+    readonly operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist';
+    readonly values?: readonly string[];
+  }[];
 }
 
 export class SelectorError extends Error {
@@ -33,6 +45,7 @@ export function parseSelector(text: string): Selector {
   return {
     matches: (labels) => requirements.every((requirement) => matches(requirement, labels)),
     toString: () => canonical,
+    toLabelSelector: () => ({ matchExpressions: requirements.map(expression) }),
   };
 }
 
@@ -129,5 +142,24 @@ function format(requirement: Requirement): string {
     case 'in':
     case 'notin':
       return `${requirement.key} ${requirement.operator} (${requirement.values.join(',')})`;
+  }
+}
+
+/** A requirement as a LabelSelector expression: `!=` is NotIn, which matches objects without the key too, as `!=` does. */
+function expression(requirement: Requirement): LabelSelector['matchExpressions'][number] {
+  const { key } = requirement;
+  switch (requirement.operator) {
+    case 'exists':
+      return { key, operator: 'Exists' };
+    case '!exists':
+      return { key, operator: 'DoesNotExist' };
+    case '=':
+      return { key, operator: 'In', values: [requirement.value] };
+    case '!=':
+      return { key, operator: 'NotIn', values: [requirement.value] };
+    case 'in':
+      return { key, operator: 'In', values: requirement.values };
+    case 'notin':
+      return { key, operator: 'NotIn', values: requirement.values };
   }
 }
