@@ -8,6 +8,7 @@ import { nameSlug } from '../kube/names.ts';
 import { groupResource } from '../kube/resource.ts';
 import type { Config } from '../config/model.ts';
 import { configFingerprint } from '../config/fingerprint.ts';
+import { FIELD_MANAGER_LABEL, fieldManagerLabelValue } from '../config/fieldmanager.ts';
 import { watchedNamespaces } from '../kinds/resolve.ts';
 import type { Resolved } from '../kinds/resolve.ts';
 
@@ -16,7 +17,7 @@ const PREFIX = 'labeller';
  * As a label, so holders can be found with a selector, the field manager (hashed when it is no
  * label value); as an annotation, the field manager itself.
  */
-const FIELD_MANAGER = `${PREFIX}/field-manager`;
+const FIELD_MANAGER = FIELD_MANAGER_LABEL;
 const CONFIG = `${PREFIX}/config`;
 const SCOPE = `${PREFIX}/scope`;
 const GROUP = `${PREFIX}/leader-election`;
@@ -53,12 +54,6 @@ export function guardLeaseName(claim: Pick<Claim, 'fieldManager' | 'identity' | 
   if (claim.group) return `${claim.group.slice(claim.group.indexOf('/') + 1)}-field-manager`;
   const slug = nameSlug(claim.fieldManager, 40);
   return `field-manager-${slug ? `${slug}-` : ''}${hash(`${claim.fieldManager}\n${claim.identity}`).slice(0, 10)}`;
-}
-
-export function fieldManagerLabelValue(fieldManager: string): string {
-  return /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$/.test(fieldManager)
-    ? fieldManager
-    : `sha256-${hash(fieldManager).slice(0, 56)}`;
 }
 
 /** The live guard Leases (at `nowMs`, wall clock) of others that must stop `claim` from writing. */
@@ -148,11 +143,6 @@ export function claimMetadata(
       ...(claim.shardGroup ? { [SHARD_GROUP]: claim.shardGroup } : {}),
     },
   };
-}
-
-/** The label selector of the guard Leases of `fieldManager`. */
-export function holdersOf(fieldManager: string): string {
-  return `${FIELD_MANAGER}=${fieldManagerLabelValue(fieldManager)}`;
 }
 
 /** The claim of a config: its fingerprint, and the kinds × namespaces it writes (kinds not served yet included). */

@@ -23,6 +23,7 @@ import type { Logger } from '../util/log.ts';
 import { microTime } from '../util/microtime.ts';
 import { sleep } from '../util/sleep.ts';
 import { UsageError } from '../util/usage.ts';
+import { fieldManagerSelector } from '../config/fieldmanager.ts';
 import {
   abandoned,
   blockers,
@@ -31,7 +32,6 @@ import {
   claimMetadata,
   describeHolder,
   guardLeaseName,
-  holdersOf,
   olderThan,
 } from './claim.ts';
 
@@ -270,7 +270,7 @@ export class FieldManagerGuard {
 
   /** The guard Leases of this field manager: cluster-wide if allowed, else in the own namespace; undefined when neither is. */
   async #holders(signal?: AbortSignal): Promise<readonly Lease[] | undefined> {
-    const selector = holdersOf(this.#claim.fieldManager);
+    const selector = fieldManagerSelector(this.#claim.fieldManager);
     const { namespace, log } = this.#options;
     try {
       return await this.#api.list('', selector, signal);
