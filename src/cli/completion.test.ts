@@ -68,7 +68,7 @@ describe('bash', () => {
   };
 
   test('commands first, then shells after completion', () => {
-    assert.deepEqual(complete('labeller '), ['completion', 'explain', 'prune', 'status']);
+    assert.deepEqual(complete('labeller '), ['admission', 'completion', 'explain', 'prune', 'status']);
     assert.deepEqual(complete('labeller st'), ['status']);
     assert.deepEqual(complete('labeller completion '), ['bash', 'fish', 'zsh']);
     assert.deepEqual(complete('kubectl-labeller completion z'), ['zsh']);
@@ -87,6 +87,7 @@ describe('bash', () => {
   test("an option's choices, as --flag value and --flag=value; nothing for free values", () => {
     assert.deepEqual(complete('labeller --conflicts '), ['force', 'skip']);
     assert.deepEqual(complete('labeller status -o j'), ['json']);
+    assert.deepEqual(complete('labeller admission -o y'), ['yaml']);
     assert.deepEqual(complete('labeller --log-format='), ['auto', 'json', 'text']);
     assert.deepEqual(complete('labeller --log-level=w'), ['warn']);
     assert.deepEqual(complete('labeller --kinds '), []);
@@ -94,8 +95,9 @@ describe('bash', () => {
   });
 
   test('option values are not taken for the command: it comes after them', () => {
-    assert.deepEqual(complete('labeller --kinds cm '), ['completion', 'explain', 'prune', 'status']);
+    assert.deepEqual(complete('labeller --kinds cm '), ['admission', 'completion', 'explain', 'prune', 'status']);
     assert.deepEqual(complete('labeller --conflicts=skip --events=false '), [
+      'admission',
       'completion',
       'explain',
       'prune',
@@ -109,7 +111,7 @@ test('fish: commands, options, choices and the kubectl plugin name', () => {
   const complete = (line: string): string[] =>
     shellRun('fish', ['-c'], `printf '%s' "$COMPLETION" | source; complete -C '${line}'`, completionScript(['fish']))
       .split('\n').filter(Boolean).map((l) => l.split('\t')[0]!).sort();
-  assert.deepEqual(complete('labeller '), ['completion', 'explain', 'prune', 'status']);
+  assert.deepEqual(complete('labeller '), ['admission', 'completion', 'explain', 'prune', 'status']);
   assert.deepEqual(complete('labeller completion '), ['bash', 'fish', 'zsh']);
   assert.deepEqual(complete('labeller --conflicts '), ['force', 'skip']);
   assert.deepEqual(complete('labeller --dry'), ['--dry-run']);

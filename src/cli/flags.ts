@@ -145,9 +145,10 @@ export const SPECS = {
     kind: 'string',
     group: 'Behaviour',
     short: 'o',
-    choices: ['table', 'json'],
+    choices: ['table', 'json', 'yaml'],
     default: 'table',
-    describe: 'status and explain only: a table, or one JSON document (for CI gates)',
+    describe:
+      'status and explain: a table, or one JSON document (for CI gates); admission: yaml (its default, to commit) or json (a List)',
   },
   concurrency: {
     kind: 'count',
@@ -279,6 +280,8 @@ export const COMMANDS = {
   prune: "remove every label labeller's field manager owns, and only those; then exit like --once",
   explain:
     'explain <kind>/<name> [-n ns]: why the object carries each key or not: rule, inputs, owners, state, next apply; reads only',
+  admission:
+    'print the config as MutatingAdmissionPolicies and their bindings, so that objects carry their labels from their create; says on stderr which rules stay with the controller; reads discovery only',
 } as const;
 
 export type Command = keyof typeof COMMANDS | 'label';
@@ -308,6 +311,10 @@ export const EXAMPLES: readonly (readonly [command: string, what: string])[] = [
   [
     "labeller status --config kinds.yaml -o json | jq -e '.total.pending == 0'",
     "a CI gate: fail when any object's labels would change",
+  ],
+  [
+    'labeller admission --config kinds.yaml > admission.yaml',
+    'the labels CEL can render, set at admission: policies to commit beside the controller',
   ],
   [
     'labeller prune --config kinds.yaml --dry-run',

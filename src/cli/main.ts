@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { runAdmission } from '../commands/admission.ts';
 import { type Ending, Host } from '../commands/host.ts';
 import { type LabelOptions, runLabel, writerGuard, writerStart } from '../commands/label.ts';
 import { runOnce } from '../commands/once.ts';
@@ -97,8 +98,10 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
   };
   // The controller applies the config file again when it changes.
   const configFile = configPath !== undefined && text !== undefined ? { path: configPath, text, build } : undefined;
-  // A dry run writes nothing, Events included.
-  const events = options.events && !options.dryRun ? eventsIdentity(process.env) : undefined;
+  // A dry run writes nothing, Events included; nor does admission, which only prints.
+  const events = options.events && !options.dryRun && options.command !== 'admission'
+    ? eventsIdentity(process.env)
+    : undefined;
   try {
     const host = await Host.open(
       client,
@@ -135,15 +138,27 @@ function runCommand(
   }
   // Only prune --all-kinds goes without a config.
   if (!config) throw new Error('no config to run');
+  // The parser gives each command only the outputs it takes.
+  const output = options.output === 'json' ? 'json' : undefined;
   if (options.command === 'status') {
-    return runStatus(host, config, { ...options, preflight, leaseNamespace: label.guard.namespace });
+    return runStatus(host, config, {
+      ...options,
+      output: output ?? 'table',
+      preflight,
+      leaseNamespace: label.guard.namespace,
+    });
   }
   if (options.command === 'explain') {
     return runExplain(host, config, {
       target: options.target ?? '',
       namespace: options.namespaces?.[0],
-      output: options.output,
+      output: output ?? 'table',
     });
+  }
+  if (options.command === 'admission') {
+    return Promise.resolve(
+      runAdmission(host, config, { output: output ?? 'yaml', fieldManager: options.fieldManager }),
+    );
   }
   return options.once
     ? runOnce(

@@ -405,6 +405,7 @@ test('--help: the options in sections, with typed values, defaults, variables an
   assert.deepEqual(sections, ['Commands', 'What to label', 'Cluster', 'Behaviour', 'Operations', 'Other', 'Examples']);
   assert.match(help, /^ {2}status +per kind/m);
   assert.match(help, /^ {2}prune +remove every label/m);
+  assert.match(help, /^ {2}admission +print the config as MutatingAdmissionPolicies/m);
   assert.match(help, /--grace-period <duration> +on SIGTERM[^\n]*\n[^\n]*\(default 30s; LABELLER_GRACE_PERIOD\)/);
   assert.match(help, /--concurrency <n> /);
   assert.match(help, /--http-port <port> /);
@@ -412,8 +413,8 @@ test('--help: the options in sections, with typed values, defaults, variables an
   assert.doesNotMatch(help, /\[string\]|\[array\]/);
   assert.equal(
     [...help.matchAll(/^ {2}labeller /gm)].length + [...help.matchAll(/^ {2}LABELLER_/gm)].length,
-    7,
-    'seven examples',
+    8,
+    'eight examples',
   );
   assert.match(help.split('Examples:')[1] ?? '', /^\s+labeller [^\n]*--once --dry-run\n/, 'the safe command first');
 });
@@ -431,17 +432,27 @@ test('commands: status and prune before the options; they run once; their own fl
   assert.deepEqual([prune?.command, prune?.once, prune?.allKinds, prune?.dryRun], ['prune', true, true, true]);
   await assert.rejects(parse(['--all-kinds']), /--all-kinds works with labeller prune only/);
   await assert.rejects(parse(['status'], { LABELLER_ALL_KINDS: 'true' }), /--all-kinds works with labeller prune only/);
-  await assert.rejects(parse(['prune', '-o', 'json']), /--output works with labeller status and labeller explain only/);
+  await assert.rejects(
+    parse(['prune', '-o', 'json']),
+    /--output works with labeller status, explain and admission only/,
+  );
   await assert.rejects(
     parse(['prune', '--all-kinds', '--exclude-kinds', 'secrets']),
     /--exclude-kinds works with the '\*' kind; prune --all-kinds takes every kind/,
   );
   await assert.rejects(
     parse(['deploy']),
-    /unexpected argument "deploy": commands are status, prune, explain; options start with --/,
+    /unexpected argument "deploy": commands are status, prune, explain, admission; options start with --/,
   );
   await assert.rejects(parse(['prune', 'now']), /unexpected argument "now": options start with --/);
-  await assert.rejects(parse(['status', '-o', 'yaml']), /"yaml" is not one of table, json|Invalid values/);
+  await assert.rejects(
+    parse(['status', '-o', 'yaml']),
+    /-o(utput)?: "yaml" is not one of table, json for labeller status/,
+  );
+  const admission = await parse(['admission', '--kinds', 'cm']);
+  assert.deepEqual([admission?.command, admission?.once, admission?.output], ['admission', true, 'yaml']);
+  assert.equal((await parse(['admission', '-o', 'json']))?.output, 'json');
+  await assert.rejects(parse(['admission', '-o', 'table']), /"table" is not one of yaml, json for labeller admission/);
   const explain = await parse(['explain', 'deploy/web', '-n', 'shop', '-o', 'json', '--config', 'kinds.yaml']);
   assert.deepEqual([explain?.command, explain?.target, explain?.namespaces, explain?.output, explain?.once], [
     'explain',

@@ -11,13 +11,22 @@ import { isDns1123Label } from '../kube/names.ts';
 import { UsageError } from '../util/usage.ts';
 import type { BindAddress } from '../metrics/server.ts';
 
+export type Output = 'table' | 'json' | 'yaml';
+
+/** The outputs of the commands that print one, their default first. */
+const OUTPUTS: Readonly<Partial<Record<Command, readonly Output[]>>> = {
+  status: ['table', 'json'],
+  explain: ['table', 'json'],
+  admission: ['yaml', 'json'],
+};
+
 export interface Options {
-  /** `label` (no command: the controller, or --once), `status` or `prune`. */
+  /** `label` (no command: the controller, or --once), or the command named. */
   readonly command: Command;
   /** prune: every listable and patchable kind from discovery. */
   readonly allKinds: boolean;
-  /** status, explain: how the report is printed. */
-  readonly output: 'table' | 'json';
+  /** status, explain (table, json) and admission (yaml, json): how the report is printed. */
+  readonly output: Output;
   /** status: the share of objects carrying each configured label (--coverage). */
   readonly coverage: boolean;
   /** status, --once --dry-run: ask whether the identity has every right the controller needs (--preflight). */
@@ -232,8 +241,13 @@ export async function parseOptions(
   if (isSet('preflight') && command !== 'status' && !(command === 'label' && flag('once') && flag('dry-run'))) {
     throw new UsageError('--preflight works with labeller status and labeller --once --dry-run only');
   }
-  if (command !== 'status' && command !== 'explain' && isSet('output')) {
-    throw new UsageError('--output works with labeller status and labeller explain only');
+  const outputs = OUTPUTS[command];
+  if (outputs === undefined && isSet('output')) {
+    throw new UsageError('--output works with labeller status, explain and admission only');
+  }
+  const output = isSet('output') ? string('output') as Output : outputs?.[0] ?? 'table';
+  if (outputs !== undefined && !outputs.includes(output)) {
+    throw new UsageError(`${where('output')}: "${output}" is not one of ${outputs.join(', ')} for labeller ${command}`);
   }
   if (command === 'explain' && (list('namespace')?.length ?? 0) > 1) {
     throw new UsageError("labeller explain takes one namespace: the object's, e.g. -n default");
@@ -270,7 +284,7 @@ export async function parseOptions(
   return {
     command,
     allKinds: flag('all-kinds'),
-    output: string('output') as Options['output'],
+    output,
     coverage: flag('coverage'),
     preflight: flag('preflight'),
     as: string('as'),

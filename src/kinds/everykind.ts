@@ -28,6 +28,30 @@ export function expandEveryKind(
   explicit: readonly ResolvedKind[],
   resources: readonly ApiResource[],
 ): Expansion {
+  const { left, unmatched } = everyKindExclusions(every, explicit, resources);
+  const kinds = everyResource(resources)
+    .filter((resource) => inScope(every, resource) && !left.has(groupResource(resource)))
+    .map((resource) => ({
+      kind: {
+        ...every.kind,
+        where: `${every.kind.where} (${groupResource(resource)})`,
+        resource: groupResource(resource),
+      },
+      resource,
+    }));
+  return { kinds, unmatched };
+}
+
+/**
+ * What `every` leaves out among `resources`, as group/resource names (groupResource): the default
+ * and configured exclusions and the `explicit` kinds; and the configured exclusions that name
+ * nothing served (yet). Throws KindError for an exclusion that names resources of several groups.
+ */
+export function everyKindExclusions(
+  every: EveryKindConfig,
+  explicit: readonly ResolvedKind[],
+  resources: readonly ApiResource[],
+): { readonly left: ReadonlySet<string>; readonly unmatched: readonly string[] } {
   const left = new Set(explicit.map(({ resource }) => groupResource(resource)));
   const unmatched: string[] = [];
   const configured = new Set(every.exclude);
@@ -43,17 +67,7 @@ export function expandEveryKind(
       if (configured.has(name)) unmatched.push(name);
     }
   }
-  const kinds = everyResource(resources)
-    .filter((resource) => inScope(every, resource) && !left.has(groupResource(resource)))
-    .map((resource) => ({
-      kind: {
-        ...every.kind,
-        where: `${every.kind.where} (${groupResource(resource)})`,
-        resource: groupResource(resource),
-      },
-      resource,
-    }));
-  return { kinds, unmatched };
+  return { left, unmatched };
 }
 
 function inScope(every: EveryKindConfig, resource: ApiResource): boolean {

@@ -8,8 +8,10 @@ import { DNS1123_SUBDOMAIN_MAX_LENGTH, isDns1123Subdomain } from './names.ts';
 /** A label set as it appears in metadata.labels. */
 export type Labels = Readonly<Record<string, string>>;
 
-const NAME_MAX_LENGTH = 63;
-const NAME_PATTERN = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+/** The most characters of a label value, and of a key's name part. */
+export const NAME_MAX_LENGTH = 63;
+/** A non-empty label value, and a key's name part; RE2 reads it as JavaScript does (CEL's matches()). */
+export const NAME_PATTERN = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
 const NAME_CHARACTERS =
   "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 

@@ -1,7 +1,7 @@
 // The layers of src/, bottom up: each folder may import its own and lower layers only, so the
 // generic machinery (runtime) knows nothing of labels and API access (kube) nothing of either.
 // Within the layers, no file reaches itself again through its imports (no circles, inside a
-// folder too), and the config and the labelling logic never reach an HTTP client. Each folder's
+// folder too), and the config, the labelling logic and the admission policies never reach an HTTP client. Each folder's
 // README.md says what it owns and, on its "May use:" line, the layers below it that it may use.
 import assert from 'node:assert/strict';
 import { existsSync, globSync, readFileSync } from 'node:fs';
@@ -15,7 +15,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['runtime'],
   ['metrics', 'shard'],
   ['config'],
-  ['labelling'],
+  ['labelling', 'admission'],
   ['events'],
   ['related', 'sources'],
   ['kinds'],
@@ -26,7 +26,7 @@ const LAYERS: readonly (readonly string[])[] = [
 const FOLDERS = LAYERS.flat();
 const below = (folder: string): string[] => LAYERS.slice(0, LAYERS.findIndex((l) => l.includes(folder))).flat();
 /** Folders that must not reach an HTTP client, even through another folder. */
-const NO_HTTP = ['config', 'labelling'];
+const NO_HTTP = ['config', 'labelling', 'admission'];
 const HTTP_MODULES = /^(node:)?(http|https|http2|net|tls)$|^undici$|^@kubernetes\/client-node$/;
 
 const src = resolve('src');
@@ -110,7 +110,7 @@ test('no file reaches itself through its imports, inside a folder or across fold
   assert.deepEqual(circles, []);
 });
 
-test('the config and the labelling logic never reach an HTTP client', () => {
+test('the config, the labelling logic and the admission policies never reach an HTTP client', () => {
   const reaches = new Map<string, string | undefined>();
   /** The chain of value imports from `file` to an HTTP module, if there is one. */
   const httpChain = (file: string): string | undefined => {

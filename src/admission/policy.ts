@@ -1,0 +1,319 @@
+// The config as MutatingAdmissionPolicies (admissionregistration.k8s.io/v1), so that objects carry
+// their labels from the moment they are created: one policy and binding per kind entry, and one
+// more per ConfigMap source its keys read (a policy reads one, as its params). Each sets, at
+// CREATE, the keys CEL can render as the controller would, and records them in the marker
+// (marker.ts). A policy never blocks a create (failurePolicy: Ignore), and never sets a label
+// value the API server would refuse: that would fail the create whatever the failure policy.
+// The rules CEL cannot render are returned, with why, and left to the controller.
+import type { EveryKindConfig, KindConfig, MetadataField } from '../config/model.ts';
+import type { SourceSpec } from '../config/sources.ts';
+import type { Template } from '../config/template.ts';
+import type { LabelSelector } from '../kube/selector.ts';
+import { type ApiResource, groupResource } from '../kube/resource.ts';
+import { type CelScope, celString, templateCel, validLabelValue } from './cel.ts';
+import { ADMITTED, markerCel, markerEntryCel } from './marker.ts';
+import { policyLabels, policyName } from './names.ts';
+
+const API_VERSION = 'admissionregistration.k8s.io/v1';
+const FIELDS: readonly MetadataField[] = ['labels', 'annotations'];
+/** The label the API server gives every namespace, its name: what `namespaces` selects on. */
+const NAMESPACE_NAME = 'kubernetes.io/metadata.name';
+
+/** A kind entry named in the config, resolved through discovery. */
+export interface AdmissionKind {
+  readonly kind: KindConfig;
+  readonly resource: ApiResource;
+}
+
+/** The every-kind entry, and what it leaves out. */
+export interface EveryKindAdmission {
+  readonly every: EveryKindConfig;
+  /**
+   * The resources it leaves out: the default and configured exclusions, the kinds named in the
+   * config, and those it could never label (discovery serves them without list, watch or patch).
+   */
+  readonly excluded: readonly Pick<ApiResource, 'group' | 'resource'>[];
+}
+
+export interface AdmissionInput {
+  /** Names and labels the policies (names.ts). */
+  readonly fieldManager: string;
+  readonly kinds: readonly AdmissionKind[];
+  readonly everyKind?: EveryKindAdmission | undefined;
+  readonly sources: ReadonlyMap<string, SourceSpec>;
+}
+
+/** A rule (one key of one entry) admission leaves to the controller. */
+export interface ControllerRule {
+  /** The entry, as the config says where: 'kinds.yaml: kinds[0]'. */
+  readonly entry: string;
+  /** The kind, as groupResource names it, or '*'. */
+  readonly resource: string;
+  readonly field: MetadataField;
+  readonly key: string;
+  readonly template: string;
+  readonly why: string;
+}
+
+export interface Admission {
+  /** Each policy followed by its binding, in name order. */
+  readonly objects: readonly (AdmissionPolicy | AdmissionPolicyBinding)[];
+  /** In the order of the entries, then of the keys. */
+  readonly controllerRules: readonly ControllerRule[];
+}
+
+interface ObjectMeta {
+  readonly name: string;
+  readonly labels: Readonly<Record<string, string>>;
+}
+
+interface ResourceRule {
+  readonly apiGroups: readonly string[];
+  readonly apiVersions: readonly string[];
+  readonly operations: readonly string[];
+  readonly resources: readonly string[];
+  readonly scope?: 'Namespaced' | 'Cluster' | '*';
+}
+
+interface MatchResources {
+  readonly resourceRules: readonly ResourceRule[];
+  readonly excludeResourceRules?: readonly ResourceRule[];
+  readonly namespaceSelector?: LabelSelector;
+  readonly objectSelector?: LabelSelector;
+  readonly matchPolicy: 'Equivalent';
+}
+
+export interface AdmissionPolicy {
+  readonly apiVersion: typeof API_VERSION;
+  readonly kind: 'MutatingAdmissionPolicy';
+  readonly metadata: ObjectMeta;
+  readonly spec: {
+    readonly paramKind?: { readonly apiVersion: 'v1'; readonly kind: 'ConfigMap' };
+    readonly matchConstraints: MatchResources;
+    readonly variables: readonly { readonly name: string; readonly expression: string }[];
+    readonly mutations: readonly {
+      readonly patchType: 'ApplyConfiguration';
+      readonly applyConfiguration: { readonly expression: string };
+    }[];
+    readonly failurePolicy: 'Ignore';
+    readonly reinvocationPolicy: 'Never';
+  };
+}
+
+export interface AdmissionPolicyBinding {
+  readonly apiVersion: typeof API_VERSION;
+  readonly kind: 'MutatingAdmissionPolicyBinding';
+  readonly metadata: ObjectMeta;
+  readonly spec: {
+    readonly policyName: string;
+    readonly paramRef?: {
+      readonly name: string;
+      readonly namespace: string;
+      readonly parameterNotFoundAction: 'Allow';
+    };
+  };
+}
+
+/** The policies of `input`, and the rules they leave to the controller. */
+export function renderAdmission(input: AdmissionInput): Admission {
+  const targets = [...input.kinds.map((kind) => kindTarget(kind, input.kinds)), ...everyKindTargets(input.everyKind)];
+  const objects: { name: string; pair: [AdmissionPolicy, AdmissionPolicyBinding] }[] = [];
+  const controllerRules: ControllerRule[] = [];
+  for (const target of targets) {
+    const scope: CelScope = { resource: target.resource, sources: input.sources };
+    const bySource = new Map<string | undefined, Rule[]>();
+    for (const field of FIELDS) {
+      for (const [key, template] of [...target.kind[field]].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+        const cel = templateCel(template, scope);
+        if ('why' in cel) {
+          controllerRules.push({
+            entry: target.kind.where,
+            resource: target.resource ? groupResource(target.resource) : '*',
+            field,
+            key,
+            template: template.source,
+            why: cel.why,
+          });
+          continue;
+        }
+        bySource.set(cel.source, [...(bySource.get(cel.source) ?? []), { field, key, template, cel: cel.cel }]);
+      }
+    }
+    for (const [source, rules] of bySource) {
+      const name = policyName(input.fieldManager, ...target.name, ...(source === undefined ? [] : [source]));
+      const origin = source === undefined ? undefined : input.sources.get(source)!.origin;
+      const params = origin?.type === 'configMap' ? { name: origin.name, namespace: origin.namespace } : undefined;
+      objects.push({ name, pair: policy(name, input.fieldManager, target, rules, params) });
+    }
+  }
+  objects.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return { objects: objects.flatMap(({ pair }) => pair), controllerRules };
+}
+
+/** One entry as its policies match it: a kind named (its resource known), or the every-kind entry (any resource of a scope). */
+interface Target {
+  readonly kind: KindConfig;
+  readonly resource: ApiResource | undefined;
+  /** Its part of the policies' names. */
+  readonly name: readonly string[];
+  readonly match: MatchResources;
+}
+
+/** One key CEL can render. */
+interface Rule {
+  readonly field: MetadataField;
+  readonly key: string;
+  readonly template: Template;
+  /** Its value, an optional string. */
+  readonly cel: string;
+}
+
+function kindTarget({ kind, resource }: AdmissionKind, all: readonly AdmissionKind[]): Target {
+  const namespaces = resource.namespaced ? [...kind.namespaces].sort() : [];
+  // Two entries of one resource have namespaces that do not overlap (the config's rule): the first of each tells them apart.
+  const shared = all.filter((other) => groupResource(other.resource) === groupResource(resource)).length > 1;
+  return {
+    kind,
+    resource,
+    name: [groupResource(resource), ...(shared && namespaces[0] !== undefined ? [namespaces[0]] : [])],
+    match: matching(
+      [{
+        apiGroups: [resource.group],
+        apiVersions: [resource.version],
+        operations: ['CREATE'],
+        resources: [resource.resource],
+      }],
+      namespaces,
+      kind,
+    ),
+  };
+}
+
+/**
+ * The every-kind entry matches every resource of its scope, but those it leaves out, so kinds
+ * served later (a CRD installed) are matched too, as the controller labels them. With scope
+ * `all` and namespaces, the namespaced resources and the cluster-scoped ones get a policy each:
+ * a namespace selector would match a Namespace by its own labels.
+ */
+function everyKindTargets(input: EveryKindAdmission | undefined): Target[] {
+  if (input === undefined) return [];
+  const { every, excluded } = input;
+  const byGroup = new Map<string, string[]>();
+  for (const { group, resource } of excluded) byGroup.set(group, [...(byGroup.get(group) ?? []), resource]);
+  const excludeResourceRules = [...byGroup].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map((
+    [group, resources],
+  ) => ({ apiGroups: [group], apiVersions: ['*'], operations: ['CREATE'], resources: [...new Set(resources)].sort() }));
+  const target = (
+    scope: NonNullable<ResourceRule['scope']>,
+    namespaces: readonly string[],
+    name: readonly string[],
+  ): Target => ({
+    kind: every.kind,
+    resource: undefined,
+    name: ['every-kind', ...name],
+    match: {
+      ...matching(
+        [{ apiGroups: ['*'], apiVersions: ['*'], operations: ['CREATE'], resources: ['*'], scope }],
+        namespaces,
+        every.kind,
+      ),
+      ...(excludeResourceRules.length > 0 ? { excludeResourceRules } : {}),
+    },
+  });
+  const namespaces = [...every.kind.namespaces].sort();
+  if (every.scope === 'cluster') return [target('Cluster', [], [])];
+  if (every.scope === 'namespaced') return [target('Namespaced', namespaces, [])];
+  return namespaces.length === 0
+    ? [target('*', [], [])]
+    : [target('Namespaced', namespaces, ['namespaced']), target('Cluster', [], ['cluster'])];
+}
+
+/** What a policy matches: `rules`, in `namespaces` (all when empty), the objects the kind's selector selects. */
+function matching(rules: readonly ResourceRule[], namespaces: readonly string[], kind: KindConfig): MatchResources {
+  const selector = kind.selector?.toLabelSelector();
+  return {
+    resourceRules: rules,
+    ...(namespaces.length > 0
+      ? { namespaceSelector: { matchExpressions: [{ key: NAMESPACE_NAME, operator: 'In', values: namespaces }] } }
+      : {}),
+    ...(selector && selector.matchExpressions.length > 0 ? { objectSelector: selector } : {}),
+    matchPolicy: 'Equivalent',
+  };
+}
+
+/** The policy setting `rules` on what `target` matches, and its binding (to `params`, the ConfigMap they read). */
+function policy(
+  name: string,
+  fieldManager: string,
+  target: Target,
+  rules: readonly Rule[],
+  params: { readonly name: string; readonly namespace: string } | undefined,
+): [AdmissionPolicy, AdmissionPolicyBinding] {
+  const metadata = { name, labels: policyLabels(fieldManager) };
+  const variables: { name: string; expression: string }[] = [];
+  const maps: Record<MetadataField, string[]> = { labels: [], annotations: [] };
+  for (const field of FIELDS) {
+    const ofField = rules.filter((rule) => rule.field === field);
+    const names = ofField.map((_, i) => `${field === 'labels' ? 'label' : 'annotation'}${i}`);
+    ofField.forEach((rule, i) => {
+      variables.push({
+        name: names[i]!,
+        expression: `// ${rule.key}: ${JSON.stringify(rule.template.source)}\n${set(rule, target.kind)}`,
+      });
+      maps[field].push(`?${celString(rule.key)}: variables.${names[i]}.optMap(v, string(v))`);
+    });
+    if (ofField.length === 0) continue;
+    const list = `admitted${field === 'labels' ? 'Labels' : 'Annotations'}`;
+    variables.push({
+      name: list,
+      expression: ofField.map((rule, i) =>
+        `variables.${names[i]}.optMap(v, [${markerEntryCel(field, rule.key, 'string(v)')}]).orValue([])`
+      ).join(' +\n'),
+    });
+    maps.annotations.push(`?${celString(ADMITTED[field])}: ${markerCel(field, `variables.${list}`)}`);
+  }
+  const entries = FIELDS.filter((field) => maps[field].length > 0).map((field) =>
+    `  ${field}: {\n${maps[field].map((entry) => `    ${entry}`).join(',\n')}\n  }`
+  );
+  return [
+    {
+      apiVersion: API_VERSION,
+      kind: 'MutatingAdmissionPolicy',
+      metadata,
+      spec: {
+        ...(params ? { paramKind: { apiVersion: 'v1', kind: 'ConfigMap' } } : {}),
+        matchConstraints: target.match,
+        variables,
+        mutations: [{
+          patchType: 'ApplyConfiguration',
+          applyConfiguration: { expression: `Object{metadata: Object.metadata{\n${entries.join(',\n')}\n}}` },
+        }],
+        failurePolicy: 'Ignore',
+        reinvocationPolicy: 'Never',
+      },
+    },
+    {
+      apiVersion: API_VERSION,
+      kind: 'MutatingAdmissionPolicyBinding',
+      metadata,
+      spec: {
+        policyName: name,
+        ...(params ? { paramRef: { ...params, parameterNotFoundAction: 'Allow' } } : {}),
+      },
+    },
+  ];
+}
+
+/**
+ * CEL: the value `rule` sets, an optional string: none when its template is absent, when it
+ * renders an invalid label value (the controller reports it; at admission it is not set), or
+ * under `skip` when the request carries the key.
+ */
+function set(rule: Rule, kind: KindConfig): string {
+  // A constant was checked when the config loaded.
+  const valid = rule.field === 'labels' && rule.template.constantValue === undefined
+    ? `${rule.cel}.optFlatMap(v, ${validLabelValue('v')} ? optional.of(v) : optional.none())`
+    : rule.cel;
+  if (kind.conflicts === 'force') return valid;
+  return `object.metadata.?${rule.field}[?${celString(rule.key)}].hasValue() ? optional.none() : ${valid}`;
+}

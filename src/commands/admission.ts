@@ -1,0 +1,76 @@
+// `labeller admission [-o yaml|json]`: the config as MutatingAdmissionPolicies and their bindings,
+// printed to commit beside the controller. The kinds are resolved through discovery as the
+// controller resolves them; nothing is written. stdout holds only the objects (YAML documents,
+// or a v1 List); the rules left to the controller are logged on stderr, and, in JSON, listed in
+// the List's `controllerRules` too, so that a program reading the output has it all in one
+// document.
+import { dump } from 'js-yaml';
+import { type Admission, type ControllerRule, renderAdmission } from '../admission/policy.ts';
+import type { Config } from '../config/model.ts';
+import { everyKindExclusions } from '../kinds/everykind.ts';
+import { resolveKinds } from '../kinds/resolve.ts';
+import { everyResource } from '../kube/resolve.ts';
+import { groupResource, parseGroupResource } from '../kube/resource.ts';
+import type { Ending, Host } from './host.ts';
+
+export interface AdmissionOptions {
+  readonly output: 'yaml' | 'json';
+  readonly fieldManager: string;
+}
+
+/** The document `labeller admission -o json` prints: a List `kubectl apply -f` takes, with the rules left to the controller. */
+export interface AdmissionList {
+  readonly apiVersion: 'v1';
+  readonly kind: 'List';
+  readonly items: Admission['objects'];
+  readonly controllerRules: readonly ControllerRule[];
+}
+
+export function runAdmission(host: Host, config: Config, options: AdmissionOptions): Ending {
+  const { discovery, log } = host;
+  const { resolved, unknown } = resolveKinds(config.kinds, discovery);
+  for (const { kind, error } of unknown) {
+    log.warn('kind not served: no policy rendered for it; render again once it is served', {
+      entry: kind.where,
+      kind: kind.resource,
+      error,
+    });
+  }
+  const every = config.everyKind;
+  let excluded: { group: string; resource: string }[] = [];
+  if (every) {
+    const { resources } = discovery;
+    const { left, unmatched } = everyKindExclusions(every, resolved, resources);
+    for (const name of unmatched) {
+      log.warn('excluded kind not served by the API server (yet): the every-kind policy does not leave it out', {
+        kind: name,
+        entry: every.kind.where,
+      });
+    }
+    // What discovery serves but labeller could never label (no list, watch or patch: the review APIs).
+    const labellable = new Set(everyResource(resources).map(groupResource));
+    const never = resources.filter((r) => !r.resource.includes('/')).map(groupResource).filter((name) =>
+      !labellable.has(name)
+    );
+    excluded = [...new Set([...left, ...never])].sort().map(parseGroupResource);
+  }
+  const admission = renderAdmission({
+    fieldManager: options.fieldManager,
+    kinds: resolved,
+    everyKind: every && { every, excluded },
+    sources: config.sources,
+  });
+  for (const rule of admission.controllerRules) log.info('left to the controller', { ...rule });
+  const list: AdmissionList = {
+    apiVersion: 'v1',
+    kind: 'List',
+    items: admission.objects,
+    controllerRules: admission.controllerRules,
+  };
+  process.stdout.write(
+    options.output === 'json'
+      ? `${JSON.stringify(list, null, 2)}\n`
+      : admission.objects.map((object) => `---\n${dump(object, { lineWidth: -1, noRefs: true })}`).join(''),
+  );
+  return 'done';
+}
