@@ -1,0 +1,180 @@
+// `labeller admission` against the real API server (issue 36): its output, applied with kubectl,
+// labels objects in their create response exactly as the controller's semantics say: constants,
+// the object's own metadata, its namespace's labels, a ConfigMap source through params (a
+// missing entry sets nothing), defaults, skip and force, namespaces and selectors; a rendered
+// value that is no label value is not set, and the create still succeeds (the API server would
+// refuse the object otherwise, failurePolicy or not); the marker annotations list exactly the
+// keys set, by every policy that matched.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { loadAll } from 'js-yaml';
+import { ADMITTED, parseMarker } from '../../src/admission/marker.ts';
+import type { AdmissionList } from '../../src/commands/admission.ts';
+import type { MetadataField } from '../../src/config/model.ts';
+import { admission, apply } from './admission.ts';
+import { configFile, create, createNamespace, eventually, patchLabels, skip } from './cluster.ts';
+
+const FIELD_MANAGER = 'labeller-admission-e2e';
+
+interface Created {
+  readonly metadata: {
+    readonly name: string;
+    readonly labels?: Record<string, string>;
+    readonly annotations?: Record<string, string>;
+  };
+}
+
+/** The keys the marker of `field` lists on `object`, with their values. */
+const marked = (object: Created, field: MetadataField): Record<string, string> =>
+  Object.fromEntries(parseMarker(field, object.metadata.annotations?.[ADMITTED[field]] ?? ''));
+
+/** The object's labels, or annotations, but the markers: what was set, compared with what the marker says. */
+const own = (map: Record<string, string> | undefined): Record<string, string> =>
+  Object.fromEntries(Object.entries(map ?? {}).filter(([key]) => !Object.values(ADMITTED).includes(key)));
+
+describe('labeller admission', { skip }, () => {
+  test('its policies label objects at their create as the controller would, and mark what they set', async () => {
+    const [forced, skipped, elsewhere] = [
+      await createNamespace('admit-force'),
+      await createNamespace('admit-skip'),
+      await createNamespace('admit-none'),
+    ];
+    await patchLabels(`/api/v1/namespaces/${forced}`, { team: 'payments' });
+    await patchLabels(`/api/v1/namespaces/${skipped}`, { team: 'search' });
+    await patchLabels(`/api/v1/namespaces/${elsewhere}`, { team: 'other' });
+    await create(`/api/v1/namespaces/${forced}/configmaps`, { metadata: { name: 'teams' }, data: { shop: 'cc-12' } });
+    const config = configFile(`
+labels:
+  example.com/managed: labeller
+  example.com/team: "{{namespace.labels.team}}"
+annotations:
+  example.com/runbook: "https://runbooks.example.com/?ns={{namespace}},name={{name}}"
+sources:
+  teams: {configMap: {namespace: ${forced}, name: teams}}
+kinds:
+  - resource: configmaps
+    namespaces: [${forced}]
+    labels:
+      example.com/kind: "{{kind}}"
+      example.com/app: "{{labels.app | default \\"none\\"}}"
+      example.com/cc: "{{teams[labels.app]}}"
+      example.com/copy: "{{annotations.example.com/value}}"
+      example.com/tier: "tier-{{labels.tier}}"
+      example.com/owner: "{{owner.name}}"
+  - resource: cm
+    namespaces: [${skipped}]
+    selector: "!legacy"
+    conflicts: skip
+`);
+    const args = ['--config', config, '--field-manager', FIELD_MANAGER];
+    const { stdout, stderr } = await admission(args);
+    const json = JSON.parse((await admission([...args, '-o', 'json'])).stdout) as AdmissionList;
+    assert.deepEqual(loadAll(stdout), json.items, '-o yaml and -o json render the same objects');
+    assert.deepEqual(json.items.map((o) => `${o.kind} ${o.metadata.name}`), [
+      `MutatingAdmissionPolicy ${FIELD_MANAGER}-configmaps-${forced}`,
+      `MutatingAdmissionPolicyBinding ${FIELD_MANAGER}-configmaps-${forced}`,
+      `MutatingAdmissionPolicy ${FIELD_MANAGER}-configmaps-${forced}-teams`,
+      `MutatingAdmissionPolicyBinding ${FIELD_MANAGER}-configmaps-${forced}-teams`,
+      `MutatingAdmissionPolicy ${FIELD_MANAGER}-configmaps-${skipped}`,
+      `MutatingAdmissionPolicyBinding ${FIELD_MANAGER}-configmaps-${skipped}`,
+    ]);
+    // What CEL cannot render is said: in the JSON, and on stderr beside the YAML.
+    assert.deepEqual(json.controllerRules.map((r) => r.key), ['example.com/owner']);
+    assert.match(stderr, /"msg":"left to the controller".*"key":"example.com\/owner"/);
+
+    await apply(stdout, FIELD_MANAGER);
+    const configmap = (ns: string, name: string, metadata: object = {}) =>
+      create<Created>(`/api/v1/namespaces/${ns}/configmaps`, { metadata: { name, ...metadata } });
+    // The API server enforces new policies within a few seconds.
+    let probes = 0;
+    await eventually(
+      async () => (await configmap(forced, `probe-${probes++}`)).metadata.labels?.['example.com/managed'],
+      'the policies in force',
+    );
+    await eventually(
+      async () =>
+        (await configmap(forced, `probe-${probes++}`, { labels: { app: 'shop' } })).metadata.labels?.['example.com/cc'],
+      'the source policy in force',
+    );
+    await eventually(
+      async () => (await configmap(skipped, `probe-${probes++}`)).metadata.labels?.['example.com/managed'],
+      'the skip policy in force',
+    );
+
+    // Constants, the kind, the namespace's label, a default, the name in an annotation, with "," and "=".
+    const plain = await configmap(forced, 'plain');
+    const runbook = `https://runbooks.example.com/?ns=${forced},name=plain`;
+    assert.deepEqual(own(plain.metadata.labels), {
+      'example.com/managed': 'labeller',
+      'example.com/team': 'payments',
+      'example.com/kind': 'ConfigMap',
+      'example.com/app': 'none',
+    });
+    assert.deepEqual(own(plain.metadata.annotations), { 'example.com/runbook': runbook });
+    assert.deepEqual(marked(plain, 'labels'), own(plain.metadata.labels));
+    assert.deepEqual(marked(plain, 'annotations'), { 'example.com/runbook': runbook });
+
+    // A source entry, through the second policy; both policies' keys in the marker. Text around a variable.
+    const shop = await configmap(forced, 'shop', { labels: { app: 'shop', tier: 'web' } });
+    const set = {
+      'example.com/managed': 'labeller',
+      'example.com/team': 'payments',
+      'example.com/kind': 'ConfigMap',
+      'example.com/app': 'shop',
+      'example.com/tier': 'tier-web',
+      'example.com/cc': 'cc-12',
+    };
+    assert.deepEqual(shop.metadata.labels, { app: 'shop', tier: 'web', ...set });
+    assert.deepEqual(marked(shop, 'labels'), set);
+    // Each policy appends its entries to what the one before it wrote, in whichever order the API server runs them.
+    const first = 'example.com/app=shop,example.com/kind=ConfigMap,example.com/managed=labeller,' +
+      'example.com/team=payments,example.com/tier=tier-web';
+    assert.ok(
+      [`${first},example.com/cc=cc-12`, `example.com/cc=cc-12,${first}`].includes(
+        shop.metadata.annotations?.[ADMITTED.labels] ?? '',
+      ),
+      shop.metadata.annotations?.[ADMITTED.labels],
+    );
+
+    // No entry in the source: nothing set, nothing marked.
+    const unknown = await configmap(forced, 'unknown', { labels: { app: 'unknown' } });
+    assert.equal(unknown.metadata.labels?.['example.com/cc'], undefined);
+    assert.equal(marked(unknown, 'labels')['example.com/cc'], undefined);
+
+    // A copied value that is no label value: not set, and the object is created all the same.
+    const invalid = await configmap(forced, 'invalid', { annotations: { 'example.com/value': 'not a label value!' } });
+    assert.equal(invalid.metadata.labels?.['example.com/copy'], undefined);
+    assert.equal(marked(invalid, 'labels')['example.com/copy'], undefined);
+    assert.equal(invalid.metadata.labels?.['example.com/managed'], 'labeller', 'the other keys are set');
+    const copied = await configmap(forced, 'copied', { annotations: { 'example.com/value': 'fine' } });
+    assert.equal(copied.metadata.labels?.['example.com/copy'], 'fine');
+
+    // A generated name is given after admission: what reads it is left to the controller.
+    const generated = await create<Created>(`/api/v1/namespaces/${forced}/configmaps`, {
+      metadata: { generateName: 'gen-' },
+    });
+    assert.equal(generated.metadata.annotations?.['example.com/runbook'], undefined);
+    assert.equal(generated.metadata.annotations?.[ADMITTED.annotations], undefined, 'no annotation set, no marker');
+    assert.equal(generated.metadata.labels?.['example.com/managed'], 'labeller');
+
+    // force: the request's value is replaced, and marked; skip: it is kept, and not marked.
+    const carried = { labels: { 'example.com/managed': 'someone-else' } };
+    const force = await configmap(forced, 'force', carried);
+    assert.equal(force.metadata.labels?.['example.com/managed'], 'labeller');
+    assert.equal(marked(force, 'labels')['example.com/managed'], 'labeller');
+    const kept = await configmap(skipped, 'skip', carried);
+    assert.deepEqual(own(kept.metadata.labels), {
+      'example.com/managed': 'someone-else',
+      'example.com/team': 'search',
+    });
+    assert.deepEqual(marked(kept, 'labels'), { 'example.com/team': 'search' });
+
+    // The selector and the namespaces restrict.
+    const legacy = await configmap(skipped, 'legacy', { labels: { legacy: 'true' } });
+    assert.deepEqual(legacy.metadata.labels, { legacy: 'true' });
+    assert.equal(legacy.metadata.annotations, undefined);
+    const outside = await configmap(elsewhere, 'outside');
+    assert.equal(outside.metadata.labels, undefined);
+    assert.equal(outside.metadata.annotations, undefined);
+  });
+});
