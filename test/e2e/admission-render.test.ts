@@ -10,7 +10,9 @@ import { describe, test } from 'node:test';
 import { loadAll } from 'js-yaml';
 import { ADMITTED, parseMarker } from '../../src/admission/marker.ts';
 import type { AdmissionList } from '../../src/commands/admission.ts';
+import { policyLabels } from '../../src/admission/names.ts';
 import type { MetadataField } from '../../src/config/model.ts';
+import { ApiError } from '../../src/kube/errors.ts';
 import { admission, apply } from './admission.ts';
 import { configFile, create, createNamespace, eventually, patchLabels, skip } from './cluster.ts';
 
@@ -176,5 +178,59 @@ kinds:
     const outside = await configmap(elsewhere, 'outside');
     assert.equal(outside.metadata.labels, undefined);
     assert.equal(outside.metadata.annotations, undefined);
+  });
+
+  test('why no invalid label value is ever set: the API server refuses the object, whatever the failure policy', async () => {
+    const ns = await createNamespace('admit-invalid');
+    const name = `${FIELD_MANAGER}-invalid`;
+    const metadata = { name, labels: policyLabels(FIELD_MANAGER) };
+    await apply(
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'List',
+        items: [
+          {
+            apiVersion: 'admissionregistration.k8s.io/v1',
+            kind: 'MutatingAdmissionPolicy',
+            metadata,
+            spec: {
+              matchConstraints: {
+                resourceRules: [{
+                  apiGroups: [''],
+                  apiVersions: ['v1'],
+                  operations: ['CREATE'],
+                  resources: ['configmaps'],
+                }],
+                namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
+              },
+              mutations: [{
+                patchType: 'ApplyConfiguration',
+                applyConfiguration: { expression: 'Object{metadata: Object.metadata{labels: {"x": "not valid!"}}}' },
+              }],
+              failurePolicy: 'Ignore',
+              reinvocationPolicy: 'Never',
+            },
+          },
+          {
+            apiVersion: 'admissionregistration.k8s.io/v1',
+            kind: 'MutatingAdmissionPolicyBinding',
+            metadata,
+            spec: { policyName: name },
+          },
+        ],
+      }),
+      FIELD_MANAGER,
+    );
+    let probes = 0;
+    const error = await eventually(async () => {
+      try {
+        await create(`/api/v1/namespaces/${ns}/configmaps`, { metadata: { name: `probe-${probes++}` } });
+        return false;
+      } catch (error) {
+        return error instanceof ApiError && error;
+      }
+    }, 'the policy in force');
+    assert.equal(error.status, 422);
+    assert.match(error.message, /metadata\.labels: Invalid value: "not valid!"/);
   });
 });
