@@ -5,11 +5,9 @@ import { createHash } from 'node:crypto';
 import { FIELD_MANAGER_LABEL, fieldManagerLabelValue } from '../config/fieldmanager.ts';
 import { DNS1123_SUBDOMAIN_MAX_LENGTH, isDns1123Label, nameSlug } from '../kube/names.ts';
 
-export const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'labeller' } as const;
-
 /** The labels of every policy and binding rendered for `fieldManager`. */
 export function policyLabels(fieldManager: string): Record<string, string> {
-  return { ...MANAGED_BY, [FIELD_MANAGER_LABEL]: fieldManagerLabelValue(fieldManager) };
+  return { 'app.kubernetes.io/managed-by': 'labeller', [FIELD_MANAGER_LABEL]: fieldManagerLabelValue(fieldManager) };
 }
 
 /**

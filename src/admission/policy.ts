@@ -4,7 +4,9 @@
 // CREATE, the keys CEL can render as the controller would, and records them in the marker
 // (marker.ts). A policy never blocks a create (failurePolicy: Ignore), and never sets a label
 // value the API server would refuse: that would fail the create whatever the failure policy.
-// The rules CEL cannot render are returned, with why, and left to the controller.
+// The rules CEL cannot render are returned, with why, and left to the controller. CREATE only:
+// what changes later is the controller's, which knows what it owns; a policy at UPDATE would put
+// back a key a user removed, and append to the marker at every write.
 import type { EveryKindConfig, KindConfig, MetadataField } from '../config/model.ts';
 import type { SourceSpec } from '../config/sources.ts';
 import type { Template } from '../config/template.ts';
