@@ -5,7 +5,7 @@
 //   node --import tsx bench/ownership.ts [--n 100000] [--scrapes 5]
 import { parseArgs } from 'node:util';
 import { objectCounter } from '../src/labelling/counts.ts';
-import type { LabelledObject } from '../src/labelling/object.ts';
+import { type LabelledObject, NOT_ADMITTED } from '../src/labelling/object.ts';
 import { Reconciler } from '../src/labelling/reconcile.ts';
 import { compileTemplate } from '../src/config/template.ts';
 import { createLogger } from '../src/util/log.ts';
@@ -22,6 +22,7 @@ const reconciler = new Reconciler({
   dryRun: false,
   client: {
     apply: () => Promise.reject(new Error('not used')),
+    remove: () => Promise.reject(new Error('not used')),
     annotations: () => Promise.reject(new Error('not used')),
   },
   log: createLogger({ level: 'error', format: 'json', write: () => {} }),
@@ -41,6 +42,7 @@ const object = (i: number): LabelledObject => {
     labels: current,
     annotations: {},
     deleting: false,
+    admitted: NOT_ADMITTED,
     ownedLabels: i % 10 === 0 ? ['team'] : Object.keys(labels),
     ownedAnnotations: [],
   };

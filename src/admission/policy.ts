@@ -13,7 +13,8 @@ import type { Template } from '../config/template.ts';
 import type { LabelSelector } from '../kube/selector.ts';
 import { type ApiResource, groupResource } from '../kube/resource.ts';
 import { type CelScope, celString, templateCel, validLabelValue } from './cel.ts';
-import { ADMITTED, markerCel, markerEntryCel } from './marker.ts';
+import { ADMITTED } from '../labelling/admitted.ts';
+import { markerCel, markerEntryCel } from './marker.ts';
 import { policyLabels, policyName } from './names.ts';
 
 const API_VERSION = 'admissionregistration.k8s.io/v1';

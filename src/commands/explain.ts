@@ -111,6 +111,7 @@ export async function runExplain(host: Host, config: Config, options: ExplainOpt
       labels: keyOwners(metadata.managedFields, 'labels'),
       annotations: keyOwners(metadata.managedFields, 'annotations'),
     },
+    admitted: cached.admitted,
     fieldManager: host.options.fieldManager,
     conflicts: kind.conflicts,
     fights,

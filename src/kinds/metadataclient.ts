@@ -1,16 +1,25 @@
 // The reconciler's MetadataClient over the metadata API: a server-side apply of the label and
-// annotation sets, with API failures translated into what the labelling logic understands.
-import type { ResourceApi } from '../kube/api.ts';
+// annotation sets, a JSON Patch removing keys no manager owns, with API failures translated into
+// what the labelling logic understands.
+import type { JsonPatchOperation, ResourceApi } from '../kube/api.ts';
 import { ApiError, type StatusCause } from '../kube/errors.ts';
 import type { MetadataField } from '../config/model.ts';
-import { type ApplyTarget, LabelConflict, type MetadataClient, ObjectGone, type Writable } from '../labelling/ports.ts';
+import { ADMITTED } from '../labelling/admitted.ts';
+import {
+  type ApplyTarget,
+  LabelConflict,
+  type MetadataClient,
+  ObjectChanged,
+  ObjectGone,
+  type Writable,
+} from '../labelling/ports.ts';
 
 /**
  * `api` is the resource's in a namespace ('' for all, or cluster-scoped); `writable` resolves
  * when this process may write (the field-manager guard's Lease held: guard/guard.ts).
  */
 export function metadataClient(
-  api: (namespace: string) => Pick<ResourceApi, 'apply' | 'list'>,
+  api: (namespace: string) => Pick<ResourceApi, 'apply' | 'patch' | 'list'>,
   fieldManager: string,
   writable?: Writable,
 ): MetadataClient {
@@ -42,6 +51,39 @@ export function metadataClient(
         throw translate(error);
       }
     },
+    async remove(target, version, keys, { markers, dryRun, annotationKeys, signal }) {
+      const waiting = dryRun ? undefined : writable?.(signal);
+      if (waiting) await waiting;
+      const path = (field: MetadataField, key: string) => `/metadata/${field}/${pointer(key)}`;
+      const operations: JsonPatchOperation[] = [
+        // The uid, as the apply's guard; the version, so that only what the cache saw is removed.
+        { op: 'test', path: '/metadata/uid', value: target.uid },
+        { op: 'test', path: '/metadata/resourceVersion', value: version },
+        ...keys.labels.map((key) => ({ op: 'remove' as const, path: path('labels', key) })),
+        ...keys.annotations.map((key) => ({ op: 'remove' as const, path: path('annotations', key) })),
+        ...markers.map((field) => ({ op: 'remove' as const, path: path('annotations', ADMITTED[field]) })),
+      ];
+      try {
+        const patched = await everywhere.patch(target.name, target.namespace, operations, {
+          fieldManager,
+          dryRun,
+          signal,
+        });
+        return {
+          labels: patched.metadata.labels ?? {},
+          annotations: pick(patched.metadata.annotations, annotationKeys),
+          resourceVersion: patched.metadata.resourceVersion,
+        };
+      } catch (error) {
+        // A failed test (or a removal of a key gone meanwhile): the object is not what the cache saw.
+        if (error instanceof ApiError && error.status === 422) {
+          throw error.message.includes('/metadata/uid')
+            ? new ObjectGone(error.message, { cause: error })
+            : new ObjectChanged(error.message, { cause: error });
+        }
+        throw translate(error);
+      }
+    },
     // A list of one by name, not a get: `list` is a right labeller has, in each namespace it watches.
     async annotations(target, keys, signal) {
       const { items } = await api(target.namespace).list({
@@ -53,6 +95,11 @@ export function metadataClient(
       return pick(object.metadata.annotations, keys);
     },
   };
+}
+
+/** A key as a JSON Pointer token (RFC 6901): `~` and `/` escaped. */
+function pointer(key: string): string {
+  return key.replaceAll('~', '~0').replaceAll('/', '~1');
 }
 
 function metadataOf(target: ApplyTarget) {

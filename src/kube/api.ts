@@ -53,11 +53,29 @@ export interface ApplyOptions {
   readonly signal?: AbortSignal | undefined;
 }
 
+/** A JSON Patch operation (RFC 6902) of the kinds labeller sends: a precondition, or a removal. */
+export type JsonPatchOperation =
+  | { readonly op: 'test'; readonly path: string; readonly value: string }
+  | { readonly op: 'remove'; readonly path: string };
+
+export interface PatchOptions {
+  readonly fieldManager: string;
+  readonly dryRun?: boolean | undefined;
+  readonly signal?: AbortSignal | undefined;
+}
+
 /** Metadata-only access to one resource (in one namespace, or all): what a cache lists and watches, and labels are applied through. */
 export interface ResourceApi {
   list(options?: ListOptions): Promise<PartialObjectMetadataList>;
   watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>>;
   apply(body: MetadataApplyConfiguration, options: ApplyOptions): Promise<PartialObjectMetadata>;
+  /** A JSON Patch of an object (`namespace` '' when cluster-scoped); answers with its metadata. */
+  patch(
+    name: string,
+    namespace: string,
+    operations: readonly JsonPatchOperation[],
+    options: PatchOptions,
+  ): Promise<PartialObjectMetadata>;
   /** Whether a cache is filled with a streaming list (watch `sendInitialEvents`) before paginated lists are tried. */
   readonly streamingLists?: boolean | undefined;
   /** Whether the server filters lists and watches by `shardSelector` (see MetadataApi). */
@@ -193,6 +211,24 @@ export class MetadataApi implements ResourceApi {
         dryRun: options.dryRun ? 'All' : undefined,
       },
       body: JSON.stringify(body),
+      signal: options.signal,
+    });
+  }
+
+  /**
+   * A JSON Patch: what removes a key no field manager owns (one an admission policy set at
+   * create), which server-side apply cannot.
+   */
+  patch(
+    name: string,
+    namespace: string,
+    operations: readonly JsonPatchOperation[],
+    options: PatchOptions,
+  ): Promise<PartialObjectMetadata> {
+    return this.#client.json<PartialObjectMetadata>('PATCH', this.path(name, namespace), {
+      headers: { accept: ACCEPT_OBJECT, 'content-type': 'application/json-patch+json' },
+      query: { fieldManager: options.fieldManager, dryRun: options.dryRun ? 'All' : undefined },
+      body: JSON.stringify(operations),
       signal: options.signal,
     });
   }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { LabelledObject } from './object.ts';
+import { type LabelledObject, NOT_ADMITTED } from './object.ts';
 import { countObject, noObjects, objectCounter } from './counts.ts';
 import type { Plan } from './reconcile.ts';
 import { fieldPlan } from './testing/plans.ts';
@@ -15,13 +15,14 @@ const object = (owned: readonly string[], deleting = false): LabelledObject => (
   annotations: {},
   ownedLabels: owned,
   ownedAnnotations: [],
+  admitted: NOT_ADMITTED,
   deleting,
 });
 const plan = (
   fields: { contested?: string[]; stale?: string[]; missing?: string[]; held?: string[]; waiting?: boolean },
 ): Plan => {
   const { waiting = false, ...lists } = fields;
-  return { labels: fieldPlan(lists), annotations: fieldPlan(), waiting, problems: [] };
+  return { labels: fieldPlan(lists), annotations: fieldPlan(), waiting, problems: [], markers: [] };
 };
 
 test('an object counts as managed when labeller owns a label, pending when an apply would change it, in conflict when another manager set a wanted key', () => {
@@ -71,4 +72,10 @@ test('objectCounter plans again an object whose verdict waits on a cache of rela
   waiting = false;
   assert.deepEqual([count(cache).counts.pending, count(cache).counts.held], [0, 1]);
   assert.equal(planned, 2, 'planned again once, then kept');
+});
+
+test('an object carrying only keys labeller admission policies set counts as managed', () => {
+  const counts = noObjects();
+  countObject(counts, Object.assign(object([]), { admitted: { labels: ['team'], annotations: [] } }), plan({}));
+  assert.equal(counts.managed, 1);
 });

@@ -8,7 +8,7 @@ import { needsApply, type Plan } from './reconcile.ts';
 export interface ObjectCounts {
   /** Objects listed. */
   seen: number;
-  /** Objects carrying at least one label or annotation that labeller's field manager owns. */
+  /** Objects carrying at least one label or annotation that labeller's field manager owns, or its admission policies set. */
   managed: number;
   /** Objects an apply would change: a label or annotation to add, change, or drop from labeller's ownership. */
   pending: number;
@@ -48,7 +48,11 @@ function tally(counts: ObjectCounts, object: LabelledObject, bits: number): void
   counts.seen++;
   // On its way out: nothing will be written to it.
   if (object.deleting) return;
-  if (object.ownedLabels.length > 0 || object.ownedAnnotations.length > 0) counts.managed++;
+  // Keys set at admission by labeller's policies are labeller's, though no manager owns them.
+  const { admitted } = object;
+  const ours = object.ownedLabels.length + object.ownedAnnotations.length + admitted.labels.length +
+    admitted.annotations.length;
+  if (ours > 0) counts.managed++;
   if (bits & PENDING) counts.pending++;
   if (bits & CONFLICT) counts.conflicts++;
   if (bits & INVALID) counts.invalid++;

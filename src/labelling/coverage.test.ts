@@ -11,6 +11,7 @@ import { labelledObject } from './testing/objects.ts';
 
 const noClient: MetadataClient = {
   apply: () => Promise.reject(new Error('no writes')),
+  remove: () => Promise.reject(new Error('no writes')),
   annotations: () => Promise.reject(new Error('no reads')),
 };
 

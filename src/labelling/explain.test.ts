@@ -11,6 +11,7 @@ import { labelledObject } from './testing/objects.ts';
 
 const noClient: MetadataClient = {
   apply: () => Promise.reject(new Error('explain never writes')),
+  remove: () => Promise.reject(new Error('explain never writes')),
   annotations: () => Promise.reject(new Error('explain never reads')),
 };
 
@@ -59,6 +60,7 @@ function explained(
     plan: r.plan(object),
     values: { labels: object.labels, annotations: {} },
     owners: { labels: new Map(Object.entries(owners)), annotations: new Map() },
+    admitted: object.admitted,
     fieldManager: 'labeller',
     conflicts: options.conflicts ?? 'force',
     fights: options.fights ?? new Map(),
@@ -147,4 +149,24 @@ test('held, invalid and unwanted keys say why; a stale key labeller owns is remo
   assert.equal(unwanted.keys[0]?.why, 'the object has no owner, so the key is not wanted on this object');
   assert.equal(unwanted.keys[0]?.next, 'removed');
   assert.equal(unwanted.pending, true);
+});
+
+test("a key an admission policy set is labeller's: owned by it at admission; dropped from the config, it is stale and removed", () => {
+  const object = labelledObject('web', {
+    labels: { team: 'red', tier: 'web' },
+    admitted: { labels: ['team', 'tier'], annotations: [], marked: ['labels'] },
+  });
+  const result = explained({ team: '{{namespace.labels.team}}' }, object, {});
+  const [team] = result.keys;
+  assert.deepEqual([team?.state, team?.owners, team?.next], [
+    'applied',
+    [{ manager: 'labeller', operation: 'Admission' }],
+    'nothing',
+  ]);
+  assert.deepEqual(result.stale.map((k) => [k.key, k.owners, k.next]), [[
+    'tier',
+    [{ manager: 'labeller', operation: 'Admission' }],
+    'removed',
+  ]]);
+  assert.equal(result.pending, true);
 });

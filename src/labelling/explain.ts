@@ -69,18 +69,27 @@ export interface ExplainInput {
   /** The object's labels and annotations as the API server has them now. */
   readonly values: Readonly<Record<MetadataField, Readonly<Record<string, string>>>>;
   readonly owners: Readonly<Record<MetadataField, ReadonlyMap<string, readonly KeyOwner[]>>>;
+  /**
+   * Keys labeller's admission policies set, which no manager owns (the cached object's
+   * `admitted`): shown as owned by labeller's field manager, operation `Admission`.
+   */
+  readonly admitted: Readonly<Record<MetadataField, readonly string[]>>;
   readonly fieldManager: string;
   readonly conflicts: ConflictPolicy;
   readonly fights: ReadonlyMap<string, ReportedFight>;
 }
 
 export function explain(input: ExplainInput): Explanation {
-  const { traces, plan, values, owners, fieldManager, conflicts, fights } = input;
+  const { traces, plan, values, owners, admitted, fieldManager, conflicts, fights } = input;
+  const ownersOf = (field: MetadataField, key: string): readonly KeyOwner[] =>
+    admitted[field].includes(key) ? [{ manager: fieldManager, operation: 'Admission' }] : owners[field].get(key) ?? [];
   const keys = traces.map((trace): KeyExplanation => {
     const { field, key, template, inputs, rendering } = trace;
     const value = values[field][key];
-    const keyOwners = owners[field].get(key) ?? [];
-    const ours = keyOwners.some((o) => o.manager === fieldManager && o.operation === 'Apply');
+    const keyOwners = ownersOf(field, key);
+    const ours = keyOwners.some((o) =>
+      o.manager === fieldManager && (o.operation === 'Apply' || o.operation === 'Admission')
+    );
     const others = keyOwners.filter((o) => o.manager !== fieldManager).map((o) => o.manager);
     const base = {
       field,
@@ -150,7 +159,7 @@ export function explain(input: ExplainInput): Explanation {
   const stale = (['labels', 'annotations'] as const).flatMap((field) =>
     plan[field].stale.filter((key) => !wanted.has(`${field}/${key}`)).map((key): StaleKey => {
       const value = values[field][key];
-      const keyOwners = owners[field].get(key) ?? [];
+      const keyOwners = ownersOf(field, key);
       return {
         field,
         key,
@@ -162,7 +171,7 @@ export function explain(input: ExplainInput): Explanation {
   );
   // A key left to another manager in a fight is not the next apply's until its backoff ends.
   const fought = new Set(keys.filter((k) => k.state === 'fight').map((k) => `${k.field}/${k.key}`));
-  const pending = plan.waiting ||
+  const pending = plan.waiting || plan.markers.length > 0 ||
     (['labels', 'annotations'] as const).some((field) =>
       plan[field].stale.length > 0 || plan[field].missing.some((key) => !fought.has(`${field}/${key}`))
     );

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ManagedFieldsEntry, PartialObjectMetadata } from '../kube/objects.ts';
 import { objectKey } from '../runtime/store.ts';
+import { ADMITTED } from './admitted.ts';
 import { digest } from './digest.ts';
 import { type LabelledObject, ownedKeys, projector } from './object.ts';
 
@@ -90,6 +91,7 @@ test('the projection keeps identity, labels, owned keys and only the annotations
     annotations: { 'example.com/owner': 'alice' },
     ownedLabels: ['team'],
     ownedAnnotations: [],
+    admitted: { labels: [], annotations: [], marked: [] },
     deleting: false,
   });
   assert.ok(!('managedFields' in cached(project, object)));
@@ -113,6 +115,7 @@ test('the projection of a bare cluster-scoped object has empty namespace, labels
     annotations: {},
     ownedLabels: [],
     ownedAnnotations: [],
+    admitted: { labels: [], annotations: [], marked: [] },
     deleting: false,
   });
 });
@@ -213,4 +216,66 @@ test('annotations labeller writes are kept as digests, in key order, with the si
     cached(project, { ...object, metadata: { ...object.metadata, name: 'd', annotations: {} } }).written,
     'one shared value for objects without any',
   );
+});
+
+test('admitted keys: those a marker lists at the value the object carries and no manager owns; one copy of each set', () => {
+  const project = projector({ fieldManager: 'labeller' });
+  const meta = (
+    name: string,
+    labels: Record<string, string>,
+    managedFields: ManagedFieldsEntry[] = [],
+    annotations: Record<string, string> = {},
+  ): PartialObjectMetadata => ({
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: {
+      name,
+      namespace: 'shop',
+      uid: name,
+      resourceVersion: '1',
+      labels,
+      annotations: { [ADMITTED.labels]: 'team=payments,tier=web,zone=a', ...annotations },
+      managedFields,
+    },
+  });
+  // zone: the object carries no such label (removed since, by someone).
+  const fresh = cached(project, meta('fresh', { team: 'payments', tier: 'web', app: 'shop' }));
+  assert.deepEqual(fresh.admitted, { labels: ['team', 'tier'], annotations: [], marked: ['labels'] });
+  assert.deepEqual(fresh.ownedLabels, []);
+  // Changed by kubectl label (it owns it now), and set again by the creator's own apply (shared).
+  const touched = cached(
+    project,
+    meta('touched', { team: 'search', tier: 'web' }, [entry('kubectl-label', 'Update', ['team'])]),
+  );
+  assert.deepEqual(touched.admitted.labels, ['tier']);
+  const applied = cached(
+    project,
+    meta('applied', { team: 'payments', tier: 'web' }, [entry('argocd-controller', 'Apply', ['tier'])]),
+  );
+  assert.deepEqual(applied.admitted.labels, ['team']);
+  // Applied to for the first time with no managedFields: the API server's placeholder holds them, no writer.
+  const placeheld = cached(
+    project,
+    meta('placeheld', { team: 'payments', tier: 'web' }, [entry('before-first-apply', 'Update', ['team', 'tier'])]),
+  );
+  assert.deepEqual(placeheld.admitted.labels, ['team', 'tier']);
+  // Taken over by labeller's own apply: owned, no longer merely admitted.
+  const adopted = cached(
+    project,
+    meta('adopted', { team: 'payments', tier: 'web' }, [entry('labeller', 'Apply', ['team'])]),
+  );
+  assert.deepEqual([adopted.ownedLabels, adopted.admitted.labels], [['team'], ['tier']]);
+  // Annotations compare by value too, escaped as the marker writes them.
+  const annotated = cached(
+    project,
+    meta('annotated', {}, [], { [ADMITTED.annotations]: 'runbook=https://x/a%2Cb', runbook: 'https://x/a,b' }),
+  );
+  assert.deepEqual(annotated.admitted, { labels: [], annotations: ['runbook'], marked: ['labels', 'annotations'] });
+  assert.equal(cached(project, meta('again', { team: 'payments', tier: 'web' })).admitted, fresh.admitted, 'shared');
+  const bare = cached(project, {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'b', uid: 'b', resourceVersion: '1' },
+  });
+  assert.deepEqual(bare.admitted, { labels: [], annotations: [], marked: [] });
 });

@@ -3,8 +3,10 @@
 // writes, and its controller owner when templates read owners. managedFields, often half of an
 // object's metadata, are reduced to those lists of keys before the object is cached.
 import { Buffer } from 'node:buffer';
+import type { MetadataField } from '../config/model.ts';
 import type { FieldsV1, PartialObjectMetadata } from '../kube/objects.ts';
 import type { Projection } from '../runtime/store.ts';
+import { ADMITTED, parseMarker } from './admitted.ts';
 import { digest } from './digest.ts';
 import { Interner } from './interner.ts';
 /** An object's controller (the ownerReference with `controller: true`). */
@@ -23,6 +25,19 @@ interface Owned {
   readonly annotations: readonly string[];
 }
 
+/** What labeller's admission policies left on an object (admitted.ts). */
+export interface Admitted extends Owned {
+  /** The maps whose marker annotation the object carries, whether it vouches for a key still or not. */
+  readonly marked: readonly MetadataField[];
+}
+
+/** Nothing: what objects created without labeller's admission policies carry. */
+export const NOT_ADMITTED: Admitted = Object.freeze({
+  labels: Object.freeze([]),
+  annotations: Object.freeze([]),
+  marked: Object.freeze([]),
+});
+
 /**
  * What is kept of an object. The name is read from the key rather than kept: the key is the
  * store's own string (see Projection.key), so the name costs no memory of its own.
@@ -40,6 +55,11 @@ class Cached {
   readonly ownedLabels: readonly string[];
   /** Annotation keys that labeller's field manager owns. */
   readonly ownedAnnotations: readonly string[];
+  /**
+   * Keys labeller's admission policies set at create, still at that value and owned by no field
+   * manager (admitted.ts): labeller's, as owned ones are, though an apply cannot remove them.
+   */
+  readonly admitted: Admitted;
   /** It has a deletionTimestamp: on its way out (finalizers, a foreground deletion), labelled no more. */
   readonly deleting: boolean;
 
@@ -49,6 +69,7 @@ class Cached {
     metadata: PartialObjectMetadata['metadata'],
     annotations: Readonly<Record<string, string>>,
     owned: Owned,
+    admitted: Admitted,
   ) {
     this.key = key;
     this.namespace = namespace;
@@ -58,6 +79,7 @@ class Cached {
     this.annotations = annotations;
     this.ownedLabels = owned.labels;
     this.ownedAnnotations = owned.annotations;
+    this.admitted = admitted;
     this.deleting = metadata.deletionTimestamp !== undefined;
   }
 
@@ -131,6 +153,7 @@ export function projector(
   // Namespaces and owned-key lists repeat across thousands of objects: keep one copy of each.
   const namespaces = new Interner<string>();
   const ownedLists = new Interner<readonly string[]>();
+  const admittedSets = new Interner<Admitted>();
   // So do the apiVersion and kind of owners.
   const ownerTypes = new Interner<string>();
   const writes = new Set(written);
@@ -160,6 +183,7 @@ export function projector(
         labels: intern(ownedKeys(metadata.managedFields, fieldManager, 'labels')),
         annotations: intern(ownedKeys(metadata.managedFields, fieldManager, 'annotations')),
       },
+      admittedOf(metadata, admittedSets),
     ];
     if (!owners && !lookups && writes.size === 0) return new Cached(...cached);
     const ref = owners ? metadata.ownerReferences?.find((candidate) => candidate.controller === true) : undefined;
@@ -177,6 +201,7 @@ export function projector(
     namespaces.release(object.namespace);
     ownedLists.release(object.ownedLabels.join('\n'));
     ownedLists.release(object.ownedAnnotations.join('\n'));
+    if (object.admitted !== NOT_ADMITTED) admittedSets.release(admittedId(object.admitted));
     if (object.owner) {
       ownerTypes.release(object.owner.apiVersion);
       ownerTypes.release(object.owner.kind);
@@ -187,6 +212,43 @@ export function projector(
     key: (object: LabelledObject) => object.key,
     release,
   });
+}
+
+/**
+ * The manager the API server gives every field of an object applied for the first time while its
+ * managedFields are empty (an object created with nothing but a name has none): a placeholder, not
+ * a writer; the keys an admission policy set at that create fall to it.
+ */
+const BEFORE_FIRST_APPLY = 'before-first-apply';
+
+/**
+ * The keys labeller's admission policies set on the object at its create and that are labeller's
+ * still: listed in a marker (admitted.ts) with the value the object carries, and owned by no field
+ * manager but BEFORE_FIRST_APPLY (whoever wrote the key since owns it, labeller included). One copy
+ * of each set.
+ */
+function admittedOf(metadata: PartialObjectMetadata['metadata'], interner: Interner<Admitted>): Admitted {
+  const annotations = metadata.annotations;
+  if (!annotations || (!annotations[ADMITTED.labels] && !annotations[ADMITTED.annotations])) return NOT_ADMITTED;
+  const marked = FIELDS.filter((field) => annotations[ADMITTED[field]] !== undefined);
+  const keys = (field: MetadataField): string[] => {
+    const marker = annotations[ADMITTED[field]];
+    if (!marker) return [];
+    const values = metadata[field] ?? {};
+    const owners = keyOwners(metadata.managedFields, field);
+    const written = (key: string) => (owners.get(key) ?? []).some((owner) => owner.manager !== BEFORE_FIRST_APPLY);
+    return [...parseMarker(field, marker)].filter(([key, value]) => values[key] === value && !written(key))
+      .map(([key]) => key).sort();
+  };
+  const admitted = { labels: keys('labels'), annotations: keys('annotations'), marked };
+  return interner.take(admittedId(admitted), Object.freeze(admitted));
+}
+
+const FIELDS: readonly MetadataField[] = ['labels', 'annotations'];
+
+/** What identifies an admitted set in an interner. */
+function admittedId(admitted: Admitted): string {
+  return `${admitted.labels.join('\n')}\0${admitted.annotations.join('\n')}\0${admitted.marked.join()}`;
 }
 
 function writtenAnnotations(
@@ -224,7 +286,11 @@ export function ownedKeys(
   return keys;
 }
 
-/** A field manager that owns a key, and how it wrote it (`Apply`: server-side apply; `Update`: a PUT or PATCH). */
+/**
+ * A field manager that owns a key, and how it wrote it (`Apply`: server-side apply; `Update`: a
+ * PUT or PATCH; `Admission`, in `labeller explain` only: labeller's admission policy set it, and
+ * managedFields name no owner).
+ */
 export interface KeyOwner {
   readonly manager: string;
   readonly operation: string;

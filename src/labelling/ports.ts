@@ -35,6 +35,23 @@ export interface MetadataClient {
       readonly signal?: AbortSignal | undefined;
     },
   ): Promise<AppliedMetadata>;
+  /**
+   * Removes keys no field manager owns, which labeller's admission policies set at create
+   * (admitted.ts): an apply cannot. `markers`: the maps whose marker annotation goes too (every
+   * key it vouched for is removed). Guarded by `version`, the resourceVersion the cache holds:
+   * throws ObjectChanged when the object changed since (its new version is on its way).
+   */
+  remove(
+    target: ApplyTarget,
+    version: string,
+    keys: Readonly<Record<MetadataField, readonly string[]>>,
+    options: {
+      readonly markers: readonly MetadataField[];
+      readonly dryRun: boolean;
+      readonly annotationKeys: readonly string[];
+      readonly signal?: AbortSignal | undefined;
+    },
+  ): Promise<AppliedMetadata>;
   /** The object's annotations of `keys` (labeller keeps digests of them, not values). */
   annotations(
     target: ApplyTarget,
@@ -59,6 +76,11 @@ export class LabelConflict extends Error {
     super(message, options);
     this.owners = owners;
   }
+}
+
+/** The object changed since the version a write was guarded by: the cache brings the new one. */
+export class ObjectChanged extends Error {
+  override readonly name = 'ObjectChanged';
 }
 
 /** The object no longer exists (or was replaced by one with another uid). */

@@ -10,6 +10,7 @@ import {
   LabelConflict,
   type Metadata,
   type MetadataClient,
+  ObjectChanged,
   ObjectGone,
   type RelatedView,
 } from './ports.ts';
@@ -55,6 +56,26 @@ class FakeClient implements MetadataClient {
       annotations: this.afterAnnotations ?? annotations,
       resourceVersion: '2',
     };
+  }
+
+  /** Records every removal; answers the object's labels without the keys removed, or throws `removeFailure`. */
+  readonly removals: {
+    readonly version: string;
+    readonly keys: Parameters<MetadataClient['remove']>[2];
+    readonly options: Parameters<MetadataClient['remove']>[3];
+  }[] = [];
+  removeFailure: Error | undefined;
+
+  async remove(
+    _target: ApplyTarget,
+    version: string,
+    keys: Parameters<MetadataClient['remove']>[2],
+    options: Parameters<MetadataClient['remove']>[3],
+  ): Promise<AppliedMetadata> {
+    this.removals.push({ version, keys, options });
+    if (this.removeFailure) throw this.removeFailure;
+    this.base = Object.fromEntries(Object.entries(this.base).filter(([key]) => !keys.labels.includes(key)));
+    return { labels: this.base, annotations: {}, resourceVersion: '3' };
   }
 
   async annotations(_target: ApplyTarget, keys: readonly string[]): Promise<Labels> {
@@ -382,6 +403,7 @@ test('plan: what converging takes, from the cache alone; a contested label is ta
     annotations: fieldPlan(),
     waiting: false,
     problems: [],
+    markers: [],
   });
   const skip = setup({ labels, conflicts: 'skip' }).reconciler.plan(cached);
   assert.deepEqual(skip, {
@@ -398,6 +420,7 @@ test('plan: what converging takes, from the cache alone; a contested label is ta
     annotations: fieldPlan(),
     waiting: false,
     problems: [],
+    markers: [],
   });
   const invalid = setup({ labels: { n: '{{labels.x}}', k: 'v' } }).reconciler.plan(
     object({ labels: { x: 'bad value', n: 'good', k: 'v' }, ownedLabels: ['n', 'k'] }),
@@ -580,4 +603,104 @@ test('a single overwrite under force is retaken as before, and skip never fights
     const left = await skip.reconcile(object({ labels: { team: 'ops' } }));
     assert.deepEqual([left.outcome, left.fights], ['conflict', undefined]);
   }
+});
+
+/** An object admitted with `team=payments` and `tier=web` (no manager owns them: admitted.ts). */
+function admittedObject(fields: Partial<LabelledObject> = {}): LabelledObject {
+  return object({
+    labels: { team: 'payments', tier: 'web', app: 'shop' },
+    admitted: { labels: ['team', 'tier'], annotations: [], marked: ['labels'] },
+    ...fields,
+  });
+}
+
+test('an object created with the labels the config wants (set at admission) costs no write', async () => {
+  for (const conflicts of ['force', 'skip'] as const) {
+    const { client, reconcile } = setup({ labels: { team: 'payments', tier: 'web' }, conflicts });
+    assert.deepEqual(await reconcile(admittedObject()), { outcome: 'unchanged', patch: [] }, conflicts);
+    assert.equal(client.calls.length + client.removals.length, 0, conflicts);
+  }
+});
+
+test("an admitted key whose value the config changed is labeller's: applied under skip too (forced: the API server may hold it for before-first-apply), not left as contested", async () => {
+  const { client, reconcile } = setup({ labels: { team: 'search', tier: 'web' }, conflicts: 'skip' });
+  const result = await reconcile(admittedObject());
+  assert.equal(result.outcome, 'patched');
+  assert.equal(result.contested, undefined);
+  assert.deepEqual(client.calls.map((c) => [c.labels, c.options.force]), [[{ team: 'search', tier: 'web' }, true]]);
+  assert.equal(client.removals.length, 0);
+  // Forced only for that: under skip, an apply that changes no admitted key takes nothing over.
+  const other = setup({ labels: { team: 'payments', tier: 'web', zone: 'a' }, conflicts: 'skip' });
+  await other.reconcile(admittedObject());
+  assert.deepEqual(other.client.calls.map((c) => c.options.force), [false]);
+});
+
+test('an admitted key dropped from the config is removed by a JSON Patch guarded by the cached version; its marker goes with the last key it vouched for', async () => {
+  const { client, reconcile } = setup({ labels: { tier: 'web' } });
+  const result = await reconcile(admittedObject());
+  assert.deepEqual(client.calls, [], 'nothing to apply: tier is right');
+  assert.deepEqual(client.removals.map((r) => [r.version, r.keys, r.options.markers]), [[
+    '1',
+    { labels: ['team'], annotations: [] },
+    [],
+  ]]);
+  assert.deepEqual(result, {
+    outcome: 'patched',
+    patch: [{ op: 'remove', path: '/metadata/labels/team' }],
+    written: '3',
+  });
+
+  // Dropping every admitted key (prune's empty config) takes the marker too; so does prune for a
+  // marker that vouches for nothing any more (its key changed by another manager), and nothing else.
+  const stale = setup({ labels: {} });
+  await stale.reconcile(
+    object({ labels: { tier: 'custom' }, admitted: { labels: [], annotations: [], marked: ['labels'] } }),
+  );
+  assert.deepEqual(stale.client.removals.map((r) => [r.keys.labels, r.options.markers]), [[[], ['labels']]]);
+  const kept = setup({ labels: { tier: 'web' }, conflicts: 'skip' });
+  await kept.reconcile(
+    object({ labels: { tier: 'custom' }, admitted: { labels: [], annotations: [], marked: ['labels'] } }),
+  );
+  assert.deepEqual(kept.client.removals, [], 'while the config wants something of it, such a marker stays');
+  const prune = setup({ labels: {} });
+  await prune.reconcile(admittedObject());
+  assert.deepEqual(prune.client.removals.map((r) => [r.keys.labels, r.options.markers]), [[['team', 'tier'], [
+    'labels',
+  ]]]);
+  assert.deepEqual(prune.client.calls, []);
+});
+
+test('an admitted key dropped while another key changes: the removal first, then one apply', async () => {
+  const { client, reconcile } = setup({ labels: { tier: 'api' } });
+  const result = await reconcile(admittedObject());
+  assert.deepEqual(client.removals.map((r) => r.keys.labels), [['team']]);
+  assert.deepEqual(client.calls.map((c) => c.labels), [{ tier: 'api' }]);
+  assert.equal(result.written, '2', 'the version of the last write');
+});
+
+test('a removal that finds the object changed since the cache saw it waits for its new version; one gone is gone', async () => {
+  const { client, reconcile } = setup({ labels: {} });
+  client.removeFailure = new ObjectChanged('test failed');
+  assert.deepEqual(await reconcile(admittedObject()), { outcome: 'waiting', patch: [] });
+  client.removeFailure = new ObjectGone('uid');
+  assert.deepEqual(await reconcile(admittedObject()), { outcome: 'gone', patch: [] });
+});
+
+test('a held admitted key is kept at its value; an admitted annotation dropped is removed as a label is', async () => {
+  const held = setup({
+    labels: { team: '{{namespace.labels.team}}', tier: 'api' },
+    related: () => ({ objects: {}, held: new Map([['namespace', 'unavailable']]) }),
+  });
+  await held.reconcile(admittedObject());
+  assert.deepEqual(held.client.calls.map((c) => c.labels), [{ team: 'payments', tier: 'api' }]);
+  assert.equal(held.client.removals.length, 0);
+
+  const annotated = setup({ labels: {}, annotations: {} });
+  await annotated.reconcile(
+    object({ admitted: { labels: [], annotations: ['example.com/runbook'], marked: ['annotations'] } }),
+  );
+  assert.deepEqual(annotated.client.removals.map((r) => [r.keys, r.options.markers]), [[{
+    labels: [],
+    annotations: ['example.com/runbook'],
+  }, ['annotations']]]);
 });

@@ -21,6 +21,7 @@ import {
   type ApplyTarget,
   LabelConflict,
   type MetadataClient,
+  ObjectChanged,
   ObjectGone,
   type RelatedView,
   type SourceLookups,
@@ -36,7 +37,10 @@ export interface KindInfo {
   readonly group: string;
 }
 
-/** `waiting`: a related object its labels read is not in its cache yet; the cache's change brings the object back. */
+/**
+ * `waiting`: a related object its labels read is not in its cache yet, or the object changed
+ * before a write guarded by its version; the cache's change brings the object back.
+ */
 export type Outcome = 'unchanged' | 'patched' | 'conflict' | 'invalid' | 'gone' | 'waiting';
 
 /** Reconcile outcomes of every controller, counted for the `--once` summary and the final log line. */
@@ -127,6 +131,7 @@ export interface FieldPlan {
   /** What an apply would send: `rendered` less the contested keys under `skip`, and held keys labeller owns at their values. */
   readonly desired: ReadonlyMap<string, string>;
   readonly contested: readonly string[];
+  /** Keys labeller owns, or was admitted (object.ts), that it no longer wants. */
   readonly stale: readonly string[];
   readonly missing: readonly string[];
   /** Keys held because a related object they read cannot be read now. */
@@ -145,11 +150,17 @@ export type Plan =
     readonly waiting: boolean;
     /** Keys whose values cannot be written, each held; the rest is planned as usual. */
     readonly problems: readonly Problem[];
+    /**
+     * The admission markers (admitted.ts) the next write removes: each whose keys all leave now,
+     * and, when the config sets no key at all (prune), each that vouches for none.
+     */
+    readonly markers: readonly MetadataField[];
   });
 
 /** Whether an apply would change anything. */
 export function needsApply(plan: Exclude<Plan, Problem>): boolean {
-  return FIELDS.some((field) => plan[field].stale.length > 0 || plan[field].missing.length > 0);
+  return plan.markers.length > 0 ||
+    FIELDS.some((field) => plan[field].stale.length > 0 || plan[field].missing.length > 0);
 }
 
 const FIELDS: readonly MetadataField[] = ['labels', 'annotations'];
@@ -157,6 +168,8 @@ const FIELDS: readonly MetadataField[] = ['labels', 'annotations'];
 /** One map of an object as the cache keeps it: which keys labeller owns, which hold a value. */
 interface Carried extends Before {
   readonly owned: readonly string[];
+  /** Keys its admission policies set that no manager owns: labeller's too, but removed by a JSON Patch. */
+  readonly admitted: readonly string[];
   has(key: string): boolean;
   /** The value, when the cache keeps it (labels, not annotations). */
   value(key: string): string | undefined;
@@ -195,6 +208,7 @@ export class Reconciler {
       ...plans,
       waiting: render.waiting,
       problems: [...render.labels.invalid, ...render.annotations.invalid],
+      markers: leavingMarkers(object, plans, FIELDS.every((field) => this.#templates(field).size === 0)),
     };
     // A key yielded in a fight is not the next apply's (nor pending in status and the gauges) until its backoff ends.
     const { fights, conflicts, dryRun } = this.#options;
@@ -275,25 +289,53 @@ export class Reconciler {
     }
 
     const target = this.#target(object);
-    const annotationKeys = [...new Set([...this.#digestIndex.keys(), ...object.ownedAnnotations])];
-    let after: AppliedMetadata;
+    const annotationKeys = [
+      ...new Set([...this.#digestIndex.keys(), ...object.ownedAnnotations, ...object.admitted.annotations]),
+    ];
+    // Admitted keys no longer wanted: no manager owns them, so the apply cannot remove them.
+    const unowned = {
+      labels: applying.labels.stale.filter((key) => object.admitted.labels.includes(key)),
+      annotations: applying.annotations.stale.filter((key) => object.admitted.annotations.includes(key)),
+    };
+    const removing = applying.markers.length > 0 || FIELDS.some((field) => unowned[field].length > 0);
+    const applies = FIELDS.some((field) =>
+      applying[field].missing.length > 0 || applying[field].stale.length > unowned[field].length
+    );
+    let after: AppliedMetadata | undefined;
     try {
-      // Held annotations labeller owns are sent at their values, which the cache does not keep.
-      const kept = applying.annotations.unknown.length > 0
-        ? await client.annotations(target, applying.annotations.unknown, signal)
-        : {};
-      after = await client.apply(
-        target,
-        {
-          labels: Object.fromEntries(applying.labels.desired),
-          annotations: { ...kept, ...Object.fromEntries(applying.annotations.desired) },
-        },
-        { force: conflicts === 'force', dryRun, annotationKeys, signal },
-      );
+      if (removing) {
+        after = await client.remove(target, object.resourceVersion, unowned, {
+          markers: applying.markers,
+          dryRun,
+          annotationKeys,
+          signal,
+        });
+      }
+      // needsApply: a removal, an apply, or both.
+      if (applies || after === undefined) {
+        // Held annotations labeller owns are sent at their values, which the cache does not keep.
+        const kept = applying.annotations.unknown.length > 0
+          ? await client.annotations(target, applying.annotations.unknown, signal)
+          : {};
+        after = await client.apply(
+          target,
+          {
+            labels: Object.fromEntries(applying.labels.desired),
+            annotations: { ...kept, ...Object.fromEntries(applying.annotations.desired) },
+          },
+          // An admitted key may be held by the API server's before-first-apply placeholder (object.ts):
+          // taking a new value of it over is taking back labeller's own.
+          { force: conflicts === 'force' || changesAdmitted(object, applying), dryRun, annotationKeys, signal },
+        );
+      }
     } catch (error) {
       if (error instanceof ObjectGone) {
         log.debug('object gone before its labels were applied', at);
         return { outcome: 'gone', patch: [] };
+      }
+      if (error instanceof ObjectChanged) {
+        log.debug('object changed before its admitted keys were removed; looked at again in its new version', at);
+        return { outcome: 'waiting', patch: [] };
       }
       if (error instanceof LabelConflict) {
         log.warn('conflict with another field manager; left alone (conflicts: skip)', { ...at, error });
@@ -307,9 +349,12 @@ export class Reconciler {
       }
       throw error;
     }
+    // Without what the removal took: a dry run's apply answers from the object as it is.
+    const remaining = (field: MetadataField) =>
+      Object.fromEntries(Object.entries(after[field]).filter(([key]) => !unowned[field].includes(key)));
     const patch = [
-      ...metadataPatch('labels', before(object.labels), after.labels),
-      ...metadataPatch('annotations', this.#carried(object, 'annotations'), after.annotations),
+      ...metadataPatch('labels', before(object.labels), remaining('labels')),
+      ...metadataPatch('annotations', this.#carried(object, 'annotations'), remaining('annotations')),
     ];
     // A dry run's plan is its output; writes are logged per object at debug (the controller sums them up).
     if (dryRun) log.info('would apply labels (dry run)', { ...at, patch });
@@ -418,20 +463,22 @@ export class Reconciler {
   #planField(carried: Carried, render: Rendered): FieldPlan {
     const { rendered, held } = render;
     const invalid = render.invalid.map((problem) => problem.key!);
+    const ours = (key: string) => carried.owned.includes(key) || carried.admitted.includes(key);
     const contested = [...rendered].filter(([key, value]) =>
-      carried.has(key) && !carried.holds(key, value) && !carried.owned.includes(key)
-    ).map(([key]) => key);
+      carried.has(key) && !carried.holds(key, value) && !ours(key)
+    )
+      .map(([key]) => key);
     const desired = new Map(rendered);
     if (this.#options.conflicts === 'skip') { for (const key of contested) desired.delete(key); }
     // A held key labeller owns stays as it is: at its cached value, or read before an apply.
     const unknown: string[] = [];
     for (const key of [...held, ...invalid]) {
-      if (!carried.owned.includes(key)) continue;
+      if (!ours(key)) continue;
       const value = carried.value(key);
       if (value !== undefined) desired.set(key, value);
       else unknown.push(key);
     }
-    const stale = carried.owned.filter((key) => !desired.has(key) && !unknown.includes(key));
+    const stale = [...carried.owned, ...carried.admitted].filter((key) => !desired.has(key) && !unknown.includes(key));
     const missing = [...desired].filter(([key, value]) => !carried.holds(key, value)).map(([key]) => key);
     return { rendered, desired, contested, stale, missing, held, invalid, unknown };
   }
@@ -447,6 +494,7 @@ export class Reconciler {
         },
         holds: (key, value) => labels[key] === value,
         owned: object.ownedLabels,
+        admitted: object.admitted.labels,
         has: (key) => Object.hasOwn(labels, key),
         value: (key) => labels[key],
       };
@@ -458,12 +506,15 @@ export class Reconciler {
       return i === undefined ? NaN : digests[i] ?? NaN;
     };
     const owned = object.ownedAnnotations;
-    const has = (key: string) => (index.has(key) ? !Number.isNaN(at(key)) : owned.includes(key));
+    const admitted = object.admitted.annotations;
+    const has = (key: string) =>
+      index.has(key) ? !Number.isNaN(at(key)) : owned.includes(key) || admitted.includes(key);
     return {
       get keys() {
-        return [...new Set([...index.keys(), ...owned])].filter(has);
+        return [...new Set([...index.keys(), ...owned, ...admitted])].filter(has);
       },
       owned,
+      admitted,
       has,
       // A key labeller does not write (owned from an earlier config) is not changed by its apply:
       // kept when co-owned, else removed.
@@ -572,6 +623,24 @@ export class Reconciler {
     sources?.index.record(object, looked);
     return { ...rendered, waiting };
   }
+}
+
+/** Whether the apply of `plan` changes a key labeller's admission policies set (a value the config changed). */
+function changesAdmitted(object: LabelledObject, plan: Exclude<Plan, Problem>): boolean {
+  return FIELDS.some((field) => plan[field].missing.some((key) => object.admitted[field].includes(key)));
+}
+
+/** The markers of `object` that its next write removes (see Plan); `setsNothing`: the config sets no key (prune). */
+function leavingMarkers(
+  object: LabelledObject,
+  plans: Readonly<Record<MetadataField, FieldPlan>>,
+  setsNothing: boolean,
+): MetadataField[] {
+  const { admitted } = object;
+  if (admitted.marked.length === 0) return [];
+  return admitted.marked.filter((field) =>
+    admitted[field].every((key) => plans[field].stale.includes(key)) && (admitted[field].length > 0 || setsNothing)
+  );
 }
 
 /** `plan` with the keys of `yielded` left to the manager that holds them: neither desired nor missing. */

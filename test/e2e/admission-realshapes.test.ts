@@ -5,7 +5,7 @@
 // belong to no field manager: the API server records only what the request itself carried.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ADMITTED, parseMarker } from '../../src/admission/marker.ts';
+import { ADMITTED, parseMarker } from '../../src/labelling/admitted.ts';
 import { fullSkip } from '../cluster/testrun.ts';
 import { admission, apply } from './admission.ts';
 import { configFile, create, eventually, patchLabels } from './cluster.ts';

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { loadAll } from 'js-yaml';
-import { ADMITTED, parseMarker } from '../../src/admission/marker.ts';
+import { ADMITTED, parseMarker } from '../../src/labelling/admitted.ts';
 import type { AdmissionList } from '../../src/commands/admission.ts';
 import { policyLabels } from '../../src/admission/names.ts';
 import type { MetadataField } from '../../src/config/model.ts';

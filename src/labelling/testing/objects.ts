@@ -1,5 +1,5 @@
 // Cached objects for unit tests: a labelled object in namespace `shop`, with what a test sets.
-import type { LabelledObject } from '../object.ts';
+import { type LabelledObject, NOT_ADMITTED } from '../object.ts';
 
 export function labelledObject(name: string, fields: Partial<LabelledObject> = {}): LabelledObject {
   return {
@@ -12,6 +12,7 @@ export function labelledObject(name: string, fields: Partial<LabelledObject> = {
     annotations: {},
     ownedLabels: [],
     ownedAnnotations: [],
+    admitted: NOT_ADMITTED,
     deleting: false,
     ...fields,
   };

@@ -1,6 +1,13 @@
 // A scripted resource API for the unit tests of the watcher and the controller: it plays given
 // list pages and watch streams in order and records what it was asked.
-import type { ApplyOptions, ListOptions, ResourceApi, WatchOptions } from '../../kube/api.ts';
+import type {
+  ApplyOptions,
+  JsonPatchOperation,
+  ListOptions,
+  PatchOptions,
+  ResourceApi,
+  WatchOptions,
+} from '../../kube/api.ts';
 import { ApiError } from '../../kube/errors.ts';
 import type {
   MetadataApplyConfiguration,
@@ -81,6 +88,12 @@ export class ScriptedApi implements ListWatch, ResourceApi {
   readonly lists: ListOptions[] = [];
   readonly watches: WatchOptions[] = [];
   readonly applies: { readonly body: MetadataApplyConfiguration; readonly options: ApplyOptions }[] = [];
+  readonly patches: {
+    readonly name: string;
+    readonly namespace: string;
+    readonly operations: readonly JsonPatchOperation[];
+    readonly options: PatchOptions;
+  }[] = [];
   readonly #lists: ListStep[];
   readonly #watches: WatchStep[];
   readonly streamingLists: boolean;
@@ -107,6 +120,17 @@ export class ScriptedApi implements ListWatch, ResourceApi {
         ...(annotations ? { annotations } : {}),
       },
     };
+  }
+
+  /** Records the patch; answers an object of that name with no labels or annotations. */
+  async patch(
+    name: string,
+    namespace: string,
+    operations: readonly JsonPatchOperation[],
+    options: PatchOptions,
+  ): Promise<PartialObjectMetadata> {
+    this.patches.push({ name, namespace, operations, options });
+    return { apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace, uid: '', resourceVersion: '2' } };
   }
 
   async list(options: ListOptions = {}): Promise<PartialObjectMetadataList> {
