@@ -3,7 +3,7 @@
 // and the kind set that keeps its kinds running. The commands (label.ts, once.ts, status.ts,
 // prune.ts) differ only in what they do with the kinds once started: the data path from config to
 // apply is the same for each.
-import type { Config } from '../config/model.ts';
+import { type Config, kindSettings } from '../config/model.ts';
 import { type EventsIdentity, LabellerEvents } from '../events/labellerevents.ts';
 import { KindError, type Resolved, resolveKinds } from '../kinds/resolve.ts';
 import { KindSet, type KindSetOptions } from '../kinds/kindset.ts';
@@ -178,7 +178,7 @@ export class Host {
       log,
     }, shutdown);
     const shard = options.sharding && !options.once
-      ? this.#joinShardGroup(options.sharding, manager, () => this.#kinds)
+      ? this.#joinShardGroup(options.sharding, manager, () => this.#kinds, () => this.#kinds?.config ?? config)
       : undefined;
     // Its share is known before any cache lists: a cache that listed everything would give most of it up at once.
     if (shard && !(await shard.membership.decided(shutdown.intake))) {
@@ -232,22 +232,24 @@ export class Host {
    * Joins the shard group: the membership runs until close(), and objects in buckets it takes over
    * are looked at again (they were another member's until now).
    */
-  #joinShardGroup(config: ShardingConfig, manager: Manager<LabelledObject>, kinds: () => KindSet | undefined): Shard {
+  #joinShardGroup(
+    sharding: ShardingConfig,
+    manager: Manager<LabelledObject>,
+    kinds: () => KindSet | undefined,
+    config: () => Config,
+  ): Shard {
     const membership = new Membership(new LeaseApi(this.client), {
-      ...config,
+      ...sharding,
       // A kind it may not read (or that is gone) does not hold the others back; a dropped connection does.
       synced: () =>
         manager.informers.informers.every((informer) =>
           informer.current((failure) => isForbidden(failure) || isNotFound(failure))
         ),
       objects: () => kinds()?.kinds.reduce((sum, kind) => sum + kind.controller.size, 0) ?? 0,
+      // The config in force, which the first round sees before its kinds run.
       namespaces: (signal) => {
-        // Kinds watched in named namespaces only: those are the namespaces to lay out, no list needed.
-        const named = kinds()?.kinds.map((kind) => kind.resolved.kind.namespaces) ?? [];
-        if (named.length > 0 && named.every((namespaces) => namespaces.length > 0)) {
-          return Promise.resolve([...new Set(named.flat())]);
-        }
-        return namespaceNames(this.client, signal);
+        const named = namedNamespaces(config());
+        return named ? Promise.resolve(named) : namespaceNames(this.client, signal);
       },
       log: this.log,
     });
@@ -310,6 +312,16 @@ export class Host {
       }),
     );
   }
+}
+
+/**
+ * The namespaces to lay the shard buckets out over when every entry of `config` names its
+ * namespaces (no list of them needed, nor the right to it); undefined when one covers all.
+ */
+export function namedNamespaces(config: Pick<Config, 'kinds' | 'everyKind'>): string[] | undefined {
+  const named = kindSettings(config).map((kind) => kind.namespaces);
+  if (named.length === 0 || named.some((namespaces) => namespaces.length === 0)) return undefined;
+  return [...new Set(named.flat())];
 }
 
 /**
