@@ -89,6 +89,25 @@ export interface KillResults {
   readonly otherPatches: number;
   readonly leaseDurationSeconds: number;
   readonly load: number;
+  /** Per survivor, kill → each step of its takeover, from its log: where the time goes. */
+  readonly survivors: readonly TakeoverSteps[];
+}
+
+/** `seconds`, or n/a when the step is not in the log. */
+function optional(value: number | undefined): string {
+  return value === undefined ? 'n/a' : seconds(value);
+}
+
+/** One survivor's takeover, seconds after the kill (undefined: not in its log). */
+export interface TakeoverSteps {
+  readonly identity: string;
+  /** It judged the killed member's Lease expired. */
+  readonly expiredSeconds: number | undefined;
+  /** Its caches listed what the taken ranges add (ConfigMaps, the last cache to do so), and how many objects. */
+  readonly listedSeconds: number | undefined;
+  readonly added: number | undefined;
+  /** It took buckets. */
+  readonly takenSeconds: number | undefined;
 }
 
 export interface HandoverStep {
@@ -775,6 +794,25 @@ async function killOne(
   );
   await settled(plane, running, Date.now(), 60_000, signal);
   const taken = rangeChanges(running, since).filter((c) => c.taken).map((c) => c.at);
+  const afterKill = (m: Member, msg: string, predicate: (line: Record<string, unknown>) => boolean = () => true) => {
+    const i = m.labeller.logs.findIndex((line, i) =>
+      line.msg === msg && m.labeller.arrivals[i]! >= killedAt && predicate(line)
+    );
+    return i < 0 ? { at: undefined, line: undefined } : {
+      at: (m.labeller.arrivals[i]! - killedAt) / 1000,
+      line: m.labeller.logs[i],
+    };
+  };
+  const survivors = running.map((m): TakeoverSteps => {
+    const listed = afterKill(m, 'listed what the widened selector adds', (l) => l['kind'] === 'ConfigMap');
+    return {
+      identity: m.identity,
+      expiredSeconds: afterKill(m, 'shard member gone: its Lease expired').at,
+      listedSeconds: listed.at,
+      added: listed.line === undefined ? undefined : Number(listed.line['added']),
+      takenSeconds: afterKill(m, 'shard ranges changed', (l) => l['taken'] !== undefined).at,
+    };
+  });
   const results: KillResults = {
     namespaces: theirs.length,
     seconds: ((done.last || Date.now()) - killedAt) / 1000,
@@ -784,7 +822,15 @@ async function killOne(
     otherPatches: patches.read().requests - done.count,
     leaseDurationSeconds: LEASE_DURATION_SECONDS,
     load: load1(),
+    survivors,
   };
+  for (const s of survivors) {
+    log(
+      `SH4: ${s.identity}: expired judged at ${optional(s.expiredSeconds)}, ${s.added ?? '?'} objects listed by ${
+        optional(s.listedSeconds)
+      }, buckets taken at ${optional(s.takenSeconds)}`,
+    );
+  }
   log(
     `SH4: ${results.namespaces} new ConfigMaps labelled ${seconds(results.seconds)} after the kill (buckets taken at ${
       results.takenSeconds === undefined ? '?' : seconds(results.takenSeconds)
@@ -969,6 +1015,19 @@ export function shardsRows(r: ShardsResults): Row[] {
       }); ${k.newPatches} PATCH of new objects, ${k.otherPatches} of others`,
       target: `≤ ${target} s (Lease ${k.leaseDurationSeconds} s + 5 s)`,
       verdict: k.namespaces === 0 ? 'incomplete' : verdict(k.seconds <= target && k.newPatches === k.namespaces),
+      load: k.load,
+    });
+    rows.push({
+      id: 'SH4',
+      measurement:
+        'Each survivor, after the kill: its Lease judged expired · what the taken ranges add listed · buckets taken',
+      result: k.survivors.map((s) =>
+        `${optional(s.expiredSeconds)} · ${optional(s.listedSeconds)} (${s.added ?? '?'} objects) · ${
+          optional(s.takenSeconds)
+        }`
+      ).join('; '),
+      target: '',
+      verdict: '',
       load: k.load,
     });
   }

@@ -292,7 +292,13 @@ export class Membership {
       leases.filter((lease) => lease.metadata.name !== this.#name),
     );
     this.#nextExpiry = nextExpiry;
-    for (const lease of expired) await this.#api.delete(lease, signal).catch(() => {});
+    for (const lease of expired) {
+      this.#options.log.info('shard member gone: its Lease expired', {
+        identity: lease.spec.holderIdentity,
+        lease: lease.metadata.name,
+      });
+      await this.#api.delete(lease, signal).catch(() => {});
+    }
     return held;
   }
 
