@@ -245,34 +245,37 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
       };
       widening?.signal.addEventListener('abort', widen, { once: true });
       if (widening?.pending) widen();
-      for await (const event of events) {
-        if (event.type === 'ERROR') {
-          throw new ApiError('WATCH', '', event.object.code ?? 500, event.object);
-        }
-        if (!healthy) {
-          healthy = true;
-          backoff.reset();
-          mayRelistAtOnce = true;
-        }
-        if (listing) {
-          // The objects' own versions, in no order: where to resume is the ending bookmark's.
-          if (event.type === 'ADDED' || event.type === 'MODIFIED') yield { type: 'initApply', object: event.object };
-          else if (event.type === 'BOOKMARK' && event.object.metadata.annotations?.[INITIAL_EVENTS_END] === 'true') {
-            resourceVersion = lastSeen = event.object.metadata.resourceVersion;
-            listing = false;
-            cutOff = 0;
-            yield { type: 'initDone' };
-            yield { type: 'watching' };
-            if (widening?.pending) break;
+      try {
+        for await (const event of events) {
+          if (event.type === 'ERROR') {
+            throw new ApiError('WATCH', '', event.object.code ?? 500, event.object);
           }
-          continue;
+          if (!healthy) {
+            healthy = true;
+            backoff.reset();
+            mayRelistAtOnce = true;
+          }
+          if (listing) {
+            // The objects' own versions, in no order: where to resume is the ending bookmark's.
+            if (event.type === 'ADDED' || event.type === 'MODIFIED') yield { type: 'initApply', object: event.object };
+            else if (event.type === 'BOOKMARK' && event.object.metadata.annotations?.[INITIAL_EVENTS_END] === 'true') {
+              resourceVersion = lastSeen = event.object.metadata.resourceVersion;
+              listing = false;
+              cutOff = 0;
+              yield { type: 'initDone' };
+              yield { type: 'watching' };
+              if (widening?.pending) break;
+            }
+            continue;
+          }
+          resourceVersion = lastSeen = event.object.metadata.resourceVersion;
+          if (event.type === 'ADDED' || event.type === 'MODIFIED') yield { type: 'apply', object: event.object };
+          else if (event.type === 'DELETED') yield { type: 'delete', object: event.object };
+          if (cut.signal.aborted) break;
         }
-        resourceVersion = lastSeen = event.object.metadata.resourceVersion;
-        if (event.type === 'ADDED' || event.type === 'MODIFIED') yield { type: 'apply', object: event.object };
-        else if (event.type === 'DELETED') yield { type: 'delete', object: event.object };
-        if (cut.signal.aborted) break;
+      } finally {
+        widening?.signal.removeEventListener('abort', widen);
       }
-      widening?.signal.removeEventListener('abort', widen);
       if (cut.signal.aborted || (widening?.pending && !listing)) continue;
       // Ended by the server before the bookmark that says every object is in: a connection cut
       // cleanly (a proxy, an API server stopping), a list longer than the watch's timeout, or a
@@ -294,7 +297,7 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
       }
     } catch (error) {
       if (signal.aborted) return;
-      // The watch was ended to widen (while it was being opened).
+      // The watch was ended to widen (an API may reject the stream it cut).
       if (cut.signal.aborted) continue;
       const failure = error instanceof Error ? error : new Error(String(error));
       if (listing) paginateOnce = true;
