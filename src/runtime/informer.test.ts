@@ -30,11 +30,12 @@ function byNamespace(...kept: string[]) {
     partition,
     grow(namespace: string) {
       keeps.add(namespace);
-      for (const listener of listeners) listener({ grew: true, added: namespace });
+      const added = { adds: (meta: { namespace?: string }) => meta.namespace === namespace, selector: namespace };
+      for (const listener of listeners) listener({ added });
     },
     shrink(namespace: string) {
       keeps.delete(namespace);
-      for (const listener of listeners) listener({ grew: false });
+      for (const listener of listeners) listener({});
     },
   };
 }
@@ -81,7 +82,7 @@ test('a partition that grows lists only what it adds, at the watch version, and 
   await settle(() => api.lists.length === 2);
   assert.deepEqual(
     [api.lists[1]!.shardSelector, api.lists[1]!.resourceVersion, api.lists[1]!.resourceVersionMatch],
-    ['b', '12', 'Exact'],
+    ['b', '12', 'NotOlderThan'],
   );
   answer(page('12', [object('b', 'three')]));
   await settle(() => api.watches.length === 2);

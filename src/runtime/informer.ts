@@ -131,11 +131,11 @@ export class Informer<T> {
     const { partition } = this.#options;
     const widening = this.#widening;
     if (!partition || !widening) return this.#watchOnce(signal, undefined, undefined);
-    const unsubscribe = partition.subscribe(({ grew, added }) => {
-      if (grew) {
+    const unsubscribe = partition.subscribe(({ added }) => {
+      if (added) {
         this.#partitionPending = true;
-        // Without server filtering the stream is whole: all of it is listed, and keeps() chooses.
-        widening.request(this.#filtering === 'server' ? added : undefined);
+        // Without server filtering the stream is whole: all of it is listed, and what it adds kept.
+        widening.request(this.#filtering === 'server' ? added : { ...added, selector: undefined });
         return;
       }
       const change = this.store.retain((key) => partition.keeps(metaOf(key)));

@@ -3,16 +3,25 @@
 // informer knows nothing of how the slice is chosen, only that it may change while it watches.
 import type { PartialObjectMetadata } from '../kube/objects.ts';
 
-/** How a partition changed: `grew` when it now keeps objects it did not (a list fetches them). */
+/** The name and namespace of an object, all a partition looks at. */
+export type ObjectName = Pick<PartialObjectMetadata['metadata'], 'name' | 'namespace'>;
+
+/** What a partition that grew now keeps and did not. */
+export interface Added {
+  /** Whether the object named so lies in it. */
+  readonly adds: (meta: ObjectName) => boolean;
+  /** The `shardSelector` that asks the API server for it; undefined when no selector can say it. */
+  readonly selector: string | undefined;
+}
+
+/** How a partition changed: `added` when it now keeps objects it did not (a list fetches them). */
 export interface PartitionChange {
-  readonly grew: boolean;
-  /** The `shardSelector` of what it now keeps and did not; undefined when no selector can say it. */
-  readonly added?: string | undefined;
+  readonly added?: Added | undefined;
 }
 
 export interface Partition {
   /** Whether this process keeps the object named so in its cache. */
-  keeps(meta: Pick<PartialObjectMetadata['metadata'], 'name' | 'namespace'>): boolean;
+  keeps(meta: ObjectName): boolean;
   /**
    * The list and watch `shardSelector` that asks the server for what it keeps (KEP-5866); undefined
    * when no selector can say it (then the stream is whole and keeps() filters it here).

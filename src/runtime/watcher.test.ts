@@ -15,6 +15,7 @@ import {
   type WatchStep,
 } from './testing/scripted.ts';
 import { type ListWatch, watcher, type WatcherEvent } from './watcher.ts';
+import type { Added } from './partition.ts';
 import { Widening } from './widening.ts';
 
 /** Deterministic backoff: 1000 ms doubling, plus half of it as jitter (random = 0.5): 1500, 3000, 6000, ... */
@@ -540,6 +541,9 @@ test('a watcher told not to (a one-off read, which may list but not watch) lists
   assert.equal(api.watches.length, 0);
 });
 
+/** The pods a widening adds in these tests: those named b…, selected by `b`. */
+const ADDS_B: Added = { adds: (meta) => meta.name.startsWith('b'), selector: 'b' };
+
 /** A shard selector that widens when the test says so: `a` first, `a || b` after widen(). */
 function widens(): { selector: () => string; widening: Widening; widen: () => void } {
   let selector = 'a';
@@ -549,18 +553,28 @@ function widens(): { selector: () => string; widening: Widening; widen: () => vo
     widening,
     widen: () => {
       selector = 'a || b';
-      widening.request('b');
+      widening.request(ADDS_B);
     },
   };
 }
 
-test('a selector widened while it watches: what it adds listed at exactly the version the watch reached, then the wider watch from there, no relist', async (t) => {
+test('a selector widened while it watches: what it adds listed from the watch cache, the wider watch resumed where it ended, its replays of what the list brought skipped', async (t) => {
   const { promise: held } = Promise.withResolvers<readonly WatchEvent[]>();
   const api = new ScriptedApi(
-    [page('10', [pod('a')]), page('20', [pod('b1')], 'p2'), page('20', [pod('b2')])],
+    [page('10', [pod('a')]), page('20', [pod('b1', '18')], 'p2'), page('20', [pod('b2', '19')])],
     [
       { events: [{ type: 'MODIFIED', object: pod('a', '11') }, bookmark('12')], until: held },
-      { events: [{ type: 'ADDED', object: pod('b3', '21') }] },
+      {
+        events: [
+          // Replayed from 12: b1's change is in the list already; a's is not (a was watched until 12).
+          { type: 'MODIFIED', object: pod('b1', '18') },
+          { type: 'MODIFIED', object: pod('a', '19') },
+          { type: 'DELETED', object: pod('b0', '17') },
+          // Past the list's version: new for everyone.
+          { type: 'ADDED', object: pod('b3', '21') },
+          { type: 'MODIFIED', object: pod('b1', '22') },
+        ],
+      },
     ],
   );
   const shard = widens();
@@ -570,26 +584,52 @@ test('a selector widened while it watches: what it adds listed at exactly the ve
   const next = run.next();
   await immediate();
   shard.widen();
-  assert.deepEqual(summary([await next, ...(await run.take(5))]), [
+  assert.deepEqual(summary([await next, ...(await run.take(7))]), [
     'init merge',
     'initApply b1',
     'initApply b2',
     'initDone',
     'watching',
+    'apply a',
     'apply b3',
+    'apply b1',
   ]);
   void run.events.next();
   await immediate();
   assert.deepEqual(
     api.lists.map((o) => [o.shardSelector, o.resourceVersion, o.resourceVersionMatch, o.continue]),
-    [['a', undefined, undefined, undefined], ['b', '12', 'Exact', undefined], ['b', undefined, undefined, 'p2']],
-    'only what it adds, at the version of the last bookmark; later pages only continue',
+    [['a', undefined, undefined, undefined], ['b', '12', 'NotOlderThan', undefined], ['b', undefined, undefined, 'p2']],
+    'only what it adds, not older than where the watch was; later pages only continue',
   );
   assert.deepEqual(
     api.watches.map((o) => [o.shardSelector, o.resourceVersion]),
-    [['a', '10'], ['a || b', '12'], ['a || b', '21']],
-    'the wider watch resumes from the version listed at',
+    [['a', '10'], ['a || b', '12'], ['a || b', '22']],
+    'the wider watch resumes where the narrower one ended',
   );
+});
+
+test('a widening whose versions do not compare relists', async (t) => {
+  const { promise: held } = Promise.withResolvers<readonly WatchEvent[]>();
+  const api = new ScriptedApi([page('10', [pod('a')]), page('v2', [pod('b1')]), page('v3', [pod('a'), pod('b1')])], [
+    { events: [], until: held },
+  ]);
+  const shard = widens();
+  const run = start(t, api, { shardSelector: shard.selector, widening: shard.widening });
+  assert.deepEqual(summary(await run.take(4)), ['init', 'initApply a', 'initDone', 'watching']);
+  shard.widen();
+  assert.deepEqual(summary(await run.take(6)), [
+    'init merge',
+    'initApply b1',
+    'init',
+    'initApply a',
+    'initApply b1',
+    'initDone',
+  ]);
+  assert.deepEqual(api.lists.map((o) => [o.shardSelector, o.resourceVersion, o.resourceVersionMatch]), [
+    ['a', undefined, undefined],
+    ['b', '10', 'NotOlderThan'],
+    ['a || b', '10', 'NotOlderThan'],
+  ]);
 });
 
 test("a selector widened during a streaming list's initial objects: the list is not cut; what it adds is listed at the version of its bookmark", async (t) => {
@@ -621,7 +661,7 @@ test("a selector widened during a streaming list's initial objects: the list is 
   assert.deepEqual(api.lists.map((o) => [o.shardSelector, o.resourceVersion, o.resourceVersionMatch]), [[
     'b',
     '9',
-    'Exact',
+    'NotOlderThan',
   ]]);
   assert.deepEqual(
     api.watches.map((o) => [o.shardSelector, o.resourceVersion, o.sendInitialEvents]),
@@ -660,7 +700,7 @@ test('a selector widened before the first list completes is served by a list tha
     ]);
     assert.deepEqual(
       api.lists.map((o) => [o.shardSelector, o.resourceVersion, o.resourceVersionMatch]),
-      [['a', undefined, undefined], ['a', undefined, undefined], ['b', '10', 'Exact']],
+      [['a', undefined, undefined], ['a', undefined, undefined], ['b', '10', 'NotOlderThan']],
     );
   });
 });
@@ -686,7 +726,7 @@ test('a list of what a widened selector adds that finds its version expired (410
     ]);
     assert.deepEqual(
       api.lists.map((o) => [o.shardSelector, o.resourceVersion, o.resourceVersionMatch]),
-      [['a', undefined, undefined], ['b', '10', 'Exact'], ['a || b', '10', 'NotOlderThan']],
+      [['a', undefined, undefined], ['b', '10', 'NotOlderThan'], ['a || b', '10', 'NotOlderThan']],
     );
   });
   await t.test('500', async (t) => {
@@ -709,22 +749,27 @@ test('a list of what a widened selector adds that finds its version expired (410
     assert.deepEqual(api.lists.slice(1).map((o) => [o.shardSelector, o.resourceVersion, o.resourceVersionMatch]), [[
       'b',
       '10',
-      'Exact',
-    ], ['b', '10', 'Exact']]);
+      'NotOlderThan',
+    ], ['b', '10', 'NotOlderThan']]);
   });
 });
 
 test('widenings asked before one is taken are listed together; one that no selector can say lists everything', () => {
   const widening = new Widening();
+  const named = (prefix: string, selector: string | undefined): Added => ({
+    adds: (meta) => meta.name.startsWith(prefix),
+    selector,
+  });
   assert.equal(widening.take(), undefined);
-  widening.request('x');
-  widening.request('y');
+  widening.request(named('x', 'x'));
+  widening.request(named('y', 'y'));
   assert.equal(widening.signal.aborted, true);
-  assert.deepEqual(widening.take(), { added: 'x || y' });
+  const both = widening.take();
+  assert.equal(both?.selector, 'x || y');
+  assert.deepEqual(['x1', 'y1', 'z1'].map((name) => both?.adds({ name })), [true, true, false]);
   assert.equal(widening.signal.aborted, false, 'a fresh signal after a take');
-  widening.request('x');
-  widening.request(undefined);
-  widening.request('y');
-  assert.deepEqual(widening.take(), { added: undefined });
+  widening.request(named('x', 'x'));
+  widening.request(named('y', undefined));
+  assert.equal(widening.take()?.selector, undefined);
   assert.equal(widening.pending, false);
 });

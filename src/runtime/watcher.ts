@@ -12,15 +12,20 @@
 // parameters and gets paginated lists from then on. A streaming list that fails is followed by
 // one paginated list, as client-go's reflector falls back.
 //
-// A shard selector that widens while it watches (widening.ts) needs no relist: the watch ends, the
-// objects the wider selector adds are listed at the version the watch reached
-// (resourceVersionMatch=Exact), and the watch resumes from that version with the wider selector,
-// so every event after it reaches the cache once. Where that version has expired (410), it relists.
+// A shard selector that widens while it watches (widening.ts) needs no relist: the watch ends at
+// the version it reached, the objects the wider selector adds are listed (from the watch cache, at
+// a version not older), and the watch resumes from where it ended with the wider selector. The
+// events it replays up to the list's version are already in the list for what it adds, and are
+// skipped for those objects only (resourceVersions compare: kube/resourceversion.ts), so no object
+// goes back to an older state and nothing is missed. Where versions do not compare, or the watch's
+// version has expired (410), it relists.
 import { ApiError } from '../kube/errors.ts';
 import type { ListOptions, WatchOptions } from '../kube/api.ts';
 import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
 import { Backoff } from '../util/backoff.ts';
+import { compareResourceVersions } from '../kube/resourceversion.ts';
 import { sleep } from '../util/sleep.ts';
+import type { Added } from './partition.ts';
 import type { Widening } from './widening.ts';
 
 /** What the watcher needs of a resource API (MetadataApi provides it). */
@@ -118,29 +123,48 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
 
   const { widening } = options;
   /**
-   * A list of what a widened selector adds (`added`; undefined: everything, kept by the caller) at
-   * exactly `version`, the one the watch reached, from which the wider watch then resumes.
+   * The widenings whose list the watch has not passed yet: events up to `until` of the objects
+   * each `adds` are older than what its list put in the cache.
    */
-  async function* listAdded(added: string | undefined, version: string): AsyncGenerator<WatcherEvent> {
+  let catchUps: { readonly added: Added; readonly until: string }[] = [];
+  /**
+   * Lists what `added` adds at a version not older than `since` (the one the watch reached), and
+   * answers the list's version; undefined when versions do not compare (a relist is needed).
+   */
+  async function* listAdded(added: Added, since: string): AsyncGenerator<WatcherEvent, string | undefined> {
     yield { type: 'init', merge: true };
     const selectors = {
       labelSelector,
       ...(fieldSelector ? { fieldSelector } : {}),
-      ...(added ? { shardSelector: added } : {}),
+      ...(added.selector ? { shardSelector: added.selector } : {}),
       signal,
     };
     let page: PartialObjectMetadataList | undefined;
+    let version: string | undefined;
     do {
       page = await api.list({
         ...selectors,
-        ...(page ? {} : { resourceVersion: version, resourceVersionMatch: 'Exact' as const }),
+        ...(page ? {} : { resourceVersion: since, resourceVersionMatch: 'NotOlderThan' as const }),
         limit: pageSize,
         continue: page?.metadata.continue,
       });
-      for (const object of page.items) yield { type: 'initApply', object };
+      version ??= page.metadata.resourceVersion;
+      // A server that does not filter sends the whole stream: only what the widening adds is new.
+      for (const object of page.items) if (added.adds(object.metadata)) yield { type: 'initApply', object };
     } while (page.metadata.continue);
+    if (compareResourceVersions(since, version) === undefined) return undefined;
     yield { type: 'initDone' };
+    return version;
   }
+  /** Whether `event`, replayed by a watch resumed after a widening, is older than what the cache holds of its object. */
+  const replayed = (event: Exclude<WatchEvent, { type: 'ERROR' }>): boolean => {
+    if (catchUps.length === 0) return false;
+    const version = event.object.metadata.resourceVersion;
+    catchUps = catchUps.filter((c) => compareResourceVersions(version, c.until) !== 1);
+    if (event.type === 'BOOKMARK') return false;
+    const { metadata } = event.object;
+    return catchUps.some((c) => c.added.adds(metadata));
+  };
 
   while (!signal.aborted) {
     /** A streaming list is under way: its initial objects come as ADDED events until the bookmark that ends them. */
@@ -151,15 +175,20 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
     const widened = widening?.take();
     try {
       if (widened && resourceVersion !== undefined) {
+        let until: string | undefined;
         try {
-          yield* listAdded(widened.added, resourceVersion);
+          until = yield* listAdded(widened, resourceVersion);
         } catch (error) {
           // Asked again, unless the version expired and a relist follows (it lists the wider selector).
-          if (!(error instanceof ApiError && error.expired)) widening?.request(widened.added);
+          if (!(error instanceof ApiError && error.expired)) widening?.request(widened);
           throw error;
         }
+        if (until === undefined) resourceVersion = undefined;
+        else catchUps.push({ added: widened, until });
       }
       let events: AsyncIterable<WatchEvent>;
+      // A relist brings every object at one version: no list of a widening is ahead of it.
+      if (resourceVersion === undefined) catchUps = [];
       if (resourceVersion === undefined && streaming && !paginateOnce) {
         yield { type: 'init' };
         try {
@@ -269,6 +298,7 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
             continue;
           }
           resourceVersion = lastSeen = event.object.metadata.resourceVersion;
+          if (replayed(event)) continue;
           if (event.type === 'ADDED' || event.type === 'MODIFIED') yield { type: 'apply', object: event.object };
           else if (event.type === 'DELETED') yield { type: 'delete', object: event.object };
           if (cut.signal.aborted) break;

@@ -11,7 +11,7 @@
 // namespace is empty), so its stream is filtered here. A related cache of another cluster-scoped
 // kind (an owner outside any namespace) is not split: any member may need any of it.
 import type { ApiResource } from '../kube/resource.ts';
-import type { Partition, PartitionChange } from '../runtime/partition.ts';
+import type { Added, Partition, PartitionChange } from '../runtime/partition.ts';
 import type { Membership } from './membership.ts';
 
 /** Whether `resource` is core/v1 namespaces. */
@@ -41,8 +41,12 @@ export class Shard {
       subscribe: (listener: (change: PartitionChange) => void) =>
         membership.subscribe(({ keepsGrew, keepsShrank, kept }) => {
           if (!keepsGrew && !keepsShrank) return;
-          const added = byName ? undefined : membership.layout.selectorOf('object.metadata.namespace', kept);
-          listener({ grew: keepsGrew, added });
+          const { layout } = membership;
+          const added: Added = {
+            adds: (meta) => kept.has(layout.bucketOf(byName ? meta.name : (meta.namespace ?? ''))),
+            selector: byName ? undefined : layout.selectorOf('object.metadata.namespace', kept),
+          };
+          listener(keepsGrew ? { added } : {});
         }),
     };
   }
