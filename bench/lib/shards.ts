@@ -108,6 +108,8 @@ export interface TakeoverSteps {
   readonly added: number | undefined;
   /** It took buckets. */
   readonly takenSeconds: number | undefined;
+  /** It relisted its whole share (the watch's version expired, say) instead. */
+  readonly relistedSeconds: number | undefined;
 }
 
 export interface HandoverStep {
@@ -811,6 +813,7 @@ async function killOne(
       listedSeconds: listed.at,
       added: listed.line === undefined ? undefined : Number(listed.line['added']),
       takenSeconds: afterKill(m, 'shard ranges changed', (l) => l['taken'] !== undefined).at,
+      relistedSeconds: afterKill(m, 'relist complete', (l) => l['kind'] === 'ConfigMap').at,
     };
   });
   const results: KillResults = {
@@ -828,7 +831,9 @@ async function killOne(
     log(
       `SH4: ${s.identity}: expired judged at ${optional(s.expiredSeconds)}, ${s.added ?? '?'} objects listed by ${
         optional(s.listedSeconds)
-      }, buckets taken at ${optional(s.takenSeconds)}`,
+      }, buckets taken at ${optional(s.takenSeconds)}${
+        s.relistedSeconds === undefined ? '' : `; relisted its share by ${seconds(s.relistedSeconds)}`
+      }`,
     );
   }
   log(
@@ -1024,7 +1029,7 @@ export function shardsRows(r: ShardsResults): Row[] {
       result: k.survivors.map((s) =>
         `${optional(s.expiredSeconds)} · ${optional(s.listedSeconds)} (${s.added ?? '?'} objects) · ${
           optional(s.takenSeconds)
-        }`
+        }${s.relistedSeconds === undefined ? '' : ` (relisted its share by ${seconds(s.relistedSeconds)})`}`
       ).join('; '),
       target: '',
       verdict: '',
