@@ -12,6 +12,8 @@ export interface Observed {
   readonly expired: Lease[];
   /** When (our clock) the first held Lease expires unless renewed; Infinity when none is held. */
   readonly nextExpiry: number;
+  /** The names of held Leases not seen renewed for longer than `lateAfterMs` (see observe). */
+  readonly late: ReadonlySet<string>;
 }
 
 export class Liveness {
@@ -23,11 +25,15 @@ export class Liveness {
     this.#clock = clock;
   }
 
-  /** Sorts `leases`, every one there is now (a Lease not among them is forgotten), just listed. */
-  observe(leases: readonly Lease[]): Observed {
+  /**
+   * Sorts `leases`, every one there is now (a Lease not among them is forgotten), just listed; a
+   * held one not seen renewed for `lateAfterMs` is late too.
+   */
+  observe(leases: readonly Lease[], lateAfterMs = Infinity): Observed {
     // After the answer: a version is seen no sooner than it was written, so expiry is never early.
     const now = this.#clock.now();
-    const observed: Observed & { nextExpiry: number } = { held: [], expired: [], nextExpiry: Infinity };
+    const late = new Set<string>();
+    const observed: Observed & { nextExpiry: number } = { held: [], expired: [], nextExpiry: Infinity, late };
     const names = new Set<string>();
     for (const lease of leases) {
       const { name, resourceVersion: version } = lease.metadata;
@@ -43,6 +49,7 @@ export class Liveness {
       this.#seen.set(name, { version, at });
       if (now - at <= duration) {
         observed.held.push(lease);
+        if (now - at > lateAfterMs) late.add(name);
         observed.nextExpiry = Math.min(observed.nextExpiry, at + duration + 1);
       } else observed.expired.push(lease);
     }

@@ -12,17 +12,21 @@ const log = createLogger({ level: 'error', format: 'json', write: () => {} });
 class Leases implements LeaseStore {
   readonly #leases = new Map<string, Lease>();
   #version = 0;
+  /** Holders whose writes fail, as a member cut off from the API server (or a process frozen) fails to renew. */
+  readonly frozen = new Set<string>();
 
   get(_namespace: string, name: string): Promise<Lease | undefined> {
     return Promise.resolve(this.#leases.get(name));
   }
 
   create(lease: Lease): Promise<Lease | undefined> {
+    if (this.frozen.has(lease.spec.holderIdentity ?? '')) return Promise.reject(new Error('cut off'));
     if (this.#leases.has(lease.metadata.name)) return Promise.resolve(undefined);
     return Promise.resolve(this.#store(lease));
   }
 
   update(lease: Lease): Promise<Lease | undefined> {
+    if (this.frozen.has(lease.spec.holderIdentity ?? '')) return Promise.reject(new Error('cut off'));
     const current = this.#leases.get(lease.metadata.name);
     if (current?.metadata.resourceVersion !== lease.metadata.resourceVersion) return Promise.resolve(undefined);
     return Promise.resolve(this.#store(lease));
@@ -190,4 +194,43 @@ test('the oldest member lays the buckets out over the namespaces; the others fol
   assert.equal(shares([b.membership, c.membership], namespaces).reduce((x, y) => x + y), namespaces.length);
   await b.stop();
   await c.stop();
+});
+
+test('a member that stops renewing: the others list its buckets once it is late, write them once its Lease expires, never before', async () => {
+  const clock = new FakeClock();
+  const leases = new Leases();
+  const [a, b, c] = ['a', 'b', 'c'].map((identity) => member(leases, clock, identity)) as [
+    ReturnType<typeof member>,
+    ReturnType<typeof member>,
+    ReturnType<typeof member>,
+  ];
+  const all = [a.membership, b.membership, c.membership];
+  await run(clock, 8000, all);
+  const theirs = new Set(c.membership.state.writes);
+  assert.ok(theirs.size > 0);
+  const keptByOthers = () =>
+    [...theirs].every((bucket) => a.membership.state.keeps.has(bucket) || b.membership.state.keeps.has(bucket));
+  const writtenByOthers = () =>
+    [...theirs].filter((bucket) => a.membership.state.writes.has(bucket) || b.membership.state.writes.has(bucket))
+      .length;
+
+  leases.frozen.add('c');
+  // Late 2.5 rounds after it was last seen renewed (lease 4 s, round 1 s): its buckets listed ahead,
+  // none written; at its expiry a round later, taken at once, the caches holding them already.
+  let listedAhead = false;
+  for (let t = 0; t < 6000 && writtenByOthers() < theirs.size; t += 100) {
+    await run(clock, 100, all);
+    if (writtenByOthers() === 0 && keptByOthers()) listedAhead = true;
+    if (writtenByOthers() > 0) assert.equal(writtenByOthers(), theirs.size, 'taken all at once');
+  }
+  assert.ok(listedAhead, "c's buckets kept by the others before its Lease expired, while not written");
+  assert.equal(writtenByOthers(), theirs.size, "c's buckets written by the others once its Lease expired");
+  assert.equal(c.membership.state.writes.size, 0, 'c gave every bucket up when its own Lease lapsed');
+
+  // Back: it joins as a new member, and takes a share again once listed.
+  leases.frozen.delete('c');
+  await run(clock, 8000, all);
+  assert.equal(written(all), BUCKETS);
+  assert.ok(c.membership.state.writes.size > 0);
+  for (const m of [a, b, c]) await m.stop();
 });

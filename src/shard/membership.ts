@@ -1,7 +1,8 @@
 // Membership of a shard group, on Leases: each member holds one (`<group>-member-<hash>`, labelled
 // with the group) and renews it every retry period, publishing on it whether its caches are
 // synced and which buckets it writes. Each round it reads the others' and works out:
-//  - what it keeps (caches): the buckets it wins among the live members (ranges.ts), plus those
+//  - what it keeps (caches): the buckets it wins among the live members that are not late (below;
+//    ranges.ts), plus those
 //    it writes now that it still wins among the ready ones, so a member that joins takes nothing
 //    from anyone until it has listed what it will write;
 //  - what it writes: the buckets it keeps that it wins among the ready members and that no other
@@ -19,7 +20,12 @@
 // another lease duration (a member whose Lease lapsed and was deleted has given every bucket up
 // already; it joins again).
 // While buckets change hands (a member listing to join, or a bucket it wins still another's), it
-// looks every quarter round, so that a bucket given up is taken soon after.
+// looks every quarter round, so that a bucket given up is taken soon after. A member whose Lease
+// has not been seen renewed for a while (a third of the lease duration, two rounds and a half at
+// least) is late: the others keep (list) the buckets they would take if it were gone, but write
+// none of them until its Lease expires, so that a crashed member's ranges are taken at its expiry
+// rather than after a list of them; a late member that renews again has them back, and the others
+// drop them.
 import { createHash } from 'node:crypto';
 import { isConflict, isNotFound } from '../kube/errors.ts';
 import type { Lease, LeaseApi } from '../kube/lease.ts';
@@ -121,6 +127,8 @@ export class Membership {
   #handingOver = false;
   /** When (our clock) this member, the oldest, last compared the layout with the namespaces. */
   #layoutChecked = -Infinity;
+  /** The identities of the live members that are late, as last seen (each logged once). */
+  #late: ReadonlySet<string> = new Set();
 
   constructor(api: LeaseStore, options: MembershipOptions) {
     this.#api = api;
@@ -286,12 +294,19 @@ export class Membership {
 
   /** The other members' Leases that are live; expired ones are deleted. */
   async #others(signal: AbortSignal): Promise<Lease[]> {
-    const { namespace, group } = this.#options;
+    const { namespace, group, leaseDurationMs, retryPeriodMs, log } = this.#options;
     const leases = await this.#api.list(namespace, `${GROUP_LABEL}=${group}`, signal);
-    const { held, expired, nextExpiry } = this.#liveness.observe(
+    const { held, expired, nextExpiry, late } = this.#liveness.observe(
       leases.filter((lease) => lease.metadata.name !== this.#name),
+      Math.max(2.5 * retryPeriodMs, leaseDurationMs / 3),
     );
     this.#nextExpiry = nextExpiry;
+    const lateIdentities = new Set(held.filter((lease) => late.has(lease.metadata.name)).map((l) => view(l).identity));
+    for (const identity of lateIdentities) {
+      if (this.#late.has(identity)) continue;
+      log.info('shard member late: its Lease not renewed; listing its buckets in case it is gone', { identity });
+    }
+    this.#late = lateIdentities;
     for (const lease of expired) {
       this.#options.log.info('shard member gone: its Lease expired', {
         identity: lease.spec.holderIdentity,
@@ -359,10 +374,11 @@ export class Membership {
   /** Works out what to keep and write from the live members. */
   #decide(views: readonly MemberView[]): void {
     const { identity } = this.#options;
-    const live = [identity, ...views.map((member) => member.identity)];
+    // A late member's buckets are kept as if it were gone (listed ahead), not written until it is.
+    const current = [identity, ...views.filter((m) => !this.#late.has(m.identity)).map((m) => m.identity)];
     const ready = [identity, ...views.filter((member) => member.ready).map((member) => member.identity)];
     const wonAmongReady = bucketsOf(identity, ready);
-    const keeps = bucketsOf(identity, live);
+    const keeps = bucketsOf(identity, current);
     for (const bucket of this.#writes) if (wonAmongReady.has(bucket)) keeps.add(bucket);
     // Caches that hold all they keep (a grown set lists again first).
     const synced = [...keeps].every((bucket) => this.#keeps.has(bucket)) && this.#options.synced();
@@ -434,7 +450,10 @@ export class Membership {
 
   /** Sleeps `ms`, or until woken early by the caches becoming synced or a member's Lease expiring. */
   async #sleep(ms: number, signal: AbortSignal): Promise<void> {
-    const until = Math.min(this.#clock.now() + ms, this.#nextExpiry);
+    const now = this.#clock.now();
+    // An expiry already past was seen by a round that could not act on it (its renewal failed):
+    // waking for it again would retry without a pause.
+    const until = Math.min(now + ms, this.#nextExpiry > now ? this.#nextExpiry : Infinity);
     // While the caches list what this member keeps, look often, so buckets are taken soon after.
     while (!signal.aborted && this.#clock.now() < until) {
       if (!this.#ready && this.#keeps.size > 0 && this.#options.synced()) return;

@@ -669,6 +669,12 @@ describe('replicas sharing the work (--shards auto)', { skip }, () => {
           uri.includes('resourceVersionMatch=NotOlderThan') && uri.includes('limit=')
         );
         assert.ok(added.length >= 1, `a list of what the taken buckets add:\n${since.join('\n')}`);
+        // ... listed while the killed member was late, before its Lease expired.
+        for (const member of group.running) {
+          const late = member.labeller.logs.findIndex((l) => l.msg.startsWith('shard member late'));
+          const gone = member.labeller.logs.findIndex((l) => l.msg === 'shard member gone: its Lease expired');
+          assert.ok(late >= 0 && (gone < 0 || late < gone), 'each survivor saw the member late before it was gone');
+        }
         figure(
           t,
           `shards crash: ${theirs.length} ConfigMaps made in its namespaces right after kill -9 labelled after ${took} ms (lease duration ${LEASE_MS} ms); its Lease deleted after ${deleted} ms`,
