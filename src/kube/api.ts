@@ -4,13 +4,14 @@
 import type { IncomingMessage } from 'node:http';
 import type { KubeClient } from './client.ts';
 import type {
+  ApplyConfiguration,
   MetadataApplyConfiguration,
   PartialObjectMetadata,
   PartialObjectMetadataList,
   WatchEvent,
 } from './objects.ts';
 import type { ApiResource } from './resource.ts';
-import { WatchIdleError } from './errors.ts';
+import { isConflict, isNotFound, WatchIdleError } from './errors.ts';
 import { readWatchStream } from './watchstream.ts';
 
 const ACCEPT_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json';
@@ -200,8 +201,11 @@ export class MetadataApi implements ResourceApi {
     throw error;
   }
 
-  /** Server-side apply of the given labels and annotations under `fieldManager`; answers with the object's metadata. */
-  apply(body: MetadataApplyConfiguration, options: ApplyOptions): Promise<PartialObjectMetadata> {
+  /**
+   * Server-side apply of `body` under `fieldManager` (an object's labels and annotations, or a
+   * whole object labeller owns: an admission policy); answers with the object's metadata.
+   */
+  apply(body: MetadataApplyConfiguration | ApplyConfiguration, options: ApplyOptions): Promise<PartialObjectMetadata> {
     const namespace = body.metadata.namespace ?? '';
     return this.#client.json<PartialObjectMetadata>('PATCH', this.path(body.metadata.name, namespace), {
       headers: { accept: ACCEPT_OBJECT, 'content-type': 'application/apply-patch+yaml' },
@@ -231,6 +235,27 @@ export class MetadataApi implements ResourceApi {
       body: JSON.stringify(operations),
       signal: options.signal,
     });
+  }
+
+  /**
+   * Deletes the object `name` (of a cluster-scoped resource, or in this API's namespace) if it is
+   * still the one of `uid`: an object made again meanwhile stays. One gone already is no failure.
+   */
+  async delete(
+    name: string,
+    options: { readonly uid?: string | undefined; readonly signal?: AbortSignal | undefined },
+  ): Promise<void> {
+    const { uid, signal } = options;
+    try {
+      await this.#client.json('DELETE', this.path(name), {
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(uid ? { preconditions: { uid } } : {}),
+        signal,
+      });
+    } catch (error) {
+      // Gone already, or made again since (the uid precondition failed): nothing of it to delete.
+      if (!isNotFound(error) && !isConflict(error)) throw error;
+    }
   }
 
   /** The collection path, or an object's path when `name` is given. */

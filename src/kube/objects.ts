@@ -67,6 +67,13 @@ export type WatchEvent =
   }
   | { readonly type: 'ERROR'; readonly object: Status };
 
+/** A server-side apply body: an object's type and name, and the fields its field manager sets. */
+export interface ApplyConfiguration {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly metadata: { readonly name: string; readonly namespace?: string };
+}
+
 /** A server-side apply body that sets only labels and annotations; `uid` makes the apply fail rather than recreate a deleted object. */
 export interface MetadataApplyConfiguration {
   readonly apiVersion: string;
