@@ -10,6 +10,11 @@ export function policyLabels(fieldManager: string): Record<string, string> {
   return { 'app.kubernetes.io/managed-by': 'labeller', [FIELD_MANAGER_LABEL]: fieldManagerLabelValue(fieldManager) };
 }
 
+/** The label selector of the policies and bindings rendered for `fieldManager`: those it keeps, and prunes. */
+export function policySelector(fieldManager: string): string {
+  return Object.entries(policyLabels(fieldManager)).map(([key, value]) => `${key}=${value}`).join(',');
+}
+
 /**
  * A policy's name: the field manager (its slug and a hash when it is no DNS label, so that two
  * field managers never share names), then `parts` (the kind as `deployments.apps`, a source),

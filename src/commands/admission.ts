@@ -5,12 +5,9 @@
 // the List's `controllerRules` too, so that a program reading the output has it all in one
 // document.
 import { dump } from 'js-yaml';
-import { type Admission, type ControllerRule, renderAdmission } from '../admission/policy.ts';
+import type { Admission, ControllerRule } from '../admission/policy.ts';
 import type { Config } from '../config/model.ts';
-import { everyKindExclusions } from '../kinds/everykind.ts';
-import { resolveKinds } from '../kinds/resolve.ts';
-import { everyResource } from '../kube/resolve.ts';
-import { groupResource, parseGroupResource } from '../kube/resource.ts';
+import { renderPolicies } from '../policies/render.ts';
 import type { Ending, Host } from './host.ts';
 
 export interface AdmissionOptions {
@@ -27,8 +24,8 @@ export interface AdmissionList {
 }
 
 export function runAdmission(host: Host, config: Config, options: AdmissionOptions): Ending {
-  const { discovery, log } = host;
-  const { resolved, unknown } = resolveKinds(config.kinds, discovery);
+  const { log } = host;
+  const { admission, unknown, unmatched } = renderPolicies(config, host.discovery, options.fieldManager);
   for (const { kind, error } of unknown) {
     log.warn('kind not served: no policy rendered for it; render again once it is served', {
       entry: kind.where,
@@ -36,30 +33,12 @@ export function runAdmission(host: Host, config: Config, options: AdmissionOptio
       error,
     });
   }
-  const every = config.everyKind;
-  let excluded: { group: string; resource: string }[] = [];
-  if (every) {
-    const { resources } = discovery;
-    const { left, unmatched } = everyKindExclusions(every, resolved, resources);
-    for (const name of unmatched) {
-      log.warn('excluded kind not served by the API server (yet): the every-kind policy does not leave it out', {
-        kind: name,
-        entry: every.kind.where,
-      });
-    }
-    // What discovery serves but labeller could never label (no list, watch or patch: the review APIs).
-    const labellable = new Set(everyResource(resources).map(groupResource));
-    const never = resources.filter((r) => !r.resource.includes('/')).map(groupResource).filter((name) =>
-      !labellable.has(name)
-    );
-    excluded = [...new Set([...left, ...never])].sort().map(parseGroupResource);
+  for (const name of unmatched) {
+    log.warn('excluded kind not served by the API server (yet): the every-kind policy does not leave it out', {
+      kind: name,
+      entry: config.everyKind?.kind.where,
+    });
   }
-  const admission = renderAdmission({
-    fieldManager: options.fieldManager,
-    kinds: resolved,
-    everyKind: every && { every, excluded },
-    sources: config.sources,
-  });
   for (const rule of admission.controllerRules) log.info('left to the controller', { ...rule });
   const list: AdmissionList = {
     apiVersion: 'v1',

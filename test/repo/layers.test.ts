@@ -19,7 +19,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['admission', 'events'],
   ['related', 'sources'],
   ['kinds'],
-  ['guard', 'preflight'],
+  ['guard', 'preflight', 'policies'],
   ['commands'],
   ['cli'],
 ];
