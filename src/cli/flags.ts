@@ -128,6 +128,12 @@ export const SPECS = {
     group: 'Behaviour',
     describe: 'converge every matching object once, print a summary and exit (0: all done, 1: failures)',
   },
+  'admission-policies': {
+    kind: 'boolean',
+    group: 'Behaviour',
+    describe:
+      "the controller also keeps the config's MutatingAdmissionPolicies applied (those labeller admission prints), so objects carry their labels from their create (Kubernetes 1.36 and later; older servers: controller only); prune removes them, status says which are in force",
+  },
   coverage: {
     kind: 'boolean',
     group: 'Behaviour',

@@ -112,8 +112,11 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
     );
     if (!host) return 0;
     try {
-      const preflight = options.preflight ? { events: options.events, leaseNamespace: namespace } : undefined;
-      return EXIT_STATUS[await runCommand(host, options, config, { guard, configFile }, preflight)];
+      const preflight = options.preflight
+        ? { events: options.events, leaseNamespace: namespace, admissionPolicies: options.admissionPolicies }
+        : undefined;
+      const label = { guard, configFile, admissionPolicies: options.admissionPolicies };
+      return EXIT_STATUS[await runCommand(host, options, config, label, preflight)];
     } finally {
       await host.close();
     }
@@ -134,6 +137,7 @@ function runCommand(
     return runPrune(
       host,
       config ? { allKinds: false, config } : { allKinds: true, namespaces: options.namespaces ?? [] },
+      options,
     );
   }
   // Only prune --all-kinds goes without a config.

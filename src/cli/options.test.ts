@@ -29,6 +29,7 @@ test('defaults when nothing is set', async () => {
     kubeconfig: undefined,
     context: undefined,
     fieldManager: 'labeller',
+    admissionPolicies: false,
     ignoreFieldManagerGuard: false,
     concurrency: 8,
     requeueAfterMs: 300_000,
@@ -112,6 +113,7 @@ test('every option can come from the environment (former names of options includ
       kubeconfig: '/tmp/kubeconfig',
       context: 'kind-dev',
       fieldManager: 'mine',
+      admissionPolicies: false,
       ignoreFieldManagerGuard: true,
       concurrency: 3,
       requeueAfterMs: 3_600_000,
@@ -298,6 +300,21 @@ test('--shards auto: the controller, prune and the preflight of status and --onc
     parse(['--kinds', 'cm', '--shard-group', 'Bad_Name']),
     /--shard-group: "Bad_Name" is not a valid name/,
   );
+});
+
+test('--admission-policies (LABELLER_ADMISSION_POLICIES): the controller, prune and status; not --once, explain or admission', async () => {
+  assert.equal((await parse(['--kinds', 'cm', '--admission-policies']))?.admissionPolicies, true);
+  assert.equal((await parse(['--kinds', 'cm'], { LABELLER_ADMISSION_POLICIES: 'true' }))?.admissionPolicies, true);
+  for (const command of ['prune', 'status']) {
+    assert.equal((await parse([command, '--kinds', 'cm', '--admission-policies']))?.admissionPolicies, true, command);
+  }
+  for (const other of [['--once'], ['--once', '--dry-run'], ['admission'], ['explain', 'cm/a']]) {
+    await assert.rejects(
+      parse([...other, '--kinds', 'cm', '--admission-policies']),
+      /--admission-policies works with the controller \(labeller without --once\), prune and status/,
+      other.join(' '),
+    );
+  }
 });
 
 test('flags are named as Kubernetes components name them; the former names still work', async () => {

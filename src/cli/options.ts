@@ -62,6 +62,8 @@ export interface Options {
   readonly metricsBindAddress: BindAddress | undefined;
   /** Where /healthz and /readyz are served; undefined: off. The same address as metrics: one server. */
   readonly healthProbeBindAddress: BindAddress | undefined;
+  /** The controller keeps the config's admission policies applied; prune and status treat them as labeller's (--admission-policies). */
+  readonly admissionPolicies: boolean;
   /** Write even when a running labeller with another config holds the field manager. */
   readonly ignoreFieldManagerGuard: boolean;
   readonly leaderElect: boolean;
@@ -275,6 +277,13 @@ export async function parseOptions(
       }: "${shardGroup}" is not a valid name: it names Leases and labels them; use lower-case letters, digits and '-', at most 63 characters`,
     );
   }
+  // The controller keeps them; prune removes them (a failure to is then an error) and status asks for their rights.
+  const admissionPolicies = flag('admission-policies');
+  if (admissionPolicies && (!['label', 'prune', 'status'].includes(command) || (command === 'label' && flag('once')))) {
+    throw new UsageError(
+      '--admission-policies works with the controller (labeller without --once), prune and status; labeller admission prints the policies without it',
+    );
+  }
   if (flag('all-kinds') && isSet('exclude-kinds')) {
     throw new UsageError(
       "--exclude-kinds works with the '*' kind; prune --all-kinds takes every kind: prune with --kinds '*' to leave some out",
@@ -300,6 +309,7 @@ export async function parseOptions(
     kubeconfig: string('kubeconfig'),
     context: string('context'),
     fieldManager: string('field-manager') ?? 'labeller',
+    admissionPolicies,
     ignoreFieldManagerGuard: flag('ignore-field-manager-guard'),
     concurrency: count('concurrency'),
     requeueAfterMs: duration('requeue-after'),

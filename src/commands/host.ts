@@ -100,6 +100,8 @@ export class Host {
   #kinds: KindSet | undefined;
   /** Set once the first config has been claimed and wired: readiness waits for it. */
   #started: Started | undefined;
+  /** More of what /readyz notes, beside the kinds' (the admission policies refused). */
+  readonly #notes: (() => string[])[] = [];
   /** The shard membership running, ended (the member leaving) at close. */
   #membership: { readonly stop: AbortController; readonly running: Promise<void> } | undefined;
 
@@ -228,6 +230,11 @@ export class Host {
     return this.#started;
   }
 
+  /** Adds to what /readyz notes: why labels are held or set later, not keeping labeller from being ready. */
+  addNotes(notes: () => string[]): void {
+    this.#notes.push(notes);
+  }
+
   /**
    * Joins the shard group: the membership runs until close(), and objects in buckets it takes over
    * are looked at again (they were another member's until now).
@@ -298,7 +305,7 @@ export class Host {
           ]
           : ['waiting for API discovery'];
       },
-      notes: () => this.#started?.kinds.notes() ?? [],
+      notes: () => [...(this.#started?.kinds.notes() ?? []), ...this.#notes.flatMap((notes) => notes())],
     };
     this.metrics.readiness(() => readiness.problems().length === 0);
     this.#servers = await Promise.all(

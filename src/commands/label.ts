@@ -1,20 +1,26 @@
 // `labeller`: the controller. The config's kinds run until a signal, under leader election when
 // asked, with the field-manager guard claiming each config before it takes effect and holding
 // its Lease while this process may write; the config file, when there is one, is followed and
-// each change applied live; discovery is refreshed so kinds served later start.
+// each change applied live; discovery is refreshed so kinds served later start. With
+// --admission-policies, the config's admission policies are kept applied beside the kinds while
+// this process may write (policies/applier.ts), again after each reload the guard let through.
 import { type ConfigFile, followConfigFile } from '../config/follow.ts';
 import type { Config } from '../config/model.ts';
 import { claimOf } from '../guard/claim.ts';
 import { type FieldManagerGuard, type FieldManagerTaken, guardFor, type GuardOptions } from '../guard/guard.ts';
 import { LeaseApi } from '../kube/lease.ts';
+import { PolicyApplier } from '../policies/applier.ts';
+import { PolicyStore } from '../policies/store.ts';
 import { LeaseMemory, memoryLeaseName } from '../sources/memory.ts';
-import type { Ending, Host, StartOptions } from './host.ts';
+import type { Ending, Host, Started, StartOptions } from './host.ts';
 
 export interface LabelOptions {
   /** The field-manager guard (off with --dry-run, which writes nothing). */
   readonly guard: Omit<GuardOptions, 'log'> & { readonly identity: string; readonly shardGroup?: string | undefined };
   /** The config file, when there is one: its changes are applied live. */
   readonly configFile?: ConfigFile | undefined;
+  /** Keep the config's admission policies applied (--admission-policies); the guard's claim covers them. */
+  readonly admissionPolicies: boolean;
 }
 
 /** This process's field-manager guard, for the commands that write (none with --dry-run, which writes nothing). */
@@ -29,13 +35,13 @@ export function writerGuard(host: Host, options: Pick<LabelOptions, 'guard'>): F
  */
 export function writerStart(
   host: Host,
-  options: Pick<LabelOptions, 'guard'>,
+  options: Pick<LabelOptions, 'guard' | 'admissionPolicies'>,
   guard: FieldManagerGuard | undefined,
 ): Pick<StartOptions, 'claim' | 'sourceMemory'> {
   if (!guard) return {};
   const { fieldManager, leaderElection } = host.options;
   return {
-    claim: (config, kinds, signal) => guard.claim(claimOf(config, kinds), signal),
+    claim: (config, kinds, signal) => guard.claim(claimOf(config, kinds, options.admissionPolicies), signal),
     sourceMemory: new LeaseMemory(new LeaseApi(host.client), {
       namespace: options.guard.namespace,
       name: memoryLeaseName(fieldManager, leaderElection?.name),
@@ -58,6 +64,7 @@ export async function runLabel(host: Host, config: Config, options: LabelOptions
   });
   if (!started) return 'stopped';
   const { manager, kinds } = started;
+  const policies = options.admissionPolicies ? keepPolicies(host, started, guard) : undefined;
   let taken: FieldManagerTaken | undefined;
   if (guard) {
     // Held while this process may write, and until everything has drained, so other labellers see it.
@@ -72,7 +79,11 @@ export async function runLabel(host: Host, config: Config, options: LabelOptions
   const refreshing = discovery.run(stopDiscovery.signal);
   try {
     const following = options.configFile && followConfigFile(options.configFile, {
-      apply: (next, signal) => kinds.apply(next, signal),
+      apply: async (next, signal) => {
+        const change = await kinds.apply(next, signal);
+        policies?.changed();
+        return change;
+      },
       metrics,
       rejected: events && ((message) => events.configRejected(message)),
       log,
@@ -87,4 +98,28 @@ export async function runLabel(host: Host, config: Config, options: LabelOptions
     stopDiscovery.abort();
     await refreshing;
   }
+}
+
+/** The applier of the config's admission policies, run while this process may write, its state in the gauges and /readyz. */
+function keepPolicies(
+  host: Host,
+  { manager, kinds, shard }: Started,
+  guard: FieldManagerGuard | undefined,
+): PolicyApplier {
+  const { client, options, discovery, events, metrics, log } = host;
+  const policies = new PolicyApplier({
+    store: new PolicyStore(client, options.fieldManager),
+    discovery,
+    config: () => kinds.config,
+    dryRun: options.dryRun,
+    writable: guard && ((signal) => guard.writable(signal)),
+    shard,
+    events,
+    resyncMs: options.requeueAfterMs,
+    log: log.child({ component: 'admission-policies' }),
+  });
+  manager.whileLeading((writes) => policies.run(writes));
+  metrics.admissionPolicies(() => policies.counts());
+  host.addNotes(() => policies.notes());
+  return policies;
 }

@@ -2,12 +2,14 @@
 // identity they run as may do all that the controller does with this config, asked once the
 // kinds have listed (so the related kinds their objects point at are known), and what is
 // missing as a table and as RBAC to apply. Missing rights make the exit status 3.
+import { servesPolicies } from '../admission/resources.ts';
 import type { Config } from '../config/model.ts';
 import { guardLeaseName } from '../guard/claim.ts';
 import { watchedNamespaces } from '../kinds/resolve.ts';
 import { groupResource, parseGroupResource } from '../kube/resource.ts';
 import { needsOf } from '../preflight/needs.ts';
 import { type Preflight, preflight } from '../preflight/preflight.ts';
+import { renderPolicies } from '../policies/render.ts';
 import { memoryLeaseName } from '../sources/memory.ts';
 import type { Host, Started } from './host.ts';
 
@@ -17,6 +19,8 @@ export interface PreflightSettings {
   readonly events: boolean;
   /** Where labeller's own Leases live. */
   readonly leaseNamespace: string;
+  /** --admission-policies: the controller keeps the config's policies applied. */
+  readonly admissionPolicies: boolean;
 }
 
 /** The rights `config` needs as the controller runs it, asked of the API server. */
@@ -57,6 +61,13 @@ export function checkRights(
         }),
     },
     sourceMemory: config.sources.size > 0 ? memoryLeaseName(options.fieldManager, election?.name) : undefined,
+    admissionPolicies: settings.admissionPolicies && servesPolicies(host.discovery.resources)
+      ? {
+        params: renderPolicies(config, host.discovery, options.fieldManager).admission.objects.some((object) =>
+          object.kind === 'MutatingAdmissionPolicy' && object.spec.paramKind !== undefined
+        ),
+      }
+      : undefined,
   });
   return preflight(client, needs, 'labeller-preflight', shutdown.intake);
 }

@@ -4,6 +4,11 @@
 // keys another manager also owns stay, as server-side apply decides. Objects labeller owns
 // nothing on get no request. For a sharded controller (--shards auto) it first waits until no
 // member of the group holds its Lease, as with --leader-elect it waits to hold the leader's.
+// Then it deletes the field manager's admission policies and bindings, whether or not it was
+// given --admission-policies: a prune cleans up what an earlier run left. Without the flag, a
+// server that does not serve them, or rights to find them it lacks, are no failure.
+import { policySelector } from '../admission/names.ts';
+import { servesPolicies } from '../admission/resources.ts';
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
 import { isForbidden } from '../kube/errors.ts';
 import { LeaseApi } from '../kube/lease.ts';
@@ -13,6 +18,7 @@ import type { Config, KindConfig } from '../config/model.ts';
 import { type MonotonicClock, monotonicClock } from '../runtime/leader.ts';
 import { Liveness } from '../shard/liveness.ts';
 import { GROUP_LABEL } from '../shard/membership.ts';
+import { PolicyStore } from '../policies/store.ts';
 import type { Logger } from '../util/log.ts';
 import type { Ending, Host } from './host.ts';
 import { runOnce } from './once.ts';
@@ -25,7 +31,11 @@ export type PruneTarget =
   | { readonly allKinds: false; readonly config: Config }
   | { readonly allKinds: true; readonly namespaces: readonly string[] };
 
-export async function runPrune(host: Host, target: PruneTarget): Promise<Ending> {
+export async function runPrune(
+  host: Host,
+  target: PruneTarget,
+  options: { readonly admissionPolicies: boolean },
+): Promise<Ending> {
   const { sharding, dryRun } = host.options;
   if (sharding) {
     const gone = await shardGroupGone(new LeaseApi(host.client), {
@@ -35,7 +45,41 @@ export async function runPrune(host: Host, target: PruneTarget): Promise<Ending>
     }, host.shutdown.intake);
     if (!gone) return 'stopped';
   }
-  return runOnce(host, pruneConfig(target, host.discovery, host.log));
+  const ending = await runOnce(host, pruneConfig(target, host.discovery, host.log));
+  // Left for a run that ends, or that waited for the leader's Lease (no controller puts them back).
+  if (ending === 'stopped' || host.shutdown.intake.aborted) return ending;
+  return (await prunePolicies(host, options.admissionPolicies)) ? ending : 'incomplete';
+}
+
+/** Deletes the field manager's admission policies and bindings; false when that failed (`required`: --admission-policies). */
+async function prunePolicies(host: Host, required: boolean): Promise<boolean> {
+  const { client, discovery, options, log, shutdown } = host;
+  if (!servesPolicies(discovery.resources)) {
+    if (required) log.info('no admission policies to remove: the API server does not serve them');
+    return true;
+  }
+  try {
+    await new PolicyStore(client, options.fieldManager).prune(new Set(), {
+      dryRun: options.dryRun,
+      why: 'prune',
+      log,
+      signal: shutdown.intake,
+    });
+    return true;
+  } catch (error) {
+    if (isForbidden(error) && !required) {
+      log.info(
+        `may not list admission policies: any an earlier run with --admission-policies left stay; grant list and delete on mutatingadmissionpolicies and mutatingadmissionpolicybindings, or delete them: kubectl delete mutatingadmissionpolicies,mutatingadmissionpolicybindings -l ${
+          policySelector(options.fieldManager)
+        }`,
+        { error },
+      );
+      return true;
+    }
+    if (shutdown.intake.aborted) return false;
+    log.error('cannot remove the admission policies', { error });
+    return false;
+  }
 }
 
 export interface ShardGroupWait {

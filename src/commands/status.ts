@@ -9,6 +9,8 @@ import { groupResource } from '../kube/resource.ts';
 import { noObjects, type ObjectCounts } from '../labelling/counts.ts';
 import { type KeyCoverage, keysCut, keyStates, shortfallReason } from '../labelling/coverage.ts';
 import type { LabelledKind } from '../kinds/controller.ts';
+import { servesPolicies } from '../admission/resources.ts';
+import { type PolicyOnServer, PolicyStore } from '../policies/store.ts';
 import type { Ending, Host } from './host.ts';
 import { LeaseApi } from '../kube/lease.ts';
 import { type MemberStatus, readMembers } from '../shard/membership.ts';
@@ -54,6 +56,20 @@ export interface StatusReport {
   readonly permissions?: Preflight;
   /** The members of the shard groups in labeller's namespace (--shards auto), when there are any. */
   readonly shards?: readonly MemberStatus[];
+  /** labeller's admission policies: with --admission-policies, or when the field manager has some on the cluster. */
+  readonly admissionPolicies?: AdmissionPolicyStatus;
+}
+
+/** Whether labeller's admission policies are in force: served, and which its field manager has on the cluster. */
+export interface AdmissionPolicyStatus {
+  /** Whether the API server serves admissionregistration.k8s.io/v1 MutatingAdmissionPolicies (1.36 and later). */
+  readonly served: boolean;
+  /** The field manager's policies, by name; empty when not served. */
+  readonly policies: readonly string[];
+  /** Their bindings, by name. */
+  readonly bindings: readonly string[];
+  /** Why they could not be listed. */
+  readonly error?: string;
 }
 
 export interface StatusOptions {
@@ -63,6 +79,8 @@ export interface StatusOptions {
   readonly preflight: PreflightSettings | undefined;
   /** Where shard groups' member Leases live (labeller's namespace). */
   readonly leaseNamespace: string;
+  /** --admission-policies: the controller keeps them, so they are reported (and their rights asked) even when there are none. */
+  readonly admissionPolicies: boolean;
 }
 
 /** Prints the report on stdout; `incomplete` when a kind could not be counted or a signal cut it short. */
@@ -115,12 +133,14 @@ export async function runStatus(host: Host, config: Config, options: StatusOptio
     ? await checkRights(host, started, config, options.preflight)
     : undefined;
   const shards = await shardMembers(host, options.leaseNamespace);
+  const admissionPolicies = await policiesInForce(host, options.admissionPolicies);
   const report: StatusReport = {
     fieldManager: host.options.fieldManager,
     kinds: rows,
     total,
     ...(permissions ? { permissions } : {}),
     ...(shards.length > 0 ? { shards } : {}),
+    ...(admissionPolicies ? { admissionPolicies } : {}),
   };
   process.stdout.write(options.output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : table(report));
   if (permissions?.missing.length) return 'missing rights';
@@ -134,6 +154,30 @@ async function shardMembers(host: Host, namespace: string): Promise<MemberStatus
   } catch (error) {
     host.log.debug('cannot list shard members', { namespace, error });
     return [];
+  }
+}
+
+/**
+ * The field manager's admission policies on the cluster: with --admission-policies always (a
+ * failure to list them said), otherwise only when there are some (a reader without rights on them
+ * sees nothing of them).
+ */
+async function policiesInForce(host: Host, asked: boolean): Promise<AdmissionPolicyStatus | undefined> {
+  const { client, discovery, options, log, shutdown } = host;
+  if (!servesPolicies(discovery.resources)) return asked ? { served: false, policies: [], bindings: [] } : undefined;
+  try {
+    const found = await new PolicyStore(client, options.fieldManager).list(shutdown.intake);
+    const named = (kind: PolicyOnServer['kind']) => found.filter((o) => o.kind === kind).map((o) => o.name).sort();
+    const status = {
+      served: true,
+      policies: named('MutatingAdmissionPolicy'),
+      bindings: named('MutatingAdmissionPolicyBinding'),
+    };
+    return asked || found.length > 0 ? status : undefined;
+  } catch (error) {
+    log.debug('cannot list admission policies', { error });
+    const message = error instanceof Error ? error.message : String(error);
+    return asked ? { served: true, policies: [], bindings: [], error: message } : undefined;
   }
 }
 
@@ -212,7 +256,21 @@ function table(report: StatusReport): string {
       .join('  ').trimEnd();
   return `${[head, ...lines].map(format).join('\n')}\n${coverageTable(report)}${crowdingLines(report)}${
     shardTable(report)
-  }${report.permissions ? `\n${preflightText(report.permissions)}` : ''}`;
+  }${policiesLine(report)}${report.permissions ? `\n${preflightText(report.permissions)}` : ''}`;
+}
+
+/** One line on labeller's admission policies, e.g. `admission policies: 2 in force (labeller-pods, labeller-services)`. */
+function policiesLine({ admissionPolicies: status }: StatusReport): string {
+  if (!status) return '';
+  if (!status.served) {
+    return '\nadmission policies: not served by the API server (Kubernetes 1.36 and later); the controller labels objects after their create\n';
+  }
+  if (status.error !== undefined) return `\nadmission policies: cannot be listed: ${status.error}\n`;
+  const bound = status.policies.filter((name) => status.bindings.includes(name));
+  const unbound = status.policies.filter((name) => !status.bindings.includes(name));
+  return `\nadmission policies: ${bound.length} in force${bound.length > 0 ? ` (${bound.join(', ')})` : ''}${
+    unbound.length > 0 ? `; without a binding, so not in force: ${unbound.join(', ')}` : ''
+  }\n`;
 }
 
 /** Each shard member's share, objects and ranges (cut short here; whole in JSON). */

@@ -1,8 +1,9 @@
 // labeller's Kubernetes Events: a label left to another manager (LabelConflict) or a value that
 // cannot be rendered (InvalidLabelValue) on the object concerned; a kind whose list or watch is
 // refused (KindForbidden, KindNotFound) on labeller's own Pod, when it runs in one (outside a pod
-// that stays in the log), as is a config change the live reload rejected (ConfigRejected). All go
-// through the aggregating, rate-limited recorder.
+// that stays in the log), as is a config change the live reload rejected (ConfigRejected) and an
+// admission policy the API server refused (AdmissionPolicyRefused). All go through the
+// aggregating, rate-limited recorder.
 import { FIGHT_WINDOW_MS } from '../labelling/fights.ts';
 import { hostname } from 'node:os';
 import type { KubeClient } from '../kube/client.ts';
@@ -76,6 +77,11 @@ export class LabellerEvents {
   /** A config file change rejected by the live reload, on labeller's Pod (outside a pod, the log has it). */
   configRejected(note: string): void {
     this.#onPod('ConfigRejected', 'Reloading', note);
+  }
+
+  /** An admission policy or binding the API server refused to store (its CEL, or the rights it needs), on labeller's Pod. */
+  policyRefused(note: string): void {
+    this.#onPod('AdmissionPolicyRefused', 'Applying', note);
   }
 
   /** A source of truth that cannot be read (its last good content stays), on labeller's Pod. */

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Lease } from '../kube/lease.ts';
-import { blockers, type Claim, guardLeaseName } from './claim.ts';
+import { blockers, type Claim, claimOf, guardLeaseName } from './claim.ts';
 
 const NOW = Date.parse('2026-01-01T00:00:00Z');
 
@@ -96,4 +96,15 @@ test('guard Lease names are valid Kubernetes names whatever the field manager', 
 
 test("a holder's own Lease never blocks it, whatever config it last wrote (a reload)", () => {
   assert.deepEqual(blockers([holder({ holder: 'laptop_1', config: 'sha256:before' })], me, NOW), []);
+});
+
+test("with --admission-policies the claim covers the field manager's policies: two such configs always overlap, one without them does not", () => {
+  const config = { kinds: [], ownerKinds: [], sources: new Map() };
+  const kinds = { resolved: [], unknown: [] };
+  const policies = claimOf(config, kinds, true).scope;
+  assert.deepEqual(policies, ['mutatingadmissionpolicies.admissionregistration.k8s.io@*']);
+  assert.deepEqual(claimOf(config, kinds).scope, []);
+  const keeping = holder({ scope: policies.join(',') });
+  assert.equal(blockers([keeping], { ...me, scope: policies }, NOW).length, 1);
+  assert.deepEqual(blockers([keeping], me, NOW), []);
 });

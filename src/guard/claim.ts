@@ -10,6 +10,7 @@ import type { Config } from '../config/model.ts';
 import { configFingerprint } from '../config/fingerprint.ts';
 import { FIELD_MANAGER_LABEL, fieldManagerLabelValue } from '../config/fieldmanager.ts';
 import { watchedNamespaces } from '../kinds/resolve.ts';
+import { POLICY_RESOURCES } from '../admission/resources.ts';
 import type { Resolved } from '../kinds/resolve.ts';
 
 const PREFIX = 'labeller';
@@ -145,9 +146,15 @@ export function claimMetadata(
   };
 }
 
-/** The claim of a config: its fingerprint, and the kinds × namespaces it writes (kinds not served yet included). */
-export function claimOf(config: Config, kinds: Resolved): ClaimedConfig {
+/**
+ * The claim of a config: its fingerprint, and the kinds × namespaces it writes (kinds not served
+ * yet included); with `admissionPolicies`, the field manager's admission policies too, which are
+ * named after it, so two configs keeping policies under one field manager always overlap: each
+ * would delete the other's as policies its config does not render.
+ */
+export function claimOf(config: Config, kinds: Resolved, admissionPolicies = false): ClaimedConfig {
   const scope = [
+    ...(admissionPolicies ? [`${groupResource(POLICY_RESOURCES[0])}@*`] : []),
     ...kinds.resolved.flatMap(({ kind, resource }) =>
       watchedNamespaces(kind, resource).map((ns) => `${groupResource(resource)}@${ns || '*'}`)
     ),

@@ -77,6 +77,12 @@ export interface ShardGauges {
   readonly filtering: readonly { readonly controller: string; readonly filtering: string }[];
 }
 
+/** labeller's admission policies (--admission-policies), as policies/applier.ts reports them: applied, or refused by the API server. */
+export interface AdmissionPolicyGauges {
+  readonly applied: number;
+  readonly refused: number;
+}
+
 /** A related kind that cannot be read, and why, as related/unreadable.ts reports it. */
 export interface UnreadableKindGauge {
   readonly kind: string;
@@ -112,6 +118,7 @@ export class Metrics {
   #sources: () => readonly SourceGauges[] = () => [];
   #ready: () => boolean = () => false;
   #shard: (() => ShardGauges) | undefined;
+  #admissionPolicies: (() => AdmissionPolicyGauges) | undefined;
 
   constructor() {
     const registers = [this.registry];
@@ -327,6 +334,21 @@ export class Metrics {
         for (const { controller, filtering } of s.filtering) g.set({ controller, filtering }, 1);
       },
     );
+    const admissionPolicies = (): AdmissionPolicyGauges | undefined => this.#admissionPolicies?.();
+    new Gauge({
+      name: 'labeller_admission_policies',
+      help:
+        'MutatingAdmissionPolicies of the config (--admission-policies) this process keeps applied, by state: applied, or refused by the API server (the controller labels those objects after their create)',
+      labelNames: ['state'],
+      registers,
+      collect() {
+        this.reset();
+        const state = admissionPolicies();
+        if (!state) return;
+        this.set({ state: 'applied' }, state.applied);
+        this.set({ state: 'refused' }, state.refused);
+      },
+    });
     const sources = (): readonly SourceGauges[] => this.#sources();
     const source = (name: string, help: string, value: (state: SourceGauges) => number | undefined) =>
       new Gauge({
@@ -396,6 +418,11 @@ export class Metrics {
   /** Where the labeller_shard_* gauges are read from at each scrape (sharded replicas only). */
   shard(read: () => ShardGauges): void {
     this.#shard = read;
+  }
+
+  /** Where labeller_admission_policies is read from at each scrape (with --admission-policies only). */
+  admissionPolicies(read: () => AdmissionPolicyGauges): void {
+    this.#admissionPolicies = read;
   }
 
   /** Where labeller_kinds_skipped is read from at each scrape. */

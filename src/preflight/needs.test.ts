@@ -87,3 +87,28 @@ test("needs of a shard member: its group's Leases, any name in the lease namespa
     ],
   );
 });
+
+test('needs of --admission-policies: list, create, patch and delete on the policies and bindings cluster-wide; get on every ConfigMap when a policy reads one as its params', () => {
+  const input = {
+    kinds: [],
+    related: [],
+    sources: [],
+    events: false,
+    leaseNamespace: 'ops',
+    leaderElection: undefined,
+    shardGroup: undefined,
+    guard: undefined,
+    sourceMemory: undefined,
+  };
+  const brief = (params: boolean | undefined) =>
+    needsOf({ ...input, admissionPolicies: params === undefined ? undefined : { params } }).map((n) =>
+      `${n.verbs.join(',')} ${n.resource}${n.group ? `.${n.group}` : ''}@${n.namespace || '*'}`
+    );
+  assert.deepEqual(brief(undefined), []);
+  const policies = [
+    'list,create,patch,delete mutatingadmissionpolicies.admissionregistration.k8s.io@*',
+    'list,create,patch,delete mutatingadmissionpolicybindings.admissionregistration.k8s.io@*',
+  ];
+  assert.deepEqual(brief(false), policies);
+  assert.deepEqual(brief(true), [...policies, 'get configmaps@*']);
+});

@@ -1,9 +1,10 @@
 // The rights a config needs to run as a controller, from what it runs now: the kinds resolved
 // (list, watch, patch where each is watched), the caches of related objects acquired for its
 // templates (list, watch; one namespace by name in namespaced mode), its ConfigMap sources, and
-// the Leases and Events the controller writes. Taken from the running kind set rather than
+// the Leases and Events the controller writes, and its admission policies. Taken from the running kind set rather than
 // derived again from the config, so an owner kind followed because an object points at it, or
 // a kind of the every-kind entry, is asked about as it is used.
+import { POLICY_RESOURCES } from '../admission/resources.ts';
 import type { SourceSpec } from '../config/sources.ts';
 import { type ApiResource, groupResource } from '../kube/resource.ts';
 import type { RelatedRead } from '../related/caches.ts';
@@ -41,6 +42,8 @@ export interface NeedsInput {
   readonly guard: { readonly name: string | undefined } | undefined;
   /** The sources' memory Lease, when there are sources. */
   readonly sourceMemory: string | undefined;
+  /** With --admission-policies, where the API server serves them: whether a policy reads a ConfigMap as its params. */
+  readonly admissionPolicies?: { readonly params: boolean } | undefined;
 }
 
 const LABEL = ['list', 'watch', 'patch'];
@@ -109,5 +112,28 @@ export function needsOf(input: NeedsInput): Need[] {
     lease(['delete'], input.guard.name, 'field-manager guard');
   }
   if (input.sourceMemory !== undefined) own(input.sourceMemory, "sources' memory");
+  if (input.admissionPolicies) {
+    // Server-side apply creates what is not there yet (create) and changes the rest (patch); those
+    // the config no longer renders are found by their labels and deleted.
+    for (const { group, resource } of POLICY_RESOURCES) {
+      needs.push({
+        group,
+        resource,
+        verbs: ['list', 'create', 'patch', 'delete'],
+        namespace: '',
+        for: 'admission policies',
+      });
+    }
+    // The API server lets only who may get every ConfigMap create a policy whose params are one.
+    if (input.admissionPolicies.params) {
+      needs.push({
+        group: '',
+        resource: 'configmaps',
+        verbs: ['get'],
+        namespace: '',
+        for: 'admission policies reading a ConfigMap source (paramKind)',
+      });
+    }
+  }
   return needs;
 }

@@ -1,0 +1,186 @@
+// The applier's decisions, over a store in memory (test/e2e/admission-controller.test.ts has it
+// against the real API server): each policy before its binding, a refusal reported once and its
+// binding left out, what the config no longer renders deleted, nothing sent again when nothing
+// changed, and a server without the policies said once.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { POLICY_RESOURCES } from '../admission/resources.ts';
+import type { Config } from '../config/model.ts';
+import { buildConfig } from '../config/overlay.ts';
+import type { Discovery } from '../kube/discovery.ts';
+import { DiscoveryCache } from '../kube/discoverycache.ts';
+import { ApiError } from '../kube/errors.ts';
+import { BUILTINS } from '../kube/testing/resources.ts';
+import { createLogger } from '../util/log.ts';
+import { PolicyApplier, refusalMessage } from './applier.ts';
+import { describePolicy, type PolicyObject, type PolicyOnServer } from './store.ts';
+
+const config = (yaml: string) => buildConfig({ file: { text: yaml, source: 'kinds.yaml' } });
+const CEL_REFUSAL = new ApiError('PATCH', '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies/x', 422, {
+  reason: 'Invalid',
+  message: 'MutatingAdmissionPolicy "x" is invalid: …',
+  details: {
+    causes: [{
+      field: 'spec.variables[0].expression',
+      message:
+        'Invalid value: "object.metadata.?labels[?\\"a\\"]": compilation failed: ERROR: <input>:2:9: found no matching overload\n | object…\n | ..^',
+    }],
+  },
+});
+
+/** The field manager's objects on a pretend server; `refuse` names the policies it will not store. */
+class Store {
+  readonly fieldManager = 'labeller';
+  readonly objects = new Map<string, PolicyOnServer>();
+  readonly applied: string[] = [];
+  readonly deleted: string[] = [];
+  refuse = new Set<string>();
+  #version = 0;
+
+  async apply(object: PolicyObject, options: { readonly dryRun: boolean }) {
+    const described = describePolicy({ kind: object.kind, name: object.metadata.name });
+    if (this.refuse.has(object.metadata.name) && object.kind === 'MutatingAdmissionPolicy') throw CEL_REFUSAL;
+    this.applied.push(described);
+    if (!options.dryRun) this.objects.set(described, { kind: object.kind, name: object.metadata.name, uid: described });
+    return {
+      apiVersion: object.apiVersion,
+      kind: object.kind,
+      metadata: { ...object.metadata, uid: described, resourceVersion: String(++this.#version) },
+    };
+  }
+
+  async prune(kept: ReadonlySet<string>, options: { readonly dryRun: boolean }) {
+    const gone = [...this.objects.values()].filter((object) => !kept.has(describePolicy(object)));
+    for (const object of gone) {
+      this.deleted.push(describePolicy(object));
+      if (!options.dryRun) this.objects.delete(describePolicy(object));
+    }
+    return gone;
+  }
+}
+
+async function setUp(served: boolean, dryRun = false) {
+  const lines: { msg: string; [field: string]: unknown }[] = [];
+  const log = createLogger({ level: 'debug', format: 'json', write: (line) => void lines.push(JSON.parse(line)) });
+  const resources = served ? [...BUILTINS, ...POLICY_RESOURCES] : BUILTINS;
+  const discovery = new DiscoveryCache(async (): Promise<Discovery> => ({ resources, failedGroups: [] }), log, {
+    server: 'https://cluster',
+    context: 'test',
+  });
+  await discovery.load(new AbortController().signal);
+  const store = new Store();
+  const events: string[] = [];
+  let current: Config = config('labels: {a: b}\nkinds: [{resource: configmaps}, {resource: services}]\n');
+  const applier = new PolicyApplier({
+    store,
+    discovery,
+    config: () => current,
+    dryRun,
+    events: { policyRefused: (note) => void events.push(note) },
+    resyncMs: 0,
+    log,
+  });
+  const stop = new AbortController();
+  const running = applier.run(stop.signal);
+  /** Lets the applier act on what it was told, then answers. */
+  const settle = () => new Promise((resolve) => setTimeout(resolve, 20));
+  await settle();
+  return {
+    store,
+    events,
+    lines,
+    applier,
+    settle,
+    reload: async (yaml: string) => {
+      current = config(yaml);
+      applier.changed();
+      await settle();
+    },
+    stop: async () => {
+      stop.abort();
+      await running;
+    },
+  };
+}
+
+test('each policy is applied before its binding; a change applies again and deletes what is no longer rendered; nothing changed, nothing sent', async () => {
+  const run = await setUp(true);
+  assert.deepEqual(run.store.applied, [
+    'MutatingAdmissionPolicy labeller-configmaps',
+    'MutatingAdmissionPolicyBinding labeller-configmaps',
+    'MutatingAdmissionPolicy labeller-services',
+    'MutatingAdmissionPolicyBinding labeller-services',
+  ]);
+  assert.deepEqual(run.applier.counts(), { applied: 2, refused: 0 });
+  run.applier.changed();
+  await run.settle();
+  assert.equal(run.store.applied.length, 4, 'the same objects: no request');
+  await run.reload('labels: {a: c}\nkinds: [{resource: configmaps}]\n');
+  assert.deepEqual(run.store.deleted, [
+    'MutatingAdmissionPolicy labeller-services',
+    'MutatingAdmissionPolicyBinding labeller-services',
+  ]);
+  assert.deepEqual(run.applier.counts(), { applied: 1, refused: 0 });
+  await run.stop();
+  assert.deepEqual(run.applier.counts(), { applied: 0, refused: 0 }, 'no longer leading: nothing reported');
+});
+
+test('a policy the API server refuses: reported once (log, Event, note, gauge), its binding not applied and its older version deleted; the others apply', async () => {
+  const run = await setUp(true);
+  run.store.refuse.add('labeller-services');
+  await run.reload('labels: {a: c}\nkinds: [{resource: configmaps}, {resource: services}]\n');
+  assert.ok(!run.store.objects.has('MutatingAdmissionPolicy labeller-services'), 'the older version is deleted');
+  assert.ok(!run.store.objects.has('MutatingAdmissionPolicyBinding labeller-services'));
+  assert.ok(run.store.objects.has('MutatingAdmissionPolicyBinding labeller-configmaps'));
+  assert.deepEqual(run.applier.counts(), { applied: 1, refused: 1 });
+  const why = 'spec.variables[0].expression: compilation failed: ERROR: <input>:2:9: found no matching overload';
+  assert.deepEqual(run.applier.notes(), [
+    `admission MutatingAdmissionPolicy labeller-services: refused by the API server: ${why}; the controller labels those objects after their create`,
+  ]);
+  assert.equal(run.events.length, 1);
+  assert.match(run.events[0]!, /^MutatingAdmissionPolicy labeller-services refused by the API server: spec\.variables/);
+  const refusals = () => run.lines.filter((l) => l.msg.startsWith('admission policy refused'));
+  assert.equal(refusals().length, 1);
+  assert.equal(refusals()[0]?.['name'], 'labeller-services');
+
+  // Rendered again the same (a resync, a discovery change): the same refusal is not said again.
+  await run.reload('labels: {a: c}\nkinds: [{resource: configmaps}, {resource: services}]\n');
+  assert.equal(refusals().length, 1);
+  assert.equal(run.events.length, 1);
+  // Fixed: applied, and no longer noted.
+  run.store.refuse.clear();
+  await run.reload('labels: {a: d}\nkinds: [{resource: configmaps}, {resource: services}]\n');
+  assert.deepEqual(run.applier.counts(), { applied: 2, refused: 0 });
+  assert.deepEqual(run.applier.notes(), []);
+  await run.stop();
+});
+
+test('a server without the policies is said once; the applier sends nothing', async () => {
+  const run = await setUp(false);
+  await run.reload('labels: {a: c}\nkinds: [{resource: configmaps}]\n');
+  assert.deepEqual(run.store.applied, []);
+  assert.equal(run.lines.filter((l) => /does not serve .*MutatingAdmissionPolicies/.test(l.msg)).length, 1);
+  assert.match(run.applier.notes()[0] ?? '', /does not serve admissionregistration\.k8s\.io\/v1/);
+  assert.equal(run.lines.filter((l) => l.level !== 'info').length, 0, 'no warning, no error');
+  await run.stop();
+});
+
+test('--dry-run: each object checked by the API server and logged, nothing kept, what would go logged', async () => {
+  const run = await setUp(true, true);
+  assert.equal(run.store.objects.size, 0);
+  assert.deepEqual(
+    run.lines.filter((l) => l.msg === 'admission policy would be applied (dry run)').map((l) => l['name']),
+    ['labeller-configmaps', 'labeller-configmaps', 'labeller-services', 'labeller-services'],
+  );
+  await run.stop();
+});
+
+test("refusalMessage: each field's cause without the value it echoes; undefined for failures that pass", () => {
+  assert.equal(
+    refusalMessage(CEL_REFUSAL),
+    'spec.variables[0].expression: compilation failed: ERROR: <input>:2:9: found no matching overload',
+  );
+  assert.equal(refusalMessage(new ApiError('PATCH', '/x', 503, { message: 'unavailable' })), undefined);
+  assert.equal(refusalMessage(new Error('socket hang up')), undefined);
+  assert.match(refusalMessage(new ApiError('PATCH', '/x', 403, { message: 'forbidden' })) ?? '', /403.*forbidden/);
+});

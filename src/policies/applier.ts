@@ -1,0 +1,314 @@
+// Keeps the admission policies of the config in force on the API server (--admission-policies):
+// rendered as `labeller admission` renders them (render.ts), each policy then its binding
+// server-side applied under the field manager, and the field manager's policies and bindings the
+// config no longer renders deleted. It runs only while this process may write: as a task of the
+// manager while leading, each round after the field-manager guard lets it write, and in a shard
+// group only on the member that writes the bucket of cluster-scoped objects (shard/shard.ts), which
+// the policies are; a member that takes that bucket over applies them at once. It applies again
+// when the config in force changes (changed(), after a live reload the guard let through), when
+// discovery changes (a kind served later, a CRD the every-kind policy leaves out), and every
+// resync period (a policy deleted or changed by hand comes back). A policy or binding the API
+// server refuses (CEL it does not take, a right it lacks on the ConfigMap a policy reads as
+// params) is reported once (log, Event on labeller's Pod, /readyz note, the
+// labeller_admission_policies gauge) and not retried before the next change or resync; any older
+// version of it is deleted, so that no policy sets what the config no longer says, and the others
+// apply. A failure that passes (the API server away) is retried with backoff. A server that does
+// not serve the policies' v1 is said once: labeller then runs as the controller alone.
+import type { ControllerRule } from '../admission/policy.ts';
+import { POLICY_RESOURCES, servesPolicies } from '../admission/resources.ts';
+import type { Config } from '../config/model.ts';
+import type { LabellerEvents } from '../events/labellerevents.ts';
+import type { DiscoveryCache } from '../kube/discoverycache.ts';
+import { ApiError, isForbidden, isNotFound } from '../kube/errors.ts';
+import type { Writable } from '../labelling/ports.ts';
+import type { AdmissionPolicyGauges } from '../metrics/metrics.ts';
+import type { Shard } from '../shard/shard.ts';
+import { Backoff } from '../util/backoff.ts';
+import type { Logger } from '../util/log.ts';
+import { sleep } from '../util/sleep.ts';
+import { renderPolicies } from './render.ts';
+import { describePolicy, type PolicyObject, type PolicyStore } from './store.ts';
+
+export interface PolicyApplierOptions {
+  readonly store: Pick<PolicyStore, 'fieldManager' | 'apply' | 'prune'>;
+  readonly discovery: DiscoveryCache;
+  /** The config in force: the kind set's, which the guard claimed. */
+  readonly config: () => Config | undefined;
+  /** Have the API server check each object and write nothing; log what would be applied and deleted. */
+  readonly dryRun: boolean;
+  /** Each round waits for it (the field-manager guard's Lease held). */
+  readonly writable?: Writable | undefined;
+  /** This member's share in a shard group: it applies while it writes the cluster-scoped objects' bucket. */
+  readonly shard?: Shard | undefined;
+  readonly events?: Pick<LabellerEvents, 'policyRefused'> | undefined;
+  /** How often everything is applied again; 0: only on changes. */
+  readonly resyncMs: number;
+  readonly log: Logger;
+}
+
+/** A policy or binding the API server would not store, and why. */
+interface Refusal {
+  readonly object: string;
+  readonly message: string;
+}
+
+/** What a cluster-scoped object's shard key is: no namespace. */
+const CLUSTER_SCOPED = '';
+
+export class PolicyApplier {
+  readonly #options: PolicyApplierOptions;
+  /** Each policy of the last round, by name: applied (undefined), or refused (with its binding's refusal, if that was refused). */
+  #policies = new Map<string, Refusal | undefined>();
+  /** The refusals reported, by object: said again only when the API server's reason changes. */
+  #refusals = new Map<string, string>();
+  /** The resourceVersion each object had after it was last applied: only a change is logged. */
+  readonly #versions = new Map<string, string | undefined>();
+  /** Why labeller's policies that the config no longer renders cannot be removed, while they cannot. */
+  #cannotPrune: string | undefined;
+  /** Whether the API server served the policies at the last round; undefined before the first. */
+  #served: boolean | undefined;
+  /** The objects last applied, all of them (JSON): a round that renders the same sends nothing. */
+  #applied: string | undefined;
+  /** What was said of the rules left to the controller and the exclusions not served, to say it once. */
+  #said: string | undefined;
+  #dirty = true;
+  #wake: (() => void) | undefined;
+
+  constructor(options: PolicyApplierOptions) {
+    this.#options = options;
+  }
+
+  /** The config in force changed: apply its policies. */
+  changed(): void {
+    this.#dirty = true;
+    this.#wake?.();
+  }
+
+  /** Keeps the policies applied until `writes` aborts (leadership ends, or everything has drained). */
+  async run(writes: AbortSignal): Promise<void> {
+    const { discovery, shard, log } = this.#options;
+    const [policies] = POLICY_RESOURCES;
+    const stops = [
+      discovery.onChange(() => this.changed()),
+      shard?.membership.subscribe(({ taken }) => {
+        if (shard.within(policies, CLUSTER_SCOPED, taken)) this.changed();
+      }),
+    ];
+    const backoff = new Backoff({ initialMs: 1_000, maxMs: 60_000 });
+    try {
+      while (!writes.aborted) {
+        if (this.#dirty) {
+          this.#dirty = false;
+          try {
+            await this.#round(writes);
+            backoff.reset();
+          } catch (error) {
+            if (writes.aborted) break;
+            this.#dirty = true;
+            const retryInMs = Math.round(backoff.next());
+            log.warn('admission policies not applied yet; retrying', { error, retryInMs });
+            await sleep(retryInMs, writes);
+            continue;
+          }
+        }
+        if (await this.#idle(writes)) {
+          // Resync: everything again, though the config renders the same.
+          this.#applied = undefined;
+          this.#dirty = true;
+        }
+      }
+    } finally {
+      for (const stop of stops) stop?.();
+      // Another process applies them now, or nobody: this one reports nothing it no longer does.
+      this.#policies = new Map();
+    }
+  }
+
+  /** The policies applied and refused at the last round, for the labeller_admission_policies gauge. */
+  counts(): AdmissionPolicyGauges {
+    const states = [...this.#policies.values()];
+    const refused = states.filter((state) => state !== undefined).length;
+    return { applied: states.length - refused, refused };
+  }
+
+  /** Why labels are set only after the create: reported by /readyz, not keeping it from being ready. */
+  notes(): string[] {
+    if (this.#served === false) {
+      return [
+        'admission policies: the API server does not serve admissionregistration.k8s.io/v1 MutatingAdmissionPolicies (Kubernetes 1.36 and later do); the controller labels objects after their create',
+      ];
+    }
+    const refused = [...this.#policies.values()].flatMap((refusal) =>
+      refusal
+        ? [
+          `admission ${refusal.object}: refused by the API server: ${refusal.message}; the controller labels those objects after their create`,
+        ]
+        : []
+    );
+    return [...refused, ...(this.#cannotPrune ? [`admission policies: ${this.#cannotPrune}`] : [])];
+  }
+
+  /** One round: render the config in force, apply what it renders, delete what it no longer does. */
+  async #round(signal: AbortSignal): Promise<void> {
+    const { discovery, config: current, writable, shard, store } = this.#options;
+    const config = current();
+    if (!config || !this.#servedNow()) return;
+    await writable?.(signal);
+    const release = shard ? shard.hold(POLICY_RESOURCES[0], CLUSTER_SCOPED) : () => {};
+    if (!release) {
+      // Another member writes the cluster-scoped objects; this one is told when it takes them over.
+      this.#policies = new Map();
+      this.#applied = undefined;
+      return;
+    }
+    try {
+      const { admission, unmatched } = renderPolicies(config, discovery, store.fieldManager);
+      this.#sayOnce(admission.controllerRules, unmatched);
+      const key = JSON.stringify(admission.objects);
+      if (key === this.#applied) return;
+      await this.#apply(admission.objects, signal);
+      this.#applied = key;
+    } finally {
+      release();
+    }
+  }
+
+  /** Whether the API server serves the policies; said when that changes (the first time: when it does not). */
+  #servedNow(): boolean {
+    const { discovery, log } = this.#options;
+    const served = servesPolicies(discovery.resources);
+    if (!served && this.#served !== false) {
+      log.info(
+        'the API server does not serve admissionregistration.k8s.io/v1 MutatingAdmissionPolicies (Kubernetes 1.36 and later do): no admission policies; the controller labels objects after their create',
+        { server: 'admissionregistration.k8s.io/v1' },
+      );
+      this.#policies = new Map();
+      this.#applied = undefined;
+    }
+    if (served && this.#served === false) log.info('the API server serves admission policies now; applying them');
+    this.#served = served;
+    return served;
+  }
+
+  /** Applies `objects` in order, each binding after its policy; then deletes the field manager's others. */
+  async #apply(objects: readonly PolicyObject[], signal: AbortSignal): Promise<void> {
+    const { store, dryRun, discovery } = this.#options;
+    const policies = new Map<string, Refusal | undefined>();
+    const refusals = new Map<string, string>();
+    const kept = new Set<string>();
+    for (const object of objects) {
+      const described = describePolicy({ kind: object.kind, name: object.metadata.name });
+      const policy = object.kind === 'MutatingAdmissionPolicy' ? object.metadata.name : object.spec.policyName;
+      // A binding of a policy refused would bind nothing (and its paramRef cannot be authorized without it).
+      if (object.kind === 'MutatingAdmissionPolicyBinding' && policies.get(policy) !== undefined) continue;
+      try {
+        const applied = await store.apply(object, { dryRun, signal });
+        kept.add(described);
+        if (object.kind === 'MutatingAdmissionPolicy') policies.set(policy, undefined);
+        this.#appliedOne(object, described, applied.metadata.resourceVersion);
+      } catch (error) {
+        const message = refusalMessage(error);
+        if (message === undefined) {
+          // Not served any more (a downgrade): discovery looks again, and the round is retried.
+          if (isNotFound(error)) discovery.notServed();
+          throw error;
+        }
+        refusals.set(described, message);
+        policies.set(policy, { object: described, message });
+        this.#refusedOne(object, described, message);
+      }
+    }
+    this.#refusals = refusals;
+    this.#policies = policies;
+    await this.#deleteOthers(kept, signal);
+  }
+
+  #appliedOne(object: PolicyObject, described: string, version: string | undefined): void {
+    const { dryRun, log } = this.#options;
+    const fields = { kind: object.kind, name: object.metadata.name };
+    if (dryRun) log.info('admission policy would be applied (dry run)', { ...fields, object });
+    // A no-op apply leaves the version as it was: only creates and changes are said.
+    else if (this.#versions.get(described) !== version) log.info('admission policy applied', fields);
+    this.#versions.set(described, version);
+  }
+
+  #refusedOne(object: PolicyObject, described: string, message: string): void {
+    const { events, log } = this.#options;
+    if (this.#refusals.get(described) === message) return;
+    log.error('admission policy refused by the API server; the controller labels those objects after their create', {
+      apiVersion: object.apiVersion,
+      kind: object.kind,
+      name: object.metadata.name,
+      error: message,
+    });
+    events?.policyRefused(
+      `${described} refused by the API server: ${message}; the controller labels those objects after their create`,
+    );
+  }
+
+  /** Deletes the field manager's policies and bindings but `kept`. */
+  async #deleteOthers(kept: ReadonlySet<string>, signal: AbortSignal): Promise<void> {
+    const { store, dryRun, log } = this.#options;
+    try {
+      const deleted = await store.prune(kept, { dryRun, why: 'the config in force does not render it', log, signal });
+      for (const object of deleted) this.#versions.delete(describePolicy(object));
+      this.#cannotPrune = undefined;
+    } catch (error) {
+      if (!isForbidden(error)) throw error;
+      if (this.#cannotPrune === undefined) {
+        log.warn(
+          'admission policies the config no longer renders cannot be removed; grant list and delete on mutatingadmissionpolicies and mutatingadmissionpolicybindings',
+          { error },
+        );
+      }
+      this.#cannotPrune = `those the config no longer renders cannot be removed: ${error.message}`;
+    }
+  }
+
+  /** Waits for a change, or the resync period (jittered ±10 %); true when the period passed. */
+  async #idle(signal: AbortSignal): Promise<boolean> {
+    if (this.#dirty || signal.aborted) return false;
+    const { resyncMs } = this.#options;
+    const { promise, resolve } = Promise.withResolvers<boolean>();
+    const wake = () => resolve(false);
+    this.#wake = wake;
+    signal.addEventListener('abort', wake, { once: true });
+    const timer = resyncMs > 0 ? setTimeout(() => resolve(true), resyncMs * (0.9 + Math.random() * 0.2)) : undefined;
+    try {
+      return await promise;
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', wake);
+      this.#wake = undefined;
+    }
+  }
+
+  /** Says the rules left to the controller and the exclusions not served, each time they change. */
+  #sayOnce(rules: readonly ControllerRule[], unmatched: readonly string[]): void {
+    const said = JSON.stringify([rules, unmatched]);
+    if (said === this.#said) return;
+    this.#said = said;
+    const { log } = this.#options;
+    for (const rule of rules) log.info('left to the controller', { ...rule });
+    for (const kind of unmatched) {
+      log.warn('excluded kind not served by the API server (yet): the every-kind policy does not leave it out', {
+        kind,
+      });
+    }
+  }
+}
+
+/**
+ * Why the API server refused to store a policy or binding, when it did: 422 (CEL it does not
+ * take, a right it lacks on what the policy reads as params), 403 (no right on the policies),
+ * 400. Each field's cause, without the value it echoes (a whole CEL expression) and the caret
+ * drawing under it. Undefined for other failures, which pass.
+ */
+export function refusalMessage(error: unknown): string | undefined {
+  if (!(error instanceof ApiError) || ![400, 403, 422].includes(error.status)) return undefined;
+  const causes = error.causes.map(({ field, message = '' }) => {
+    const first = message.replace(/^Invalid value: "(?:[^"\\]|\\.)*": /, '').split('\n')[0]!;
+    return field ? `${field}: ${first}` : first;
+  });
+  return causes.length > 0 ? causes.join('; ') : error.message;
+}
