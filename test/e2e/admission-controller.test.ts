@@ -1,0 +1,385 @@
+// The controller keeping its admission policies in force (--admission-policies, issue 36 part 2),
+// against the real API server. Where it serves admissionregistration.k8s.io/v1 (1.36 and later):
+// the policies and bindings are applied under labeller's field manager and label objects in their
+// create response; a live reload that changes a value and drops a kind changes the one policy and
+// deletes the other with its binding; a policy whose CEL the API server refuses is reported (log,
+// Event, /readyz note, metric) while the others and the controller carry on; status lists them; a
+// second labeller of another config under the field manager is refused by the guard and touches
+// nothing; --dry-run applies nothing; prune, even without the flag, removes them all. Where the
+// server does not serve them (1.30–1.35): one line says so, and the controller labels as ever,
+// with no error. Each config limits the policies to this file's namespaces: they act on every
+// create of the shared cluster.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { after, describe, test } from 'node:test';
+import { policySelector } from '../../src/admission/names.ts';
+import type { StatusReport } from '../../src/commands/status.ts';
+import type { KubeClient } from '../../src/kube/client.ts';
+import { isNotFound } from '../../src/kube/errors.ts';
+import { ConfigMapVolume } from '../cluster/configmapvolume.ts';
+import { freePorts } from '../controlplane/controlplane.ts';
+import { assertCleanExit } from '../process/crash.ts';
+import { Labeller, type LogLine, runLabeller } from '../process/labeller.ts';
+import { scrape } from '../process/metrics.ts';
+import { adminClient, create, createNamespace, eventually, labelsOf, patchLabels, skip } from './cluster.ts';
+import { tool } from './helm.ts';
+import { kubeconfig } from './cluster.ts';
+
+const API = '/apis/admissionregistration.k8s.io/v1';
+const KINDS = ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings'] as const;
+
+interface Policy {
+  readonly metadata: {
+    readonly name: string;
+    readonly resourceVersion: string;
+    readonly managedFields?: readonly { readonly manager: string; readonly operation: string }[];
+  };
+  readonly spec: { readonly variables?: readonly { readonly expression: string }[] };
+}
+
+interface Created {
+  readonly metadata: { readonly name: string; readonly labels?: Record<string, string> };
+}
+
+/** Whether the API server serves the policies' v1: this project's control plane from 1.36; an existing cluster says by discovery. */
+async function servesPolicies(client: KubeClient): Promise<boolean> {
+  const group = await client.json<{ resources: { name: string }[] }>('GET', API).catch(() => ({ resources: [] }));
+  const served = group.resources.some((r) => r.name === 'mutatingadmissionpolicies');
+  if (process.env['E2E_ETCD']) {
+    const version = await client.json<{ minor: string }>('GET', '/version');
+    assert.equal(served, Number.parseInt(version.minor, 10) >= 36, 'the server serves the policies from 1.36');
+  }
+  return served;
+}
+
+/** A policy or binding of `fieldManager`'s, or undefined when there is none of that name. */
+async function read(kind: (typeof KINDS)[number], name: string): Promise<Policy | undefined> {
+  const client = await adminClient();
+  try {
+    return await client.json<Policy>('GET', `${API}/${kind}/${name}`);
+  } catch (error) {
+    if (isNotFound(error)) return undefined;
+    throw error;
+  }
+}
+
+/** The names of `fieldManager`'s policies and bindings on the cluster, by kind. */
+async function listed(fieldManager: string): Promise<string[]> {
+  const client = await adminClient();
+  const names: string[] = [];
+  for (const kind of KINDS) {
+    const list = await client.json<{ items: Policy[] }>('GET', `${API}/${kind}`, {
+      query: { labelSelector: policySelector(fieldManager) },
+    });
+    names.push(...list.items.map((item) => `${kind}/${item.metadata.name}`));
+  }
+  return names.sort();
+}
+
+/** Deletes `fieldManager`'s policies once the file's tests end, whatever they left. */
+function cleanUp(fieldManager: string): void {
+  after(async () => {
+    await tool('kubectl', [
+      '--kubeconfig',
+      kubeconfig(),
+      'delete',
+      KINDS.join(','),
+      '-l',
+      policySelector(fieldManager),
+    ]);
+  });
+}
+
+const withName = (name: string) => (line: LogLine) => line['name'] === name;
+
+describe('the controller keeps its admission policies in force', { skip }, () => {
+  test(
+    'applied under its field manager, labelling creates; a reload changes and deletes them; a refused policy is reported while the rest works; the guard, --dry-run and prune',
+    { timeout: 300_000 },
+    async (t) => {
+      const client = await adminClient();
+      if (!(await servesPolicies(client))) {
+        t.skip('the API server does not serve admissionregistration.k8s.io/v1: see the controller-only test');
+        return;
+      }
+      const ns = await createNamespace('admit-ctl');
+      await patchLabels(`/api/v1/namespaces/${ns}`, { team: 'payments' });
+      const fieldManager = `admit-ctl-${randomBytes(3).toString('hex')}`;
+      cleanUp(fieldManager);
+      const policy = (kind: string) => `${fieldManager}-${kind}`;
+      const kinds = (managed: string, secrets: boolean) => `
+labels:
+  example.com/managed: ${managed}
+  example.com/team: "{{namespace.labels.team}}"
+kinds:
+  - resource: configmaps
+    namespaces: [${ns}]
+${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource: services
+    namespaces: [${ns}]
+    labels:
+      # Two object labels side by side: the renderer's CEL, which this API server refuses (its
+      # checker takes the sum of two dyn values for bytes); the controller renders it all the same.
+      example.com/joined: "{{labels.a}}{{labels.b}}"
+`;
+      const volume = new ConfigMapVolume(kinds('labeller', true));
+      after(() => rmSync(volume.dir, { recursive: true, force: true }));
+      const [port] = await freePorts(1);
+      const labeller = new Labeller([
+        '--config',
+        volume.path,
+        '--field-manager',
+        fieldManager,
+        '--admission-policies',
+        '--http-port',
+        String(port),
+      ], { env: { POD_NAME: 'labeller-0', POD_NAMESPACE: ns } });
+      try {
+        const applied = (name: string, kind: string, from = 0) =>
+          labeller.waitForLog(
+            (l) => l.msg === 'admission policy applied' && l['name'] === name && l['kind'] === kind,
+            30_000,
+            from,
+          );
+        for (const kind of ['configmaps', 'secrets']) {
+          await applied(policy(kind), 'MutatingAdmissionPolicy');
+          await applied(policy(kind), 'MutatingAdmissionPolicyBinding');
+        }
+        // Owned by labeller's field manager, applied.
+        for (const kind of KINDS) {
+          const object = await read(kind, policy('configmaps'));
+          assert.deepEqual(
+            object?.metadata.managedFields?.map((f) => `${f.manager}/${f.operation}`),
+            [`${fieldManager}/Apply`],
+            kind,
+          );
+        }
+
+        // The policy whose CEL the API server refuses: a log line naming it, an Event on labeller's
+        // Pod, a /readyz note (ready all the same), the gauge; its binding never applied.
+        const refused = await labeller.waitForLog(
+          (l) => l.msg.startsWith('admission policy refused') && withName(policy('services'))(l),
+        );
+        t.diagnostic(String(refused['error']));
+        assert.equal(refused.level, 'error');
+        assert.equal(refused['kind'], 'MutatingAdmissionPolicy');
+        assert.match(
+          String(refused['error']),
+          /^spec\.variables\[\d+\]\.expression: compilation failed: .*no matching overload/,
+        );
+        assert.equal(await read('mutatingadmissionpolicies', policy('services')), undefined);
+        assert.equal(await read('mutatingadmissionpolicybindings', policy('services')), undefined);
+        const readyz = await eventually(async () => {
+          const response = await fetch(`http://127.0.0.1:${port}/readyz`);
+          const text = await response.text();
+          return response.ok && text.includes('refused') && text;
+        }, '/readyz ok, noting the refusal');
+        assert.match(
+          readyz,
+          new RegExp(`admission MutatingAdmissionPolicy ${policy('services')}: refused by the API server`),
+        );
+        assert.equal(await scrape(port!, 'labeller_admission_policies', { state: 'applied' }), 2);
+        assert.equal(await scrape(port!, 'labeller_admission_policies', { state: 'refused' }), 1);
+        const event = await eventually(async () => {
+          const list = await client.json<{ items: { reason: string; note: string; regarding: { name: string } }[] }>(
+            'GET',
+            `/apis/events.k8s.io/v1/namespaces/${ns}/events`,
+          );
+          return list.items.find((e) => e.reason === 'AdmissionPolicyRefused');
+        }, 'the AdmissionPolicyRefused Event');
+        assert.equal(event.regarding.name, 'labeller-0');
+        assert.match(event.note, new RegExp(`MutatingAdmissionPolicy ${policy('services')} refused`));
+
+        // Objects created from now on carry their labels in the create response (the API server
+        // enforces a new policy within a few seconds); the refused kind's, from the controller.
+        let probes = 0;
+        const configMap = await eventually(async () => {
+          const created = await create<Created>(`/api/v1/namespaces/${ns}/configmaps`, {
+            metadata: { name: `probe-${probes++}` },
+          });
+          return created.metadata.labels?.['example.com/team'] === 'payments' && created;
+        }, 'a ConfigMap labelled at its create');
+        assert.deepEqual(configMap.metadata.labels, {
+          'example.com/managed': 'labeller',
+          'example.com/team': 'payments',
+        });
+        const secret = await create<Created>(`/api/v1/namespaces/${ns}/secrets`, { metadata: { name: 'secret' } });
+        assert.equal(secret.metadata.labels?.['example.com/managed'], 'labeller');
+        const service = await create<Created>(`/api/v1/namespaces/${ns}/services`, {
+          metadata: { name: 'web', labels: { a: 'x', b: 'y' } },
+          spec: { ports: [{ port: 80 }] },
+        });
+        assert.equal(service.metadata.labels?.['example.com/joined'], undefined, 'no policy for services');
+        await eventually(
+          async () => (await labelsOf(`/api/v1/namespaces/${ns}/services/web`))['example.com/joined'] === 'xy',
+          'the controller to label the service',
+        );
+
+        // status: the policies in force, and that the server serves them.
+        const status = await runLabeller([
+          'status',
+          '--config',
+          volume.path,
+          '--field-manager',
+          fieldManager,
+          '--admission-policies',
+          '--preflight=false',
+          '-o',
+          'json',
+        ]);
+        assert.equal(status.code, 0, status.stderr);
+        assert.deepEqual((JSON.parse(status.stdout) as StatusReport).admissionPolicies, {
+          served: true,
+          policies: [policy('configmaps'), policy('secrets')],
+          bindings: [policy('configmaps'), policy('secrets')],
+        });
+
+        // A reload: a value changes (its policy with it), a kind goes (its policy and binding deleted).
+        const before = await read('mutatingadmissionpolicies', policy('configmaps'));
+        const from = labeller.logs.length;
+        volume.update(kinds('labeller-2', false));
+        await labeller.waitForLog((l) => l.msg === 'config reloaded', 60_000, from);
+        await applied(policy('configmaps'), 'MutatingAdmissionPolicy', from);
+        for (const kind of ['MutatingAdmissionPolicy', 'MutatingAdmissionPolicyBinding']) {
+          await labeller.waitForLog(
+            (l) => l.msg === 'admission policy deleted' && l['kind'] === kind && l['name'] === policy('secrets'),
+            30_000,
+            from,
+          );
+        }
+        const changed = await read('mutatingadmissionpolicies', policy('configmaps'));
+        assert.notEqual(changed?.metadata.resourceVersion, before?.metadata.resourceVersion);
+        assert.ok(changed?.spec.variables?.some((v) => v.expression.includes('"labeller-2"')));
+        assert.deepEqual(await listed(fieldManager), [
+          `mutatingadmissionpolicies/${policy('configmaps')}`,
+          `mutatingadmissionpolicybindings/${policy('configmaps')}`,
+        ]);
+        await eventually(async () => {
+          const created = await create<Created>(`/api/v1/namespaces/${ns}/configmaps`, {
+            metadata: { name: `probe-${probes++}` },
+          });
+          return created.metadata.labels?.['example.com/managed'] === 'labeller-2';
+        }, 'the changed policy in force');
+        // The refusal stays reported once: the same CEL, refused the same way, is not said again.
+        assert.equal(labeller.logs.filter((l) => l.msg.startsWith('admission policy refused')).length, 1);
+
+        // Another config under the same field manager: refused by the guard, the policies untouched.
+        const versions = await Promise.all(KINDS.map((kind) => read(kind, policy('configmaps'))));
+        const other = await runLabeller([
+          '--kinds',
+          'pods',
+          '--namespace',
+          ns,
+          '--label',
+          'team=other',
+          '--field-manager',
+          fieldManager,
+          '--admission-policies',
+        ]);
+        assert.equal(other.code, 2, other.stderr);
+        assert.match(other.fatal ?? '', new RegExp(`field manager "${fieldManager}" is held by another labeller`));
+        assert.match(other.fatal ?? '', /also writes mutatingadmissionpolicies\.admissionregistration\.k8s\.io@\*/);
+        assert.doesNotMatch(other.stderr, /admission policy (applied|deleted)/);
+        assert.deepEqual(
+          (await Promise.all(KINDS.map((kind) => read(kind, policy('configmaps'))))).map((p) =>
+            p?.metadata.resourceVersion
+          ),
+          versions.map((p) => p?.metadata.resourceVersion),
+        );
+
+        // --dry-run, under a field manager of its own: each object checked and logged, none kept.
+        const dryManager = `${fieldManager}-dry`;
+        cleanUp(dryManager);
+        const dry = new Labeller([
+          '--config',
+          volume.path,
+          '--field-manager',
+          dryManager,
+          '--admission-policies',
+          '--dry-run',
+        ]);
+        try {
+          await dry.waitForLog((l) =>
+            l.msg === 'admission policy would be applied (dry run)' && l['kind'] === 'MutatingAdmissionPolicyBinding'
+          );
+          await dry.waitForLog((l) => l.msg.startsWith('admission policy refused'));
+        } finally {
+          assertCleanExit(await dry.stop());
+        }
+        assert.deepEqual(await listed(dryManager), []);
+
+        // The controller stops (its policies stay in force); prune, without the flag, removes them.
+        assertCleanExit(await labeller.stop());
+        assert.equal((await listed(fieldManager)).length, 2);
+        const pruned = await runLabeller(['prune', '--config', volume.path, '--field-manager', fieldManager]);
+        assert.equal(pruned.code, 0, pruned.stderr);
+        assert.equal(pruned.stderr.match(/"msg":"admission policy deleted"/g)?.length, 2, pruned.stderr);
+        assert.deepEqual(await listed(fieldManager), []);
+      } finally {
+        labeller.kill();
+      }
+    },
+  );
+
+  test(
+    'controller only where the API server does not serve them: said once, no error, labels applied after the create',
+    { timeout: 120_000 },
+    async (t) => {
+      const client = await adminClient();
+      if (await servesPolicies(client)) {
+        t.skip('the API server serves admissionregistration.k8s.io/v1 (1.36 and later): see the test above');
+        return;
+      }
+      const ns = await createNamespace('admit-none');
+      const fieldManager = `admit-none-${randomBytes(3).toString('hex')}`;
+      const [port] = await freePorts(1);
+      const args = [
+        '--kinds',
+        'configmaps',
+        '--namespace',
+        ns,
+        '--label',
+        'team=platform',
+        '--field-manager',
+        fieldManager,
+      ];
+      const labeller = new Labeller([...args, '--admission-policies', '--http-port', String(port)]);
+      try {
+        const said = await labeller.waitForLog((l) => /does not serve .*MutatingAdmissionPolicies/.test(l.msg));
+        assert.equal(said.level, 'info');
+        const created = await create<Created>(`/api/v1/namespaces/${ns}/configmaps`, { metadata: { name: 'app' } });
+        assert.equal(created.metadata.labels, undefined, 'no policy: nothing at the create');
+        await eventually(
+          async () => (await labelsOf(`/api/v1/namespaces/${ns}/configmaps/app`))['team'] === 'platform',
+          'the controller to label',
+        );
+        const readyz = await fetch(`http://127.0.0.1:${port}/readyz`);
+        assert.equal(readyz.status, 200);
+        assert.match(await readyz.text(), /admission policies: the API server does not serve/);
+        assert.equal(await scrape(port!, 'labeller_admission_policies', { state: 'applied' }), 0);
+        const status = await runLabeller([
+          'status',
+          ...args,
+          '--admission-policies',
+          '--preflight=false',
+          '-o',
+          'json',
+        ]);
+        assert.equal(status.code, 0, status.stderr);
+        assert.deepEqual((JSON.parse(status.stdout) as StatusReport).admissionPolicies, {
+          served: false,
+          policies: [],
+          bindings: [],
+        });
+      } finally {
+        assertCleanExit(await labeller.stop());
+      }
+      assert.equal(labeller.logs.filter((l) => /does not serve .*MutatingAdmissionPolicies/.test(l.msg)).length, 1);
+      // (The test run's own LABELLER_K8S_VERSION reaches labeller's environment, which says it names no option.)
+      const problems = labeller.logs.filter((l) => l.level === 'error' || l.level === 'warn');
+      assert.deepEqual(problems.filter((l) => l['name'] !== 'LABELLER_K8S_VERSION'), []);
+      const pruned = await runLabeller(['prune', ...args, '--admission-policies']);
+      assert.equal(pruned.code, 0, pruned.stderr);
+    },
+  );
+});
