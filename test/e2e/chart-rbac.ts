@@ -45,6 +45,15 @@ export const GUARD_RULE: Rule = { apiGroups: ['coordination.k8s.io'], resources:
 /** Sharded: the namespaces' names, which the oldest member lays the buckets out over. */
 export const SHARD_LAYOUT_RULE: Rule = { apiGroups: [''], resources: ['namespaces'], verbs: ['list'] };
 
+/** --admission-policies: server-side apply creates and changes the release's policies and bindings; those the config no longer renders are listed and deleted. */
+export const ADMISSION_POLICIES_RULE: Rule = {
+  apiGroups: ['admissionregistration.k8s.io'],
+  resources: ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings'],
+  verbs: ['list', 'create', 'patch', 'delete'],
+};
+/** A policy whose params are ConfigMaps may be created only by who may get every ConfigMap. */
+export const POLICY_PARAMS_RULE: Rule = { apiGroups: [''], resources: ['configmaps'], verbs: ['get'] };
+
 const RBAC_KINDS = new Set(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding']);
 
 /** Renders a release into a fresh namespace, applies its ServiceAccount and RBAC, and returns a kubeconfig with the ServiceAccount's token. */

@@ -30,6 +30,7 @@ import {
   skip,
 } from './cluster.ts';
 import {
+  ADMISSION_POLICIES_RULE,
   assertAccess,
   createConfigMap,
   createDeployment,
@@ -42,6 +43,7 @@ import {
   labelled,
   LABELLER_VERBS,
   ownLabel,
+  POLICY_PARAMS_RULE,
   read,
   rulesOf,
   SHARD_LAYOUT_RULE,
@@ -460,6 +462,73 @@ describe('chart: lint and render', () => {
       assert.ok(!(containers(only(plain, 'Deployment'))[0]?.args ?? []).some((a) => a.startsWith('--shard')), file);
       assert.ok(!plain.some((m) => m.metadata.name.endsWith('-sharding')), file);
     }
+  });
+
+  test('admissionPolicies: off by default, nothing of it; on, the flag for labeller and its cleanup Job, and exactly the RBAC the policies need (on the cluster: chart-admission.test.ts)', async () => {
+    const basic = { labels: { a: 'b' }, kinds: [{ resource: 'deployments' }], cleanupOnUninstall: true };
+    const flagged = (manifests: Manifest[], kind: string) =>
+      manifests.filter((m) => m.kind === kind).map((m) => containers(m)[0]?.args?.includes('--admission-policies'));
+    const ofPolicies = (manifests: Manifest[]) =>
+      manifests.filter((m) => /^ClusterRole(Binding)?$/.test(m.kind) && m.metadata.name.endsWith('-admission-policies'))
+        .map((m) => `${m.kind} ${m.metadata.name}`);
+    for (const file of EXAMPLES) {
+      const plain = await render({ files: [file] });
+      assert.deepEqual(flagged(plain, 'Deployment'), [false], file);
+      assert.deepEqual(ofPolicies(plain), [], file);
+    }
+    const off = await render({ release: 'rel', values: basic });
+    assert.deepEqual([...flagged(off, 'Deployment'), ...flagged(off, 'Job')], [false, false]);
+    assert.deepEqual(ofPolicies(off), []);
+
+    const on = await render({
+      release: 'rel',
+      namespace: 'ops',
+      values: { ...basic, admissionPolicies: { enabled: true } },
+    });
+    assert.deepEqual([...flagged(on, 'Deployment'), ...flagged(on, 'Job')], [true, true]);
+    assert.deepEqual(ofPolicies(on), [
+      'ClusterRole rel-labeller-admission-policies',
+      'ClusterRoleBinding rel-labeller-admission-policies',
+      'ClusterRole rel-labeller-cleanup-admission-policies',
+      'ClusterRoleBinding rel-labeller-cleanup-admission-policies',
+    ]);
+    assert.deepEqual(rulesOf(only(on, 'ClusterRole', 'rel-labeller-admission-policies')), [ADMISSION_POLICIES_RULE]);
+    assert.deepEqual(only(on, 'ClusterRoleBinding', 'rel-labeller-admission-policies')['subjects'], [
+      { kind: 'ServiceAccount', name: 'rel-labeller', namespace: 'ops' },
+    ]);
+    // The cleanup Job only finds and deletes them.
+    assert.deepEqual(rulesOf(only(on, 'ClusterRole', 'rel-labeller-cleanup-admission-policies')), [{
+      ...ADMISSION_POLICIES_RULE,
+      verbs: ['list', 'delete'],
+    }]);
+    assert.deepEqual(only(on, 'ClusterRoleBinding', 'rel-labeller-cleanup-admission-policies')['subjects'], [
+      { kind: 'ServiceAccount', name: 'rel-labeller-cleanup', namespace: 'ops' },
+    ]);
+    // Nothing else about policies anywhere: the every-kind RBAC leaves them out.
+    assert.deepEqual(
+      on.filter((m) => /Role$/.test(m.kind) && !m.metadata.name.endsWith('-admission-policies'))
+        .filter((m) => rulesOf(m).some((r) => r.apiGroups.includes('admissionregistration.k8s.io')))
+        .map((m) => m.metadata.name),
+      [],
+    );
+
+    // A ConfigMap source read whole is a policy's params: get on every ConfigMap. One read by `key` is not.
+    const withSource = (key?: string) =>
+      render({
+        release: 'rel',
+        values: {
+          ...basic,
+          admissionPolicies: { enabled: true },
+          sources: { teams: { configMap: { namespace: 'ops', name: 'teams', ...(key ? { key } : {}) } } },
+        },
+      });
+    assert.deepEqual(rulesOf(only(await withSource(), 'ClusterRole', 'rel-labeller-admission-policies')), [
+      ADMISSION_POLICIES_RULE,
+      POLICY_PARAMS_RULE,
+    ]);
+    assert.deepEqual(rulesOf(only(await withSource('teams.yaml'), 'ClusterRole', 'rel-labeller-admission-policies')), [
+      ADMISSION_POLICIES_RULE,
+    ]);
   });
 
   test('every-kind mode: scope and exclude reach the ConfigMap; mistakes are refused (its RBAC: chart-everykind.test.ts)', async () => {
