@@ -93,6 +93,13 @@ function cleanUp(fieldManager: string): void {
 
 const withName = (name: string) => (line: LogLine) => line['name'] === name;
 
+/** What `labeller status --admission-policies -o json` says of the policies, for the config of `args`. */
+async function policyStatus(args: readonly string[]): Promise<StatusReport['admissionPolicies']> {
+  const status = await runLabeller(['status', ...args, '--admission-policies', '--preflight=false', '-o', 'json']);
+  assert.equal(status.code, 0, status.stderr);
+  return (JSON.parse(status.stdout) as StatusReport).admissionPolicies;
+}
+
 describe('the controller keeps its admission policies in force', { skip }, () => {
   test(
     'applied under its field manager, labelling creates; a reload changes and deletes them; a refused policy is reported while the rest works; the guard, --dry-run and prune',
@@ -216,19 +223,7 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
         );
 
         // status: the policies in force, and that the server serves them.
-        const status = await runLabeller([
-          'status',
-          '--config',
-          volume.path,
-          '--field-manager',
-          fieldManager,
-          '--admission-policies',
-          '--preflight=false',
-          '-o',
-          'json',
-        ]);
-        assert.equal(status.code, 0, status.stderr);
-        assert.deepEqual((JSON.parse(status.stdout) as StatusReport).admissionPolicies, {
+        assert.deepEqual(await policyStatus(['--config', volume.path, '--field-manager', fieldManager]), {
           served: true,
           policies: [policy('configmaps'), policy('secrets')],
           bindings: [policy('configmaps'), policy('secrets')],
@@ -357,20 +352,7 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
         assert.equal(readyz.status, 200);
         assert.match(await readyz.text(), /admission policies: the API server does not serve/);
         assert.equal(await scrape(port!, 'labeller_admission_policies', { state: 'applied' }), 0);
-        const status = await runLabeller([
-          'status',
-          ...args,
-          '--admission-policies',
-          '--preflight=false',
-          '-o',
-          'json',
-        ]);
-        assert.equal(status.code, 0, status.stderr);
-        assert.deepEqual((JSON.parse(status.stdout) as StatusReport).admissionPolicies, {
-          served: false,
-          policies: [],
-          bindings: [],
-        });
+        assert.deepEqual(await policyStatus(args), { served: false, policies: [], bindings: [] });
       } finally {
         assertCleanExit(await labeller.stop());
       }
