@@ -92,6 +92,7 @@ export class PolicyApplier {
       discovery.onChange(() => this.changed()),
       shard?.membership.subscribe(({ taken }) => {
         if (shard.within(policies, CLUSTER_SCOPED, taken)) this.changed();
+        else if (!shard.within(policies, CLUSTER_SCOPED, shard.membership.state.writes)) this.#standDown();
       }),
     ];
     const backoff = new Backoff({ initialMs: 1_000, maxMs: 60_000 });
@@ -120,7 +121,7 @@ export class PolicyApplier {
     } finally {
       for (const stop of stops) stop?.();
       // Another process applies them now, or nobody: this one reports nothing it no longer does.
-      this.#policies = new Map();
+      this.#standDown();
     }
   }
 
@@ -157,8 +158,7 @@ export class PolicyApplier {
     const release = shard ? shard.hold(POLICY_RESOURCES[0], CLUSTER_SCOPED) : () => {};
     if (!release) {
       // Another member writes the cluster-scoped objects; this one is told when it takes them over.
-      this.#policies = new Map();
-      this.#applied = undefined;
+      this.#standDown();
       return;
     }
     try {
@@ -173,6 +173,12 @@ export class PolicyApplier {
     }
   }
 
+  /** Another member applies the policies (or nobody may now): this one reports none, and applies all once it may again. */
+  #standDown(): void {
+    this.#policies = new Map();
+    this.#applied = undefined;
+  }
+
   /** Whether the API server serves the policies; said when that changes (the first time: when it does not). */
   #servedNow(): boolean {
     const { discovery, log } = this.#options;
@@ -180,10 +186,9 @@ export class PolicyApplier {
     if (!served && this.#served !== false) {
       log.info(
         'the API server does not serve admissionregistration.k8s.io/v1 MutatingAdmissionPolicies (Kubernetes 1.36 and later do): no admission policies; the controller labels objects after their create',
-        { server: 'admissionregistration.k8s.io/v1' },
+        { apiVersion: 'admissionregistration.k8s.io/v1' },
       );
-      this.#policies = new Map();
-      this.#applied = undefined;
+      this.#standDown();
     }
     if (served && this.#served === false) log.info('the API server serves admission policies now; applying them');
     this.#served = served;

@@ -317,6 +317,68 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
   );
 
   test(
+    'sharded: only the member writing the cluster-scoped objects applies them; when it leaves, the member taking its buckets applies them',
+    { timeout: 180_000 },
+    async (t) => {
+      const client = await adminClient();
+      if (!(await servesPolicies(client))) {
+        t.skip('the API server does not serve admissionregistration.k8s.io/v1: see the controller-only test');
+        return;
+      }
+      const ns = await createNamespace('admit-shards');
+      const fieldManager = `admit-shards-${randomBytes(3).toString('hex')}`;
+      cleanUp(fieldManager);
+      const ports = await freePorts(2);
+      const member = (port: number) =>
+        new Labeller([
+          ...['--kinds', 'configmaps', '--namespace', ns, '--label', 'team=platform', '--field-manager', fieldManager],
+          '--admission-policies',
+          ...['--shards', 'auto', '--shard-group', fieldManager, '--leader-elect-resource-namespace', ns],
+          ...['--leader-elect-lease-duration', '4s', '--leader-elect-renew-deadline', '3s'],
+          ...['--leader-elect-retry-period', '1s', '--http-port', String(port)],
+        ]);
+      const members = ports.map((port) => ({ port: port!, labeller: member(port!) }));
+      const applying = async () =>
+        (await Promise.all(
+          members.filter((m) => m.labeller.running).map(async (m) =>
+            (await scrape(m.port, 'labeller_admission_policies', { state: 'applied' })) === 1 ? [m] : []
+          ),
+        )).flat();
+      try {
+        // Both members live and ready: one of them reports the policy applied, the other none.
+        await eventually(
+          async () => {
+            const ready = await Promise.all(
+              members.map(async (m) => (await fetch(`http://127.0.0.1:${m.port}/readyz`)).ok),
+            );
+            return ready.every(Boolean) && (await applying()).length === 1;
+          },
+          'one member applying the policies',
+          60_000,
+        );
+        assert.deepEqual(await listed(fieldManager), [
+          `mutatingadmissionpolicies/${fieldManager}-configmaps`,
+          `mutatingadmissionpolicybindings/${fieldManager}-configmaps`,
+        ]);
+        const [holder] = await applying();
+        const other = members.find((m) => m !== holder)!;
+        assert.equal(await scrape(other.port, 'labeller_admission_policies', { state: 'applied' }), 0);
+        const from = other.labeller.logs.length;
+        assertCleanExit(await holder!.labeller.stop());
+        // The other takes every bucket, the cluster-scoped objects' too, and applies them.
+        await other.labeller.waitForLog(
+          (l) => l.msg === 'admission policy applied' && l['kind'] === 'MutatingAdmissionPolicyBinding',
+          60_000,
+          from,
+        );
+        await eventually(async () => (await applying())[0] === other, 'the other member reporting them applied');
+      } finally {
+        for (const m of members) if (m.labeller.running) assertCleanExit(await m.labeller.stop());
+      }
+    },
+  );
+
+  test(
     'controller only where the API server does not serve them: said once, no error, labels applied after the create',
     { timeout: 120_000 },
     async (t) => {
