@@ -105,11 +105,11 @@ describe('the controller keeps its admission policies in force', { skip }, () =>
     'applied under its field manager, labelling creates; a reload changes and deletes them; a refused policy is reported while the rest works; the guard, --dry-run and prune',
     { timeout: 300_000 },
     async (t) => {
-      const client = await adminClient();
-      if (!(await servesPolicies(client))) {
+      if (!(await servesPolicies(await adminClient()))) {
         t.skip('the API server does not serve admissionregistration.k8s.io/v1: see the controller-only test');
         return;
       }
+      const client = await adminClient();
       const ns = await createNamespace('admit-ctl');
       await patchLabels(`/api/v1/namespaces/${ns}`, { team: 'payments' });
       const fieldManager = `admit-ctl-${randomBytes(3).toString('hex')}`;
@@ -320,8 +320,7 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
     'sharded: only the member writing the cluster-scoped objects applies them; when it leaves, the member taking its buckets applies them',
     { timeout: 180_000 },
     async (t) => {
-      const client = await adminClient();
-      if (!(await servesPolicies(client))) {
+      if (!(await servesPolicies(await adminClient()))) {
         t.skip('the API server does not serve admissionregistration.k8s.io/v1: see the controller-only test');
         return;
       }
