@@ -170,6 +170,10 @@ export class PolicyApplier {
       this.#applied = key;
     } finally {
       release();
+      // Handed over while this round held it (members are told before the bucket's writes drain): the next holder reports them.
+      if (shard && !shard.within(POLICY_RESOURCES[0], CLUSTER_SCOPED, shard.membership.state.writes)) {
+        this.#standDown();
+      }
     }
   }
 
