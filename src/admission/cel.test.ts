@@ -54,13 +54,19 @@ test('variables that may be absent make the whole template absent, unless a defa
   assert.deepEqual(cel('{{labels.app}}'), { cel: 'object.metadata.?labels[?"app"]', source: undefined });
   assert.deepEqual(cel('{{name}}'), { cel: 'object.metadata.?name', source: undefined });
   assert.deepEqual(cel('{{kind}}-{{annotations.example.com/owner}}'), {
-    cel: 'object.metadata.?annotations[?"example.com/owner"].optMap(v2, "Deployment" + "-" + v2)',
+    cel: 'object.metadata.?annotations[?"example.com/owner"].optMap(v2, "Deployment" + "-" + string(v2))',
     source: undefined,
   });
   assert.deepEqual(cel('{{labels.a}}/{{namespace.labels.team}}'), {
     cel: 'object.metadata.?labels[?"a"].optFlatMap(v0, ' +
       '(namespaceObject != null ? namespaceObject.metadata.?labels[?"team"] : optional.none())' +
-      '.optMap(v2, v0 + "/" + v2))',
+      '.optMap(v2, string(v0) + "/" + string(v2)))',
+    source: undefined,
+  });
+  // Two variables side by side: each made a string, or the checker takes their sum for bytes.
+  assert.deepEqual(cel('{{labels.a}}{{labels.b}}'), {
+    cel:
+      'object.metadata.?labels[?"a"].optFlatMap(v0, object.metadata.?labels[?"b"].optMap(v1, string(v0) + string(v1)))',
     source: undefined,
   });
   assert.deepEqual(cel('{{labels.a | default "none"}}-{{namespace.annotations.cc | default ""}}'), {

@@ -72,7 +72,9 @@ export function validLabelValue(value: string): string {
 function compose(parts: readonly Cel[]): string {
   const [only] = parts;
   if (parts.length === 1 && only!.optional) return only!.expr;
-  const body = parts.map((part, i) => (part.optional ? `v${i}` : part.expr)).join(' + ') || '""';
+  // string(): the checker takes the sum of two values of unknown type (dyn) for bytes, and refuses
+  // it; a sum with a string literal in it would pass, one of two variables alone would not.
+  const body = parts.map((part, i) => (part.optional ? `string(v${i})` : part.expr)).join(' + ') || '""';
   const optionals = parts.flatMap((part, i) => (part.optional ? [{ expr: part.expr, name: `v${i}` }] : []));
   // The innermost maps to the value; each one outside it flat-maps to the optional within.
   return optionals.reduceRight(
