@@ -632,14 +632,18 @@ test('a widening whose versions do not compare relists', async (t) => {
   ]);
 });
 
-test("a selector widened during a streaming list's initial objects: the list is not cut; what it adds is listed at the version of its bookmark", async (t) => {
+test("a selector widened during a streaming list's initial objects: the list is not cut; what it adds is listed, streaming too, from the version of its bookmark; one that fails is listed again in pages", async (t) => {
   const { promise: held } = Promise.withResolvers<readonly WatchEvent[]>();
   const { promise: rest, resolve: send } = Promise.withResolvers<readonly WatchEvent[]>();
   const api = new ScriptedApi(
-    [page('20', [pod('b1')])],
+    [page('30', [pod('b1', '21'), pod('b3', '25')])],
     [
       { events: [{ type: 'ADDED', object: pod('a', '7') }], until: rest },
+      // What it adds, streaming: its objects, then the bookmark that ends them; left there.
+      { events: [{ type: 'ADDED', object: pod('b1', '12') }, initialEventsEnd('20'), bookmark('21')] },
       { events: [], until: held },
+      // The next one ends before its bookmark.
+      { events: [{ type: 'ADDED', object: pod('b1', '21') }] },
     ],
     { streamingLists: true },
   );
@@ -658,15 +662,30 @@ test("a selector widened during a streaming list's initial objects: the list is 
     'initDone',
     'watching',
   ]);
+  assert.equal(api.lists.length, 0, 'no list request');
+  assert.deepEqual(
+    api.watches.map((o) => [o.shardSelector, o.resourceVersion, o.sendInitialEvents]),
+    [['a', undefined, true], ['b', '9', true], ['a || b', '9', undefined]],
+  );
+
+  // Widened again; the streaming list of it fails: in pages, after the backoff.
+  shard.widening.request(ADDS_B);
+  assert.deepEqual(summary(await run.take(3)), [
+    'init merge',
+    'initApply b1',
+    'error the list of what the widened selector adds ended before its last object 1500',
+  ]);
+  assert.deepEqual(summary([await run.next(1500), ...(await run.take(3))]), [
+    'init merge',
+    'initApply b1',
+    'initApply b3',
+    'initDone',
+  ]);
   assert.deepEqual(api.lists.map((o) => [o.shardSelector, o.resourceVersion, o.resourceVersionMatch]), [[
     'b',
     '9',
     'NotOlderThan',
   ]]);
-  assert.deepEqual(
-    api.watches.map((o) => [o.shardSelector, o.resourceVersion, o.sendInitialEvents]),
-    [['a', undefined, true], ['a || b', '9', undefined]],
-  );
 });
 
 test('a selector widened before the first list completes is served by a list that asks the wider selector, or by one list of what it adds after it', async (t) => {

@@ -14,7 +14,8 @@
 //
 // A shard selector that widens while it watches (widening.ts) needs no relist: the watch ends at
 // the version it reached, the objects the wider selector adds are listed (from the watch cache, at
-// a version not older), and the watch resumes from where it ended with the wider selector. The
+// a version not older; a streaming list where the server has them), and the watch resumes from
+// where it ended with the wider selector. The
 // events it replays up to the list's version are already in the list for what it adds, and are
 // skipped for those objects only (resourceVersions compare: kube/resourceversion.ts), so no object
 // goes back to an older state and nothing is missed. Where versions do not compare, or the watch's
@@ -139,19 +140,44 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
       ...(added.selector ? { shardSelector: added.selector } : {}),
       signal,
     };
-    let page: PartialObjectMetadataList | undefined;
+    // A server that does not filter sends the whole stream: only what the widening adds is new.
+    const adds = (object: PartialObjectMetadata) => added.adds(object.metadata);
     let version: string | undefined;
-    do {
-      page = await api.list({
+    if (streaming && !paginateOnce) {
+      // One request rather than a page per 100 objects: a streaming list, left once its objects are in.
+      const events = await api.watch({
         ...selectors,
-        ...(page ? {} : { resourceVersion: since, resourceVersionMatch: 'NotOlderThan' as const }),
-        limit: pageSize,
-        continue: page?.metadata.continue,
+        resourceVersion: since,
+        sendInitialEvents: true,
+        timeoutSeconds,
+        idleMs,
       });
-      version ??= page.metadata.resourceVersion;
-      // A server that does not filter sends the whole stream: only what the widening adds is new.
-      for (const object of page.items) if (added.adds(object.metadata)) yield { type: 'initApply', object };
-    } while (page.metadata.continue);
+      for await (const event of events) {
+        if (event.type === 'ERROR') throw new ApiError('WATCH', '', event.object.code ?? 500, event.object);
+        if (event.type === 'ADDED' || event.type === 'MODIFIED') {
+          if (adds(event.object)) yield { type: 'initApply', object: event.object };
+        } else if (event.type === 'BOOKMARK' && event.object.metadata.annotations?.[INITIAL_EVENTS_END] === 'true') {
+          version = event.object.metadata.resourceVersion;
+          break;
+        }
+      }
+      if (version === undefined) {
+        throw new Error('the list of what the widened selector adds ended before its last object');
+      }
+    } else {
+      let page: PartialObjectMetadataList | undefined;
+      do {
+        page = await api.list({
+          ...selectors,
+          ...(page ? {} : { resourceVersion: since, resourceVersionMatch: 'NotOlderThan' as const }),
+          limit: pageSize,
+          continue: page?.metadata.continue,
+        });
+        version ??= page.metadata.resourceVersion;
+        for (const object of page.items) if (adds(object)) yield { type: 'initApply', object };
+      } while (page.metadata.continue);
+      paginateOnce = false;
+    }
     if (compareResourceVersions(since, version) === undefined) return undefined;
     yield { type: 'initDone' };
     return version;
@@ -179,8 +205,10 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
         try {
           until = yield* listAdded(widened, resourceVersion);
         } catch (error) {
-          // Asked again, unless the version expired and a relist follows (it lists the wider selector).
+          // Asked again, unless the version expired and a relist follows (it lists the wider selector);
+          // in pages if a streaming list failed, as for a relist.
           if (!(error instanceof ApiError && error.expired)) widening?.request(widened);
+          if (streaming) paginateOnce = true;
           throw error;
         }
         if (until === undefined) resourceVersion = undefined;
