@@ -153,13 +153,13 @@ export class FaultProxy {
           const { chunk } = queue.shift()!;
           if (!to.destroyed) to.write(chunk);
         }
-        if (queue.length > 0) setTimeout(drain, queue[0]!.at - performance.now());
+        if (queue.length > 0) setTimeout(drain, Math.max(0, queue[0]!.at - performance.now()));
       };
       from.unpipe(to);
       from.on('data', (chunk: Buffer) => {
         due[way] = Math.max(performance.now() + this.#delayMs, due[way]!);
         queue.push({ at: due[way]!, chunk });
-        if (queue.length === 1) setTimeout(drain, due[way]! - performance.now());
+        if (queue.length === 1) setTimeout(drain, Math.max(0, due[way]! - performance.now()));
       });
       // unpipe() may have stopped the flow; a frozen connection stays frozen.
       if (!this.#paused && !pair.frozen) from.resume();
