@@ -8,6 +8,7 @@ import {
   expired,
   expiredEvent,
   initialEventsEnd,
+  type ListStep,
   page,
   pod,
   ScriptedApi,
@@ -558,6 +559,20 @@ function widens(): { selector: () => string; widening: Widening; widen: () => vo
   };
 }
 
+/**
+ * A watcher that listed `a` at version 10 and watches quietly, then widened: the lists after the
+ * first (what the widening adds, and what follows) are `then`'s.
+ */
+async function widenedWhileWatching(t: TestContext, then: ListStep[]) {
+  const { promise: held } = Promise.withResolvers<readonly WatchEvent[]>();
+  const api = new ScriptedApi([page('10', [pod('a')]), ...then], [{ events: [], until: held }]);
+  const shard = widens();
+  const run = start(t, api, { shardSelector: shard.selector, widening: shard.widening });
+  assert.deepEqual(summary(await run.take(4)), ['init', 'initApply a', 'initDone', 'watching']);
+  shard.widen();
+  return { api, run };
+}
+
 test('a selector widened while it watches: what it adds listed from the watch cache, the wider watch resumed where it ended, its replays of what the list brought skipped', async (t) => {
   const { promise: held } = Promise.withResolvers<readonly WatchEvent[]>();
   const api = new ScriptedApi(
@@ -609,14 +624,7 @@ test('a selector widened while it watches: what it adds listed from the watch ca
 });
 
 test('a widening whose versions do not compare relists', async (t) => {
-  const { promise: held } = Promise.withResolvers<readonly WatchEvent[]>();
-  const api = new ScriptedApi([page('10', [pod('a')]), page('v2', [pod('b1')]), page('v3', [pod('a'), pod('b1')])], [
-    { events: [], until: held },
-  ]);
-  const shard = widens();
-  const run = start(t, api, { shardSelector: shard.selector, widening: shard.widening });
-  assert.deepEqual(summary(await run.take(4)), ['init', 'initApply a', 'initDone', 'watching']);
-  shard.widen();
+  const { api, run } = await widenedWhileWatching(t, [page('v2', [pod('b1')]), page('v3', [pod('a'), pod('b1')])]);
   assert.deepEqual(summary(await run.take(6)), [
     'init merge',
     'initApply b1',
@@ -726,15 +734,7 @@ test('a selector widened before the first list completes is served by a list tha
 
 test('a list of what a widened selector adds that finds its version expired (410) relists the wider selector; one that fails otherwise is tried again after the backoff', async (t) => {
   await t.test('410', async (t) => {
-    const { promise: held } = Promise.withResolvers<readonly WatchEvent[]>();
-    const api = new ScriptedApi([page('10', [pod('a')]), expired(), page('30', [pod('a'), pod('b')])], [{
-      events: [],
-      until: held,
-    }]);
-    const shard = widens();
-    const run = start(t, api, { shardSelector: shard.selector, widening: shard.widening });
-    assert.deepEqual(summary(await run.take(4)), ['init', 'initApply a', 'initDone', 'watching']);
-    shard.widen();
+    const { api, run } = await widenedWhileWatching(t, [expired(), page('30', [pod('a'), pod('b')])]);
     assert.deepEqual(summary(await run.take(6)), [
       'init merge',
       'error 410 0',
@@ -749,16 +749,8 @@ test('a list of what a widened selector adds that finds its version expired (410
     );
   });
   await t.test('500', async (t) => {
-    const { promise: held } = Promise.withResolvers<readonly WatchEvent[]>();
     const failed = new ApiError('GET', '/api/v1/pods', 500, { message: 'etcd away' });
-    const api = new ScriptedApi([page('10', [pod('a')]), failed, page('10', [pod('b')])], [{
-      events: [],
-      until: held,
-    }]);
-    const shard = widens();
-    const run = start(t, api, { shardSelector: shard.selector, widening: shard.widening });
-    assert.deepEqual(summary(await run.take(4)), ['init', 'initApply a', 'initDone', 'watching']);
-    shard.widen();
+    const { api, run } = await widenedWhileWatching(t, [failed, page('10', [pod('b')])]);
     assert.deepEqual(summary(await run.take(2)), ['init merge', 'error 500 1500']);
     assert.deepEqual(summary([await run.next(1500), ...(await run.take(2))]), [
       'init merge',
