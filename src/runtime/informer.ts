@@ -50,8 +50,6 @@ export class Informer<T> {
   #partitionPending = false;
   /** Set with a partition: asks the watcher to list what the partition adds when it grows. */
   readonly #widening: Widening | undefined;
-  /** The list under way adds what a widened selector brings (not counted as a relist). */
-  #merging = false;
   #listed!: () => void;
   #listFailed!: (error: Error) => void;
   #settle!: () => void;
@@ -224,13 +222,12 @@ export class Informer<T> {
     }
     // Listed what the partition keeps, unless it grew again meanwhile (a list of that follows).
     if (event.type === 'initDone' && !this.#widening?.pending) this.#partitionPending = false;
-    if (event.type === 'init') this.#merging = event.merge === true;
     const change = this.store.apply(event);
     this.#countCached();
     if (!change) return;
     this.#emit(change);
     if (change.type !== 'resync') return;
-    if (this.#merging) {
+    if (change.merged) {
       this.#options.log.info('listed what the widened selector adds', {
         objects: this.store.size,
         added: change.changed.length,

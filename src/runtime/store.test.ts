@@ -245,7 +245,7 @@ test('a list of what a widened selector adds merges: nothing leaves, unchanged o
   store.apply({ type: 'initApply', object: pod('c', 'other', { app: 'web' }) });
   assert.equal(store.get('other/c'), undefined, 'buffered until done');
   const change = store.apply({ type: 'initDone' });
-  assert.deepEqual(change, { type: 'resync', changed: ['other/c'], removed: [], previous: new Map() });
+  assert.deepEqual(change, { type: 'resync', changed: ['other/c'], removed: [], previous: new Map(), merged: true });
   assert.deepEqual([...store.keys()], ['ns/a', 'ns/b', 'other/c'], 'what the merge did not bring stays');
   assert.deepEqual([...byApp.get('web')], ['ns/a', 'ns/b', 'other/c']);
   assert.deepEqual(Object.fromEntries(live), { a: 1, b: 1, c: 1 }, 'the unchanged copy of a is released');

@@ -49,6 +49,8 @@ export type StoreChange<T> =
     readonly changed: readonly string[];
     readonly removed: readonly string[];
     readonly previous: ReadonlyMap<string, T>;
+    /** The list was of what a widened selector adds (merged in, nothing removed), not a relist. */
+    readonly merged?: true;
   };
 
 export class Store<T> {
@@ -198,7 +200,7 @@ export class Store<T> {
     }
     this.#buffer = undefined;
     this.#merging = false;
-    return { type: 'resync', changed, removed: [], previous };
+    return { type: 'resync', changed, removed: [], previous, merged: true };
   }
 
   /** The key to use for an object cached as `current`: the copy it holds, when the projection keeps keys. */
