@@ -93,6 +93,7 @@ async function reconcileAll(
   const notes = [
     `${controllers.length} controller${controllers.length === 1 ? '' : 's'}`,
     ...(unlisted ? [`${unlisted} could not list`] : []),
+    ...(counts.changed ? [`${counts.changed} changed while it ran: run it again`] : []),
     ...(report.unknownKinds ? [`${report.unknownKinds} unknown kind${report.unknownKinds === 1 ? '' : 's'}`] : []),
   ];
   process.stdout.write(
@@ -102,5 +103,5 @@ async function reconcileAll(
       notes.join(', ')
     })\n`,
   );
-  return failed() + unlisted + report.unknownKinds > 0 || signal.aborted ? 'incomplete' : 'done';
+  return failed() + unlisted + report.unknownKinds + counts.changed > 0 || signal.aborted ? 'incomplete' : 'done';
 }

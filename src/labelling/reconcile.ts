@@ -38,10 +38,10 @@ export interface KindInfo {
 }
 
 /**
- * `waiting`: a related object its labels read is not in its cache yet, or the object changed
- * before a write guarded by its version; the cache's change brings the object back.
+ * `waiting`: a related object its labels read is not in its cache yet; `changed`: the object
+ * changed before a write guarded by its version. The cache's change brings the object back.
  */
-export type Outcome = 'unchanged' | 'patched' | 'conflict' | 'invalid' | 'gone' | 'waiting';
+export type Outcome = 'unchanged' | 'patched' | 'conflict' | 'invalid' | 'gone' | 'waiting' | 'changed';
 
 /** Reconcile outcomes of every controller, counted for the `--once` summary and the final log line. */
 export type OutcomeCounts = Record<Outcome | 'failed', number>;
@@ -53,6 +53,7 @@ export const noOutcomes = (): OutcomeCounts => ({
   invalid: 0,
   gone: 0,
   waiting: 0,
+  changed: 0,
   failed: 0,
 });
 
@@ -335,7 +336,7 @@ export class Reconciler {
       }
       if (error instanceof ObjectChanged) {
         log.debug('object changed before its admitted keys were removed; looked at again in its new version', at);
-        return { outcome: 'waiting', patch: [] };
+        return { outcome: 'changed', patch: [] };
       }
       if (error instanceof LabelConflict) {
         log.warn('conflict with another field manager; left alone (conflicts: skip)', { ...at, error });
