@@ -33,7 +33,19 @@ export function split(n: number, kinds: readonly KindSpec[] = KINDS): Map<KindSp
   return new Map(kinds.map((kind, i) => [kind, Math.floor(n / kinds.length) + (i < n % kinds.length ? 1 : 0)]));
 }
 
-function body(kind: KindSpec, name: string, i: number): object {
+/** An object as the bench creates it (its content besides the metadata left untyped). */
+export interface ObjectBody {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly metadata: {
+    readonly name: string;
+    readonly labels: Readonly<Record<string, string>>;
+    readonly annotations: Readonly<Record<string, string>>;
+  };
+}
+
+/** The `i`th object of `kind` as the bench creates it: labels and annotations of its own, and its content. */
+export function objectBody(kind: KindSpec, name: string, i: number): ObjectBody {
   const app = `app-${i % 97}`;
   const metadata = {
     name,
@@ -138,7 +150,7 @@ export async function createObject(
         'content-type': 'application/json',
         accept: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json',
       },
-      body: JSON.stringify(body(kind, name, i)),
+      body: JSON.stringify(objectBody(kind, name, i)),
     })
   );
   await retrying(() =>

@@ -16,7 +16,7 @@ import { type Launch, startLabeller } from './launch.ts';
 import { pool } from './objects.ts';
 import { type Row, seconds } from './report.ts';
 
-const REPLICAS = 10;
+export const REPLICAS = 10;
 const WORKLOAD = 'bench.example.com/workload';
 const OWNER = 'bench.example.com/owner';
 const CONFIG = `kinds:
@@ -112,21 +112,9 @@ export async function benchWorkloads(
   const n = deployments * REPLICAS;
   const results: WorkloadsResults = { pods: n, deployments, nodes: workloadsControlPlane(n).nodes ?? 0 };
   const namespace = `labeller-workloads-${Date.now().toString(36)}`;
-  const apps = `/apis/apps/v1/namespaces/${namespace}`;
-  await admin.json('POST', '/api/v1/namespaces', json({ metadata: { name: namespace } }));
-  // Pods need the namespace's default ServiceAccount, which the controller manager makes.
-  await until(signal, 60_000, 'the default ServiceAccount', async () =>
-    Boolean(
-      await admin.json('GET', `/api/v1/namespaces/${namespace}/serviceaccounts/default`).catch(() => undefined),
-    ));
-
-  const names = Array.from({ length: deployments }, (_, i) => `app-${String(i).padStart(4, '0')}`);
   log(`workloads: ${deployments} Deployments of ${REPLICAS} in ${namespace}, on ${results.nodes} kwok nodes`);
   let started = Date.now();
-  await pool(names, options.createConcurrency, async (name) => {
-    await admin.json('POST', `${apps}/deployments`, json(deployment(name)));
-  }, signal);
-  await rolledOut(admin, namespace, n, signal);
+  const names = await createDeployments(admin, namespace, {}, deployments, options.createConcurrency, signal);
   results.clusterSeconds = (Date.now() - started) / 1000;
   log(`workloads: ${n} pods Running and Ready in ${seconds(results.clusterSeconds)}`);
 
@@ -151,23 +139,15 @@ export async function benchWorkloads(
 
     const controllers = new AuditRequests(controlPlane.auditLog, 'kube-controller-manager/');
     started = Date.now();
-    await pool(names, options.createConcurrency, async (name) => {
-      await admin.json('PATCH', `${apps}/deployments/${name}`, {
-        headers: { 'content-type': 'application/strategic-merge-patch+json' },
-        body: JSON.stringify({
-          spec: {
-            template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date().toISOString() } } },
-          },
-        }),
-      });
-    }, signal);
+    await restartAll(admin, namespace, names, options.createConcurrency, signal);
     await rolledOut(admin, namespace, n, signal);
     const rolloutSeconds = (Date.now() - started) / 1000;
     await labelled(admin, namespace, labeller, signal);
     const restart = step(audit.requests(started, Date.now()), started);
-    const lastPodCreated = controllers.requests(started).filter((r) =>
-      r.verb === 'create' && r.resource === 'pods' && r.namespace === namespace
-    ).reduce((t, r) => Math.max(t, r.completed ?? r.received), started);
+    const lastPodCreated = podsCreated(controllers, namespace, started).reduce(
+      (t, r) => Math.max(t, r.completed ?? r.received),
+      started,
+    );
     results.restart = {
       ...restart,
       rolloutSeconds,
@@ -182,6 +162,59 @@ export async function benchWorkloads(
     await labeller.stop('SIGTERM', 15_000);
   }
   return results;
+}
+
+/**
+ * Creates `namespace` (with `labels`) and `count` Deployments of REPLICAS pods in it, `concurrency`
+ * requests in flight, and waits until every pod is Running and Ready; answers their names.
+ */
+export async function createDeployments(
+  admin: KubeClient,
+  namespace: string,
+  labels: Readonly<Record<string, string>>,
+  count: number,
+  concurrency: number,
+  signal: AbortSignal,
+): Promise<string[]> {
+  await admin.json('POST', '/api/v1/namespaces', json({ metadata: { name: namespace, labels } }));
+  // Pods need the namespace's default ServiceAccount, which the controller manager makes.
+  await until(signal, 60_000, 'the default ServiceAccount', async () =>
+    Boolean(
+      await admin.json('GET', `/api/v1/namespaces/${namespace}/serviceaccounts/default`).catch(() => undefined),
+    ));
+  const names = Array.from({ length: count }, (_, i) => `app-${String(i).padStart(4, '0')}`);
+  await pool(names, concurrency, async (name) => {
+    await admin.json('POST', `/apis/apps/v1/namespaces/${namespace}/deployments`, json(deployment(name)));
+  }, signal);
+  await rolledOut(admin, namespace, count * REPLICAS, signal);
+  return names;
+}
+
+/** A rolling restart of each of `names`, as `kubectl rollout restart` does it: the pod template's restartedAt. */
+export async function restartAll(
+  admin: KubeClient,
+  namespace: string,
+  names: readonly string[],
+  concurrency: number,
+  signal: AbortSignal,
+): Promise<void> {
+  await pool(names, concurrency, async (name) => {
+    await admin.json('PATCH', `/apis/apps/v1/namespaces/${namespace}/deployments/${name}`, {
+      headers: { 'content-type': 'application/strategic-merge-patch+json' },
+      body: JSON.stringify({
+        spec: {
+          template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date().toISOString() } } },
+        },
+      }),
+    });
+  }, signal);
+}
+
+/** The pods of `namespace` the ReplicaSet controller created from `from` (epoch ms) on, in `controllers`' log. */
+export function podsCreated(controllers: AuditRequests, namespace: string, from: number): AuditRequest[] {
+  return controllers.requests(from).filter((r) =>
+    r.verb === 'create' && r.resource === 'pods' && r.namespace === namespace
+  );
 }
 
 function deployment(name: string): object {
@@ -199,17 +232,17 @@ function deployment(name: string): object {
 }
 
 /** Polls `check` every second until it holds; throws after `timeoutMs`. */
-async function until(signal: AbortSignal, timeoutMs: number, what: string, check: () => Promise<boolean>) {
+export async function until(signal: AbortSignal, timeoutMs: number, what: string, check: () => Promise<boolean>) {
   for (const deadline = Date.now() + timeoutMs;;) {
     signal.throwIfAborted();
     if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`workloads: ${what} not reached in ${timeoutMs / 1000} s`);
+    if (Date.now() > deadline) throw new Error(`${what} not reached in ${timeoutMs / 1000} s`);
     await sleep(1000, signal);
   }
 }
 
 /** Until every Deployment has rolled out its current template, and only `n` pods are left (the old ones gone). */
-async function rolledOut(admin: KubeClient, namespace: string, n: number, signal: AbortSignal): Promise<void> {
+export async function rolledOut(admin: KubeClient, namespace: string, n: number, signal: AbortSignal): Promise<void> {
   await until(signal, STEP_MS, 'every Deployment rolled out', async () => {
     const { items } = await admin.json<DeploymentList>('GET', `/apis/apps/v1/namespaces/${namespace}/deployments`);
     const done = items.every(({ metadata, status }) =>

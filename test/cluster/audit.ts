@@ -129,6 +129,8 @@ export interface AuditRequest {
   readonly userAgent: string;
   readonly resource: string;
   readonly namespace: string;
+  /** The object's name; empty for a list, and for a create whose name the server generates. */
+  readonly name: string;
   readonly uri: string;
   /** Epoch ms when the server received the request. */
   readonly received: number;
@@ -166,6 +168,7 @@ export class AuditRequests {
       userAgent: event.userAgent ?? '',
       resource: event.objectRef?.resource ?? '',
       namespace: event.objectRef?.namespace ?? '',
+      name: event.objectRef?.name ?? '',
       uri: event.requestURI,
       received: receivedAt(event),
       completed: event.stage === 'ResponseComplete' ? stageAt : undefined,
