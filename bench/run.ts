@@ -13,7 +13,8 @@
 // footprint in every-kind mode (everykind.ts); --peers sets labeller side by side with labellers on
 // kube-rs, controller-runtime and @kubernetes/client-node (peers.ts); --lists compares its first
 // list as a streaming list and as paginated lists (lists.ts); --shards replicas that share the
-// work (--shards auto) against one labeller (shards.ts).
+// work (--shards auto) against one labeller (shards.ts); --admission labels at create with the
+// admission policies, on a full control plane (admission.ts).
 // Prints a markdown table, writes bench/results/<timestamp>.json and updates bench/RESULTS.md.
 //
 //   npm run bench -- [--quick] [--n 1k|10k|50k] [--idle-minutes 2] [--samples 200] ...
@@ -28,6 +29,7 @@ import { resolveResource } from '../src/kube/resolve.ts';
 import { type ControlPlane, startControlPlane } from '../test/controlplane/controlplane.ts';
 import { AuditRequests } from '../test/cluster/audit.ts';
 import { running as runningLabellers } from '../test/process/labeller.ts';
+import { admissionControlPlane, admissionResults, benchAdmission } from './lib/admission.ts';
 import { cacheMemory } from './lib/cachememory.ts';
 import { children, controlPlanes } from './lib/children.ts';
 import { parseOrExit, progress } from './lib/cli.ts';
@@ -103,6 +105,7 @@ async function bench(controlPlane: ControlPlane, opts: Options, results: Results
       };
     } else if (opts.peers) await benchPeers(context, opts, results.peers = peersResults(opts));
     else if (opts.shards) await benchShards(context, opts, results.shards = shardsResults(opts));
+    else if (opts.admission) await benchAdmission(context, opts, results.admission = admissionResults(opts));
     else if (opts.lists) results.lists = await benchLists(context, opts, opts.n, opts.rounds);
     else await main(context, opts, results);
   } finally {
@@ -145,7 +148,10 @@ const results: Results = { meta: startMeta(startedAt, opts), options: opts };
 let status = 0;
 try {
   log(`starting the control plane (N = ${opts.n}, labeller on ${opts.runtime})`);
-  controlPlane = startControlPlane(abort.signal, opts.workloads ? workloadsControlPlane(opts.n) : {});
+  controlPlane = startControlPlane(
+    abort.signal,
+    opts.workloads ? workloadsControlPlane(opts.n) : opts.admission ? admissionControlPlane(opts.n) : {},
+  );
   const cp = await controlPlane;
   results.meta['etcd'] = etcdVersion();
   await bench(cp, opts, results, abort.signal);

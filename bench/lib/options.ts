@@ -43,6 +43,11 @@ ${LAUNCH_USAGE}
                           RSS, bytes received), one killed, members joining and leaving; then three again on a
                           second control plane with the ShardedListAndWatch gate off (bench/lib/shards.ts)
   --sequential-names      --shards: namespaces named shards-bench-NNNN, the counter last (crowded in a few equal buckets)
+  --admission             only rows AD1–AD4: labels at create with --admission-policies, on a full control plane:
+                          batches of N ConfigMaps (default 10k; --quick 300) created with and without the policies
+                          (labels in the create response, PATCHes, create latency, the API server's admission
+                          metrics), --samples created one at a time (create → label by the controller), existing
+                          objects converged, and N/10 pods of Deployments rolled out (bench/lib/admission.ts)
   --no-memory             skip the memory measurements
   --no-results-md         do not update bench/RESULTS.md`;
 
@@ -70,6 +75,7 @@ export interface Options extends Launch {
   readonly rounds: number;
   readonly shards: boolean;
   readonly sequentialNames: boolean;
+  readonly admission: boolean;
   readonly coldOnly: boolean;
   readonly credentials: Credentials;
   readonly memoryOnly: boolean;
@@ -115,6 +121,7 @@ export function options(argv: string[]): Options {
       rounds: { type: 'string', default: '3' },
       shards: { type: 'boolean', default: false },
       'sequential-names': { type: 'boolean', default: false },
+      admission: { type: 'boolean', default: false },
       'no-results-md': { type: 'boolean', default: false },
       'cold-only': { type: 'boolean', default: false },
       credentials: { type: 'string', default: 'kubeconfig' },
@@ -149,15 +156,18 @@ export function options(argv: string[]): Options {
   if (values['sequential-names'] && !values.shards) {
     throw new Error('--sequential-names names the namespaces of --shards');
   }
-  if (values.shards) {
+  for (const mode of ['shards', 'admission'] as const) {
+    if (!values[mode]) continue;
     const given = new Set<string>(tokens.flatMap((t) => (t.kind === 'option' ? [t.name] : [])));
     const other = ['kinds', 'credentials', 'cold-only', 'memory-only'].find((name) => given.has(name));
-    if (other !== undefined) throw new Error(`--shards labels ConfigMaps with a kubeconfig; drop --${other}`);
+    if (other !== undefined) throw new Error(`--${mode} labels ConfigMaps with a kubeconfig; drop --${other}`);
   }
   return {
     ...launch(values),
     quick,
-    kinds: values.peers || values.lists || values.shards ? KINDS.filter((k) => k.resource === 'configmaps') : kinds,
+    kinds: values.peers || values.lists || values.shards || values.admission
+      ? KINDS.filter((k) => k.resource === 'configmaps')
+      : kinds,
     n: values.n
       ? parseCount(values.n, '--n')
       : values['every-kind']
@@ -188,6 +198,7 @@ export function options(argv: string[]): Options {
     rounds: Math.round(parsePositive(values.rounds, '--rounds')),
     shards: values.shards,
     sequentialNames: values['sequential-names'],
+    admission: values.admission,
     coldOnly: values['cold-only'],
     credentials,
     memoryOnly: values['memory-only'],

@@ -7,6 +7,7 @@ import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { binaries } from '../../test/controlplane/controlplane.ts';
 import { host, runtimeVersion } from '../../test/process/runtime.ts';
+import { type AdmissionResults, admissionRows, admissionSetup } from './admission.ts';
 import { type MemoryResults, memoryRows } from './cachememory.ts';
 import { type ColdResults, coldRows } from './cold.ts';
 import { type EveryKindResults, everyKindRows } from './everykind.ts';
@@ -41,6 +42,7 @@ export interface Results {
   peers?: PeersResults;
   lists?: ListsResults;
   shards?: ShardsResults;
+  admission?: AdmissionResults;
   error?: string;
 }
 
@@ -94,6 +96,7 @@ export function rows(r: Results): Row[] {
   const { cold, loop, restart, idle, latency, memory, related, workloads, sources, everyKind } = r;
   return [
     ...(r.shards ? shardsRows(r.shards) : []),
+    ...(r.admission ? admissionRows(r.admission) : []),
     ...(everyKind ? everyKindRows(everyKind, everyKind.load) : []),
     ...(related ? relatedRows(related, related.load) : []),
     ...(workloads ? workloadRows(workloads, workloads.load) : []),
@@ -111,18 +114,20 @@ export function rows(r: Results): Row[] {
 export function describeRun(r: Results): string {
   const m = r.meta;
   const o = r.options;
+  const quick = o.quick ? ' (--quick)' : '';
+  const where = `labeller on ${o.runtime === 'node' ? 'Node' : 'Deno'}${
+    o.build === undefined ? '' : `, from ${o.build}/`
+  }`;
   const lines = [
     o.peers
-      ? `## N = ${o.n}${o.quick ? ' (--quick)' : ''}, labeller and its peers (--peers)`
+      ? `## N = ${o.n}${quick}, labeller and its peers (--peers)`
       : o.shards
-      ? `## N = ${o.n}${o.quick ? ' (--quick)' : ''}, sharded replicas (--shards), labeller on ${
-        o.runtime === 'node' ? 'Node' : 'Deno'
-      }${o.build === undefined ? '' : `, from ${o.build}/`}`
+      ? `## N = ${o.n}${quick}, sharded replicas (--shards), ${where}`
+      : o.admission
+      ? `## N = ${o.n}${quick}, labels at create: admission policies (--admission), ${where}`
       : o.lists
-      ? `## N = ${o.n}, labeller's first list: streaming or paginated (--lists), labeller on ${
-        o.runtime === 'node' ? 'Node' : 'Deno'
-      }${o.build === undefined ? '' : `, from ${o.build}/`}`
-      : `## N = ${o.n}${o.quick ? ' (--quick)' : ''}${
+      ? `## N = ${o.n}, labeller's first list: streaming or paginated (--lists), ${where}`
+      : `## N = ${o.n}${quick}${
         o.related
           ? ', labels from related objects (--related)'
           : o.workloads
@@ -132,13 +137,13 @@ export function describeRun(r: Results): string {
           : o.everyKind
           ? ' per kind, every-kind mode (--every-kind)'
           : ''
-      }, labeller on ${o.runtime === 'node' ? 'Node' : 'Deno'}${o.build === undefined ? '' : `, from ${o.build}/`}`,
+      }, ${where}`,
     '',
     `- run: ${String(m['startedAt'])}, ${seconds(Number(m['durationSeconds'] ?? 0))} in all; \`${
       String(m['command'])
     }\``,
     `- labeller ${String(m['labellerVersion'])} (git ${String(m['git'])}), labeller${
-      o.peers || o.shards ? '' : ' and memory probes'
+      o.peers || o.shards || o.admission ? '' : ' and memory probes'
     } on ${String(m['labellerRuntime'])}; bench on ${String(m['benchRuntime'])}`,
     `- kube-apiserver ${String(m['kubeApiserver'] ?? '?')}, etcd ${
       String(m['etcd'])
@@ -155,6 +160,8 @@ export function describeRun(r: Results): string {
       ? listsSetup(r)
       : o.shards && r.shards
       ? [`- labeller run from ${howRun(o)}`, ...shardsSetup(r.shards)]
+      : o.admission && r.admission
+      ? [`- labeller run from ${howRun(o)}`, ...admissionSetup(r.admission)]
       : benchSetup(r)),
   ];
   const notes: string[] = [];
@@ -245,10 +252,12 @@ function listsSetup(r: Results): string[] {
 
 /** The key of the run's section in bench/RESULTS.md. */
 export function sectionKey(o: Options): string {
+  const runtime = `runtime=${o.runtime}${o.build === undefined ? '' : ` build=${o.build}`}`;
   if (o.peers) return `n=${o.n} peers`;
-  if (o.shards) return `n=${o.n} shards runtime=${o.runtime}${o.build === undefined ? '' : ` build=${o.build}`}`;
-  if (o.lists) return `n=${o.n} lists runtime=${o.runtime}${o.build === undefined ? '' : ` build=${o.build}`}`;
-  return `n=${o.n} runtime=${o.runtime}${o.build === undefined ? '' : ` build=${o.build}`}${
+  if (o.shards) return `n=${o.n} shards ${runtime}`;
+  if (o.admission) return `n=${o.n} admission ${runtime}`;
+  if (o.lists) return `n=${o.n} lists ${runtime}`;
+  return `n=${o.n} ${runtime}${
     o.related ? ' related' : o.workloads ? ' workloads' : o.sources ? ' sources' : o.everyKind ? ' every-kind' : ''
   }`;
 }
