@@ -15,9 +15,11 @@
 //            carrying the keys (a dry-run create every 100 ms); spawn → its last PATCH of B;
 //   AD1/AD3  batch C: N created with the policies in force: the share whose create response carried
 //            every key, labeller's PATCHes of them (audit log, until 5 s + N/10 ms after); create
-//            latency against A and B; over each batch the API server's admission metrics;
+//            latency against A and B (AD3), and over each batch the API server's admission metrics;
 //   AD1      --samples created one at a time with generateName: the other keys at create, {{name}}
 //            by the controller: create → label;
+//   batch D  labeller stopped, its policies left on the server: N created as C, nothing else
+//            running (AD3: what the policies add to a create, against B);
 //   AD2      N/10 pods of Deployments (the ReplicaSet controller makes them), a rolling restart under
 //            a config whose pod keys are all expressible (target: 0 PATCH of new pods), then one with
 //            a root.* key, which only the controller can set (1 PATCH per new pod).
@@ -61,6 +63,8 @@ export interface AdmissionOptions extends Launch {
 
 /** A batch of creates: how long they took, what their responses carried, and what followed. */
 export interface CreateBatch {
+  /** A, B, C or D for the batches of N, or what a batch of --samples is. */
+  readonly id: string;
   readonly what: string;
   readonly count: number;
   readonly concurrency: number;
@@ -133,13 +137,11 @@ export interface AdmissionResults {
   readonly namespaces: number;
   readonly concurrency: number;
   readonly createConcurrency: number;
-  /** Batches A and B: no policies, no labeller. */
-  readonly before: CreateBatch[];
+  /** Batches of N: A and B without policies or labeller, C with the policies in force and labeller running, D with them and labeller stopped. */
+  readonly batches: CreateBatch[];
   /** One at a time, labeller without policies running. */
   controllerAlone?: CreateBatch;
   inForce?: InForce;
-  /** Batch C: the policies in force, labeller running. */
-  admitted?: CreateBatch;
   /** One at a time with generateName, the policies in force, labeller running. */
   generated?: CreateBatch;
   readonly convergence: Convergence[];
@@ -167,7 +169,7 @@ kinds:
 const POLICY = policyName(FIELD_MANAGER, 'configmaps');
 /** Each batch's objects go round this many namespaces, each of a team of its own. */
 const NAMESPACES = 5;
-const BATCHES = ['a', 'alone', 'b', 'c', 'generated'] as const;
+const BATCHES = ['a', 'alone', 'b', 'c', 'generated', 'd'] as const;
 type BatchId = typeof BATCHES[number];
 const namespaceOf = (batch: BatchId, i: number): string => `admission-${batch}-${i % NAMESPACES}`;
 const teamOf = (namespace: string): string => `team-${namespace.slice(namespace.lastIndexOf('-') + 1)}`;
@@ -212,7 +214,7 @@ export function admissionResults(options: AdmissionOptions): AdmissionResults {
     namespaces: NAMESPACES,
     concurrency: options.concurrency,
     createConcurrency: options.createConcurrency,
-    before: [],
+    batches: [],
     convergence: [],
     rollouts: [],
   };
@@ -335,6 +337,7 @@ function plan(batch: BatchId, count: number, generateName: boolean): PlannedCrea
 /** Creates `planned`, `concurrency` in flight, with the API server's admission metrics around them. */
 async function createBatch(
   bench: Bench,
+  id: string,
   what: string,
   planned: readonly PlannedCreate[],
   concurrency: number,
@@ -346,6 +349,7 @@ async function createBatch(
   const after = await admissionCounters(bench.admin, POLICY);
   const latencies = created.map((c) => c.ms).sort((a, b) => a - b);
   const batch: CreateBatch = {
+    id,
     what,
     count: created.length,
     concurrency,
@@ -357,7 +361,7 @@ async function createBatch(
     load: load1(),
   };
   bench.log(
-    `admission: ${what}: ${batch.count} created in ${seconds(took)}, p50 ${ms(batch.p50Ms)}, p99 ${
+    `admission: ${id}, ${what}: ${batch.count} created in ${seconds(took)}, p50 ${ms(batch.p50Ms)}, p99 ${
       ms(batch.p99Ms)
     }; ${batch.atCreate} carried every key at create`,
   );
@@ -408,7 +412,7 @@ async function labelledByController(
   batch.labelP50Ms = percentile(latencies, 50);
   batch.labelP99Ms = percentile(latencies, 99);
   bench.log(
-    `admission: ${batch.what}: labelled by the controller, p50 ${ms(batch.labelP50Ms)}, p99 ${
+    `admission: ${batch.id}: labelled by the controller, p50 ${ms(batch.labelP50Ms)}, p99 ${
       ms(batch.labelP99Ms)
     } after the create; ${batch.patches} PATCH`,
   );
@@ -539,24 +543,28 @@ export async function benchAdmission(
     }
   }
 
-  log(`admission: batch A, ${n} ConfigMaps, no policies, no labeller`);
-  results.before.push(
-    (await createBatch(bench, 'A: no policies, no labeller', plan('a', n, false), createConcurrency)).batch,
+  results.batches.push(
+    (await createBatch(bench, 'A', 'no policies, no labeller', plan('a', n, false), createConcurrency)).batch,
   );
 
   const alone = startWith(options, bench, config, false);
   try {
     results.convergence.push(await converge(bench, alone, n, false));
     const from = Date.now();
-    const { batch, created } = await createBatch(bench, 'one at a time, no policies', plan('alone', samples, false), 1);
+    const { batch, created } = await createBatch(
+      bench,
+      'one at a time',
+      'no policies, labeller running',
+      plan('alone', samples, false),
+      1,
+    );
     await labelledByController(bench, alone, creators, results.controllerAlone = batch, created, from);
   } finally {
     await stop(alone);
   }
 
-  log(`admission: batch B, ${n} ConfigMaps, no policies, no labeller`);
-  results.before.push(
-    (await createBatch(bench, 'B: no policies, no labeller', plan('b', n, false), createConcurrency)).batch,
+  results.batches.push(
+    (await createBatch(bench, 'B', 'no policies, no labeller', plan('b', n, false), createConcurrency)).batch,
   );
 
   const kept = startWith(options, bench, config, true);
@@ -574,20 +582,36 @@ export async function benchAdmission(
       }, in force ${seconds(enforced.enforcedSeconds)} after labeller started`,
     );
 
-    log(`admission: batch C, ${n} ConfigMaps, the policies in force, labeller running`);
     let from = Date.now();
-    const admitted = await createBatch(bench, 'C: policies in force', plan('c', n, false), createConcurrency);
-    results.admitted = admitted.batch;
+    const admitted = await createBatch(
+      bench,
+      'C',
+      'the policies in force, labeller running',
+      plan('c', n, false),
+      createConcurrency,
+    );
+    results.batches.push(admitted.batch);
     await sleep(settleMs(n), signal);
     admitted.batch.patches = patchesOf(bench, admitted.created, from).length;
     log(`admission: batch C: ${admitted.batch.patches} labeller PATCH of its objects`);
 
     from = Date.now();
-    const generated = await createBatch(bench, 'one at a time, generateName', plan('generated', samples, true), 1);
+    const generated = await createBatch(
+      bench,
+      'generateName',
+      'the policies in force, labeller running',
+      plan('generated', samples, true),
+      1,
+    );
     await labelledByController(bench, kept, creators, results.generated = generated.batch, generated.created, from);
   } finally {
     await stop(kept);
   }
+  // The policies stay on the server when labeller stops: the same creates, nothing else running.
+  results.batches.push(
+    (await createBatch(bench, 'D', 'the policies in force, labeller stopped', plan('d', n, false), createConcurrency))
+      .batch,
+  );
 
   const deployments = results.pods / REPLICAS;
   log(`admission: ${deployments} Deployments of ${REPLICAS} in ${ROLLOUT_NAMESPACE}, on ${results.nodes} kwok nodes`);
@@ -653,7 +677,7 @@ function createToLabelRows(r: AdmissionResults): Row[] {
       load: r.convergence.find((c) => c.policies)?.load,
     });
   }
-  const c = r.admitted;
+  const c = r.batches.find((x) => x.id === 'C');
   if (c) {
     rows.push({
       id: 'AD1',
@@ -725,25 +749,28 @@ function rolloutRows(r: AdmissionResults): Row[] {
 }
 
 function latencyRows(r: AdmissionResults): Row[] {
-  const c = r.admitted;
-  const b = r.before.at(-1);
-  if (!c || !b) return [];
-  const batches = [...r.before, c];
-  const named = (x: CreateBatch): string => x.what.split(':')[0]!;
-  const step = (x: CreateBatch): string =>
-    `${named(x)} ${mean(x.admission.stepSeconds, x.admission.stepCount)} (${x.admission.stepCount} creates)`;
-  const plugin = (x: CreateBatch): string => `${named(x)} ${mean(x.admission.pluginSeconds, x.admission.pluginCount)}`;
+  const { batches } = r;
+  const [b, c, d] = ['B', 'C', 'D'].map((id) => batches.find((x) => x.id === id));
+  if (!b || !c) return [];
+  const load = (d ?? c).load;
+  /** The plugin's mean per create over `x`, in seconds. */
+  const plugin = (x: CreateBatch): number => x.admission.pluginSeconds / (x.admission.pluginCount || 1);
+  const against = (x: CreateBatch | undefined, what: (x: CreateBatch) => string): string =>
+    x ? `; ${x.id} − B ${what(x)}` : '';
   const rows: Row[] = [
     {
       id: 'AD3',
       measurement:
-        `Create latency, ${c.count} ConfigMaps at ${c.concurrency} in flight, request sent → response read (A and B: no policies, no labeller; C: the policies in force, labeller running, sending no PATCH)`,
-      result: `${batches.map((x) => `${named(x)} ${latencies(x)}`).join('; ')}; C − B: p50 ${
-        signedMs(c.p50Ms, b.p50Ms)
-      }, p99 ${signedMs(c.p99Ms, b.p99Ms)}`,
+        `Create latency, ${b.count} ConfigMaps at ${b.concurrency} in flight, request sent → response read (${
+          batches.map((x) => `${x.id}: ${x.what}`).join('; ')
+        }; C's labeller sent no PATCH)`,
+      result: `${batches.map((x) => `${x.id} ${latencies(x)}`).join('; ')}${
+        [c, d].map((x) => against(x, (y) => `p50 ${signedMs(y.p50Ms, b.p50Ms)}, p99 ${signedMs(y.p99Ms, b.p99Ms)}`))
+          .join('')
+      }${d ? `; D labelled at create: ${share(d.atCreate, d.count)}` : ''}`,
       target: 'measured',
       verdict: '',
-      load: c.load,
+      load,
     },
   ];
   const { controllerAlone: alone, generated } = r;
@@ -765,35 +792,36 @@ function latencyRows(r: AdmissionResults): Row[] {
       id: 'AD3',
       measurement:
         'The API server: the MutatingAdmissionPolicy plugin per CREATE over each batch (`apiserver_admission_controller_admission_duration_seconds{name="MutatingAdmissionPolicy"}`, Δsum ÷ Δcount)',
-      result: `${batches.map(plugin).join('; ')}; C − B ${
-        micro(
-          c.admission.pluginSeconds / (c.admission.pluginCount || 1) -
-            b.admission.pluginSeconds / (b.admission.pluginCount || 1),
-        )
+      result: `${batches.map((x) => `${x.id} ${micro(plugin(x))}`).join('; ')}${
+        [c, d].map((x) => against(x, (y) => micro(plugin(y) - plugin(b)))).join('')
       }`,
       target: 'measured',
       verdict: '',
-      load: c.load,
+      load,
     },
     {
       id: 'AD3',
       measurement:
         'The API server: the mutating admission step per CREATE, every plugin (`apiserver_admission_step_admission_duration_seconds{type="admit"}`), and every CREATE it admitted over the batch',
-      result: batches.map(step).join('; '),
+      result: batches.map((x) =>
+        `${x.id} ${mean(x.admission.stepSeconds, x.admission.stepCount)} (${x.admission.stepCount} creates)`
+      ).join('; '),
       target: 'measured',
       verdict: '',
-      load: c.load,
+      load,
     },
     {
       id: 'AD3',
       measurement:
-        'The API server: each evaluation of the policy over batch C (`apiserver_mutating_admission_policy_check_duration_seconds`; buckets 0.5 µs, 1 ms, 10 ms…)',
-      result: `${c.admission.checks} evaluations, mean ${mean(c.admission.checkSeconds, c.admission.checks)}, ${
-        share(c.admission.checksUnder1ms, c.admission.checks)
-      } under 1 ms`,
+        'The API server: each evaluation of the policy over the batches with it (`apiserver_mutating_admission_policy_check_duration_seconds`; buckets 0.5 µs, 1 ms, 10 ms…)',
+      result: batches.filter((x) => x.admission.checks > 0).map(({ id, admission: a }) =>
+        `${id}: ${a.checks} evaluations, mean ${mean(a.checkSeconds, a.checks)}, ${
+          share(a.checksUnder1ms, a.checks)
+        } under 1 ms`
+      ).join('; '),
       target: 'measured',
       verdict: '',
-      load: c.load,
+      load,
     },
   );
   return rows;
@@ -831,7 +859,7 @@ export function admissionRows(r: AdmissionResults): Row[] {
 /** The section's setup lines and table. */
 export function admissionSetup(r: AdmissionResults): string[] {
   return [
-    `- objects: ConfigMaps of the bench's shape (4 labels, 3 annotations, created by one POST each, nothing applied after), in batches over ${r.namespaces} namespaces each, labelled \`team=team-<i>\`: A, B and C of ${r.n} at ${r.createConcurrency} in flight, two of ${r.samples} one at a time; ${r.pods} pods of ${
+    `- objects: ConfigMaps of the bench's shape (4 labels, 3 annotations, created by one POST each, nothing applied after), in batches over ${r.namespaces} namespaces each, labelled \`team=team-<i>\`: A, B, C and D of ${r.n} at ${r.createConcurrency} in flight, two of ${r.samples} one at a time; ${r.pods} pods of ${
       r.pods / REPLICAS
     } Deployments of ${REPLICAS} in one namespace (\`team=${ROLLOUT_TEAM}\`) on ${r.nodes} kwok nodes`,
     `- labeller cluster-wide, \`--concurrency ${r.concurrency}\`, ConfigMaps \`${SELECTOR}\` with \`${MANAGED}: labeller\`, \`${TEAM}: "{{namespace.labels.team}}"\`, \`${APP}: "{{labels.app}}"\`, \`${NAME}: "{{name}}"\`; pods: \`${CONFIG}\` (a constant naming the config), the team and the app, and in the second config \`${WORKLOAD}: "{{root.kind}}.{{root.name}}"\`; with \`--admission-policies\` it applies one MutatingAdmissionPolicy per kind entry (\`failurePolicy: Ignore\`)`,
