@@ -2,8 +2,9 @@
 // against the real API server. Where it serves admissionregistration.k8s.io/v1 (1.36 and later):
 // the policies and bindings are applied under labeller's field manager and label objects in their
 // create response; a live reload that changes a value and drops a kind changes the one policy and
-// deletes the other with its binding; a policy whose CEL the API server refuses is reported (log,
-// Event, /readyz note, metric) while the others and the controller carry on; status lists them; a
+// deletes the other with its binding; a policy the API server refuses (its params a ConfigMap, and
+// labeller, run as a ServiceAccount, may not get every ConfigMap) is reported (log, Event, /readyz
+// note, metric) while the others and the controller carry on; status lists them; a
 // second labeller of another config under the field manager is refused by the guard and touches
 // nothing; --dry-run applies nothing; prune, even without the flag, removes them all. Where the
 // server does not serve them (1.30–1.35): one line says so, and the controller labels as ever,
@@ -22,7 +23,17 @@ import { freePorts } from '../controlplane/controlplane.ts';
 import { assertCleanExit } from '../process/crash.ts';
 import { Labeller, type LogLine, runLabeller } from '../process/labeller.ts';
 import { scrape } from '../process/metrics.ts';
-import { adminClient, create, createNamespace, eventually, labelsOf, patchLabels, skip } from './cluster.ts';
+import {
+  adminClient,
+  create,
+  createNamespace,
+  eventually,
+  labelsOf,
+  patchLabels,
+  type PolicyRule,
+  serviceAccountKubeconfig,
+  skip,
+} from './cluster.ts';
 import { tool } from './helm.ts';
 import { kubeconfig } from './cluster.ts';
 
@@ -93,6 +104,21 @@ function cleanUp(fieldManager: string): void {
 
 const withName = (name: string) => (line: LogLine) => line['name'] === name;
 
+/**
+ * What the controller of the first test needs, as a ServiceAccount, and no more: its kinds, the
+ * namespaces, Leases (guard, sources' memory), Events, its policies and bindings as the preflight
+ * asks (server-side apply creates and changes them, the others are listed and deleted), and on
+ * ConfigMaps no `get`: the source is watched by name, and the API server lets only whoever may get
+ * every ConfigMap create a policy whose params are one.
+ */
+const CONTROLLER_RULES: readonly PolicyRule[] = [
+  { apiGroups: [''], resources: ['configmaps', 'secrets', 'services'], verbs: ['list', 'watch', 'patch'] },
+  { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
+  { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'create', 'update', 'delete'] },
+  { apiGroups: ['', 'events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
+  { apiGroups: ['admissionregistration.k8s.io'], resources: [...KINDS], verbs: ['list', 'create', 'patch', 'delete'] },
+];
+
 /** What `labeller status --admission-policies -o json` says of the policies, for the config of `args`. */
 async function policyStatus(args: readonly string[]): Promise<StatusReport['admissionPolicies']> {
   const status = await runLabeller(['status', ...args, '--admission-policies', '--preflight=false', '-o', 'json']);
@@ -115,23 +141,27 @@ describe('the controller keeps its admission policies in force', { skip }, () =>
       const fieldManager = `admit-ctl-${randomBytes(3).toString('hex')}`;
       cleanUp(fieldManager);
       const policy = (kind: string) => `${fieldManager}-${kind}`;
+      await create(`/api/v1/namespaces/${ns}/configmaps`, { metadata: { name: 'tiers' }, data: { web: 'frontend' } });
       const kinds = (managed: string, secrets: boolean) => `
 labels:
   example.com/managed: ${managed}
   example.com/team: "{{namespace.labels.team}}"
+sources:
+  tiers: {configMap: {namespace: ${ns}, name: tiers}}
 kinds:
   - resource: configmaps
     namespaces: [${ns}]
 ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource: services
     namespaces: [${ns}]
     labels:
-      # Two object labels side by side: the renderer's CEL, which this API server refuses (its
-      # checker takes the sum of two dyn values for bytes); the controller renders it all the same.
-      example.com/joined: "{{labels.a}}{{labels.b}}"
+      # A lookup in a ConfigMap source without key: a policy of its own, its params the ConfigMap,
+      # which the API server refuses to labeller (it may not get every ConfigMap).
+      example.com/tier: "{{tiers[labels.app]}}"
 `;
       const volume = new ConfigMapVolume(kinds('labeller', true));
       after(() => rmSync(volume.dir, { recursive: true, force: true }));
       const [port] = await freePorts(1);
+      const account = await serviceAccountKubeconfig(ns, 'labeller', CONTROLLER_RULES);
       const labeller = new Labeller([
         '--config',
         volume.path,
@@ -140,7 +170,7 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
         '--admission-policies',
         '--http-port',
         String(port),
-      ], { env: { POD_NAME: 'labeller-0', POD_NAMESPACE: ns } });
+      ], { kubeconfig: account, env: { POD_NAME: 'labeller-0', POD_NAMESPACE: ns } });
       try {
         const applied = (name: string, kind: string, from = 0) =>
           labeller.waitForLog(
@@ -148,7 +178,7 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
             30_000,
             from,
           );
-        for (const kind of ['configmaps', 'secrets']) {
+        for (const kind of ['configmaps', 'secrets', 'services']) {
           await applied(policy(kind), 'MutatingAdmissionPolicy');
           await applied(policy(kind), 'MutatingAdmissionPolicyBinding');
         }
@@ -162,20 +192,21 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
           );
         }
 
-        // The policy whose CEL the API server refuses: a log line naming it, an Event on labeller's
-        // Pod, a /readyz note (ready all the same), the gauge; its binding never applied.
+        // The policy reading the source, which the API server refuses: a log line naming it, an
+        // Event on labeller's Pod, a /readyz note (ready all the same), the gauge; its binding never
+        // applied.
         const refused = await labeller.waitForLog(
-          (l) => l.msg.startsWith('admission policy refused') && withName(policy('services'))(l),
+          (l) => l.msg.startsWith('admission policy refused') && withName(policy('services-tiers'))(l),
         );
         t.diagnostic(String(refused['error']));
         assert.equal(refused.level, 'error');
         assert.equal(refused['kind'], 'MutatingAdmissionPolicy');
         assert.match(
           String(refused['error']),
-          /^spec\.variables\[\d+\]\.expression: compilation failed: .*no matching overload/,
+          /^spec\.paramKind: Forbidden: user .* must have "get" permission on all objects of the referenced paramKind \(kind=ConfigMap/,
         );
-        assert.equal(await read('mutatingadmissionpolicies', policy('services')), undefined);
-        assert.equal(await read('mutatingadmissionpolicybindings', policy('services')), undefined);
+        assert.equal(await read('mutatingadmissionpolicies', policy('services-tiers')), undefined);
+        assert.equal(await read('mutatingadmissionpolicybindings', policy('services-tiers')), undefined);
         const readyz = await eventually(async () => {
           const response = await fetch(`http://127.0.0.1:${port}/readyz`);
           const text = await response.text();
@@ -183,9 +214,9 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
         }, '/readyz ok, noting the refusal');
         assert.match(
           readyz,
-          new RegExp(`admission MutatingAdmissionPolicy ${policy('services')}: refused by the API server`),
+          new RegExp(`admission MutatingAdmissionPolicy ${policy('services-tiers')}: refused by the API server`),
         );
-        assert.equal(await scrape(port!, 'labeller_admission_policies', { state: 'applied' }), 2);
+        assert.equal(await scrape(port!, 'labeller_admission_policies', { state: 'applied' }), 3);
         assert.equal(await scrape(port!, 'labeller_admission_policies', { state: 'refused' }), 1);
         const event = await eventually(async () => {
           const list = await client.json<{ items: { reason: string; note: string; regarding: { name: string } }[] }>(
@@ -195,10 +226,10 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
           return list.items.find((e) => e.reason === 'AdmissionPolicyRefused');
         }, 'the AdmissionPolicyRefused Event');
         assert.equal(event.regarding.name, 'labeller-0');
-        assert.match(event.note, new RegExp(`MutatingAdmissionPolicy ${policy('services')} refused`));
+        assert.match(event.note, new RegExp(`MutatingAdmissionPolicy ${policy('services-tiers')} refused`));
 
         // Objects created from now on carry their labels in the create response (the API server
-        // enforces a new policy within a few seconds); the refused kind's, from the controller.
+        // enforces a new policy within a few seconds); the refused policy's, from the controller.
         let probes = 0;
         const configMap = await eventually(async () => {
           const created = await create<Created>(`/api/v1/namespaces/${ns}/configmaps`, {
@@ -212,21 +243,26 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
         });
         const secret = await create<Created>(`/api/v1/namespaces/${ns}/secrets`, { metadata: { name: 'secret' } });
         assert.equal(secret.metadata.labels?.['example.com/managed'], 'labeller');
-        const service = await create<Created>(`/api/v1/namespaces/${ns}/services`, {
-          metadata: { name: 'web', labels: { a: 'x', b: 'y' } },
-          spec: { ports: [{ port: 80 }] },
-        });
-        assert.equal(service.metadata.labels?.['example.com/joined'], undefined, 'no policy for services');
+        const service = await eventually(async () => {
+          const created = await create<Created>(`/api/v1/namespaces/${ns}/services`, {
+            metadata: { name: `web-${probes++}`, labels: { app: 'web' } },
+            spec: { ports: [{ port: 80 }] },
+          });
+          return created.metadata.labels?.['example.com/team'] === 'payments' && created;
+        }, 'a Service labelled at its create');
+        assert.equal(service.metadata.labels?.['example.com/tier'], undefined, 'its source policy refused');
         await eventually(
-          async () => (await labelsOf(`/api/v1/namespaces/${ns}/services/web`))['example.com/joined'] === 'xy',
+          async () =>
+            (await labelsOf(`/api/v1/namespaces/${ns}/services/${service.metadata.name}`))['example.com/tier'] ===
+              'frontend',
           'the controller to label the service',
         );
 
         // status: the policies in force, and that the server serves them.
         assert.deepEqual(await policyStatus(['--config', volume.path, '--field-manager', fieldManager]), {
           served: true,
-          policies: [policy('configmaps'), policy('secrets')],
-          bindings: [policy('configmaps'), policy('secrets')],
+          policies: [policy('configmaps'), policy('secrets'), policy('services')],
+          bindings: [policy('configmaps'), policy('secrets'), policy('services')],
         });
 
         // A reload: a value changes (its policy with it), a kind goes (its policy and binding deleted).
@@ -247,7 +283,9 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
         assert.ok(changed?.spec.variables?.some((v) => v.expression.includes('"labeller-2"')));
         assert.deepEqual(await listed(fieldManager), [
           `mutatingadmissionpolicies/${policy('configmaps')}`,
+          `mutatingadmissionpolicies/${policy('services')}`,
           `mutatingadmissionpolicybindings/${policy('configmaps')}`,
+          `mutatingadmissionpolicybindings/${policy('services')}`,
         ]);
         await eventually(async () => {
           const created = await create<Created>(`/api/v1/namespaces/${ns}/configmaps`, {
@@ -255,7 +293,7 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
           });
           return created.metadata.labels?.['example.com/managed'] === 'labeller-2';
         }, 'the changed policy in force');
-        // The refusal stays reported once: the same CEL, refused the same way, is not said again.
+        // The refusal stays reported once: the same policy, refused the same way, is not said again.
         assert.equal(labeller.logs.filter((l) => l.msg.startsWith('admission policy refused')).length, 1);
 
         // Another config under the same field manager: refused by the guard, the policies untouched.
@@ -282,7 +320,8 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
           versions.map((p) => p?.metadata.resourceVersion),
         );
 
-        // --dry-run, under a field manager of its own: each object checked and logged, none kept.
+        // --dry-run, under a field manager of its own and the same rights: each object checked and
+        // logged, the refusal said, none kept.
         const dryManager = `${fieldManager}-dry`;
         cleanUp(dryManager);
         const dry = new Labeller([
@@ -292,7 +331,7 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
           dryManager,
           '--admission-policies',
           '--dry-run',
-        ]);
+        ], { kubeconfig: account });
         try {
           await dry.waitForLog((l) =>
             l.msg === 'admission policy would be applied (dry run)' && l['kind'] === 'MutatingAdmissionPolicyBinding'
@@ -305,10 +344,10 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
 
         // The controller stops (its policies stay in force); prune, without the flag, removes them.
         assertCleanExit(await labeller.stop());
-        assert.equal((await listed(fieldManager)).length, 2);
+        assert.equal((await listed(fieldManager)).length, 4);
         const pruned = await runLabeller(['prune', '--config', volume.path, '--field-manager', fieldManager]);
         assert.equal(pruned.code, 0, pruned.stderr);
-        assert.equal(pruned.stderr.match(/"msg":"admission policy deleted"/g)?.length, 2, pruned.stderr);
+        assert.equal(pruned.stderr.match(/"msg":"admission policy deleted"/g)?.length, 4, pruned.stderr);
         assert.deepEqual(await listed(fieldManager), []);
       } finally {
         labeller.kill();

@@ -1,10 +1,10 @@
 // `labeller admission` against the real API server (issue 36): its output, applied with kubectl,
 // labels objects in their create response exactly as the controller's semantics say: constants,
-// the object's own metadata, its namespace's labels, a ConfigMap source through params (a
-// missing entry sets nothing), defaults, skip and force, namespaces and selectors; a rendered
-// value that is no label value is not set, and the create still succeeds (the API server would
-// refuse the object otherwise, failurePolicy or not); the marker annotations list exactly the
-// keys set, by every policy that matched.
+// the object's own metadata (two of its labels side by side too), its namespace's labels, a
+// ConfigMap source through params (a missing entry sets nothing), defaults, skip and force,
+// namespaces and selectors; a rendered value that is no label value is not set, and the create
+// still succeeds (the API server would refuse the object otherwise, failurePolicy or not); the
+// marker annotations list exactly the keys set, by every policy that matched.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { loadAll } from 'js-yaml';
@@ -62,6 +62,8 @@ kinds:
       example.com/cc: "{{teams[labels.app]}}"
       example.com/copy: "{{annotations.example.com/value}}"
       example.com/tier: "tier-{{labels.tier}}"
+      # Two object variables side by side: summed as strings, which the API server's checker takes.
+      example.com/joined: "{{labels.app}}{{labels.tier}}"
       example.com/owner: "{{owner.name}}"
   - resource: cm
     namespaces: [${skipped}]
@@ -116,7 +118,8 @@ kinds:
     assert.deepEqual(marked(plain, 'labels'), own(plain.metadata.labels));
     assert.deepEqual(marked(plain, 'annotations'), { 'example.com/runbook': runbook });
 
-    // A source entry, through the second policy; both policies' keys in the marker. Text around a variable.
+    // A source entry, through the second policy; both policies' keys in the marker. Text around a
+    // variable, and two variables side by side.
     const shop = await configmap(forced, 'shop', { labels: { app: 'shop', tier: 'web' } });
     const set = {
       'example.com/managed': 'labeller',
@@ -124,12 +127,14 @@ kinds:
       'example.com/kind': 'ConfigMap',
       'example.com/app': 'shop',
       'example.com/tier': 'tier-web',
+      'example.com/joined': 'shopweb',
       'example.com/cc': 'cc-12',
     };
     assert.deepEqual(shop.metadata.labels, { app: 'shop', tier: 'web', ...set });
     assert.deepEqual(marked(shop, 'labels'), set);
     // Each policy appends its entries to what the one before it wrote, in whichever order the API server runs them.
-    const first = 'example.com/app=shop,example.com/kind=ConfigMap,example.com/managed=labeller,' +
+    const first =
+      'example.com/app=shop,example.com/joined=shopweb,example.com/kind=ConfigMap,example.com/managed=labeller,' +
       'example.com/team=payments,example.com/tier=tier-web';
     assert.ok(
       [`${first},example.com/cc=cc-12`, `example.com/cc=cc-12,${first}`].includes(
