@@ -2,7 +2,9 @@
 // of the world (the config it wrote, the namespaces' labels, the two sources' contents), written here
 // and not taken from labeller's planner, so that it can disagree with it. The scenario's templates
 // read only an object's namespace and the sources, so the labels wanted are the same for every
-// object of a namespace, whatever its kind.
+// object of a namespace, whatever its kind. With --admission-policies it also says what an object
+// carries in its create response (atCreate), from the documented rules of what a policy sets,
+// not from labeller's renderer.
 
 /** The domain of the keys the scenario writes; other keys are not the oracle's business. */
 export const DOMAIN = 'chaos.example.com';
@@ -78,6 +80,18 @@ export function wanted(world: WorldState, namespace: string): Record<string, str
   const site = team === undefined ? undefined : world.catalog.get(team);
   if (world.config.site && site !== undefined) labels[KEYS.site] = site;
   return labels;
+}
+
+/**
+ * The labels an object created in `namespace` with none of the scenario's keys carries in its
+ * create response while the admission policies of the config in force are enforced: the keys
+ * rendered from constants and the namespace's labels, as wanted. The sources' keys are left to
+ * the controller (docs/operations.md): the ConfigMap source is read through `key:`, a document
+ * CEL cannot parse, and the other is a URL.
+ */
+export function atCreate(world: WorldState, namespace: string): Record<string, string> {
+  const labels = wanted(world, namespace);
+  return Object.fromEntries([KEYS.static, KEYS.team].flatMap((key) => key in labels ? [[key, labels[key]!]] : []));
 }
 
 /**

@@ -32,7 +32,7 @@ export class Random {
   }
 
   /** One of `weights`' keys, each as likely as its weight. */
-  weighted<K extends string>(weights: Readonly<Record<K, number>>): K {
+  weighted<K extends string>(weights: Readonly<Partial<Record<K, number>>>): K {
     const entries = Object.entries(weights) as [K, number][];
     let left = this.next() * entries.reduce((sum, [, w]) => sum + w, 0);
     for (const [key, weight] of entries) {

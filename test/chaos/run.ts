@@ -7,15 +7,20 @@
 //   npm run chaos -- --minutes 30          seeds 1, 2, 3, … until 30 minutes are over
 //   npm run chaos -- --mode sharded …      the seeds with shard members instead of a leader
 //                                          (scenario.ts; a seed draws other operations there)
+//   npm run chaos -- --admission on|off …  every seed with, or without, the admission policies
+//                                          (by default each seed draws whether it keeps them; a
+//                                          server that does not serve them runs none)
 //   npm run chaos -- --replay FILE,FILE    the operations a failed run wrote (or a regression), again,
-//                                          in the mode the file names (leader if none); with
-//                                          --seeds, those seeds after them
+//                                          in the mode the file names (leader if none), with the
+//                                          policies if it says so; with --seeds, those seeds after them
 import { readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { Cluster } from '../cluster/cluster.ts';
 import { startControlPlane } from '../controlplane/controlplane.ts';
-import { generate, type Mode, type Operation, run, type RunResult } from './scenario.ts';
+import { servesPolicies } from './admission.ts';
+import { admissionOf, generate, type Mode, type Operation, run, type RunResult } from './scenario.ts';
 
 const { values } = parseArgs({
   options: {
@@ -24,42 +29,71 @@ const { values } = parseArgs({
     minutes: { type: 'string' },
     replay: { type: 'string' },
     mode: { type: 'string', default: 'leader' },
+    admission: { type: 'string' },
   },
 });
 if (values.mode !== 'leader' && values.mode !== 'sharded') {
   throw new Error(`--mode leader or sharded, not ${values.mode}`);
+}
+if (values.admission !== undefined && values.admission !== 'on' && values.admission !== 'off') {
+  throw new Error(`--admission on or off, not ${values.admission}`);
 }
 const mode: Mode = values.mode;
 const log = (line: string) => console.log(`[chaos ${new Date().toISOString().slice(11, 19)}] ${line}`);
 const count = Number(values.ops);
 const deadline = values.minutes === undefined ? undefined : Date.now() + Number(values.minutes) * 60_000;
 const replays = (values.replay?.split(',') ?? []).map((file) => {
-  const replay = JSON.parse(readFileSync(file, 'utf8')) as { seed: number; mode?: Mode; operations: Operation[] };
-  return { ...replay, mode: replay.mode ?? 'leader' };
+  const replay = JSON.parse(readFileSync(file, 'utf8')) as {
+    seed: number;
+    mode?: Mode;
+    admission?: boolean;
+    operations: Operation[];
+  };
+  // Files written before the sharded mode, or the admission policies, ran without them.
+  return { ...replay, mode: replay.mode ?? 'leader', admission: replay.admission ?? false };
 });
 const seeds = (values.seeds ?? (replays.length > 0 || deadline ? '' : '1,2,3')).split(',').filter(Boolean).map(Number);
-/** The runs in order: the replays, the seeds given, then (with --minutes) seeds 1, 2, … until the deadline. */
-function* runs(): Generator<{ seed: number; mode: Mode; operations: readonly Operation[] }> {
-  yield* replays;
-  for (const seed of seeds) yield { seed, mode, operations: generate(seed, count, mode) };
-  for (let seed = 1; deadline && Date.now() < deadline; seed++) {
-    yield { seed, mode, operations: generate(seed, count, mode) };
-  }
-}
 
 const abort = new AbortController();
 process.once('SIGINT', () => abort.abort());
 const cp = await startControlPlane(abort.signal, { full: true });
 log(`full control plane at ${cp.server}`);
+const admin = await Cluster.connect(cp.kubeconfig);
+const served = await servesPolicies(admin);
+await admin.close();
+if (!served) log('the API server does not serve MutatingAdmissionPolicies v1: every run without them');
+
+/** Whether the seed's replicas keep the admission policies: as --admission says, else as the seed draws. */
+const admissionFor = (seed: number) => served && (values.admission ? values.admission === 'on' : admissionOf(seed));
+/** A seed's run. */
+const seeded = (seed: number) => {
+  const admission = admissionFor(seed);
+  return { seed, mode, admission, operations: generate(seed, count, mode, admission) };
+};
+/** The runs in order: the replays, the seeds given, then (with --minutes) seeds 1, 2, … until the deadline. */
+function* runs(): Generator<{ seed: number; mode: Mode; admission: boolean; operations: readonly Operation[] }> {
+  for (const replay of replays) yield { ...replay, admission: replay.admission && served };
+  for (const seed of seeds) yield seeded(seed);
+  for (let seed = 1; deadline && Date.now() < deadline; seed++) yield seeded(seed);
+}
+
 const results: RunResult[] = [];
 try {
-  for (const { seed, mode, operations } of runs()) {
-    const result = await run(cp, seed, operations, log, mode);
+  for (const { seed, mode, admission, operations } of runs()) {
+    const result = await run(cp, seed, operations, log, mode, admission);
     results.push(result);
     if (result.violations.length > 0) {
-      const file = join(tmpdir(), `labeller-chaos-seed-${seed}${mode === 'sharded' ? '-sharded' : ''}.json`);
-      writeFileSync(file, JSON.stringify({ seed, mode, operations, violations: result.violations }, null, 2));
-      for (const v of result.violations) log(`VIOLATION (${v.invariant}) seed ${seed} (${mode}): ${v.detail}`);
+      const file = join(
+        tmpdir(),
+        `labeller-chaos-seed-${seed}${mode === 'sharded' ? '-sharded' : ''}${admission ? '-admission' : ''}.json`,
+      );
+      writeFileSync(
+        file,
+        JSON.stringify({ seed, mode, admission, operations, violations: result.violations }, null, 2),
+      );
+      for (const v of result.violations) {
+        log(`VIOLATION (${v.invariant}) seed ${seed} (${mode}${admission ? ', admission' : ''}): ${v.detail}`);
+      }
       log(`operations: ${operations.map((o) => JSON.stringify(o)).join(' ')}`);
       log(`replay: npm run chaos -- --replay ${file}`);
     }
@@ -76,5 +110,19 @@ log(
     results.reduce((n, r) => n + r.violations.length, 0)
   } violations`,
 );
+const admitted = results.filter((r) => r.admission);
+if (admitted.length > 0) {
+  const sum = (count: (r: RunResult) => number) => admitted.reduce((n, r) => n + count(r), 0);
+  const lags = admitted.flatMap((r) => r.reloadLags).sort((a, b) => a - b);
+  log(
+    `${admitted.length} runs with admission policies: ${sum((r) => r.creates.judged)} of ${
+      sum((r) => r.creates.made)
+    } creates and ${sum((r) => r.probes.judged)} of ${
+      sum((r) => r.probes.made)
+    } dry-run creates judged at their create; ${lags.length} reloads enforced ${
+      lags.length > 0 ? `in ${(lags[0]! / 1000).toFixed(1)}–${(lags.at(-1)! / 1000).toFixed(1)} s` : ''
+    }`,
+  );
+}
 console.log(`${results.length - failed} passed, ${failed} failed`);
 process.exitCode = failed > 0 ? 1 : 0;

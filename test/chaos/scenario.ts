@@ -24,13 +24,24 @@
 //                field-manager guard's of a process stopped mid-run: see leftLeases);
 //   shard ranges (sharded) once converged, the running members' Leases are all ready, the
 //                buckets they publish as written are disjoint and cover the hash space under one
-//                layout (every namespace has one writer), and no other member's Lease is left.
+//                layout (every namespace has one writer), and no other member's Lease is left;
+//   labels at create (with admission) a ConfigMap the harness creates while the admission
+//                policies of the config in force are enforced carries what they set in its create
+//                response (windows.ts: the grace after each change), and so do ConfigMaps created
+//                once converged, after the last change's grace.
+// A seed also draws whether its replicas keep the config's admission policies
+// (--admission-policies, on a server that serves them): then reloads change the policies too, and
+// objects created after the policies are enforced need no PATCH for the keys they set.
 // Operations: ConfigMaps created and deleted, namespace labels changed, Deployments scaled (the
 // controllers make and delete Pods), a CRD installed (with Widgets) and removed, the ConfigMap
 // source rewritten with good, empty, malformed and mass-removing content or deleted for a while,
 // the HTTPS source answering the same, too large a body, no answer for a while or flipping
 // between two contents, live reloads that add and drop keys and ones that do not parse, a kind's
-// RBAC revoked for a while, another manager overwriting a key once. Perturbations: SIGKILL and
+// RBAC revoked for a while, another manager overwriting a key once; with admission, creates right
+// after a reload, labeller's rights on its policies revoked for a while (the next operations run
+// meanwhile), the policies deleted meanwhile or not (a server without them: the controller alone
+// labels what is created then), and an operator deleting or editing the ConfigMaps policy or
+// deleting its binding (put back at the next --requeue-after). Perturbations: SIGKILL and
 // restart of a replica (between a write and its echo, at random), SIGSTOP for part of a lease
 // duration or more (leader: the other replica takes over; sharded: the others take the starved
 // member's namespaces, and it may find its Lease deleted when it resumes), every connection
@@ -50,7 +61,7 @@
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { isNotFound } from '../../src/kube/errors.ts';
+import { isConflict, isNotFound } from '../../src/kube/errors.ts';
 import { dump } from 'js-yaml';
 import { auditEvents, byLabeller } from '../cluster/audit.ts';
 import { Cluster, type PolicyRule } from '../cluster/cluster.ts';
@@ -64,7 +75,9 @@ import { describeExit } from '../process/child.ts';
 import { Labeller, type LogLine } from '../process/labeller.ts';
 import { procSample } from '../process/procstat.ts';
 import { sleep } from '../process/sleep.ts';
+import { POLICY_RULE, removePolicies, type Tamper, tamper } from './admission.ts';
 import {
+  atCreate,
   CATALOG_MAX_BYTES,
   catalogVerdict,
   type ConfigState,
@@ -79,6 +92,7 @@ import {
   type WorldState,
 } from './oracle.ts';
 import { Random } from './random.ts';
+import { PolicyWindows } from './windows.ts';
 
 /** A removal is justified if the key was not wanted at some moment this long before it was seen. */
 const GRACE_MS = 45_000;
@@ -91,6 +105,42 @@ const INTRUDER = 'intruder';
 
 /** The kinds whose RBAC an operation may revoke: each of the config's built-in kinds. */
 const REVOCABLE = ['configmaps', 'deployments', 'replicasets', 'pods'] as const;
+/** What a revoke of labeller's admission policies (and their bindings) names. */
+const POLICIES = 'mutatingadmissionpolicies';
+/**
+ * With admission, how often everything is looked at again (--requeue-after): the policies are
+ * applied again then, so one deleted or edited by hand is back within it.
+ */
+const REQUEUE_S = 10;
+/**
+ * The grace windows of "labels at create" (windows.ts). Measured on the 2-core machine, busy (a
+ * create every 50 ms until it carried the change; docs/reliability.md): a reload enforced 0.9–3.3 s
+ * after the file changed, an edit by hand 0.2–0.9 s after it, a binding's deletion 1.0–1.1 s; a
+ * policy put back 6–10 s later (--requeue-after 10s); a namespace's new label at once (within
+ * 0.12 s). The windows add a margin for a busier machine.
+ */
+const GRACES = {
+  reloadMs: 8_000,
+  resyncMs: REQUEUE_S * 1_100 + 6_000,
+  namespaceMs: 2_000,
+  takeoverMs: 16_000,
+  enforcedMs: 5_000,
+} as const;
+/**
+ * What may keep a change of the policies from being applied (the writer stopped, killed, slowed,
+ * away from the API server, or another member taking the cluster-scoped objects): see windows.ts.
+ */
+const DISTURBANCES: ReadonlySet<Operation['op']> = new Set([
+  'kill',
+  'stop',
+  'crash',
+  'leave',
+  'join',
+  'drop',
+  'delay',
+  'restart-apiserver',
+  'reload-invalid',
+]);
 
 /** How the replicas share the work: one leader writes everything, or each shard member its namespaces. */
 export type Mode = 'leader' | 'sharded';
@@ -131,6 +181,14 @@ export type Operation =
   | { readonly op: 'crd'; readonly install: boolean }
   /** Every right on `resource` taken from labeller's ServiceAccount for `ms`, then given back. */
   | { readonly op: 'revoke'; readonly resource: (typeof REVOCABLE)[number]; readonly ms: number }
+  /**
+   * Every right on labeller's admission policies and bindings taken for `ms`, while the next
+   * operations run, then given back; with `remove`, an operator deletes them meanwhile (a server
+   * without them: what is created then gets its labels from the controller only).
+   */
+  | { readonly op: 'revoke'; readonly resource: typeof POLICIES; readonly ms: number; readonly remove: boolean }
+  /** An operator deletes the ConfigMaps policy or its binding, or edits its CEL (admission.ts). */
+  | { readonly op: 'tamper'; readonly how: Tamper }
   /** The replica SIGKILLed and started again (a new process, as the kubelet would). */
   | { readonly op: 'kill'; readonly replica: number }
   /** The replica SIGSTOPped for `ms`, then SIGCONT. */
@@ -152,13 +210,15 @@ export type Operation =
   | { readonly op: 'pause'; readonly ms: number };
 
 export interface Violation {
-  readonly invariant: 'never strip' | 'convergence' | 'bounded writes' | 'health' | 'shard ranges';
+  readonly invariant: 'never strip' | 'convergence' | 'bounded writes' | 'health' | 'shard ranges' | 'labels at create';
   readonly detail: string;
 }
 
 export interface RunResult {
   readonly seed: number;
   readonly mode: Mode;
+  /** Whether the replicas kept the admission policies. */
+  readonly admission: boolean;
   readonly operations: readonly Operation[];
   readonly violations: readonly Violation[];
   readonly patches: number;
@@ -166,6 +226,12 @@ export interface RunResult {
   readonly convergedSeconds: number | undefined;
   readonly peakRssMiB: number;
   readonly restarts: number;
+  /** The ConfigMaps the harness created, and how many of them were judged at their create (outside the grace windows). */
+  readonly creates: { readonly made: number; readonly judged: number };
+  /** The same for the dry-run creates that probe the policies every second. */
+  readonly probes: { readonly made: number; readonly judged: number };
+  /** How long after each reload that changed what the policies set they did so, in ms (dry-run creates). */
+  readonly reloadLags: readonly number[];
 }
 
 const INITIAL_SOURCE = { red: 'cc-1', blue: 'cc-2', green: 'cc-3', gray: 'cc-4' };
@@ -197,9 +263,23 @@ const WEIGHTS = {
 } as const;
 /** The sharded mode's: joins about as often as members leave or crash, so the group neither dwindles nor stays full. */
 const SHARDED_WEIGHTS = { ...WEIGHTS, join: 1.4, leave: 0.7, crash: 0.7 } as const;
+/** With admission, added to either mode's (after them, so a seed without admission draws as it always did). */
+const ADMISSION_WEIGHTS = { tamper: 1.2, 'revoke-policies': 0.8 } as const;
+type Drawn = keyof typeof SHARDED_WEIGHTS | keyof typeof ADMISSION_WEIGHTS;
+const TAMPERS: readonly Tamper[] = ['delete', 'unbind', 'edit'];
+
+/**
+ * Whether the replicas of `seed` keep the config's admission policies: drawn apart from the
+ * operations, so that a seed without them draws the operations it always did. Each half of the
+ * seeds: those without keep testing the controller alone, as it runs on servers without the
+ * policies (before 1.36) and wherever the flag is off, the default.
+ */
+export function admissionOf(seed: number): boolean {
+  return new Random(seed ^ 0xad).chance(0.5);
+}
 
 /** The operations of `seed`: drawn against a model of what exists, so each makes sense when it runs. */
-export function generate(seed: number, count: number, mode: Mode = 'leader'): Operation[] {
+export function generate(seed: number, count: number, mode: Mode = 'leader', admission = false): Operation[] {
   const shape = SHAPES[mode];
   const random = new Random(seed);
   const configMaps = Array.from({ length: shape.namespaces }, () => new Set(['cm-0', 'cm-1', 'cm-2']));
@@ -211,17 +291,23 @@ export function generate(seed: number, count: number, mode: Mode = 'leader'): Op
   let crd = false;
   const intruded = new Set<string>();
   const operations: Operation[] = [];
+  const weights: Readonly<Partial<Record<Drawn, number>>> = {
+    ...(mode === 'sharded' ? SHARDED_WEIGHTS : WEIGHTS),
+    ...(admission ? ADMISSION_WEIGHTS : {}),
+  };
+  const create = (ns: number) => {
+    const name = `cm-${serial++}`;
+    configMaps[ns]!.add(name);
+    operations.push({ op: 'create', ns, name });
+  };
   for (let i = 0; i < count; i++) {
     const ns = random.int(0, shape.namespaces - 1);
-    const kind = mode === 'sharded' ? random.weighted(SHARDED_WEIGHTS) : random.weighted(WEIGHTS);
+    const kind = random.weighted(weights);
     const existing = [...configMaps[ns]!];
     switch (kind) {
-      case 'create': {
-        const name = `cm-${serial++}`;
-        configMaps[ns]!.add(name);
-        operations.push({ op: 'create', ns, name });
+      case 'create':
+        create(ns);
         break;
-      }
       case 'delete': {
         if (existing.length === 0) continue;
         const name = random.pick(existing);
@@ -265,6 +351,8 @@ export function generate(seed: number, count: number, mode: Mode = 'leader'): Op
         // A config without labels does not load: keep one.
         config = next.static || next.team || next.cc || next.site ? next : { ...next, static: true };
         operations.push({ op: 'reload', config });
+        // An object created while the policies change.
+        if (admission && random.chance(0.5)) create(ns);
         break;
       }
       case 'scale':
@@ -276,6 +364,12 @@ export function generate(seed: number, count: number, mode: Mode = 'leader'): Op
         break;
       case 'revoke':
         operations.push({ op: 'revoke', resource: random.pick(REVOCABLE), ms: random.int(2000, 8000) });
+        break;
+      case 'revoke-policies':
+        operations.push({ op: 'revoke', resource: POLICIES, ms: random.int(2000, 10_000), remove: random.chance(0.5) });
+        break;
+      case 'tamper':
+        operations.push({ op: 'tamper', how: random.pick(TAMPERS) });
         break;
       case 'kill':
       case 'leave':
@@ -359,21 +453,23 @@ const KINDS = [
 ] as const;
 
 /**
- * The rights labeller's ServiceAccount has; `revoked` is left out. Shard members get on Leases
+ * The rights labeller's ServiceAccount has; `revoked` are left out. Shard members get on Leases
  * the verbs the chart's sharding Role grants (its guard Role's are the same, and its ClusterRole
- * adds list), so a member that needs more fails here as it would in a cluster.
+ * adds list), so a member that needs more fails here as it would in a cluster. With admission,
+ * the rights on its policies and bindings the chart grants.
  */
-function rules(mode: Mode, revoked?: string): PolicyRule[] {
+function rules(mode: Mode, admission: boolean, revoked: ReadonlySet<string>): PolicyRule[] {
   const kinds: PolicyRule[] = [
     { apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch', 'patch'] },
     { apiGroups: ['apps'], resources: ['deployments', 'replicasets'], verbs: ['list', 'watch', 'patch'] },
     { apiGroups: [''], resources: ['pods'], verbs: ['list', 'watch', 'patch'] },
   ].flatMap((rule) => {
-    const resources = rule.resources.filter((resource) => resource !== revoked);
+    const resources = rule.resources.filter((resource) => !revoked.has(resource));
     return resources.length > 0 ? [{ ...rule, resources }] : [];
   });
   return [
     ...kinds,
+    ...(admission && !revoked.has(POLICIES) ? [POLICY_RULE] : []),
     { apiGroups: [CRD.group], resources: [CRD.plural], verbs: ['list', 'watch', 'patch'] },
     { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
     {
@@ -392,6 +488,7 @@ export async function run(
   operations: readonly Operation[],
   log: (line: string) => void,
   mode: Mode = 'leader',
+  admission = false,
 ): Promise<RunResult> {
   const shape = SHAPES[mode];
   const cluster = await Cluster.connect(cp.kubeconfig);
@@ -405,7 +502,11 @@ export async function run(
     namespaces.push(await cluster.namespace(`chaos-${seed}-${suffix}`));
   }
   const sourceNs = await cluster.namespace(`chaos-${seed}-src`);
-  const teams = new Map<string, string | undefined>(namespaces.map((ns, i) => [ns, TEAMS[i]]));
+  // With admission, the second namespace starts without a team: what is created there gets the
+  // constant alone at its create.
+  const teams = new Map<string, string | undefined>(
+    namespaces.map((ns, i) => [ns, admission && i === 1 ? undefined : TEAMS[i]]),
+  );
   let source: ReadonlyMap<string, string> = new Map(Object.entries(INITIAL_SOURCE));
   let sites: ReadonlyMap<string, string> = new Map(Object.entries(INITIAL_CATALOG));
   let config = INITIAL_CONFIG;
@@ -443,13 +544,26 @@ export async function run(
     record();
   };
   let predicted = 0;
+  const creates = { made: 0, judged: 0 };
+  /** ConfigMaps created once converged carrying every key the oracle wants (`namespace/name`): they need no write at all. */
+  const createdRight = new Set<string>();
+  /** With admission, the dry-run creates the sampler makes every second in each namespace. */
+  const probes = { made: 0, judged: 0 };
+  /** When the admission policies of the config in force must be enforced. */
+  const windows = new PolicyWindows(GRACES);
+  /** What is revoked from labeller now. */
+  const revoked = new Set<string>();
+  /** The rights on the policies given back, once a revocation's time is over (the operations go on meanwhile). */
+  let restoring: Promise<void> | undefined;
   let patches = 0;
   let peakRssMiB = 0;
   let restarts = 0;
   let convergedSeconds: number | undefined;
 
-  // A run before may have left the CRD installed (it stopped part-way): each run starts without it.
+  // A run before may have left the CRD installed, or its policies (it stopped part-way): each run
+  // starts without them.
   await cluster.deleteCrd(CRD.group, CRD.plural).catch(() => {});
+  await removePolicies(cluster).catch(() => {});
   for (const [i, ns] of namespaces.entries()) {
     await cluster.patchLabels(`/api/v1/namespaces/${ns}`, { team: teams.get(ns) ?? null }, 'chaos');
     await cluster.createMany(`/api/v1/namespaces/${ns}/configmaps`, ['cm-0', 'cm-1', 'cm-2'], (name) => ({
@@ -469,7 +583,8 @@ export async function run(
   const configPath = cluster.writeFile(`chaos-${seed}.yaml`, '');
   writeConfig();
   // As the chart runs it: a ServiceAccount's token, through the fault proxy.
-  const account = await cluster.serviceAccount(sourceNs, 'labeller', rules(mode), proxy.url);
+  const account = await cluster.serviceAccount(sourceNs, 'labeller', rules(mode, admission, revoked), proxy.url);
+  const grant = () => cluster.setRules(account.role, rules(mode, admission, revoked));
   // As the chart runs them. Under leader election a restarted process is the same group, so the
   // field-manager guard lets it in whatever config its predecessor's Lease recorded; members of
   // a shard group never block each other either.
@@ -484,6 +599,7 @@ export async function run(
       '--leader-election-namespace',
       sourceNs,
       ...(mode === 'sharded' ? SHARD_TIMINGS : LEADER_TIMINGS),
+      ...(admission ? ['--admission-policies', '--requeue-after', `${REQUEUE_S}s`] : []),
     ], { kubeconfig: account.kubeconfig });
   /** Each place's process; a member that left or crashed has none until one joins in its place. */
   const replicas: (Labeller | undefined)[] = Array.from(
@@ -497,9 +613,94 @@ export async function run(
    * Leases may stay behind (see leftLeases).
    */
   const gone = new Set<string>();
+  // The first writer applies the policies once it leads.
+  windows.started();
   record();
 
-  // Every second: the objects' labels, checked against the oracle's history (never strip), and RSS.
+  /** Violations of "labels at create" said already (one per namespace, what was carried and wanted). */
+  const saidAtCreate = new Set<string>();
+  /** What the last dry-run create in each namespace carried. */
+  const carried = new Map<string, string>();
+  /** Since a reload changed what a create in these namespaces must carry (a dry-run create there not yet right). */
+  let reloaded: { at: number; namespaces: Set<string> } | undefined;
+  /** How long after each such reload a dry-run create in each namespace carried what the new policies set, in ms. */
+  const reloadLags: number[] = [];
+  /**
+   * Judges what `what`, a create in `ns` made at `at`, carried (`labels`) against `set`, what the
+   * policies of the config in force then set: once answered, if it was made outside the grace
+   * windows (windows.ts), counted in `count`. Answers whether it carried exactly that.
+   */
+  const atCreateJudged = (
+    ns: string,
+    what: string,
+    at: number,
+    set: Readonly<Record<string, string>>,
+    labels: Readonly<Record<string, string>>,
+    count: { judged: number },
+  ): boolean => {
+    const right = matches(labels, Object.fromEntries(Object.entries(set).map(([key, value]) => [key, [value]])));
+    if (right && reloaded && at >= reloaded.at && reloaded.namespaces.delete(ns)) reloadLags.push(at - reloaded.at);
+    if (!windows.settled(ns, at)) return right;
+    count.judged++;
+    const said = `${ns}: ${JSON.stringify(labels)} for ${JSON.stringify(set)}`;
+    if (!right && !saidAtCreate.has(said)) {
+      saidAtCreate.add(said);
+      violations.push({
+        invariant: 'labels at create',
+        detail: `${what} in ${ns} at ${new Date(at).toISOString()} carried ${
+          JSON.stringify(labels)
+        }; the policies of the config in force set ${JSON.stringify(set)}`,
+      });
+    }
+    return right;
+  };
+  /**
+   * Creates ConfigMap `name` in `ns` (`final`: once converged, nothing changing after). One
+   * created right needs no write; with admission, it is judged at its create. Tried again after a
+   * create whose answer was lost (retrying), it has none to judge and is taken for one that needs a
+   * write.
+   */
+  const createConfigMap = async (ns: string, name: string, final = false) => {
+    const at = Date.now();
+    const set = atCreate(world(), ns);
+    const object = await cluster.post<{ metadata: { labels?: Record<string, string> } }>(
+      `/api/v1/namespaces/${ns}/configmaps`,
+      { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } },
+    ).catch(made);
+    if (!object) {
+      predicted++;
+      return;
+    }
+    const labels = scenarioLabels(object.metadata.labels);
+    creates.made++;
+    const right = matches(labels, expected(world(), `configmaps/${ns}/${name}`, INTRUDER));
+    if (!right) predicted++;
+    else if (final) createdRight.add(`${ns}/${name}`);
+    if (admission) atCreateJudged(ns, `configmaps/${ns}/${name}, created`, at, set, labels, creates);
+  };
+  /**
+   * What a create in `ns` carries now: a server-side dry run (nothing is stored), judged as a
+   * create. Answers whether it carried what the policies set.
+   */
+  const probe = async (ns: string): Promise<boolean> => {
+    const at = Date.now();
+    const set = atCreate(world(), ns);
+    const object = await cluster.client.json<{ metadata: { labels?: Record<string, string> } }>(
+      'POST',
+      `/api/v1/namespaces/${ns}/configmaps`,
+      {
+        query: { dryRun: 'All' },
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'dry-run' } }),
+      },
+    );
+    probes.made++;
+    carried.set(ns, JSON.stringify(scenarioLabels(object.metadata.labels)));
+    return atCreateJudged(ns, 'a dry-run create', at, set, scenarioLabels(object.metadata.labels), probes);
+  };
+
+  // Every second: the objects' labels, checked against the oracle's history (never strip), what a
+  // create carries (labels at create, with admission), and RSS.
   let previous: Sample | undefined;
   let sampling = true;
   const sampler = (async () => {
@@ -508,6 +709,12 @@ export async function run(
         const sample = await snapshot(cluster, namespaces);
         if (previous) violations.push(...stripped(previous, sample, history));
         previous = sample;
+        if (admission) {
+          const at = Date.now();
+          let right = true;
+          for (const ns of namespaces) right = (await probe(ns)) && right;
+          windows.observed(right, at);
+        }
         for (const [i, labeller] of replicas.entries()) {
           if (!labeller) continue;
           const readiness = await readyz(probePorts[i]!);
@@ -647,20 +854,17 @@ export async function run(
   const perform = async (operation: Operation, ns: string): Promise<void> => {
     switch (operation.op) {
       case 'create':
-        await cluster.post(`/api/v1/namespaces/${ns}/configmaps`, {
-          apiVersion: 'v1',
-          kind: 'ConfigMap',
-          metadata: { name: operation.name },
-        });
-        predicted++;
+        await createConfigMap(ns, operation.name);
         break;
       case 'delete':
         await cluster.delete(`/api/v1/namespaces/${ns}/configmaps/${operation.name}`).catch(() => {});
         intruded.delete(`configmaps/${ns}/${operation.name}`);
         break;
       case 'team':
-        predict(() => teams.set(ns, operation.team ?? undefined));
-        await cluster.patchLabels(`/api/v1/namespaces/${ns}`, { team: operation.team }, 'chaos');
+        await windows.change('namespace', async () => {
+          predict(() => teams.set(ns, operation.team ?? undefined));
+          await cluster.patchLabels(`/api/v1/namespaces/${ns}`, { team: operation.team }, 'chaos');
+        }, ns);
         break;
       case 'source': {
         const verdict = sourceVerdict(source, operation.document);
@@ -693,8 +897,16 @@ export async function run(
         await serve(operation.bodies[1]);
         break;
       case 'reload':
-        predict(() => (config = operation.config));
-        writeConfig();
+        await windows.change('reload', () => {
+          predict(() => (config = operation.config));
+          writeConfig();
+        });
+        reloaded = {
+          at: Date.now(),
+          namespaces: new Set(
+            namespaces.filter((namespace) => JSON.stringify(atCreate(world(), namespace)) !== carried.get(namespace)),
+          ),
+        };
         break;
       case 'intrude':
         // Wanted by labeller: it takes the key back (force); else the intruder's value stays theirs.
@@ -707,25 +919,30 @@ export async function run(
         );
         predicted++;
         break;
-      case 'scale':
+      case 'scale': {
         await cluster.client.json('PATCH', `/apis/apps/v1/namespaces/${ns}/deployments/web-${operation.ns}/scale`, {
           headers: { 'content-type': 'application/merge-patch+json' },
           body: JSON.stringify({ spec: { replicas: operation.replicas } }),
         });
-        predicted += operation.replicas + 1;
+        // Pods created while the policies are enforced need no write when the policies set every key wanted.
+        const right = admission && windows.settled(ns, Date.now()) &&
+          Object.keys(atCreate(world(), ns)).length === Object.keys(wanted(world(), ns)).length;
+        predicted += right ? 0 : operation.replicas + 1;
         break;
+      }
       case 'crd':
         if (operation.install) {
-          await cluster.createCrd(CRD.group, CRD.plural, CRD.kind);
+          // Tried again after failing part-way (retrying), what was made stays: made once.
+          await cluster.createCrd(CRD.group, CRD.plural, CRD.kind).catch(made);
           crd = true;
           for (const namespace of namespaces) {
             for (const name of ['widget-0', 'widget-1']) {
-              await cluster.post(`/apis/${CRD.group}/v1/namespaces/${namespace}/${CRD.plural}`, {
+              const widget = await cluster.post(`/apis/${CRD.group}/v1/namespaces/${namespace}/${CRD.plural}`, {
                 apiVersion: `${CRD.group}/v1`,
                 kind: CRD.kind,
                 metadata: { name },
-              });
-              predicted++;
+              }).catch(made);
+              if (widget !== undefined) predicted++;
             }
           }
         } else {
@@ -734,10 +951,33 @@ export async function run(
         }
         break;
       case 'revoke':
+        if (operation.resource === POLICIES) {
+          // labeller cannot change its policies meanwhile (they are refused, and reported), nor put
+          // back those removed; given back, it applies them at its next resync. One at a time.
+          await restoring;
+          revoked.add(POLICIES);
+          windows.revoked(true);
+          await grant();
+          if (operation.remove) await removePolicies(cluster);
+          restoring = (async () => {
+            await sleep(operation.ms);
+            revoked.delete(POLICIES);
+            await retrying('giving the rights on the policies back', grant, log);
+            windows.revoked(false);
+          })();
+          // Awaited after the operations (and by the next revocation of them); until then, not unhandled.
+          restoring.catch(() => {});
+          break;
+        }
         // Unreadable or unwritable meanwhile: nothing of that kind changes; given back, it converges.
-        await cluster.setRules(account.role, rules(mode, operation.resource));
+        revoked.add(operation.resource);
+        await grant();
         await sleep(operation.ms);
-        await cluster.setRules(account.role, rules(mode));
+        revoked.delete(operation.resource);
+        await grant();
+        break;
+      case 'tamper':
+        await windows.change('tamper', () => tamper(cluster, operation.how));
         break;
       case 'kill':
         await restart(operation.replica);
@@ -804,8 +1044,10 @@ export async function run(
     for (const operation of operations) {
       const ns = 'ns' in operation ? namespaces[operation.ns]! : '';
       // Through an API server restart the operation is tried again until it goes through.
-      await retrying(() => perform(operation, ns));
+      await retrying(JSON.stringify(operation), () => perform(operation, ns), log);
+      if (DISTURBANCES.has(operation.op)) windows.disturbed();
     }
+    await restoring;
     const ended = Date.now();
     const wrong = await settle(cluster, namespaces, world, CONVERGE_MS);
     if (wrong.length > 0) {
@@ -816,6 +1058,15 @@ export async function run(
         }`,
       });
     } else convergedSeconds = (Date.now() - ended) / 1000;
+    if (admission) {
+      // Every window closed, the policies are as the config in force renders them, whatever was
+      // done to them: a ConfigMap created now in each namespace carries what they set.
+      await sleep(windows.remainingMs());
+      for (const [i, ns] of namespaces.entries()) await createConfigMap(ns, `probe-${i}`, true);
+      // Time for the controller to look at them (it sees a create within a second), and to write
+      // to those created right, which it must not.
+      await sleep(3000);
+    }
     // Converged, every replica is ready again (a standby is ready too), whatever it went through.
     for (const [i, port] of probePorts.entries()) {
       if (!replicas[i]) continue;
@@ -848,11 +1099,34 @@ export async function run(
       }
     }
     violations.push(...(await leftLeases(cluster, sourceNs, mode, gone)));
-    patches = auditEvents(cp.auditLog, (e) =>
-      byLabeller(e) && e.verb === 'patch' && namespaces.includes(e.objectRef?.namespace ?? '') &&
-      (e.responseStatus?.code ?? 0) < 300).length;
+    // The field-manager guard's Lease outlives the processes by design, and its namespace's deletion
+    // takes a while: fresh, it would refuse the next run's config, another, under the same field
+    // manager as soon as both keep admission policies (they are cluster-wide).
+    await cluster.client.json('DELETE', `/apis/coordination.k8s.io/v1/namespaces/${sourceNs}/leases`).catch(() => {});
+    const labellerPatches = auditEvents(
+      cp.auditLog,
+      (e) =>
+        byLabeller(e) && e.verb === 'patch' && namespaces.includes(e.objectRef?.namespace ?? '') &&
+        (e.responseStatus?.code ?? 0) < 300,
+    );
+    patches = labellerPatches.length;
+    // Created right once converged: any write to them was one too many.
+    const needless = labellerPatches.filter((e) =>
+      e.objectRef?.resource === 'configmaps' && createdRight.has(`${e.objectRef.namespace}/${e.objectRef.name}`)
+    );
+    if (needless.length > 0) {
+      violations.push({
+        invariant: 'bounded writes',
+        detail: `${needless.length} PATCHes to ConfigMaps created with every key wanted: ${
+          [...new Set(needless.map((e) => `${e.objectRef?.namespace}/${e.objectRef?.name}`))].join(', ')
+        }`,
+      });
+    }
     if (crd) {
       await cluster.deleteCrd(CRD.group, CRD.plural).catch(() => {});
+    }
+    if (admission) {
+      await removePolicies(cluster).catch(() => {});
     }
     await catalog.close();
     await proxy.close();
@@ -869,13 +1143,33 @@ export async function run(
     violations.push({ invariant: 'health', detail: `peak RSS ${peakRssMiB.toFixed(0)} MiB` });
   }
   log(
-    `seed ${seed} (${mode}): ${
+    `seed ${seed} (${mode}${admission ? ', admission' : ''}): ${
       operations.filter((o) => o.op !== 'pause').length
     } operations, ${patches} PATCHes (${predicted} changes predicted), ${restarts} restarts, converged ${
       convergedSeconds?.toFixed(1) ?? '-'
-    } s after the last, peak RSS ${peakRssMiB.toFixed(0)} MiB, ${violations.length} violations`,
+    } s after the last, ${
+      admission
+        ? `labels at create: ${creates.judged} of ${creates.made} creates and ${probes.judged} of ${probes.made} dry-run creates judged, reloads enforced within ${
+          reloadLags.length > 0 ? (Math.max(...reloadLags) / 1000).toFixed(1) : '-'
+        } s, `
+        : ''
+    }peak RSS ${peakRssMiB.toFixed(0)} MiB, ${violations.length} violations`,
   );
-  return { seed, mode, operations, violations, patches, predicted, convergedSeconds, peakRssMiB, restarts };
+  return {
+    seed,
+    mode,
+    admission,
+    operations,
+    violations,
+    patches,
+    predicted,
+    convergedSeconds,
+    peakRssMiB,
+    restarts,
+    creates,
+    probes,
+    reloadLags,
+  };
 }
 
 /** A replica's /readyz: undefined when it does not answer within a second (stopped, exited). */
@@ -1067,6 +1361,17 @@ function stripped(
   return violations;
 }
 
+/** Nothing, for a create answered 409: made by an earlier try of the same operation. */
+function made(error: unknown): undefined {
+  if (!isConflict(error)) throw error;
+  return undefined;
+}
+
+/** The scenario's keys of `labels`: the others are not the oracle's business. */
+function scenarioLabels(labels: Readonly<Record<string, string>> | undefined): Record<string, string> {
+  return Object.fromEntries(Object.entries(labels ?? {}).filter(([key]) => key.startsWith(`${DOMAIN}/`)));
+}
+
 async function snapshot(cluster: Cluster, namespaces: readonly string[]): Promise<Sample> {
   const at = Date.now();
   const objects = new Map<string, { uid: string; labels: Record<string, string> }>();
@@ -1085,10 +1390,10 @@ async function snapshot(cluster: Cluster, namespaces: readonly string[]): Promis
       for (const { metadata } of list.items) {
         // On its way out: labelled no more, and not the oracle's business.
         if (metadata.deletionTimestamp) continue;
-        const labels = Object.fromEntries(
-          Object.entries(metadata.labels ?? {}).filter(([k]) => k.startsWith(`${DOMAIN}/`)),
-        );
-        objects.set(`${kind.name}/${ns}/${metadata.name}`, { uid: metadata.uid, labels });
+        objects.set(`${kind.name}/${ns}/${metadata.name}`, {
+          uid: metadata.uid,
+          labels: scenarioLabels(metadata.labels),
+        });
       }
     }
   }
@@ -1147,13 +1452,17 @@ function deployment(name: string, replicas: number): object {
   };
 }
 
-/** Runs `operation` until it goes through (an API server restarting refuses it for a while): a minute at most. */
-async function retrying(operation: () => Promise<void>): Promise<void> {
+/**
+ * Runs `operation` until it goes through (an API server restarting refuses it for a while): a
+ * minute at most. Each failure is logged (`what` failed), so that a run that gives up says why.
+ */
+async function retrying(what: string, operation: () => Promise<void>, log: (line: string) => void): Promise<void> {
   for (const deadline = Date.now() + 60_000;;) {
     try {
       return await operation();
     } catch (error) {
       if (Date.now() > deadline) throw error;
+      log(`${what} failed; trying again: ${error instanceof Error ? error.message : String(error)}`);
       await sleep(1000);
     }
   }
