@@ -119,8 +119,12 @@ if (admitted.length > 0) {
       sum((r) => r.creates.made)
     } creates and ${sum((r) => r.probes.judged)} of ${
       sum((r) => r.probes.made)
-    } dry-run creates judged at their create; ${lags.length} reloads enforced ${
-      lags.length > 0 ? `in ${(lags[0]! / 1000).toFixed(1)}–${(lags.at(-1)! / 1000).toFixed(1)} s` : ''
+    } dry-run creates judged at their create; ${lags.length} reloads seen enforced in a namespace${
+      lags.length > 0
+        ? `, ${(lags[lags.length >> 1]! / 1000).toFixed(1)} s after the file changed (median), ${
+          (lags.at(-1)! / 1000).toFixed(1)
+        } s at most`
+        : ''
     }`,
   );
 }

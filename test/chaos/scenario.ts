@@ -1044,8 +1044,8 @@ export async function run(
     for (const operation of operations) {
       const ns = 'ns' in operation ? namespaces[operation.ns]! : '';
       // Through an API server restart the operation is tried again until it goes through.
-      await retrying(JSON.stringify(operation), () => perform(operation, ns), log);
-      if (DISTURBANCES.has(operation.op)) windows.disturbed();
+      const performed = () => retrying(JSON.stringify(operation), () => perform(operation, ns), log);
+      await (DISTURBANCES.has(operation.op) ? windows.disturbance(performed) : performed());
     }
     await restoring;
     const ended = Date.now();

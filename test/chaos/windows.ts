@@ -5,9 +5,9 @@
 // enforce what it applied (its policy source refreshes every second); a namespace's new labels
 // reach the policies' namespaceObject through the API server's own cache. A create made while a
 // change is under way or inside its window is not judged at its create (convergence judges it
-// after). A change still pending at the end of a disturbance (the writer stopped, killed or
-// delayed, the API server restarted, a shard member joining or leaving) waits for a writer to take
-// over. A window is an upper bound: it closes early once the change is seen enforced, when the
+// after). A change still pending during a disturbance (the writer stopped, killed or delayed, the
+// API server restarted, a shard member joining or leaving) waits for its end, and for a writer to
+// take over. A window is an upper bound: it closes early once the change is seen enforced, when the
 // harness's dry-run creates in every namespace carry what the policies set, made long enough after
 // the change for the change itself to be enforced (an edit by hand is not at once). From then on
 // every create is judged: the policies must not go back.
@@ -36,6 +36,8 @@ export class PolicyWindows {
   readonly #namespaces = new Map<string, number>();
   /** Changes under way: nothing is judged meanwhile, as what they change may already be enforced. */
   #changing = 0;
+  /** Disturbances under way: while one is, a pending change may not be applied. */
+  #disturbing = 0;
   /** Whether labeller may not write its policies now: nothing is judged until it may again, and resyncs. */
   #revoked = false;
   /** Since when a change is pending (its window open, not seen enforced); undefined: none is. */
@@ -86,9 +88,15 @@ export class PolicyWindows {
     if (!revoked) this.#open(at + this.#graces.resyncMs);
   }
 
-  /** A disturbance ended now: a change still pending waits for a writer to take over. */
-  disturbed(end = Date.now()): void {
-    if (this.#pendingSince !== undefined) this.#open(end + this.#graces.takeoverMs);
+  /** Makes a disturbance: a change pending meanwhile waits for its end, and for a writer to take over. */
+  async disturbance(make: () => Promise<void>): Promise<void> {
+    this.#disturbing++;
+    try {
+      await make();
+    } finally {
+      this.#disturbing--;
+      if (this.#pendingSince !== undefined) this.#open(Date.now() + this.#graces.takeoverMs);
+    }
   }
 
   /**
@@ -96,8 +104,9 @@ export class PolicyWindows {
    * what the policies set: asked once it is answered, so a change begun meanwhile counts.
    */
   settled(namespace: string, at: number): boolean {
-    return !this.#revoked && this.#changing === 0 && at >= this.#settledAt &&
-      at >= (this.#namespaces.get(namespace) ?? 0);
+    const pending = this.#pendingSince !== undefined;
+    return !this.#revoked && this.#changing === 0 && !(this.#disturbing > 0 && pending) &&
+      at >= this.#settledAt && at >= (this.#namespaces.get(namespace) ?? 0);
   }
 
   /** How long until every window closes (Infinity while the rights are revoked). */
