@@ -27,7 +27,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { policyName } from '../../src/admission/names.ts';
 import { MetadataApi } from '../../src/kube/api.ts';
-import { ADMITTED, parseMarker } from '../../src/labelling/admitted.ts';
+import { markerKeys, parseMarker } from '../../src/labelling/admitted.ts';
 import { type AuditRequest, AuditRequests, byVerb, formatVerbs } from '../../test/cluster/audit.ts';
 import { createNamespace } from '../../test/cluster/cluster.ts';
 import type { ControlPlaneOptions } from '../../test/controlplane/controlplane.ts';
@@ -167,6 +167,8 @@ kinds:
 `;
 /** The policy labeller renders for that config (admission/names.ts). */
 const POLICY = policyName(FIELD_MANAGER, 'configmaps');
+/** The marker annotations of this field manager's policies. */
+const MARKERS = markerKeys(FIELD_MANAGER);
 /** Each batch's objects go round this many namespaces, each of a team of its own. */
 const NAMESPACES = 5;
 const BATCHES = ['a', 'alone', 'b', 'c', 'generated', 'd'] as const;
@@ -497,7 +499,7 @@ async function rollout(
     const created = podsCreated(controllers, ROLLOUT_NAMESPACE, started);
     const lastCreated = created.reduce((t, r) => Math.max(t, r.completed ?? r.received), started);
     const atCreate = pods.items.filter(({ metadata: { labels = {}, annotations = {} } }) => {
-      const marker = Object.fromEntries(parseMarker('labels', annotations[ADMITTED.labels] ?? ''));
+      const marker = Object.fromEntries(parseMarker('labels', annotations[MARKERS.labels] ?? ''));
       const expected = podKeys(config, labels['app'] ?? '');
       return carries(marker, expected) && carries(labels, expected);
     }).length;
@@ -863,7 +865,7 @@ export function admissionSetup(r: AdmissionResults): string[] {
       r.pods / REPLICAS
     } Deployments of ${REPLICAS} in one namespace (\`team=${ROLLOUT_TEAM}\`) on ${r.nodes} kwok nodes`,
     `- labeller cluster-wide, \`--concurrency ${r.concurrency}\`, ConfigMaps \`${SELECTOR}\` with \`${MANAGED}: labeller\`, \`${TEAM}: "{{namespace.labels.team}}"\`, \`${APP}: "{{labels.app}}"\`, \`${NAME}: "{{name}}"\`; pods: \`${CONFIG}\` (a constant naming the config), the team and the app, and in the second config \`${WORKLOAD}: "{{root.kind}}.{{root.name}}"\`; with \`--admission-policies\` it applies one MutatingAdmissionPolicy per kind entry (\`failurePolicy: Ignore\`)`,
-    '- create latency from the bench (request sent → response read); labels at create from the create responses (ConfigMaps) or the marker `labeller.io/admitted-labels` (pods, made by the ReplicaSet controller); PATCHes and their times from the audit log',
+    '- create latency from the bench (request sent → response read); labels at create from the create responses (ConfigMaps) or the marker `labeller.io/admitted-labels.<field manager>` (pods, made by the ReplicaSet controller); PATCHes and their times from the audit log',
     '',
     table(admissionRows(r)),
   ];

@@ -12,9 +12,9 @@ test('the CEL of an entry escapes annotation values as formatMarker does, labels
 
 test('the CEL of the marker appends to the one the object carries, and is none for no entries', () => {
   assert.equal(
-    markerCel('labels', 'variables.admittedLabels'),
+    markerCel('labeller.io/admitted-labels.labeller', 'variables.admittedLabels'),
     'size(variables.admittedLabels) == 0 ? optional.none() : optional.of(string(' +
-      'object.metadata.?annotations[?"labeller.io/admitted-labels"].optMap(m, m == "" ? "" : m + ",").orValue("")' +
+      'object.metadata.?annotations[?"labeller.io/admitted-labels.labeller"].optMap(m, m == "" ? "" : m + ",").orValue("")' +
       ' + variables.admittedLabels.join(",")))',
   );
 });

@@ -164,12 +164,12 @@ test('each key is set when its template renders a valid value; under skip only w
       '    ?"example.com/team": variables.label1.optMap(v, string(v))',
       '  },',
       '  annotations: {',
-      '    ?"labeller.io/admitted-labels": size(variables.admittedLabels) == 0 ? optional.none() : ' +
-      'optional.of(string(object.metadata.?annotations[?"labeller.io/admitted-labels"].optMap(m, m == "" ? "" : m + ",")' +
+      '    ?"labeller.io/admitted-labels.labeller": size(variables.admittedLabels) == 0 ? optional.none() : ' +
+      'optional.of(string(object.metadata.?annotations[?"labeller.io/admitted-labels.labeller"].optMap(m, m == "" ? "" : m + ",")' +
       '.orValue("") + variables.admittedLabels.join(","))),',
       '    ?"example.com/runbook": variables.annotation0.optMap(v, string(v)),',
-      '    ?"labeller.io/admitted-annotations": size(variables.admittedAnnotations) == 0 ? optional.none() : ' +
-      'optional.of(string(object.metadata.?annotations[?"labeller.io/admitted-annotations"].optMap(m, m == "" ? "" : m + ",")' +
+      '    ?"labeller.io/admitted-annotations.labeller": size(variables.admittedAnnotations) == 0 ? optional.none() : ' +
+      'optional.of(string(object.metadata.?annotations[?"labeller.io/admitted-annotations.labeller"].optMap(m, m == "" ? "" : m + ",")' +
       '.orValue("") + variables.admittedAnnotations.join(",")))',
       '  }',
       '}}',

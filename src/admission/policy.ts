@@ -13,7 +13,7 @@ import type { Template } from '../config/template.ts';
 import type { LabelSelector } from '../kube/selector.ts';
 import { type ApiResource, groupResource } from '../kube/resource.ts';
 import { type CelScope, celString, templateCel, validLabelValue } from './cel.ts';
-import { ADMITTED } from '../labelling/admitted.ts';
+import { markerKeys } from '../labelling/admitted.ts';
 import { markerCel, markerEntryCel } from './marker.ts';
 import { policyLabels, policyName } from './names.ts';
 
@@ -255,6 +255,7 @@ function policy(
   const metadata = { name, labels: policyLabels(fieldManager) };
   const variables: { name: string; expression: string }[] = [];
   const maps: Record<MetadataField, string[]> = { labels: [], annotations: [] };
+  const markers = markerKeys(fieldManager);
   for (const field of FIELDS) {
     const ofField = rules.filter((rule) => rule.field === field);
     const names = ofField.map((_, i) => `${field === 'labels' ? 'label' : 'annotation'}${i}`);
@@ -273,7 +274,7 @@ function policy(
         `variables.${names[i]}.optMap(v, [${markerEntryCel(field, rule.key, 'string(v)')}]).orValue([])`
       ).join(' +\n'),
     });
-    maps.annotations.push(`?${celString(ADMITTED[field])}: ${markerCel(field, `variables.${list}`)}`);
+    maps.annotations.push(`?${celString(markers[field])}: ${markerCel(markers[field], `variables.${list}`)}`);
   }
   const entries = FIELDS.filter((field) => maps[field].length > 0).map((field) =>
     `  ${field}: {\n${maps[field].map((entry) => `    ${entry}`).join(',\n')}\n  }`

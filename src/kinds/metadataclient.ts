@@ -4,7 +4,7 @@
 import type { JsonPatchOperation, ResourceApi } from '../kube/api.ts';
 import { ApiError, type StatusCause } from '../kube/errors.ts';
 import type { MetadataField } from '../config/model.ts';
-import { ADMITTED } from '../labelling/admitted.ts';
+import { markerKeys } from '../labelling/admitted.ts';
 import {
   type ApplyTarget,
   LabelConflict,
@@ -24,6 +24,7 @@ export function metadataClient(
   writable?: Writable,
 ): MetadataClient {
   const everywhere = api('');
+  const markerNames = markerKeys(fieldManager);
   return {
     async apply(target, { labels, annotations }, { force, dryRun, annotationKeys, signal }) {
       const waiting = dryRun ? undefined : writable?.(signal);
@@ -61,7 +62,7 @@ export function metadataClient(
         { op: 'test', path: '/metadata/resourceVersion', value: version },
         ...keys.labels.map((key) => ({ op: 'remove' as const, path: path('labels', key) })),
         ...keys.annotations.map((key) => ({ op: 'remove' as const, path: path('annotations', key) })),
-        ...markers.map((field) => ({ op: 'remove' as const, path: path('annotations', ADMITTED[field]) })),
+        ...markers.map((field) => ({ op: 'remove' as const, path: path('annotations', markerNames[field]) })),
       ];
       try {
         const patched = await everywhere.patch(target.name, target.namespace, operations, {

@@ -1,13 +1,25 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { ADMITTED, formatMarker, parseMarker } from './admitted.ts';
+import { formatMarker, markerKeys, parseMarker } from './admitted.ts';
 
-test('the marker annotations are labeller.io/admitted-labels and labeller.io/admitted-annotations', () => {
-  assert.deepEqual(ADMITTED, {
-    labels: 'labeller.io/admitted-labels',
-    annotations: 'labeller.io/admitted-annotations',
+test('the marker annotations are labeller.io/admitted-labels.<field manager> and …-annotations.<field manager>', () => {
+  assert.deepEqual(markerKeys('labeller'), {
+    labels: 'labeller.io/admitted-labels.labeller',
+    annotations: 'labeller.io/admitted-annotations.labeller',
   });
+});
+
+test('a field manager that is no annotation name, or too long for one, is hashed, the same in both markers', () => {
+  const name = /^labeller\.io\/([-A-Za-z0-9_.]{1,63})$/;
+  for (const fieldManager of ['kubectl apply', 'a'.repeat(43), 'é', '-x']) {
+    const keys = markerKeys(fieldManager);
+    assert.match(keys.labels, /^labeller\.io\/admitted-labels\.sha256-[0-9a-f]{35}$/, fieldManager);
+    assert.equal(keys.annotations.split('.').at(-1), keys.labels.split('.').at(-1));
+    assert.match(keys.annotations, name, fieldManager);
+  }
+  assert.equal(markerKeys('a'.repeat(42)).annotations, `labeller.io/admitted-annotations.${'a'.repeat(42)}`);
+  assert.notEqual(markerKeys('kubectl apply').labels, markerKeys('kubectl  apply').labels);
 });
 
 test('labels: key=value entries joined by ","; values as they are', () => {

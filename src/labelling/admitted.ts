@@ -2,22 +2,31 @@
 // managedFields do not say: the API server records no owner for what admission adds at a create,
 // and labeller's field manager owns none of it. So the marker is how the controller knows those
 // keys for labeller's: to remove one dropped from the config, to update one whose value changed,
-// and to leave alone the keys other managers set on purpose. One annotation per map:
+// and to leave alone the keys other managers set on purpose. One annotation per map and field
+// manager, so that a labeller never takes for its own what another one's policies set:
 //
-//   labeller.io/admitted-labels:      team=payments,tier=web
-//   labeller.io/admitted-annotations: example.com/runbook=https://x/a%2Cb%3Dc
+//   labeller.io/admitted-labels.labeller:      team=payments,tier=web
+//   labeller.io/admitted-annotations.labeller: example.com/runbook=https://x/a%2Cb%3Dc
 //
 // `key=value` entries joined by `,`. Label keys and values hold neither `,` nor `=`; annotation
 // values may hold anything, so `%`, `,` and `=` in them are percent-escaped. Several policies may
 // label one object (one per source they read): each appends to what the policies before it wrote.
 // The format and its reading live here, with what labeller keeps of each object (object.ts): the
 // admission policies' CEL that writes it is admission/marker.ts.
+import { createHash } from 'node:crypto';
 import type { MetadataField } from '../config/model.ts';
 
-export const ADMITTED: Readonly<Record<MetadataField, string>> = {
-  labels: 'labeller.io/admitted-labels',
-  annotations: 'labeller.io/admitted-annotations',
-};
+/**
+ * The marker annotations of `fieldManager`'s policies. A field manager is any text and the name
+ * of an annotation is not (63 characters of `[-A-Za-z0-9_.]`), so one that does not fit is hashed.
+ */
+export function markerKeys(fieldManager: string): Readonly<Record<MetadataField, string>> {
+  const longest = 'admitted-annotations.'.length;
+  const suffix = fieldManager.length <= 63 - longest && /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(fieldManager)
+    ? fieldManager
+    : `sha256-${createHash('sha256').update(fieldManager).digest('hex').slice(0, 63 - longest - 7)}`;
+  return { labels: `labeller.io/admitted-labels.${suffix}`, annotations: `labeller.io/admitted-annotations.${suffix}` };
+}
 
 /** What `%`, `,` and `=` become in an annotation value; `%` first, so an escape is never escaped again. */
 export const ESCAPES = [['%', '%25'], [',', '%2C'], ['=', '%3D']] as const;

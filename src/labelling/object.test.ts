@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ManagedFieldsEntry, PartialObjectMetadata } from '../kube/objects.ts';
 import { objectKey } from '../runtime/store.ts';
-import { ADMITTED } from './admitted.ts';
+import { markerKeys } from './admitted.ts';
 import { digest } from './digest.ts';
 import { type LabelledObject, ownedKeys, projector } from './object.ts';
 
@@ -220,6 +220,7 @@ test('annotations labeller writes are kept as digests, in key order, with the si
 
 test('admitted keys: those a marker lists at the value the object carries and no manager owns; one copy of each set', () => {
   const project = projector({ fieldManager: 'labeller' });
+  const ADMITTED = markerKeys('labeller');
   const meta = (
     name: string,
     labels: Record<string, string>,
@@ -278,4 +279,18 @@ test('admitted keys: those a marker lists at the value the object carries and no
     metadata: { name: 'b', uid: 'b', resourceVersion: '1' },
   });
   assert.deepEqual(bare.admitted, { labels: [], annotations: [], marked: [] });
+  // Another labeller's policies (another field manager) set these: not this one's.
+  const theirs = markerKeys('labeller-b');
+  const other = cached(project, {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: {
+      name: 'other',
+      uid: 'other',
+      resourceVersion: '1',
+      labels: { team: 'payments' },
+      annotations: { [theirs.labels]: 'team=payments' },
+    },
+  });
+  assert.deepEqual(other.admitted, { labels: [], annotations: [], marked: [] });
 });

@@ -6,7 +6,7 @@ import { Buffer } from 'node:buffer';
 import type { MetadataField } from '../config/model.ts';
 import type { FieldsV1, PartialObjectMetadata } from '../kube/objects.ts';
 import type { Projection } from '../runtime/store.ts';
-import { ADMITTED, parseMarker } from './admitted.ts';
+import { markerKeys, parseMarker } from './admitted.ts';
 import { digest } from './digest.ts';
 import { Interner } from './interner.ts';
 /** An object's controller (the ownerReference with `controller: true`). */
@@ -154,6 +154,7 @@ export function projector(
   const namespaces = new Interner<string>();
   const ownedLists = new Interner<readonly string[]>();
   const admittedSets = new Interner<Admitted>();
+  const markers = markerKeys(fieldManager);
   // So do the apiVersion and kind of owners.
   const ownerTypes = new Interner<string>();
   const writes = new Set(written);
@@ -183,7 +184,7 @@ export function projector(
         labels: intern(ownedKeys(metadata.managedFields, fieldManager, 'labels')),
         annotations: intern(ownedKeys(metadata.managedFields, fieldManager, 'annotations')),
       },
-      admittedOf(metadata, admittedSets),
+      admittedOf(metadata, markers, admittedSets),
     ];
     if (!owners && !lookups && writes.size === 0) return new Cached(...cached);
     const ref = owners ? metadata.ownerReferences?.find((candidate) => candidate.controller === true) : undefined;
@@ -227,12 +228,16 @@ const BEFORE_FIRST_APPLY = 'before-first-apply';
  * manager but BEFORE_FIRST_APPLY (whoever wrote the key since owns it, labeller included). One copy
  * of each set.
  */
-function admittedOf(metadata: PartialObjectMetadata['metadata'], interner: Interner<Admitted>): Admitted {
+function admittedOf(
+  metadata: PartialObjectMetadata['metadata'],
+  markers: Readonly<Record<MetadataField, string>>,
+  interner: Interner<Admitted>,
+): Admitted {
   const annotations = metadata.annotations;
-  if (!annotations || (!annotations[ADMITTED.labels] && !annotations[ADMITTED.annotations])) return NOT_ADMITTED;
-  const marked = FIELDS.filter((field) => annotations[ADMITTED[field]] !== undefined);
+  if (!annotations || (!annotations[markers.labels] && !annotations[markers.annotations])) return NOT_ADMITTED;
+  const marked = FIELDS.filter((field) => annotations[markers[field]] !== undefined);
   const keys = (field: MetadataField): string[] => {
-    const marker = annotations[ADMITTED[field]];
+    const marker = annotations[markers[field]];
     if (!marker) return [];
     const values = metadata[field] ?? {};
     const owners = keyOwners(metadata.managedFields, field);

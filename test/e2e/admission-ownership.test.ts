@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { after, describe, test } from 'node:test';
-import { ADMITTED, parseMarker } from '../../src/labelling/admitted.ts';
+import { markerKeys, parseMarker } from '../../src/labelling/admitted.ts';
 import { ConfigMapVolume } from '../cluster/configmapvolume.ts';
 import { assertCleanExit } from '../process/crash.ts';
 import { Labeller } from '../process/labeller.ts';
@@ -28,6 +28,8 @@ import {
 import { tool } from './helm.ts';
 
 const FIELD_MANAGER = 'labeller-admission-owners';
+/** The marker annotations of this field manager's policies. */
+const MARKERS = markerKeys(FIELD_MANAGER);
 
 interface Metadata {
   readonly labels?: Record<string, string>;
@@ -71,7 +73,7 @@ describe("keys set at admission are labeller's", { skip }, () => {
       const one = await read('one');
       assert.deepEqual(one.labels, { 'example.com/team': 'payments', 'example.com/tier': 'web' });
       assert.deepEqual(
-        Object.fromEntries(parseMarker('labels', one.annotations?.[ADMITTED.labels] ?? '')),
+        Object.fromEntries(parseMarker('labels', one.annotations?.[MARKERS.labels] ?? '')),
         one.labels,
       );
       // Set on purpose by another manager after the create: that key is theirs now.
@@ -136,7 +138,7 @@ describe("keys set at admission are labeller's", { skip }, () => {
         await sleep(2000);
         const after1 = await read('one');
         assert.deepEqual(after1.labels, { 'example.com/team': 'platform' });
-        assert.equal(after1.annotations?.[ADMITTED.annotations], undefined, 'the marker of the last annotation went');
+        assert.equal(after1.annotations?.[MARKERS.annotations], undefined, 'the marker of the last annotation went');
         assert.deepEqual(
           (await read('three')).labels,
           { 'example.com/team': 'platform', 'example.com/tier': 'custom' },
@@ -149,6 +151,12 @@ describe("keys set at admission are labeller's", { skip }, () => {
         // A new object, labelled at admission by the first config's policies (still applied).
         await create(`/api/v1/namespaces/${ns}/configmaps`, { metadata: { name: 'four' } });
         assert.equal((await read('four')).labels?.['example.com/tier'], 'web');
+        // Another labeller (another field manager) takes none of them for its own: its prune leaves them.
+        const theirs = await new Labeller(['prune', '--config', next.path, '--field-manager', 'another-labeller'])
+          .exited;
+        assert.equal(theirs.code, 0, theirs.stderr);
+        assert.match(theirs.stdout, /^seen \d+, patched 0,/m);
+        assert.equal((await read('four')).labels?.['example.com/tier'], 'web', "another labeller's prune");
         const prune = await new Labeller(['prune', '--config', next.path, ...common]).exited;
         assert.equal(prune.code, 0, prune.stderr);
         const four = await read('four');

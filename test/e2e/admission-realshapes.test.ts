@@ -5,13 +5,15 @@
 // belong to no field manager: the API server records only what the request itself carried.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ADMITTED, parseMarker } from '../../src/labelling/admitted.ts';
+import { markerKeys, parseMarker } from '../../src/labelling/admitted.ts';
 import { fullSkip } from '../cluster/testrun.ts';
 import { admission, apply } from './admission.ts';
 import { configFile, create, eventually, patchLabels } from './cluster.ts';
 import { deployment, list, type Meta, workloadNamespace } from './workloads.ts';
 
 const FIELD_MANAGER = 'labeller-admission-realshapes-e2e';
+/** The marker annotations of this field manager's policies. */
+const MARKERS = markerKeys(FIELD_MANAGER);
 const TEAM = 'example.com/team';
 
 interface Created {
@@ -66,12 +68,12 @@ kinds:
       const { labels = {}, annotations = {}, managedFields = [] } = pod.metadata;
       // No labeller runs: what the pod carries, the create gave it.
       assert.equal(labels[TEAM], 'payments', pod.metadata.name);
-      assert.deepEqual(Object.fromEntries(parseMarker('labels', annotations[ADMITTED.labels] ?? '')), {
+      assert.deepEqual(Object.fromEntries(parseMarker('labels', annotations[MARKERS.labels] ?? '')), {
         [TEAM]: 'payments',
       });
       assert.equal(labels['example.com/workload'], undefined, 'the root owner is for the controller');
       assert.equal(annotations['example.com/name'], undefined, 'a generated name is given after admission');
-      assert.equal(annotations[ADMITTED.annotations], undefined);
+      assert.equal(annotations[MARKERS.annotations], undefined);
       assert.ok(managedFields.some((entry) => entry.manager === 'kube-controller-manager'), 'the creator');
       assert.doesNotMatch(JSON.stringify(managedFields), /example\.com\/team|admitted/, 'set at admission: no owner');
     }

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { loadAll } from 'js-yaml';
-import { ADMITTED, parseMarker } from '../../src/labelling/admitted.ts';
+import { markerKeys, parseMarker } from '../../src/labelling/admitted.ts';
 import type { AdmissionList } from '../../src/commands/admission.ts';
 import { policyLabels } from '../../src/admission/names.ts';
 import type { MetadataField } from '../../src/config/model.ts';
@@ -17,6 +17,8 @@ import { admission, apply } from './admission.ts';
 import { configFile, create, createNamespace, eventually, patchLabels, skip } from './cluster.ts';
 
 const FIELD_MANAGER = 'labeller-admission-e2e';
+/** The marker annotations of this field manager's policies. */
+const MARKERS = markerKeys(FIELD_MANAGER);
 
 interface Created {
   readonly metadata: {
@@ -28,11 +30,11 @@ interface Created {
 
 /** The keys the marker of `field` lists on `object`, with their values. */
 const marked = (object: Created, field: MetadataField): Record<string, string> =>
-  Object.fromEntries(parseMarker(field, object.metadata.annotations?.[ADMITTED[field]] ?? ''));
+  Object.fromEntries(parseMarker(field, object.metadata.annotations?.[MARKERS[field]] ?? ''));
 
 /** The object's labels, or annotations, but the markers: what was set, compared with what the marker says. */
 const own = (map: Record<string, string> | undefined): Record<string, string> =>
-  Object.fromEntries(Object.entries(map ?? {}).filter(([key]) => !Object.values(ADMITTED).includes(key)));
+  Object.fromEntries(Object.entries(map ?? {}).filter(([key]) => !Object.values(MARKERS).includes(key)));
 
 describe('labeller admission', { skip }, () => {
   test('its policies label objects at their create as the controller would, and mark what they set', async () => {
@@ -138,9 +140,9 @@ kinds:
       'example.com/team=payments,example.com/tier=tier-web';
     assert.ok(
       [`${first},example.com/cc=cc-12`, `example.com/cc=cc-12,${first}`].includes(
-        shop.metadata.annotations?.[ADMITTED.labels] ?? '',
+        shop.metadata.annotations?.[MARKERS.labels] ?? '',
       ),
-      shop.metadata.annotations?.[ADMITTED.labels],
+      shop.metadata.annotations?.[MARKERS.labels],
     );
 
     // No entry in the source: nothing set, nothing marked.
@@ -161,7 +163,7 @@ kinds:
       metadata: { generateName: 'gen-' },
     });
     assert.equal(generated.metadata.annotations?.['example.com/runbook'], undefined);
-    assert.equal(generated.metadata.annotations?.[ADMITTED.annotations], undefined, 'no annotation set, no marker');
+    assert.equal(generated.metadata.annotations?.[MARKERS.annotations], undefined, 'no annotation set, no marker');
     assert.equal(generated.metadata.labels?.['example.com/managed'], 'labeller');
 
     // force: the request's value is replaced, and marked; skip: it is kept, and not marked.

@@ -412,6 +412,7 @@ kinds:
     assert.ok(!('managedFields' in object) && !('data' in object), 'only the projection is cached');
     // The name is read from the key, not kept.
     assert.deepEqual(Object.keys(object).sort(), [
+      'admitted',
       'annotations',
       'deleting',
       'key',
