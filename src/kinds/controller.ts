@@ -5,7 +5,7 @@
 import { type KindConfig, templatesOf } from '../config/model.ts';
 import { isForbidden, isNotFound } from '../kube/errors.ts';
 import { type ApiResource, apiVersion, groupResource } from '../kube/resource.ts';
-import { objectCounter, type ObjectCounts } from '../labelling/counts.ts';
+import { CacheCounter, type ObjectCounts } from '../labelling/counts.ts';
 import { FightTracker } from '../labelling/fights.ts';
 import { LookupIndex } from '../labelling/lookupindex.ts';
 import type { LabelledObject } from '../labelling/object.ts';
@@ -146,6 +146,8 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
     },
     concurrency: options.concurrency,
     requeueAfterMs: options.requeueAfterMs,
+    // Queued again: what the object should carry may have changed, so its count must be looked at.
+    queued: (key) => counter.changed(key),
     metrics: metrics?.controller(name, options.concurrency),
     log: kindLog.child({ controller: name }),
   });
@@ -165,11 +167,19 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       })
     )
     : [];
-  const counter = (labels: KindConfig['labels']) =>
-    objectCounter((object) => reconciler.plan(object), [...labels.keys()]);
-  let count = counter(kind.labels);
-  metrics?.objects(name, () => {
-    const { counts, coverage } = count(controller.values());
+  const counterOf = (labels: KindConfig['labels']) =>
+    new CacheCounter((object) => reconciler.plan(object), [...labels.keys()], controller);
+  let counter = counterOf(kind.labels);
+  // The cache's changes mark what the counter must look at again (the controller's queue, above, the rest).
+  const counting = handles.map(({ informer }) =>
+    informer.subscribe((change) => {
+      if (change.type !== 'resync') counter.changed(change.key);
+      else for (const key of [...change.changed, ...change.removed]) counter.changed(key);
+    })
+  );
+  // A scrape plans what changed since the last, 5 ms at a time (all of the cache, the first time).
+  metrics?.objects(name, async () => {
+    const { counts, coverage } = await counter.settle(5);
     return { ...counts, coverage };
   });
   let current = resolved;
@@ -178,7 +188,7 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       return current;
     },
     controller,
-    count: () => count(controller.values()).counts,
+    count: () => counter.read().counts,
     plan: (object) => reconciler.plan(object),
     explain: (object) => ({ plan: reconciler.plan(object), traces: reconciler.trace(object) }),
     sourceChanged: (name, change) => {
@@ -198,11 +208,11 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
     relabel: (next) => {
       current = { kind: next, resource };
       reconciler = reconcilerFor(next);
-      count = counter(next.labels);
+      counter = counterOf(next.labels);
       controller.requeueAll();
     },
     release: async () => {
-      for (const stop of forgetting) stop();
+      for (const stop of [...forgetting, ...counting]) stop();
       related.detach();
       await Promise.all(handles.map((handle) => handle.release()));
     },

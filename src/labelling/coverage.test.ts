@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { compileTemplate } from '../config/template.ts';
 import { createLogger } from '../util/log.ts';
 import { keysCut, keyStates, shortfallReason } from './coverage.ts';
-import { objectCounter } from './counts.ts';
+import { CacheCounter } from './counts.ts';
 import type { LabelledObject } from './object.ts';
 import type { MetadataClient, RelatedView } from './ports.ts';
 import { Reconciler } from './reconcile.ts';
@@ -51,13 +51,18 @@ test('each key of an object: covered, or pending, contested, held, invalid or un
 
 test('the cache counter: per key, objects counted (not those being deleted) and those covered', () => {
   const r = reconciler(LABELS, namespace({ team: 'red' }));
-  const count = objectCounter((object) => r.plan(object), KEYS);
-  const objects = [
-    labelledObject('a', { labels: { team: 'red', tier: 'web', app: 'a' } }),
-    labelledObject('b', { labels: { team: 'red' } }),
-    labelledObject('gone', { labels: {}, deleting: true }),
-  ];
-  assert.deepEqual(count(objects).coverage, [
+  const objects = new Map(
+    [
+      labelledObject('a', { labels: { team: 'red', tier: 'web', app: 'a' } }),
+      labelledObject('b', { labels: { team: 'red' } }),
+      labelledObject('gone', { labels: {}, deleting: true }),
+    ].map((object) => [object.key, object]),
+  );
+  const count = new CacheCounter((object) => r.plan(object), KEYS, {
+    get: (key) => objects.get(key),
+    keys: () => objects.keys(),
+  });
+  assert.deepEqual(count.read().coverage, [
     { key: 'team', objects: 2, covered: 2 },
     { key: 'tier', objects: 2, covered: 1 },
     { key: 'app', objects: 2, covered: 1 },

@@ -18,7 +18,7 @@ function exercise(metrics: Metrics, controller: string, informer: string) {
   labels.removed('annotations', 1);
   labels.conflict();
   labels.fight('labels');
-  metrics.objects(controller, () => ({ managed: 1, pending: 1, conflicts: 1, held: 1 }));
+  metrics.objects(controller, async () => ({ managed: 1, pending: 1, conflicts: 1, held: 1 }));
   const cache = metrics.informer(informer);
   cache.cached(5);
   cache.watchRestarted();
@@ -57,7 +57,7 @@ test('labeller_fights_total starts at 0 for both fields, so increase() counts th
 
 test('labeller_coverage_ratio: per kind and configured label, the share carrying its desired value; 1 with no objects', async () => {
   const metrics = new Metrics();
-  metrics.objects('pods', () => ({
+  metrics.objects('pods', async () => ({
     managed: 1,
     pending: 1,
     conflicts: 0,
@@ -79,6 +79,6 @@ test('labeller_ready follows /readyz at each scrape; labeller_objects_conflictin
   assert.match(await metrics.registry.metrics(), /^labeller_ready 0$/m);
   problems = [];
   assert.match(await metrics.registry.metrics(), /^labeller_ready 1$/m);
-  metrics.objects('pods', () => ({ managed: 3, pending: 1, conflicts: 2, held: 0 }));
+  metrics.objects('pods', async () => ({ managed: 3, pending: 1, conflicts: 2, held: 0 }));
   assert.match(await metrics.registry.metrics(), /^labeller_objects_conflicting\{controller="pods"\} 2$/m);
 });

@@ -110,7 +110,7 @@ export class Metrics {
   readonly #fights;
   readonly #watchRestarts;
   readonly #relists;
-  readonly #objectSources = new Map<string, () => ObjectGauges>();
+  readonly #objectSources = new Map<string, () => Promise<ObjectGauges>>();
   readonly #reloads;
   readonly #reloadSuccessful;
   #unreadable: () => readonly UnreadableKindGauge[] = () => [];
@@ -229,21 +229,25 @@ export class Metrics {
       [],
     );
     this.#reloadSuccessful.set(1);
-    // Computed from the caches when scraped, so they are never stale and cost nothing between scrapes.
-    const objects = (name: string, help: string, field: 'managed' | 'pending' | 'conflicts' | 'held') => {
-      const sources = this.#objectSources;
-      return new Gauge({
+    // Read from the controllers' counts when scraped (each kept up to date with what changed since
+    // the last scrape: labelling/counts.ts), so they are never stale.
+    const objectSources = this.#objectSources;
+    /** Every controller's gauges, read before any sample is set, so that concurrent scrapes never interleave. */
+    const readAll = () =>
+      Promise.all([...objectSources].map(async ([controller, read]) => [controller, await read()] as const));
+    const objects = (name: string, help: string, field: 'managed' | 'pending' | 'conflicts' | 'held') =>
+      new Gauge({
         name,
         help,
         labelNames: ['controller'],
         registers,
-        collect() {
+        async collect() {
+          const read = await readAll();
           // Controllers stopped by a config reload leave no stale sample.
           this.reset();
-          for (const [controller, read] of sources) this.set({ controller }, read()[field]);
+          for (const [controller, gauges] of read) this.set({ controller }, gauges[field]);
         },
       });
-    };
     objects(
       'labeller_objects_managed',
       "Cached objects carrying a label that labeller's field manager owns",
@@ -264,17 +268,17 @@ export class Metrics {
       'Cached objects with labels held (neither applied nor removed) because a related object they read cannot be read',
       'held',
     );
-    const coverageSources = this.#objectSources;
     new Gauge({
       name: 'labeller_coverage_ratio',
       help:
         "Share of a kind's cached objects (not being deleted) that carry a configured label with its desired value; 1 when there are none",
       labelNames: ['kind', 'key'],
       registers,
-      collect() {
+      async collect() {
+        const read = await readAll();
         this.reset();
-        for (const [kind, read] of coverageSources) {
-          for (const { key, objects, covered } of read().coverage ?? []) {
+        for (const [kind, gauges] of read) {
+          for (const { key, objects, covered } of gauges.coverage ?? []) {
             this.set({ kind, key }, objects === 0 ? 1 : covered / objects);
           }
         }
@@ -493,9 +497,9 @@ export class Metrics {
   }
 
   /** Registers the source of labeller_objects_managed and labeller_objects_pending for one controller. */
-  objects(controller: string, read: () => ObjectGauges): void {
-    // Both gauges come from one count of the cache per scrape.
-    let last: { at: number; gauges: ObjectGauges } | undefined;
+  objects(controller: string, read: () => Promise<ObjectGauges>): void {
+    // The gauges come from one read of the counts per scrape.
+    let last: { at: number; gauges: Promise<ObjectGauges> } | undefined;
     this.#objectSources.set(controller, () => {
       if (!last || performance.now() - last.at > 1000) last = { at: performance.now(), gauges: read() };
       return last.gauges;

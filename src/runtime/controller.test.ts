@@ -37,6 +37,7 @@ function start(
     queue?: Omit<WorkQueueOptions, 'metrics'>;
     leading?: Promise<void>;
     requeueAfterMs?: number;
+    queued?: (key: string) => void;
   } = {},
 ): Started {
   const calls: string[] = [];
@@ -57,6 +58,7 @@ function start(
     concurrency: 1,
     requeueAfterMs: options.requeueAfterMs ?? 0,
     ...(options.queue ? { queue: options.queue } : {}),
+    queued: options.queued,
     log,
   });
   const intake = new AbortController();
@@ -95,6 +97,17 @@ test('a standby lists and caches but reconciles nothing until it leads', async (
   assert.deepEqual(calls, []);
   leading.resolve();
   await until(() => calls.length === 1, 'the leader reconciles');
+});
+
+test('queued hears of the keys enqueue and requeueAll queue', async (t) => {
+  const heard: string[] = [];
+  const api = new ScriptedApi([page('5', [pod('a'), pod('b')])]);
+  const { controller, calls } = start(t, api, { queued: (key) => heard.push(key) });
+  await until(() => calls.length === 2, 'the listed objects reconciled');
+  const atStart = heard.length;
+  controller.enqueue('ns/b');
+  controller.requeueAll();
+  assert.deepEqual(heard.slice(atStart).sort(), ['ns/a', 'ns/b', 'ns/b']);
 });
 
 test('an object deleted while queued is never reconciled, so nothing can recreate it', async (t) => {

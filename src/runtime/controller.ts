@@ -63,6 +63,8 @@ export interface ControllerOptions<T> {
   readonly concurrency: number;
   /** Period of the re-check of every object, jittered by ±10 %; 0 disables it. */
   readonly requeueAfterMs: number;
+  /** Told of each key queued by `enqueue` or `requeueAll` (not of the informers' changes, which a subscriber sees). */
+  readonly queued?: ((key: string) => void) | undefined;
   /** The work queue's clock and retry delays (client-go's by default). */
   readonly queue?: Omit<WorkQueueOptions, 'metrics'>;
   readonly metrics?: ControllerMetrics | undefined;
@@ -133,11 +135,12 @@ export class Controller<T> {
   /** Queues an object whose related objects changed (a mapper of `watches`). */
   enqueue(key: string): void {
     this.#queue.add(key);
+    this.#options.queued?.(key);
   }
 
   /** Queues every cached object again, without a relist: what they should look like has changed. */
   requeueAll(): void {
-    for (const key of this.keys()) this.#queue.add(key);
+    for (const key of this.keys()) this.enqueue(key);
   }
 
   /**
