@@ -43,6 +43,7 @@ import { tightLoop } from './lib/loop.ts';
 import { type Options, options, USAGE } from './lib/options.ts';
 import { describeRun, endMeta, etcdVersion, type Results, rows, sectionKey, startMeta } from './lib/record.ts';
 import { benchLists } from './lib/lists.ts';
+import { benchScrape } from './lib/scrape.ts';
 import { benchPeers, peersResults } from './lib/peers.ts';
 import { benchRelated } from './lib/related.ts';
 import { benchShards, shardsResults } from './lib/shards.ts';
@@ -107,6 +108,7 @@ async function bench(controlPlane: ControlPlane, opts: Options, results: Results
     else if (opts.shards) await benchShards(context, opts, results.shards = shardsResults(opts));
     else if (opts.admission) await benchAdmission(context, opts, results.admission = admissionResults(opts));
     else if (opts.lists) results.lists = await benchLists(context, opts, opts.n, opts.rounds);
+    else if (opts.scrape) results.scrape = await benchScrape(context, opts, opts.n);
     else await main(context, opts, results);
   } finally {
     await admin.close();

@@ -48,6 +48,9 @@ ${LAUNCH_USAGE}
                           (labels in the create response, PATCHes, create latency, the API server's admission
                           metrics), --samples created one at a time (create → label by the controller), existing
                           objects converged, and N/10 pods of Deployments rolled out (bench/lib/admission.ts)
+  --scrape                only rows M1–M2: what a /metrics scrape costs over N ConfigMaps (default 100k; --quick
+                          300): the first, while converging, converged, while a namespace label relabels them all;
+                          /healthz asked every 10 ms meanwhile for event-loop stalls (bench/lib/scrape.ts)
   --no-memory             skip the memory measurements
   --no-results-md         do not update bench/RESULTS.md`;
 
@@ -76,6 +79,7 @@ export interface Options extends Launch {
   readonly shards: boolean;
   readonly sequentialNames: boolean;
   readonly admission: boolean;
+  readonly scrape: boolean;
   readonly coldOnly: boolean;
   readonly credentials: Credentials;
   readonly memoryOnly: boolean;
@@ -122,6 +126,7 @@ export function options(argv: string[]): Options {
       shards: { type: 'boolean', default: false },
       'sequential-names': { type: 'boolean', default: false },
       admission: { type: 'boolean', default: false },
+      scrape: { type: 'boolean', default: false },
       'no-results-md': { type: 'boolean', default: false },
       'cold-only': { type: 'boolean', default: false },
       credentials: { type: 'string', default: 'kubeconfig' },
@@ -156,7 +161,7 @@ export function options(argv: string[]): Options {
   if (values['sequential-names'] && !values.shards) {
     throw new Error('--sequential-names names the namespaces of --shards');
   }
-  for (const mode of ['shards', 'admission'] as const) {
+  for (const mode of ['shards', 'admission', 'scrape'] as const) {
     if (!values[mode]) continue;
     const given = new Set<string>(tokens.flatMap((t) => (t.kind === 'option' ? [t.name] : [])));
     const other = ['kinds', 'credentials', 'cold-only', 'memory-only'].find((name) => given.has(name));
@@ -165,7 +170,7 @@ export function options(argv: string[]): Options {
   return {
     ...launch(values),
     quick,
-    kinds: values.peers || values.lists || values.shards || values.admission
+    kinds: values.peers || values.lists || values.shards || values.admission || values.scrape
       ? KINDS.filter((k) => k.resource === 'configmaps')
       : kinds,
     n: values.n
@@ -174,6 +179,8 @@ export function options(argv: string[]): Options {
       ? (quick ? 30 : 1000)
       : values.shards
       ? (quick ? 3000 : 100_000)
+      : values.scrape && !quick
+      ? 100_000
       : quick
       ? 300
       : values.workloads
@@ -199,6 +206,7 @@ export function options(argv: string[]): Options {
     shards: values.shards,
     sequentialNames: values['sequential-names'],
     admission: values.admission,
+    scrape: values.scrape,
     coldOnly: values['cold-only'],
     credentials,
     memoryOnly: values['memory-only'],

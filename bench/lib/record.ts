@@ -16,6 +16,7 @@ import { type LatencyResults, latencyRows } from './latency.ts';
 import { type LoopResults, loopRows } from './loop.ts';
 import type { Options } from './options.ts';
 import { type ListsResults, listsTable } from './lists.ts';
+import { type ScrapeResults, scrapeRows, scrapeTable } from './scrape.ts';
 import { peersNotes, type PeersResults, peersTable } from './peers.ts';
 import { type RelatedResults, relatedRows } from './related.ts';
 import { type ShardsResults, shardsRows, shardsSetup } from './shards.ts';
@@ -43,6 +44,7 @@ export interface Results {
   lists?: ListsResults;
   shards?: ShardsResults;
   admission?: AdmissionResults;
+  scrape?: ScrapeResults;
   error?: string;
 }
 
@@ -97,6 +99,7 @@ export function rows(r: Results): Row[] {
   return [
     ...(r.shards ? shardsRows(r.shards) : []),
     ...(r.admission ? admissionRows(r.admission) : []),
+    ...(r.scrape ? scrapeRows(r.scrape) : []),
     ...(everyKind ? everyKindRows(everyKind, everyKind.load) : []),
     ...(related ? relatedRows(related, related.load) : []),
     ...(workloads ? workloadRows(workloads, workloads.load) : []),
@@ -127,6 +130,8 @@ export function describeRun(r: Results): string {
       ? `## N = ${o.n}${quick}, labels at create: admission policies (--admission), ${where}`
       : o.lists
       ? `## N = ${o.n}, labeller's first list: streaming or paginated (--lists), ${where}`
+      : o.scrape
+      ? `## N = ${o.n}${quick}, the cost of a /metrics scrape (--scrape), ${where}`
       : `## N = ${o.n}${quick}${
         o.related
           ? ', labels from related objects (--related)'
@@ -143,7 +148,7 @@ export function describeRun(r: Results): string {
       String(m['command'])
     }\``,
     `- labeller ${String(m['labellerVersion'])} (git ${String(m['git'])}), labeller${
-      o.peers || o.shards || o.admission ? '' : ' and memory probes'
+      o.peers || o.shards || o.admission || o.scrape ? '' : ' and memory probes'
     } on ${String(m['labellerRuntime'])}; bench on ${String(m['benchRuntime'])}`,
     `- kube-apiserver ${String(m['kubeApiserver'] ?? '?')}, etcd ${
       String(m['etcd'])
@@ -158,6 +163,8 @@ export function describeRun(r: Results): string {
       ? peersSetup(r)
       : o.lists
       ? listsSetup(r)
+      : o.scrape
+      ? scrapeSetup(r)
       : o.shards && r.shards
       ? [`- labeller run from ${howRun(o)}`, ...shardsSetup(r.shards)]
       : o.admission && r.admission
@@ -250,6 +257,19 @@ function listsSetup(r: Results): string[] {
   ];
 }
 
+/** --scrape's objects, how labeller ran, the rows and the phases. */
+function scrapeSetup(r: Results): string[] {
+  const o = r.options;
+  return [
+    `- objects: ${o.n} ConfigMaps in one namespace, with the same metadata as the main bench; labeller applies \`example.com/team={{namespace.labels.team}}\` from ${
+      howRun(o)
+    }, \`--concurrency ${o.concurrency}\``,
+    "- each scrape timed from request to the end of its body; /healthz asked every 10 ms from spawn to stop, its slowest answer during the scrapes (and over the phase) the longest the event loop was busy; phases: the first scrape after the first list, one a second until converged, 10 a second apart, then one a second while the namespace's label change relabels every object",
+    '',
+    r.scrape ? `${table(scrapeRows(r.scrape))}\n\n${scrapeTable(r.scrape)}` : '',
+  ];
+}
+
 /** The key of the run's section in bench/RESULTS.md. */
 export function sectionKey(o: Options): string {
   const runtime = `runtime=${o.runtime}${o.build === undefined ? '' : ` build=${o.build}`}`;
@@ -257,6 +277,7 @@ export function sectionKey(o: Options): string {
   if (o.shards) return `n=${o.n} shards ${runtime}`;
   if (o.admission) return `n=${o.n} admission ${runtime}`;
   if (o.lists) return `n=${o.n} lists ${runtime}`;
+  if (o.scrape) return `n=${o.n} scrape ${runtime}`;
   return `n=${o.n} ${runtime}${
     o.related ? ' related' : o.workloads ? ' workloads' : o.sources ? ' sources' : o.everyKind ? ' every-kind' : ''
   }`;
