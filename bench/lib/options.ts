@@ -48,9 +48,10 @@ ${LAUNCH_USAGE}
                           (labels in the create response, PATCHes, create latency, the API server's admission
                           metrics), --samples created one at a time (create → label by the controller), existing
                           objects converged, and N/10 pods of Deployments rolled out (bench/lib/admission.ts)
-  --scrape                only rows M1–M2: what a /metrics scrape costs over N ConfigMaps (default 100k; --quick
+  --scrape                only rows M1–M3: what a /metrics scrape costs over N ConfigMaps (default 100k; --quick
                           300): the first, while converging, converged, while a namespace label relabels them all;
-                          /healthz asked every 10 ms meanwhile for event-loop stalls (bench/lib/scrape.ts)
+                          then in every-kind mode over the control plane's kinds; /healthz asked every 10 ms
+                          meanwhile for event-loop stalls (bench/lib/scrape.ts)
   --no-memory             skip the memory measurements
   --no-results-md         do not update bench/RESULTS.md`;
 

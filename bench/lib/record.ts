@@ -264,7 +264,7 @@ function scrapeSetup(r: Results): string[] {
     `- objects: ${o.n} ConfigMaps in one namespace, with the same metadata as the main bench; labeller applies \`example.com/team={{namespace.labels.team}}\` from ${
       howRun(o)
     }, \`--concurrency ${o.concurrency}\``,
-    "- each scrape timed from request to the end of its body; /healthz asked every 10 ms from spawn to stop, its slowest answer during the scrapes (and over the phase) the longest the event loop was busy; phases: the first scrape after the first list, one a second until converged, 10 a second apart, then one a second while the namespace's label change relabels every object",
+    "- each scrape timed from request to the end of its body; /healthz asked every 10 ms from spawn to stop, its slowest answer during the scrapes (and over the phase) the longest the event loop was busy; phases: the first scrape after the first list, one a second until converged, 10 a second apart, then one a second while the namespace's label change relabels every object; then labeller in every-kind mode over the kinds the control plane serves (the bench's objects left out by a selector), 10 scrapes once ready",
     '',
     r.scrape ? `${table(scrapeRows(r.scrape))}\n\n${scrapeTable(r.scrape)}` : '',
   ];
