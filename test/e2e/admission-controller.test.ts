@@ -16,7 +16,6 @@ import { rmSync } from 'node:fs';
 import { after, describe, test } from 'node:test';
 import { policySelector } from '../../src/admission/names.ts';
 import type { StatusReport } from '../../src/commands/status.ts';
-import type { KubeClient } from '../../src/kube/client.ts';
 import { isNotFound } from '../../src/kube/errors.ts';
 import { ConfigMapVolume } from '../cluster/configmapvolume.ts';
 import { freePorts } from '../controlplane/controlplane.ts';
@@ -34,6 +33,7 @@ import {
   serviceAccountKubeconfig,
   skip,
 } from './cluster.ts';
+import { servesPolicies } from './admission.ts';
 import { tool } from './helm.ts';
 import { kubeconfig } from './cluster.ts';
 
@@ -51,17 +51,6 @@ interface Policy {
 
 interface Created {
   readonly metadata: { readonly name: string; readonly labels?: Record<string, string> };
-}
-
-/** Whether the API server serves the policies' v1: this project's control plane from 1.36; an existing cluster says by discovery. */
-async function servesPolicies(client: KubeClient): Promise<boolean> {
-  const group = await client.json<{ resources: { name: string }[] }>('GET', API).catch(() => ({ resources: [] }));
-  const served = group.resources.some((r) => r.name === 'mutatingadmissionpolicies');
-  if (process.env['E2E_ETCD']) {
-    const version = await client.json<{ minor: string }>('GET', '/version');
-    assert.equal(served, Number.parseInt(version.minor, 10) >= 36, 'the server serves the policies from 1.36');
-  }
-  return served;
 }
 
 /** A policy or binding of `fieldManager`'s, or undefined when there is none of that name. */

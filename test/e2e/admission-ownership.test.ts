@@ -13,7 +13,7 @@ import { ConfigMapVolume } from '../cluster/configmapvolume.ts';
 import { assertCleanExit } from '../process/crash.ts';
 import { Labeller } from '../process/labeller.ts';
 import { sleep } from '../process/sleep.ts';
-import { admission, apply } from './admission.ts';
+import { admission, apply, policiesSkip } from './admission.ts';
 import {
   adminClient,
   auditEvents,
@@ -37,7 +37,7 @@ interface Metadata {
   readonly managedFields?: readonly { readonly manager?: string; readonly fieldsV1?: unknown }[];
 }
 
-describe("keys set at admission are labeller's", { skip }, () => {
+describe("keys set at admission are labeller's", { skip: await policiesSkip(skip) }, () => {
   test(
     'created right: no PATCH; dropped: removed, marker too; changed under skip: updated; set since by another manager: left; status, dry run, explain and prune agree',
     { skip: auditSkip, timeout: 240_000 },

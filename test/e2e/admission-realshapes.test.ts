@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { markerKeys, parseMarker } from '../../src/labelling/admitted.ts';
 import { fullSkip } from '../cluster/testrun.ts';
-import { admission, apply } from './admission.ts';
+import { admission, apply, policiesSkip } from './admission.ts';
 import { configFile, create, eventually, patchLabels } from './cluster.ts';
 import { deployment, list, type Meta, workloadNamespace } from './workloads.ts';
 
@@ -23,7 +23,7 @@ interface Created {
   };
 }
 
-describe('labeller admission on a full control plane', { skip: fullSkip }, () => {
+describe('labeller admission on a full control plane', { skip: await policiesSkip(fullSkip) }, () => {
   test("a Deployment's pods, made by the ReplicaSet controller, carry the labels from their create", async () => {
     const ns = await workloadNamespace('admit-pods');
     await patchLabels(`/api/v1/namespaces/${ns}`, { team: 'payments' });

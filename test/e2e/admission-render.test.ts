@@ -13,7 +13,7 @@ import type { AdmissionList } from '../../src/commands/admission.ts';
 import { policyLabels } from '../../src/admission/names.ts';
 import type { MetadataField } from '../../src/config/model.ts';
 import { ApiError } from '../../src/kube/errors.ts';
-import { admission, apply } from './admission.ts';
+import { admission, apply, policiesSkip } from './admission.ts';
 import { configFile, create, createNamespace, eventually, patchLabels, skip } from './cluster.ts';
 
 const FIELD_MANAGER = 'labeller-admission-e2e';
@@ -36,7 +36,7 @@ const marked = (object: Created, field: MetadataField): Record<string, string> =
 const own = (map: Record<string, string> | undefined): Record<string, string> =>
   Object.fromEntries(Object.entries(map ?? {}).filter(([key]) => !Object.values(MARKERS).includes(key)));
 
-describe('labeller admission', { skip }, () => {
+describe('labeller admission', { skip: await policiesSkip(skip) }, () => {
   test('its policies label objects at their create as the controller would, and mark what they set', async () => {
     const [forced, skipped, elsewhere] = [
       await createNamespace('admit-force'),

@@ -5,11 +5,35 @@
 import assert from 'node:assert/strict';
 import { after } from 'node:test';
 import { fieldManagerSelector } from '../../src/config/fieldmanager.ts';
+import type { KubeClient } from '../../src/kube/client.ts';
 import { Labeller } from '../process/labeller.ts';
-import { kubeconfig } from './cluster.ts';
+import { adminClient, kubeconfig } from './cluster.ts';
 import { tool } from './helm.ts';
 
 const KINDS = 'mutatingadmissionpolicies,mutatingadmissionpolicybindings';
+const API = '/apis/admissionregistration.k8s.io/v1';
+
+/** Whether the API server serves the policies' v1: this project's control plane from 1.36; an existing cluster says by discovery. */
+export async function servesPolicies(client: KubeClient): Promise<boolean> {
+  const group = await client.json<{ resources: { name: string }[] }>('GET', API).catch(() => ({ resources: [] }));
+  const served = group.resources.some((r) => r.name === 'mutatingadmissionpolicies');
+  if (process.env['E2E_ETCD']) {
+    const version = await client.json<{ minor: string }>('GET', '/version');
+    assert.equal(served, Number.parseInt(version.minor, 10) >= 36, 'the server serves the policies from 1.36');
+  }
+  return served;
+}
+
+/**
+ * Why tests that apply the policies with kubectl cannot run: `skip`, or a server that does not
+ * serve them (before 1.36), where admission-controller.test.ts checks the controller-only fallback.
+ */
+export async function policiesSkip(skip: string | false): Promise<string | false> {
+  if (skip) return skip;
+  return (await servesPolicies(await adminClient()))
+    ? false
+    : 'the API server does not serve admissionregistration.k8s.io/v1 MutatingAdmissionPolicy (1.36 and later); admission-controller.test.ts checks the fallback';
+}
 
 /** What `labeller admission <args>` printed, on stdout and stderr; it must succeed. */
 export async function admission(args: readonly string[]): Promise<{ stdout: string; stderr: string }> {

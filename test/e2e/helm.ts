@@ -43,24 +43,13 @@ export interface Run {
   readonly stderr: string;
 }
 
-/**
- * Runs a tool (helm or kubectl from the tools folder); never throws on a non-zero exit. Their
- * discovery cache is this process's own: the shared one (~/.kube/cache) is kept per host and
- * port, and a control plane of another version once on the same loopback port left a cache that
- * says what that one served (kubectl then answers `no matches for kind` for hours).
- */
+/** Runs a tool (helm or kubectl from the tools folder); never throws on a non-zero exit. */
 export function tool(name: 'helm' | 'kubectl', args: readonly string[], input?: string): Promise<Run> {
-  const env = { ...process.env, KUBECACHEDIR: join(dir, 'kube-cache') };
   return new Promise((resolve, reject) => {
-    const child = execFile(
-      join(tools, name),
-      args,
-      { cwd: ROOT, env, maxBuffer: 16 << 20 },
-      (error, stdout, stderr) => {
-        if (error && typeof error.code !== 'number') reject(error);
-        else resolve({ code: error ? Number(error.code) : 0, stdout, stderr });
-      },
-    );
+    const child = execFile(join(tools, name), args, { cwd: ROOT, maxBuffer: 16 << 20 }, (error, stdout, stderr) => {
+      if (error && typeof error.code !== 'number') reject(error);
+      else resolve({ code: error ? Number(error.code) : 0, stdout, stderr });
+    });
     if (input !== undefined) child.stdin?.end(input);
   });
 }
