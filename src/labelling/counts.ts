@@ -110,12 +110,8 @@ export class CacheCounter {
 
   /** Every object may be due other labels. */
   changedAll(): void {
-    this.#counts.seen = this.#counts.managed = this.#counts.pending = 0;
-    this.#counts.conflicts =
-      this.#counts.invalid =
-      this.#counts.held =
-      this.#total =
-        0;
+    Object.assign(this.#counts, noObjects());
+    this.#total = 0;
     this.#covered.fill(0);
     this.#verdicts.clear();
     this.#changed.clear();
