@@ -77,7 +77,7 @@ export function buildOptions(outdir: string, external = false): BuildOptions {
     minifyWhitespace: true,
     minifySyntax: true,
     legalComments: 'eof',
-    // CommonJS dependencies (undici, prom-client, fast-json-patch) call require() for Node's
+    // CommonJS dependencies (undici, fast-json-patch) call require() for Node's
     // built-ins, which an ES module has no binding for.
     banner: {
       js:

@@ -1,10 +1,10 @@
 // Prometheus metrics, named as controller-runtime and client-go name them so existing
 // dashboards work, plus labeller's own, and the standard process_* / nodejs_* metrics
-// (processmetrics.ts). prom-client does the exposition format. (Over 300 lines: every metric is
+// (processmetrics.ts); prometheus.ts keeps them and writes the exposition. (Over 300 lines: every metric is
 // declared here, in one place, so its names, help texts and labels read as one list.)
 import type { RequestObserver } from '../kube/client.ts';
 import { registerProcessMetrics } from './processmetrics.ts';
-import { Counter, Gauge, Histogram, Registry } from './promclient.ts';
+import { Counter, Gauge, Histogram, Registry } from './prometheus.ts';
 import type { ControllerMetrics } from '../runtime/controller.ts';
 import type { InformerMetrics } from '../runtime/informer.ts';
 

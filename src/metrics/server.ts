@@ -4,22 +4,7 @@
 // on one address or two (--health-probe-bind-address, --metrics-bind-address).
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { setImmediate } from 'node:timers/promises';
-import type { Registry } from './promclient.ts';
-
-/**
- * The text exposition, as `registry.metrics()` writes it, but one metric at a time with the event
- * loop let in between: in every-kind mode it runs to thousands of series, tens of milliseconds
- * that would otherwise hold up the probes and the controllers all at once.
- */
-export async function exposition(registry: Registry): Promise<string> {
-  const parts: string[] = [];
-  for (const metric of registry.getMetricsAsArray()) {
-    parts.push(await registry.getSingleMetricAsString(metric.name));
-    await setImmediate();
-  }
-  return `${parts.join('\n\n')}\n`;
-}
+import type { Registry } from './prometheus.ts';
 
 /** A listen address as Kubernetes components take it: `host:port`, `:port` for every interface. */
 export interface BindAddress {
@@ -65,7 +50,7 @@ export async function serveHttp(address: BindAddress, { readiness, registry }: E
       }
       case '/metrics':
         if (!registry) break;
-        exposition(registry).then(
+        registry.metrics().then(
           (text) => reply(200, text, registry.contentType),
           (error: unknown) => reply(500, `${String(error)}\n`),
         );
