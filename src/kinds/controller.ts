@@ -101,6 +101,11 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
    * through here, so these are all that taking the bucket over must look at.
    */
   const deferred = new Set<string>();
+  // What labeller owns and would change, counted from the controller's cache (read once it exists).
+  const cache = { get: (key: string) => controller.get(key), keys: () => controller.keys() };
+  const counterOf = (labels: KindConfig['labels']) =>
+    new CacheCounter((object) => reconciler.plan(object), [...labels.keys()], cache);
+  let counter = counterOf(kind.labels);
   const labelMetrics = metrics?.labels(name);
   const kindEvents = events?.forKind(name, { apiVersion: apiVersion(resource), kind: resource.kind });
   const controller = new Controller<LabelledObject>({
@@ -167,14 +172,14 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       })
     )
     : [];
-  const counterOf = (labels: KindConfig['labels']) =>
-    new CacheCounter((object) => reconciler.plan(object), [...labels.keys()], controller);
-  let counter = counterOf(kind.labels);
   // The cache's changes mark what the counter must look at again (the controller's queue, above, the rest).
   const counting = handles.map(({ informer }) =>
     informer.subscribe((change) => {
       if (change.type !== 'resync') counter.changed(change.key);
-      else for (const key of [...change.changed, ...change.removed]) counter.changed(key);
+      else {
+        for (const key of change.changed) counter.changed(key);
+        for (const key of change.removed) counter.changed(key);
+      }
     })
   );
   // A scrape plans what changed since the last, 5 ms at a time (all of the cache, the first time).

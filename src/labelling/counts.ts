@@ -87,6 +87,8 @@ export class CacheCounter {
   readonly #waiting = new Set<string>();
   /** Every cached key still to plan: at first, and when told every object changed. */
   #sweep: Iterator<string> | undefined;
+  /** A sweep to begin at the next read. */
+  #sweepDue = false;
   readonly #counts = noObjects();
   readonly #covered: number[];
   /** Objects counted for coverage: cached, less those being deleted. */
@@ -116,9 +118,8 @@ export class CacheCounter {
     this.#verdicts.clear();
     this.#changed.clear();
     this.#waiting.clear();
-    // The cache's own iterator, live: an object it replaces or drops meanwhile is marked as well,
-    // and planning one twice is harmless (its old verdict is taken out first).
-    this.#sweep = this.#cache.keys()[Symbol.iterator]();
+    this.#sweep = undefined;
+    this.#sweepDue = true;
   }
 
   /** The counts, every marked object planned first. */
@@ -139,6 +140,12 @@ export class CacheCounter {
   }
 
   #begin(): void {
+    if (this.#sweepDue) {
+      // The cache's own iterator, live: an object it replaces or drops meanwhile is marked as
+      // well, and planning one twice is harmless (its old verdict is taken out first).
+      this.#sweep = this.#cache.keys()[Symbol.iterator]();
+      this.#sweepDue = false;
+    }
     for (const key of this.#waiting) this.#changed.add(key);
     this.#waiting.clear();
   }
