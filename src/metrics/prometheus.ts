@@ -67,7 +67,11 @@ abstract class Metric<S, M> {
   }
 
   #key(labels: LabelValues | undefined): string {
-    return labels === undefined ? '' : this.labelNames.map((name) => labels[name] ?? '').join('\u0000');
+    if (labels === undefined) return '';
+    // Most of labeller's metrics have one label: its value is the key, with no array made per update.
+    const names = this.labelNames;
+    if (names.length === 1) return String(labels[names[0]!] ?? '');
+    return names.map((name) => labels[name] ?? '').join('\u0000');
   }
 
   /** Drops the series of `labels`. */
@@ -91,22 +95,15 @@ abstract class Metric<S, M> {
   }
 }
 
-export class Counter extends Metric<{ value: number }, Counter> {
-  readonly type = 'counter';
-
-  constructor(options: MetricOptions<Counter>) {
+/** A metric whose series each hold one number: counters and gauges. */
+abstract class Scalar<M> extends Metric<{ value: number }, M> {
+  constructor(options: MetricOptions<M>) {
     super(options);
     if (this.labelNames.length === 0) this.series(undefined);
   }
 
   protected fresh(): { value: number } {
     return { value: 0 };
-  }
-
-  /** Adds `value` (1 by default; 0 makes the series appear). */
-  inc(labels?: LabelValues, value = 1): void {
-    if (value < 0 || !Number.isFinite(value)) throw new Error(`${this.name}: a counter cannot add ${value}`);
-    this.series(labels).value += value;
   }
 
   protected lines(name: string, labels: string, state: { value: number }, out: string[]): void {
@@ -114,17 +111,18 @@ export class Counter extends Metric<{ value: number }, Counter> {
   }
 }
 
-export class Gauge extends Metric<{ value: number }, Gauge> {
+export class Counter extends Scalar<Counter> {
+  readonly type = 'counter';
+
+  /** Adds `value` (1 by default; 0 makes the series appear). */
+  inc(labels?: LabelValues, value = 1): void {
+    if (value < 0 || !Number.isFinite(value)) throw new Error(`${this.name}: a counter cannot add ${value}`);
+    this.series(labels).value += value;
+  }
+}
+
+export class Gauge extends Scalar<Gauge> {
   readonly type = 'gauge';
-
-  constructor(options: MetricOptions<Gauge>) {
-    super(options);
-    if (this.labelNames.length === 0) this.series(undefined);
-  }
-
-  protected fresh(): { value: number } {
-    return { value: 0 };
-  }
 
   /** Sets the series of `labels` (`set(value)` for a gauge without labels). */
   set(labels: LabelValues | number, value?: number): void {
@@ -134,10 +132,6 @@ export class Gauge extends Metric<{ value: number }, Gauge> {
 
   inc(labels: LabelValues, delta = 1): void {
     this.series(labels).value += delta;
-  }
-
-  protected lines(name: string, labels: string, state: { value: number }, out: string[]): void {
-    out.push(`${name}${labels} ${number(state.value)}`);
   }
 }
 
