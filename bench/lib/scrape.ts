@@ -2,7 +2,8 @@
 // whether it stalls anything else. The object gauges are kept as objects change
 // (src/labelling/counts.ts); a scrape plans only what changed since the last, 5 ms at a time.
 // Seen from outside: each scrape timed from request to the end of its body, and /healthz asked
-// every 10 ms throughout, its slowest answer the longest the event loop was busy, scrape or not.
+// every 10 ms throughout. Seen from inside (loopdelay.ts): the longest the event loop was held,
+// which the probe's answers overstate by the time labeller waits for one of the 2 cores.
 // Phases: the first scrape right after the first list (every object to plan), scrapes every
 // second while labeller converges, 10 over converged objects, and scrapes every second while a
 // namespace label change relabels every object (each queued again, so each planned again).
@@ -16,6 +17,8 @@ import { eventually } from '../../test/process/eventually.ts';
 import { sleep } from '../../test/process/sleep.ts';
 import type { Bench } from './context.ts';
 import { type Launch, startLabeller } from './launch.ts';
+import { loopDelayBetween, withLoopDelay } from './loopdelay.ts';
+import type { Labeller } from '../../test/process/labeller.ts';
 import { load1, markdownTable, ms, type Row, verdict } from './report.ts';
 import { setUp } from './setup.ts';
 
@@ -31,13 +34,17 @@ export interface ScrapePhaseResult {
   readonly healthzMaxMs: number | undefined;
   /** The slowest /healthz answer over the whole phase, between scrapes too. */
   readonly phaseHealthzMaxMs: number | undefined;
+  /** The event loop's longest hold, seen from inside, while the phase's scrapes ran and over the whole phase (Node only). */
+  readonly loopMaxMs: number | undefined;
+  readonly phaseLoopMaxMs: number | undefined;
 }
 
 export interface ScrapeResults {
   readonly n: number;
   readonly phases: ScrapePhaseResult[];
-  /** The slowest /healthz answer over 5 s of converged objects with no scrape. */
+  /** The slowest /healthz answer, and the loop's longest hold, over 5 s of converged objects with no scrape. */
   readonly idleHealthzMaxMs: number | undefined;
+  readonly idleLoopMaxMs: number | undefined;
   /** Every-kind mode: the kinds it labels (controllers), and the exposition's size. */
   readonly everyKind?: { readonly kinds: number; readonly bytes: number } | undefined;
   readonly load: number;
@@ -94,11 +101,18 @@ class Scraped {
   readonly probe: HealthProbe;
   readonly #port: number;
   readonly #bench: Bench;
+  readonly #labeller: Labeller;
 
-  constructor(bench: Bench, port: number) {
+  constructor(bench: Bench, labeller: Labeller, port: number) {
     this.#bench = bench;
+    this.#labeller = labeller;
     this.#port = port;
     this.probe = new HealthProbe(port);
+  }
+
+  /** The loop's longest hold over [from, to] (performance.now() times). */
+  loopMaxBetween(from: number, to: number): number | undefined {
+    return loopDelayBetween(this.#labeller, performance.timeOrigin + from, performance.timeOrigin + to);
   }
 
   async scrape(): Promise<Scrape> {
@@ -138,11 +152,15 @@ class Scraped {
       scrapesMs: scrapes.map((s) => s.ms),
       healthzMaxMs: slowest(scrapes.map((s) => this.probe.maxBetween(s.from, s.to))),
       phaseHealthzMaxMs: this.probe.maxBetween(started, performance.now()),
+      loopMaxMs: slowest(scrapes.map((s) => this.loopMaxBetween(s.from, s.to))),
+      phaseLoopMaxMs: this.loopMaxBetween(started, performance.now()),
     };
     this.#bench.log(
       `scrape: ${name}: ${scrapes.length} scrapes, ${scrapes.map((s) => ms(s.ms)).join(', ')}; /healthz at most ${
         ms(result.healthzMaxMs)
-      } during them, ${ms(result.phaseHealthzMaxMs)} in the phase`,
+      } during them, ${ms(result.phaseHealthzMaxMs)} in the phase; the loop held at most ${
+        ms(result.loopMaxMs)
+      } during them, ${ms(result.phaseLoopMaxMs)} in the phase`,
     );
     this.phases.push(result);
     return last;
@@ -160,7 +178,7 @@ export async function benchScrape(bench: Bench, launch: Launch, n: number): Prom
     });
   await team('a');
   const [port, everyPort] = await freePorts(2);
-  const labeller = startLabeller(launch, [
+  const labeller = startLabeller(withLoopDelay(launch), [
     '--kubeconfig',
     controlPlane.kubeconfig,
     '--kinds',
@@ -172,8 +190,9 @@ export async function benchScrape(bench: Bench, launch: Launch, n: number): Prom
     '--http-port',
     String(port),
   ]);
-  const one = new Scraped(bench, port!);
+  const one = new Scraped(bench, labeller, port!);
   let idleHealthzMaxMs: number | undefined;
+  let idleLoopMaxMs: number | undefined;
   try {
     await labeller.waitForLog((line) => line.msg === 'initial list complete' && line['kind'] === 'ConfigMap', 600_000);
     await one.phase('first', () => true);
@@ -182,6 +201,7 @@ export async function benchScrape(bench: Bench, launch: Launch, n: number): Prom
     const quiet = performance.now();
     await sleep(5000, signal);
     idleHealthzMaxMs = one.probe.maxBetween(quiet, performance.now());
+    idleLoopMaxMs = one.loopMaxBetween(quiet, performance.now());
     await team('b');
     // Until the change is seen (pending) and then done.
     let seen = false;
@@ -203,7 +223,7 @@ export async function benchScrape(bench: Bench, launch: Launch, n: number): Prom
     config,
     `labels:\n  ${TEAM}: platform\n  example.com/kind: "{{kind}}"\nkinds:\n  - resource: "*"\n    scope: all\n    selector: app.kubernetes.io/component!=config\n`,
   );
-  const every = startLabeller(launch, [
+  const every = startLabeller(withLoopDelay(launch), [
     '--kubeconfig',
     controlPlane.kubeconfig,
     '--config',
@@ -211,7 +231,7 @@ export async function benchScrape(bench: Bench, launch: Launch, n: number): Prom
     '--http-port',
     String(everyPort),
   ]);
-  const all = new Scraped(bench, everyPort!);
+  const all = new Scraped(bench, every, everyPort!);
   try {
     await eventually(
       async () => (await fetch(`http://127.0.0.1:${everyPort}/readyz`).catch(() => undefined))?.ok === true,
@@ -225,6 +245,7 @@ export async function benchScrape(bench: Bench, launch: Launch, n: number): Prom
       n,
       phases: [...one.phases, ...all.phases],
       idleHealthzMaxMs,
+      idleLoopMaxMs,
       everyKind: { kinds: last.kinds, bytes: last.bytes },
       load: load1(),
     };
@@ -247,17 +268,21 @@ const median = (values: readonly number[]): number => {
 };
 
 /**
- * The targets: a scrape over converged objects ≤ 20 ms, and no /healthz answer slower than 50 ms
- * during the first scrape (every object to count) and the converged ones. While labeller
- * converges or relabels, its writes and their watch events busy the event loop too: those phases
- * are in the table beside what /healthz saw between their scrapes.
+ * The targets: a scrape over converged objects ≤ 20 ms, and no stall of the event loop over 50 ms
+ * while scrapes run, in any phase: the first (every object to count), while converging and
+ * relabelling (their writes and watch events busy the loop too), and converged. The stall is the
+ * loop's longest hold seen from inside where there is that figure (Node), else /healthz's slowest
+ * answer; the latter is always reported beside it.
  */
 export function scrapeRows(r: ScrapeResults): Row[] {
   const of = (name: ScrapePhase) => r.phases.find((p) => p.phase === name);
   const converged = of('converged');
   const every = of('every-kind');
-  const alone = r.phases.filter((p) => p.phase === 'first' || p.phase === 'converged');
-  const stall = slowest(alone.map((p) => p.healthzMaxMs));
+  const one = r.phases.filter((p) => p.phase !== 'every-kind');
+  const inside = one.every((p) => p.loopMaxMs !== undefined);
+  const stallOf = (p: ScrapePhaseResult): number | undefined => inside ? p.loopMaxMs : p.healthzMaxMs;
+  const stall = slowest(one.map(stallOf));
+  const everyStall = every && (every.loopMaxMs ?? every.healthzMaxMs);
   return [
     {
       id: 'M1',
@@ -271,11 +296,12 @@ export function scrapeRows(r: ScrapeResults): Row[] {
     },
     {
       id: 'M2',
-      measurement:
-        'the slowest /healthz answer (asked every 10 ms) during the first scrape (every object counted, as the first writes begin) and the converged ones',
-      result: `${ms(stall)} (${alone.map((p) => `${p.phase} ${ms(p.healthzMaxMs)}`).join(', ')}); idle ${
-        ms(r.idleHealthzMaxMs)
-      }`,
+      measurement: `the longest stall of the event loop while scrapes ran, ${
+        inside ? "seen from inside (libuv's loop delay)" : "as /healthz's slowest answer (asked every 10 ms)"
+      }, in each phase; /healthz's slowest answer from outside beside it`,
+      result: `${ms(stall)} (${one.map((p) => `${p.phase} ${ms(stallOf(p))}`).join(', ')}; idle ${
+        ms(inside ? r.idleLoopMaxMs : r.idleHealthzMaxMs)
+      }); /healthz ${one.map((p) => `${p.phase} ${ms(p.healthzMaxMs)}`).join(', ')}`,
       target: '≤ 50 ms',
       verdict: stall === undefined ? 'incomplete' : verdict(stall <= 50),
       load: r.load,
@@ -286,12 +312,12 @@ export function scrapeRows(r: ScrapeResults): Row[] {
           id: 'M3',
           measurement: `every-kind mode over the control plane's ${r.everyKind.kinds} kinds (${
             (r.everyKind.bytes / 1024).toFixed(0)
-          } KiB of exposition): a scrape, median of ${every.scrapesMs.length} and max; /healthz's slowest answer meanwhile`,
-          result: `${ms(median(every.scrapesMs))}, ${ms(Math.max(...every.scrapesMs))}; /healthz ${
-            ms(every.healthzMaxMs)
-          }`,
+          } KiB of exposition): a scrape, median of ${every.scrapesMs.length} and max; the longest stall meanwhile`,
+          result: `${ms(median(every.scrapesMs))}, ${ms(Math.max(...every.scrapesMs))}; stall ${
+            ms(everyStall)
+          } (/healthz ${ms(every.healthzMaxMs)})`,
           target: '≤ 20 ms; ≤ 50 ms',
-          verdict: verdict(Math.max(...every.scrapesMs) <= 20 && (every.healthzMaxMs ?? 0) <= 50),
+          verdict: verdict(Math.max(...every.scrapesMs) <= 20 && (everyStall ?? 0) <= 50),
           load: r.load,
         } satisfies Row,
       ]
@@ -310,6 +336,8 @@ export function scrapeTable(r: ScrapeResults): string {
       'first',
       '/healthz slowest during scrapes',
       '/healthz slowest in the phase',
+      'loop held at most during scrapes',
+      'loop held at most in the phase',
     ],
     r.phases.map((p) => [
       p.phase,
@@ -319,6 +347,8 @@ export function scrapeTable(r: ScrapeResults): string {
       ms(p.scrapesMs[0]),
       ms(p.healthzMaxMs),
       ms(p.phaseHealthzMaxMs),
+      ms(p.loopMaxMs),
+      ms(p.phaseLoopMaxMs),
     ]),
   );
 }

@@ -199,7 +199,7 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
     sourceChanged: (name, change) => {
       if (!lookups || !sourcesRead(current.kind).has(name)) return;
       if (change === 'all') controller.requeueAll();
-      else for (const key of change) for (const object of lookups.index.objects(name, key)) controller.enqueue(object);
+      else controller.enqueueAll([...change].flatMap((key) => [...lookups.index.objects(name, key)]));
     },
     taken: (taken) => {
       for (const key of deferred) {

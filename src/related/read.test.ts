@@ -148,7 +148,7 @@ function consumer(
   const value: Consumer = {
     reads: reads(...sources),
     stores: [store],
-    target: { enqueue: (key) => queued.push(key) },
+    target: { enqueueAll: (keys) => queued.push(...keys) },
     inNamespace,
     byOwner: byOwner && [byOwner],
   };

@@ -11,6 +11,7 @@ import { aborted } from '../util/aborted.ts';
 import type { Logger } from '../util/log.ts';
 import type { Informer } from './informer.ts';
 import { type QueueMetrics, WorkQueue, type WorkQueueOptions } from './queue.ts';
+import { Sliced, TimeSlice } from './slices.ts';
 import type { StoreChange } from './store.ts';
 import { WriteSummary } from './writesummary.ts';
 
@@ -76,6 +77,10 @@ export class Controller<T> {
   readonly informers: readonly Informer<T>[];
   readonly #options: ControllerOptions<T>;
   readonly #queue: WorkQueue;
+  /** Adds of many keys at once, made a slice at a time. */
+  readonly #adds = new Sliced<string>((key) => this.#queue.add(key));
+  /** The workers' time on the event loop: reconciles that write nothing never wait for I/O. */
+  readonly #slice = new TimeSlice();
   /** Objects written whose write the cache does not show yet, by key. */
   readonly #written = new Map<string, Written>();
   /** The versions the cache took of each object while it was being reconciled. */
@@ -138,9 +143,16 @@ export class Controller<T> {
     this.#options.queued?.(key);
   }
 
+  /** Queues many objects (a namespace's, a source entry's readers), a slice at a time: see {@link Sliced}. */
+  enqueueAll(keys: Iterable<string>): void {
+    const all = [...keys];
+    for (const key of all) this.#options.queued?.(key);
+    this.#adds.pushAll(all);
+  }
+
   /** Queues every cached object again, without a relist: what they should look like has changed. */
   requeueAll(): void {
-    for (const key of this.keys()) this.enqueue(key);
+    this.enqueueAll(this.keys());
   }
 
   /**
@@ -159,9 +171,12 @@ export class Controller<T> {
     const unsubscribe = this.informers.map((informer) => informer.subscribe((change) => this.#queueChange(change)));
     // A shared cache may have listed before this controller started: its objects are all work.
     for (const informer of this.informers) {
-      if (informer.store.synced) { for (const key of informer.store.keys()) this.enqueue(key); }
+      if (informer.store.synced) this.#adds.pushAll(informer.store.keys());
     }
-    const stopQueue = (): void => this.#queue.shutDown();
+    const stopQueue = (): void => {
+      this.#adds.clear();
+      this.#queue.shutDown();
+    };
     intake.addEventListener('abort', stopQueue, { once: true });
     writes.addEventListener('abort', stopQueue, { once: true });
     let workers: Promise<unknown> = Promise.resolve();
@@ -220,10 +235,8 @@ export class Controller<T> {
       this.#queue.remove(change.key);
     } else {
       // A list shows every write made before it.
-      for (const key of change.changed) {
-        this.#written.delete(key);
-        this.#queue.add(key);
-      }
+      for (const key of change.changed) this.#written.delete(key);
+      this.#adds.pushAll(change.changed);
       for (const key of change.removed) {
         this.#written.delete(key);
         this.#queue.remove(key);
@@ -267,9 +280,15 @@ export class Controller<T> {
     return true;
   }
 
+  /** The next key, once the event loop has had a turn if the workers' slice is spent. */
+  async #next(): Promise<string | undefined> {
+    if (this.#slice.spent) await this.#slice.next();
+    return await this.#queue.get();
+  }
+
   async #work(writes: AbortSignal): Promise<void> {
     const { reconcile, requeueAfterMs, log, metrics } = this.#options;
-    for (let key = await this.#queue.get(); key !== undefined; key = await this.#queue.get()) {
+    for (let key = await this.#next(); key !== undefined; key = await this.#next()) {
       const object = this.get(key);
       // Gone from the cache: deleted while queued. Nothing to do, and nothing may recreate it.
       // Or written a moment ago, and the cache is older than the write: its echo brings it back.

@@ -6,6 +6,7 @@ import type { Logger } from '../util/log.ts';
 import type { Partition } from './partition.ts';
 import type { StoreIndex } from './storeindex.ts';
 import { type Projection, Store, type StoreChange } from './store.ts';
+import { TimeSlice } from './slices.ts';
 import { type ListWatch, watcher, type WatcherEvent, type WatcherOptions } from './watcher.ts';
 import { Widening } from './widening.ts';
 
@@ -161,7 +162,10 @@ export class Informer<T> {
     widening: Widening | undefined,
   ): Promise<void> {
     const events = watcher(this.#options.api, { ...this.#options.watch, shardSelector, widening, signal });
+    // Events a chunk brings come as microtasks: a list of many objects would hold the loop throughout.
+    const slice = new TimeSlice();
     for await (const event of events) {
+      if (slice.spent) await slice.next();
       if (event.type === 'error') {
         this.#options.log.warn('watch failed; retrying', {
           error: event.error,

@@ -4,9 +4,10 @@
 import type { Informer } from './informer.ts';
 import type { StoreChange } from './store.ts';
 
-/** Where a mapper sends an object to be reconciled again (a Controller). */
+/** Where a mapper sends objects to be reconciled again (a Controller). */
 export interface Enqueue {
-  enqueue(key: string): void;
+  /** Queues the keys; many (a namespace's objects) are queued a slice at a time. */
+  enqueueAll(keys: Iterable<string>): void;
 }
 
 /** Queues, on their controllers, the objects `mapper` finds affected by each change of `informer`; returns the unsubscribe function. */
@@ -15,6 +16,13 @@ export function watches<T>(
   mapper: (change: StoreChange<T>) => Iterable<readonly [Enqueue, string]>,
 ): () => void {
   return informer.subscribe((change) => {
-    for (const [target, key] of mapper(change)) target.enqueue(key);
+    // Mapped at once, while the change and the caches it reads are current; queued by target.
+    const byTarget = new Map<Enqueue, string[]>();
+    for (const [target, key] of mapper(change)) {
+      const keys = byTarget.get(target);
+      if (keys) keys.push(key);
+      else byTarget.set(target, [key]);
+    }
+    for (const [target, keys] of byTarget) target.enqueueAll(keys);
   });
 }

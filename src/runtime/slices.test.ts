@@ -1,0 +1,52 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { setImmediate } from 'node:timers/promises';
+import { SLICE_MS, Sliced } from './slices.ts';
+
+/** Busy for `ms`: a step that takes time. */
+function spin(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until);
+}
+
+test('a small batch is stepped at once, in order', () => {
+  const out: number[] = [];
+  const sliced = new Sliced<number>((n) => out.push(n));
+  sliced.pushAll([1, 2, 3]);
+  sliced.pushAll([4]);
+  assert.deepEqual(out, [1, 2, 3, 4]);
+  assert.equal(sliced.length, 0);
+});
+
+test('a long batch lets the event loop in between slices, and keeps its order across pushes', async () => {
+  const out: number[] = [];
+  const sliced = new Sliced<number>((n) => {
+    out.push(n);
+    spin(1);
+  });
+  sliced.pushAll(Array.from({ length: 4 * SLICE_MS }, (_, i) => i));
+  // The first slice ran synchronously, and stopped once spent.
+  assert.ok(out.length > 0 && out.length < 4 * SLICE_MS, `stepped ${out.length}`);
+  let turns = 0;
+  const timer = setInterval(() => turns++, 0);
+  // Pushed while draining: after what came before.
+  sliced.pushAll([100, 101]);
+  while (sliced.length > 0) await setImmediate();
+  clearInterval(timer);
+  assert.deepEqual(out, [...Array.from({ length: 4 * SLICE_MS }, (_, i) => i), 100, 101]);
+  assert.ok(turns > 0, 'timers ran while it drained');
+});
+
+test('clear drops what is pending', async () => {
+  const out: number[] = [];
+  const sliced = new Sliced<number>((n) => {
+    out.push(n);
+    spin(1);
+  });
+  sliced.pushAll(Array.from({ length: 4 * SLICE_MS }, (_, i) => i));
+  const stepped = out.length;
+  sliced.clear();
+  await setImmediate();
+  await setImmediate();
+  assert.equal(out.length, stepped);
+});
