@@ -199,7 +199,7 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
     sourceChanged: (name, change) => {
       if (!lookups || !sourcesRead(current.kind).has(name)) return;
       if (change === 'all') controller.requeueAll();
-      else controller.enqueueAll([...change].flatMap((key) => [...lookups.index.objects(name, key)]));
+      else controller.enqueueAll(readers(change, (key) => lookups.index.objects(name, key)));
     },
     taken: (taken) => {
       for (const key of deferred) {
@@ -266,4 +266,9 @@ function informerOf(
         log: log.child({ kind: resource.kind, controller: name }),
       }),
   );
+}
+
+/** The objects that looked up each of `keys`, read as they are queued. */
+function* readers(keys: Iterable<string>, objects: (key: string) => Iterable<string>): Generator<string> {
+  for (const key of keys) yield* objects(key);
 }

@@ -148,7 +148,7 @@ function consumer(
   const value: Consumer = {
     reads: reads(...sources),
     stores: [store],
-    target: { enqueueAll: (keys) => queued.push(...keys) },
+    target: { enqueue: (key) => queued.push(key) },
     inNamespace,
     byOwner: byOwner && [byOwner],
   };

@@ -77,8 +77,9 @@ export class Controller<T> {
   readonly informers: readonly Informer<T>[];
   readonly #options: ControllerOptions<T>;
   readonly #queue: WorkQueue;
-  /** Adds of many keys at once, made a slice at a time. */
+  /** Adds of many keys at once, made a slice at a time: a list's (the informers' own changes) and others'. */
   readonly #adds = new Sliced<string>((key) => this.#queue.add(key));
+  readonly #enqueues = new Sliced<string>((key) => this.enqueue(key));
   /** The workers' time on the event loop: reconciles that write nothing never wait for I/O. */
   readonly #slice = new TimeSlice();
   /** Objects written whose write the cache does not show yet, by key. */
@@ -137,17 +138,15 @@ export class Controller<T> {
     });
   }
 
-  /** Queues an object whose related objects changed (a mapper of `watches`). */
+  /** Queues an object whose related objects changed (what a mapper of `watches` finds). */
   enqueue(key: string): void {
     this.#queue.add(key);
     this.#options.queued?.(key);
   }
 
-  /** Queues many objects (a namespace's, a source entry's readers), a slice at a time: see {@link Sliced}. */
+  /** Queues many objects (a source entry's readers, every one), a slice at a time: see {@link Sliced}. */
   enqueueAll(keys: Iterable<string>): void {
-    const all = [...keys];
-    for (const key of all) this.#options.queued?.(key);
-    this.#adds.pushAll(all);
+    this.#enqueues.pushAll(keys);
   }
 
   /** Queues every cached object again, without a relist: what they should look like has changed. */
@@ -175,6 +174,7 @@ export class Controller<T> {
     }
     const stopQueue = (): void => {
       this.#adds.clear();
+      this.#enqueues.clear();
       this.#queue.shutDown();
     };
     intake.addEventListener('abort', stopQueue, { once: true });

@@ -15,7 +15,7 @@ test('a small batch is stepped at once, in order', () => {
   sliced.pushAll([1, 2, 3]);
   sliced.pushAll([4]);
   assert.deepEqual(out, [1, 2, 3, 4]);
-  assert.equal(sliced.length, 0);
+  assert.equal(sliced.busy, false);
 });
 
 test('a long batch lets the event loop in between slices, and keeps its order across pushes', async () => {
@@ -31,13 +31,26 @@ test('a long batch lets the event loop in between slices, and keeps its order ac
   const timer = setInterval(() => turns++, 0);
   // Pushed while draining: after what came before.
   sliced.pushAll([100, 101]);
-  while (sliced.length > 0) await setImmediate();
+  while (sliced.busy) await setImmediate();
   clearInterval(timer);
   assert.deepEqual(out, [...Array.from({ length: 4 * SLICE_MS }, (_, i) => i), 100, 101]);
   assert.ok(turns > 0, 'timers ran while it drained');
 });
 
-test('clear drops what is pending', async () => {
+test('an iterable is read as it is stepped: a live Set may grow meanwhile', async () => {
+  const live = new Set(Array.from({ length: 4 * SLICE_MS }, (_, i) => i));
+  const out: number[] = [];
+  const sliced = new Sliced<number>((n) => {
+    out.push(n);
+    spin(1);
+  });
+  sliced.pushAll(live);
+  live.add(1000);
+  while (sliced.busy) await setImmediate();
+  assert.deepEqual(out, [...live]);
+});
+
+test('clear drops what is pending, and what comes after it is stepped', async () => {
   const out: number[] = [];
   const sliced = new Sliced<number>((n) => {
     out.push(n);
@@ -49,4 +62,7 @@ test('clear drops what is pending', async () => {
   await setImmediate();
   await setImmediate();
   assert.equal(out.length, stepped);
+  sliced.pushAll([-1]);
+  assert.equal(out.at(-1), -1);
+  assert.equal(sliced.busy, false);
 });

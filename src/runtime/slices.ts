@@ -31,43 +31,55 @@ export class TimeSlice {
 }
 
 /**
- * Hands items to `step` in the order pushed: at once while the current slice lasts, the rest
- * after turns of the event loop. Small batches are thus handled synchronously, as before.
+ * Hands the items of the iterables pushed to `step`, in order: at once while the current slice
+ * lasts, the rest after turns of the event loop. An iterable is read as it is stepped, so a live
+ * one (a Set of a namespace's objects) may change meanwhile, as iterating it allows. Small batches
+ * are thus stepped synchronously, as before.
  */
 export class Sliced<T> {
-  readonly #pending = new Fifo<T>();
+  readonly #pending = new Fifo<Iterator<T>>();
   readonly #step: (item: T) => void;
   #draining = false;
+  /** Bumped by `clear`: a drain of an older generation stops. */
+  #generation = 0;
 
   constructor(step: (item: T) => void) {
     this.#step = step;
   }
 
-  /** Items pushed and not yet stepped. */
-  get length(): number {
-    return this.#pending.length;
+  /** Whether items wait to be stepped. */
+  get busy(): boolean {
+    return this.#draining;
   }
 
   pushAll(items: Iterable<T>): void {
-    for (const item of items) this.#pending.push(item);
+    this.#pending.push(items[Symbol.iterator]());
     if (!this.#draining) void this.#drain();
   }
 
-  /** Drops what is still pending (the consumer has stopped). */
+  /** Drops what is still pending, the iterable being stepped too (the consumer has stopped). */
   clear(): void {
     this.#pending.clear();
+    this.#generation++;
+    this.#draining = false;
   }
 
   async #drain(): Promise<void> {
     this.#draining = true;
+    const generation = this.#generation;
+    const slice = new TimeSlice();
     try {
-      const slice = new TimeSlice();
-      for (let item = this.#pending.shift(); item !== undefined; item = this.#pending.shift()) {
-        this.#step(item);
-        if (slice.spent && this.#pending.length > 0) await slice.next();
+      for (let items = this.#pending.shift(); items !== undefined; items = this.#pending.shift()) {
+        for (let item = items.next(); !item.done; item = items.next()) {
+          this.#step(item.value);
+          if (slice.spent) {
+            await slice.next();
+            if (generation !== this.#generation) return;
+          }
+        }
       }
     } finally {
-      this.#draining = false;
+      if (generation === this.#generation) this.#draining = false;
     }
   }
 }

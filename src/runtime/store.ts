@@ -124,13 +124,18 @@ export class Store<T> {
         this.#releaseAll(this.#buffer);
         this.#buffer = new Map();
         this.#merging = event.merge === true;
+        for (const index of this.#indexes) index.discard();
         return undefined;
       case 'initApply': {
         if (this.#buffer === undefined) return undefined;
         const fresh = objectKey(event.object.metadata);
         const key = this.#keyOf(fresh, this.#objects.get(fresh));
-        this.#release(this.#buffer.get(key));
-        this.#buffer.set(key, this.#project(event.object, key, this.#objects.get(key)));
+        const listed = this.#buffer.get(key);
+        const object = this.#project(event.object, key, this.#objects.get(key));
+        // A widened selector's list is merged in object by object; a relist's index is swapped in whole.
+        if (!this.#merging) { for (const index of this.#indexes) index.stage(key, listed, object); }
+        this.#release(listed);
+        this.#buffer.set(key, object);
         return undefined;
       }
       case 'initDone': {
@@ -145,7 +150,7 @@ export class Store<T> {
           if (before === undefined || version(before) !== version(object)) changed.push(key);
         }
         const previous = this.#objects;
-        for (const index of this.#indexes) index.rebuild(next);
+        for (const index of this.#indexes) index.commit();
         // Every object is projected anew by the relist: the old projections all leave.
         this.#releaseAll(this.#objects);
         this.#objects = next;

@@ -24,8 +24,21 @@ test('small groups: add, re-add and remove in any order', () => {
   assert.deepEqual([...index.get('g')], ['a', 'c']);
   index.update('a', 'g', undefined);
   assert.deepEqual([...index.get('g')], ['c']);
-  index.rebuild(new Map([['p', 'g'], ['q', 'h'], ['r', 'g']]));
-  assert.deepEqual([[...index.get('g')], [...index.get('h')]], [['p', 'r'], ['q']]);
+});
+
+test('a list under way is indexed as it arrives and swapped in when it completes, or given up', () => {
+  const index = new StoreIndex<string>('group', (group) => group);
+  index.update('a', undefined, 'g');
+  index.stage('p', undefined, 'g');
+  index.stage('q', undefined, 'h');
+  index.stage('q', 'h', 'g');
+  assert.deepEqual([...index.get('g')], ['a'], 'the index in use until the list completes');
+  index.commit();
+  assert.deepEqual([[...index.get('g')], [...index.get('h')]], [['p', 'q'], []]);
+  index.stage('x', undefined, 'g');
+  index.discard();
+  index.commit();
+  assert.deepEqual([...index.get('g')], [], 'a list with no objects, after one given up');
 });
 
 test('an object indexed under no value is not indexed', () => {

@@ -7,7 +7,9 @@ export class StoreIndex<T> {
   /** What it indexes by, e.g. 'namespace' or 'owner': how readers find it in a store shared with others. */
   readonly name: string;
   readonly #valueOf: (object: T) => string | undefined;
-  readonly #keys = new KeySets();
+  #keys = new KeySets();
+  /** The index of a list under way, which replaces this one when the list completes. */
+  #staged: KeySets | undefined;
 
   /** `valueOf` answers the value an object is indexed under, or undefined for none. */
   constructor(name: string, valueOf: (object: T) => string | undefined) {
@@ -22,19 +24,33 @@ export class StoreIndex<T> {
 
   /** Moves `key` from where `before` was indexed to where `after` is. */
   update(key: string, before: T | undefined, after: T | undefined): void {
+    this.#move(this.#keys, key, before, after);
+  }
+
+  /**
+   * Indexes an object of a list under way (`before`: what the list brought under `key` already),
+   * as it arrives: its completion then swaps the index in, rather than indexing every object at once.
+   */
+  stage(key: string, before: T | undefined, after: T): void {
+    this.#move(this.#staged ??= new KeySets(), key, before, after);
+  }
+
+  /** The list under way completed: its index replaces this one. */
+  commit(): void {
+    this.#keys = this.#staged ?? new KeySets();
+    this.#staged = undefined;
+  }
+
+  /** The list under way is given up (started over). */
+  discard(): void {
+    this.#staged = undefined;
+  }
+
+  #move(keys: KeySets, key: string, before: T | undefined, after: T | undefined): void {
     const from = before === undefined ? undefined : this.#valueOf(before);
     const to = after === undefined ? undefined : this.#valueOf(after);
     if (from === to) return;
-    if (from !== undefined) this.#keys.remove(from, key);
-    if (to !== undefined) this.#keys.add(to, key);
-  }
-
-  /** Indexes a whole new set of objects (a relist swapped in). */
-  rebuild(objects: ReadonlyMap<string, T>): void {
-    this.#keys.clear();
-    for (const [key, object] of objects) {
-      const value = this.#valueOf(object);
-      if (value !== undefined) this.#keys.add(value, key);
-    }
+    if (from !== undefined) keys.remove(from, key);
+    if (to !== undefined) keys.add(to, key);
   }
 }
