@@ -104,6 +104,8 @@ export class CacheCounter {
 
   /** The object under `key` changed, went, or may be due other labels. */
   changed(key: string): void {
+    // A sweep not yet begun will plan every object the cache holds then (a first list marks all).
+    if (this.#sweepDue) return;
     this.#changed.add(key);
     // Never read (no scrape), a cache that churns would grow the set for good: past the objects
     // counted, planning every one again is no more work.
