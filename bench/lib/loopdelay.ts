@@ -16,14 +16,25 @@ export function withLoopDelay<L extends Pick<Launch, 'runtime' | 'v8Flags'>>(lau
   };
 }
 
-/** The longest hold in the seconds that overlap [from, to] (Date.now() times); undefined without figures. */
-export function loopDelayBetween(labeller: Labeller, from: number, to: number): number | undefined {
-  let longest: number | undefined;
+/** The longest hold of the loop and the longest GC pause, in ms, over some seconds. */
+export interface LoopHolds {
+  readonly maxMs: number;
+  readonly gcMaxMs: number;
+}
+
+/** The longest hold and GC pause in the seconds that overlap [from, to] (Date.now() times); undefined without figures. */
+export function loopDelayBetween(labeller: Labeller, from: number, to: number): LoopHolds | undefined {
+  let holds: LoopHolds | undefined;
   labeller.logs.forEach((line, i) => {
     const at = labeller.arrivals[i];
-    if (line.msg !== LOOP_DELAY_MSG || at === undefined || typeof line['maxMs'] !== 'number') return;
+    const { maxMs, gcMaxMs } = line;
+    if (line.msg !== LOOP_DELAY_MSG || at === undefined || typeof maxMs !== 'number') return;
     // A line covers the second before it was written, stretched by the hold it reports.
-    if (at >= from && at - 1000 - line['maxMs'] <= to) longest = Math.max(longest ?? 0, line['maxMs']);
+    if (at < from || at - 1000 - maxMs > to) return;
+    holds = {
+      maxMs: Math.max(holds?.maxMs ?? 0, maxMs),
+      gcMaxMs: Math.max(holds?.gcMaxMs ?? 0, typeof gcMaxMs === 'number' ? gcMaxMs : 0),
+    };
   });
-  return longest;
+  return holds;
 }

@@ -17,7 +17,7 @@ import { eventually } from '../../test/process/eventually.ts';
 import { sleep } from '../../test/process/sleep.ts';
 import type { Bench } from './context.ts';
 import { type Launch, startLabeller } from './launch.ts';
-import { loopDelayBetween, withLoopDelay } from './loopdelay.ts';
+import { loopDelayBetween, type LoopHolds, withLoopDelay } from './loopdelay.ts';
 import type { Labeller } from '../../test/process/labeller.ts';
 import { load1, markdownTable, ms, type Row, verdict } from './report.ts';
 import { setUp } from './setup.ts';
@@ -37,6 +37,8 @@ export interface ScrapePhaseResult {
   /** The event loop's longest hold, seen from inside, while the phase's scrapes ran and over the whole phase (Node only). */
   readonly loopMaxMs: number | undefined;
   readonly phaseLoopMaxMs: number | undefined;
+  /** The longest garbage collection pause over the whole phase (Node only). */
+  readonly phaseGcMaxMs: number | undefined;
 }
 
 export interface ScrapeResults {
@@ -110,8 +112,8 @@ class Scraped {
     this.probe = new HealthProbe(port);
   }
 
-  /** The loop's longest hold over [from, to] (performance.now() times). */
-  loopMaxBetween(from: number, to: number): number | undefined {
+  /** The loop's longest hold and GC pause over [from, to] (performance.now() times). */
+  holdsBetween(from: number, to: number): LoopHolds | undefined {
     return loopDelayBetween(this.#labeller, performance.timeOrigin + from, performance.timeOrigin + to);
   }
 
@@ -147,20 +149,22 @@ class Scraped {
     }
     const last = scrapes.at(-1)!;
     if (!done(last, scrapes.length - 1)) throw new Error(`--scrape ${name}: not done after ${limit} scrapes`);
+    const phase = this.holdsBetween(started, performance.now());
     const result: ScrapePhaseResult = {
       phase: name,
       scrapesMs: scrapes.map((s) => s.ms),
       healthzMaxMs: slowest(scrapes.map((s) => this.probe.maxBetween(s.from, s.to))),
       phaseHealthzMaxMs: this.probe.maxBetween(started, performance.now()),
-      loopMaxMs: slowest(scrapes.map((s) => this.loopMaxBetween(s.from, s.to))),
-      phaseLoopMaxMs: this.loopMaxBetween(started, performance.now()),
+      loopMaxMs: slowest(scrapes.map((s) => this.holdsBetween(s.from, s.to)?.maxMs)),
+      phaseLoopMaxMs: phase?.maxMs,
+      phaseGcMaxMs: phase?.gcMaxMs,
     };
     this.#bench.log(
       `scrape: ${name}: ${scrapes.length} scrapes, ${scrapes.map((s) => ms(s.ms)).join(', ')}; /healthz at most ${
         ms(result.healthzMaxMs)
       } during them, ${ms(result.phaseHealthzMaxMs)} in the phase; the loop held at most ${
         ms(result.loopMaxMs)
-      } during them, ${ms(result.phaseLoopMaxMs)} in the phase`,
+      } during them, ${ms(result.phaseLoopMaxMs)} in the phase (GC pauses at most ${ms(result.phaseGcMaxMs)})`,
     );
     this.phases.push(result);
     return last;
@@ -201,7 +205,7 @@ export async function benchScrape(bench: Bench, launch: Launch, n: number): Prom
     const quiet = performance.now();
     await sleep(5000, signal);
     idleHealthzMaxMs = one.probe.maxBetween(quiet, performance.now());
-    idleLoopMaxMs = one.loopMaxBetween(quiet, performance.now());
+    idleLoopMaxMs = one.holdsBetween(quiet, performance.now())?.maxMs;
     await team('b');
     // Until the change is seen (pending) and then done.
     let seen = false;
@@ -301,7 +305,9 @@ export function scrapeRows(r: ScrapeResults): Row[] {
       }, in each phase; /healthz's slowest answer from outside beside it`,
       result: `${ms(stall)} (${one.map((p) => `${p.phase} ${ms(stallOf(p))}`).join(', ')}; idle ${
         ms(inside ? r.idleLoopMaxMs : r.idleHealthzMaxMs)
-      }); /healthz ${one.map((p) => `${p.phase} ${ms(p.healthzMaxMs)}`).join(', ')}`,
+      }); /healthz ${one.map((p) => `${p.phase} ${ms(p.healthzMaxMs)}`).join(', ')}${
+        inside ? `; garbage collection paused it ${ms(slowest(one.map((p) => p.phaseGcMaxMs)))} at most` : ''
+      }`,
       target: '≤ 50 ms',
       verdict: stall === undefined ? 'incomplete' : verdict(stall <= 50),
       load: r.load,
@@ -338,6 +344,7 @@ export function scrapeTable(r: ScrapeResults): string {
       '/healthz slowest in the phase',
       'loop held at most during scrapes',
       'loop held at most in the phase',
+      'GC pauses at most in the phase',
     ],
     r.phases.map((p) => [
       p.phase,
@@ -349,6 +356,7 @@ export function scrapeTable(r: ScrapeResults): string {
       ms(p.phaseHealthzMaxMs),
       ms(p.loopMaxMs),
       ms(p.phaseLoopMaxMs),
+      ms(p.phaseGcMaxMs),
     ]),
   );
 }
