@@ -3,10 +3,15 @@ import { test } from 'node:test';
 import { setImmediate } from 'node:timers/promises';
 import { SLICE_MS, Sliced } from './slices.ts';
 
-/** Busy for `ms`: a step that takes time. */
-function spin(ms: number): void {
-  const until = performance.now() + ms;
-  while (performance.now() < until);
+/** A Sliced whose every step takes 1 ms, and what it stepped. */
+function slow(): { out: number[]; sliced: Sliced<number> } {
+  const out: number[] = [];
+  const sliced = new Sliced<number>((n) => {
+    out.push(n);
+    const until = performance.now() + 1;
+    while (performance.now() < until);
+  });
+  return { out, sliced };
 }
 
 test('a small batch is stepped at once, in order', () => {
@@ -19,11 +24,7 @@ test('a small batch is stepped at once, in order', () => {
 });
 
 test('a long batch lets the event loop in between slices, and keeps its order across pushes', async () => {
-  const out: number[] = [];
-  const sliced = new Sliced<number>((n) => {
-    out.push(n);
-    spin(1);
-  });
+  const { out, sliced } = slow();
   sliced.pushAll(Array.from({ length: 4 * SLICE_MS }, (_, i) => i));
   // The first slice ran synchronously, and stopped once spent.
   assert.ok(out.length > 0 && out.length < 4 * SLICE_MS, `stepped ${out.length}`);
@@ -39,11 +40,7 @@ test('a long batch lets the event loop in between slices, and keeps its order ac
 
 test('an iterable is read as it is stepped: a live Set may grow meanwhile', async () => {
   const live = new Set(Array.from({ length: 4 * SLICE_MS }, (_, i) => i));
-  const out: number[] = [];
-  const sliced = new Sliced<number>((n) => {
-    out.push(n);
-    spin(1);
-  });
+  const { out, sliced } = slow();
   sliced.pushAll(live);
   live.add(1000);
   while (sliced.busy) await setImmediate();
@@ -51,11 +48,7 @@ test('an iterable is read as it is stepped: a live Set may grow meanwhile', asyn
 });
 
 test('clear drops what is pending, and what comes after it is stepped', async () => {
-  const out: number[] = [];
-  const sliced = new Sliced<number>((n) => {
-    out.push(n);
-    spin(1);
-  });
+  const { out, sliced } = slow();
   sliced.pushAll(Array.from({ length: 4 * SLICE_MS }, (_, i) => i));
   const stepped = out.length;
   sliced.clear();
