@@ -27,7 +27,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { policyName } from '../../src/admission/names.ts';
 import { MetadataApi } from '../../src/kube/api.ts';
-import { markerKeys, parseMarker } from '../../src/labelling/admitted.ts';
+import { markerKeys, markerValues } from '../../src/labelling/admitted.ts';
 import { type AuditRequest, AuditRequests, byVerb, formatVerbs } from '../../test/cluster/audit.ts';
 import { createNamespace } from '../../test/cluster/cluster.ts';
 import type { ControlPlaneOptions } from '../../test/controlplane/controlplane.ts';
@@ -499,7 +499,7 @@ async function rollout(
     const created = podsCreated(controllers, ROLLOUT_NAMESPACE, started);
     const lastCreated = created.reduce((t, r) => Math.max(t, r.completed ?? r.received), started);
     const atCreate = pods.items.filter(({ metadata: { labels = {}, annotations = {} } }) => {
-      const marker = Object.fromEntries(parseMarker('labels', annotations[MARKERS.labels] ?? ''));
+      const marker = markerValues('labels', annotations[MARKERS.labels] ?? '');
       const expected = podKeys(config, labels['app'] ?? '');
       return carries(marker, expected) && carries(labels, expected);
     }).length;

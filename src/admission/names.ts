@@ -16,19 +16,22 @@ export function policySelector(fieldManager: string): string {
 }
 
 /**
- * A policy's name: the field manager (its slug and a hash when it is no DNS label, so that two
- * field managers never share names), then `parts` (the kind as `deployments.apps`, a source),
- * joined by `-`. A DNS subdomain: one too long keeps its start and a hash of the whole.
+ * A policy's name: the field manager (its slug when it is no DNS label), then `parts` (the kind as
+ * `deployments.apps`, a namespace, a source), joined by `-` for people to read, then a hash of the
+ * field manager and the parts as a list. The readable part alone is ambiguous (field manager
+ * `labeller` with parts `pods`, `services` and field manager `labeller-pods` with part `services`
+ * both read `labeller-pods-services`); the hash tells them apart, so that two field managers, or
+ * two entries of one, never apply over each other's policy. A DNS subdomain: a readable part too
+ * long keeps its start.
  */
 export function policyName(fieldManager: string, ...parts: readonly string[]): string {
-  const prefix = isDns1123Label(fieldManager)
-    ? fieldManager
-    : `${nameSlug(fieldManager, 40) || 'labeller'}-${hash(fieldManager)}`;
-  const name = [prefix, ...parts].join('-');
-  if (name.length <= DNS1123_SUBDOMAIN_MAX_LENGTH) return name;
-  return `${name.slice(0, DNS1123_SUBDOMAIN_MAX_LENGTH - 11).replace(/[-.]+$/, '')}-${hash(name)}`;
+  const prefix = isDns1123Label(fieldManager) ? fieldManager : nameSlug(fieldManager, 40) || 'labeller';
+  const suffix = `-${hash(JSON.stringify([fieldManager, ...parts]))}`;
+  const readable = [prefix, ...parts].join('-');
+  const room = DNS1123_SUBDOMAIN_MAX_LENGTH - suffix.length;
+  return `${readable.length <= room ? readable : readable.slice(0, room).replace(/[-.]+$/, '')}${suffix}`;
 }
 
 function hash(text: string): string {
-  return createHash('sha256').update(text).digest('hex').slice(0, 10);
+  return createHash('sha256').update(text).digest('hex').slice(0, 8);
 }

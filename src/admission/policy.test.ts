@@ -32,6 +32,8 @@ const policies = (admission: Admission) =>
   admission.objects.filter((o): o is AdmissionPolicy => o.kind === 'MutatingAdmissionPolicy');
 const bindings = (admission: Admission) =>
   admission.objects.filter((o): o is AdmissionPolicyBinding => o.kind === 'MutatingAdmissionPolicyBinding');
+/** A policy's name without the hash of its identity (names.ts). */
+const readable = (name: string) => name.replace(/-[0-9a-f]{8}$/, '');
 const expression = (policy: AdmissionPolicy) => policy.spec.mutations[0]!.applyConfiguration.expression;
 const variable = (policy: AdmissionPolicy, name: string) =>
   policy.spec.variables.find((v) => v.name === name)?.expression;
@@ -60,7 +62,7 @@ kinds:
 
 test('a policy and binding per kind, and per source its keys read; named for the field manager and the kind, in order', () => {
   const admission = renderAdmission(input(CONFIG));
-  assert.deepEqual(admission.objects.map((o) => `${o.kind} ${o.metadata.name}`), [
+  assert.deepEqual(admission.objects.map((o) => `${o.kind} ${readable(o.metadata.name)}`), [
     'MutatingAdmissionPolicy labeller-deployments.apps',
     'MutatingAdmissionPolicyBinding labeller-deployments.apps',
     'MutatingAdmissionPolicy labeller-deployments.apps-teams',
@@ -89,11 +91,19 @@ test('a source split off: its own policy reads the ConfigMap as params, and runs
   assert.equal(main!.spec.paramKind, undefined);
   assert.deepEqual(teams!.spec.paramKind, { apiVersion: 'v1', kind: 'ConfigMap' });
   assert.deepEqual(bindings(admission)[1]!.spec, {
-    policyName: 'labeller-deployments.apps-teams',
+    policyName: teams!.metadata.name,
     paramRef: { name: 'teams', namespace: 'platform', parameterNotFoundAction: 'Allow' },
   });
-  assert.deepEqual(bindings(admission)[0]!.spec, { policyName: 'labeller-deployments.apps' });
-  assert.deepEqual(teams!.spec.variables.map((v) => v.name), ['label0', 'admittedLabels']);
+  assert.deepEqual(bindings(admission)[0]!.spec, { policyName: main!.metadata.name });
+  assert.equal(readable(teams!.metadata.name), 'labeller-deployments.apps-teams');
+  assert.deepEqual(teams!.spec.variables.map((v) => v.name), [
+    'label0',
+    'admittedLabels',
+    'entriesLabels',
+    'markerLabels',
+    'annotationBytes',
+    'fits',
+  ]);
   assert.match(variable(teams!, 'label0')!, /^\/\/ example.com\/cc: "\{\{teams\[labels.app\]\}\}"\n/);
   assert.match(expression(teams!), /\?"example.com\/cc": variables.label0.optMap\(v, string\(v\)\)/);
   assert.doesNotMatch(expression(teams!), /admitted-annotations/, 'no annotation set, no annotation marker');
@@ -130,8 +140,14 @@ test('each key is set when its template renders a valid value; under skip only w
     'label0',
     'label1',
     'admittedLabels',
+    'entriesLabels',
+    'markerLabels',
     'annotation0',
     'admittedAnnotations',
+    'markerAnnotations',
+    'annotationBytes',
+    'fits',
+    'labelsFit',
   ]);
   // A constant was checked at load; a template's value is checked at admission.
   assert.equal(
@@ -140,10 +156,11 @@ test('each key is set when its template renders a valid value; under skip only w
   );
   assert.match(variable(deployments!, 'label1')!, /\.optFlatMap\(v, v\.matches\(.*\) && size\(v\) <= 63 \?/);
   assert.doesNotMatch(variable(deployments!, 'annotation0')!, /matches/, 'an annotation value is any text');
+  // Each entry says whether the policy forced its value over the request's ("!").
   assert.equal(
     variable(deployments!, 'admittedLabels'),
-    'variables.label0.optMap(v, ["app.kubernetes.io/managed-by=" + string(v)]).orValue([]) +\n' +
-      'variables.label1.optMap(v, ["example.com/team=" + string(v)]).orValue([])',
+    'variables.label0.optMap(v, [object.metadata.?labels[?"app.kubernetes.io/managed-by"].optMap(o, o == string(v) ? "" : "!").orValue("") + "app.kubernetes.io/managed-by=" + string(v)]).orValue([]) +\n' +
+      'variables.label1.optMap(v, [object.metadata.?labels[?"example.com/team"].optMap(o, o == string(v) ? "" : "!").orValue("") + "example.com/team=" + string(v)]).orValue([])',
   );
   assert.match(variable(deployments!, 'admittedAnnotations')!, /\.replace\("%", "%25"\)/);
   assert.doesNotMatch(variable(deployments!, 'label1')!, /hasValue/, 'force: set whatever the request carries');
@@ -158,23 +175,66 @@ test('each key is set when its template renders a valid value; under skip only w
   assert.equal(
     expression(deployments!),
     [
-      'Object{metadata: Object.metadata{',
+      'variables.fits ? Object{metadata: Object.metadata{',
       '  labels: {',
       '    ?"app.kubernetes.io/managed-by": variables.label0.optMap(v, string(v)),',
       '    ?"example.com/team": variables.label1.optMap(v, string(v))',
       '  },',
       '  annotations: {',
-      '    ?"labeller.io/admitted-labels.labeller": size(variables.admittedLabels) == 0 ? optional.none() : ' +
-      'optional.of(string(object.metadata.?annotations[?"labeller.io/admitted-labels.labeller"].optMap(m, m == "" ? "" : m + ",")' +
-      '.orValue("") + variables.admittedLabels.join(","))),',
+      '    ?"labeller.io/admitted-labels.labeller": variables.markerLabels.optMap(m, string(m)),',
       '    ?"example.com/runbook": variables.annotation0.optMap(v, string(v)),',
-      '    ?"labeller.io/admitted-annotations.labeller": size(variables.admittedAnnotations) == 0 ? optional.none() : ' +
-      'optional.of(string(object.metadata.?annotations[?"labeller.io/admitted-annotations.labeller"].optMap(m, m == "" ? "" : m + ",")' +
-      '.orValue("") + variables.admittedAnnotations.join(",")))',
+      '    ?"labeller.io/admitted-annotations.labeller": variables.markerAnnotations.optMap(m, string(m))',
       '  }',
-      '}}',
+      '}} :',
+      'variables.labelsFit ? Object{metadata: Object.metadata{',
+      '  labels: {',
+      '    ?"app.kubernetes.io/managed-by": variables.label0.optMap(v, string(v)),',
+      '    ?"example.com/team": variables.label1.optMap(v, string(v))',
+      '  },',
+      '  annotations: {',
+      '    ?"labeller.io/admitted-labels.labeller": variables.markerLabels.optMap(m, string(m))',
+      '  }',
+      '}} : Object{}',
     ].join('\n'),
   );
+});
+
+test('a policy never makes the object too big to create: its annotations and markers count toward 256 KiB with those the object carries (issue 46, item 3)', () => {
+  const [deployments] = policies(renderAdmission(input(CONFIG)));
+  const bytes = (value: string) => `size(${value}) + 3 * size(${value}.findAll("[^\\\\x00-\\\\x7f]"))`;
+  assert.equal(
+    variable(deployments!, 'annotationBytes'),
+    `object.metadata.?annotations.optMap(a, a.map(k, ${bytes('string(k)')} + ${
+      bytes('string(a[k])')
+    }).sum()).orValue(0)`,
+  );
+  assert.equal(
+    variable(deployments!, 'fits'),
+    `variables.annotationBytes + variables.markerLabels.optMap(m, 36 + ${bytes('string(m)')}).orValue(0) + ` +
+      `variables.annotation0.optMap(v, 19 + ${bytes('string(v)')}).orValue(0) + ` +
+      `variables.markerAnnotations.optMap(m, 41 + ${bytes('string(m)')}).orValue(0) <= 262144`,
+  );
+  assert.equal(
+    variable(deployments!, 'labelsFit'),
+    `variables.annotationBytes + variables.markerLabels.optMap(m, 36 + ${bytes('string(m)')}).orValue(0) <= 262144`,
+  );
+});
+
+test("the marker: a policy keeps the entries of its entry's other policies and replaces the rest, never appending to the request's (issue 46)", () => {
+  const [main, teams] = policies(renderAdmission(input(CONFIG)));
+  // The deployments entry's keys: managed-by and team in one policy, cc in the teams source's.
+  assert.equal(
+    variable(main!, 'markerLabels'),
+    'size(variables.entriesLabels) > 0 || object.metadata.?annotations[?"labeller.io/admitted-labels.labeller"].hasValue() ? optional.of(variables.entriesLabels.join(",")) : optional.none()',
+  );
+  assert.equal(
+    variable(main!, 'entriesLabels'),
+    'object.metadata.?annotations[?"labeller.io/admitted-labels.labeller"].orValue("").split(",").filter(e, (e.startsWith("!") ? e.substring(1) : e).split("=")[0] in ["example.com/cc"]) +\nvariables.admittedLabels',
+  );
+  assert.match(variable(teams!, 'entriesLabels')!, /in \["app.kubernetes.io\/managed-by","example.com\/team"\]\) \+/);
+  // Its annotations: no other policy of the entry sets one, so what the object carries is replaced.
+  assert.equal(variable(main!, 'entriesAnnotations'), undefined);
+  assert.match(variable(main!, 'markerAnnotations')!, /optional\.of\(variables\.admittedAnnotations\.join\(","\)\)/);
 });
 
 test('the rules CEL cannot render are left to the controller, each with why', () => {
@@ -215,14 +275,29 @@ test('two entries of one resource in other namespaces are told apart by their fi
 kinds:
   - {resource: configmaps, namespaces: [b, c], labels: {x: "1"}}
   - {resource: cm, namespaces: [a], labels: {x: "2"}}
-`)).objects.map((o) => o.metadata.name);
+`)).objects.map((o) => readable(o.metadata.name));
   assert.deepEqual([...new Set(names)], ['labeller-configmaps-a', 'labeller-configmaps-b']);
 });
 
 test('a field manager that is no DNS label is named by its slug and a hash, and labelled by a hash', () => {
   const [policy] = policies(renderAdmission(input('kinds: [{resource: pods, labels: {a: b}}]', 'Team A:Labeller')));
-  assert.match(policy!.metadata.name, /^team-a-labeller-[0-9a-f]{10}-pods$/);
+  assert.match(policy!.metadata.name, /^team-a-labeller-pods-[0-9a-f]{8}$/);
   assert.match(policy!.metadata.labels['labeller/field-manager']!, /^sha256-[0-9a-f]{56}$/);
+});
+
+test('policy names never collide across field managers (issue 46, item 7)', () => {
+  const names = (yaml: string, fieldManager: string) =>
+    renderAdmission(input(yaml, fieldManager)).objects.map((o) => o.metadata.name);
+  const first = names(
+    `sources: {services: {configMap: {namespace: p, name: s}}}\nkinds: [{resource: pods, labels: {a: "{{services[name]}}", b: c}}]`,
+    'labeller',
+  );
+  const second = names('kinds: [{resource: services, labels: {a: b}}]', 'labeller-pods');
+  assert.deepEqual([...new Set([...first, ...second].map(readable))].sort(), [
+    'labeller-pods',
+    'labeller-pods-services',
+  ], 'read alone, two of them are the same');
+  assert.equal(new Set([...first, ...second]).size, 3, 'the names are not');
 });
 
 test('the every-kind entry matches every resource of its scope but those it leaves out, the kind read from the request', () => {
@@ -231,7 +306,7 @@ labels: {example.com/kind: "{{kind}}", example.com/version: "{{apiVersion}}"}
 kinds: [{resource: "*", selector: "!legacy"}]
 `));
   const [every] = policies(admission);
-  assert.equal(every!.metadata.name, 'labeller-every-kind');
+  assert.equal(readable(every!.metadata.name), 'labeller-every-kind');
   assert.deepEqual(every!.spec.matchConstraints, {
     resourceRules: [{
       apiGroups: ['*'],
@@ -254,7 +329,7 @@ kinds: [{resource: "*", selector: "!legacy"}]
 test('every kind of scope all in some namespaces: one policy for namespaced kinds there, one for cluster-scoped kinds', () => {
   const scopes = (yaml: string) =>
     policies(renderAdmission(input(yaml))).map((p) => [
-      p.metadata.name,
+      readable(p.metadata.name),
       p.spec.matchConstraints.resourceRules[0]!.scope,
       p.spec.matchConstraints.namespaceSelector?.matchExpressions[0]?.values,
     ]);

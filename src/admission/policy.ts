@@ -2,19 +2,22 @@
 // their labels from the moment they are created: one policy and binding per kind entry, and one
 // more per ConfigMap source its keys read (a policy reads one, as its params). Each sets, at
 // CREATE, the keys CEL can render as the controller would, and records them in the marker
-// (marker.ts). A policy never blocks a create (failurePolicy: Ignore), and never sets a label
-// value the API server would refuse: that would fail the create whatever the failure policy.
-// The rules CEL cannot render are returned, with why, and left to the controller. CREATE only:
-// what changes later is the controller's, which knows what it owns; a policy at UPDATE would put
-// back a key a user removed, and append to the marker at every write.
-import type { EveryKindConfig, KindConfig, MetadataField } from '../config/model.ts';
+// (marker.ts). A policy never blocks a create: failurePolicy Ignore covers its own errors, and
+// what it writes must pass the API server's validation too, which no failure policy covers. So
+// it never sets a label value the API server would refuse, and sets only what keeps the object's
+// annotations, markers included, under the API server's 256 KiB: all it renders if that fits,
+// else its labels and their marker, else nothing. The rules CEL cannot render are returned, with
+// why, and left to the controller. CREATE only: what changes later is the controller's, which
+// knows what it owns; a policy at UPDATE would put back a key a user removed.
+import { ANNOTATIONS_MAX_BYTES, type EveryKindConfig, type KindConfig, type MetadataField } from '../config/model.ts';
 import type { SourceSpec } from '../config/sources.ts';
 import type { Template } from '../config/template.ts';
+import type { OwnerReference } from '../kube/objects.ts';
 import type { LabelSelector } from '../kube/selector.ts';
 import { type ApiResource, groupResource } from '../kube/resource.ts';
 import { type CelScope, celString, templateCel, validLabelValue } from './cel.ts';
 import { markerKeys } from '../labelling/admitted.ts';
-import { markerCel, markerEntryCel } from './marker.ts';
+import { annotationBytesCel, keptEntriesCel, markerCel, markerEntryCel, utf8BytesCel } from './marker.ts';
 import { policyLabels, policyName } from './names.ts';
 
 const API_VERSION = 'admissionregistration.k8s.io/v1';
@@ -68,6 +71,8 @@ export interface Admission {
 interface ObjectMeta {
   readonly name: string;
   readonly labels: Readonly<Record<string, string>>;
+  /** What the policies depend on, when they have an owner (policies/owner.ts); never rendered here. */
+  readonly ownerReferences?: readonly OwnerReference[];
 }
 
 interface ResourceRule {
@@ -146,7 +151,13 @@ export function renderAdmission(input: AdmissionInput): Admission {
       const name = policyName(input.fieldManager, ...target.name, ...(source === undefined ? [] : [source]));
       const origin = source === undefined ? undefined : input.sources.get(source)!.origin;
       const params = origin?.type === 'configMap' ? { name: origin.name, namespace: origin.namespace } : undefined;
-      objects.push({ name, pair: policy(name, input.fieldManager, target, rules, params) });
+      // The keys the entry's other policies set: their marker entries are kept, the rest replaced.
+      const others = (field: MetadataField) =>
+        [...bySource].filter(([other]) => other !== source).flatMap(([, theirs]) =>
+          theirs.filter((rule) => rule.field === field).map((rule) => rule.key)
+        );
+      const siblings = { labels: others('labels'), annotations: others('annotations') };
+      objects.push({ name, pair: policy(name, input.fieldManager, target, rules, siblings, params) });
     }
   }
   objects.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -244,41 +255,88 @@ function matching(rules: readonly ResourceRule[], namespaces: readonly string[],
   };
 }
 
-/** The policy setting `rules` on what `target` matches, and its binding (to `params`, the ConfigMap they read). */
+/**
+ * The policy setting `rules` on what `target` matches, and its binding (to `params`, the
+ * ConfigMap they read); `siblings`: the keys the entry's other policies set.
+ */
 function policy(
   name: string,
   fieldManager: string,
   target: Target,
   rules: readonly Rule[],
+  siblings: Readonly<Record<MetadataField, readonly string[]>>,
   params: { readonly name: string; readonly namespace: string } | undefined,
 ): [AdmissionPolicy, AdmissionPolicyBinding] {
   const metadata = { name, labels: policyLabels(fieldManager) };
   const variables: { name: string; expression: string }[] = [];
-  const maps: Record<MetadataField, string[]> = { labels: [], annotations: [] };
   const markers = markerKeys(fieldManager);
+  /** Per map, its entries in the apply configuration: the keys set, then (in annotations) the markers. */
+  const entries: Record<MetadataField, string[]> = { labels: [], annotations: [] };
+  /** CEL: the bytes each annotation written adds (ints), markers included. */
+  const added: string[] = [];
+  /** Which maps the policy writes; the labels' marker, as an entry and as the bytes it adds. */
+  const fields: MetadataField[] = [];
+  let labelsMarker: { readonly entry: string; readonly bytes: string } | undefined;
   for (const field of FIELDS) {
     const ofField = rules.filter((rule) => rule.field === field);
+    if (ofField.length === 0) continue;
+    fields.push(field);
     const names = ofField.map((_, i) => `${field === 'labels' ? 'label' : 'annotation'}${i}`);
     ofField.forEach((rule, i) => {
       variables.push({
         name: names[i]!,
         expression: `// ${rule.key}: ${JSON.stringify(rule.template.source)}\n${set(rule, target.kind)}`,
       });
-      maps[field].push(`?${celString(rule.key)}: variables.${names[i]}.optMap(v, string(v))`);
+      entries[field].push(`?${celString(rule.key)}: variables.${names[i]}.optMap(v, string(v))`);
+      if (field === 'annotations') {
+        added.push(`variables.${names[i]}.optMap(v, ${annotationBytesCel(rule.key, 'string(v)')}).orValue(0)`);
+      }
     });
-    if (ofField.length === 0) continue;
-    const list = `admitted${field === 'labels' ? 'Labels' : 'Annotations'}`;
+    const suffix = field === 'labels' ? 'Labels' : 'Annotations';
     variables.push({
-      name: list,
+      name: `admitted${suffix}`,
       expression: ofField.map((rule, i) =>
         `variables.${names[i]}.optMap(v, [${markerEntryCel(field, rule.key, 'string(v)')}]).orValue([])`
       ).join(' +\n'),
     });
-    maps.annotations.push(`?${celString(markers[field])}: ${markerCel(markers[field], `variables.${list}`)}`);
+    const kept = keptEntriesCel(markers[field], siblings[field]);
+    if (kept !== undefined) {
+      variables.push({ name: `entries${suffix}`, expression: `${kept} +\nvariables.admitted${suffix}` });
+    }
+    variables.push({
+      name: `marker${suffix}`,
+      expression: markerCel(markers[field], `variables.${kept === undefined ? 'admitted' : 'entries'}${suffix}`),
+    });
+    const entry = `?${celString(markers[field])}: variables.marker${suffix}.optMap(m, string(m))`;
+    entries.annotations.push(entry);
+    const bytes = `variables.marker${suffix}.optMap(m, ${annotationBytesCel(markers[field], 'm')}).orValue(0)`;
+    added.push(bytes);
+    if (field === 'labels') labelsMarker = { entry, bytes };
   }
-  const entries = FIELDS.filter((field) => maps[field].length > 0).map((field) =>
-    `  ${field}: {\n${maps[field].map((entry) => `    ${entry}`).join(',\n')}\n  }`
-  );
+  // The annotations the object carries, each counted in full (those a policy replaces too): a
+  // bound that errs on the safe side; the controller, which knows, writes what was left out.
+  variables.push({
+    name: 'annotationBytes',
+    expression: `object.metadata.?annotations.optMap(a, a.map(k, ${utf8BytesCel('k')} + ${
+      utf8BytesCel('a[k]')
+    }).sum()).orValue(0)`,
+  });
+  const within = (bytes: readonly string[]) =>
+    `variables.annotationBytes + ${bytes.join(' + ')} <= ${ANNOTATIONS_MAX_BYTES}`;
+  variables.push({ name: 'fits', expression: within(added) });
+  const object = (maps: Readonly<Record<MetadataField, readonly string[]>>) => {
+    const body = FIELDS.filter((field) => maps[field].length > 0).map((field) =>
+      `  ${field}: {\n${maps[field].map((entry) => `    ${entry}`).join(',\n')}\n  }`
+    );
+    return `Object{metadata: Object.metadata{\n${body.join(',\n')}\n}}`;
+  };
+  let expression = `variables.fits ? ${object(entries)} : Object{}`;
+  // Annotations too: if they do not fit, the labels and their marker alone may.
+  if (fields.length === 2 && labelsMarker !== undefined) {
+    variables.push({ name: 'labelsFit', expression: within([labelsMarker.bytes]) });
+    const labelsOnly = { labels: entries.labels, annotations: [labelsMarker.entry] };
+    expression = `variables.fits ? ${object(entries)} :\nvariables.labelsFit ? ${object(labelsOnly)} : Object{}`;
+  }
   return [
     {
       apiVersion: API_VERSION,
@@ -288,10 +346,7 @@ function policy(
         ...(params ? { paramKind: { apiVersion: 'v1', kind: 'ConfigMap' } } : {}),
         matchConstraints: target.match,
         variables,
-        mutations: [{
-          patchType: 'ApplyConfiguration',
-          applyConfiguration: { expression: `Object{metadata: Object.metadata{\n${entries.join(',\n')}\n}}` },
-        }],
+        mutations: [{ patchType: 'ApplyConfiguration', applyConfiguration: { expression } }],
         failurePolicy: 'Ignore',
         reinvocationPolicy: 'Never',
       },

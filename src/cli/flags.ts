@@ -134,6 +134,13 @@ export const SPECS = {
     describe:
       "the controller also keeps the config's MutatingAdmissionPolicies applied (those labeller admission prints), so objects carry their labels from their create (Kubernetes 1.36 and later; older servers: controller only); prune removes them, status says which are in force",
   },
+  'admission-policies-owner': {
+    kind: 'string',
+    group: 'Behaviour',
+    value: '<kind>/<name>',
+    describe:
+      'with --admission-policies: a cluster-scoped object the policies depend on, so the garbage collector removes them with it (the chart: its ClusterRole for them, which helm uninstall removes); without one, a controller with neither --leader-elect nor --shards removes them as it stops',
+  },
   coverage: {
     kind: 'boolean',
     group: 'Behaviour',

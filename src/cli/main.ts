@@ -115,7 +115,12 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
       const preflight = options.preflight
         ? { events: options.events, leaseNamespace: namespace, admissionPolicies: options.admissionPolicies }
         : undefined;
-      const label = { guard, configFile, admissionPolicies: options.admissionPolicies };
+      const label = {
+        guard,
+        configFile,
+        admissionPolicies: options.admissionPolicies,
+        admissionPoliciesOwner: options.admissionPoliciesOwner,
+      };
       return EXIT_STATUS[await runCommand(host, options, config, label, preflight)];
     } finally {
       await host.close();
@@ -165,12 +170,10 @@ function runCommand(
     );
   }
   return options.once
-    ? runOnce(
-      host,
-      config,
-      writerStart(host, label, writerGuard(host, label)),
-      options.dryRun ? preflight : undefined,
-    )
+    ? runOnce(host, config, {
+      writer: writerStart(host, label, writerGuard(host, label)),
+      ...(options.dryRun && preflight ? { preflight } : {}),
+    })
     : runLabel(host, config, label);
 }
 

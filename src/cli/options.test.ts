@@ -30,6 +30,7 @@ test('defaults when nothing is set', async () => {
     context: undefined,
     fieldManager: 'labeller',
     admissionPolicies: false,
+    admissionPoliciesOwner: undefined,
     ignoreFieldManagerGuard: false,
     concurrency: 8,
     requeueAfterMs: 300_000,
@@ -114,6 +115,7 @@ test('every option can come from the environment (former names of options includ
       context: 'kind-dev',
       fieldManager: 'mine',
       admissionPolicies: false,
+      admissionPoliciesOwner: undefined,
       ignoreFieldManagerGuard: true,
       concurrency: 3,
       requeueAfterMs: 3_600_000,
@@ -299,6 +301,24 @@ test('--shards auto: the controller, prune and the preflight of status and --onc
   await assert.rejects(
     parse(['--kinds', 'cm', '--shard-group', 'Bad_Name']),
     /--shard-group: "Bad_Name" is not a valid name/,
+  );
+});
+
+test('--admission-policies-owner: <kind>/<name>, with the controller and --admission-policies only', async () => {
+  const owner = 'clusterrole/labeller-admission-policies';
+  const args = ['--kinds', 'cm', '--admission-policies', '--admission-policies-owner', owner];
+  assert.equal((await parse(args))?.admissionPoliciesOwner, owner);
+  await assert.rejects(
+    parse(['--kinds', 'cm', '--admission-policies-owner', owner]),
+    /--admission-policies-owner works with the controller and --admission-policies/,
+  );
+  await assert.rejects(
+    parse(['prune', ...args]),
+    /--admission-policies-owner works with the controller and --admission-policies/,
+  );
+  await assert.rejects(
+    parse(['--kinds', 'cm', '--admission-policies'], { LABELLER_ADMISSION_POLICIES_OWNER: 'labeller' }),
+    /LABELLER_ADMISSION_POLICIES_OWNER: "labeller" is not <kind>\/<name>/,
   );
 });
 

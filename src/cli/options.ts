@@ -64,6 +64,8 @@ export interface Options {
   readonly healthProbeBindAddress: BindAddress | undefined;
   /** The controller keeps the config's admission policies applied; prune and status treat them as labeller's (--admission-policies). */
   readonly admissionPolicies: boolean;
+  /** What the policies depend on, kubectl-style `<kind>/<name>` (--admission-policies-owner). */
+  readonly admissionPoliciesOwner: string | undefined;
   /** Write even when a running labeller with another config holds the field manager. */
   readonly ignoreFieldManagerGuard: boolean;
   readonly leaderElect: boolean;
@@ -284,6 +286,21 @@ export async function parseOptions(
       '--admission-policies works with the controller (labeller without --once), prune and status; labeller admission prints the policies without it',
     );
   }
+  const admissionPoliciesOwner = string('admission-policies-owner');
+  if (admissionPoliciesOwner !== undefined) {
+    if (!admissionPolicies || command !== 'label') {
+      throw new UsageError(
+        '--admission-policies-owner works with the controller and --admission-policies: it names what the policies it applies depend on',
+      );
+    }
+    if (!/^[^/\s]+\/[^/\s]+$/.test(admissionPoliciesOwner)) {
+      throw new UsageError(
+        `${
+          where('admission-policies-owner')
+        }: "${admissionPoliciesOwner}" is not <kind>/<name>: name a cluster-scoped object as kubectl does, e.g. clusterrole/labeller-admission-policies`,
+      );
+    }
+  }
   if (flag('all-kinds') && isSet('exclude-kinds')) {
     throw new UsageError(
       "--exclude-kinds works with the '*' kind; prune --all-kinds takes every kind: prune with --kinds '*' to leave some out",
@@ -310,6 +327,7 @@ export async function parseOptions(
     context: string('context'),
     fieldManager: string('field-manager') ?? 'labeller',
     admissionPolicies,
+    admissionPoliciesOwner,
     ignoreFieldManagerGuard: flag('ignore-field-manager-guard'),
     concurrency: count('concurrency'),
     requeueAfterMs: duration('requeue-after'),

@@ -3,13 +3,15 @@
 // its Lease while this process may write; the config file, when there is one, is followed and
 // each change applied live; discovery is refreshed so kinds served later start. With
 // --admission-policies, the config's admission policies are kept applied beside the kinds while
-// this process may write (policies/applier.ts), again after each reload the guard let through.
+// this process may write (policies/applier.ts), again after each reload the guard let through,
+// and removed by the garbage collector with their owner, or by this process as it stops.
 import { type ConfigFile, followConfigFile } from '../config/follow.ts';
 import type { Config } from '../config/model.ts';
 import { claimOf } from '../guard/claim.ts';
 import { type FieldManagerGuard, type FieldManagerTaken, guardFor, type GuardOptions } from '../guard/guard.ts';
 import { LeaseApi } from '../kube/lease.ts';
 import { PolicyApplier } from '../policies/applier.ts';
+import { PolicyOwner } from '../policies/owner.ts';
 import { PolicyStore } from '../policies/store.ts';
 import { LeaseMemory, memoryLeaseName } from '../sources/memory.ts';
 import type { Ending, Host, Started, StartOptions } from './host.ts';
@@ -21,6 +23,8 @@ export interface LabelOptions {
   readonly configFile?: ConfigFile | undefined;
   /** Keep the config's admission policies applied (--admission-policies); the guard's claim covers them. */
   readonly admissionPolicies: boolean;
+  /** What they depend on (--admission-policies-owner): the garbage collector removes them with it. */
+  readonly admissionPoliciesOwner?: string | undefined;
 }
 
 /** This process's field-manager guard, for the commands that write (none with --dry-run, which writes nothing). */
@@ -64,7 +68,9 @@ export async function runLabel(host: Host, config: Config, options: LabelOptions
   });
   if (!started) return 'stopped';
   const { manager, kinds } = started;
-  const policies = options.admissionPolicies ? keepPolicies(host, started, guard) : undefined;
+  const policies = options.admissionPolicies
+    ? keepPolicies(host, started, guard, options.admissionPoliciesOwner)
+    : undefined;
   let taken: FieldManagerTaken | undefined;
   if (guard) {
     // Held while this process may write, and until everything has drained, so other labellers see it.
@@ -105,6 +111,7 @@ function keepPolicies(
   host: Host,
   { manager, kinds, shard }: Started,
   guard: FieldManagerGuard | undefined,
+  owner: string | undefined,
 ): PolicyApplier {
   const { client, options, discovery, events, metrics, log } = host;
   const policies = new PolicyApplier({
@@ -116,6 +123,9 @@ function keepPolicies(
     shard,
     events,
     resyncMs: options.requeueAfterMs,
+    owner: owner === undefined ? undefined : new PolicyOwner(client, discovery, owner),
+    // Nobody takes over from this process, and nothing else removes them.
+    removeOnStop: owner === undefined && !options.leaderElection && !shard,
     log: log.child({ component: 'admission-policies' }),
   });
   manager.whileLeading((writes) => policies.run(writes));

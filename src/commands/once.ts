@@ -10,31 +10,36 @@ import type { Logger } from '../util/log.ts';
 import type { Ending, Host, StartOptions } from './host.ts';
 import { checkRights, type PreflightSettings } from './preflight.ts';
 
-/**
- * `incomplete` if anything failed, could not be listed, or was cut short by a signal. `writer`'s
- * claim checks the field manager is free for this config before the first write, and its sources'
- * memory refuses an outage that began before (labeller --once). With `preflight` (a dry run),
- * the rights the controller would need are asked about after the run: `missing rights` when one
- * is missing, each logged with the RBAC that grants it.
- */
-export async function runOnce(
-  host: Host,
-  config: Config,
-  writer: Pick<StartOptions, 'claim' | 'sourceMemory'> = {},
-  preflight?: PreflightSettings,
-): Promise<Ending> {
+/** How `runOnce` runs, besides the config. */
+export interface OnceOptions {
+  /** Checks the field manager is free for this config before the first write; the sources' memory refuses an outage that began before. */
+  readonly writer?: Pick<StartOptions, 'claim' | 'sourceMemory'>;
+  /**
+   * A dry run's preflight: the rights the controller would need are asked about after the run:
+   * `missing rights` when one is missing, each logged with the RBAC that grants it.
+   */
+  readonly preflight?: PreflightSettings;
+  /** Work done first, once this process may write (leading, if elected), before any object is reconciled; false: it failed. */
+  readonly first?: () => Promise<boolean>;
+}
+
+/** `incomplete` if anything failed, could not be listed, or was cut short by a signal. */
+export async function runOnce(host: Host, config: Config, options: OnceOptions = {}): Promise<Ending> {
+  const { writer = {}, preflight, first } = options;
   const started = await host.start(config, { verbs: ['list', 'patch'], ...writer });
   if (!started) return 'stopped';
   const { manager, kinds } = started;
-  const ending = await manager.once(() =>
-    reconcileAll(
+  const ending = await manager.once(async () => {
+    const firstDone = first ? await first() : true;
+    const reconciled = await reconcileAll(
       kinds.kinds.map((kind) => kind.controller),
       host.counts,
       { dryRun: host.options.dryRun, unknownKinds: kinds.unknown.length },
       host.shutdown.intake,
       host.log,
-    )
-  );
+    );
+    return firstDone ? reconciled : 'incomplete';
+  });
   if (ending === 'not leading') return 'incomplete';
   if (!preflight || host.shutdown.intake.aborted) return ending;
   const rights = await checkRights(host, started, config, preflight);

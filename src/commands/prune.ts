@@ -4,8 +4,9 @@
 // keys another manager also owns stay, as server-side apply decides. Objects labeller owns
 // nothing on get no request. For a sharded controller (--shards auto) it first waits until no
 // member of the group holds its Lease, as with --leader-elect it waits to hold the leader's.
-// Then it deletes the field manager's admission policies and bindings, whether or not it was
-// given --admission-policies: a prune cleans up what an earlier run left. Without the flag, a
+// Before it unlabels anything, it deletes the field manager's admission policies and bindings,
+// whether or not it was given --admission-policies: a prune cleans up what an earlier run left,
+// and an object created meanwhile must not get keys nobody then removes. Without the flag, a
 // server that does not serve them, or rights to find them it lacks, are no failure.
 import { policySelector } from '../admission/names.ts';
 import { servesPolicies } from '../admission/resources.ts';
@@ -45,10 +46,11 @@ export async function runPrune(
     }, host.shutdown.intake);
     if (!gone) return 'stopped';
   }
-  const ending = await runOnce(host, pruneConfig(target, host.discovery, host.log));
-  // Left for a run that ends, or that waited for the leader's Lease (no controller puts them back).
-  if (ending === 'stopped' || host.shutdown.intake.aborted) return ending;
-  return (await prunePolicies(host, options.admissionPolicies)) ? ending : 'incomplete';
+  // The policies first, once no controller puts them back (after the leader's Lease, or the
+  // shard group's, is free): an object created while the labels are removed gets none to keep.
+  return await runOnce(host, pruneConfig(target, host.discovery, host.log), {
+    first: () => prunePolicies(host, options.admissionPolicies),
+  });
 }
 
 /** Deletes the field manager's admission policies and bindings; false when that failed (`required`: --admission-policies). */

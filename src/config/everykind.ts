@@ -53,6 +53,24 @@ export const DEFAULT_EXCLUDES: readonly { readonly resource: string; readonly wh
     resource: 'prioritylevelconfigurations.flowcontrol.apiserver.k8s.io',
     why: "the API server's own Priority and Fairness configuration, which it keeps up to date",
   },
+  // Sensitive: to list them is to read credentials, to patch them is to control the cluster. The
+  // chart's every-kind grant leaves them out too; a kind listed by name is labelled, and granted.
+  { resource: 'secrets', why: 'listing them reads credentials; list secrets by name to label them' },
+  ...[
+    'mutatingwebhookconfigurations',
+    'validatingwebhookconfigurations',
+    'mutatingadmissionpolicies',
+    'mutatingadmissionpolicybindings',
+    'validatingadmissionpolicies',
+    'validatingadmissionpolicybindings',
+  ].map((resource) => ({
+    resource: `${resource}.admissionregistration.k8s.io`,
+    why: 'who may patch admission configuration may change or read every object the API server admits',
+  })),
+  {
+    resource: 'customresourcedefinitions.apiextensions.k8s.io',
+    why: "who may patch a CRD may point its conversion webhook elsewhere, which then receives the CRD's objects",
+  },
 ];
 
 /** The every-kind fields of a kinds.yaml entry (undefined when absent). */

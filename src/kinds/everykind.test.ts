@@ -18,6 +18,10 @@ const SERVED: readonly ApiResource[] = [
   resource('discovery.k8s.io', 'endpointslices', 'EndpointSlice'),
   resource('apiregistration.k8s.io', 'apiservices', 'APIService', { namespaced: false }),
   resource('rbac.authorization.k8s.io', 'clusterroles', 'ClusterRole', { namespaced: false }),
+  resource('admissionregistration.k8s.io', 'mutatingwebhookconfigurations', 'MutatingWebhookConfiguration', {
+    namespaced: false,
+  }),
+  resource('apiextensions.k8s.io', 'customresourcedefinitions', 'CustomResourceDefinition', { namespaced: false }),
   // Served but not patchable, and an older version of a resource.
   resource('', 'componentstatuses', 'ComponentStatus', { namespaced: false, verbs: ['get', 'list'] }),
   resource('batch', 'cronjobs', 'CronJob', { version: 'v1beta1', preferred: false }),
@@ -41,7 +45,6 @@ test('namespaced (the default), cluster and all: one kind per patchable resource
     'pods',
     'replicasets.apps',
     'replicationcontrollers',
-    'secrets',
     'services',
     'statefulsets.apps',
     'widgets.example.com',
@@ -55,6 +58,17 @@ test('namespaced (the default), cluster and all: one kind per patchable resource
   const [first] = all.kinds;
   assert.deepEqual([first?.kind.resource, first?.kind.where], ['configmaps', 'kinds.yaml: kinds[0] (configmaps)']);
   assert.deepEqual([...(first?.kind.labels.keys() ?? [])], ['a']);
+});
+
+test('the sensitive kinds (Secrets, webhook configurations, admission policies, CRDs) are left out unless named (issue 46, item 8)', () => {
+  const all = expandEveryKind(every('    scope: all\n').everyKind!, [], SERVED);
+  const sensitive = ['secrets', 'mutatingwebhookconfigurations', 'customresourcedefinitions'];
+  assert.deepEqual(all.kinds.filter((k) => sensitive.includes(k.resource.resource)).map(controllerName), []);
+  // Named, a kind replaces the every-kind entry for its resource: labelled, as asked.
+  const named = buildConfig({
+    file: { text: 'labels: { a: b }\nkinds:\n  - resource: "*"\n  - resource: secrets\n', source: 'kinds.yaml' },
+  });
+  assert.deepEqual(named.kinds.map((k) => k.resource), ['secrets']);
 });
 
 test('exclusions are kubectl-style names resolved through discovery; one naming nothing served is kept; an ambiguous one is a KindError', () => {

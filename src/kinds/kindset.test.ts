@@ -224,7 +224,6 @@ kinds:
     'cronjobs.batch',
     'deployments.apps/shop',
     'jobs.batch',
-    'secrets',
     'services',
   ]);
   assert.equal(
@@ -240,13 +239,13 @@ kinds:
 labels: { a: x }
 kinds:
   - resource: "*"
-    exclude: [pods, rs, rc, sts, ds, secrets]
+    exclude: [pods, rs, rc, sts, ds, services]
 `));
-  assert.deepEqual([applied.added, applied.removed], [['deployments.apps'], ['deploy', 'secrets']]);
+  assert.deepEqual([applied.added, applied.removed], [['deployments.apps'], ['deploy', 'services']]);
 });
 
 test('every-kind kinds labeller may not use are skipped, reported in /readyz, and start once allowed; explicit kinds are not asked about', async (t) => {
-  let forbidden = new Set(['secrets', 'services']);
+  let forbidden = new Set(['configmaps', 'services']);
   const asked: string[] = [];
   const access: AccessCheck = async (resource, namespaces) => {
     asked.push(resource.resource);
@@ -267,9 +266,9 @@ labels: { a: x }
 kinds:
   - resource: "*"
 `));
-  assert.ok(!names().includes('secrets') && !names().includes('services'));
-  assert.deepEqual(kinds.skipped.map((s) => s.resource).sort(), ['secrets', 'services']);
-  assert.match(kinds.notes().join('\n'), /secrets: skipped, labeller may not patch/);
+  assert.ok(!names().includes('configmaps') && !names().includes('services'));
+  assert.deepEqual(kinds.skipped.map((s) => s.resource).sort(), ['configmaps', 'services']);
+  assert.match(kinds.notes().join('\n'), /configmaps: skipped, labeller may not patch/);
   // Without the every-kind entry nothing is skipped; with it again, they are.
   await kinds.apply(config('labels: { a: x }\nkinds: [{ resource: configmaps }]\n'));
   assert.deepEqual([kinds.skipped, names()], [[], ['configmaps']]);
@@ -277,7 +276,7 @@ kinds:
   assert.equal(kinds.skipped.length, 2);
   forbidden = new Set();
   await serve([...BUILTINS, WIDGETS]);
-  assert.ok(names().includes('secrets') && names().includes('services') && names().includes('widgets.example.com'));
+  assert.ok(names().includes('configmaps') && names().includes('services') && names().includes('widgets.example.com'));
   assert.deepEqual(kinds.skipped, []);
 });
 

@@ -237,6 +237,14 @@ export class MetadataApi implements ResourceApi {
     });
   }
 
+  /** The metadata of the object `name` (of a cluster-scoped resource, or in this API's namespace). */
+  get(name: string, options: { readonly signal?: AbortSignal | undefined } = {}): Promise<PartialObjectMetadata> {
+    return this.#client.json<PartialObjectMetadata>('GET', this.path(name), {
+      headers: { accept: ACCEPT_OBJECT },
+      signal: options.signal,
+    });
+  }
+
   /**
    * Deletes the object `name` (of a cluster-scoped resource, or in this API's namespace) if it is
    * still the one of `uid`: an object made again meanwhile stays. One gone already is no failure.

@@ -22,13 +22,20 @@ test('a field manager that is no annotation name, or too long for one, is hashed
   assert.notEqual(markerKeys('kubectl apply').labels, markerKeys('kubectl  apply').labels);
 });
 
-test('labels: key=value entries joined by ","; values as they are', () => {
-  const text = formatMarker('labels', [['example.com/team', 'payments'], ['tier', ''], ['a', 'b.c_d-e']]);
-  assert.equal(text, 'example.com/team=payments,tier=,a=b.c_d-e');
-  assert.deepEqual([...parseMarker('labels', text)], [['example.com/team', 'payments'], ['tier', ''], [
+/** Entries not forced, for formatMarker. */
+const plain = (entries: readonly (readonly [string, string])[]) =>
+  entries.map(([key, value]) => [key, { value, forced: false }] as const);
+/** What parseMarker read: keys and values, forced ones marked with "!". */
+const read = (field: 'labels' | 'annotations', text: string) =>
+  [...parseMarker(field, text)].map(([key, { value, forced }]) => [`${forced ? '!' : ''}${key}`, value]);
+
+test('labels: key=value entries joined by ","; values as they are; "!" before a key the policy forced', () => {
+  const text = formatMarker('labels', [...plain([['example.com/team', 'payments'], ['tier', '']]), [
     'a',
-    'b.c_d-e',
+    { value: 'b.c_d-e', forced: true },
   ]]);
+  assert.equal(text, 'example.com/team=payments,tier=,!a=b.c_d-e');
+  assert.deepEqual(read('labels', text), [['example.com/team', 'payments'], ['tier', ''], ['!a', 'b.c_d-e']]);
 });
 
 test('annotations: %, "," and "=" in values are percent-escaped, and read back', () => {
@@ -39,11 +46,11 @@ test('annotations: %, "," and "=" in values are percent-escaped, and read back',
     ['multi', 'line one\nline two, with "quotes"'],
     ['unicode', 'équipe = ☃'],
   ];
-  const text = formatMarker('annotations', awkward);
+  const text = formatMarker('annotations', plain(awkward));
   assert.equal(text.split(',').length, awkward.length, 'one "," per entry: none from the values');
   assert.match(text, /^example\.com\/runbook=https:\/\/x\.example\.com\/a\?b%3Dc%2Cd%3De,/);
   assert.match(text, /,note=100%25%2C%3D%252C%253D%2525,/);
-  assert.deepEqual([...parseMarker('annotations', text)], awkward);
+  assert.deepEqual(read('annotations', text), awkward);
 });
 
 test('any annotation values round-trip', () => {
@@ -53,15 +60,15 @@ test('any annotation values round-trip', () => {
   const value = fc.string({ unit: fc.constantFrom('%', ',', '=', '2', 'C', '3', 'D', '5', 'a', ' ', '\n', 'é') });
   fc.assert(
     fc.property(fc.uniqueArray(fc.tuple(key, value), { selector: ([k]) => k, maxLength: 6 }), (entries) => {
-      assert.deepEqual([...parseMarker('annotations', formatMarker('annotations', entries))], entries);
+      assert.deepEqual(read('annotations', formatMarker('annotations', plain(entries))), entries);
     }),
   );
 });
 
 test('parsing skips what labeller did not write, and an entry listed twice keeps its last value', () => {
-  assert.deepEqual([...parseMarker('labels', '')], []);
-  assert.deepEqual([...parseMarker('labels', ',a=1,,junk,=x,b=2')], [['a', '1'], ['b', '2']]);
-  assert.deepEqual([...parseMarker('labels', 'a=1,b=2,a=3')], [['a', '3'], ['b', '2']]);
+  assert.deepEqual(read('labels', ''), []);
+  assert.deepEqual(read('labels', ',a=1,,junk,=x,!=y,b=2'), [['a', '1'], ['b', '2']]);
+  assert.deepEqual(read('labels', 'a=1,b=2,!a=3'), [['!a', '3'], ['b', '2']]);
   // A value holding "=" is a label's only by mistake; the first "=" ends the key.
-  assert.deepEqual([...parseMarker('labels', 'a=b=c')], [['a', 'b=c']]);
+  assert.deepEqual(read('labels', 'a=b=c'), [['a', 'b=c']]);
 });

@@ -294,3 +294,71 @@ test('admitted keys: those a marker lists at the value the object carries and no
   });
   assert.deepEqual(other.admitted, { labels: [], annotations: [], marked: [] });
 });
+
+test("a marker is believed only as labeller's policies leave it (issue 46, items 2 and 4)", () => {
+  const project = projector({ fieldManager: 'labeller' });
+  const MARKER = markerKeys('labeller').labels;
+  const CREATED = '2026-11-28T10:00:00Z';
+  /** A managedFields entry owning `labels` and `annotations`, written at `time`. */
+  const owns = (manager: string, time: string, labels: string[], annotations: string[] = []): ManagedFieldsEntry => ({
+    manager,
+    operation: 'Update',
+    apiVersion: 'v1',
+    time,
+    fieldsType: 'FieldsV1',
+    fieldsV1: {
+      'f:metadata': {
+        'f:labels': Object.fromEntries(labels.map((k) => [`f:${k}`, {}])),
+        'f:annotations': Object.fromEntries(annotations.map((k) => [`f:${k}`, {}])),
+      },
+    },
+  });
+  const admitted = (labels: Record<string, string>, marker: string, managedFields: ManagedFieldsEntry[]) =>
+    cached(project, {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: {
+        name: 'x',
+        namespace: 'shop',
+        uid: 'x',
+        resourceVersion: '1',
+        creationTimestamp: CREATED,
+        labels,
+        annotations: { [MARKER]: marker },
+        managedFields,
+      },
+    }).admitted.labels;
+
+  // Forced at create over the request's team=mine: the creator owns it, at the create; labeller's all the same.
+  assert.deepEqual(admitted({ team: 'payments' }, '!team=payments', [owns('kubectl-create', CREATED, ['team'])]), [
+    'team',
+  ]);
+  // Not forced, yet owned by the creator: the request brought that value itself; shared, not labeller's.
+  assert.deepEqual(admitted({ team: 'payments' }, 'team=payments', [owns('kubectl-create', CREATED, ['team'])]), []);
+  // Set since by someone else (kubectl label, a minute later): theirs, forced or not.
+  assert.deepEqual(
+    admitted({ team: 'payments' }, '!team=payments', [owns('kubectl-label', '2026-11-28T10:01:00Z', ['team'])]),
+    [],
+  );
+  // The request carried a marker, which the policies replaced: owned by the create's entry, believed.
+  assert.deepEqual(
+    admitted({ team: 'payments', tier: 'web' }, 'tier=web', [owns('velero', CREATED, [], [MARKER])]),
+    ['tier'],
+  );
+  // Forged in the create's very second: two entries from then, neither taken for the create's.
+  assert.deepEqual(
+    admitted({ team: 'payments', tier: 'web' }, 'tier=web', [
+      owns('velero', CREATED, ['team']),
+      owns('kubectl-annotate', CREATED, [], [MARKER]),
+    ]),
+    [],
+  );
+  // A marker written after the create (kubectl annotate, a forged one) vouches for nothing: not
+  // even a key no manager owns, such as one another labeller's policy set.
+  assert.deepEqual(
+    admitted({ 'example.com/owner': 'b' }, 'example.com/owner=b', [
+      owns('kubectl-annotate', '2026-11-28T10:05:00Z', [], [MARKER]),
+    ]),
+    [],
+  );
+});

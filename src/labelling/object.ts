@@ -4,7 +4,7 @@
 // object's metadata, are reduced to those lists of keys before the object is cached.
 import { Buffer } from 'node:buffer';
 import type { MetadataField } from '../config/model.ts';
-import type { FieldsV1, PartialObjectMetadata } from '../kube/objects.ts';
+import type { FieldsV1, ManagedFieldsEntry, PartialObjectMetadata } from '../kube/objects.ts';
 import type { Projection } from '../runtime/store.ts';
 import { markerKeys, parseMarker } from './admitted.ts';
 import { digest } from './digest.ts';
@@ -223,10 +223,37 @@ export function projector(
 const BEFORE_FIRST_APPLY = 'before-first-apply';
 
 /**
+ * The managedFields entry the object's create wrote, when it can be told: its time is taken a
+ * moment before the creationTimestamp (both in whole seconds), so within the second before it;
+ * and it must be the only entry that is, else a write in the same second (the create's manager
+ * writing again merges into its entry) might be taken for it.
+ */
+function createEntry(metadata: PartialObjectMetadata['metadata']): ManagedFieldsEntry | undefined {
+  const created = Date.parse(metadata.creationTimestamp ?? '');
+  const candidates = (metadata.managedFields ?? []).filter((entry) => {
+    const at = Date.parse(entry.time ?? '');
+    return !entry.subresource && at <= created && created - at <= 1_000;
+  });
+  return candidates.length === 1 ? candidates[0] : undefined;
+}
+
+/**
  * The keys labeller's admission policies set on the object at its create and that are labeller's
- * still: listed in a marker (admitted.ts) with the value the object carries, and owned by no field
- * manager but BEFORE_FIRST_APPLY (whoever wrote the key since owns it, labeller included). One copy
- * of each set.
+ * still. managedFields are computed before admission, so what a policy wrote has an owner only
+ * where the request carried it too, and then it is the creator (createEntry).
+ * The controller believes the marker (admitted.ts) only as the policies leave it:
+ * - the marker annotation itself is owned by no manager but the placeholder (a policy added it),
+ *   or only by the create's entry (the request carried one, which the policies replaced); one that
+ *   anyone wrote since, by hand or a forged create followed by an update, vouches for nothing;
+ * - an entry vouches for its key while the object carries the value it lists, and the key is owned
+ *   by no manager but the placeholder (the policy added it) or, for a forced entry (`!`), also by
+ *   the create's entry (the policy overwrote the request's value). Whoever wrote the key since
+ *   owns it, labeller included.
+ * An object whose managedFields are empty (created with nothing but a name, or emptied by a
+ * client) records no writer: the API server tracks nobody's updates until a first apply. Its
+ * marker cannot be told from a forgery; protection (a ValidatingAdmissionPolicy that lets only
+ * labeller change it) can.
+ * One copy of each set.
  */
 function admittedOf(
   metadata: PartialObjectMetadata['metadata'],
@@ -234,16 +261,22 @@ function admittedOf(
   interner: Interner<Admitted>,
 ): Admitted {
   const annotations = metadata.annotations;
-  if (!annotations || (!annotations[markers.labels] && !annotations[markers.annotations])) return NOT_ADMITTED;
+  if (!annotations || (annotations[markers.labels] === undefined && annotations[markers.annotations] === undefined)) {
+    return NOT_ADMITTED;
+  }
+  const created = createEntry(metadata);
+  const asLeft = (entries: readonly ManagedFieldsEntry[] | undefined, creatorToo: boolean) =>
+    (entries ?? []).every((entry) => entry.manager === BEFORE_FIRST_APPLY || (creatorToo && entry === created));
+  const annotationEntries = entriesByKey(metadata.managedFields, 'annotations');
   const marked = FIELDS.filter((field) => annotations[markers[field]] !== undefined);
   const keys = (field: MetadataField): string[] => {
     const marker = annotations[markers[field]];
-    if (!marker) return [];
+    if (!marker || !asLeft(annotationEntries.get(markers[field]), true)) return [];
     const values = metadata[field] ?? {};
-    const owners = keyOwners(metadata.managedFields, field);
-    const written = (key: string) => (owners.get(key) ?? []).some((owner) => owner.manager !== BEFORE_FIRST_APPLY);
-    return [...parseMarker(field, marker)].filter(([key, value]) => values[key] === value && !written(key))
-      .map(([key]) => key).sort();
+    const owners = field === 'annotations' ? annotationEntries : entriesByKey(metadata.managedFields, field);
+    return [...parseMarker(field, marker)].filter(([key, { value, forced }]) =>
+      values[key] === value && asLeft(owners.get(key), forced)
+    ).map(([key]) => key).sort();
   };
   const admitted = { labels: keys('labels'), annotations: keys('annotations'), marked };
   return interner.take(admittedId(admitted), Object.freeze(admitted));
@@ -307,12 +340,23 @@ export function keyOwners(
   field: 'labels' | 'annotations',
 ): ReadonlyMap<string, readonly KeyOwner[]> {
   const owners = new Map<string, KeyOwner[]>();
-  for (const entry of managedFields ?? []) {
-    if (entry.subresource) continue;
-    const owner = { manager: entry.manager ?? '', operation: entry.operation ?? '' };
-    for (const key of fieldKeys(entry, field)) (owners.get(key) ?? owners.set(key, []).get(key)!).push(owner);
+  for (const [key, entries] of entriesByKey(managedFields, field)) {
+    owners.set(key, entries.map((entry) => ({ manager: entry.manager ?? '', operation: entry.operation ?? '' })));
   }
   return owners;
+}
+
+/** The managedFields entries (but subresources') that own each key of `field`. */
+function entriesByKey(
+  managedFields: PartialObjectMetadata['metadata']['managedFields'],
+  field: 'labels' | 'annotations',
+): Map<string, ManagedFieldsEntry[]> {
+  const entries = new Map<string, ManagedFieldsEntry[]>();
+  for (const entry of managedFields ?? []) {
+    if (entry.subresource) continue;
+    for (const key of fieldKeys(entry, field)) (entries.get(key) ?? entries.set(key, []).get(key)!).push(entry);
+  }
+  return entries;
 }
 
 function fieldKeys(

@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createLogger } from '../util/log.ts';
 import type { ConflictPolicy } from '../config/model.ts';
-import type { LabelledObject } from './object.ts';
+import { type LabelledObject, projector } from './object.ts';
+import { markerKeys } from './admitted.ts';
+import { objectKey } from '../runtime/store.ts';
 import { digest } from './digest.ts';
 import {
   type AppliedMetadata,
@@ -703,4 +705,45 @@ test('a held admitted key is kept at its value; an admitted annotation dropped i
     labels: [],
     annotations: ['example.com/runbook'],
   }, ['annotations']]]);
+});
+
+test("a forged marker makes labeller neither remove a key it never set nor force over a user's value (issue 46, item 2)", async () => {
+  // A tenant annotates their object with labeller's marker after its create: it lists a key
+  // another labeller's policy set (no manager owns it), and the value they gave team themselves.
+  const project = projector({ fieldManager: 'labeller' });
+  const annotate = {
+    manager: 'kubectl-annotate',
+    operation: 'Update',
+    time: '2026-11-28T10:05:00Z',
+    fieldsV1: { 'f:metadata': { 'f:annotations': { [`f:${markerKeys('labeller').labels}`]: {} } } },
+  };
+  const label = {
+    manager: 'kubectl-label',
+    operation: 'Update',
+    time: '2026-11-28T10:04:00Z',
+    fieldsV1: { 'f:metadata': { 'f:labels': { 'f:team': {} } } },
+  };
+  const forged = project(
+    {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: {
+        name: 'web',
+        namespace: 'shop',
+        uid: 'u1',
+        resourceVersion: '7',
+        creationTimestamp: '2026-11-28T10:00:00Z',
+        labels: { 'example.com/owner': 'b', team: 'mine' },
+        annotations: { [markerKeys('labeller').labels]: 'example.com/owner=b,team=mine' },
+        managedFields: [label, annotate],
+      },
+    },
+    objectKey({ name: 'web', namespace: 'shop' }),
+    undefined,
+  );
+  const { client, reconcile } = setup({ labels: { team: 'payments' }, conflicts: 'skip' });
+  const result = await reconcile(forged);
+  assert.deepEqual(client.removals, [], 'no JSON Patch removes example.com/owner');
+  assert.deepEqual(client.calls, [], 'no apply takes team over under skip');
+  assert.equal(result.outcome, 'conflict');
 });

@@ -2,6 +2,7 @@
 // against the real API server): each policy before its binding, a refusal reported once and its
 // binding left out, what the config no longer renders deleted, nothing sent again when nothing
 // changed, and a server without the policies said once.
+import { policyName } from '../admission/names.ts';
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { POLICY_RESOURCES } from '../admission/resources.ts';
@@ -14,6 +15,9 @@ import { BUILTINS } from '../kube/testing/resources.ts';
 import { createLogger } from '../util/log.ts';
 import { PolicyApplier, refusalMessage } from './applier.ts';
 import { describePolicy, type PolicyObject, type PolicyOnServer } from './store.ts';
+
+const CONFIGMAPS = policyName('labeller', 'configmaps');
+const SERVICES = policyName('labeller', 'services');
 
 const config = (yaml: string) => buildConfig({ file: { text: yaml, source: 'kinds.yaml' } });
 const CEL_REFUSAL = new ApiError('PATCH', '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies/x', 422, {
@@ -106,10 +110,10 @@ async function setUp(served: boolean, dryRun = false) {
 test('each policy is applied before its binding; a change applies again and deletes what is no longer rendered; nothing changed, nothing sent', async () => {
   const run = await setUp(true);
   assert.deepEqual(run.store.applied, [
-    'MutatingAdmissionPolicy labeller-configmaps',
-    'MutatingAdmissionPolicyBinding labeller-configmaps',
-    'MutatingAdmissionPolicy labeller-services',
-    'MutatingAdmissionPolicyBinding labeller-services',
+    `MutatingAdmissionPolicy ${CONFIGMAPS}`,
+    `MutatingAdmissionPolicyBinding ${CONFIGMAPS}`,
+    `MutatingAdmissionPolicy ${SERVICES}`,
+    `MutatingAdmissionPolicyBinding ${SERVICES}`,
   ]);
   assert.deepEqual(run.applier.counts(), { applied: 2, refused: 0 });
   run.applier.changed();
@@ -117,8 +121,8 @@ test('each policy is applied before its binding; a change applies again and dele
   assert.equal(run.store.applied.length, 4, 'the same objects: no request');
   await run.reload('labels: {a: c}\nkinds: [{resource: configmaps}]\n');
   assert.deepEqual(run.store.deleted, [
-    'MutatingAdmissionPolicy labeller-services',
-    'MutatingAdmissionPolicyBinding labeller-services',
+    `MutatingAdmissionPolicy ${SERVICES}`,
+    `MutatingAdmissionPolicyBinding ${SERVICES}`,
   ]);
   assert.deepEqual(run.applier.counts(), { applied: 1, refused: 0 });
   await run.stop();
@@ -127,21 +131,21 @@ test('each policy is applied before its binding; a change applies again and dele
 
 test('a policy the API server refuses: reported once (log, Event, note, gauge), its binding not applied and its older version deleted; the others apply', async () => {
   const run = await setUp(true);
-  run.store.refuse.add('labeller-services');
+  run.store.refuse.add(SERVICES);
   await run.reload('labels: {a: c}\nkinds: [{resource: configmaps}, {resource: services}]\n');
-  assert.ok(!run.store.objects.has('MutatingAdmissionPolicy labeller-services'), 'the older version is deleted');
-  assert.ok(!run.store.objects.has('MutatingAdmissionPolicyBinding labeller-services'));
-  assert.ok(run.store.objects.has('MutatingAdmissionPolicyBinding labeller-configmaps'));
+  assert.ok(!run.store.objects.has(`MutatingAdmissionPolicy ${SERVICES}`), 'the older version is deleted');
+  assert.ok(!run.store.objects.has(`MutatingAdmissionPolicyBinding ${SERVICES}`));
+  assert.ok(run.store.objects.has(`MutatingAdmissionPolicyBinding ${CONFIGMAPS}`));
   assert.deepEqual(run.applier.counts(), { applied: 1, refused: 1 });
   const why = 'spec.variables[0].expression: compilation failed: ERROR: <input>:2:9: found no matching overload';
   assert.deepEqual(run.applier.notes(), [
-    `admission MutatingAdmissionPolicy labeller-services: refused by the API server: ${why}; the controller labels those objects after their create`,
+    `admission MutatingAdmissionPolicy ${SERVICES}: refused by the API server: ${why}; the controller labels those objects after their create`,
   ]);
   assert.equal(run.events.length, 1);
-  assert.match(run.events[0]!, /^MutatingAdmissionPolicy labeller-services refused by the API server: spec\.variables/);
+  assert.ok(run.events[0]!.startsWith(`MutatingAdmissionPolicy ${SERVICES} refused by the API server: spec.variables`));
   const refusals = () => run.lines.filter((l) => l.msg.startsWith('admission policy refused'));
   assert.equal(refusals().length, 1);
-  assert.equal(refusals()[0]?.['name'], 'labeller-services');
+  assert.equal(refusals()[0]?.['name'], SERVICES);
 
   // Rendered again the same (a resync, a discovery change): the same refusal is not said again.
   await run.reload('labels: {a: c}\nkinds: [{resource: configmaps}, {resource: services}]\n');
@@ -170,7 +174,7 @@ test('--dry-run: each object checked by the API server and logged, nothing kept,
   assert.equal(run.store.objects.size, 0);
   assert.deepEqual(
     run.lines.filter((l) => l.msg === 'admission policy would be applied (dry run)').map((l) => l['name']),
-    ['labeller-configmaps', 'labeller-configmaps', 'labeller-services', 'labeller-services'],
+    [CONFIGMAPS, CONFIGMAPS, SERVICES, SERVICES],
   );
   await run.stop();
 });

@@ -14,18 +14,27 @@
 // version of it is deleted, so that no policy sets what the config no longer says, and the others
 // apply. A failure that passes (the API server away) is retried with backoff. A server that does
 // not serve the policies' v1 is said once: labeller then runs as the controller alone.
+//
+// Policies must not outlive labeller: they would go on labelling every create with the last
+// config's values. With an owner (owner.ts), each policy and binding depends on it and the
+// garbage collector removes them with it; without one, a process that nobody takes over from (no
+// leader election, no shard group) deletes them when it stops.
 import type { ControllerRule } from '../admission/policy.ts';
+import { policySelector } from '../admission/names.ts';
 import { POLICY_RESOURCES, servesPolicies } from '../admission/resources.ts';
 import type { Config } from '../config/model.ts';
 import type { LabellerEvents } from '../events/labellerevents.ts';
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
 import { ApiError, isForbidden, isNotFound } from '../kube/errors.ts';
+import type { OwnerReference } from '../kube/objects.ts';
+import { ResolveError } from '../kube/resolve.ts';
 import type { Writable } from '../labelling/ports.ts';
 import type { AdmissionPolicyGauges } from '../metrics/metrics.ts';
 import type { Shard } from '../shard/shard.ts';
 import { Backoff } from '../util/backoff.ts';
 import type { Logger } from '../util/log.ts';
 import { sleep } from '../util/sleep.ts';
+import { OwnerUnavailable, type PolicyOwner } from './owner.ts';
 import { renderPolicies } from './render.ts';
 import { describePolicy, type PolicyObject, type PolicyStore } from './store.ts';
 
@@ -43,6 +52,10 @@ export interface PolicyApplierOptions {
   readonly events?: Pick<LabellerEvents, 'policyRefused'> | undefined;
   /** How often everything is applied again; 0: only on changes. */
   readonly resyncMs: number;
+  /** What the policies depend on, so that the garbage collector removes them with it. */
+  readonly owner?: Pick<PolicyOwner, 'spec' | 'reference'> | undefined;
+  /** Delete them when run() ends: nothing else keeps them then, and nothing removes them (no owner, nobody to take over). */
+  readonly removeOnStop?: boolean | undefined;
   readonly log: Logger;
 }
 
@@ -65,6 +78,8 @@ export class PolicyApplier {
   readonly #versions = new Map<string, string | undefined>();
   /** Why labeller's policies that the config no longer renders cannot be removed, while they cannot. */
   #cannotPrune: string | undefined;
+  /** Why the policies cannot be given their owner, while they cannot: none is applied. */
+  #ownerless: string | undefined;
   /** Whether the API server served the policies at the last round; undefined before the first. */
   #served: boolean | undefined;
   /** The objects last applied, all of them (JSON): a round that renders the same sends nothing. */
@@ -122,6 +137,27 @@ export class PolicyApplier {
       for (const stop of stops) stop?.();
       // Another process applies them now, or nobody: this one reports nothing it no longer does.
       this.#standDown();
+      if (this.#options.removeOnStop && !this.#options.dryRun) await this.#removeAll();
+    }
+  }
+
+  /** Deletes every policy of the field manager, as labeller stops with nothing to take over or remove them. */
+  async #removeAll(): Promise<void> {
+    const { store, log } = this.#options;
+    try {
+      await store.prune(new Set(), {
+        dryRun: false,
+        why: 'labeller stopped: nothing keeps them now, and no owner removes them (--admission-policies-owner)',
+        log,
+        signal: AbortSignal.timeout(10_000),
+      });
+    } catch (error) {
+      log.warn(
+        `admission policies left applied as labeller stops; remove them: kubectl delete mutatingadmissionpolicies,mutatingadmissionpolicybindings -l ${
+          policySelector(store.fieldManager)
+        }`,
+        { error },
+      );
     }
   }
 
@@ -146,7 +182,11 @@ export class PolicyApplier {
         ]
         : []
     );
-    return [...refused, ...(this.#cannotPrune ? [`admission policies: ${this.#cannotPrune}`] : [])];
+    return [
+      ...(this.#ownerless ? [`admission policies: not applied: ${this.#ownerless}`] : []),
+      ...refused,
+      ...(this.#cannotPrune ? [`admission policies: ${this.#cannotPrune}`] : []),
+    ];
   }
 
   /** One round: render the config in force, apply what it renders, delete what it no longer does. */
@@ -164,9 +204,15 @@ export class PolicyApplier {
     try {
       const { admission, unmatched } = renderPolicies(config, discovery, store.fieldManager);
       this.#sayOnce(admission.controllerRules, unmatched);
-      const key = JSON.stringify(admission.objects);
+      const owner = await this.#owner(signal);
+      if (owner === null) return;
+      const objects = owner === undefined ? admission.objects : admission.objects.map((object) => ({
+        ...object,
+        metadata: { ...object.metadata, ownerReferences: [owner] },
+      }));
+      const key = JSON.stringify(objects);
       if (key === this.#applied) return;
-      await this.#apply(admission.objects, signal);
+      await this.#apply(objects, signal);
       this.#applied = key;
     } finally {
       release();
@@ -174,6 +220,32 @@ export class PolicyApplier {
       if (shard && !shard.within(POLICY_RESOURCES[0], CLUSTER_SCOPED, shard.membership.state.writes)) {
         this.#standDown();
       }
+    }
+  }
+
+  /**
+   * The reference to the policies' owner, undefined when they have none; null when it cannot be
+   * had (said once, noted in /readyz): no policy is applied, as one would be collected at once.
+   */
+  async #owner(signal: AbortSignal): Promise<OwnerReference | undefined | null> {
+    const { owner, log } = this.#options;
+    if (!owner) return undefined;
+    try {
+      const reference = await owner.reference(signal);
+      if (this.#ownerless !== undefined) {
+        log.info('admission policies owner found; applying them', { owner: owner.spec });
+      }
+      this.#ownerless = undefined;
+      return reference;
+    } catch (error) {
+      if (!(error instanceof OwnerUnavailable) && !(error instanceof ResolveError) && !isForbidden(error)) throw error;
+      const why = error instanceof Error ? error.message : String(error);
+      if (this.#ownerless !== why) {
+        log.error('admission policies not applied: their owner cannot be read', { owner: owner.spec, error });
+      }
+      this.#ownerless = why;
+      this.#standDown();
+      return null;
     }
   }
 

@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { after, describe, test } from 'node:test';
-import { policySelector } from '../../src/admission/names.ts';
+import { policyName, policySelector } from '../../src/admission/names.ts';
 import type { StatusReport } from '../../src/commands/status.ts';
 import { isNotFound } from '../../src/kube/errors.ts';
 import { ConfigMapVolume } from '../cluster/configmapvolume.ts';
@@ -33,7 +33,7 @@ import {
   serviceAccountKubeconfig,
   skip,
 } from './cluster.ts';
-import { servesPolicies } from './admission.ts';
+import { admission, apply, policiesOf, servesPolicies } from './admission.ts';
 import { tool } from './helm.ts';
 import { kubeconfig } from './cluster.ts';
 
@@ -62,19 +62,6 @@ async function read(kind: (typeof KINDS)[number], name: string): Promise<Policy 
     if (isNotFound(error)) return undefined;
     throw error;
   }
-}
-
-/** The names of `fieldManager`'s policies and bindings on the cluster, by kind. */
-async function listed(fieldManager: string): Promise<string[]> {
-  const client = await adminClient();
-  const names: string[] = [];
-  for (const kind of KINDS) {
-    const list = await client.json<{ items: Policy[] }>('GET', `${API}/${kind}`, {
-      query: { labelSelector: policySelector(fieldManager) },
-    });
-    names.push(...list.items.map((item) => `${kind}/${item.metadata.name}`));
-  }
-  return names.sort();
 }
 
 /** Deletes `fieldManager`'s policies once the file's tests end, whatever they left. */
@@ -129,7 +116,7 @@ describe('the controller keeps its admission policies in force', { skip }, () =>
       await patchLabels(`/api/v1/namespaces/${ns}`, { team: 'payments' });
       const fieldManager = `admit-ctl-${randomBytes(3).toString('hex')}`;
       cleanUp(fieldManager);
-      const policy = (kind: string) => `${fieldManager}-${kind}`;
+      const policy = (...parts: string[]) => policyName(fieldManager, ...parts);
       await create(`/api/v1/namespaces/${ns}/configmaps`, { metadata: { name: 'tiers' }, data: { web: 'frontend' } });
       const kinds = (managed: string, secrets: boolean) => `
 labels:
@@ -185,7 +172,7 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
         // Event on labeller's Pod, a /readyz note (ready all the same), the gauge; its binding never
         // applied.
         const refused = await labeller.waitForLog(
-          (l) => l.msg.startsWith('admission policy refused') && withName(policy('services-tiers'))(l),
+          (l) => l.msg.startsWith('admission policy refused') && withName(policy('services', 'tiers'))(l),
         );
         t.diagnostic(String(refused['error']));
         assert.equal(refused.level, 'error');
@@ -194,8 +181,8 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
           String(refused['error']),
           /^spec\.paramKind: Forbidden: user .* must have "get" permission on all objects of the referenced paramKind \(kind=ConfigMap/,
         );
-        assert.equal(await read('mutatingadmissionpolicies', policy('services-tiers')), undefined);
-        assert.equal(await read('mutatingadmissionpolicybindings', policy('services-tiers')), undefined);
+        assert.equal(await read('mutatingadmissionpolicies', policy('services', 'tiers')), undefined);
+        assert.equal(await read('mutatingadmissionpolicybindings', policy('services', 'tiers')), undefined);
         const readyz = await eventually(async () => {
           const response = await fetch(`http://127.0.0.1:${port}/readyz`);
           const text = await response.text();
@@ -203,7 +190,7 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
         }, '/readyz ok, noting the refusal');
         assert.match(
           readyz,
-          new RegExp(`admission MutatingAdmissionPolicy ${policy('services-tiers')}: refused by the API server`),
+          new RegExp(`admission MutatingAdmissionPolicy ${policy('services', 'tiers')}: refused by the API server`),
         );
         assert.equal(await scrape(port!, 'labeller_admission_policies', { state: 'applied' }), 3);
         assert.equal(await scrape(port!, 'labeller_admission_policies', { state: 'refused' }), 1);
@@ -215,7 +202,7 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
           return list.items.find((e) => e.reason === 'AdmissionPolicyRefused');
         }, 'the AdmissionPolicyRefused Event');
         assert.equal(event.regarding.name, 'labeller-0');
-        assert.match(event.note, new RegExp(`MutatingAdmissionPolicy ${policy('services-tiers')} refused`));
+        assert.match(event.note, new RegExp(`MutatingAdmissionPolicy ${policy('services', 'tiers')} refused`));
 
         // Objects created from now on carry their labels in the create response (the API server
         // enforces a new policy within a few seconds); the refused policy's, from the controller.
@@ -270,7 +257,7 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
         const changed = await read('mutatingadmissionpolicies', policy('configmaps'));
         assert.notEqual(changed?.metadata.resourceVersion, before?.metadata.resourceVersion);
         assert.ok(changed?.spec.variables?.some((v) => v.expression.includes('"labeller-2"')));
-        assert.deepEqual(await listed(fieldManager), [
+        assert.deepEqual(await policiesOf(fieldManager), [
           `mutatingadmissionpolicies/${policy('configmaps')}`,
           `mutatingadmissionpolicies/${policy('services')}`,
           `mutatingadmissionpolicybindings/${policy('configmaps')}`,
@@ -329,15 +316,28 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
         } finally {
           assertCleanExit(await dry.stop());
         }
-        assert.deepEqual(await listed(dryManager), []);
+        assert.deepEqual(await policiesOf(dryManager), []);
 
-        // The controller stops (its policies stay in force); prune, without the flag, removes them.
+        // The controller stops: with no owner (--admission-policies-owner) and no replica to take
+        // over, nothing else would remove its policies, so it does (issue 46, item 5).
         assertCleanExit(await labeller.stop());
-        assert.equal((await listed(fieldManager)).length, 4);
+        assert.equal(
+          labeller.logs.filter((l) =>
+            l.msg === 'admission policy deleted' && /^labeller stopped/.test(String(l['why']))
+          )
+            .length,
+          4,
+        );
+        assert.deepEqual(await policiesOf(fieldManager), []);
+        // Policies an earlier run left (applied by hand here, as `labeller admission` prints them):
+        // prune, without the flag, removes them.
+        await apply((await admission(['--config', volume.path, '--field-manager', fieldManager])).stdout, fieldManager);
+        const left = (await policiesOf(fieldManager)).length;
+        assert.ok(left >= 4, String(left));
         const pruned = await runLabeller(['prune', '--config', volume.path, '--field-manager', fieldManager]);
         assert.equal(pruned.code, 0, pruned.stderr);
-        assert.equal(pruned.stderr.match(/"msg":"admission policy deleted"/g)?.length, 4, pruned.stderr);
-        assert.deepEqual(await listed(fieldManager), []);
+        assert.equal(pruned.stderr.match(/"msg":"admission policy deleted"/g)?.length, left, pruned.stderr);
+        assert.deepEqual(await policiesOf(fieldManager), []);
       } finally {
         labeller.kill();
       }
@@ -383,9 +383,9 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
           'one member applying the policies',
           60_000,
         );
-        assert.deepEqual(await listed(fieldManager), [
-          `mutatingadmissionpolicies/${fieldManager}-configmaps`,
-          `mutatingadmissionpolicybindings/${fieldManager}-configmaps`,
+        assert.deepEqual(await policiesOf(fieldManager), [
+          `mutatingadmissionpolicies/${policyName(fieldManager, 'configmaps')}`,
+          `mutatingadmissionpolicybindings/${policyName(fieldManager, 'configmaps')}`,
         ]);
         const [holder] = await applying();
         const other = members.find((m) => m !== holder)!;

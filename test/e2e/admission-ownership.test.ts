@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { after, describe, test } from 'node:test';
-import { markerKeys, parseMarker } from '../../src/labelling/admitted.ts';
+import { markerKeys, markerValues } from '../../src/labelling/admitted.ts';
 import { ConfigMapVolume } from '../cluster/configmapvolume.ts';
 import { assertCleanExit } from '../process/crash.ts';
 import { Labeller } from '../process/labeller.ts';
@@ -73,7 +73,7 @@ describe("keys set at admission are labeller's", { skip: await policiesSkip(skip
       const one = await read('one');
       assert.deepEqual(one.labels, { 'example.com/team': 'payments', 'example.com/tier': 'web' });
       assert.deepEqual(
-        Object.fromEntries(parseMarker('labels', one.annotations?.[MARKERS.labels] ?? '')),
+        markerValues('labels', one.annotations?.[MARKERS.labels] ?? ''),
         one.labels,
       );
       // Set on purpose by another manager after the create: that key is theirs now.

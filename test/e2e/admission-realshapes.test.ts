@@ -5,7 +5,7 @@
 // belong to no field manager: the API server records only what the request itself carried.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { markerKeys, parseMarker } from '../../src/labelling/admitted.ts';
+import { markerKeys, markerValues } from '../../src/labelling/admitted.ts';
 import { fullSkip } from '../cluster/testrun.ts';
 import { admission, apply, policiesSkip } from './admission.ts';
 import { configFile, create, eventually, patchLabels } from './cluster.ts';
@@ -68,7 +68,7 @@ kinds:
       const { labels = {}, annotations = {}, managedFields = [] } = pod.metadata;
       // No labeller runs: what the pod carries, the create gave it.
       assert.equal(labels[TEAM], 'payments', pod.metadata.name);
-      assert.deepEqual(Object.fromEntries(parseMarker('labels', annotations[MARKERS.labels] ?? '')), {
+      assert.deepEqual(markerValues('labels', annotations[MARKERS.labels] ?? ''), {
         [TEAM]: 'payments',
       });
       assert.equal(labels['example.com/workload'], undefined, 'the root owner is for the controller');

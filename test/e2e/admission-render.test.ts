@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { loadAll } from 'js-yaml';
-import { markerKeys, parseMarker } from '../../src/labelling/admitted.ts';
+import { policyName } from '../../src/admission/names.ts';
+import { markerKeys, markerValues } from '../../src/labelling/admitted.ts';
 import type { AdmissionList } from '../../src/commands/admission.ts';
 import { policyLabels } from '../../src/admission/names.ts';
 import type { MetadataField } from '../../src/config/model.ts';
@@ -30,7 +31,7 @@ interface Created {
 
 /** The keys the marker of `field` lists on `object`, with their values. */
 const marked = (object: Created, field: MetadataField): Record<string, string> =>
-  Object.fromEntries(parseMarker(field, object.metadata.annotations?.[MARKERS[field]] ?? ''));
+  markerValues(field, object.metadata.annotations?.[MARKERS[field]] ?? '');
 
 /** The object's labels, or annotations, but the markers: what was set, compared with what the marker says. */
 const own = (map: Record<string, string> | undefined): Record<string, string> =>
@@ -76,13 +77,14 @@ kinds:
     const { stdout, stderr } = await admission(args);
     const json = JSON.parse((await admission([...args, '-o', 'json'])).stdout) as AdmissionList;
     assert.deepEqual(loadAll(stdout), json.items, '-o yaml and -o json render the same objects');
+    const name = (...parts: string[]) => policyName(FIELD_MANAGER, 'configmaps', ...parts);
     assert.deepEqual(json.items.map((o) => `${o.kind} ${o.metadata.name}`), [
-      `MutatingAdmissionPolicy ${FIELD_MANAGER}-configmaps-${forced}`,
-      `MutatingAdmissionPolicyBinding ${FIELD_MANAGER}-configmaps-${forced}`,
-      `MutatingAdmissionPolicy ${FIELD_MANAGER}-configmaps-${forced}-teams`,
-      `MutatingAdmissionPolicyBinding ${FIELD_MANAGER}-configmaps-${forced}-teams`,
-      `MutatingAdmissionPolicy ${FIELD_MANAGER}-configmaps-${skipped}`,
-      `MutatingAdmissionPolicyBinding ${FIELD_MANAGER}-configmaps-${skipped}`,
+      `MutatingAdmissionPolicy ${name(forced)}`,
+      `MutatingAdmissionPolicyBinding ${name(forced)}`,
+      `MutatingAdmissionPolicy ${name(forced, 'teams')}`,
+      `MutatingAdmissionPolicyBinding ${name(forced, 'teams')}`,
+      `MutatingAdmissionPolicy ${name(skipped)}`,
+      `MutatingAdmissionPolicyBinding ${name(skipped)}`,
     ]);
     // What CEL cannot render is said: in the JSON, and on stderr beside the YAML.
     assert.deepEqual(json.controllerRules.map((r) => r.key), ['example.com/owner']);

@@ -4,6 +4,7 @@
 // serves, shared with other test files: each test's config limits them to its own namespaces.
 import assert from 'node:assert/strict';
 import { after } from 'node:test';
+import { policySelector } from '../../src/admission/names.ts';
 import { fieldManagerSelector } from '../../src/config/fieldmanager.ts';
 import type { KubeClient } from '../../src/kube/client.ts';
 import { Labeller } from '../process/labeller.ts';
@@ -49,4 +50,17 @@ export async function apply(manifest: string, fieldManager: string): Promise<voi
   });
   const run = await tool('kubectl', ['--kubeconfig', kubeconfig(), 'apply', '-f', '-'], manifest);
   assert.equal(run.code, 0, `kubectl apply: ${run.stderr}`);
+}
+
+/** `fieldManager`'s policies and bindings on the cluster, as `<resource>/<name>`, sorted. */
+export async function policiesOf(fieldManager: string): Promise<string[]> {
+  const client = await adminClient();
+  const names: string[] = [];
+  for (const resource of KINDS.split(',')) {
+    const list = await client.json<{ items: { metadata: { name: string } }[] }>('GET', `${API}/${resource}`, {
+      query: { labelSelector: policySelector(fieldManager) },
+    });
+    names.push(...list.items.map((item) => `${resource}/${item.metadata.name}`));
+  }
+  return names.sort();
 }

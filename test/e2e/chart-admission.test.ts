@@ -5,31 +5,15 @@
 // RBAC is enough for its prune to delete them all.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { policySelector } from '../../src/admission/names.ts';
+import { policyName, policySelector } from '../../src/admission/names.ts';
 import { Labeller, runLabeller } from '../process/labeller.ts';
 import { adminClient, create, createNamespace, eventually, serviceAccountKubeconfig, skip } from './cluster.ts';
+import { policiesOf } from './admission.ts';
 import { assertAccess, each, installRbac } from './chart-rbac.ts';
 import { apply, containers, deleteAfter, localArgs, type Manifest, only, render, tempFile } from './helm.ts';
 
 const GROUP = 'admissionregistration.k8s.io';
 const RESOURCES = ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings'];
-
-/** The release's policies and bindings on the cluster. */
-async function policiesOf(fieldManager: string): Promise<string[]> {
-  const client = await adminClient();
-  const names: string[] = [];
-  for (const resource of RESOURCES) {
-    const list = await client.json<{ items: { metadata: { name: string } }[] }>(
-      'GET',
-      `/apis/${GROUP}/v1/${resource}`,
-      {
-        query: { labelSelector: policySelector(fieldManager) },
-      },
-    );
-    names.push(...list.items.map((item) => `${resource}/${item.metadata.name}`));
-  }
-  return names.sort();
-}
 
 describe('chart: admissionPolicies on the cluster', { skip }, () => {
   test("the release's RBAC applies its policies (one reading a ConfigMap as params) and nothing more; the cleanup Job's deletes them", async (t) => {
@@ -57,7 +41,7 @@ describe('chart: admissionPolicies on the cluster', { skip }, () => {
     assert.ok(args.includes('--admission-policies'));
     const labeller = new Labeller(args, { kubeconfig });
     try {
-      for (const name of [`${fieldManager}-configmaps`, `${fieldManager}-configmaps-teams`]) {
+      for (const name of [policyName(fieldManager, 'configmaps'), policyName(fieldManager, 'configmaps', 'teams')]) {
         await labeller.waitForLog((l) =>
           l.msg === 'admission policy applied' && l['kind'] === 'MutatingAdmissionPolicyBinding' && l['name'] === name
         );
@@ -85,17 +69,51 @@ describe('chart: admissionPolicies on the cluster', { skip }, () => {
       assert.equal(exit.code, 0, exit.stderr);
     }
     assert.deepEqual(await policiesOf(fieldManager), [
-      `mutatingadmissionpolicies/${fieldManager}-configmaps`,
-      `mutatingadmissionpolicies/${fieldManager}-configmaps-teams`,
-      `mutatingadmissionpolicybindings/${fieldManager}-configmaps`,
-      `mutatingadmissionpolicybindings/${fieldManager}-configmaps-teams`,
+      ...['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings'].flatMap((resource) =>
+        [policyName(fieldManager, 'configmaps'), policyName(fieldManager, 'configmaps', 'teams')].sort().map((name) =>
+          `${resource}/${name}`
+        )
+      ),
     ]);
+    // They depend on the release's ClusterRole for them: the garbage collector removes them with it
+    // (admission-owner-realshapes.test.ts), on uninstall or when an upgrade turns them off.
+    const owner = manifests.find((m) => m.kind === 'ClusterRole' && m.metadata.name.endsWith('-admission-policies'))!
+      .metadata.name;
+    assert.ok(args.includes(`--admission-policies-owner=clusterroles.rbac.authorization.k8s.io/${owner}`));
+    for (const resource of RESOURCES) {
+      const list = await client.json<{ items: { metadata: { ownerReferences?: unknown[] } }[] }>(
+        'GET',
+        `/apis/${GROUP}/v1/${resource}`,
+        { query: { labelSelector: policySelector(fieldManager) } },
+      );
+      const role = await client.json<{ metadata: { uid: string } }>(
+        'GET',
+        `/apis/rbac.authorization.k8s.io/v1/clusterroles/${owner}`,
+      );
+      for (const item of list.items) {
+        assert.deepEqual(item.metadata.ownerReferences, [{
+          apiVersion: 'rbac.authorization.k8s.io/v1',
+          kind: 'ClusterRole',
+          name: owner,
+          uid: role.metadata.uid,
+        }]);
+      }
+    }
     const policies = (verbs: readonly string[]) =>
       RESOURCES.flatMap((resource) => each(verbs, { group: GROUP, resource }));
+    const roles = { group: 'rbac.authorization.k8s.io', resource: 'clusterroles' };
     await assertAccess(
       kubeconfig,
-      [...policies(['list', 'create', 'patch', 'delete']), { verb: 'get', resource: 'configmaps' }],
-      [...policies(['get', 'watch', 'update', 'deletecollection']), { verb: 'list', resource: 'configmaps' }],
+      [
+        ...policies(['list', 'create', 'patch', 'delete']),
+        { verb: 'get', resource: 'configmaps' },
+        { verb: 'get', ...roles, name: owner },
+      ],
+      [
+        ...policies(['get', 'watch', 'update', 'deletecollection']),
+        { verb: 'list', resource: 'configmaps' },
+        { verb: 'get', ...roles, name: `${owner}-other` },
+      ],
     );
 
     // The cleanup Job, with its own ServiceAccount and RBAC (hooks, applied here by hand), prunes them.

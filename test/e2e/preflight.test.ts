@@ -165,4 +165,22 @@ kinds:
     assert.equal(granted.code, 0, `${granted.stdout}${granted.stderr}`);
     assert.match(granted.stdout, /^permissions: system:serviceaccount:\S+ has all \d+ rights labeller needs$/m);
   });
+  test('every kind: the grants it recommends leave out Secrets, admission webhooks and policies, and CRDs (issue 46, item 8)', async () => {
+    const ns = await createNamespace('preflight-every');
+    const narrow = await serviceAccountKubeconfig(ns, 'narrow', [
+      { apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'watch'] },
+    ]);
+    const exit = await new Labeller(
+      ['status', '--kinds', '*', '--label', 'team=platform', '--namespace', ns, '--events=false', '-o', 'json'],
+      { kubeconfig: narrow },
+    ).exited;
+    assert.equal(exit.code, 3, exit.stderr);
+    const report = JSON.parse(exit.stdout) as StatusReport;
+    const resources = new Set(report.permissions?.missing.map((need) => need.resource));
+    assert.ok(resources.has('pods') && resources.has('deployments'), [...resources].join(' '));
+    for (const sensitive of ['secrets', 'mutatingwebhookconfigurations', 'customresourcedefinitions']) {
+      assert.ok(!resources.has(sensitive), `${sensitive} recommended: ${[...resources].join(' ')}`);
+    }
+    assert.doesNotMatch(report.permissions?.rbac ?? '', /secrets|webhookconfigurations|admissionpolic/);
+  });
 });
