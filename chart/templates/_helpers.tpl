@@ -414,6 +414,23 @@ labeller's config file: the kinds.yaml part of the values.
 {{ dict "annotations" . | toYaml }}
 {{- end }}
 conflicts: {{ .Values.conflicts }}
+{{- with .Values.protect }}
+{{- if .mode }}
+{{- if not $.Values.admissionPolicies.enabled }}
+{{- fail "protect.mode needs admissionPolicies.enabled: the API server enforces protection with the policies the controller keeps applied" }}
+{{- end }}
+protect:
+  mode: {{ .mode }}
+  {{- with .keys }}
+  keys:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .allow }}
+  allow:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+{{- end }}
 {{- if .Values.allowProtectedPrefixes }}
 allowProtectedPrefixes: true
 {{- end }}
@@ -718,4 +735,18 @@ uninstall creates them again. A failed Job and its RBAC stay for inspection.
 helm.sh/hook: post-delete
 helm.sh/hook-weight: {{ .weight | quote }}
 helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+{{- end }}
+
+{{/*
+Whether the config protects keys (protect.mode, or a kind's own protect): the release then keeps
+ValidatingAdmissionPolicies too. "true" or "".
+*/}}
+{{- define "labeller.protects" -}}
+{{- $protects := .Values.protect.mode }}
+{{- range .Values.kinds }}
+{{- if .protect }}
+{{- $protects = true }}
+{{- end }}
+{{- end }}
+{{- if $protects }}true{{- end }}
 {{- end }}

@@ -344,3 +344,19 @@ test('every kind of scope all in some namespaces: one policy for namespaced kind
     ['labeller-every-kind', 'Cluster', undefined],
   ]);
 });
+
+test('a protected key is forced at create whatever conflicts says, and set even when its marker does not fit (issue 46)', () => {
+  const [policy] = policies(renderAdmission(input(`
+labels: {team: "{{namespace.labels.team}}", tier: web}
+conflicts: skip
+protect: {mode: deny, keys: [team]}
+kinds: [{resource: configmaps}]
+`)));
+  assert.doesNotMatch(variable(policy!, 'label0')!, /hasValue/, 'team: forced');
+  assert.match(variable(policy!, 'label1')!, /hasValue\(\) \? optional\.none\(\)/, 'tier: skip');
+  assert.match(
+    expression(policy!),
+    /: Object\{metadata: Object\.metadata\{\n {2}labels: \{\n {4}\?"team": variables\.label0\.optMap\(v, string\(v\)\)\n {2}\}\n\}\}$/,
+    'nothing fits: the protected label alone',
+  );
+});

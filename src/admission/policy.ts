@@ -9,44 +9,38 @@
 // else its labels and their marker, else nothing. The rules CEL cannot render are returned, with
 // why, and left to the controller. CREATE only: what changes later is the controller's, which
 // knows what it owns; a policy at UPDATE would put back a key a user removed.
-import { ANNOTATIONS_MAX_BYTES, type EveryKindConfig, type KindConfig, type MetadataField } from '../config/model.ts';
+import { ANNOTATIONS_MAX_BYTES, type KindConfig, type MetadataField } from '../config/model.ts';
 import type { SourceSpec } from '../config/sources.ts';
 import type { Template } from '../config/template.ts';
-import type { OwnerReference } from '../kube/objects.ts';
-import type { LabelSelector } from '../kube/selector.ts';
-import { type ApiResource, groupResource } from '../kube/resource.ts';
+import { groupResource } from '../kube/resource.ts';
 import { type CelScope, celString, templateCel, validLabelValue } from './cel.ts';
 import { markerKeys } from '../labelling/admitted.ts';
 import { annotationBytesCel, keptEntriesCel, markerCel, markerEntryCel, utf8BytesCel } from './marker.ts';
 import { policyLabels, policyName } from './names.ts';
+import { type ProtectionPolicy, type ProtectionPolicyBinding, renderProtection } from './protection.ts';
+import {
+  type AdmissionKind,
+  API_VERSION,
+  type EveryKindAdmission,
+  type MatchResources,
+  type ObjectMeta,
+  type Target,
+  targetsOf,
+} from './targets.ts';
 
-const API_VERSION = 'admissionregistration.k8s.io/v1';
 const FIELDS: readonly MetadataField[] = ['labels', 'annotations'];
-/** The label the API server gives every namespace, its name: what `namespaces` selects on. */
-const NAMESPACE_NAME = 'kubernetes.io/metadata.name';
-
-/** A kind entry named in the config, resolved through discovery. */
-export interface AdmissionKind {
-  readonly kind: KindConfig;
-  readonly resource: ApiResource;
-}
-
-/** The every-kind entry, and what it leaves out. */
-export interface EveryKindAdmission {
-  readonly every: EveryKindConfig;
-  /**
-   * The resources it leaves out: the default and configured exclusions, the kinds named in the
-   * config, and those it could never label (discovery serves them without list, watch or patch).
-   */
-  readonly excluded: readonly Pick<ApiResource, 'group' | 'resource'>[];
-}
-
 export interface AdmissionInput {
   /** Names and labels the policies (names.ts). */
   readonly fieldManager: string;
   readonly kinds: readonly AdmissionKind[];
   readonly everyKind?: EveryKindAdmission | undefined;
   readonly sources: ReadonlyMap<string, SourceSpec>;
+  /**
+   * Who may change protected keys (protection.ts): labeller's own user name and the config's
+   * `allow`; without it (labeller's identity unknown) no protecting policy is rendered, since it
+   * would refuse labeller its own writes.
+   */
+  readonly identities?: readonly string[] | undefined;
 }
 
 /** A rule (one key of one entry) admission leaves to the controller. */
@@ -61,34 +55,14 @@ export interface ControllerRule {
   readonly why: string;
 }
 
+/** A policy or binding labeller renders. */
+export type AdmissionObject = AdmissionPolicy | AdmissionPolicyBinding | ProtectionPolicy | ProtectionPolicyBinding;
+
 export interface Admission {
-  /** Each policy followed by its binding, in name order. */
-  readonly objects: readonly (AdmissionPolicy | AdmissionPolicyBinding)[];
+  /** The mutating policies, then the protecting ones; each policy followed by its binding, in name order. */
+  readonly objects: readonly AdmissionObject[];
   /** In the order of the entries, then of the keys. */
   readonly controllerRules: readonly ControllerRule[];
-}
-
-interface ObjectMeta {
-  readonly name: string;
-  readonly labels: Readonly<Record<string, string>>;
-  /** What the policies depend on, when they have an owner (policies/owner.ts); never rendered here. */
-  readonly ownerReferences?: readonly OwnerReference[];
-}
-
-interface ResourceRule {
-  readonly apiGroups: readonly string[];
-  readonly apiVersions: readonly string[];
-  readonly operations: readonly string[];
-  readonly resources: readonly string[];
-  readonly scope?: 'Namespaced' | 'Cluster' | '*';
-}
-
-interface MatchResources {
-  readonly resourceRules: readonly ResourceRule[];
-  readonly excludeResourceRules?: readonly ResourceRule[];
-  readonly namespaceSelector?: LabelSelector;
-  readonly objectSelector?: LabelSelector;
-  readonly matchPolicy: 'Equivalent';
 }
 
 export interface AdmissionPolicy {
@@ -124,7 +98,7 @@ export interface AdmissionPolicyBinding {
 
 /** The policies of `input`, and the rules they leave to the controller. */
 export function renderAdmission(input: AdmissionInput): Admission {
-  const targets = [...input.kinds.map((kind) => kindTarget(kind, input.kinds)), ...everyKindTargets(input.everyKind)];
+  const targets = targetsOf(input.kinds, input.everyKind, 'CREATE');
   const objects: { name: string; pair: [AdmissionPolicy, AdmissionPolicyBinding] }[] = [];
   const controllerRules: ControllerRule[] = [];
   for (const target of targets) {
@@ -161,16 +135,8 @@ export function renderAdmission(input: AdmissionInput): Admission {
     }
   }
   objects.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  return { objects: objects.flatMap(({ pair }) => pair), controllerRules };
-}
-
-/** One entry as its policies match it: a kind named (its resource known), or the every-kind entry (any resource of a scope). */
-interface Target {
-  readonly kind: KindConfig;
-  readonly resource: ApiResource | undefined;
-  /** Its part of the policies' names. */
-  readonly name: readonly string[];
-  readonly match: MatchResources;
+  const protecting = input.identities === undefined ? [] : renderProtection({ ...input, identities: input.identities });
+  return { objects: [...objects.flatMap(({ pair }) => pair), ...protecting], controllerRules };
 }
 
 /** One key CEL can render. */
@@ -180,79 +146,6 @@ interface Rule {
   readonly template: Template;
   /** Its value, an optional string. */
   readonly cel: string;
-}
-
-function kindTarget({ kind, resource }: AdmissionKind, all: readonly AdmissionKind[]): Target {
-  const namespaces = resource.namespaced ? [...kind.namespaces].sort() : [];
-  // Two entries of one resource have namespaces that do not overlap (the config's rule): the first of each tells them apart.
-  const shared = all.filter((other) => groupResource(other.resource) === groupResource(resource)).length > 1;
-  return {
-    kind,
-    resource,
-    name: [groupResource(resource), ...(shared && namespaces[0] !== undefined ? [namespaces[0]] : [])],
-    match: matching(
-      [{
-        apiGroups: [resource.group],
-        apiVersions: [resource.version],
-        operations: ['CREATE'],
-        resources: [resource.resource],
-      }],
-      namespaces,
-      kind,
-    ),
-  };
-}
-
-/**
- * The every-kind entry matches every resource of its scope, but those it leaves out, so kinds
- * served later (a CRD installed) are matched too, as the controller labels them. With scope
- * `all` and namespaces, the namespaced resources and the cluster-scoped ones get a policy each:
- * a namespace selector would match a Namespace by its own labels.
- */
-function everyKindTargets(input: EveryKindAdmission | undefined): Target[] {
-  if (input === undefined) return [];
-  const { every, excluded } = input;
-  const byGroup = new Map<string, string[]>();
-  for (const { group, resource } of excluded) byGroup.set(group, [...(byGroup.get(group) ?? []), resource]);
-  const excludeResourceRules = [...byGroup].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map((
-    [group, resources],
-  ) => ({ apiGroups: [group], apiVersions: ['*'], operations: ['CREATE'], resources: [...new Set(resources)].sort() }));
-  const target = (
-    scope: NonNullable<ResourceRule['scope']>,
-    namespaces: readonly string[],
-    name: readonly string[],
-  ): Target => ({
-    kind: every.kind,
-    resource: undefined,
-    name: ['every-kind', ...name],
-    match: {
-      ...matching(
-        [{ apiGroups: ['*'], apiVersions: ['*'], operations: ['CREATE'], resources: ['*'], scope }],
-        namespaces,
-        every.kind,
-      ),
-      ...(excludeResourceRules.length > 0 ? { excludeResourceRules } : {}),
-    },
-  });
-  const namespaces = [...every.kind.namespaces].sort();
-  if (every.scope === 'cluster') return [target('Cluster', [], [])];
-  if (every.scope === 'namespaced') return [target('Namespaced', namespaces, [])];
-  return namespaces.length === 0
-    ? [target('*', [], [])]
-    : [target('Namespaced', namespaces, ['namespaced']), target('Cluster', [], ['cluster'])];
-}
-
-/** What a policy matches: `rules`, in `namespaces` (all when empty), the objects the kind's selector selects. */
-function matching(rules: readonly ResourceRule[], namespaces: readonly string[], kind: KindConfig): MatchResources {
-  const selector = kind.selector?.toLabelSelector();
-  return {
-    resourceRules: rules,
-    ...(namespaces.length > 0
-      ? { namespaceSelector: { matchExpressions: [{ key: NAMESPACE_NAME, operator: 'In', values: namespaces }] } }
-      : {}),
-    ...(selector && selector.matchExpressions.length > 0 ? { objectSelector: selector } : {}),
-    matchPolicy: 'Equivalent',
-  };
 }
 
 /**
@@ -274,6 +167,8 @@ function policy(
   const entries: Record<MetadataField, string[]> = { labels: [], annotations: [] };
   /** CEL: the bytes each annotation written adds (ints), markers included. */
   const added: string[] = [];
+  /** Protected labels' entries: set even when their marker does not fit, so no create carries another value. */
+  const guarded: string[] = [];
   /** Which maps the policy writes; the labels' marker, as an entry and as the bytes it adds. */
   const fields: MetadataField[] = [];
   let labelsMarker: { readonly entry: string; readonly bytes: string } | undefined;
@@ -287,7 +182,9 @@ function policy(
         name: names[i]!,
         expression: `// ${rule.key}: ${JSON.stringify(rule.template.source)}\n${set(rule, target.kind)}`,
       });
-      entries[field].push(`?${celString(rule.key)}: variables.${names[i]}.optMap(v, string(v))`);
+      const entry = `?${celString(rule.key)}: variables.${names[i]}.optMap(v, string(v))`;
+      entries[field].push(entry);
+      if (field === 'labels' && target.kind.protect?.labels.has(rule.key)) guarded.push(entry);
       if (field === 'annotations') {
         added.push(`variables.${names[i]}.optMap(v, ${annotationBytesCel(rule.key, 'string(v)')}).orValue(0)`);
       }
@@ -330,12 +227,15 @@ function policy(
     );
     return `Object{metadata: Object.metadata{\n${body.join(',\n')}\n}}`;
   };
-  let expression = `variables.fits ? ${object(entries)} : Object{}`;
+  // Nothing fits: only the protected labels, without a marker (labels count nothing toward the
+  // limit; unmarked, they are the creator's, which the controller leaves when the config drops them).
+  const none = guarded.length > 0 ? object({ labels: guarded, annotations: [] }) : 'Object{}';
+  let expression = `variables.fits ? ${object(entries)} : ${none}`;
   // Annotations too: if they do not fit, the labels and their marker alone may.
   if (fields.length === 2 && labelsMarker !== undefined) {
     variables.push({ name: 'labelsFit', expression: within([labelsMarker.bytes]) });
     const labelsOnly = { labels: entries.labels, annotations: [labelsMarker.entry] };
-    expression = `variables.fits ? ${object(entries)} :\nvariables.labelsFit ? ${object(labelsOnly)} : Object{}`;
+    expression = `variables.fits ? ${object(entries)} :\nvariables.labelsFit ? ${object(labelsOnly)} : ${none}`;
   }
   return [
     {
@@ -366,13 +266,14 @@ function policy(
 /**
  * CEL: the value `rule` sets, an optional string: none when its template is absent, when it
  * renders an invalid label value (the controller reports it; at admission it is not set), or
- * under `skip` when the request carries the key.
+ * under `skip` when the request carries the key, unless the key is protected: a protected key is
+ * forced whatever `conflicts` says, so that no create brings in another value.
  */
 function set(rule: Rule, kind: KindConfig): string {
   // A constant was checked when the config loaded.
   const valid = rule.field === 'labels' && rule.template.constantValue === undefined
     ? `${rule.cel}.optFlatMap(v, ${validLabelValue('v')} ? optional.of(v) : optional.none())`
     : rule.cel;
-  if (kind.conflicts === 'force') return valid;
+  if (kind.conflicts === 'force' || kind.protect?.[rule.field].has(rule.key)) return valid;
   return `object.metadata.?${rule.field}[?${celString(rule.key)}].hasValue() ? optional.none() : ${valid}`;
 }

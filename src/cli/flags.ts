@@ -91,6 +91,13 @@ export const SPECS = {
     describe:
       'when another field manager owns a label: take it over (force, the default unless the config says otherwise), or leave it and report it (skip)',
   },
+  protect: {
+    kind: 'string',
+    group: 'What to label',
+    choices: ['deny', 'warn', 'audit', 'off'],
+    describe:
+      "keys only labeller may set: with --admission-policies, ValidatingAdmissionPolicies make the API server refuse (deny), warn about or audit any change of them by another identity; overrides the config's protect mode (off: none)",
+  },
   kubeconfig: {
     kind: 'string',
     group: 'Cluster',

@@ -57,6 +57,7 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
       namespaces: options.command === 'explain' ? undefined : options.namespaces,
       selector: options.selector,
       conflicts: options.conflicts,
+      protect: options.protect,
       requireLabels: options.command !== 'prune',
     });
   // prune --all-kinds takes its kinds from discovery (commands/prune.ts), and no config.
@@ -165,9 +166,7 @@ function runCommand(
     });
   }
   if (options.command === 'admission') {
-    return Promise.resolve(
-      runAdmission(host, config, { output: output ?? 'yaml', fieldManager: options.fieldManager }),
-    );
+    return runAdmission(host, config, { output: output ?? 'yaml', fieldManager: options.fieldManager });
   }
   return options.once
     ? runOnce(host, config, {

@@ -6,6 +6,7 @@ import { type Command, COMMANDS, ENV_PREFIX, envNames, type Name, type Spec, SPE
 import { formatHelp } from './help.ts';
 import type { Level } from '../util/log.ts';
 import type { ConflictPolicy } from '../config/model.ts';
+import type { ProtectMode } from '../config/protect.ts';
 import { durationProblem, parseDuration } from '../util/duration.ts';
 import { isDns1123Label } from '../kube/names.ts';
 import { UsageError } from '../util/usage.ts';
@@ -45,6 +46,8 @@ export interface Options {
   readonly namespaces: readonly string[] | undefined;
   readonly selector: string | undefined;
   readonly conflicts: ConflictPolicy | undefined;
+  /** --protect: the config's protection mode, or off. */
+  readonly protect: ProtectMode | 'off' | undefined;
   readonly kubeconfig: string | undefined;
   readonly context: string | undefined;
   readonly fieldManager: string;
@@ -323,6 +326,7 @@ export async function parseOptions(
     namespaces: list('namespace'),
     selector: string('selector'),
     conflicts: string('conflicts') as ConflictPolicy | undefined,
+    protect: string('protect') as ProtectMode | 'off' | undefined,
     kubeconfig: string('kubeconfig'),
     context: string('context'),
     fieldManager: string('field-manager') ?? 'labeller',

@@ -1,12 +1,16 @@
 // `labeller admission [-o yaml|json]`: the config as MutatingAdmissionPolicies and their bindings,
-// printed to commit beside the controller. The kinds are resolved through discovery as the
+// and, where it protects keys, ValidatingAdmissionPolicies and theirs, printed to commit beside
+// the controller. The protecting policies let the identity that renders them (as the API server
+// knows it) and the config's protect.allow change the keys they protect: render them as the
+// identity labeller runs as, or allow it in the config. The kinds are resolved through discovery as the
 // controller resolves them; nothing is written. stdout holds only the objects (YAML documents,
 // or a v1 List); the rules left to the controller are logged on stderr, and, in JSON, listed in
 // the List's `controllerRules` too, so that a program reading the output has it all in one
 // document.
 import { dump } from 'js-yaml';
 import type { Admission, ControllerRule } from '../admission/policy.ts';
-import type { Config } from '../config/model.ts';
+import { type Config, protectsKeys } from '../config/model.ts';
+import { whoAmI } from '../kube/access.ts';
 import { renderPolicies } from '../policies/render.ts';
 import type { Ending, Host } from './host.ts';
 
@@ -23,9 +27,26 @@ export interface AdmissionList {
   readonly controllerRules: readonly ControllerRule[];
 }
 
-export function runAdmission(host: Host, config: Config, options: AdmissionOptions): Ending {
+export async function runAdmission(host: Host, config: Config, options: AdmissionOptions): Promise<Ending> {
   const { log } = host;
-  const { admission, unknown, unmatched } = renderPolicies(config, host.discovery, options.fieldManager);
+  const protects = protectsKeys(config);
+  const identity = protects ? await whoAmI(host.client, host.shutdown.intake) : undefined;
+  if (protects) {
+    if (identity === undefined) {
+      log.warn(
+        'keys not protected: the API server does not say who this is (SelfSubjectReview), and a protecting policy must let labeller change what it protects',
+      );
+    } else {
+      log.info(
+        "protected keys may be changed by this identity and the config's protect.allow only: render as the identity labeller runs as, or allow it",
+        {
+          identity,
+          allow: config.protectAllow,
+        },
+      );
+    }
+  }
+  const { admission, unknown, unmatched } = renderPolicies(config, host.discovery, options.fieldManager, identity);
   for (const { kind, error } of unknown) {
     log.warn('kind not served: no policy rendered for it; render again once it is served', {
       entry: kind.where,

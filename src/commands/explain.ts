@@ -115,6 +115,7 @@ export async function runExplain(host: Host, config: Config, options: ExplainOpt
     fieldManager: host.options.fieldManager,
     conflicts: kind.conflicts,
     fights,
+    protect: kind.protect,
   });
   notes.push(...started.kinds.notes());
   const read = new Set(traces.flatMap((t) => t.inputs.flatMap((i) => (i.from === 'source' ? [i.source] : []))));
@@ -231,6 +232,13 @@ function details(key: KeyExplanation, sources: Readonly<Record<string, string>>)
     `  template  ${key.template}`,
     ...key.inputs.map((input, i) => `  ${i === 0 ? 'read    ' : '        '}  ${inputText(input, sources)}`),
     ...(key.why ? [`  ${key.state.padEnd(8)}  ${key.why}`] : []),
+    ...(key.protection
+      ? [
+        `  protect   ${key.protection}: the API server ${
+          { deny: 'refuses', warn: 'warns of', audit: 'audits' }[key.protection]
+        } any change of it by another identity than labeller's (and the config's protect.allow)`,
+      ]
+      : []),
   ];
 }
 

@@ -6,9 +6,10 @@
 // this process may write (policies/applier.ts), again after each reload the guard let through,
 // and removed by the garbage collector with their owner, or by this process as it stops.
 import { type ConfigFile, followConfigFile } from '../config/follow.ts';
-import type { Config } from '../config/model.ts';
+import { type Config, protectsKeys } from '../config/model.ts';
 import { claimOf } from '../guard/claim.ts';
 import { type FieldManagerGuard, type FieldManagerTaken, guardFor, type GuardOptions } from '../guard/guard.ts';
+import { whoAmI } from '../kube/access.ts';
 import { LeaseApi } from '../kube/lease.ts';
 import { PolicyApplier } from '../policies/applier.ts';
 import { PolicyOwner } from '../policies/owner.ts';
@@ -68,6 +69,11 @@ export async function runLabel(host: Host, config: Config, options: LabelOptions
   });
   if (!started) return 'stopped';
   const { manager, kinds } = started;
+  if (!options.admissionPolicies && protectsKeys(config)) {
+    log.warn(
+      'the config protects keys, but without --admission-policies no policy enforces it: the controller takes protected keys back, and the API server refuses no change of them',
+    );
+  }
   const policies = options.admissionPolicies
     ? keepPolicies(host, started, guard, options.admissionPoliciesOwner)
     : undefined;
@@ -123,6 +129,7 @@ function keepPolicies(
     shard,
     events,
     resyncMs: options.requeueAfterMs,
+    identity: (signal) => whoAmI(client, signal),
     owner: owner === undefined ? undefined : new PolicyOwner(client, discovery, owner),
     // Nobody takes over from this process, and nothing else removes them.
     removeOnStop: owner === undefined && !options.leaderElection && !shard,

@@ -2,12 +2,12 @@
 // identity they run as may do all that the controller does with this config, asked once the
 // kinds have listed (so the related kinds their objects point at are known), and what is
 // missing as a table and as RBAC to apply. Missing rights make the exit status 3.
-import { servesPolicies } from '../admission/resources.ts';
-import type { Config } from '../config/model.ts';
+import { serves, servesPolicies } from '../admission/resources.ts';
+import { type Config, protectsKeys } from '../config/model.ts';
 import { guardLeaseName } from '../guard/claim.ts';
 import { watchedNamespaces } from '../kinds/resolve.ts';
 import { groupResource, parseGroupResource } from '../kube/resource.ts';
-import { needsOf } from '../preflight/needs.ts';
+import { type AdmissionPolicyNeeds, needsOf } from '../preflight/needs.ts';
 import { type Preflight, preflight } from '../preflight/preflight.ts';
 import { renderPolicies } from '../policies/render.ts';
 import { memoryLeaseName } from '../sources/memory.ts';
@@ -61,15 +61,23 @@ export function checkRights(
         }),
     },
     sourceMemory: config.sources.size > 0 ? memoryLeaseName(options.fieldManager, election?.name) : undefined,
-    admissionPolicies: settings.admissionPolicies && servesPolicies(host.discovery.resources)
-      ? {
-        params: renderPolicies(config, host.discovery, options.fieldManager).admission.objects.some((object) =>
-          object.kind === 'MutatingAdmissionPolicy' && object.spec.paramKind !== undefined
-        ),
-      }
-      : undefined,
+    admissionPolicies: settings.admissionPolicies ? policyNeeds(host, config) : undefined,
   });
   return preflight(client, needs, 'labeller-preflight', shutdown.intake);
+}
+
+/** What keeping `config`'s admission policies needs: the mutating ones where served (some reading a ConfigMap as params), and the protecting ones. */
+function policyNeeds(host: Host, config: Config): AdmissionPolicyNeeds | undefined {
+  const mutating = servesPolicies(host.discovery.resources);
+  const protection = serves(host.discovery.resources, 'ValidatingAdmissionPolicy') && protectsKeys(config);
+  if (!mutating && !protection) return undefined;
+  const { objects } = renderPolicies(config, host.discovery, host.options.fieldManager, undefined).admission;
+  return {
+    mutating,
+    protection,
+    params: mutating &&
+      objects.some((object) => object.kind === 'MutatingAdmissionPolicy' && object.spec.paramKind !== undefined),
+  };
 }
 
 /** For a terminal: each right missing and what needs it, then the RBAC that grants them. */

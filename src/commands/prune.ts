@@ -9,7 +9,7 @@
 // and an object created meanwhile must not get keys nobody then removes. Without the flag, a
 // server that does not serve them, or rights to find them it lacks, are no failure.
 import { policySelector } from '../admission/names.ts';
-import { servesPolicies } from '../admission/resources.ts';
+import { POLICY_RESOURCES, serves } from '../admission/resources.ts';
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
 import { isForbidden } from '../kube/errors.ts';
 import { LeaseApi } from '../kube/lease.ts';
@@ -19,7 +19,7 @@ import type { Config, KindConfig } from '../config/model.ts';
 import { type MonotonicClock, monotonicClock } from '../runtime/leader.ts';
 import { Liveness } from '../shard/liveness.ts';
 import { GROUP_LABEL } from '../shard/membership.ts';
-import { PolicyStore } from '../policies/store.ts';
+import { type PolicyObject, PolicyStore } from '../policies/store.ts';
 import type { Logger } from '../util/log.ts';
 import type { Ending, Host } from './host.ts';
 import { runOnce } from './once.ts';
@@ -56,12 +56,14 @@ export async function runPrune(
 /** Deletes the field manager's admission policies and bindings; false when that failed (`required`: --admission-policies). */
 async function prunePolicies(host: Host, required: boolean): Promise<boolean> {
   const { client, discovery, options, log, shutdown } = host;
-  if (!servesPolicies(discovery.resources)) {
+  const served = (kind: PolicyObject['kind']) => serves(discovery.resources, kind);
+  if (!POLICY_RESOURCES.some((resource) => served(resource.kind as PolicyObject['kind']))) {
     if (required) log.info('no admission policies to remove: the API server does not serve them');
     return true;
   }
   try {
     await new PolicyStore(client, options.fieldManager).prune(new Set(), {
+      served,
       dryRun: options.dryRun,
       why: 'prune',
       log,
@@ -71,9 +73,9 @@ async function prunePolicies(host: Host, required: boolean): Promise<boolean> {
   } catch (error) {
     if (isForbidden(error) && !required) {
       log.info(
-        `may not list admission policies: any an earlier run with --admission-policies left stay; grant list and delete on mutatingadmissionpolicies and mutatingadmissionpolicybindings, or delete them: kubectl delete mutatingadmissionpolicies,mutatingadmissionpolicybindings -l ${
-          policySelector(options.fieldManager)
-        }`,
+        `may not list admission policies: any an earlier run with --admission-policies left stay; grant list and delete on them, or delete them: kubectl delete ${
+          POLICY_RESOURCES.map((r) => r.resource).join(',')
+        } -l ${policySelector(options.fieldManager)}`,
         { error },
       );
       return true;

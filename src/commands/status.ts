@@ -9,8 +9,8 @@ import { groupResource } from '../kube/resource.ts';
 import { noObjects, type ObjectCounts } from '../labelling/counts.ts';
 import { type KeyCoverage, keysCut, keyStates, shortfallReason } from '../labelling/coverage.ts';
 import type { LabelledKind } from '../kinds/controller.ts';
-import { servesPolicies } from '../admission/resources.ts';
-import { type PolicyOnServer, PolicyStore } from '../policies/store.ts';
+import { serves, servesPolicies } from '../admission/resources.ts';
+import { type PolicyObject, type PolicyOnServer, PolicyStore } from '../policies/store.ts';
 import type { Ending, Host } from './host.ts';
 import { LeaseApi } from '../kube/lease.ts';
 import { type MemberStatus, readMembers } from '../shard/membership.ts';
@@ -68,6 +68,8 @@ export interface AdmissionPolicyStatus {
   readonly policies: readonly string[];
   /** Their bindings, by name. */
   readonly bindings: readonly string[];
+  /** The protecting policies (ValidatingAdmissionPolicies), each with what its binding does: deny, warn, audit, or unbound. */
+  readonly protection?: readonly { readonly policy: string; readonly mode: string }[];
   /** Why they could not be listed. */
   readonly error?: string;
 }
@@ -164,20 +166,30 @@ async function shardMembers(host: Host, namespace: string): Promise<MemberStatus
  */
 async function policiesInForce(host: Host, asked: boolean): Promise<AdmissionPolicyStatus | undefined> {
   const { client, discovery, options, log, shutdown } = host;
-  if (!servesPolicies(discovery.resources)) return asked ? { served: false, policies: [], bindings: [] } : undefined;
+  const served = (kind: PolicyObject['kind']) => serves(discovery.resources, kind);
+  const mutating = servesPolicies(discovery.resources);
+  if (!mutating && !served('ValidatingAdmissionPolicy')) {
+    return asked ? { served: false, policies: [], bindings: [] } : undefined;
+  }
   try {
-    const found = await new PolicyStore(client, options.fieldManager).list(shutdown.intake);
+    const store = new PolicyStore(client, options.fieldManager);
+    const found = await store.list(served, shutdown.intake);
     const named = (kind: PolicyOnServer['kind']) => found.filter((o) => o.kind === kind).map((o) => o.name).sort();
+    const protecting = named('ValidatingAdmissionPolicy');
+    const modes = protecting.length > 0 ? await store.protectionModes(shutdown.intake) : new Map<string, string>();
     const status = {
-      served: true,
+      served: mutating,
       policies: named('MutatingAdmissionPolicy'),
       bindings: named('MutatingAdmissionPolicyBinding'),
+      ...(protecting.length > 0
+        ? { protection: protecting.map((policy) => ({ policy, mode: modes.get(policy) ?? 'unbound' })) }
+        : {}),
     };
     return asked || found.length > 0 ? status : undefined;
   } catch (error) {
     log.debug('cannot list admission policies', { error });
     const message = error instanceof Error ? error.message : String(error);
-    return asked ? { served: true, policies: [], bindings: [], error: message } : undefined;
+    return asked ? { served: mutating, policies: [], bindings: [], error: message } : undefined;
   }
 }
 
@@ -262,15 +274,18 @@ function table(report: StatusReport): string {
 /** One line on labeller's admission policies, e.g. `admission policies: 2 in force (labeller-pods, labeller-services)`. */
 function policiesLine({ admissionPolicies: status }: StatusReport): string {
   if (!status) return '';
-  if (!status.served) {
-    return '\nadmission policies: not served by the API server (Kubernetes 1.36 and later); the controller labels objects after their create\n';
-  }
   if (status.error !== undefined) return `\nadmission policies: cannot be listed: ${status.error}\n`;
+  const protection = status.protection?.length
+    ? `protection: ${status.protection.map(({ policy, mode }) => `${policy} (${mode})`).join(', ')}\n`
+    : '';
+  if (!status.served) {
+    return `\nadmission policies: not served by the API server (Kubernetes 1.36 and later); the controller labels objects after their create\n${protection}`;
+  }
   const bound = status.policies.filter((name) => status.bindings.includes(name));
   const unbound = status.policies.filter((name) => !status.bindings.includes(name));
   return `\nadmission policies: ${bound.length} in force${bound.length > 0 ? ` (${bound.join(', ')})` : ''}${
     unbound.length > 0 ? `; without a binding, so not in force: ${unbound.join(', ')}` : ''
-  }\n`;
+  }\n${protection}`;
 }
 
 /** Each shard member's share, objects and ranges (cut short here; whole in JSON). */

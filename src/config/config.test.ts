@@ -193,7 +193,7 @@ test('file errors name the source and the field path', () => {
     ],
     [
       kind('resource: x\n    replicas: 3'),
-      'kinds.yaml: kinds[1]: unknown field "replicas": use one of resource, namespaces, selector, labels, annotations, conflicts',
+      'kinds.yaml: kinds[1]: unknown field "replicas": use one of resource, namespaces, selector, labels, annotations, conflicts, protect',
     ],
     [file('kind:\n  - resource: pods\n'), 'kinds.yaml: unknown field "kind" (did you mean "kinds"?)'],
     [
@@ -456,5 +456,65 @@ test('coverage.maxLabels: a whole number kept for status; anything else names th
   rejects(
     { file: file(`${SAMPLE}coverage: {max: 50}\n`) },
     'kinds.yaml: coverage: unknown field "max": use one of maxLabels',
+  );
+});
+
+test('protect: a mode for every key, or keys and identities; an entry overrides it or turns it off; --protect overrides the mode', () => {
+  const config = buildConfig({
+    file: file(`
+labels: {team: payments, tier: web}
+annotations: {example.com/cc: "1"}
+protect:
+  mode: deny
+  keys: [team, example.com/cc]
+  allow: [system:serviceaccount:argocd:argocd-application-controller, group:platform-admins]
+kinds:
+  - resource: pods
+  - resource: services
+    protect: warn
+  - resource: configmaps
+    protect: false
+`),
+  });
+  const [pods, services, configmaps] = config.kinds;
+  const keys = (kind: KindConfig | undefined) =>
+    kind?.protect && [kind.protect.mode, [...kind.protect.labels], [...kind.protect.annotations]];
+  assert.deepEqual(keys(pods), ['deny', ['team'], ['example.com/cc']]);
+  assert.deepEqual(keys(services), ['warn', ['team', 'tier'], ['example.com/cc']], 'its own: every key it sets');
+  assert.equal(configmaps?.protect, undefined);
+  assert.deepEqual(config.protectAllow, [
+    'system:serviceaccount:argocd:argocd-application-controller',
+    'group:platform-admins',
+  ]);
+  const flagged = buildConfig({ file: file('labels: {team: x}\nkinds: [{resource: pods}]\n'), protect: 'audit' });
+  assert.deepEqual(keys(flagged.kinds[0]), ['audit', ['team'], []]);
+  const off = buildConfig({
+    file: file('labels: {team: x}\nprotect: deny\nkinds: [{resource: pods}]\n'),
+    protect: 'off',
+  });
+  assert.equal(off.kinds[0]?.protect, undefined);
+  assert.equal(buildConfig({ file: file('labels: {team: x}\nkinds: [{resource: pods}]\n') }).protectAllow, undefined);
+});
+
+test('protect: mistakes name the field', () => {
+  rejects(
+    { file: file('labels: {team: x}\nprotect: block\nkinds: [{resource: pods}]\n') },
+    'kinds.yaml: protect: must be "deny", "warn" or "audit", got the string "block"',
+  );
+  rejects(
+    { file: file('labels: {team: x}\nprotect: {keys: [team]}\nkinds: [{resource: pods}]\n') },
+    'kinds.yaml: protect.mode: required: "deny", "warn" or "audit"',
+  );
+  rejects(
+    { file: file('labels: {team: x}\nprotect: {mode: deny, keys: [tier]}\nkinds: [{resource: pods}]\n') },
+    'kinds.yaml: protect.keys: "tier" is no key the config sets (in an entry with protection): protect only what labeller writes',
+  );
+  rejects(
+    { file: file('labels: {team: x}\nkinds: [{resource: pods, protect: {mode: warn, keys: [tier]}}]\n') },
+    'kinds.yaml: kinds[0].protect.keys: "tier" is no label or annotation this entry sets: protect only what labeller writes',
+  );
+  rejects(
+    { file: file('labels: {team: x}\nkinds: [{resource: pods, protect: {mode: warn, allow: [me]}}]\n') },
+    'kinds.yaml: kinds[0].protect: unknown field "allow": use one of mode, keys',
   );
 });

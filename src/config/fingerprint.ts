@@ -1,6 +1,6 @@
 // A config's fingerprint: equal for configs that label alike whatever the order they were
 // written in, different as soon as one label, annotation, kind, namespace, selector, policy, owner
-// kind, or the every-kind entry's scope or exclusions differ. The field-manager guard compares
+// kind, protection, or the every-kind entry's scope or exclusions differ. The field-manager guard compares
 // fingerprints to tell a replica of the same config from another config.
 import { createHash } from 'node:crypto';
 import type { Config, KindConfig } from './model.ts';
@@ -22,6 +22,17 @@ const settings = (kind: KindConfig) => ({
   // Only when there are some: a config without annotations keeps the fingerprint it had before them.
   ...(kind.annotations.size > 0 ? { annotations: entries(kind.annotations) } : {}),
   conflicts: kind.conflicts,
+  // Only when on: a config without protection keeps the fingerprint it had before it.
+  ...(kind.protect
+    ? {
+      protect: {
+        mode: kind.protect.mode,
+        labels: [...kind.protect.labels].sort(byCodeUnits),
+        annotations: [...kind.protect.annotations].sort(byCodeUnits),
+      },
+    }
+    : {}),
+  ...(kind.fights ? { yieldTo: [...kind.fights.yieldTo].sort(byCodeUnits) } : {}),
 });
 
 export function configFingerprint(config: Config): string {
@@ -29,9 +40,11 @@ export function configFingerprint(config: Config): string {
   const owners = [...config.ownerKinds].sort(byCodeUnits);
   const sources = [...config.sources.values()].sort((a, b) => byCodeUnits(a.name, b.name));
   const every = config.everyKind;
-  // Without owner kinds, sources and an every-kind entry the fingerprint is what it was before
-  // they existed: replicas of one config on either side of an upgrade agree.
-  const document = owners.length > 0 || sources.length > 0 || every
+  const allow = [...(config.protectAllow ?? [])].sort(byCodeUnits);
+  // Without owner kinds, sources, an every-kind entry and identities allowed to change protected
+  // keys, the fingerprint is what it was before they existed: replicas of one config on either
+  // side of an upgrade agree.
+  const document = owners.length > 0 || sources.length > 0 || every || allow.length > 0
     ? {
       kinds,
       ownerKinds: owners,
@@ -39,6 +52,7 @@ export function configFingerprint(config: Config): string {
       ...(every && {
         everyKind: { ...settings(every.kind), scope: every.scope, exclude: [...every.exclude].sort(byCodeUnits) },
       }),
+      ...(allow.length > 0 ? { protectAllow: allow } : {}),
     }
     : kinds;
   return `sha256:${createHash('sha256').update(JSON.stringify(document)).digest('hex').slice(0, 16)}`;

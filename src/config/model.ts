@@ -4,6 +4,7 @@
 // overlay.ts lays the command-line flags over it; nothing here parses.
 import { Buffer } from 'node:buffer';
 import type { Selector } from '../kube/selector.ts';
+import type { ProtectMode } from './protect.ts';
 import type { SourceSpec } from './sources.ts';
 import type { Template } from './template.ts';
 
@@ -29,6 +30,17 @@ export interface KindConfig {
   /** The effective annotations, merged as labels are. */
   readonly annotations: ReadonlyMap<string, Template>;
   readonly conflicts: ConflictPolicy;
+  /** Keys only labeller may set (protect.ts); undefined: none. */
+  readonly protect?: Protection | undefined;
+  /** How labeller meets other managers that set its keys (labelling/fights.ts), from the file's `fights`; the defaults when absent. */
+  readonly fights?: FightSettings | undefined;
+}
+
+/** An entry's protected keys, of each map, and what the API server does with a change of one. */
+export interface Protection {
+  readonly mode: ProtectMode;
+  readonly labels: ReadonlySet<string>;
+  readonly annotations: ReadonlySet<string>;
 }
 
 /** Every template a kind renders, labels' and annotations'. */
@@ -50,6 +62,13 @@ export interface Config {
   readonly sources: ReadonlyMap<string, SourceSpec>;
   /** What `labeller status` checks besides the counts; nothing the controller acts on. */
   readonly coverage?: CoverageSettings | undefined;
+  /** Identities that may change protected keys besides labeller: user names, and `group:<name>`. */
+  readonly protectAllow?: readonly string[] | undefined;
+}
+
+export interface FightSettings {
+  /** The field managers whose changes of labeller's keys it backs off from, when they keep making them. */
+  readonly yieldTo: readonly string[];
 }
 
 export interface CoverageSettings {
@@ -77,6 +96,11 @@ export interface EveryKindConfig {
 /** The settings of every entry of `config`: the kinds listed by name, and the every-kind entry. */
 export function kindSettings(config: Pick<Config, 'kinds' | 'everyKind'>): KindConfig[] {
   return config.everyKind ? [...config.kinds, config.everyKind.kind] : [...config.kinds];
+}
+
+/** Whether an entry of `config` protects keys (config/protect.ts). */
+export function protectsKeys(config: Pick<Config, 'kinds' | 'everyKind'>): boolean {
+  return kindSettings(config).some((kind) => kind.protect !== undefined);
 }
 
 /** The size the API server counts: UTF-8 bytes. */

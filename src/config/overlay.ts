@@ -14,8 +14,10 @@ import {
   type ConflictPolicy,
   EVERY_KIND,
   type MetadataField,
+  type Protection,
 } from './model.ts';
 import { compileEntry, type KindEntry, namespaceList, parseConfig, type Rules, singular, within } from './parse.ts';
+import type { ProtectEntry, ProtectMode } from './protect.ts';
 import type { Template } from './template.ts';
 
 /** Everything the command line knows; the flags are undefined when not given. */
@@ -35,6 +37,8 @@ export interface ConfigInput {
   readonly selector?: string | undefined;
   /** --conflicts: overrides the file's global policy. */
   readonly conflicts?: ConflictPolicy | undefined;
+  /** --protect: overrides the file's global protection mode (its keys and allow stay); off: none. */
+  readonly protect?: ProtectMode | 'off' | undefined;
   /** False for `labeller prune`, which needs the kinds but no labels. */
   readonly requireLabels?: boolean | undefined;
 }
@@ -104,20 +108,42 @@ export function buildConfig(input: ConfigInput): Config {
     );
   }
   for (const { entry, annotations } of merged) checkAnnotationsSize(annotations, entry.where);
-  const kinds = merged.map(({ entry, labels, annotations }) => ({
-    where: entry.where,
-    resource: entry.resource,
-    namespaces: entry.namespaces ?? namespaces,
-    selector: entry.selector ?? selector,
-    labels,
-    annotations,
-    conflicts: entry.conflicts ?? conflicts,
-  }));
+  const globalProtect = input.protect === 'off'
+    ? undefined
+    : input.protect === undefined
+    ? file?.protect
+    : { mode: input.protect, keys: file?.protect?.keys };
+  const kinds = merged.map(({ entry, labels, annotations }) => {
+    const protect = protection(entry, globalProtect, labels, annotations, input.protect === 'off');
+    return {
+      where: entry.where,
+      resource: entry.resource,
+      namespaces: entry.namespaces ?? namespaces,
+      selector: entry.selector ?? selector,
+      labels,
+      annotations,
+      conflicts: entry.conflicts ?? conflicts,
+      ...(protect ? { protect } : {}),
+      ...(file?.fights ? { fights: file.fights } : {}),
+    };
+  });
+  const unset = globalProtect?.keys?.find((key) => !kinds.some(({ protect }) => protectsKey(protect, key)));
+  if (unset !== undefined) {
+    throw fail(
+      `${input.file?.source ?? 'the config'}: protect.keys`,
+      `${
+        JSON.stringify(unset)
+      } is no key the config sets (in an entry with protection): protect only what labeller writes`,
+    );
+  }
   const every = merged.findIndex(({ entry }) => entry.resource === EVERY_KIND);
   return {
     ownerKinds: file?.ownerKinds ?? [],
     sources: file?.sources ?? new Map(),
     coverage: file?.coverage,
+    ...(globalProtect !== undefined || kinds.some((kind) => kind.protect)
+      ? { protectAllow: file?.protect?.allow ?? [] }
+      : {}),
     kinds: kinds.filter((kind) => kind.resource !== EVERY_KIND),
     everyKind: everyKindConfig(
       every === -1 ? undefined : [merged[every]!.entry, kinds[every]!],
@@ -142,11 +168,43 @@ function kindsFromFlag(resources: readonly string[], fileKinds: readonly KindEnt
         labels: new Map(),
         annotations: new Map(),
         conflicts: undefined,
+        protect: undefined,
         scope: undefined,
         exclude: undefined,
       }
     );
   });
+}
+
+/**
+ * An entry's protection: its own (none for `protect: false`), else the global one; `off`
+ * (--protect off) turns every entry's off. Its keys are those listed that the entry sets, or all
+ * it sets; a key an entry lists that it does not set is a mistake.
+ */
+function protection(
+  entry: KindEntry,
+  global: ProtectEntry | undefined,
+  labels: ReadonlyMap<string, Template>,
+  annotations: ReadonlyMap<string, Template>,
+  off: boolean,
+): Protection | undefined {
+  const own = entry.protect;
+  const chosen = off || own === null ? undefined : own ?? global;
+  if (chosen === undefined) return undefined;
+  const unset = own?.keys?.find((key) => !labels.has(key) && !annotations.has(key));
+  if (unset !== undefined) {
+    throw fail(
+      `${entry.where}.protect.keys`,
+      `${JSON.stringify(unset)} is no label or annotation this entry sets: protect only what labeller writes`,
+    );
+  }
+  const keys = chosen.keys === undefined ? undefined : new Set(chosen.keys);
+  const of = (map: ReadonlyMap<string, Template>) => new Set([...map.keys()].filter((key) => !keys || keys.has(key)));
+  return { mode: chosen.mode, labels: of(labels), annotations: of(annotations) };
+}
+
+function protectsKey(protect: Protection | undefined, key: string): boolean {
+  return protect !== undefined && (protect.labels.has(key) || protect.annotations.has(key));
 }
 
 /** A kind's labels (or annotations): the global ones with the kind's own over them, less those it drops. */

@@ -11,6 +11,8 @@
  *   ownerKinds: [rollouts.argoproj.io]  # optional: owner kinds that owner and root templates follow beyond the workload chain
  *   sources: {teams: {configMap: …}}     # optional: sources of truth templates look values up in (sources.ts)
  *   coverage: {maxLabels: 50}      # optional: `status` warns when objects carry more labels (a cost tool's import limit)
+ *   protect: deny                  # optional: keys only labeller may set, enforced by the API server (protect.ts)
+ *   fights: {yieldTo: [argocd-controller]}  # optional: field managers labeller backs off from (labelling/fights.ts)
  *   kinds:                         # required unless --kinds is given: at least one entry
  *     - resource: deployments      # required: kubectl-style (deploy, Deployment, deployments.apps, Deployment.v1.apps)
  *       namespaces: [default]      # optional: namespace names; absent = all namespaces
@@ -18,6 +20,7 @@
  *       labels: {tier: backend}    # optional: merged over the global labels; null drops a global label
  *       annotations: {…}           # optional: merged over the global annotations, as labels are
  *       conflicts: skip            # optional: overrides the global policy
+ *       protect: warn              # optional: overrides the global protection; false: none
  *     - resource: "*"              # every kind discovery reports with list, watch and patch (everykind.ts)
  *       scope: namespaced          # only here: namespaced (default) | cluster | all
  *       exclude: [secrets]         # only here: kinds left out, besides the default exclusions
@@ -49,7 +52,14 @@ import {
   rejectUnknownFields,
   resourceProblem,
 } from './fields.ts';
-import { type ConflictPolicy, type CoverageSettings, EVERY_KIND, type MetadataField } from './model.ts';
+import {
+  type ConflictPolicy,
+  type CoverageSettings,
+  EVERY_KIND,
+  type FightSettings,
+  type MetadataField,
+} from './model.ts';
+import { parseProtect, type ProtectEntry, type ProtectSettings } from './protect.ts';
 import { parseSources, type SourceSpec } from './sources.ts';
 import { compileTemplate, type Template, TemplateError } from './template.ts';
 
@@ -65,6 +75,8 @@ export interface FileConfig {
   readonly ownerKinds: readonly string[];
   readonly sources: ReadonlyMap<string, SourceSpec>;
   readonly coverage: CoverageSettings | undefined;
+  readonly protect: ProtectSettings | undefined;
+  readonly fights: FightSettings | undefined;
 }
 
 /** A kind as listed in the file or in --kinds, before global settings and defaults apply. */
@@ -78,6 +90,8 @@ export interface KindEntry extends EveryKindFields {
   readonly labels: ReadonlyMap<string, Template | null>;
   readonly annotations: ReadonlyMap<string, Template | null>;
   readonly conflicts: ConflictPolicy | undefined;
+  /** null: none (`protect: false`), whatever the file's global protection. */
+  readonly protect: ProtectEntry | null | undefined;
 }
 
 const CONFLICT_POLICIES: readonly ConflictPolicy[] = ['force', 'skip'];
@@ -91,12 +105,14 @@ const FILE_FIELDS = [
   'ownerKinds',
   'sources',
   'coverage',
+  'protect',
+  'fights',
 ];
 /** Label prefixes reserved for Kubernetes, which admission (NodeRestriction, policies) guards. */
 
 const PROTECTED_DOMAINS = ['kubernetes.io', 'k8s.io'];
 
-const KIND_FIELDS = ['resource', 'namespaces', 'selector', 'labels', 'annotations', 'conflicts'];
+const KIND_FIELDS = ['resource', 'namespaces', 'selector', 'labels', 'annotations', 'conflicts', 'protect'];
 // Syntax only: whether the name exists is for discovery to say.
 
 /** Parses and validates a config file; `source` names it in messages. */
@@ -112,6 +128,8 @@ export function parseConfig(text: string, source: string): FileConfig {
       ownerKinds: [],
       sources: new Map(),
       coverage: undefined,
+      protect: undefined,
+      fights: undefined,
     };
   }
   const fields = expectMapping(document, source, 'a mapping with "labels:" and "kinds:"');
@@ -148,6 +166,8 @@ export function parseConfig(text: string, source: string): FileConfig {
     ownerKinds: parseOwnerKinds(fields.ownerKinds, `${source}: ownerKinds`),
     sources,
     coverage: parseCoverage(fields.coverage, `${source}: coverage`),
+    protect: parseProtect(fields.protect, `${source}: protect`, false),
+    fights: parseFights(fields.fights, `${source}: fights`),
   };
 }
 
@@ -219,6 +239,17 @@ function parseCoverage(value: unknown, where: string): CoverageSettings | undefi
   return { maxLabels };
 }
 
+function parseFights(value: unknown, where: string): FightSettings | undefined {
+  if (isAbsent(value)) return undefined;
+  const fields = expectMapping(value, where, 'a mapping such as "yieldTo: [argocd-controller]"');
+  rejectUnknownFields(fields, ['yieldTo'], where);
+  if (isAbsent(fields.yieldTo)) return undefined;
+  const path = `${where}.yieldTo`;
+  // Empty is allowed: labeller then yields to nobody.
+  const items = expectList(fields.yieldTo, path, 'a list of field managers, e.g. [argocd-controller]');
+  return { yieldTo: items.map((item, index) => expectString(item, `${path}[${index}]`)) };
+}
+
 function parseKind(value: unknown, where: string, rules: Rules): KindEntry {
   const fields = expectMapping(value, where, 'a mapping such as "resource: deployments"');
   const resource = isAbsent(fields.resource) ? '' : expectString(fields.resource, `${where}.resource`);
@@ -258,6 +289,7 @@ function parseKind(value: unknown, where: string, rules: Rules): KindEntry {
     labels: own('labels'),
     annotations: own('annotations'),
     conflicts: parseConflicts(fields.conflicts, `${where}.conflicts`),
+    protect: parseProtect(fields.protect, `${where}.protect`, true),
     scope,
     exclude,
   };

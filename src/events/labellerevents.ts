@@ -105,7 +105,11 @@ export class LabellerEvents {
     return {
       reconciled: (object, result) => {
         // Most reconciles call for no Event: then nothing is built, on the path every object takes.
-        if (!result.contested?.length && !result.fights?.length && !result.problems?.length) return;
+        if (
+          !result.contested?.length && !result.fights?.length && !result.retaken?.length && !result.problems?.length
+        ) {
+          return;
+        }
         const { name, namespace, uid } = object;
         const regarding = { apiVersion: kind.apiVersion, kind: kind.kind, name, namespace, uid };
         for (const event of outcomeEvents(regarding, result)) this.#recorder.record(event);
@@ -150,6 +154,19 @@ export function outcomeEvents(regarding: ObjectReference, result: Result): Event
       } each time labeller set it (${fight.retakes} times in ${FIGHT_WINDOW_MS / 60_000} min); left to it for ${
         Math.round(fight.backoffMs / 1000)
       } s, then retaken once. Make the other tool leave this ${what} to labeller (docs/operations.md, Fights)`
+        .slice(0, 1024),
+    });
+  }
+  for (const { field, key, manager } of result.retaken ?? []) {
+    const what = field === 'labels' ? 'label' : 'annotation';
+    events.push({
+      regarding,
+      type: 'Warning',
+      reason: 'LabelRetaken',
+      action: 'Labelling',
+      note: `${what} ${key} was changed by ${
+        manager ? `field manager "${manager}"` : 'another field manager'
+      }; labeller put its value back, as it does each time (it backs off only from fights.yieldTo). Change it in labeller's config, not on the object (docs/operations.md, Fights)`
         .slice(0, 1024),
     });
   }

@@ -10,7 +10,7 @@ import type { Config } from '../config/model.ts';
 import { configFingerprint } from '../config/fingerprint.ts';
 import { FIELD_MANAGER_LABEL, fieldManagerLabelValue } from '../config/fieldmanager.ts';
 import { watchedNamespaces } from '../kinds/resolve.ts';
-import { POLICY_RESOURCES } from '../admission/resources.ts';
+import { MUTATING } from '../admission/resources.ts';
 import type { Resolved } from '../kinds/resolve.ts';
 
 const PREFIX = 'labeller';
@@ -154,7 +154,7 @@ export function claimMetadata(
  */
 export function claimOf(config: Config, kinds: Resolved, admissionPolicies = false): ClaimedConfig {
   const scope = [
-    ...(admissionPolicies ? [`${groupResource(POLICY_RESOURCES[0])}@*`] : []),
+    ...(admissionPolicies ? [`${groupResource(MUTATING[0])}@*`] : []),
     ...kinds.resolved.flatMap(({ kind, resource }) =>
       watchedNamespaces(kind, resource).map((ns) => `${groupResource(resource)}@${ns || '*'}`)
     ),

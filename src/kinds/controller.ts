@@ -87,6 +87,8 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       labels: next.labels,
       annotations: next.annotations,
       conflicts: next.conflicts,
+      protect: next.protect,
+      yieldTo: next.fights && new Set(next.fights.yieldTo),
       dryRun: options.dryRun,
       client: metadataClient((namespace) => apis(resource, namespace), options.fieldManager, wiring.writable),
       log: kindLog,
@@ -132,6 +134,7 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
         kindEvents?.reconciled(object, result);
         if (outcome === 'conflict') labelMetrics?.conflict();
         for (const fight of result.fights ?? []) labelMetrics?.fight(fight.field);
+        for (const retaken of result.retaken ?? []) labelMetrics?.retake(retaken.field, retaken.manager);
         if (!options.dryRun && patch.length > 0) {
           const split = byField(patch);
           for (const field of ['labels', 'annotations'] as const) {

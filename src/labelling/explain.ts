@@ -3,7 +3,8 @@
 // the template's trace (trace.ts), the object's managedFields, and the fights labeller reported
 // as Events: its rule and template, what it read, the value wanted and the value there, who owns
 // it, its state, and what the next apply would do with it.
-import type { ConflictPolicy, MetadataField } from '../config/model.ts';
+import type { ConflictPolicy, MetadataField, Protection } from '../config/model.ts';
+import type { ProtectMode } from '../config/protect.ts';
 import type { KeyOwner } from './object.ts';
 import type { Plan } from './reconcile.ts';
 import { absences, type Input, type KeyTrace } from './trace.ts';
@@ -36,6 +37,8 @@ export interface KeyExplanation {
   readonly why?: string;
   /** What the next apply would do with this key. */
   readonly next: string;
+  /** Only labeller (and the config's allow) may change it: what the API server does with anyone else's change. */
+  readonly protection?: ProtectMode;
 }
 
 /** A key labeller owns that the config no longer wants on this object. */
@@ -77,10 +80,12 @@ export interface ExplainInput {
   readonly fieldManager: string;
   readonly conflicts: ConflictPolicy;
   readonly fights: ReadonlyMap<string, ReportedFight>;
+  /** The entry's protected keys, if it protects any. */
+  readonly protect?: Protection | undefined;
 }
 
 export function explain(input: ExplainInput): Explanation {
-  const { traces, plan, values, owners, admitted, fieldManager, conflicts, fights } = input;
+  const { traces, plan, values, owners, admitted, fieldManager, conflicts, fights, protect } = input;
   const ownersOf = (field: MetadataField, key: string): readonly KeyOwner[] =>
     admitted[field].includes(key) ? [{ manager: fieldManager, operation: 'Admission' }] : owners[field].get(key) ?? [];
   const keys = traces.map((trace): KeyExplanation => {
@@ -99,6 +104,7 @@ export function explain(input: ExplainInput): Explanation {
       inputs,
       ...(value === undefined ? {} : { value }),
       owners: keyOwners,
+      ...(protect?.[field].has(key) ? { protection: protect.mode } : {}),
     };
     const keep = ours ? 'kept as it is' : 'not added';
     if (rendering.state === 'held') {

@@ -16,9 +16,9 @@ import {
   ObjectGone,
   type RelatedView,
 } from './ports.ts';
-import { needsApply, Reconciler } from './reconcile.ts';
+import { needsApply, Reconciler, type ReconcilerOptions } from './reconcile.ts';
 import { compileTemplate } from '../config/template.ts';
-import { FIGHT_BACKOFF_MS, FIGHT_RETAKES, FightTracker } from './fights.ts';
+import { FIGHT_BACKOFF_MS, FIGHT_RETAKES, FightTracker, RETAKES_PER_MINUTE } from './fights.ts';
 import { LookupIndex } from './lookupindex.ts';
 import { labelledObject } from './testing/objects.ts';
 import { fieldPlan } from './testing/plans.ts';
@@ -45,6 +45,8 @@ class FakeClient implements MetadataClient {
   afterAnnotations: Labels | undefined;
   stored: Labels = {};
   base: Labels = {};
+  /** Who a dry run without force finds holding the keys it applies (a 409 naming them), when set. */
+  holders: LabelConflict['owners'] | undefined;
 
   async apply(
     target: ApplyTarget,
@@ -53,6 +55,7 @@ class FakeClient implements MetadataClient {
   ): Promise<AppliedMetadata> {
     this.calls.push({ target, labels, annotations, options });
     if (this.failure) throw this.failure;
+    if (options.dryRun && !options.force && this.holders) throw new LabelConflict('conflict', this.holders);
     return {
       labels: this.after ?? { ...this.base, ...labels },
       annotations: this.afterAnnotations ?? annotations,
@@ -93,9 +96,10 @@ interface Setup {
   readonly conflicts?: ConflictPolicy;
   readonly dryRun?: boolean;
   readonly related?: (object: LabelledObject) => RelatedView;
+  readonly protect?: ReconcilerOptions['protect'];
 }
 
-function setup({ labels, annotations = {}, conflicts = 'force', dryRun = false, related, fights }: Setup) {
+function setup({ labels, annotations = {}, conflicts = 'force', dryRun = false, related, fights, protect }: Setup) {
   const client = new FakeClient();
   const lines: Array<Record<string, unknown>> = [];
   const log = createLogger({
@@ -113,6 +117,7 @@ function setup({ labels, annotations = {}, conflicts = 'force', dryRun = false, 
     log,
     related,
     fights,
+    protect,
   });
   // What the controller hands each reconcile: aborted when this process may no longer write.
   const writes = new AbortController().signal;
@@ -396,6 +401,7 @@ test('plan: what converging takes, from the cache alone; a contested label is ta
       rendered: new Map(Object.entries(labels)),
       desired: new Map(Object.entries(labels)),
       contested: ['team'],
+      taken: ['team'],
       stale: ['old'],
       missing: ['team'],
       held: [],
@@ -413,6 +419,7 @@ test('plan: what converging takes, from the cache alone; a contested label is ta
       rendered: new Map(Object.entries(labels)),
       desired: new Map([['tier', 'web']]),
       contested: ['team'],
+      taken: [],
       stale: ['old'],
       missing: [],
       held: [],
@@ -549,30 +556,32 @@ test('a lookup whose value is invalid is still recorded, so the entry fixed late
   assert.deepEqual([...index.objects('teams', 'shop')], ['shop/web']);
 });
 
-test('under force, a key another manager takes back every time is yielded: no apply for it, a fight naming the manager, a requeue when the backoff ends', async () => {
+test('under force, a key a manager yielded to takes back every time is yielded: no apply for it, a fight naming the manager, a requeue when the backoff ends', async () => {
   const { client, reconcile, reconciler } = setup({
     labels: { team: 'payments', tier: 'web' },
     fights: new FightTracker(),
   });
   // GitOps keeps team at "ops" (its field manager owns it); labeller wants "payments".
+  client.holders = [{ field: 'labels', key: 'team', manager: 'argocd-controller' }];
   const taken = () => object({ labels: { team: 'ops', tier: 'web' }, ownedLabels: ['tier'] });
+  const applies = () => client.calls.filter((c) => !c.options.dryRun);
   for (let i = 0; i < FIGHT_RETAKES; i++) {
     const retaken = await reconcile(taken());
     assert.equal(retaken.outcome, 'patched', `retake ${i + 1}`);
-    assert.equal(retaken.fights, undefined);
+    assert.deepEqual([retaken.fights, retaken.retaken], [undefined, undefined], 'a manager yielded to: no retake said');
   }
-  assert.ok(client.calls.every((c) => c.options.force && c.labels['team'] === 'payments'));
+  assert.ok(applies().every((c) => c.options.force && c.labels['team'] === 'payments'));
+  assert.equal(applies().length, FIGHT_RETAKES);
   const calls = client.calls.length;
-  client.failure = new LabelConflict('conflict', [{ field: 'labels', key: 'team', manager: 'argocd-controller' }]);
   const yielded = await reconcile(taken());
   assert.equal(yielded.outcome, 'conflict');
   assert.deepEqual(yielded.fights, [
     {
       field: 'labels',
       key: 'team',
+      manager: 'argocd-controller',
       retakes: FIGHT_RETAKES,
       backoffMs: yielded.fights?.[0]?.backoffMs,
-      manager: 'argocd-controller',
     },
   ]);
   assert.ok(Math.abs((yielded.fights?.[0]?.backoffMs ?? 0) - FIGHT_BACKOFF_MS) < 1000);
@@ -583,7 +592,6 @@ test('under force, a key another manager takes back every time is yielded: no ap
     client.calls.slice(calls).map((c) => [c.labels, c.options.force, c.options.dryRun]),
     [[{ team: 'payments' }, false, true]],
   );
-  client.failure = undefined;
   const again = await reconcile(taken());
   assert.deepEqual(
     [again.outcome, again.fights, client.calls.length],
@@ -596,10 +604,28 @@ test('under force, a key another manager takes back every time is yielded: no ap
   assert.deepEqual([plan.labels.contested, plan.labels.missing, needsApply(plan)], [['team'], [], false]);
 });
 
+test('a tenant flipping a key cannot wear labeller down: put back every time, said each time, at a bounded rate (issue 46)', async () => {
+  const { client, reconcile } = setup({ labels: { team: 'payments' }, fights: new FightTracker() });
+  client.holders = [{ field: 'labels', key: 'team', manager: 'kubectl-label' }];
+  const flipped = () => object({ labels: { team: 'nobody' } });
+  for (let i = 0; i < RETAKES_PER_MINUTE; i++) {
+    const result = await reconcile(flipped());
+    assert.equal(result.outcome, 'patched', `retake ${i + 1}`);
+    assert.deepEqual(result.retaken, [{ field: 'labels', key: 'team', manager: 'kubectl-label' }]);
+    assert.equal(result.fights, undefined, 'never a fight: never yielded');
+  }
+  const calls = client.calls.length;
+  const waiting = await reconcile(flipped());
+  assert.equal(waiting.outcome, 'conflict');
+  assert.ok((waiting.requeueAfterMs ?? 0) > 0 && (waiting.requeueAfterMs ?? 0) <= 60_000, 'back within the minute');
+  assert.equal(client.calls.length, calls, 'the minute spent: no request, not even the dry run');
+});
+
 test('a single overwrite under force is retaken as before, and skip never fights', async () => {
   const force = setup({ labels: { team: 'payments' }, fights: new FightTracker() });
   const once = await force.reconcile(object({ labels: { team: 'ops' } }));
-  assert.deepEqual([once.outcome, force.client.calls.length, once.fights], ['patched', 1, undefined]);
+  const applies = force.client.calls.filter((c) => !c.options.dryRun);
+  assert.deepEqual([once.outcome, applies.length, once.fights], ['patched', 1, undefined]);
   const skip = setup({ labels: { team: 'payments' }, conflicts: 'skip', fights: new FightTracker() });
   for (let i = 0; i < FIGHT_RETAKES + 2; i++) {
     const left = await skip.reconcile(object({ labels: { team: 'ops' } }));
@@ -746,4 +772,22 @@ test("a forged marker makes labeller neither remove a key it never set nor force
   assert.deepEqual(client.removals, [], 'no JSON Patch removes example.com/owner');
   assert.deepEqual(client.calls, [], 'no apply takes team over under skip');
   assert.equal(result.outcome, 'conflict');
+});
+
+test("a protected key is taken over under skip too, forced; the others stay the other manager's (issue 46)", async () => {
+  const protect = { labels: new Set(['team']), annotations: new Set<string>() };
+  const { client, reconciler: protecting } = setup({
+    labels: { team: 'payments', tier: 'web' },
+    conflicts: 'skip',
+    protect,
+  });
+  const cached = object({ labels: { team: 'ops', tier: 'api' } });
+  const plan = protecting.plan(cached);
+  assert.ok(!('problem' in plan));
+  assert.deepEqual([plan.labels.contested, plan.labels.taken, plan.labels.missing], [['team', 'tier'], ['team'], [
+    'team',
+  ]]);
+  const result = await protecting.reconcile(cached);
+  assert.deepEqual(result.contested?.map((c) => c.key), ['tier']);
+  assert.deepEqual(client.calls.map((c) => [c.labels, c.options.force]), [[{ team: 'payments' }, true]]);
 });

@@ -9,12 +9,18 @@
 // Over 300 lines: rendering, planning both maps and the one apply that follows are a single
 // decision about an object, read together.
 import type { Logger } from '../util/log.ts';
-import { ANNOTATIONS_MAX_BYTES, byteLength, type ConflictPolicy, type MetadataField } from '../config/model.ts';
+import {
+  ANNOTATIONS_MAX_BYTES,
+  byteLength,
+  type ConflictPolicy,
+  type MetadataField,
+  type Protection,
+} from '../config/model.ts';
 import { digest } from './digest.ts';
 import { type Before, before, type MetadataOperation, metadataPatch } from './patch.ts';
 import { validateLabelValue } from '../kube/labelsyntax.ts';
 import { type LabelledObject, writtenOrder } from './object.ts';
-import type { FightTracker } from './fights.ts';
+import { DEFAULT_YIELD_TO, type FightTracker } from './fights.ts';
 import { type LookupIndex, lookupKey } from './lookupindex.ts';
 import {
   type AppliedMetadata,
@@ -63,6 +69,8 @@ export interface ReconcilerOptions {
   /** The annotations; their keys in the order the cache keeps digests of them (see projector). */
   readonly annotations?: ReadonlyMap<string, Template> | undefined;
   readonly conflicts: ConflictPolicy;
+  /** Keys only labeller may set (config/protect.ts): taken over whatever `conflicts` says. */
+  readonly protect?: Pick<Protection, MetadataField> | undefined;
   readonly dryRun: boolean;
   readonly client: MetadataClient;
   readonly log: Logger;
@@ -70,8 +78,18 @@ export interface ReconcilerOptions {
   readonly related?: ((object: LabelledObject) => RelatedView) | undefined;
   /** The sources templates look values up in, and where each object's lookups are recorded. */
   readonly sources?: { readonly lookups: SourceLookups; readonly index: LookupIndex } | undefined;
-  /** Keys retaken under `force` again and again, yielded for a while (none: always retaken). */
+  /** Keys labeller takes over and another manager set since: retaken, yielded for a while, or left to wait (fights.ts). */
   readonly fights?: FightTracker | undefined;
+  /** The field managers a fight is yielded to (fights.yieldTo); DEFAULT_YIELD_TO when not given. */
+  readonly yieldTo?: ReadonlySet<string> | undefined;
+}
+
+/** A key labeller put back after a manager it does not yield to changed it (fights.ts). */
+export interface Retaken {
+  readonly field: MetadataField;
+  readonly key: string;
+  /** The field manager that changed it, when the API server said. */
+  readonly manager?: string;
 }
 
 /** A key another manager takes back every time labeller retakes it: yielded to it for a while (fights.ts). */
@@ -121,6 +139,8 @@ export interface Result {
   readonly written?: string;
   /** Keys that became fights in this reconcile (each yielded to the other manager for a while). */
   readonly fights?: readonly LabelFight[];
+  /** Keys put back after a manager labeller does not yield to changed them. */
+  readonly retaken?: readonly Retaken[];
   /** Look at the object again after this long: a yielded key's backoff ends then. */
   readonly requeueAfterMs?: number;
 }
@@ -132,6 +152,8 @@ export interface FieldPlan {
   /** What an apply would send: `rendered` less the contested keys under `skip`, and held keys labeller owns at their values. */
   readonly desired: ReadonlyMap<string, string>;
   readonly contested: readonly string[];
+  /** The contested keys labeller takes over: all of them under `force`, the protected ones under `skip` too. */
+  readonly taken: readonly string[];
   /** Keys labeller owns, or was admitted (object.ts), that it no longer wants. */
   readonly stale: readonly string[];
   readonly missing: readonly string[];
@@ -194,8 +216,8 @@ export class Reconciler {
   plan(object: LabelledObject): Plan {
     const render = this.#render(object);
     const plans = {
-      labels: this.#planField(this.#carried(object, 'labels'), render.labels),
-      annotations: this.#planField(this.#carried(object, 'annotations'), render.annotations),
+      labels: this.#planField('labels', this.#carried(object, 'labels'), render.labels),
+      annotations: this.#planField('annotations', this.#carried(object, 'annotations'), render.annotations),
     };
     const bytes = annotationBytes(object, plans.annotations.desired);
     if (bytes > ANNOTATIONS_MAX_BYTES) {
@@ -212,11 +234,11 @@ export class Reconciler {
       markers: leavingMarkers(object, plans, FIELDS.every((field) => this.#templates(field).size === 0)),
     };
     // A key yielded in a fight is not the next apply's (nor pending in status and the gauges) until its backoff ends.
-    const { fights, conflicts, dryRun } = this.#options;
-    if (!fights || conflicts !== 'force' || dryRun) return planned;
+    const { fights, dryRun } = this.#options;
+    if (!fights || dryRun) return planned;
     const yielded = new Map<MetadataField, Set<string>>();
     for (const field of FIELDS) {
-      const keys = planned[field].contested.filter((key) => fights.yielded(object.uid, `${field}/${key}`));
+      const keys = planned[field].taken.filter((key) => fights.yielded(object.uid, `${field}/${key}`));
       if (keys.length > 0) yielded.set(field, new Set(keys));
     }
     return yielded.size === 0 ? planned : without(planned, yielded);
@@ -253,15 +275,13 @@ export class Reconciler {
       log.debug('waiting for a related object before labelling', at);
       return { outcome: 'waiting', patch: [] };
     }
-    // Under `skip`, a key another manager set to another value stays theirs.
-    const left = conflicts === 'skip'
-      ? FIELDS.flatMap((field) =>
-        plan[field].contested.map((key): Contested => {
-          const value = this.#carried(object, field).value(key);
-          return { field, key, wanted: plan[field].rendered.get(key) ?? '', ...(value === undefined ? {} : { value }) };
-        })
-      )
-      : [];
+    // Under `skip`, a key another manager set to another value stays theirs (unless it is protected).
+    const left = FIELDS.flatMap((field) =>
+      plan[field].contested.filter((key) => !plan[field].taken.includes(key)).map((key): Contested => {
+        const value = this.#carried(object, field).value(key);
+        return { field, key, wanted: plan[field].rendered.get(key) ?? '', ...(value === undefined ? {} : { value }) };
+      })
+    );
     const reported = { ...(left.length > 0 ? { contested: left } : {}), ...(problems.length > 0 ? { problems } : {}) };
     const settled: Outcome = problems.length > 0 ? 'invalid' : left.length > 0 ? 'conflict' : 'unchanged';
     for (const field of FIELDS) {
@@ -273,12 +293,13 @@ export class Reconciler {
       });
     }
     // Under `force`, a key another manager takes back every time is yielded to it for a while.
-    const contest = conflicts === 'force' && !dryRun ? this.#contest(object, plan) : undefined;
+    const contest = dryRun ? undefined : await this.#contest(object, plan, signal);
     const applying = contest ? contest.plan : plan;
     const requeue = contest?.requeueAfterMs === undefined ? {} : { requeueAfterMs: contest.requeueAfterMs };
-    const fought = contest && contest.started.length > 0
-      ? { fights: await this.#fights(object, plan, contest.started, signal) }
-      : {};
+    const fought = {
+      ...(contest && contest.started.length > 0 ? { fights: contest.started } : {}),
+      ...(contest && contest.retaken.length > 0 ? { retaken: contest.retaken } : {}),
+    };
     if (!needsApply(applying)) {
       return {
         outcome: contest?.requeueAfterMs !== undefined ? 'conflict' : settled,
@@ -326,7 +347,12 @@ export class Reconciler {
           },
           // An admitted key may be held by the API server's before-first-apply placeholder (object.ts):
           // taking a new value of it over is taking back labeller's own.
-          { force: conflicts === 'force' || changesAdmitted(object, applying), dryRun, annotationKeys, signal },
+          {
+            force: conflicts === 'force' || takes(applying) || changesAdmitted(object, applying),
+            dryRun,
+            annotationKeys,
+            signal,
+          },
         );
       }
     } catch (error) {
@@ -371,81 +397,101 @@ export class Reconciler {
   }
 
   /**
-   * The contested keys under `force`, each retaken or yielded (fights.ts); the plan without the
-   * yielded ones, those that have just become fights, and when the first backoff ends.
+   * The contested keys labeller takes over, each retaken, yielded or left to wait (fights.ts), by
+   * who holds it (asked with a dry run); the plan without those not retaken now, those that have
+   * just become fights, those retaken from managers not yielded to, and when to look again.
    */
-  #contest(object: LabelledObject, plan: Exclude<Plan, Problem>): Contests | undefined {
-    const { fights } = this.#options;
-    if (!fights || FIELDS.every((field) => plan[field].contested.length === 0)) return undefined;
+  async #contest(
+    object: LabelledObject,
+    plan: Exclude<Plan, Problem>,
+    signal: AbortSignal | undefined,
+  ): Promise<Contests | undefined> {
+    const { fights, log, yieldTo = DEFAULT_YIELD_TO_SET } = this.#options;
+    if (!fights || FIELDS.every((field) => plan[field].taken.length === 0)) return undefined;
     const now = Date.now();
     const yielded = new Map<MetadataField, Set<string>>();
-    const started: Yielded[] = [];
+    const left = (field: MetadataField, key: string, until: number) => {
+      (yielded.get(field) ?? yielded.set(field, new Set()).get(field)!).add(key);
+      untilMs = Math.min(untilMs, until);
+    };
     let untilMs = Infinity;
+    // Keys yielded, or whose object's retakes are spent this minute, wait without a request.
+    const open = { labels: [] as string[], annotations: [] as string[] };
     for (const field of FIELDS) {
-      for (const key of plan[field].contested) {
-        const contest = fights.contest(object.uid, `${field}/${key}`);
-        if (contest.verdict === 'retake') continue;
-        (yielded.get(field) ?? yielded.set(field, new Set()).get(field)!).add(key);
-        untilMs = Math.min(untilMs, contest.untilMs);
-        if (contest.started) started.push({ field, key, retakes: contest.retakes, backoffMs: contest.untilMs - now });
+      for (const key of plan[field].taken) {
+        const blocked = fights.blockedUntil(object.uid, `${field}/${key}`);
+        if (blocked === undefined) open[field].push(key);
+        else left(field, key, blocked);
       }
     }
-    if (yielded.size === 0) return undefined;
+    const owners = open.labels.length + open.annotations.length > 0
+      ? await this.#holders(object, plan, open, signal)
+      : [];
+    const started: LabelFight[] = [];
+    const retaken: Retaken[] = [];
+    for (const field of FIELDS) {
+      for (const key of open[field]) {
+        const manager = owners.find((o) => o.field === field && o.key === key)?.manager;
+        const who = manager === undefined ? {} : { manager };
+        const contest = fights.contest(object.uid, `${field}/${key}`, manager !== undefined && yieldTo.has(manager));
+        if (contest.verdict === 'retake') {
+          if (manager === undefined || !yieldTo.has(manager)) retaken.push({ field, key, ...who });
+          continue;
+        }
+        left(field, key, contest.untilMs);
+        if (contest.verdict === 'yield' && contest.started) {
+          started.push({ field, key, ...who, retakes: contest.retakes, backoffMs: contest.untilMs - now });
+        }
+      }
+    }
+    const at = { namespace: object.namespace || undefined, name: object.name };
+    for (const fight of started) {
+      log.warn(
+        `${
+          fight.field === 'labels' ? 'label' : 'annotation'
+        } taken back by a manager labeller yields to (fights.yieldTo), again and again; left to it for a while`,
+        { ...at, key: fight.key, manager: fight.manager, retakes: fight.retakes, backoffMs: fight.backoffMs },
+      );
+    }
+    for (const { field, key, manager } of retaken) {
+      log.warn(`${field === 'labels' ? 'label' : 'annotation'} changed by another manager; put back`, {
+        ...at,
+        key,
+        manager,
+      });
+    }
     return {
-      plan: without(plan, yielded),
+      plan: yielded.size === 0 ? plan : without(plan, yielded),
       started,
-      requeueAfterMs: Math.max(0, untilMs - now),
+      retaken,
+      ...(yielded.size === 0 ? {} : { requeueAfterMs: Math.max(0, untilMs - now) }),
     };
   }
 
-  /** The keys that have just become fights, each with the manager that keeps taking it: asked with a dry run. */
-  async #fights(
+  /** Who holds the keys `keys`: a dry-run apply of them without force answers 409 naming their managers. */
+  async #holders(
     object: LabelledObject,
     plan: Exclude<Plan, Problem>,
-    started: readonly Yielded[],
+    keys: Readonly<Record<MetadataField, readonly string[]>>,
     signal: AbortSignal | undefined,
-  ): Promise<LabelFight[]> {
+  ): Promise<LabelConflict['owners']> {
     const { client, log } = this.#options;
-    const target = this.#target(object);
-    // A dry-run apply of the keys without force answers 409 naming the managers that own them.
-    let owners: LabelConflict['owners'] = [];
+    const only = (field: MetadataField) =>
+      Object.fromEntries(keys[field].map((key) => [key, plan[field].rendered.get(key) ?? '']));
     try {
-      const only = (field: MetadataField) =>
-        Object.fromEntries(
-          started.filter((s) => s.field === field).map((s) => [s.key, plan[field].rendered.get(s.key) ?? '']),
-        );
-      await client.apply(target, { labels: only('labels'), annotations: only('annotations') }, {
+      await client.apply(this.#target(object), { labels: only('labels'), annotations: only('annotations') }, {
         force: false,
         dryRun: true,
         annotationKeys: [],
         signal,
       });
     } catch (error) {
-      if (error instanceof LabelConflict) owners = error.owners;
-      else if (!(error instanceof ObjectGone)) {
-        log.debug('cannot tell who holds a fought key', { name: object.name, error });
+      if (error instanceof LabelConflict) return error.owners;
+      if (!(error instanceof ObjectGone)) {
+        log.debug('cannot tell who holds a contested key', { name: object.name, error });
       }
     }
-    const fights = started.map((s): LabelFight => {
-      const manager = owners.find((o) => o.field === s.field && o.key === s.key)?.manager;
-      return { ...s, ...(manager === undefined ? {} : { manager }) };
-    });
-    for (const fight of fights) {
-      log.warn(
-        `${
-          fight.field === 'labels' ? 'label' : 'annotation'
-        } taken back by another manager again and again; left to it for a while`,
-        {
-          namespace: object.namespace || undefined,
-          name: object.name,
-          key: fight.key,
-          manager: fight.manager,
-          retakes: fight.retakes,
-          backoffMs: fight.backoffMs,
-        },
-      );
-    }
-    return fights;
+    return [];
   }
 
   /** The apply target of `object`, guarded by its uid. */
@@ -460,8 +506,11 @@ export class Reconciler {
     };
   }
 
-  /** One map's plan: a key someone else set to another value is taken over under `force` (and stays in `missing`), left theirs under `skip`. */
-  #planField(carried: Carried, render: Rendered): FieldPlan {
+  /**
+   * One map's plan: a key someone else set to another value is taken over under `force` (and
+   * stays in `missing`), left theirs under `skip`, unless it is protected.
+   */
+  #planField(field: MetadataField, carried: Carried, render: Rendered): FieldPlan {
     const { rendered, held } = render;
     const invalid = render.invalid.map((problem) => problem.key!);
     const ours = (key: string) => carried.owned.includes(key) || carried.admitted.includes(key);
@@ -469,8 +518,10 @@ export class Reconciler {
       carried.has(key) && !carried.holds(key, value) && !ours(key)
     )
       .map(([key]) => key);
+    const { conflicts, protect } = this.#options;
+    const taken = conflicts === 'force' ? contested : contested.filter((key) => protect?.[field].has(key));
     const desired = new Map(rendered);
-    if (this.#options.conflicts === 'skip') { for (const key of contested) desired.delete(key); }
+    for (const key of contested) if (!taken.includes(key)) desired.delete(key);
     // A held key labeller owns stays as it is: at its cached value, or read before an apply.
     const unknown: string[] = [];
     for (const key of [...held, ...invalid]) {
@@ -481,7 +532,7 @@ export class Reconciler {
     }
     const stale = [...carried.owned, ...carried.admitted].filter((key) => !desired.has(key) && !unknown.includes(key));
     const missing = [...desired].filter(([key, value]) => !carried.holds(key, value)).map(([key]) => key);
-    return { rendered, desired, contested, stale, missing, held, invalid, unknown };
+    return { rendered, desired, contested, taken, stale, missing, held, invalid, unknown };
   }
 
   /** One of the object's maps as the cache keeps it. */
@@ -626,6 +677,11 @@ export class Reconciler {
   }
 }
 
+/** Whether the apply of `plan` takes a key over from another manager. */
+function takes(plan: Exclude<Plan, Problem>): boolean {
+  return FIELDS.some((field) => plan[field].taken.some((key) => plan[field].missing.includes(key)));
+}
+
 /** Whether the apply of `plan` changes a key labeller's admission policies set (a value the config changed). */
 function changesAdmitted(object: LabelledObject, plan: Exclude<Plan, Problem>): boolean {
   return FIELDS.some((field) => plan[field].missing.some((key) => object.admitted[field].includes(key)));
@@ -662,15 +718,15 @@ function without(
   return { ...plan, labels: field('labels'), annotations: field('annotations') };
 }
 
-/** A key yielded in a fight that has just started. */
-type Yielded = Omit<LabelFight, 'manager'>;
-
 /** What fights leave of a plan. */
 interface Contests {
   readonly plan: Exclude<Plan, Problem>;
-  readonly started: readonly Yielded[];
-  readonly requeueAfterMs: number;
+  readonly started: readonly LabelFight[];
+  readonly retaken: readonly Retaken[];
+  readonly requeueAfterMs?: number;
 }
+
+const DEFAULT_YIELD_TO_SET: ReadonlySet<string> = new Set(DEFAULT_YIELD_TO);
 
 /** One map's keys rendered for an object, those held, and those whose value is invalid. */
 interface Rendered {

@@ -34,7 +34,15 @@ export interface LabelMetrics {
   conflict(): void;
   /** A key another manager took back again and again, now left to it for a while. */
   fight(field: Written): void;
+  /** A key a manager labeller does not yield to changed, put back. */
+  retake(field: Written, manager: string | undefined): void;
 }
+
+/**
+ * The most field managers named in labeller_retakes_total; others are counted as `other`. A field
+ * manager's name is the client's choice: a tenant could make a series per request.
+ */
+export const RETAKE_MANAGERS_MAX = 20;
 
 /** What a controller's cache holds, read at each scrape. */
 export interface ObjectGauges {
@@ -108,6 +116,9 @@ export class Metrics {
   readonly #removed: Record<Written, Counter>;
   readonly #conflicts;
   readonly #fights;
+  readonly #retakes;
+  /** The field managers named in labeller_retakes_total so far. */
+  readonly #retakers = new Set<string>();
   readonly #watchRestarts;
   readonly #relists;
   readonly #objectSources = new Map<string, () => Promise<ObjectGauges>>();
@@ -210,6 +221,11 @@ export class Metrics {
       'labeller_fights_total',
       'Keys another field manager took back again and again, each then left to it for a backoff (conflicts: force)',
       ['controller', 'field'],
+    );
+    this.#retakes = counter(
+      'labeller_retakes_total',
+      `Keys put back after a field manager labeller does not yield to changed them (fights.yieldTo), by manager (the first ${RETAKE_MANAGERS_MAX} named, then "other")`,
+      ['controller', 'field', 'manager'],
     );
     this.#watchRestarts = counter('labeller_watch_restarts_total', 'Watches that failed and were restarted', [
       'controller',
@@ -493,6 +509,10 @@ export class Metrics {
       removed: (field, count) => this.#removed[field].inc({ controller }, count),
       conflict: () => this.#conflicts.inc({ controller }),
       fight: (field) => this.#fights.inc({ controller, field }),
+      retake: (field, manager = 'unknown') => {
+        if (!this.#retakers.has(manager) && this.#retakers.size < RETAKE_MANAGERS_MAX) this.#retakers.add(manager);
+        this.#retakes.inc({ controller, field, manager: this.#retakers.has(manager) ? manager : 'other' });
+      },
     };
   }
 
@@ -524,6 +544,9 @@ export class Metrics {
     ];
     for (const metric of perController) metric.remove({ controller });
     for (const field of FIELDS) this.#fights.remove({ controller, field });
+    for (const field of FIELDS) {
+      for (const manager of [...this.#retakers, 'other']) this.#retakes.remove({ controller, field, manager });
+    }
     const perQueue: Removable[] = [this.#depth, this.#adds, this.#queueDuration, this.#workDuration, this.#retries];
     for (const metric of perQueue) metric.remove({ controller, name: controller });
   }

@@ -21,8 +21,8 @@
 // leader election, no shard group) deletes them when it stops.
 import type { ControllerRule } from '../admission/policy.ts';
 import { policySelector } from '../admission/names.ts';
-import { POLICY_RESOURCES, servesPolicies } from '../admission/resources.ts';
-import type { Config } from '../config/model.ts';
+import { isPolicy, MUTATING, policyOf, serves, servesPolicies } from '../admission/resources.ts';
+import { type Config, protectsKeys } from '../config/model.ts';
 import type { LabellerEvents } from '../events/labellerevents.ts';
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
 import { ApiError, isForbidden, isNotFound } from '../kube/errors.ts';
@@ -52,6 +52,11 @@ export interface PolicyApplierOptions {
   readonly events?: Pick<LabellerEvents, 'policyRefused'> | undefined;
   /** How often everything is applied again; 0: only on changes. */
   readonly resyncMs: number;
+  /**
+   * labeller's own user name, as the API server knows it (SelfSubjectReview): the protecting
+   * policies let it change what they protect. Undefined when the API server will not say.
+   */
+  readonly identity?: ((signal: AbortSignal) => Promise<string | undefined>) | undefined;
   /** What the policies depend on, so that the garbage collector removes them with it. */
   readonly owner?: Pick<PolicyOwner, 'spec' | 'reference'> | undefined;
   /** Delete them when run() ends: nothing else keeps them then, and nothing removes them (no owner, nobody to take over). */
@@ -80,6 +85,10 @@ export class PolicyApplier {
   #cannotPrune: string | undefined;
   /** Why the policies cannot be given their owner, while they cannot: none is applied. */
   #ownerless: string | undefined;
+  /** labeller's user name, once known. */
+  #identity: string | undefined;
+  /** Why the config's protection is not applied (labeller's identity unknown), while it is not. */
+  #unprotected: string | undefined;
   /** Whether the API server served the policies at the last round; undefined before the first. */
   #served: boolean | undefined;
   /** The objects last applied, all of them (JSON): a round that renders the same sends nothing. */
@@ -102,7 +111,7 @@ export class PolicyApplier {
   /** Keeps the policies applied until `writes` aborts (leadership ends, or everything has drained). */
   async run(writes: AbortSignal): Promise<void> {
     const { discovery, shard, log } = this.#options;
-    const [policies] = POLICY_RESOURCES;
+    const [policies] = MUTATING;
     const stops = [
       discovery.onChange(() => this.changed()),
       shard?.membership.subscribe(({ taken }) => {
@@ -143,9 +152,10 @@ export class PolicyApplier {
 
   /** Deletes every policy of the field manager, as labeller stops with nothing to take over or remove them. */
   async #removeAll(): Promise<void> {
-    const { store, log } = this.#options;
+    const { store, discovery, log } = this.#options;
     try {
       await store.prune(new Set(), {
+        served: (kind) => serves(discovery.resources, kind),
         dryRun: false,
         why: 'labeller stopped: nothing keeps them now, and no owner removes them (--admission-policies-owner)',
         log,
@@ -184,6 +194,7 @@ export class PolicyApplier {
     );
     return [
       ...(this.#ownerless ? [`admission policies: not applied: ${this.#ownerless}`] : []),
+      ...(this.#unprotected ? [`protection: not applied: ${this.#unprotected}`] : []),
       ...refused,
       ...(this.#cannotPrune ? [`admission policies: ${this.#cannotPrune}`] : []),
     ];
@@ -193,31 +204,33 @@ export class PolicyApplier {
   async #round(signal: AbortSignal): Promise<void> {
     const { discovery, config: current, writable, shard, store } = this.#options;
     const config = current();
-    if (!config || !this.#servedNow()) return;
+    if (!config) return;
+    this.#servedNow();
+    const served = (kind: PolicyObject['kind']) => serves(discovery.resources, kind);
     await writable?.(signal);
-    const release = shard ? shard.hold(POLICY_RESOURCES[0], CLUSTER_SCOPED) : () => {};
+    const release = shard ? shard.hold(MUTATING[0], CLUSTER_SCOPED) : () => {};
     if (!release) {
       // Another member writes the cluster-scoped objects; this one is told when it takes them over.
       this.#standDown();
       return;
     }
     try {
-      const { admission, unmatched } = renderPolicies(config, discovery, store.fieldManager);
+      const identity = await this.#whoAmI(config, signal);
+      const { admission, unmatched } = renderPolicies(config, discovery, store.fieldManager, identity);
       this.#sayOnce(admission.controllerRules, unmatched);
       const owner = await this.#owner(signal);
       if (owner === null) return;
-      const objects = owner === undefined ? admission.objects : admission.objects.map((object) => ({
-        ...object,
-        metadata: { ...object.metadata, ownerReferences: [owner] },
-      }));
+      const objects = admission.objects.filter((object) => served(object.kind)).map((object) =>
+        owner === undefined ? object : { ...object, metadata: { ...object.metadata, ownerReferences: [owner] } }
+      );
       const key = JSON.stringify(objects);
       if (key === this.#applied) return;
-      await this.#apply(objects, signal);
+      await this.#apply(objects, served, signal);
       this.#applied = key;
     } finally {
       release();
       // Handed over while this round held it (members are told before the bucket's writes drain): the next holder reports them.
-      if (shard && !shard.within(POLICY_RESOURCES[0], CLUSTER_SCOPED, shard.membership.state.writes)) {
+      if (shard && !shard.within(MUTATING[0], CLUSTER_SCOPED, shard.membership.state.writes)) {
         this.#standDown();
       }
     }
@@ -249,13 +262,31 @@ export class PolicyApplier {
     }
   }
 
+  /**
+   * labeller's user name when the config protects keys (the protecting policies must let it
+   * write them); asked once. Unknown, the protection is not rendered: said once, noted in /readyz.
+   */
+  async #whoAmI(config: Config, signal: AbortSignal): Promise<string | undefined> {
+    const { identity, log } = this.#options;
+    if (this.#identity !== undefined || !identity) return this.#identity;
+    if (!protectsKeys(config)) return undefined;
+    this.#identity = await identity(signal);
+    if (this.#identity === undefined) {
+      const why =
+        'labeller cannot tell its own identity (the API server answers no SelfSubjectReview), and a policy that does not know it would refuse labeller its own writes';
+      if (this.#unprotected !== why) log.error('keys not protected', { why });
+      this.#unprotected = why;
+    } else this.#unprotected = undefined;
+    return this.#identity;
+  }
+
   /** Another member applies the policies (or nobody may now): this one reports none, and applies all once it may again. */
   #standDown(): void {
     this.#policies = new Map();
     this.#applied = undefined;
   }
 
-  /** Whether the API server serves the policies; said when that changes (the first time: when it does not). */
+  /** Whether the API server serves the mutating policies; said when that changes (the first time: when it does not). */
   #servedNow(): boolean {
     const { discovery, log } = this.#options;
     const served = servesPolicies(discovery.resources);
@@ -272,20 +303,24 @@ export class PolicyApplier {
   }
 
   /** Applies `objects` in order, each binding after its policy; then deletes the field manager's others. */
-  async #apply(objects: readonly PolicyObject[], signal: AbortSignal): Promise<void> {
+  async #apply(
+    objects: readonly PolicyObject[],
+    served: (kind: PolicyObject['kind']) => boolean,
+    signal: AbortSignal,
+  ): Promise<void> {
     const { store, dryRun, discovery } = this.#options;
     const policies = new Map<string, Refusal | undefined>();
     const refusals = new Map<string, string>();
     const kept = new Set<string>();
     for (const object of objects) {
       const described = describePolicy({ kind: object.kind, name: object.metadata.name });
-      const policy = object.kind === 'MutatingAdmissionPolicy' ? object.metadata.name : object.spec.policyName;
+      const policy = policyOf(object);
       // A binding of a policy refused would bind nothing (and its paramRef cannot be authorized without it).
-      if (object.kind === 'MutatingAdmissionPolicyBinding' && policies.get(policy) !== undefined) continue;
+      if (!isPolicy(object) && policies.get(policy) !== undefined) continue;
       try {
         const applied = await store.apply(object, { dryRun, signal });
         kept.add(described);
-        if (object.kind === 'MutatingAdmissionPolicy') policies.set(policy, undefined);
+        if (isPolicy(object)) policies.set(policy, undefined);
         this.#appliedOne(object, described, applied.metadata.resourceVersion);
       } catch (error) {
         const message = refusalMessage(error);
@@ -301,7 +336,7 @@ export class PolicyApplier {
     }
     this.#refusals = refusals;
     this.#policies = policies;
-    await this.#deleteOthers(kept, signal);
+    await this.#deleteOthers(kept, served, signal);
   }
 
   #appliedOne(object: PolicyObject, described: string, version: string | undefined): void {
@@ -328,10 +363,20 @@ export class PolicyApplier {
   }
 
   /** Deletes the field manager's policies and bindings but `kept`. */
-  async #deleteOthers(kept: ReadonlySet<string>, signal: AbortSignal): Promise<void> {
+  async #deleteOthers(
+    kept: ReadonlySet<string>,
+    served: (kind: PolicyObject['kind']) => boolean,
+    signal: AbortSignal,
+  ): Promise<void> {
     const { store, dryRun, log } = this.#options;
     try {
-      const deleted = await store.prune(kept, { dryRun, why: 'the config in force does not render it', log, signal });
+      const deleted = await store.prune(kept, {
+        served,
+        dryRun,
+        why: 'the config in force does not render it',
+        log,
+        signal,
+      });
       for (const object of deleted) this.#versions.delete(describePolicy(object));
       this.#cannotPrune = undefined;
     } catch (error) {

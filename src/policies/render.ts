@@ -19,8 +19,17 @@ export interface RenderedPolicies {
   readonly unmatched: readonly string[];
 }
 
-/** The policies of `config` under `fieldManager`, against what `discovery` serves now. */
-export function renderPolicies(config: Config, discovery: DiscoveryCache, fieldManager: string): RenderedPolicies {
+/**
+ * The policies of `config` under `fieldManager`, against what `discovery` serves now; the
+ * protecting ones only when `identity` (labeller's user name) is known, as they let it and the
+ * config's `protect.allow` change what they protect.
+ */
+export function renderPolicies(
+  config: Config,
+  discovery: DiscoveryCache,
+  fieldManager: string,
+  identity: string | undefined,
+): RenderedPolicies {
   const { resolved, unknown } = resolveKinds(config.kinds, discovery);
   const every = config.everyKind;
   let excluded: { group: string; resource: string }[] = [];
@@ -41,6 +50,7 @@ export function renderPolicies(config: Config, discovery: DiscoveryCache, fieldM
     kinds: resolved,
     everyKind: every && { every, excluded },
     sources: config.sources,
+    identities: identity === undefined ? undefined : [identity, ...(config.protectAllow ?? [])],
   });
   return { admission, unknown, unmatched };
 }

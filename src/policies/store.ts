@@ -1,9 +1,11 @@
-// The admission policies and bindings of one field manager on the API server: found by the labels
-// they carry (admission/names.ts), server-side applied under the field manager (forced: they are
-// labeller's own objects, and a field another manager changed goes back to the config's), and
-// deleted. Metadata-only reads: the names, uids and versions are all that is compared.
-import { POLICY_RESOURCES } from '../admission/resources.ts';
-import type { AdmissionPolicy, AdmissionPolicyBinding } from '../admission/policy.ts';
+// The admission policies and bindings of one field manager on the API server, mutating and
+// validating: found by the labels they carry (admission/names.ts), server-side applied under the
+// field manager (forced: they are labeller's own objects, and a field another manager changed
+// goes back to the config's), and deleted. Metadata-only reads: the names, uids and versions are
+// all that is compared.
+import { POLICY_RESOURCES, resourceOf } from '../admission/resources.ts';
+import type { AdmissionObject } from '../admission/policy.ts';
+import type { ProtectionPolicyBinding } from '../admission/protection.ts';
 import { policySelector } from '../admission/names.ts';
 import { MetadataApi } from '../kube/api.ts';
 import type { KubeClient } from '../kube/client.ts';
@@ -11,7 +13,11 @@ import type { PartialObjectMetadata } from '../kube/objects.ts';
 import type { Logger } from '../util/log.ts';
 
 /** A policy or binding as rendered. */
-export type PolicyObject = AdmissionPolicy | AdmissionPolicyBinding;
+export type PolicyObject = AdmissionObject;
+
+/** The kinds of policies and bindings, bindings first: the order they are deleted in. */
+const DELETE_ORDER: readonly PolicyObject['kind'][] = POLICY_RESOURCES.map((r) => r.kind as PolicyObject['kind'])
+  .sort((a, b) => Number(b.endsWith('Binding')) - Number(a.endsWith('Binding')));
 
 /** One of labeller's policies or bindings found on the API server. */
 export interface PolicyOnServer {
@@ -27,21 +33,28 @@ export function describePolicy(object: Pick<PolicyOnServer, 'kind' | 'name'>): s
 
 export class PolicyStore {
   readonly fieldManager: string;
+  readonly #client: KubeClient;
   readonly #apis: Readonly<Record<PolicyObject['kind'], MetadataApi>>;
 
   constructor(client: KubeClient, fieldManager: string) {
-    const [policies, bindings] = POLICY_RESOURCES;
+    const api = (kind: PolicyObject['kind']) => new MetadataApi(client, resourceOf(kind));
     this.fieldManager = fieldManager;
+    this.#client = client;
     this.#apis = {
-      MutatingAdmissionPolicy: new MetadataApi(client, policies),
-      MutatingAdmissionPolicyBinding: new MetadataApi(client, bindings),
+      MutatingAdmissionPolicy: api('MutatingAdmissionPolicy'),
+      MutatingAdmissionPolicyBinding: api('MutatingAdmissionPolicyBinding'),
+      ValidatingAdmissionPolicy: api('ValidatingAdmissionPolicy'),
+      ValidatingAdmissionPolicyBinding: api('ValidatingAdmissionPolicyBinding'),
     };
   }
 
-  /** The field manager's policies and bindings on the API server: bindings first, the order they are deleted in. */
-  async list(signal?: AbortSignal): Promise<PolicyOnServer[]> {
+  /**
+   * The field manager's policies and bindings on the API server, of the kinds `served` says the
+   * API server serves: bindings first, the order they are deleted in.
+   */
+  async list(served: (kind: PolicyObject['kind']) => boolean, signal?: AbortSignal): Promise<PolicyOnServer[]> {
     const found: PolicyOnServer[] = [];
-    for (const kind of ['MutatingAdmissionPolicyBinding', 'MutatingAdmissionPolicy'] as const) {
+    for (const kind of DELETE_ORDER.filter(served)) {
       let page: string | undefined;
       do {
         const list = await this.#apis[kind].list({
@@ -55,6 +68,24 @@ export class PolicyStore {
       } while (page);
     }
     return found;
+  }
+
+  /**
+   * What each protecting policy's binding has the API server do (its validationActions, as
+   * protect modes: deny, warn, audit), by the policy it binds. Read whole: the metadata does not say.
+   */
+  async protectionModes(signal?: AbortSignal): Promise<Map<string, string>> {
+    const bindings = this.#apis.ValidatingAdmissionPolicyBinding;
+    const list = await this.#client.json<{ items: ProtectionPolicyBinding[] }>('GET', bindings.path(), {
+      query: { labelSelector: policySelector(this.fieldManager) },
+      signal,
+    });
+    return new Map(
+      list.items.map((binding) => [
+        binding.spec.policyName,
+        binding.spec.validationActions.map((action) => action.toLowerCase()).join('+'),
+      ]),
+    );
   }
 
   /** Applies `object` (or, with `dryRun`, has the API server check it and write nothing); answers its metadata. */
@@ -77,11 +108,17 @@ export class PolicyStore {
    */
   async prune(
     kept: ReadonlySet<string>,
-    options: { readonly dryRun: boolean; readonly why: string; readonly log: Logger; readonly signal?: AbortSignal },
+    options: {
+      readonly served: (kind: PolicyObject['kind']) => boolean;
+      readonly dryRun: boolean;
+      readonly why: string;
+      readonly log: Logger;
+      readonly signal?: AbortSignal;
+    },
   ): Promise<PolicyOnServer[]> {
-    const { dryRun, why, log, signal } = options;
+    const { served, dryRun, why, log, signal } = options;
     const deleted: PolicyOnServer[] = [];
-    for (const object of await this.list(signal)) {
+    for (const object of await this.list(served, signal)) {
       if (kept.has(describePolicy(object))) continue;
       // The uid: an object made again since it was listed stays.
       if (!dryRun) await this.#apis[object.kind].delete(object.name, { uid: object.uid, signal });

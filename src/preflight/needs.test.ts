@@ -100,15 +100,22 @@ test('needs of --admission-policies: list, create, patch and delete on the polic
     guard: undefined,
     sourceMemory: undefined,
   };
-  const brief = (params: boolean | undefined) =>
-    needsOf({ ...input, admissionPolicies: params === undefined ? undefined : { params } }).map((n) =>
-      `${n.verbs.join(',')} ${n.resource}${n.group ? `.${n.group}` : ''}@${n.namespace || '*'}`
-    );
+  const brief = (params: boolean | undefined, protection = false, mutating = true) =>
+    needsOf({ ...input, admissionPolicies: params === undefined ? undefined : { params, protection, mutating } }).map((
+      n,
+    ) => `${n.verbs.join(',')} ${n.resource}${n.group ? `.${n.group}` : ''}@${n.namespace || '*'}`);
   assert.deepEqual(brief(undefined), []);
   const policies = [
     'list,create,patch,delete mutatingadmissionpolicies.admissionregistration.k8s.io@*',
     'list,create,patch,delete mutatingadmissionpolicybindings.admissionregistration.k8s.io@*',
   ];
+  const protecting = [
+    'list,create,patch,delete validatingadmissionpolicies.admissionregistration.k8s.io@*',
+    'list,create,patch,delete validatingadmissionpolicybindings.admissionregistration.k8s.io@*',
+  ];
   assert.deepEqual(brief(false), policies);
   assert.deepEqual(brief(true), [...policies, 'get configmaps@*']);
+  // Protection: the validating policies too; where the mutating ones are not served (1.30-1.35), those alone.
+  assert.deepEqual(brief(false, true), [...policies, ...protecting]);
+  assert.deepEqual(brief(false, true, false), protecting);
 });

@@ -4,7 +4,7 @@
 // the Leases and Events the controller writes, and its admission policies. Taken from the running kind set rather than
 // derived again from the config, so an owner kind followed because an object points at it, or
 // a kind of the every-kind entry, is asked about as it is used.
-import { POLICY_RESOURCES } from '../admission/resources.ts';
+import { MUTATING, VALIDATING } from '../admission/resources.ts';
 import type { SourceSpec } from '../config/sources.ts';
 import { type ApiResource, groupResource } from '../kube/resource.ts';
 import type { RelatedRead } from '../related/caches.ts';
@@ -42,8 +42,16 @@ export interface NeedsInput {
   readonly guard: { readonly name: string | undefined } | undefined;
   /** The sources' memory Lease, when there are sources. */
   readonly sourceMemory: string | undefined;
-  /** With --admission-policies, where the API server serves them: whether a policy reads a ConfigMap as its params. */
-  readonly admissionPolicies?: { readonly params: boolean } | undefined;
+  /** With --admission-policies, where the API server serves them: which, and whether a policy reads a ConfigMap as its params. */
+  readonly admissionPolicies?: AdmissionPolicyNeeds | undefined;
+}
+
+/** What keeping the admission policies needs: the mutating ones, where served; the protecting ones, where the config protects keys. */
+export interface AdmissionPolicyNeeds {
+  readonly mutating: boolean;
+  readonly protection: boolean;
+  /** A mutating policy reads a ConfigMap as its params. */
+  readonly params: boolean;
 }
 
 const LABEL = ['list', 'watch', 'patch'];
@@ -115,13 +123,14 @@ export function needsOf(input: NeedsInput): Need[] {
   if (input.admissionPolicies) {
     // Server-side apply creates what is not there yet (create) and changes the rest (patch); those
     // the config no longer renders are found by their labels and deleted.
-    for (const { group, resource } of POLICY_RESOURCES) {
+    const { mutating, protection } = input.admissionPolicies;
+    for (const { group, resource } of [...(mutating ? MUTATING : []), ...(protection ? VALIDATING : [])]) {
       needs.push({
         group,
         resource,
         verbs: ['list', 'create', 'patch', 'delete'],
         namespace: '',
-        for: 'admission policies',
+        for: resource.startsWith('validating') ? 'protection' : 'admission policies',
       });
     }
     // The API server lets only who may get every ConfigMap create a policy whose params are one.

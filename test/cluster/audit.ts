@@ -12,7 +12,7 @@ export interface AuditEvent {
   readonly user?: { readonly username?: string };
   readonly requestURI: string;
   readonly objectRef?: { readonly resource?: string; readonly namespace?: string; readonly name?: string };
-  readonly responseStatus?: { readonly code?: number };
+  readonly responseStatus?: { readonly code?: number; readonly message?: string };
   readonly requestReceivedTimestamp?: string;
   readonly stageTimestamp?: string;
 }

@@ -12,6 +12,8 @@ import { assertCleanExit } from '../process/crash.ts';
 import { figure } from '../process/figures.ts';
 import { Labeller } from '../process/labeller.ts';
 import { sleep } from '../process/sleep.ts';
+import { freePorts } from '../controlplane/controlplane.ts';
+import { scrape } from '../process/metrics.ts';
 import {
   adminClient,
   type AuditEvent,
@@ -20,8 +22,10 @@ import {
   createNamespace,
   eventually,
   labelsOf,
+  serviceAccountKubeconfig,
   skip,
 } from './cluster.ts';
+import { tool } from './helm.ts';
 
 const OBJECTS = ['a', 'b', 'c'];
 
@@ -67,7 +71,10 @@ describe('fights over a key', { skip }, () => {
           await Promise.all(OBJECTS.map((n) => gitopsApply(ns, n, 'argocd-controller', { app: n, team: 'ops' })));
           await sleep(1000);
         }
-        const writes = patches().filter((e) => e.responseStatus?.code === 200).length;
+        // Writes: the dry runs that ask who holds the key write nothing.
+        const writes = patches().filter((e) =>
+          e.responseStatus?.code === 200 && !e.requestURI.includes('dryRun=')
+        ).length;
         const client = await adminClient();
         const events = await client.json<{ items: { reason: string; note: string; regarding: { name: string } }[] }>(
           'GET',
@@ -78,7 +85,7 @@ describe('fights over a key', { skip }, () => {
           t,
           `fight: ${writes} PATCHes from labeller over ${OBJECTS.length} objects in 30 s of self-heal (before: about 25 per object)`,
         );
-        // Per object: the first label, FIGHT_RETAKES retakes, the dry run that names the manager.
+        // Per object: the first label, FIGHT_RETAKES retakes.
         assert.ok(writes <= OBJECTS.length * (FIGHT_RETAKES + 2), `labeller wrote ${writes} times`);
         assert.deepEqual(fights.map((e) => e.regarding.name).sort(), OBJECTS, 'one LabelFight per object');
         assert.match(
@@ -87,7 +94,7 @@ describe('fights over a key', { skip }, () => {
         );
         assert.ok(
           labeller.logs.some((l) =>
-            /taken back by another manager again and again/.test(l.msg) && l['manager'] === 'argocd-controller'
+            /taken back by a manager labeller yields to/.test(l.msg) && l['manager'] === 'argocd-controller'
           ),
         );
         for (const name of OBJECTS) {
@@ -119,4 +126,78 @@ describe('fights over a key', { skip }, () => {
       assertCleanExit(await labeller.stop());
     }
   });
+  test(
+    "a tenant flipping labeller's key every 3 s cannot wear it down: put back each time, a LabelRetaken Event and labeller_retakes_total naming kubectl-label, writes bounded",
+    { skip: auditSkip, timeout: 180_000 },
+    async (t) => {
+      const ns = await createNamespace('fights-tenant');
+      const client = await adminClient();
+      await client.json('POST', `/api/v1/namespaces/${ns}/configmaps`, {
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ metadata: { name: 'cc' }, data: { k: 'v' } }),
+      });
+      const tenant = await serviceAccountKubeconfig(ns, 'tenant', [
+        { apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'patch', 'update'] },
+      ]);
+      const patches = auditTail((e: AuditEvent) =>
+        byLabeller(e) && e.verb === 'patch' && e.objectRef?.resource === 'configmaps' && e.objectRef.namespace === ns &&
+        e.responseStatus?.code === 200 && !e.requestURI.includes('dryRun=')
+      );
+      const [port] = await freePorts(1);
+      const labeller = new Labeller(
+        ['--kinds', 'configmaps', '--label', 'cc=cc-1', '--namespace', ns, '--http-port', String(port)],
+        { env: { POD_NAME: 'labeller-e2e' } },
+      );
+      try {
+        const path = `/api/v1/namespaces/${ns}/configmaps/cc`;
+        await eventually(async () => (await labelsOf(path))['cc'] === 'cc-1', 'labelled');
+        // The issue's case: kubectl label --overwrite every 3 s, sampled every second for 40 s.
+        let samples = 0;
+        let ours = 0;
+        let flips = 0;
+        const stop = Date.now() + 40_000;
+        while (Date.now() < stop) {
+          if (samples % 3 === 0) {
+            const run = await tool('kubectl', [
+              '--kubeconfig',
+              tenant,
+              'label',
+              '-n',
+              ns,
+              'configmap/cc',
+              `cc=nobody-${flips++}`,
+              '--overwrite',
+            ]);
+            assert.equal(run.code, 0, run.stderr);
+          }
+          await sleep(1000);
+          samples++;
+          if ((await labelsOf(path))['cc'] === 'cc-1') ours++;
+        }
+        const writes = patches().length;
+        figure(
+          t,
+          `tenant flipping every 3 s: labeller's value in ${ours} of ${samples} samples (before: 9 of 40), ${writes} PATCHes for ${flips} flips`,
+        );
+        assert.ok(ours >= samples - 3, `labeller's value in only ${ours} of ${samples} samples`);
+        assert.ok(writes <= flips + 1, `${writes} writes for ${flips} flips: one per flip at most, and the first`);
+        const events = await client.json<{ items: { reason: string; note: string }[] }>(
+          'GET',
+          `/apis/events.k8s.io/v1/namespaces/${ns}/events`,
+        );
+        const retaken = events.items.find((e) => e.reason === 'LabelRetaken');
+        assert.match(
+          retaken?.note ?? '',
+          /^label cc was changed by field manager "kubectl-label"; labeller put its value back/,
+        );
+        assert.ok(
+          (await scrape(port!, 'labeller_retakes_total', { field: 'labels', manager: 'kubectl-label' }) ?? 0) >=
+            flips - 1,
+        );
+        assert.equal(labeller.logs.filter((l) => /yields to/.test(l.msg)).length, 0, 'never yielded');
+      } finally {
+        assertCleanExit(await labeller.stop());
+      }
+    },
+  );
 });

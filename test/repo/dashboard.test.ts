@@ -26,6 +26,8 @@ const panels = dashboard.panels;
 const queries: { panel: string; query: PrometheusQuery }[] = panels.flatMap((panel) =>
   'targets' in panel ? panel.targets.map((query) => ({ panel: panel.title ?? '', query })) : []
 );
+/** The API server's metric the protection panel reads (labeller's protecting policies, by name). */
+const API_SERVER_PROTECTION = 'apiserver_validating_admission_policy_check_total';
 /** What the labeller's metrics are scoped by in every query: the dashboard's variables. */
 const SCOPE = ['namespace=~"$namespace"', 'job=~"$job"'];
 
@@ -98,9 +100,17 @@ describe(FILE, () => {
       const selectors = [...query.expr.matchAll(/([A-Za-z_:][A-Za-z0-9_:]*)\{([^}]*)\}/g)];
       assert.ok(selectors.length > 0, `${panel}: ${query.expr}`);
       for (const [, name, matchers] of selectors) {
+        used.add(name!);
+        // The API server's own count of what labeller's protecting policies did: scoped by their names.
+        if (name === API_SERVER_PROTECTION) {
+          assert.ok(
+            matchers!.includes('policy=~".+-protect-.+"'),
+            `${panel}: ${name} not scoped to labeller's policies`,
+          );
+          continue;
+        }
         assert.ok(names.has(name!), `${panel}: ${name} is not a metric of src/metrics/metrics.ts`);
         for (const scope of SCOPE) assert.ok(matchers!.includes(scope), `${panel}: ${name} lacks ${scope}`);
-        used.add(name!);
       }
       for (const [range] of query.expr.matchAll(/\[[^\]]*\]/g)) {
         assert.equal(range, '[$__rate_interval]', `${panel}: ${query.expr}`);
@@ -126,6 +136,8 @@ describe(FILE, () => {
         'labeller_kinds_skipped',
         'labeller_shard_owned_ratio',
         'labeller_shard_members',
+        'labeller_retakes_total',
+        API_SERVER_PROTECTION,
       ]
     ) {
       assert.ok(used.has(name), `no panel shows ${name}`);

@@ -6,6 +6,7 @@ export function fieldPlan(fields: Partial<FieldPlan> = {}): FieldPlan {
     rendered: new Map(),
     desired: new Map(),
     contested: [],
+    taken: [],
     stale: [],
     missing: [],
     held: [],
