@@ -27,6 +27,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { policyName } from '../../src/admission/names.ts';
 import { MetadataApi } from '../../src/kube/api.ts';
+import { isConflict } from '../../src/kube/errors.ts';
 import { markerKeys, markerValues } from '../../src/labelling/admitted.ts';
 import { type AuditRequest, AuditRequests, byVerb, formatVerbs } from '../../test/cluster/audit.ts';
 import { createNamespace } from '../../test/cluster/cluster.ts';
@@ -243,6 +244,22 @@ const settleMs = (count: number): number => 5000 + count / 10;
 
 // ---------------------------------------------------------------- labeller
 
+/**
+ * What the policies depend on (--admission-policies-owner), as the chart's ClusterRole for them:
+ * they stay on the server when labeller stops (batch D), as in a cluster.
+ */
+const OWNER = 'labeller-bench-admission-policies';
+
+/** Makes OWNER, once. */
+async function owner(bench: Bench): Promise<void> {
+  await bench.admin.json('POST', '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ metadata: { name: OWNER }, rules: [] }),
+  }).catch((error: unknown) => {
+    if (!isConflict(error)) throw error;
+  });
+}
+
 function startWith(options: AdmissionOptions, bench: Bench, config: string, policies: boolean): Labeller {
   return startLabeller(options, [
     '--kubeconfig',
@@ -255,7 +272,7 @@ function startWith(options: AdmissionOptions, bench: Bench, config: string, poli
     String(options.concurrency),
     '--grace-period',
     '10s',
-    ...(policies ? ['--admission-policies'] : []),
+    ...(policies ? ['--admission-policies', '--admission-policies-owner', `clusterrole/${OWNER}`] : []),
   ]);
 }
 
@@ -538,6 +555,7 @@ export async function benchAdmission(
   const creators = new AuditRequests(controlPlane.auditLog, 'labeller-bench');
   const config = join(controlPlane.dir, 'admission-configmaps.yaml');
   writeFileSync(config, CONFIGMAP_CONFIG);
+  await owner(bench);
   for (const batch of BATCHES) {
     for (let i = 0; i < NAMESPACES; i++) {
       const namespace = namespaceOf(batch, i);

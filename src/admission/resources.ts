@@ -55,6 +55,11 @@ export function servesPolicies(resources: readonly Pick<ApiResource, 'group' | '
   return serves(resources, 'MutatingAdmissionPolicy');
 }
 
+/** Whether `kind` is a protecting (validating) policy's or binding's. */
+export function isProtecting(kind: AdmissionObject['kind']): boolean {
+  return kind.startsWith('Validating');
+}
+
 /** Whether `object` is a policy, not a binding. */
 export function isPolicy(object: Pick<AdmissionObject, 'kind'>): boolean {
   return !object.kind.endsWith('Binding');

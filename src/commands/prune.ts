@@ -9,7 +9,7 @@
 // and an object created meanwhile must not get keys nobody then removes. Without the flag, a
 // server that does not serve them, or rights to find them it lacks, are no failure.
 import { policySelector } from '../admission/names.ts';
-import { POLICY_RESOURCES, serves } from '../admission/resources.ts';
+import { isProtecting, POLICY_RESOURCES, serves } from '../admission/resources.ts';
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
 import { isForbidden } from '../kube/errors.ts';
 import { LeaseApi } from '../kube/lease.ts';
@@ -21,6 +21,7 @@ import { Liveness } from '../shard/liveness.ts';
 import { GROUP_LABEL } from '../shard/membership.ts';
 import { type PolicyObject, PolicyStore } from '../policies/store.ts';
 import type { Logger } from '../util/log.ts';
+import { sleep } from '../util/sleep.ts';
 import type { Ending, Host } from './host.ts';
 import { runOnce } from './once.ts';
 
@@ -53,6 +54,9 @@ export async function runPrune(
   });
 }
 
+/** How long the API server may take to stop enforcing a policy deleted (its informer's delay, with a margin). */
+const POLICY_GONE_MS = 2_000;
+
 /** Deletes the field manager's admission policies and bindings; false when that failed (`required`: --admission-policies). */
 async function prunePolicies(host: Host, required: boolean): Promise<boolean> {
   const { client, discovery, options, log, shutdown } = host;
@@ -62,13 +66,20 @@ async function prunePolicies(host: Host, required: boolean): Promise<boolean> {
     return true;
   }
   try {
-    await new PolicyStore(client, options.fieldManager).prune(new Set(), {
-      served,
+    const deleted = await new PolicyStore(client, options.fieldManager).prune(new Set(), {
+      // Whether an earlier run protected keys is not known: protecting policies it may not list, it had none.
+      kinds: { served, optional: isProtecting },
       dryRun: options.dryRun,
       why: 'prune',
       log,
       signal: shutdown.intake,
     });
+    // The API server's admission plugin learns of a deleted policy from its informer, a moment
+    // after the delete: a protecting one would refuse the first removals of an identity that is
+    // not the controller's (the chart's cleanup Job) until then.
+    if (!options.dryRun && deleted.some((object) => isProtecting(object.kind))) {
+      await sleep(POLICY_GONE_MS, shutdown.intake).catch(() => {});
+    }
     return true;
   } catch (error) {
     if (isForbidden(error) && !required) {

@@ -9,7 +9,7 @@ import { groupResource } from '../kube/resource.ts';
 import { noObjects, type ObjectCounts } from '../labelling/counts.ts';
 import { type KeyCoverage, keysCut, keyStates, shortfallReason } from '../labelling/coverage.ts';
 import type { LabelledKind } from '../kinds/controller.ts';
-import { serves, servesPolicies } from '../admission/resources.ts';
+import { isProtecting, serves, servesPolicies } from '../admission/resources.ts';
 import { type PolicyObject, type PolicyOnServer, PolicyStore } from '../policies/store.ts';
 import type { Ending, Host } from './host.ts';
 import { LeaseApi } from '../kube/lease.ts';
@@ -173,7 +173,7 @@ async function policiesInForce(host: Host, asked: boolean): Promise<AdmissionPol
   }
   try {
     const store = new PolicyStore(client, options.fieldManager);
-    const found = await store.list(served, shutdown.intake);
+    const found = await store.list({ served, optional: isProtecting }, shutdown.intake);
     const named = (kind: PolicyOnServer['kind']) => found.filter((o) => o.kind === kind).map((o) => o.name).sort();
     const protecting = named('ValidatingAdmissionPolicy');
     const modes = protecting.length > 0 ? await store.protectionModes(shutdown.intake) : new Map<string, string>();

@@ -29,6 +29,11 @@ interface Owned {
 export interface Admitted extends Owned {
   /** The maps whose marker annotation the object carries, whether it vouches for a key still or not. */
   readonly marked: readonly MetadataField[];
+  /**
+   * The maps whose marker someone wrote since the create (not as the policies leave it): it
+   * vouches for nothing, so the keys it may have listed truly are taken over by an apply.
+   */
+  readonly distrusted?: readonly MetadataField[];
 }
 
 /** Nothing: what objects created without labeller's admission policies carry. */
@@ -269,16 +274,22 @@ function admittedOf(
     (entries ?? []).every((entry) => entry.manager === BEFORE_FIRST_APPLY || (creatorToo && entry === created));
   const annotationEntries = entriesByKey(metadata.managedFields, 'annotations');
   const marked = FIELDS.filter((field) => annotations[markers[field]] !== undefined);
+  const distrusted = marked.filter((field) => !asLeft(annotationEntries.get(markers[field]), true));
   const keys = (field: MetadataField): string[] => {
     const marker = annotations[markers[field]];
-    if (!marker || !asLeft(annotationEntries.get(markers[field]), true)) return [];
+    if (!marker || distrusted.includes(field)) return [];
     const values = metadata[field] ?? {};
     const owners = field === 'annotations' ? annotationEntries : entriesByKey(metadata.managedFields, field);
     return [...parseMarker(field, marker)].filter(([key, { value, forced }]) =>
       values[key] === value && asLeft(owners.get(key), forced)
     ).map(([key]) => key).sort();
   };
-  const admitted = { labels: keys('labels'), annotations: keys('annotations'), marked };
+  const admitted = {
+    labels: keys('labels'),
+    annotations: keys('annotations'),
+    marked,
+    ...(distrusted.length > 0 ? { distrusted } : {}),
+  };
   return interner.take(admittedId(admitted), Object.freeze(admitted));
 }
 
@@ -286,7 +297,9 @@ const FIELDS: readonly MetadataField[] = ['labels', 'annotations'];
 
 /** What identifies an admitted set in an interner. */
 function admittedId(admitted: Admitted): string {
-  return `${admitted.labels.join('\n')}\0${admitted.annotations.join('\n')}\0${admitted.marked.join()}`;
+  return `${admitted.labels.join('\n')}\0${admitted.annotations.join('\n')}\0${admitted.marked.join()}\0${
+    admitted.distrusted?.join() ?? ''
+  }`;
 }
 
 function writtenAnnotations(

@@ -791,3 +791,17 @@ test("a protected key is taken over under skip too, forced; the others stay the 
   assert.deepEqual(result.contested?.map((c) => c.key), ['tier']);
   assert.deepEqual(client.calls.map((c) => [c.labels, c.options.force]), [[{ team: 'payments' }, true]]);
 });
+
+test('a marker written since the create vouches for nothing: the keys it may have listed, at the wanted value, are taken over by an apply, so that they go when the config drops them', async () => {
+  const { client, reconcile } = setup({ labels: { team: 'payments' } });
+  const forged = object({
+    labels: { team: 'payments' },
+    admitted: { labels: [], annotations: [], marked: ['labels'], distrusted: ['labels'] },
+  });
+  const result = await reconcile(forged);
+  assert.equal(result.outcome, 'patched');
+  assert.deepEqual(client.calls.map((c) => c.labels), [{ team: 'payments' }]);
+  // Once labeller owns it, nothing more.
+  const owned = await reconcile(object({ ...forged, ownedLabels: ['team'] }));
+  assert.equal(owned.outcome, 'unchanged');
+});

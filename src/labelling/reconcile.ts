@@ -193,6 +193,12 @@ interface Carried extends Before {
   readonly owned: readonly string[];
   /** Keys its admission policies set that no manager owns: labeller's too, but removed by a JSON Patch. */
   readonly admitted: readonly string[];
+  /**
+   * Its marker was written since the create, so it vouches for nothing: keys carried at the value
+   * labeller wants that it does not own are taken over by the next apply (the policies may have
+   * set them), so that they go when the config drops them.
+   */
+  readonly distrusted: boolean;
   has(key: string): boolean;
   /** The value, when the cache keeps it (labels, not annotations). */
   value(key: string): string | undefined;
@@ -531,7 +537,9 @@ export class Reconciler {
       else unknown.push(key);
     }
     const stale = [...carried.owned, ...carried.admitted].filter((key) => !desired.has(key) && !unknown.includes(key));
-    const missing = [...desired].filter(([key, value]) => !carried.holds(key, value)).map(([key]) => key);
+    const missing = [...desired].filter(([key, value]) =>
+      !carried.holds(key, value) || (carried.distrusted && !ours(key) && carried.has(key))
+    ).map(([key]) => key);
     return { rendered, desired, contested, taken, stale, missing, held, invalid, unknown };
   }
 
@@ -547,6 +555,7 @@ export class Reconciler {
         holds: (key, value) => labels[key] === value,
         owned: object.ownedLabels,
         admitted: object.admitted.labels,
+        distrusted: object.admitted.distrusted?.includes('labels') ?? false,
         has: (key) => Object.hasOwn(labels, key),
         value: (key) => labels[key],
       };
@@ -567,6 +576,7 @@ export class Reconciler {
       },
       owned,
       admitted,
+      distrusted: object.admitted.distrusted?.includes('annotations') ?? false,
       has,
       // A key labeller does not write (owned from an earlier config) is not changed by its apply:
       // kept when co-owned, else removed.

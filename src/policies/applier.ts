@@ -21,7 +21,7 @@
 // leader election, no shard group) deletes them when it stops.
 import type { ControllerRule } from '../admission/policy.ts';
 import { policySelector } from '../admission/names.ts';
-import { isPolicy, MUTATING, policyOf, serves, servesPolicies } from '../admission/resources.ts';
+import { isPolicy, isProtecting, MUTATING, policyOf, serves, servesPolicies } from '../admission/resources.ts';
 import { type Config, protectsKeys } from '../config/model.ts';
 import type { LabellerEvents } from '../events/labellerevents.ts';
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
@@ -36,7 +36,7 @@ import type { Logger } from '../util/log.ts';
 import { sleep } from '../util/sleep.ts';
 import { OwnerUnavailable, type PolicyOwner } from './owner.ts';
 import { renderPolicies } from './render.ts';
-import { describePolicy, type PolicyObject, type PolicyStore } from './store.ts';
+import { describePolicy, type PolicyKinds, type PolicyObject, type PolicyStore } from './store.ts';
 
 export interface PolicyApplierOptions {
   readonly store: Pick<PolicyStore, 'fieldManager' | 'apply' | 'prune'>;
@@ -155,7 +155,7 @@ export class PolicyApplier {
     const { store, discovery, log } = this.#options;
     try {
       await store.prune(new Set(), {
-        served: (kind) => serves(discovery.resources, kind),
+        kinds: { served: (kind) => serves(discovery.resources, kind), optional: isProtecting },
         dryRun: false,
         why: 'labeller stopped: nothing keeps them now, and no owner removes them (--admission-policies-owner)',
         log,
@@ -206,7 +206,11 @@ export class PolicyApplier {
     const config = current();
     if (!config) return;
     this.#servedNow();
-    const served = (kind: PolicyObject['kind']) => serves(discovery.resources, kind);
+    // A config that protects nothing has no rights on the protecting policies (the chart's): none to find then.
+    const kinds: PolicyKinds = {
+      served: (kind) => serves(discovery.resources, kind),
+      optional: (kind) => isProtecting(kind) && !protectsKeys(config),
+    };
     await writable?.(signal);
     const release = shard ? shard.hold(MUTATING[0], CLUSTER_SCOPED) : () => {};
     if (!release) {
@@ -220,12 +224,12 @@ export class PolicyApplier {
       this.#sayOnce(admission.controllerRules, unmatched);
       const owner = await this.#owner(signal);
       if (owner === null) return;
-      const objects = admission.objects.filter((object) => served(object.kind)).map((object) =>
+      const objects = admission.objects.filter((object) => kinds.served(object.kind)).map((object) =>
         owner === undefined ? object : { ...object, metadata: { ...object.metadata, ownerReferences: [owner] } }
       );
       const key = JSON.stringify(objects);
       if (key === this.#applied) return;
-      await this.#apply(objects, served, signal);
+      await this.#apply(objects, kinds, signal);
       this.#applied = key;
     } finally {
       release();
@@ -303,11 +307,7 @@ export class PolicyApplier {
   }
 
   /** Applies `objects` in order, each binding after its policy; then deletes the field manager's others. */
-  async #apply(
-    objects: readonly PolicyObject[],
-    served: (kind: PolicyObject['kind']) => boolean,
-    signal: AbortSignal,
-  ): Promise<void> {
+  async #apply(objects: readonly PolicyObject[], kinds: PolicyKinds, signal: AbortSignal): Promise<void> {
     const { store, dryRun, discovery } = this.#options;
     const policies = new Map<string, Refusal | undefined>();
     const refusals = new Map<string, string>();
@@ -336,7 +336,7 @@ export class PolicyApplier {
     }
     this.#refusals = refusals;
     this.#policies = policies;
-    await this.#deleteOthers(kept, served, signal);
+    await this.#deleteOthers(kept, kinds, signal);
   }
 
   #appliedOne(object: PolicyObject, described: string, version: string | undefined): void {
@@ -363,15 +363,11 @@ export class PolicyApplier {
   }
 
   /** Deletes the field manager's policies and bindings but `kept`. */
-  async #deleteOthers(
-    kept: ReadonlySet<string>,
-    served: (kind: PolicyObject['kind']) => boolean,
-    signal: AbortSignal,
-  ): Promise<void> {
+  async #deleteOthers(kept: ReadonlySet<string>, kinds: PolicyKinds, signal: AbortSignal): Promise<void> {
     const { store, dryRun, log } = this.#options;
     try {
       const deleted = await store.prune(kept, {
-        served,
+        kinds,
         dryRun,
         why: 'the config in force does not render it',
         log,

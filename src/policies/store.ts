@@ -8,12 +8,20 @@ import type { AdmissionObject } from '../admission/policy.ts';
 import type { ProtectionPolicyBinding } from '../admission/protection.ts';
 import { policySelector } from '../admission/names.ts';
 import { MetadataApi } from '../kube/api.ts';
+import { isForbidden } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/client.ts';
 import type { PartialObjectMetadata } from '../kube/objects.ts';
 import type { Logger } from '../util/log.ts';
 
 /** A policy or binding as rendered. */
 export type PolicyObject = AdmissionObject;
+
+/** Which kinds of policies and bindings to look at: those served, and those that may be forbidden. */
+export interface PolicyKinds {
+  readonly served: (kind: PolicyObject['kind']) => boolean;
+  /** Kinds whose list a 403 may answer: none of them is then found. */
+  readonly optional?: ((kind: PolicyObject['kind']) => boolean) | undefined;
+}
 
 /** The kinds of policies and bindings, bindings first: the order they are deleted in. */
 const DELETE_ORDER: readonly PolicyObject['kind'][] = POLICY_RESOURCES.map((r) => r.kind as PolicyObject['kind'])
@@ -49,23 +57,29 @@ export class PolicyStore {
   }
 
   /**
-   * The field manager's policies and bindings on the API server, of the kinds `served` says the
-   * API server serves: bindings first, the order they are deleted in.
+   * The field manager's policies and bindings on the API server, of the kinds `kinds.served`
+   * says the API server serves: bindings first, the order they are deleted in. A kind this
+   * identity may not list is a failure, but for the kinds `kinds.optional` names (the protecting
+   * policies of a labeller that protects nothing: the chart grants no rights on them then).
    */
-  async list(served: (kind: PolicyObject['kind']) => boolean, signal?: AbortSignal): Promise<PolicyOnServer[]> {
+  async list(kinds: PolicyKinds, signal?: AbortSignal): Promise<PolicyOnServer[]> {
     const found: PolicyOnServer[] = [];
-    for (const kind of DELETE_ORDER.filter(served)) {
+    for (const kind of DELETE_ORDER.filter(kinds.served)) {
       let page: string | undefined;
-      do {
-        const list = await this.#apis[kind].list({
-          labelSelector: policySelector(this.fieldManager),
-          limit: 500,
-          continue: page,
-          signal,
-        });
-        for (const { metadata } of list.items) found.push({ kind, name: metadata.name, uid: metadata.uid });
-        page = list.metadata.continue || undefined;
-      } while (page);
+      try {
+        do {
+          const list = await this.#apis[kind].list({
+            labelSelector: policySelector(this.fieldManager),
+            limit: 500,
+            continue: page,
+            signal,
+          });
+          for (const { metadata } of list.items) found.push({ kind, name: metadata.name, uid: metadata.uid });
+          page = list.metadata.continue || undefined;
+        } while (page);
+      } catch (error) {
+        if (!isForbidden(error) || !kinds.optional?.(kind)) throw error;
+      }
     }
     return found;
   }
@@ -109,16 +123,16 @@ export class PolicyStore {
   async prune(
     kept: ReadonlySet<string>,
     options: {
-      readonly served: (kind: PolicyObject['kind']) => boolean;
+      readonly kinds: PolicyKinds;
       readonly dryRun: boolean;
       readonly why: string;
       readonly log: Logger;
       readonly signal?: AbortSignal;
     },
   ): Promise<PolicyOnServer[]> {
-    const { served, dryRun, why, log, signal } = options;
+    const { kinds, dryRun, why, log, signal } = options;
     const deleted: PolicyOnServer[] = [];
-    for (const object of await this.list(served, signal)) {
+    for (const object of await this.list(kinds, signal)) {
       if (kept.has(describePolicy(object))) continue;
       // The uid: an object made again since it was listed stays.
       if (!dryRun) await this.#apis[object.kind].delete(object.name, { uid: object.uid, signal });

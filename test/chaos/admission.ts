@@ -1,6 +1,7 @@
 // The admission path in the chaos harness (--admission-policies): the rights labeller's policies
 // need, and what an operator does to them behind its back. Written from the names and labels
 // docs/operations.md gives the policies, not from labeller's renderer.
+import { createHash } from 'node:crypto';
 import type { Cluster, PolicyRule } from '../cluster/cluster.ts';
 import { isNotFound } from '../../src/kube/errors.ts';
 
@@ -8,8 +9,13 @@ const API = '/apis/admissionregistration.k8s.io/v1';
 const RESOURCES = ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings'] as const;
 /** The labels of the policies and bindings of labeller's default field manager. */
 const SELECTOR = 'app.kubernetes.io/managed-by=labeller,labeller/field-manager=labeller';
-/** The ConfigMaps entry's policy and binding, `<field manager>-<kind>`: the harness creates ConfigMaps. */
-const CONFIGMAPS = 'labeller-configmaps';
+/**
+ * The ConfigMaps entry's policy and binding, `<field manager>-<kind>-<hash>`, the hash the first 8
+ * hex digits of the SHA-256 of `["<field manager>","<kind>"]`: the harness creates ConfigMaps.
+ */
+const CONFIGMAPS = `labeller-configmaps-${
+  createHash('sha256').update(JSON.stringify(['labeller', 'configmaps'])).digest('hex').slice(0, 8)
+}`;
 
 /** What --admission-policies needs on its policies and bindings: server-side apply creates and changes, the rest listed and deleted. */
 export const POLICY_RULE: PolicyRule = {
@@ -24,9 +30,10 @@ export async function servesPolicies(cluster: Cluster): Promise<boolean> {
   return group.resources.some((r) => r.name === RESOURCES[0]);
 }
 
-/** Deletes labeller's policies and bindings, as `kubectl delete … -l` would: bindings first. */
+/** Deletes labeller's policies and bindings, mutating and protecting, as `kubectl delete … -l` would: bindings first. */
 export async function removePolicies(cluster: Cluster): Promise<void> {
-  for (const resource of [...RESOURCES].reverse()) {
+  const protecting = ['validatingadmissionpolicybindings', 'validatingadmissionpolicies'];
+  for (const resource of [...protecting, ...[...RESOURCES].reverse()]) {
     await cluster.client.json('DELETE', `${API}/${resource}`, { query: { labelSelector: SELECTOR } });
   }
 }

@@ -7,6 +7,8 @@
 //   npm run chaos -- --minutes 30          seeds 1, 2, 3, … until 30 minutes are over
 //   npm run chaos -- --mode sharded …      the seeds with shard members instead of a leader
 //                                          (scenario.ts; a seed draws other operations there)
+//   npm run chaos -- --mode adversary …    a tenant against labeller's keys, with protection (odd
+//                                          seeds) or without (even): adversary.ts
 //   npm run chaos -- --admission on|off …  every seed with, or without, the admission policies
 //                                          (by default each seed draws whether it keeps them; a
 //                                          server that does not serve them runs none)
@@ -20,6 +22,7 @@ import { parseArgs } from 'node:util';
 import { Cluster } from '../cluster/cluster.ts';
 import { startControlPlane } from '../controlplane/controlplane.ts';
 import { servesPolicies } from './admission.ts';
+import { type AdversaryResult, generateAdversary, protectOf, runAdversary } from './adversary.ts';
 import { admissionOf, generate, type Mode, type Operation, run, type RunResult } from './scenario.ts';
 
 const { values } = parseArgs({
@@ -32,13 +35,14 @@ const { values } = parseArgs({
     admission: { type: 'string' },
   },
 });
-if (values.mode !== 'leader' && values.mode !== 'sharded') {
-  throw new Error(`--mode leader or sharded, not ${values.mode}`);
+if (values.mode !== 'leader' && values.mode !== 'sharded' && values.mode !== 'adversary') {
+  throw new Error(`--mode leader, sharded or adversary, not ${values.mode}`);
 }
 if (values.admission !== undefined && values.admission !== 'on' && values.admission !== 'off') {
   throw new Error(`--admission on or off, not ${values.admission}`);
 }
-const mode: Mode = values.mode;
+const adversary = values.mode === 'adversary';
+const mode: Mode = values.mode === 'adversary' ? 'leader' : values.mode;
 const log = (line: string) => console.log(`[chaos ${new Date().toISOString().slice(11, 19)}] ${line}`);
 const count = Number(values.ops);
 const deadline = values.minutes === undefined ? undefined : Date.now() + Number(values.minutes) * 60_000;
@@ -75,6 +79,38 @@ function* runs(): Generator<{ seed: number; mode: Mode; admission: boolean; oper
   for (const replay of replays) yield { ...replay, admission: replay.admission && served };
   for (const seed of seeds) yield seeded(seed);
   for (let seed = 1; deadline && Date.now() < deadline; seed++) yield seeded(seed);
+}
+
+if (adversary) {
+  if (!served) throw new Error('the adversary needs MutatingAdmissionPolicies v1 (Kubernetes 1.36 and later)');
+  let failed = 0;
+  const found: AdversaryResult[] = [];
+  try {
+    const adversarySeeds = function* () {
+      yield* seeds.length > 0 || deadline ? seeds : [1, 2];
+      for (let seed = 1; deadline && Date.now() < deadline; seed++) yield seed;
+    };
+    for (const seed of adversarySeeds()) {
+      const result = await runAdversary(cp, seed, generateAdversary(seed, count), protectOf(seed), log);
+      found.push(result);
+      for (const v of result.violations) log(`VIOLATION (${v.invariant}) seed ${seed} (adversary): ${v.detail}`);
+      if (result.violations.length > 0) failed++;
+      if (abort.signal.aborted) break;
+    }
+  } finally {
+    await cp.stop();
+  }
+  const ops = found.reduce((n, r) => n + r.tenant.ops, 0);
+  const refused = found.reduce((n, r) => n + r.tenant.refused, 0);
+  log(
+    `adversary: ${found.length} runs, ${ops} tenant operations (${refused} refused under deny), ${
+      found.reduce((n, r) => n + r.creates, 0)
+    } creates, none refused by labeller's policies unless said; without protection labeller's value back within ${
+      Math.max(0, ...found.flatMap((r) => r.restoredMs))
+    } ms of a change`,
+  );
+  console.log(`${found.length - failed} passed, ${failed} failed`);
+  process.exit(failed > 0 ? 1 : 0);
 }
 
 const results: RunResult[] = [];

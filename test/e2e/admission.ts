@@ -11,7 +11,8 @@ import { Labeller } from '../process/labeller.ts';
 import { adminClient, kubeconfig } from './cluster.ts';
 import { tool } from './helm.ts';
 
-const KINDS = 'mutatingadmissionpolicies,mutatingadmissionpolicybindings';
+const KINDS =
+  'mutatingadmissionpolicies,mutatingadmissionpolicybindings,validatingadmissionpolicies,validatingadmissionpolicybindings';
 const API = '/apis/admissionregistration.k8s.io/v1';
 
 /** Whether the API server serves the policies' v1: this project's control plane from 1.36; an existing cluster says by discovery. */

@@ -51,6 +51,18 @@ export const ADMISSION_POLICIES_RULE: Rule = {
   resources: ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings'],
   verbs: ['list', 'create', 'patch', 'delete'],
 };
+/** protect: the ValidatingAdmissionPolicies, with the same rights. */
+export const PROTECTION_RULE: Rule = {
+  ...ADMISSION_POLICIES_RULE,
+  resources: ['validatingadmissionpolicies', 'validatingadmissionpolicybindings'],
+};
+/** The policies depend on the release's ClusterRole `name` for them: get, for its uid. */
+export const ownerRule = (name: string): Rule => ({
+  apiGroups: ['rbac.authorization.k8s.io'],
+  resources: ['clusterroles'],
+  resourceNames: [name],
+  verbs: ['get'],
+});
 /** A policy whose params are ConfigMaps may be created only by who may get every ConfigMap. */
 export const POLICY_PARAMS_RULE: Rule = { apiGroups: [''], resources: ['configmaps'], verbs: ['get'] };
 

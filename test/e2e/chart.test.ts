@@ -42,8 +42,10 @@ import {
   installRbac,
   labelled,
   LABELLER_VERBS,
+  ownerRule,
   ownLabel,
   POLICY_PARAMS_RULE,
+  PROTECTION_RULE,
   read,
   rulesOf,
   SHARD_LAYOUT_RULE,
@@ -492,7 +494,35 @@ describe('chart: lint and render', () => {
       'ClusterRole rel-labeller-cleanup-admission-policies',
       'ClusterRoleBinding rel-labeller-cleanup-admission-policies',
     ]);
-    assert.deepEqual(rulesOf(only(on, 'ClusterRole', 'rel-labeller-admission-policies')), [ADMISSION_POLICIES_RULE]);
+    const OWNER_RULE = ownerRule('rel-labeller-admission-policies');
+    assert.deepEqual(rulesOf(only(on, 'ClusterRole', 'rel-labeller-admission-policies')), [
+      ADMISSION_POLICIES_RULE,
+      OWNER_RULE,
+    ]);
+    // The policies depend on that ClusterRole: uninstalled, or turned off, it takes them with it.
+    assert.ok(
+      containers(only(on, 'Deployment'))[0]?.args?.includes(
+        '--admission-policies-owner=clusterroles.rbac.authorization.k8s.io/rel-labeller-admission-policies',
+      ),
+    );
+    // protect: the ValidatingAdmissionPolicies too, for labeller and for the cleanup Job.
+    const protecting = await render({
+      release: 'rel',
+      values: { ...basic, admissionPolicies: { enabled: true }, protect: { mode: 'deny' } },
+    });
+    assert.deepEqual(rulesOf(only(protecting, 'ClusterRole', 'rel-labeller-admission-policies')), [
+      ADMISSION_POLICIES_RULE,
+      PROTECTION_RULE,
+      OWNER_RULE,
+    ]);
+    assert.deepEqual(rulesOf(only(protecting, 'ClusterRole', 'rel-labeller-cleanup-admission-policies')), [
+      { ...ADMISSION_POLICIES_RULE, verbs: ['list', 'delete'] },
+      { ...PROTECTION_RULE, verbs: ['list', 'delete'] },
+    ]);
+    assert.match(
+      (only(protecting, 'ConfigMap', 'rel-labeller')['data'] as Record<string, string>)['kinds.yaml'] ?? '',
+      /^protect:\n {2}mode: deny$/m,
+    );
     assert.deepEqual(only(on, 'ClusterRoleBinding', 'rel-labeller-admission-policies')['subjects'], [
       { kind: 'ServiceAccount', name: 'rel-labeller', namespace: 'ops' },
     ]);
@@ -524,10 +554,12 @@ describe('chart: lint and render', () => {
       });
     assert.deepEqual(rulesOf(only(await withSource(), 'ClusterRole', 'rel-labeller-admission-policies')), [
       ADMISSION_POLICIES_RULE,
+      OWNER_RULE,
       POLICY_PARAMS_RULE,
     ]);
     assert.deepEqual(rulesOf(only(await withSource('teams.yaml'), 'ClusterRole', 'rel-labeller-admission-policies')), [
       ADMISSION_POLICIES_RULE,
+      OWNER_RULE,
     ]);
   });
 

@@ -14,7 +14,7 @@ import { markerKeys } from '../../src/labelling/admitted.ts';
 import { ConfigMapVolume } from '../cluster/configmapvolume.ts';
 import { assertCleanExit } from '../process/crash.ts';
 import { Labeller, runLabeller } from '../process/labeller.ts';
-import { policiesSkip } from './admission.ts';
+import { admission, apply, policiesOf, policiesSkip } from './admission.ts';
 import {
   create,
   createNamespace,
@@ -136,6 +136,32 @@ kinds: [{resource: configmaps, namespaces: [${ns}]}]
       assert.equal(warned.code, 0);
       await eventually(async () => (await labelsOf(path))['team'] === 'search', 'put back by the controller');
       assertCleanExit(await labeller.stop());
+
+      // prune under deny, as another identity than the one the policies let through (as the
+      // chart's cleanup Job runs): it deletes the policies first, then removes the keys.
+      volume.update(config('deny', 'web'));
+      await apply((await admission(['--config', volume.path, '--field-manager', fieldManager])).stdout, fieldManager);
+      const pruner = await serviceAccountKubeconfig(ns, 'pruner', [
+        { apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'watch', 'patch'] },
+        { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
+        { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['*'] },
+        {
+          apiGroups: ['admissionregistration.k8s.io'],
+          resources: [
+            'mutatingadmissionpolicies',
+            'mutatingadmissionpolicybindings',
+            'validatingadmissionpolicies',
+            'validatingadmissionpolicybindings',
+          ],
+          verbs: ['list', 'delete'],
+        },
+      ]);
+      const pruned = await runLabeller(['prune', '--config', volume.path, '--field-manager', fieldManager], {
+        kubeconfig: pruner,
+      });
+      assert.equal(pruned.code, 0, pruned.stderr);
+      assert.deepEqual(await policiesOf(fieldManager), []);
+      assert.equal((await labelsOf(path))['team'], undefined, 'removed by prune');
     },
   );
 });
