@@ -21,7 +21,15 @@
 // leader election, no shard group) deletes them when it stops.
 import type { ControllerRule } from '../admission/policy.ts';
 import { policySelector } from '../admission/names.ts';
-import { isPolicy, isProtecting, MUTATING, policyOf, serves, servesPolicies } from '../admission/resources.ts';
+import {
+  isPolicy,
+  isProtecting,
+  MUTATING,
+  POLICY_RESOURCES,
+  policyOf,
+  serves,
+  servesPolicies,
+} from '../admission/resources.ts';
 import { type Config, protectsKeys } from '../config/model.ts';
 import type { LabellerEvents } from '../events/labellerevents.ts';
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
@@ -163,9 +171,9 @@ export class PolicyApplier {
       });
     } catch (error) {
       log.warn(
-        `admission policies left applied as labeller stops; remove them: kubectl delete mutatingadmissionpolicies,mutatingadmissionpolicybindings -l ${
-          policySelector(store.fieldManager)
-        }`,
+        `admission policies left applied as labeller stops; remove them: kubectl delete ${
+          POLICY_RESOURCES.map((r) => r.resource).join(',')
+        } -l ${policySelector(store.fieldManager)}`,
         { error },
       );
     }
