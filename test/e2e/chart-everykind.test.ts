@@ -169,9 +169,10 @@ async function builtins(namespaced: boolean): Promise<string[]> {
     assert.equal(run.code, 0, run.stderr);
     return run.stdout.split(/\s+/).filter(Boolean);
   };
-  const custom = new Set(
-    await names(['get', 'customresourcedefinitions', '-o', 'jsonpath={range .items[*]}{.metadata.name} {end}']),
-  );
+  const crds = () =>
+    names(['get', 'customresourcedefinitions', '-o', 'jsonpath={range .items[*]}{.metadata.name} {end}']);
+  // Other test files make and delete CRDs meanwhile: one made between the two reads is in the second list.
+  const before = await crds();
   const served = await names([
     'api-resources',
     '--verbs=list,watch,patch',
@@ -179,6 +180,7 @@ async function builtins(namespaced: boolean): Promise<string[]> {
     '-o',
     'name',
   ]);
+  const custom = new Set([...before, ...(await crds())]);
   return served.filter((name) => !custom.has(name)).sort();
 }
 
