@@ -170,3 +170,20 @@ test("a key an admission policy set is labeller's: owned by it at admission; dro
   ]]);
   assert.equal(result.pending, true);
 });
+
+test("a protected key says so: what the API server does with another identity's change of it", () => {
+  const r = reconciler({ team: 'payments', tier: 'web' });
+  const object = labelledObject('web', { labels: { team: 'payments', tier: 'web' }, ownedLabels: ['team', 'tier'] });
+  const { keys } = explain({
+    traces: r.trace(object),
+    plan: r.plan(object),
+    values: { labels: object.labels, annotations: {} },
+    owners: { labels: new Map([['team', [OURS]], ['tier', [OURS]]]), annotations: new Map() },
+    admitted: object.admitted,
+    fieldManager: 'labeller',
+    conflicts: 'force',
+    fights: new Map(),
+    protect: { mode: 'deny', labels: new Set(['team']), annotations: new Set() },
+  });
+  assert.deepEqual(keys.map((k) => [k.key, k.protection]), [['team', 'deny'], ['tier', undefined]]);
+});
