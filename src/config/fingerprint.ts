@@ -4,6 +4,7 @@
 // fingerprints to tell a replica of the same config from another config.
 import { createHash } from 'node:crypto';
 import type { Config, KindConfig } from './model.ts';
+import { ACCEPT_SMALLER_AFTER_MS } from './sources.ts';
 
 /**
  * Not localeCompare: the order must not depend on the process's locale (replicas compare
@@ -38,7 +39,10 @@ const settings = (kind: KindConfig) => ({
 export function configFingerprint(config: Config): string {
   const kinds = config.kinds.map(settings).sort((a, b) => byCodeUnits(a.resource, b.resource));
   const owners = [...config.ownerKinds].sort(byCodeUnits);
-  const sources = [...config.sources.values()].sort((a, b) => byCodeUnits(a.name, b.name));
+  // A source's acceptSmallerAfter only when not the default: configs with sources keep the fingerprint they had before it.
+  const sources = [...config.sources.values()].sort((a, b) => byCodeUnits(a.name, b.name)).map((
+    { acceptSmallerAfterMs, ...source },
+  ) => acceptSmallerAfterMs === ACCEPT_SMALLER_AFTER_MS ? source : { ...source, acceptSmallerAfterMs });
   const every = config.everyKind;
   const allow = [...(config.protectAllow ?? [])].sort(byCodeUnits);
   // Without owner kinds, sources, an every-kind entry and identities allowed to change protected

@@ -17,6 +17,8 @@
 //       required: true             # optional: /readyz waits for its first load
 //       allowMassRemoval: true     # optional: take content that is empty or drops most keys at once
 //                                  # (by default refused as an outage: the last good content stays)
+//       acceptSmallerAfter: 10m    # optional: content that drops most keys, unchanged this long, is
+//                                  # taken (default 10m; 0s: never): a catalogue that shrank stays so
 import { isDns1123Label } from '../kube/names.ts';
 import { durationProblem, parseDuration } from '../util/duration.ts';
 import { redactUrl } from '../util/url.ts';
@@ -56,13 +58,23 @@ export interface SourceSpec {
    * default refuses it as an outage and keeps the last good content).
    */
   readonly allowMassRemoval: boolean;
+  /**
+   * Content that drops most keys at once (not empty content), refused as an outage, is taken once
+   * it has stayed the same this long: a catalogue that really shrank, while labeller ran or while
+   * it was down, is not refused for ever. 0: never.
+   */
+  readonly acceptSmallerAfterMs: number;
 }
+
+/** How long content that drops most keys must stay the same before it is taken, by default. */
+export const ACCEPT_SMALLER_AFTER_MS = 10 * 60_000;
 
 const TYPES = ['configMap', 'file', 'url'] as const;
 const SOURCE_FIELDS = [
   ...TYPES,
   'required',
   'allowMassRemoval',
+  'acceptSmallerAfter',
   'interval',
   'timeout',
   'caFile',
@@ -111,7 +123,22 @@ function parseSource(name: string, value: unknown, where: string): SourceSpec {
     origin: origin(type, fields, where),
     required: flag('required'),
     allowMassRemoval: flag('allowMassRemoval'),
+    acceptSmallerAfterMs: isAbsent(fields['acceptSmallerAfter'])
+      ? ACCEPT_SMALLER_AFTER_MS
+      : duration(fields['acceptSmallerAfter'], `${where}.acceptSmallerAfter`, true),
   };
+}
+
+/** A duration field: Go-style, as long as a timer can wait; `zero`: 0s is allowed. */
+function duration(value: unknown, where: string, zero = false): number {
+  const text = expectString(value, where);
+  const ms = parseDuration(text);
+  if (ms === undefined || ms < 0 || (ms === 0 && !zero)) {
+    throw fail(where, `${JSON.stringify(text)}: use e.g. 30s or 5m${zero ? ' (0s: never)' : ''}`);
+  }
+  const problem = durationProblem(ms);
+  if (problem !== undefined) throw fail(where, `${JSON.stringify(text)} is ${problem}`);
+  return ms;
 }
 
 function origin(type: (typeof TYPES)[number], fields: Record<string, unknown>, where: string): SourceOrigin {
@@ -157,15 +184,8 @@ function origin(type: (typeof TYPES)[number], fields: Record<string, unknown>, w
   if (parsed.username || parsed.password) {
     throw fail(`${where}.url`, 'no credentials in the URL (they would be logged): use bearerTokenFile');
   }
-  const duration = (field: string, fallback: number): number => {
-    if (isAbsent(fields[field])) return fallback;
-    const text = expectString(fields[field], `${where}.${field}`);
-    const ms = parseDuration(text);
-    if (ms === undefined || ms <= 0) throw fail(`${where}.${field}`, `${JSON.stringify(text)}: use e.g. 30s or 5m`);
-    const problem = durationProblem(ms);
-    if (problem !== undefined) throw fail(`${where}.${field}`, `${JSON.stringify(text)} is ${problem}`);
-    return ms;
-  };
+  const optional = (field: string, fallback: number): number =>
+    isAbsent(fields[field]) ? fallback : duration(fields[field], `${where}.${field}`);
   const file = (field: string): string | undefined =>
     isAbsent(fields[field]) ? undefined : expectString(fields[field], `${where}.${field}`);
   const maxBytes = fields['maxBytes'] ?? 1024 * 1024;
@@ -175,8 +195,8 @@ function origin(type: (typeof TYPES)[number], fields: Record<string, unknown>, w
   return {
     type,
     url,
-    intervalMs: duration('interval', 300_000),
-    timeoutMs: duration('timeout', 10_000),
+    intervalMs: optional('interval', 300_000),
+    timeoutMs: optional('timeout', 10_000),
     caFile: file('caFile'),
     bearerTokenFile: file('bearerTokenFile'),
     maxBytes,

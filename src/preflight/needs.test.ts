@@ -9,6 +9,7 @@ const source = (name: string, namespace: string, map: string): SourceSpec => ({
   origin: { type: 'configMap', namespace, name: map, key: undefined },
   required: false,
   allowMassRemoval: false,
+  acceptSmallerAfterMs: 600_000,
 });
 
 test('needs: each kind where it is watched, related caches, ConfigMap sources, Events and Leases', () => {

@@ -182,3 +182,73 @@ test('a source that allows mass removal takes its first read after a restart wha
   await until(() => second.set.loaded('teams'));
   assert.equal(second.set.lookup('teams', 'gray', undefined), 'cc-9');
 });
+
+test('a catalogue that shrank and stays so is taken after acceptSmallerAfter, and remembered: a restart never wedges on what it had before (issue 47, item 4)', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'labeller-sources-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'teams.json');
+  const specs = parseSources({ teams: { file, acceptSmallerAfter: '400ms' } }, 'sources');
+  const ten = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`team-${i}`, `cc-${i}`]));
+  writeFileSync(file, JSON.stringify(ten));
+  const memory = mapMemory();
+  const first = sourceSet(memory);
+  first.set.apply(specs);
+  await until(() => first.set.loaded('teams'));
+  await first.set.stop();
+
+  // While no labeller runs, the catalogue loses 6 of its 10 entries, for good.
+  const four = Object.fromEntries(Object.entries(ten).slice(6));
+  writeFileSync(file, JSON.stringify(four));
+  const second = sourceSet(memory);
+  t.after(() => second.set.stop());
+  second.set.apply(specs);
+  await second.set.settled(['teams']);
+  assert.equal(second.set.loaded('teams'), false, 'held at first');
+  assert.match(second.set.notes()[0] ?? '', /source teams has not loaded/);
+  await until(() => second.set.loaded('teams'));
+  assert.equal(second.set.lookup('teams', 'team-9', undefined), 'cc-9');
+  assert.equal(second.set.lookup('teams', 'team-0', undefined), undefined);
+  assert.deepEqual(second.heard, [['teams', 'all']]);
+  await second.set.stop();
+
+  // Remembered: the next restart takes the four keys at once.
+  const third = sourceSet(memory);
+  t.after(() => third.set.stop());
+  third.set.apply(parseSources({ teams: { file, acceptSmallerAfter: '0s' } }, 'sources'));
+  await until(() => third.set.loaded('teams'));
+});
+
+test('held content that changes starts its wait again; empty content is never taken; 0s never takes', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'labeller-sources-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const [shrinking, emptied, never] = ['shrinking', 'emptied', 'never'].map((name) => join(dir, `${name}.json`));
+  const ten = JSON.stringify(Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`k${i}`, `v${i}`])));
+  for (const file of [shrinking, emptied, never]) writeFileSync(file, ten);
+  const { set } = sourceSet();
+  t.after(() => set.stop());
+  set.apply(parseSources({
+    shrinking: { file: shrinking, acceptSmallerAfter: '1s' },
+    emptied: { file: emptied, acceptSmallerAfter: '300ms' },
+    never: { file: never, acceptSmallerAfter: '0s' },
+  }, 'sources'));
+  await until(() => ['shrinking', 'emptied', 'never'].every((name) => set.loaded(name)));
+  writeFileSync(shrinking, JSON.stringify({ k0: 'v0', k1: 'v1' }));
+  writeFileSync(emptied, '{}');
+  writeFileSync(never, JSON.stringify({ k0: 'v0' }));
+  await until(() => set.notes().length === 3);
+  assert.match(
+    set.notes().join('\n'),
+    /drops 8 of its 10 keys at once; refused as an outage .*; taken if it stays the same for 1s/,
+  );
+  // Changed before its second: the wait begins again.
+  await new Promise((resolve) => setTimeout(resolve, 600));
+  writeFileSync(shrinking, JSON.stringify({ k0: 'v0', k2: 'v2' }));
+  await new Promise((resolve) => setTimeout(resolve, 700));
+  assert.equal(set.lookup('shrinking', 'k5', undefined), 'v5', 'not yet: a new wait');
+  await until(() => set.lookup('shrinking', 'k5', undefined) === undefined);
+  assert.equal(set.lookup('shrinking', 'k2', undefined), 'v2');
+  // Empty, and never: the last good content stays.
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  assert.equal(set.lookup('emptied', 'k5', undefined), 'v5');
+  assert.equal(set.lookup('never', 'k5', undefined), 'v5');
+});

@@ -4,6 +4,10 @@
 // or dropping most keys at once) is a failure too, checked at the first read against the key set
 // remembered before a restart (memory.ts). Each change is told to the kinds with
 // the keys whose entries changed, so exactly the objects that looked those keys up are queued.
+// Content that drops most keys but is not empty is held, not refused for ever: once it has stayed
+// the same for the source's acceptSmallerAfter (10 minutes by default), it is taken, and
+// remembered, so a catalogue that really shrank, while labeller ran or while it was down, is
+// taken after a bounded time, and a restart never wedges on the key set remembered before it.
 // A failing source is a log line, a Warning Event on labeller's Pod, the labeller_source_*
 // metrics and a line in /readyz (which it keeps from ready only when it is `required` and has
 // never loaded).
@@ -14,6 +18,7 @@ import { type SourceLookups } from '../labelling/ports.ts';
 import { type SourceSpec } from '../config/sources.ts';
 import type { SourceGauges } from '../metrics/metrics.ts';
 import type { Logger } from '../util/log.ts';
+import { formatDuration } from '../util/duration.ts';
 import type { LabellerEvents } from '../events/labellerevents.ts';
 import { configMapLoader } from './configmap.ts';
 import { fileLoader } from './file.ts';
@@ -47,6 +52,8 @@ interface Running {
   bytes: number;
   lastSuccessMs: number | undefined;
   failure: Error | undefined;
+  /** Content refused as dropping most keys, taken once it has stayed the same long enough (its timer). */
+  holding: { readonly loaded: Loaded; readonly timer: ReturnType<typeof setTimeout> } | undefined;
   readonly settled: Promise<void>;
   readonly settle: () => void;
   readonly stop: AbortController;
@@ -140,11 +147,13 @@ export class SourceSet implements SourceLookups {
       bytes: 0,
       lastSuccessMs: undefined,
       failure: undefined,
+      holding: undefined,
       settled,
       settle,
       stop: new AbortController(),
     };
     this.#running.set(spec.name, running);
+    running.stop.signal.addEventListener('abort', () => clearTimeout(running.holding?.timer), { once: true });
     const loader = this.#loader(spec);
     const log = this.#options.log.child({ source: spec.name });
     const { memory, once } = this.#options;
@@ -183,22 +192,63 @@ export class SourceSet implements SourceLookups {
     }
   }
 
-  #loaded(running: Running, { content, bytes }: Loaded, log: Logger): void {
+  #loaded(running: Running, loaded: Loaded, log: Logger): void {
+    const { content } = loaded;
     const before = running.content;
     // What looks like an outage is one: the labels that read the source stay as they are.
     // Checked against the key set before a restart too: an outage may outlast a process.
     const outage = running.spec.allowMassRemoval ? undefined : massRemoval(before, content) ??
       (before === undefined ? outageSinceRestart(running.remembered, content) : undefined);
-    if (outage !== undefined) {
-      this.#failed(
-        running,
-        new Error(
-          `${outage}; refused as an outage (set allowMassRemoval: true on the source if such a change is meant)`,
-        ),
-        log,
-      );
+    if (outage === undefined) {
+      this.#release(running);
+      this.#take(running, loaded, log);
       return;
     }
+    // Not empty, and smaller: a catalogue that shrank, if it stays so.
+    const { acceptSmallerAfterMs } = running.spec;
+    const holds = content.size > 0 && acceptSmallerAfterMs > 0 && !this.#options.once;
+    if (holds) this.#hold(running, loaded, log);
+    else this.#release(running);
+    this.#failed(
+      running,
+      new Error(
+        `${outage}; refused as an outage (set allowMassRemoval: true on the source if such a change is meant)${
+          holds ? `; taken if it stays the same for ${formatDuration(acceptSmallerAfterMs)}` : ''
+        }`,
+      ),
+      log,
+    );
+  }
+
+  /** Holds `loaded` (refused as dropping most keys): taken once nothing else has been read for acceptSmallerAfter. */
+  #hold(running: Running, loaded: Loaded, log: Logger): void {
+    const held = running.holding?.loaded.content;
+    if (held && changedKeys(held, loaded.content).length === 0) return;
+    this.#release(running);
+    const timer = setTimeout(() => {
+      if (running.holding?.loaded !== loaded || running.stop.signal.aborted) return;
+      running.holding = undefined;
+      const had = running.content?.size ?? running.remembered?.keys;
+      log.warn("source content that drops most keys stayed the same; taken as the source's content now", {
+        keys: loaded.content.size,
+        ...(had === undefined ? {} : { before: had }),
+        stayedMs: running.spec.acceptSmallerAfterMs,
+      });
+      this.#take(running, loaded, log);
+    }, running.spec.acceptSmallerAfterMs);
+    // A process stopping does not wait for it.
+    timer.unref?.();
+    running.holding = { loaded, timer };
+  }
+
+  #release(running: Running): void {
+    clearTimeout(running.holding?.timer);
+    running.holding = undefined;
+  }
+
+  /** Takes `loaded` as the source's content: told to the listeners, remembered across restarts. */
+  #take(running: Running, { content, bytes }: Loaded, log: Logger): void {
+    const before = running.content;
     const changed = changedKeys(before, content);
     running.content = content;
     running.bytes = bytes;

@@ -26,3 +26,11 @@ export function durationProblem(ms: number): string | undefined {
     }h`
     : undefined;
 }
+
+/** `ms` as a Go-style duration in its largest whole unit ("10m", "90s", "250ms"), for messages. */
+export function formatDuration(ms: number): string {
+  for (const [unit, size] of [['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) {
+    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+  }
+  return `${ms}ms`;
+}

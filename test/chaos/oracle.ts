@@ -122,6 +122,8 @@ export type SourceVerdict = { readonly good: ReadonlyMap<string, string> } | { r
  * The source's content after `document` is written over `last` (the content in use): empty or
  * not a flat mapping is refused; so is a change that drops more than half of the keys, two or
  * more, at once (an outage that answers 200). Written from the documented rule, not the code.
+ * (Such a change is taken once it has stayed the same for acceptSmallerAfter, 10 minutes by
+ * default: no operation of a run keeps one that long.)
  */
 export function sourceVerdict(last: ReadonlyMap<string, string>, document: unknown): SourceVerdict {
   if (document === null || document === undefined) return { refused: 'empty' };
