@@ -221,7 +221,9 @@ test('a catalogue that shrank and stays so is taken after acceptSmallerAfter, an
 test('held content that changes starts its wait again; empty content is never taken; 0s never takes', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'labeller-sources-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const [shrinking, emptied, never] = ['shrinking', 'emptied', 'never'].map((name) => join(dir, `${name}.json`));
+  const shrinking = join(dir, 'shrinking.json');
+  const emptied = join(dir, 'emptied.json');
+  const never = join(dir, 'never.json');
   const ten = JSON.stringify(Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`k${i}`, `v${i}`])));
   for (const file of [shrinking, emptied, never]) writeFileSync(file, ten);
   const { set } = sourceSet();
