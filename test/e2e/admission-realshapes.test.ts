@@ -8,8 +8,8 @@ import { describe, test } from 'node:test';
 import { markerKeys, markerValues } from '../../src/labelling/admitted.ts';
 import { fullSkip } from '../cluster/testrun.ts';
 import { admission, apply, policiesSkip } from './admission.ts';
-import { configFile, create, eventually, patchLabels } from './cluster.ts';
-import { deployment, list, type Meta, workloadNamespace } from './workloads.ts';
+import { adminClient, configFile, create, eventually, patchLabels } from './cluster.ts';
+import { deployment, list, type Meta, pod, workloadNamespace } from './workloads.ts';
 
 const FIELD_MANAGER = 'labeller-admission-realshapes-e2e';
 /** The marker annotations of this field manager's policies. */
@@ -55,6 +55,16 @@ kinds:
       });
       return probe.metadata.labels?.[TEAM] === 'payments';
     }, 'the policies in force');
+    // The pods' policy is another one, which the API server may enforce a moment later: a dry-run pod create says.
+    const admin = await adminClient();
+    await eventually(async () => {
+      const probe = await admin.json<Created>('POST', `/api/v1/namespaces/${ns}/pods`, {
+        query: { dryRun: 'All' },
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(pod('probe', { app: 'probe' })),
+      });
+      return probe.metadata.labels?.[TEAM] === 'payments';
+    }, "the pods' policy in force");
 
     const web = await create<Created>(`/apis/apps/v1/namespaces/${ns}/deployments`, deployment('web', 2));
     assert.equal(web.metadata.labels?.[TEAM], 'payments');
