@@ -298,20 +298,22 @@ export class PolicyApplier {
     this.#applied = undefined;
   }
 
-  /** Whether the API server serves the mutating policies; said when that changes (the first time: when it does not). */
-  #servedNow(): boolean {
+  /**
+   * Notes whether the API server serves the mutating policies, said when that changes (the first
+   * time: when it does not). The protecting ones are served from 1.30, which the chart requires.
+   */
+  #servedNow(): void {
     const { discovery, log } = this.#options;
     const served = servesPolicies(discovery.resources);
     if (!served && this.#served !== false) {
       log.info(
-        'the API server does not serve admissionregistration.k8s.io/v1 MutatingAdmissionPolicies (Kubernetes 1.36 and later do): no admission policies; the controller labels objects after their create',
+        'the API server does not serve admissionregistration.k8s.io/v1 MutatingAdmissionPolicies (Kubernetes 1.36 and later do): no labels at create; the controller labels objects after their create (the protecting policies, served from 1.30, apply all the same)',
         { apiVersion: 'admissionregistration.k8s.io/v1' },
       );
       this.#standDown();
     }
     if (served && this.#served === false) log.info('the API server serves admission policies now; applying them');
     this.#served = served;
-    return served;
   }
 
   /** Applies `objects` in order, each binding after its policy; then deletes the field manager's others. */
