@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { PartialObjectMetadata, WatchEvent } from '../kube/objects.ts';
+import { Backoff } from '../util/backoff.ts';
 import { createLogger } from '../util/log.ts';
 import { Informer } from './informer.ts';
 import type { Partition, PartitionChange } from './partition.ts';
@@ -98,6 +99,33 @@ test('a partition that grows lists only what it adds, at the watch version, and 
   assert.deepEqual(dropped?.type === 'resync' ? dropped.removed : [], ['a/one', 'a/two']);
   assert.equal(api.lists.length, 2, 'no list for a shrink');
 
+  stop.abort();
+  await running;
+});
+
+test('a watch that failed and resumes is told to onWatchRecovered once, with what it brings in the store: a resumed watch that brings nothing says so too', async (t) => {
+  const api = new ScriptedApi([page('10', [object('a', 'one')])], [
+    { events: [bookmark('11')], end: new Error('connection reset') },
+    // Resumed from 11: nothing changed meanwhile, so no event but the bookmark.
+    { events: [bookmark('12')], until: new Promise(() => {}) },
+  ]);
+  const heard: string[] = [];
+  const informer: Informer<Meta> = new Informer<Meta>({
+    name: 'configmaps',
+    api,
+    project: metadataOf,
+    watch: { backoff: new Backoff({ initialMs: 0, jitter: 0 }) },
+    onWatchError: (error) => heard.push(`error ${error.message}`),
+    onWatchRecovered: () => heard.push(`recovered ${[...informer.store.keys()].join()}`),
+    log,
+  });
+  const stop = new AbortController();
+  t.after(() => stop.abort());
+  const running = informer.run(stop.signal);
+  await settle(() => heard.length === 2);
+  assert.deepEqual(heard, ['error connection reset', 'recovered a/one']);
+  assert.deepEqual(api.watches.map((o) => o.resourceVersion), ['10', '11'], 'resumed, not listed again');
+  assert.equal(informer.watchFailure, undefined);
   stop.abort();
   await running;
 });

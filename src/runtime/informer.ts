@@ -32,6 +32,8 @@ export interface InformerOptions<T> {
   readonly metrics?: InformerMetrics | undefined;
   /** Told of every failed list or watch (it is logged and retried anyway). */
   readonly onWatchError?: ((error: Error) => void) | undefined;
+  /** Told when a watch that failed is established again, once its first event is in the store. */
+  readonly onWatchRecovered?: (() => void) | undefined;
   readonly log: Logger;
 }
 
@@ -177,11 +179,13 @@ export class Informer<T> {
         this.#settle();
         continue;
       }
-      if ((event.type === 'watching' || event.type === 'initDone') && this.#watchFailure) {
+      const recovered = (event.type === 'watching' || event.type === 'initDone') && this.#watchFailure !== undefined;
+      if (recovered) {
         this.#options.log.info('watch re-established');
         this.#watchFailure = undefined;
       }
       this.#apply(event);
+      if (recovered) this.#options.onWatchRecovered?.();
     }
   }
 

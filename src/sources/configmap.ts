@@ -48,6 +48,9 @@ export function configMapLoader(
       project,
       watch: { fieldSelector: `metadata.name=${origin.name}` },
       onWatchError: (error) => report(new Error(`${where}: ${error.message}`)),
+      // Read again once watched again: a watch that resumes brings no event when nothing changed,
+      // and the source is readable again all the same.
+      onWatchRecovered: () => report(read(informer.store.get(objectKey(origin)))),
       log: log.child({ kind: 'ConfigMap', controller: `source ${where}` }),
     });
     informer.subscribe((change) => {

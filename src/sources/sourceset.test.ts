@@ -254,3 +254,27 @@ test('held content that changes starts its wait again; empty content is never ta
   assert.equal(set.lookup('emptied', 'k5', undefined), 'v5');
   assert.equal(set.lookup('never', 'k5', undefined), 'v5');
 });
+
+test('a failed read ends a hold: content that drops most keys is taken only after a wait with no failed read in it', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'labeller-sources-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'teams.json');
+  const ten = JSON.stringify(Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`k${i}`, `v${i}`])));
+  const two = JSON.stringify({ k0: 'v0', k1: 'v1' });
+  writeFileSync(file, ten);
+  const { set } = sourceSet();
+  t.after(() => set.stop());
+  set.apply(parseSources({ teams: { file, acceptSmallerAfter: '800ms' } }, 'sources'));
+  await until(() => set.loaded('teams'));
+  writeFileSync(file, two);
+  await until(() => /taken if it stays the same/.test(set.notes().join()));
+  // Malformed for a while (a half-written mount, an error page), then the smaller content again.
+  writeFileSync(file, '{"k0": ');
+  await until(() => set.notes().length === 1 && !/taken if it stays the same/.test(set.notes().join()));
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  assert.equal(set.lookup('teams', 'k5', undefined), 'v5', 'not taken: the source did not stay the same');
+  writeFileSync(file, two);
+  await until(() => /taken if it stays the same/.test(set.notes().join()));
+  await until(() => set.lookup('teams', 'k5', undefined) === undefined);
+  assert.equal(set.lookup('teams', 'k1', undefined), 'v1');
+});

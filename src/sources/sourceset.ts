@@ -5,9 +5,10 @@
 // remembered before a restart (memory.ts). Each change is told to the kinds with
 // the keys whose entries changed, so exactly the objects that looked those keys up are queued.
 // Content that drops most keys but is not empty is held, not refused for ever: once it has stayed
-// the same for the source's acceptSmallerAfter (10 minutes by default), it is taken, and
-// remembered, so a catalogue that really shrank, while labeller ran or while it was down, is
-// taken after a bounded time, and a restart never wedges on the key set remembered before it.
+// the same, every read in between succeeding, for the source's acceptSmallerAfter (10 minutes by
+// default), it is taken, and remembered, so a catalogue that really shrank, while labeller ran or
+// while it was down, is taken after a bounded time, and a restart never wedges on the key set
+// remembered before it.
 // A failing source is a log line, a Warning Event on labeller's Pod, the labeller_source_*
 // metrics and a line in /readyz (which it keeps from ready only when it is `required` and has
 // never loaded).
@@ -162,7 +163,7 @@ export class SourceSet implements SourceLookups {
       await loader(
         (result) => {
           if (running.stop.signal.aborted) return;
-          if (result instanceof Error) this.#failed(running, result, log);
+          if (result instanceof Error) this.#unreadable(running, result, log);
           else this.#loaded(running, result, log);
           running.settle();
         },
@@ -170,7 +171,7 @@ export class SourceSet implements SourceLookups {
         once,
       );
     })().catch((error: unknown) => {
-      this.#failed(running, error instanceof Error ? error : new Error(String(error)), log);
+      this.#unreadable(running, error instanceof Error ? error : new Error(String(error)), log);
       running.settle();
     });
   }
@@ -220,7 +221,7 @@ export class SourceSet implements SourceLookups {
     );
   }
 
-  /** Holds `loaded` (refused as dropping most keys): taken once nothing else has been read for acceptSmallerAfter. */
+  /** Holds `loaded` (refused as dropping most keys): taken once it alone has been read, without a failed read, for acceptSmallerAfter. */
   #hold(running: Running, loaded: Loaded, log: Logger): void {
     const held = running.holding?.loaded.content;
     if (held && changedKeys(held, loaded.content).length === 0) return;
@@ -265,6 +266,15 @@ export class SourceSet implements SourceLookups {
     });
     const change: SourceChange = before === undefined ? 'all' : changed;
     for (const listener of this.#listeners) listener(running.spec.name, change);
+  }
+
+  /**
+   * A read that failed: held content has not stayed the same through it (the source may be gone,
+   * or say something else), so its wait ends; the next read of it begins a new one.
+   */
+  #unreadable(running: Running, error: Error, log: Logger): void {
+    this.#release(running);
+    this.#failed(running, error, log);
   }
 
   #failed(running: Running, error: Error, log: Logger): void {

@@ -115,15 +115,20 @@ export function expected(world: WorldState, key: string, intruder: string): Expe
   return expectation;
 }
 
-/** What a source document is, as the product must take it: a new good content, or refused. */
-export type SourceVerdict = { readonly good: ReadonlyMap<string, string> } | { readonly refused: string };
+/**
+ * What a source document is, as the product must take it: a new good content, or refused; a
+ * refused one that is smaller (`shrunk`) is taken once it has stayed the same for the source's
+ * acceptSmallerAfter, every read in between succeeding.
+ */
+export type SourceVerdict =
+  | { readonly good: ReadonlyMap<string, string> }
+  | { readonly refused: string; readonly shrunk?: ReadonlyMap<string, string> };
 
 /**
  * The source's content after `document` is written over `last` (the content in use): empty or
  * not a flat mapping is refused; so is a change that drops more than half of the keys, two or
- * more, at once (an outage that answers 200). Written from the documented rule, not the code.
- * (Such a change is taken once it has stayed the same for acceptSmallerAfter, 10 minutes by
- * default: no operation of a run keeps one that long.)
+ * more, at once (an outage that answers 200), until it has stayed so. Written from the
+ * documented rule, not the code.
  */
 export function sourceVerdict(last: ReadonlyMap<string, string>, document: unknown): SourceVerdict {
   if (document === null || document === undefined) return { refused: 'empty' };
@@ -135,7 +140,7 @@ export function sourceVerdict(last: ReadonlyMap<string, string>, document: unkno
   }
   if (next.size === 0) return { refused: 'no entries' };
   const dropped = [...last.keys()].filter((key) => !next.has(key)).length;
-  if (dropped >= 2 && dropped * 2 > last.size) return { refused: 'mass removal' };
+  if (dropped >= 2 && dropped * 2 > last.size) return { refused: 'mass removal', shrunk: next };
   return { good: next };
 }
 

@@ -34,7 +34,8 @@
 // objects created after the policies are enforced need no PATCH for the keys they set.
 // Operations: ConfigMaps created and deleted, namespace labels changed, Deployments scaled (the
 // controllers make and delete Pods), a CRD installed (with Widgets) and removed, the ConfigMap
-// source rewritten with good, empty, malformed and mass-removing content or deleted for a while,
+// source rewritten with good, empty, malformed and mass-removing content (taken once it has stayed
+// the same for the source's acceptSmallerAfter, SOURCE_ACCEPT_MS) or deleted for a while,
 // the HTTPS source answering the same, too large a body, no answer for a while or flipping
 // between two contents, live reloads that add and drop keys and ones that do not parse, a kind's
 // RBAC revoked for a while, another manager overwriting a key once; with admission, creates right
@@ -97,6 +98,11 @@ import { PolicyWindows } from './windows.ts';
 /** A removal is justified if the key was not wanted at some moment this long before it was seen. */
 const GRACE_MS = 45_000;
 const CONVERGE_MS = 120_000;
+/**
+ * The ConfigMap source's acceptSmallerAfter: short enough that smaller content stays that long
+ * between the source's operations, and that a source-gone (1 to 5 s) can come in the middle.
+ */
+const SOURCE_ACCEPT_MS = 4000;
 const MAX_RSS_MIB = 300;
 /** How long a body of the HTTPS source stays before the next: its poll interval (1 s), and a margin for a busy machine. */
 const CATALOG_READ_MS = 2500;
@@ -772,6 +778,30 @@ export async function run(
     }
     record();
   };
+  /** Smaller content written to the ConfigMap source, taken by the oracle SOURCE_ACCEPT_MS later. */
+  let accepting: { readonly timer: ReturnType<typeof setTimeout>; readonly at: number } | undefined;
+  const accept = (shrunk: ReadonlyMap<string, string>) => {
+    const timer = setTimeout(() => {
+      log(`seed ${seed}: the source's smaller content (${shrunk.size} of ${source.size} keys) stayed: taken`);
+      predict(() => {
+        source = shrunk;
+        refused.cc = false;
+        held.delete('cc');
+      });
+    }, SOURCE_ACCEPT_MS);
+    accepting = { timer, at: Date.now() + SOURCE_ACCEPT_MS };
+  };
+  /**
+   * Before the source changes again: smaller content held stops being taken. labeller's wait
+   * began when it read the write, a moment after the oracle's: one due within a second is waited
+   * out, taken by both, rather than judged on the side of a race.
+   */
+  const interruptAcceptance = async () => {
+    const left = accepting ? accepting.at - Date.now() : Infinity;
+    if (left < 1000) await sleep(Math.max(0, left) + 1000);
+    clearTimeout(accepting?.timer);
+    accepting = undefined;
+  };
   /** Since when the HTTPS source's body as served now can be read. */
   let readableSince = Date.now();
   /**
@@ -867,6 +897,7 @@ export async function run(
         }, ns);
         break;
       case 'source': {
+        await interruptAcceptance();
         const verdict = sourceVerdict(source, operation.document);
         refused.cc = !('good' in verdict);
         if ('good' in verdict) {
@@ -875,6 +906,8 @@ export async function run(
             held.delete('cc');
           });
         }
+        // Timed from before the write: labeller may read it before the write's answer is back here.
+        if ('shrunk' in verdict && verdict.shrunk) accept(verdict.shrunk);
         await writeSource(operation.document);
         break;
       }
@@ -1018,7 +1051,9 @@ export async function run(
         writeConfig();
         break;
       case 'source-gone':
-        // Unreadable: its last good content stays; then back with the content in use.
+        // Unreadable: its last good content stays, and smaller content held did not stay; then
+        // back with the content in use.
+        await interruptAcceptance();
         await cluster.delete(`/api/v1/namespaces/${sourceNs}/configmaps/teams`).catch(() => {});
         await sleep(operation.ms);
         await writeSource(Object.fromEntries(source));
@@ -1084,6 +1119,7 @@ export async function run(
       violations.push(...(await shardRanges(cluster, sourceNs, identities)));
     }
   } finally {
+    clearTimeout(accepting?.timer);
     sampling = false;
     await sampler;
     for (const [i, labeller] of replicas.entries()) {
@@ -1418,7 +1454,10 @@ function configYaml(config: ConfigState, namespaces: readonly string[], sourceNs
   if (config.site) labels[KEYS.site] = '{{sites[namespace.labels.team]}}';
   return dump({
     sources: {
-      teams: { configMap: { namespace: sourceNs, name: 'teams', key: 'teams.yaml' } },
+      teams: {
+        configMap: { namespace: sourceNs, name: 'teams', key: 'teams.yaml' },
+        acceptSmallerAfter: `${SOURCE_ACCEPT_MS}ms`,
+      },
       sites: {
         url: catalog.url,
         interval: '1s',
