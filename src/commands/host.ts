@@ -16,7 +16,7 @@ import type { KubeClient } from '../kube/client.ts';
 import { isForbidden, isNotFound } from '../kube/errors.ts';
 import type { ApiResource } from '../kube/resource.ts';
 import { DiscoveryCache } from '../kube/discoverycache.ts';
-import { LeaseApi, LeaseLock } from '../kube/lease.ts';
+import { LeaseApi } from '../kube/lease.ts';
 import type { LabelledObject } from '../labelling/object.ts';
 import { noOutcomes, type OutcomeCounts } from '../labelling/reconcile.ts';
 import { Metrics } from '../metrics/metrics.ts';
@@ -78,6 +78,8 @@ export interface StartOptions {
   readonly reload?: string | undefined;
   /** Writes wait for it (the field-manager guard's Lease held). */
   readonly writable?: Writable | undefined;
+  /** Why this process may not write now (the guard's Lease lapsed), asked as each write is sent, after `writable`. */
+  readonly claimed?: (() => string | undefined) | undefined;
   /** Each source's last good key set across restarts (sources/memory.ts). */
   readonly sourceMemory?: SourceMemory | undefined;
 }
@@ -164,13 +166,13 @@ export class Host {
    */
   async start(
     config: Config,
-    { verbs, claim, reload, writable, sourceMemory }: StartOptions,
+    { verbs, claim, reload, writable, claimed, sourceMemory }: StartOptions,
   ): Promise<Started | undefined> {
     const { client, options, discovery, metrics, events, log, shutdown, counts } = this;
     mustServeSome(resolveKinds(config.kinds, discovery), config, discovery);
     const election = options.leaderElection;
     const elector = election && new LeaderElector(
-      new LeaseLock(new LeaseApi(client), election.namespace, election.name),
+      new LeaseApi(client),
       { ...election, log, onLeadingChange: metrics.leader(election.name) },
     );
     const manager = new Manager<LabelledObject>({
@@ -198,6 +200,10 @@ export class Host {
         metrics,
         events,
         writable,
+        // Leadership, then the guard: both are checked as each write is sent, as the shard bucket is.
+        claimed: elector || claimed
+          ? () => (elector && !elector.valid() ? 'leadership lapsed' : undefined) ?? claimed?.()
+          : undefined,
         notServed: () => discovery.notServed(),
         shard,
       },

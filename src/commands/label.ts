@@ -66,6 +66,7 @@ export async function runLabel(host: Host, config: Config, options: LabelOptions
     reload: options.configFile?.path,
     // Not while the guard's Lease has lapsed: another config may have started meanwhile.
     writable: guard && ((signal) => guard.writable(signal)),
+    claimed: guard && (() => guard.holds() ? undefined : "the field-manager guard's Lease is not held"),
   });
   if (!started) return 'stopped';
   const { manager, kinds } = started;

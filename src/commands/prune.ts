@@ -16,8 +16,8 @@ import { LeaseApi } from '../kube/lease.ts';
 import { everyResource } from '../kube/resolve.ts';
 import { groupResource } from '../kube/resource.ts';
 import type { Config, KindConfig } from '../config/model.ts';
-import { type MonotonicClock, monotonicClock } from '../runtime/leader.ts';
-import { Liveness } from '../shard/liveness.ts';
+import { type MonotonicClock, monotonicClock } from '../lease/clock.ts';
+import { LeaseObserver } from '../lease/observer.ts';
 import { GROUP_LABEL } from '../shard/membership.ts';
 import { type PolicyObject, PolicyStore } from '../policies/store.ts';
 import type { Logger } from '../util/log.ts';
@@ -114,7 +114,7 @@ export interface ShardGroupWait {
  * first. A member writes only while its own Lease is valid, and stops renewing it once it stops
  * (it deletes it) or may no longer write it (`helm uninstall` deletes the release's RBAC before
  * the pods get SIGTERM, so they leave their Leases behind). A Lease is judged as the members
- * judge each other's (shard/liveness.ts). Those left are then deleted at the version judged
+ * judge each other's (lease/observer.ts). Those left are then deleted at the version judged
  * expired (a renewal that slipped in keeps its Lease, and it is waited for again), so nothing of
  * the group stays behind.
  */
@@ -124,7 +124,7 @@ export async function shardGroupGone(
   signal: AbortSignal,
 ): Promise<boolean> {
   const { group, namespace, retryPeriodMs, deleteLeft, log, clock = monotonicClock } = wait;
-  const liveness = new Liveness(clock);
+  const liveness = new LeaseObserver(clock);
   let told = false;
   while (!signal.aborted) {
     const leases = await api.list(namespace, `${GROUP_LABEL}=${group}`, signal);

@@ -57,36 +57,16 @@ export function guardLeaseName(claim: Pick<Claim, 'fieldManager' | 'identity' | 
   return `field-manager-${slug ? `${slug}-` : ''}${hash(`${claim.fieldManager}\n${claim.identity}`).slice(0, 10)}`;
 }
 
-/** The live guard Leases (at `nowMs`, wall clock) of others that must stop `claim` from writing. */
-export function blockers(leases: readonly Lease[], claim: Claim, nowMs: number): Lease[] {
-  return leases.filter((lease) => {
+/** Of the live guard Leases `held`, those of others that must stop `claim` from writing. */
+export function blockers(held: readonly Lease[], claim: Claim): Lease[] {
+  return held.filter((lease) => {
     const a = lease.metadata.annotations ?? {};
-    if (a[FIELD_MANAGER] !== claim.fieldManager || a[CONFIG] === claim.fingerprint || !live(lease, nowMs)) return false;
+    if (a[FIELD_MANAGER] !== claim.fieldManager || a[CONFIG] === claim.fingerprint) return false;
     if (lease.spec.holderIdentity === claim.identity) return false;
     if (claim.group && a[GROUP] === claim.group) return false;
     if (claim.shardGroup && a[SHARD_GROUP] === claim.shardGroup) return false;
     return overlap((a[SCOPE] ?? '').split(','), claim.scope).length > 0;
   });
-}
-
-/** Whose renewal is recent: renewed within its lease duration. Wall clocks, so skew between hosts counts. */
-function live(lease: Lease, nowMs: number): boolean {
-  return expiredFor(lease, nowMs) < 0;
-}
-
-/** How long ago (ms, at `nowMs`) the Lease expired; negative while it is live, Infinity when never held. */
-function expiredFor(lease: Lease, nowMs: number): number {
-  const { holderIdentity, renewTime, leaseDurationSeconds } = lease.spec;
-  if (!holderIdentity || !renewTime) return Infinity;
-  return nowMs - (Date.parse(renewTime) + (leaseDurationSeconds ?? 0) * 1000);
-}
-
-/**
- * Guard Leases left behind: expired for longer than `graceMs` (a holder that crashed, whose
- * successor has another identity and so another Lease). Nothing renews them any more.
- */
-export function abandoned(leases: readonly Lease[], nowMs: number, graceMs: number): Lease[] {
-  return leases.filter((lease) => expiredFor(lease, nowMs) > graceMs);
 }
 
 /** The kinds and namespaces both scopes write. */
@@ -118,14 +98,15 @@ function hash(text: string): string {
 }
 
 /** A holder in words, for the message that refuses to write. */
-export function describeHolder(lease: Lease, claim: Claim, nowMs: number): string {
+export function describeHolder(lease: Lease, claim: Claim): string {
   const a = lease.metadata.annotations ?? {};
-  const ago = Math.round((nowMs - Date.parse(lease.spec.renewTime ?? '')) / 1000);
   const writes = overlap((a[SCOPE] ?? '').split(','), claim.scope).join(', ');
   const group = a[GROUP] ? `, leader election ${a[GROUP]}` : a[SHARD_GROUP] ? `, shard group ${a[SHARD_GROUP]}` : '';
   return `${lease.spec.holderIdentity ?? '?'} (Lease ${
     lease.metadata.namespace ?? ''
-  }/${lease.metadata.name}${group}, config ${a[CONFIG] ?? '?'}, renewed ${ago} s ago, also writes ${writes})`;
+  }/${lease.metadata.name}${group}, config ${a[CONFIG] ?? '?'}, renewed at ${
+    lease.spec.renewTime ?? '?'
+  } by its clock, also writes ${writes})`;
 }
 
 /** The labels and annotations of a guard Lease that records `claim`, over those it has. */

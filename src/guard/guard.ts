@@ -6,12 +6,14 @@
 // a reloaded config takes effect, a labeller looks for live holders of its field manager (across
 // namespaces when it may list Leases cluster-wide, else in its own namespace, and it says so) and
 // refuses (FieldManagerTaken, exit 2 or a rejected reload) when one has another config and a
-// scope overlapping its own. Two that start together both write, then look again: the younger
+// scope overlapping its own. A holder is live as lease/observer.ts judges it, by this host's
+// clock from when its Lease was seen to change: one seen once only is looked at again until it is
+// seen renewed (live: a third of its duration at most) or unchanged for its whole duration (gone). Two that start together both write, then look again: the younger
 // Lease gives way. Replicas of one group never block each other (their Lease already lets one
 // write at a time, and a rolling update is how a group changes its config); the group's guard
 // Lease is left to expire when its leader stops, so a successor of another config cannot slip
-// in between. Holders that stopped renewing expire, and their Leases are deleted once they have
-// been expired for a while (a crashed holder's successor has another identity, so another Lease).
+// in between. Holders that stopped renewing expire, and their Leases are deleted when a look sees
+// them expired (a crashed holder's successor has another identity, so another Lease).
 // A holder whose own Lease lapsed (its process starved of CPU, or cut off from the API server)
 // writes nothing until it has renewed it and found that no other config took the field manager
 // meanwhile; if one did, it steps down (FieldManagerTaken), as client-go's leader election does
@@ -19,13 +21,13 @@
 import type { KubeClient } from '../kube/client.ts';
 import { isForbidden } from '../kube/errors.ts';
 import { type Lease, LeaseApi } from '../kube/lease.ts';
+import { type MonotonicClock, monotonicClock } from '../lease/clock.ts';
+import { LeaseHolder, type LeaseStore } from '../lease/holder.ts';
+import { LeaseObserver, type Observed } from '../lease/observer.ts';
 import type { Logger } from '../util/log.ts';
-import { microTime } from '../util/microtime.ts';
-import { sleep } from '../util/sleep.ts';
 import { UsageError } from '../util/usage.ts';
 import { fieldManagerSelector } from '../config/fieldmanager.ts';
 import {
-  abandoned,
   blockers,
   type Claim,
   type ClaimedConfig,
@@ -35,9 +37,6 @@ import {
   olderThan,
 } from './claim.ts';
 
-/** A guard Lease expired for this many lease durations (30 s at least) was left behind by a holder that is gone. */
-const ABANDONED_AFTER_LEASES = 10;
-
 export interface GuardOptions {
   /** Where this process's own guard Lease lives (and where it looks when it may not list cluster-wide). */
   readonly namespace: string;
@@ -45,6 +44,7 @@ export interface GuardOptions {
   /** --ignore-field-manager-guard: report holders of other configs, write anyway. */
   readonly ignore: boolean;
   readonly log: Logger;
+  readonly clock?: MonotonicClock | undefined;
 }
 
 /** Another labeller with another config holds the field manager: a usage error (exit 2). */
@@ -53,45 +53,71 @@ export class FieldManagerTaken extends UsageError {
 }
 
 export class FieldManagerGuard {
-  readonly #api: LeaseApi;
+  readonly #api: LeaseStore;
   #claim: Claim;
   readonly #options: GuardOptions;
-  readonly #name: string;
-  /** The Lease as last written, while this process holds it. */
-  #held: Lease | undefined;
+  readonly #clock: MonotonicClock;
+  readonly #lease: LeaseHolder;
+  /** Other holders' Leases, judged by this host's clock. */
+  readonly #observer: LeaseObserver;
   /** Said once: the guard sees only its own namespace. */
   #narrowed = false;
-  /** Until when (monotonic ms) this process may write: its Lease renewed, and checked after a lapse. */
-  #validUntil = -Infinity;
   /** The Lease cannot be held (no rights on Leases): the guard is off and holds no write back. */
   #off = false;
-  /** Since when (performance.now()) renewals of a Lease once held have been refused with 403. */
-  #forbiddenSince: number | undefined;
-  /** Writes waiting for the Lease to be renewed. */
+  /** Writes wait while the holders are looked at: after the first write of the Lease, after a lapse, after a new claim. */
+  #checking = false;
+  /** The checks, one after another. */
+  #checks: Promise<void> = Promise.resolve();
+  /** Whether the Lease was written once: the first renewal is followed by a look for older holders. */
+  #settled = false;
+  /** Writes waiting for the Lease to be renewed and checked. */
   #waiting: PromiseWithResolvers<void> | undefined;
   /** Set when another config holds the field manager and this process stepped down. */
   #lost: FieldManagerTaken | undefined;
 
-  constructor(api: LeaseApi, claim: Claim, options: GuardOptions) {
+  constructor(api: LeaseStore, claim: Claim, options: GuardOptions) {
     this.#api = api;
     this.#claim = claim;
     this.#options = options;
-    this.#name = guardLeaseName(claim);
+    this.#clock = options.clock ?? monotonicClock;
+    this.#observer = new LeaseObserver(this.#clock);
+    const { namespace, leaseDurationMs, log } = options;
+    this.#lease = new LeaseHolder(api, {
+      namespace,
+      name: guardLeaseName(claim),
+      identity: claim.identity,
+      leaseDurationMs,
+      // Others judge the Lease live for its duration from the renewal; a margin covers the request's own time.
+      validForMs: leaseDurationMs * 0.9,
+      renewEveryMs: Math.ceil(leaseDurationMs / 3),
+      // Once held, a 403 may pass: an API server that has just started answers 403 to everything
+      // until its RBAC is loaded. Writes wait meanwhile; only rights gone for a whole lease duration
+      // switch the guard off, as no rights at the start do at once.
+      forbiddenGraceMs: leaseDurationMs,
+      content: (current) => claimMetadata(current, this.#claim),
+      clock: this.#clock,
+      log,
+    });
   }
 
   /**
-   * Undefined when this process may write now (its Lease held and renewed in time: the check on
-   * every write, without a promise); else a promise that resolves once it may: before its first
-   * write of the Lease, and after a lapse (renewed too late for others to see it as live), once
-   * hold() has renewed it and checked. The promise rejects when `signal` aborts first, or when
-   * this process stepped down.
+   * Undefined when this process may write now (its Lease held, renewed in time and checked: the
+   * check on every write, without a promise); else a promise that resolves once it may: before
+   * its first write of the Lease, and after a lapse (renewed too late for others to see it as
+   * live), once hold() has renewed it and checked. The promise rejects when `signal` aborts
+   * first, or when this process stepped down.
    */
   writable(signal?: AbortSignal): Promise<void> | undefined {
-    return this.#off || performance.now() < this.#validUntil ? undefined : this.#untilWritable(signal);
+    return this.holds() ? undefined : this.#untilWritable(signal);
+  }
+
+  /** Whether this process may write now: the check as each write is sent. */
+  holds(): boolean {
+    return this.#off || (!this.#checking && this.#lease.valid());
   }
 
   async #untilWritable(signal?: AbortSignal): Promise<void> {
-    while (!this.#off && performance.now() >= this.#validUntil) {
+    while (!this.holds()) {
       // Stepped down: nothing more is written (the process is stopping).
       if (this.#lost) throw this.#lost;
       signal?.throwIfAborted();
@@ -113,92 +139,143 @@ export class FieldManagerGuard {
    * another config writes what it would; while this process holds its Lease, the Lease says the
    * new config at once (and is checked again, as after a first write).
    */
-  async claim(config: ClaimedConfig, signal?: AbortSignal): Promise<void> {
+  async claim(config: ClaimedConfig, signal: AbortSignal = new AbortController().signal): Promise<void> {
     const next = { ...this.#claim, ...config };
-    await this.#check(next, signal);
+    const found = await this.#blockers(next, signal);
+    if (found.length > 0) this.#refuse(found, next);
     this.#claim = next;
-    if (this.#held) await this.#settle(signal);
+    if (!this.#settled) return;
+    await this.#lease.round(signal);
+    await this.#checkHeld(false, signal);
   }
 
   /**
    * Holds this process's guard Lease while `writes` is not aborted (while it leads), renewed every
    * third of a lease duration; then gives it up, unless a leader-election group shares it. Calls
    * `taken` when an older holder of another config turns out to write what this process does
-   * (both started together). Never rejects: without permission on Leases it reports that and stops.
+   * (both started together), or one took the field manager while its Lease had lapsed. Never
+   * rejects: without permission on Leases it reports that and stops.
    */
   async hold(writes: AbortSignal, taken: (error: FieldManagerTaken) => void): Promise<void> {
     const { namespace, leaseDurationMs, log } = this.#options;
-    const renewMs = Math.ceil(leaseDurationMs / 3);
-    while (!writes.aborted) {
-      const sent = performance.now();
-      // Held once and lapsed since: others may have seen it expired, and another config started.
-      const lapsed = this.#validUntil !== -Infinity && sent >= this.#validUntil;
-      try {
-        if (this.#held) this.#held = await this.#write(this.#held, writes);
-        else await this.#settle(writes);
-        if (lapsed && this.#held) {
-          log.warn('field-manager guard: its Lease lapsed; checking that no other config took the field manager', {
-            lease: `${namespace}/${this.#name}`,
-            lapsedMs: Math.round(sent - this.#validUntil),
-          });
-          await this.#check(this.#claim, writes);
-        }
-        // Others judge the Lease live for its duration from the renewal; a margin covers the request's own time.
-        if (this.#held) {
-          this.#validUntil = sent + leaseDurationMs * 0.9;
-          this.#forbiddenSince = undefined;
+    const stop = new AbortController();
+    const signal = AbortSignal.any([writes, stop.signal]);
+    const check = (lapsed: boolean) => {
+      this.#checking = true;
+      this.#checks = this.#checks.then(async () => {
+        try {
+          await this.#checkHeld(lapsed, signal);
+          this.#checking = false;
           this.#release();
-        }
-      } catch (error) {
-        this.#held = undefined;
-        if (writes.aborted) break;
-        if (error instanceof FieldManagerTaken) {
+        } catch (error) {
+          if (signal.aborted) return;
+          if (!(error instanceof FieldManagerTaken)) {
+            // Looked at again at the next renewal; writes wait meanwhile.
+            log.warn('field-manager guard: could not look for other holders; retrying', { error });
+            return;
+          }
           this.#lost = error;
           this.#release();
+          stop.abort();
           await this.#giveUp();
           taken(error);
+        }
+      });
+    };
+    let renewals = 0;
+    await this.#lease.run(signal, {
+      renewed: (lapsed) => {
+        if (!this.#settled || lapsed || this.#checking) {
+          const first = !this.#settled;
+          this.#settled = true;
+          check(!first);
           return;
         }
-        // Once held, a 403 may pass: an API server that has just started answers 403 to everything
-        // until its RBAC is loaded. Writes wait meanwhile (the Lease lapses); only rights gone for
-        // a whole lease duration switch the guard off, as no rights at the start do at once.
-        this.#forbiddenSince = isForbidden(error) ? (this.#forbiddenSince ?? sent) : undefined;
-        if (
-          this.#forbiddenSince !== undefined &&
-          (this.#validUntil === -Infinity || sent - this.#forbiddenSince >= leaseDurationMs)
-        ) {
-          this.#off = true;
-          this.#release();
-          log.warn(
-            'field-manager guard: cannot hold its Lease, so other labellers cannot see this one; grant create, get, update and delete on leases',
-            { lease: `${namespace}/${this.#name}`, error },
-          );
-          return;
+        this.#release();
+        // About once a lease duration, a look at the others, so Leases left behind are seen expired and deleted.
+        if (++renewals % 3 === 0) {
+          this.#checks = this.#checks.then(() => this.#look(this.#claim, signal).then(() => {}, () => {}));
         }
-        log.warn('field-manager guard: could not renew its Lease; retrying', {
-          lease: `${namespace}/${this.#name}`,
-          error,
-        });
-      }
-      await sleep(renewMs, writes);
-    }
+      },
+      forbidden: (error) => {
+        this.#off = true;
+        this.#release();
+        log.warn(
+          'field-manager guard: cannot hold its Lease, so other labellers cannot see this one; grant create, get, update and delete on leases',
+          { lease: `${namespace}/${guardLeaseName(this.#claim)}`, error, leaseDurationMs },
+        );
+      },
+    });
+    await this.#checks;
+    if (this.#lost) return;
     // A group's successor takes the Lease over; deleting it would let another config in meanwhile.
-    if (!this.#claim.group) await this.#giveUp();
-    this.#held = undefined;
+    await this.#lease.release(this.#claim.group ? 'keep' : 'delete', this.#giveUpMs());
   }
 
-  /** Throws FieldManagerTaken when a live holder of another config writes what `claim` would. */
-  async #check(claim: Claim, signal?: AbortSignal): Promise<void> {
+  /**
+   * After the first write of the Lease, a holder of another config whose Lease is older wins
+   * (both started together); after a lapse, any live holder of another config does (it started
+   * while this one's Lease looked expired).
+   */
+  async #checkHeld(lapsed: boolean, signal: AbortSignal): Promise<void> {
+    const mine = this.#lease.lease;
+    if (lapsed) {
+      this.#options.log.warn(
+        'field-manager guard: its Lease lapsed; checking that no other config took the field manager',
+        {
+          lease: this.#lease.description,
+        },
+      );
+    }
+    const found = (await this.#blockers(this.#claim, signal))
+      .filter((lease) => lapsed || (mine !== undefined && olderThan(lease, mine)));
+    if (found.length > 0) this.#refuse(found, this.#claim);
+  }
+
+  /**
+   * The live holders of another config that must stop `claim` from writing. A Lease seen once
+   * only is looked at again until it is seen renewed (then it blocks) or unchanged for its whole
+   * duration (left behind: deleted).
+   */
+  async #blockers(claim: Claim, signal: AbortSignal): Promise<Lease[]> {
+    for (;;) {
+      const seen = await this.#look(claim, signal);
+      if (!seen) return [];
+      const found = blockers(seen.held, claim);
+      const unsure = found.filter((lease) => seen.unconfirmed.has(lease.metadata.name));
+      if (unsure.length === 0) return found;
+      const waitMs = Math.min(Math.ceil(this.#options.leaseDurationMs / 3), seen.nextExpiry - this.#clock.now());
+      this.#options.log.info(
+        'field-manager guard: a holder of another config seen for the first time; looking again to tell whether it is live',
+        { holders: unsure.map((lease) => describeHolder(lease, claim)).join('; '), waitMs },
+      );
+      await this.#clock.sleep(waitMs, signal);
+      signal.throwIfAborted();
+    }
+  }
+
+  /**
+   * The other holders of this field manager as the observer judges them; those seen expired are
+   * deleted (a holder that crashed: its successor has another identity, so another Lease).
+   * Undefined when they cannot be listed: the guard is off.
+   */
+  async #look(claim: Claim, signal: AbortSignal): Promise<Observed | undefined> {
     const holders = await this.#holders(signal);
     if (!holders) {
       // Nobody can be seen, so nobody can be waited for.
       this.#off = true;
       this.#release();
-      return;
+      return undefined;
     }
-    await this.#sweep(holders, signal);
-    const found = blockers(holders, claim, Date.now());
-    if (found.length > 0) this.#refuse(found, claim);
+    const mine = guardLeaseName(claim);
+    const seen = this.#observer.observe(
+      holders.filter((lease) =>
+        !(lease.metadata.name === mine && lease.metadata.namespace === this.#options.namespace)
+      ),
+    );
+    // The resourceVersion precondition keeps a Lease renewed meanwhile.
+    for (const lease of seen.expired) await this.#api.delete(lease, signal).catch(() => {});
+    return seen;
   }
 
   /** Lets the writes waiting for the Lease go. */
@@ -207,29 +284,9 @@ export class FieldManagerGuard {
     this.#waiting = undefined;
   }
 
-  /** Deletes the guard Leases of this field manager that crashed holders left behind (best effort). */
-  async #sweep(holders: readonly Lease[], signal?: AbortSignal): Promise<void> {
-    const graceMs = Math.max(30_000, ABANDONED_AFTER_LEASES * this.#options.leaseDurationMs);
-    for (const lease of abandoned(holders, Date.now(), graceMs)) {
-      // The resourceVersion precondition keeps a Lease renewed meanwhile.
-      await this.#api.delete(lease, signal).catch(() => {});
-    }
-  }
-
-  /** Writes the claim, then looks again: a holder of another config whose Lease is older wins. */
-  async #settle(signal?: AbortSignal): Promise<void> {
-    const current = this.#held ?? (await this.#api.get(this.#options.namespace, this.#name, signal));
-    this.#held = await this.#write(current, signal);
-    const mine = this.#held;
-    if (!mine) return;
-    const holders = await this.#holders(signal);
-    const older = blockers(holders ?? [], this.#claim, Date.now()).filter((lease) => olderThan(lease, mine));
-    if (older.length > 0) this.#refuse(older, this.#claim);
-  }
-
   #refuse(found: readonly Lease[], claim: Claim): void {
     const { fieldManager } = claim;
-    const described = found.map((lease) => describeHolder(lease, claim, Date.now())).join('; ');
+    const described = found.map((lease) => describeHolder(lease, claim)).join('; ');
     if (this.#options.ignore) {
       this.#options.log.warn(
         "field manager held by another config; writing anyway (--ignore-field-manager-guard): the two will remove each other's labels",
@@ -243,29 +300,14 @@ export class FieldManagerGuard {
     );
   }
 
-  /** Given up, so a new config can start at once. A second at most: the API server may be away, and the Lease expires by itself. */
-  async #giveUp(): Promise<void> {
-    const timeout = AbortSignal.timeout(Math.min(Math.ceil(this.#options.leaseDurationMs / 3), 1000));
-    // Read back first: a write cut short may still have reached the server.
-    const mine = await this.#api.get(this.#options.namespace, this.#name, timeout).catch(() => undefined);
-    if (mine?.spec.holderIdentity === this.#claim.identity) await this.#api.delete(mine, timeout).catch(() => {});
+  /** A second at most: the API server may be away, and the Lease expires by itself. */
+  #giveUpMs(): number {
+    return Math.min(Math.ceil(this.#options.leaseDurationMs / 3), 1000);
   }
 
-  /** Writes the claim over `current` (the Lease as last written or read; undefined: none yet). A lost race (409) leaves nothing held, retried from a fresh read. */
-  async #write(current: Lease | undefined, signal?: AbortSignal): Promise<Lease | undefined> {
-    const { namespace, leaseDurationMs } = this.#options;
-    const { identity } = this.#claim;
-    const now = microTime();
-    const lease: Lease = {
-      metadata: { ...current?.metadata, name: this.#name, namespace, ...claimMetadata(current?.metadata, this.#claim) },
-      spec: {
-        holderIdentity: identity,
-        leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000),
-        acquireTime: current?.spec.holderIdentity === identity ? (current.spec.acquireTime ?? now) : now,
-        renewTime: now,
-      },
-    };
-    return current ? this.#api.update(lease, signal) : this.#api.create(lease, signal);
+  /** Given up, so a new config can start at once. */
+  async #giveUp(): Promise<void> {
+    await this.#lease.release('delete', this.#giveUpMs());
   }
 
   /** The guard Leases of this field manager: cluster-wide if allowed, else in the own namespace; undefined when neither is. */

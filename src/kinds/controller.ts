@@ -19,7 +19,7 @@ import { Informer } from '../runtime/informer.ts';
 import type { InformerHandle } from '../runtime/informercache.ts';
 import type { SourceChange, SourceSet } from '../sources/sourceset.ts';
 import { metadataClient } from './metadataclient.ts';
-import type { Writable } from '../labelling/ports.ts';
+import { type Claimed, NotClaimed, type Writable } from '../labelling/ports.ts';
 import { controllerName, type ResolvedKind, watchedNamespaces } from './resolve.ts';
 
 /** What wiring a kind takes of the command-line options. */
@@ -41,6 +41,8 @@ export interface Wiring extends RelatedWiring {
   readonly refused?: ((controller: string) => void) | undefined;
   /** Writes wait for it (the field-manager guard's Lease held); none: they never wait. */
   readonly writable?: Writable | undefined;
+  /** Why this process may not write now (leadership or the guard's Lease lapsed), asked as each write is sent. */
+  readonly claimed?: (() => string | undefined) | undefined;
 }
 
 /** A configured kind's controller, and how to give it new labels or let it go. */
@@ -76,6 +78,12 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
   const lookups = sources && readsSources(kind) ? { lookups: sources, index: new LookupIndex() } : undefined;
   // Kept across relabels: a fight goes on whatever else the config changes.
   const fights = new FightTracker();
+  // Every claim a write needs, checked as it is sent: the process's, and its namespace's bucket.
+  const claimed: Claimed = (target) =>
+    wiring.claimed?.() ??
+      (shard && !shard.writing(resource, target.namespace ? `${target.namespace}/${target.name}` : target.name)
+        ? "its namespace's shard bucket is no longer this member's to write"
+        : undefined);
   const reconcilerFor = (next: KindConfig): Reconciler =>
     new Reconciler({
       kind: {
@@ -90,7 +98,7 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       protect: next.protect,
       yieldTo: next.fights && new Set(next.fights.yieldTo),
       dryRun: options.dryRun,
-      client: metadataClient((namespace) => apis(resource, namespace), options.fieldManager, wiring.writable),
+      client: metadataClient((namespace) => apis(resource, namespace), options.fieldManager, wiring.writable, claimed),
       log: kindLog,
       related: related.related,
       sources: lookups,
@@ -128,7 +136,8 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       }
       deferred.delete(key);
       try {
-        const result = await reconciler.reconcile(object, writes);
+        // Writes on the wire stop when this member's claim lapses, as they do when leadership does.
+        const result = await reconciler.reconcile(object, shard ? AbortSignal.any([writes, shard.claim]) : writes);
         const { outcome, patch } = result;
         counts[outcome]++;
         kindEvents?.reconciled(object, result);
@@ -146,6 +155,12 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
         }
         return { written: result.written, requeueAfterMs: result.requeueAfterMs };
       } catch (error) {
+        if (error instanceof NotClaimed) {
+          // Looked at again when its bucket is taken again, or soon when the claim lapsed otherwise.
+          kindLog.debug('write not sent: a claim lapsed while it waited', { name: key, reason: error.message });
+          if (shard) deferred.add(key);
+          return { requeueAfterMs: 1000 };
+        }
         counts.failed++;
         throw error;
       } finally {

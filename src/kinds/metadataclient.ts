@@ -7,8 +7,10 @@ import type { MetadataField } from '../config/model.ts';
 import { markerKeys } from '../labelling/admitted.ts';
 import {
   type ApplyTarget,
+  type Claimed,
   LabelConflict,
   type MetadataClient,
+  NotClaimed,
   ObjectChanged,
   ObjectGone,
   type Writable,
@@ -16,19 +18,28 @@ import {
 
 /**
  * `api` is the resource's in a namespace ('' for all, or cluster-scoped); `writable` resolves
- * when this process may write (the field-manager guard's Lease held: guard/guard.ts).
+ * when this process may write (the field-manager guard's Lease held: guard/guard.ts); `claimed`
+ * is asked as each write is sent, after that wait: a write whose claim lapsed meanwhile is not
+ * sent (NotClaimed).
  */
 export function metadataClient(
   api: (namespace: string) => Pick<ResourceApi, 'apply' | 'patch' | 'list'>,
   fieldManager: string,
   writable?: Writable,
+  claimed?: Claimed,
 ): MetadataClient {
   const everywhere = api('');
   const markerNames = markerKeys(fieldManager);
+  const mayWrite = async (target: ApplyTarget, dryRun: boolean, signal: AbortSignal | undefined) => {
+    if (dryRun) return;
+    const waiting = writable?.(signal);
+    if (waiting) await waiting;
+    const lapsed = claimed?.(target);
+    if (lapsed) throw new NotClaimed(`not written: ${lapsed}`);
+  };
   return {
     async apply(target, { labels, annotations }, { force, dryRun, annotationKeys, signal }) {
-      const waiting = dryRun ? undefined : writable?.(signal);
-      if (waiting) await waiting;
+      await mayWrite(target, dryRun, signal);
       try {
         const applied = await everywhere.apply(
           {
@@ -53,8 +64,7 @@ export function metadataClient(
       }
     },
     async remove(target, version, keys, { markers, dryRun, annotationKeys, signal }) {
-      const waiting = dryRun ? undefined : writable?.(signal);
-      if (waiting) await waiting;
+      await mayWrite(target, dryRun, signal);
       const path = (field: MetadataField, key: string) => `/metadata/${field}/${pointer(key)}`;
       const operations: JsonPatchOperation[] = [
         // The uid, as the apply's guard; the version, so that only what the cache saw is removed.

@@ -100,50 +100,6 @@ export class LeaseApi {
   }
 }
 
-/**
- * One named lease as a lock for leader election: the spec is what is read and written; the
- * resourceVersion of the last read or write is kept here, so an update fails (false) when
- * another candidate wrote in between.
- */
-export class LeaseLock {
-  readonly #api: LeaseApi;
-  readonly #namespace: string;
-  readonly #name: string;
-  #last: Lease | undefined;
-
-  constructor(api: LeaseApi, namespace: string, name: string) {
-    this.#api = api;
-    this.#namespace = namespace;
-    this.#name = name;
-  }
-
-  /** `namespace/name`, for logs. */
-  get description(): string {
-    return `${this.#namespace}/${this.#name}`;
-  }
-
-  async get(signal: AbortSignal): Promise<LeaseSpec | undefined> {
-    this.#last = await this.#api.get(this.#namespace, this.#name, signal);
-    return this.#last?.spec;
-  }
-
-  async create(spec: LeaseSpec, signal: AbortSignal): Promise<boolean> {
-    return this.#stored(
-      await this.#api.create({ metadata: { name: this.#name, namespace: this.#namespace }, spec }, signal),
-    );
-  }
-
-  async update(spec: LeaseSpec, signal: AbortSignal): Promise<boolean> {
-    if (!this.#last) return this.create(spec, signal);
-    return this.#stored(await this.#api.update({ metadata: this.#last.metadata, spec }, signal));
-  }
-
-  #stored(lease: Lease | undefined): boolean {
-    if (lease) this.#last = lease;
-    return lease !== undefined;
-  }
-}
-
 function path(namespace: string, name?: string): string {
   const ns = namespace ? `/namespaces/${encodeURIComponent(namespace)}` : '';
   return `/apis/coordination.k8s.io/v1${ns}/leases${name === undefined ? '' : `/${encodeURIComponent(name)}`}`;

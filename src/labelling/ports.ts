@@ -78,6 +78,20 @@ export class LabelConflict extends Error {
   }
 }
 
+/**
+ * A claim the write needs (leadership, the field-manager guard, the shard bucket) lapsed while it
+ * waited: it was not sent, and the object is looked at again once the claim holds.
+ */
+export class NotClaimed extends Error {
+  override readonly name = 'NotClaimed';
+}
+
+/**
+ * Why a write of `target` may not be sent now (a claim it needs has lapsed), checked as it is
+ * sent, after any wait; undefined when every claim holds.
+ */
+export type Claimed = (target: ApplyTarget) => string | undefined;
+
 /** The object changed since the version a write was guarded by: the cache brings the new one. */
 export class ObjectChanged extends Error {
   override readonly name = 'ObjectChanged';

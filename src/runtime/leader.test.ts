@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createLogger } from '../util/log.ts';
 import { LeaderElector, LeadershipLost } from './leader.ts';
-import { FakeClock, FakeLock, LeaseServer as Server } from './testing/fakelease.ts';
+import { FakeClock, FakeLeases as Server } from '../lease/testing/fakes.ts';
 
 const LEASE = 4000;
 const RENEW = 2500;
@@ -15,7 +15,8 @@ const log = createLogger({ level: 'error', format: 'json', write: () => {} });
 
 interface Candidate {
   readonly elector: LeaderElector;
-  readonly lock: FakeLock;
+  /** Its identity: what the server's faults are keyed by. */
+  readonly identity: string;
   /** acquire()'s answer. */
   readonly acquired: Promise<boolean>;
   /** When (fake clock) it became leader. */
@@ -24,20 +25,23 @@ interface Candidate {
 
 /** A candidate campaigning from now on, until `intake` aborts. */
 function candidate(identity: string, server: Server, intake = new AbortController().signal): Candidate {
-  const lock = new FakeLock(server);
-  const elector = new LeaderElector(lock, {
+  const elector = new LeaderElector(server.as(identity), {
+    namespace: 'test',
+    name: 'lease',
     identity,
     leaseDurationMs: LEASE,
     renewDeadlineMs: RENEW,
     retryPeriodMs: RETRY,
     log,
   }, server.clock);
-  const c: Candidate = { elector, lock, acquired: elector.acquire(intake), leadsAt: undefined };
+  const c: Candidate = { elector, identity, acquired: elector.acquire(intake), leadsAt: undefined };
   void c.acquired.then((leads) => {
     if (leads) c.leadsAt = server.clock.now();
   });
   return c;
 }
+
+const spec = (server: Server) => server.lease('lease')?.spec;
 
 function setup(): { clock: FakeClock; server: Server } {
   const clock = new FakeClock();
@@ -51,9 +55,9 @@ test('acquire: a free lease is taken at once and written with our identity and l
   assert.equal(await acquired, true);
   assert.equal(elector.leading, true);
   assert.equal(elector.leadership.aborted, false);
-  assert.equal(server.spec?.holderIdentity, 'a');
-  assert.equal(server.spec?.leaseDurationSeconds, 4);
-  assert.equal(server.spec?.leaseTransitions, 0);
+  assert.equal(spec(server)?.holderIdentity, 'a');
+  assert.equal(spec(server)?.leaseDurationSeconds, 4);
+  assert.equal(spec(server)?.leaseTransitions, 0);
 });
 
 test('renew: the leader renews every retry period and a standby never takes a live lease', async () => {
@@ -77,7 +81,7 @@ test('expiry: a standby takes over only after a lease duration without an observ
   const b = candidate('b', server);
   await clock.advance(RETRY * 3);
   // The leader is cut off: its requests never arrive, the lease stops changing.
-  a.lock.hang = true;
+  server.hung.add('a');
   const lastRenewal = server.writes.at(-1)?.at ?? 0;
   await clock.advance(LEASE * 3);
   assert.ok(b.leadsAt !== undefined, 'the standby took over');
@@ -87,8 +91,8 @@ test('expiry: a standby takes over only after a lease duration without an observ
     b.leadsAt <= lastRenewal + LEASE + RETRY * 2.2 * 2,
     `took over at ${b.leadsAt}, last renewal at ${lastRenewal}`,
   );
-  assert.equal(server.spec?.holderIdentity, 'b');
-  assert.equal(server.spec?.leaseTransitions, 1);
+  assert.equal(spec(server)?.holderIdentity, 'b');
+  assert.equal(spec(server)?.leaseTransitions, 1);
   // The old leader had given up long before.
   assert.equal(a.elector.leading, false);
   assert.ok(a.elector.leadership.reason instanceof LeadershipLost);
@@ -99,7 +103,7 @@ test('lost renewal: leadership ends exactly at the last renewal start + renew de
   const a = candidate('a', server);
   await clock.advance(RETRY * 2);
   const lastRenewal = server.writes.at(-1)?.at ?? 0;
-  a.lock.hang = true;
+  server.hung.add('a');
   let lostAt: number | undefined;
   a.elector.leadership.addEventListener('abort', () => (lostAt = clock.now()));
   await clock.advance(RENEW * 2);
@@ -108,11 +112,11 @@ test('lost renewal: leadership ends exactly at the last renewal start + renew de
   assert.ok(a.elector.leadership.reason instanceof LeadershipLost);
   assert.match((a.elector.leadership.reason as Error).message, /renew deadline/);
   assert.equal(a.elector.leading, false);
-  assert.ok(a.lock.aborted >= 1, 'the hung renewal round was aborted');
+  assert.ok((server.aborted.get('a') ?? 0) >= 1, 'the hung renewal round was aborted');
   // No more rounds after leadership ended.
-  const aborted = a.lock.aborted;
+  const aborted = server.aborted.get('a') ?? 0;
   await clock.advance(LEASE * 2);
-  assert.equal(a.lock.aborted, aborted);
+  assert.equal(server.aborted.get('a') ?? 0, aborted);
 });
 
 test('lost renewal: a renewal that answers only after the deadline does not extend leadership', async () => {
@@ -121,7 +125,7 @@ test('lost renewal: a renewal that answers only after the deadline does not exte
   await clock.advance(RETRY);
   // Each round alone is shorter than the renew deadline, but the rounds never succeed: the
   // deadline counts from the last success, not from each round.
-  a.lock.hang = true;
+  server.hung.add('a');
   const lastRenewal = server.writes.at(-1)?.at ?? 0;
   await clock.advance(RENEW - 1);
   assert.equal(a.elector.leading, true);
@@ -135,8 +139,9 @@ test('lost renewal: a leader that sees another holder gives up at once', async (
   const a = candidate('a', server);
   await clock.advance(0);
   // Someone took the lease over (e.g. an admin edited it).
-  server.spec = { ...server.spec, holderIdentity: 'intruder' };
-  server.version++;
+  const lease = server.lease('lease');
+  assert.ok(lease);
+  await server.as('intruder').update({ ...lease, spec: { ...lease.spec, holderIdentity: 'intruder' } });
   await clock.advance(RETRY);
   assert.equal(a.elector.leading, false);
   assert.match((a.elector.leadership.reason as Error).message, /held by intruder/);
@@ -155,7 +160,7 @@ test('release: the lease is given up at once and a standby takes over at its nex
   assert.equal(a.elector.leading, false);
   assert.equal(a.elector.leadership.aborted, true);
   assert.ok(!(a.elector.leadership.reason instanceof LeadershipLost), 'a release is no loss');
-  assert.equal(server.spec?.holderIdentity, null);
+  assert.equal(spec(server)?.holderIdentity, null);
   const writesByA = server.writes.filter((w) => w.identity === 'a').length;
   await clock.advance(RETRY * 2.2 + 1);
   assert.ok(

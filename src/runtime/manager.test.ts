@@ -10,7 +10,7 @@ import { Informer } from './informer.ts';
 import { LeaderElector } from './leader.ts';
 import { Manager } from './manager.ts';
 import { Shutdown } from './shutdown.ts';
-import { FakeClock, FakeLock, LeaseServer, settle } from './testing/fakelease.ts';
+import { FakeClock, FakeLeases, settle } from '../lease/testing/fakes.ts';
 import { metadataOf, page, pod, ScriptedApi } from './testing/scripted.ts';
 
 type Meta = PartialObjectMetadata['metadata'];
@@ -119,10 +119,15 @@ test('a controller that crashes stops the run', async () => {
 
 test('under leader election nothing is reconciled before leading, tasks run while leading, and the lease is released last', async () => {
   const clock = new FakeClock();
-  const server = new LeaseServer(clock);
+  const server = new FakeLeases(clock);
   // Another holder's live lease: this candidate waits.
-  server.spec = { holderIdentity: 'other', leaseDurationSeconds: 4, renewTime: 'x', acquireTime: 'x' };
-  const elector = new LeaderElector(new FakeLock(server), {
+  await server.as('other').create({
+    metadata: { name: 'lease', namespace: 'test' },
+    spec: { holderIdentity: 'other', leaseDurationSeconds: 4, renewTime: 'x', acquireTime: 'x' },
+  });
+  const elector = new LeaderElector(server.as('me'), {
+    namespace: 'test',
+    name: 'lease',
     identity: 'me',
     leaseDurationMs: 4000,
     renewDeadlineMs: 2500,
@@ -147,5 +152,5 @@ test('under leader election nothing is reconciled before leading, tasks run whil
   await clock.advance(1000);
   assert.equal(await running, 'stopped');
   assert.deepEqual(task, ['start', 'end']);
-  assert.equal(server.spec?.holderIdentity, null, 'released');
+  assert.equal(server.lease('lease')?.spec.holderIdentity, null, 'released');
 });

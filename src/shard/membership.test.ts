@@ -1,66 +1,21 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { Lease } from '../kube/lease.ts';
-import { FakeClock, settle } from '../runtime/testing/fakelease.ts';
+import { FakeClock, FakeLeases, settle } from '../lease/testing/fakes.ts';
 import { createLogger } from '../util/log.ts';
-import { type LeaseStore, Membership } from './membership.ts';
+import { memberLeaseName, Membership } from './membership.ts';
+import type { Lease } from '../kube/lease.ts';
 import { BUCKETS } from './ranges.ts';
 
 const log = createLogger({ level: 'error', format: 'json', write: () => {} });
 
-/** Leases in memory with the API server's compare-and-swap on resourceVersion. */
-class Leases implements LeaseStore {
-  readonly #leases = new Map<string, Lease>();
-  #version = 0;
-  /** Holders whose writes fail, as a member cut off from the API server (or a process frozen) fails to renew. */
-  readonly frozen = new Set<string>();
-
-  get(_namespace: string, name: string): Promise<Lease | undefined> {
-    return Promise.resolve(this.#leases.get(name));
-  }
-
-  create(lease: Lease): Promise<Lease | undefined> {
-    if (this.frozen.has(lease.spec.holderIdentity ?? '')) return Promise.reject(new Error('cut off'));
-    if (this.#leases.has(lease.metadata.name)) return Promise.resolve(undefined);
-    return Promise.resolve(this.#store(lease));
-  }
-
-  update(lease: Lease): Promise<Lease | undefined> {
-    if (this.frozen.has(lease.spec.holderIdentity ?? '')) return Promise.reject(new Error('cut off'));
-    const current = this.#leases.get(lease.metadata.name);
-    if (current?.metadata.resourceVersion !== lease.metadata.resourceVersion) return Promise.resolve(undefined);
-    return Promise.resolve(this.#store(lease));
-  }
-
-  delete(lease: Lease): Promise<void> {
-    const current = this.#leases.get(lease.metadata.name);
-    if (current?.metadata.resourceVersion === lease.metadata.resourceVersion) this.#leases.delete(lease.metadata.name);
-    return Promise.resolve();
-  }
-
-  list(): Promise<readonly Lease[]> {
-    return Promise.resolve([...this.#leases.values()]);
-  }
-
-  get size(): number {
-    return this.#leases.size;
-  }
-
-  #store(lease: Lease): Lease {
-    const stored = { ...lease, metadata: { ...lease.metadata, resourceVersion: String(++this.#version) } };
-    this.#leases.set(lease.metadata.name, stored);
-    return stored;
-  }
-}
-
 function member(
-  leases: Leases,
+  leases: FakeLeases,
   clock: FakeClock,
   identity: string,
   synced: () => boolean = () => true,
   namespaces?: () => readonly string[],
 ): { membership: Membership; stop: () => Promise<void> } {
-  const membership = new Membership(leases, {
+  const membership = new Membership(leases.as(identity), {
     group: 'g',
     namespace: 'ns',
     identity,
@@ -118,7 +73,7 @@ const written = (members: readonly Membership[]) => members.reduce((n, m) => n +
 
 test('members split the buckets between them, one writer per bucket at every step; a member that leaves gives its buckets to the rest', async () => {
   const clock = new FakeClock();
-  const leases = new Leases();
+  const leases = new FakeLeases(clock);
   const a = member(leases, clock, 'a');
   await run(clock, 5000, [a.membership]);
   assert.equal(a.membership.state.writes.size, BUCKETS, 'alone, a writes everything');
@@ -144,7 +99,7 @@ test('members split the buckets between them, one writer per bucket at every ste
 
 test('a member whose caches are still listing takes nothing; the writer keeps its buckets until then', async () => {
   const clock = new FakeClock();
-  const leases = new Leases();
+  const leases = new FakeLeases(clock);
   const a = member(leases, clock, 'a');
   await run(clock, 5000, [a.membership]);
   let listed = false;
@@ -163,7 +118,7 @@ test('a member whose caches are still listing takes nothing; the writer keeps it
 
 test('the oldest member lays the buckets out over the namespaces; the others follow, and a new layout never gives a namespace two writers', async () => {
   const clock = new FakeClock();
-  const leases = new Leases();
+  const leases = new FakeLeases(clock);
   let namespaces = tenants(600);
   const a = member(leases, clock, 'a', undefined, () => namespaces);
   await run(clock, 5000, [a.membership], namespaces);
@@ -198,7 +153,7 @@ test('the oldest member lays the buckets out over the namespaces; the others fol
 
 test('a member that stops renewing: the others list its buckets once it is late, write them once its Lease expires, never before', async () => {
   const clock = new FakeClock();
-  const leases = new Leases();
+  const leases = new FakeLeases(clock);
   const [a, b, c] = ['a', 'b', 'c'].map((identity) => member(leases, clock, identity)) as [
     ReturnType<typeof member>,
     ReturnType<typeof member>,
@@ -214,7 +169,7 @@ test('a member that stops renewing: the others list its buckets once it is late,
     [...theirs].filter((bucket) => a.membership.state.writes.has(bucket) || b.membership.state.writes.has(bucket))
       .length;
 
-  leases.frozen.add('c');
+  leases.cut.add('c');
   // Late 2.5 rounds after it was last seen renewed (lease 4 s, round 1 s): its buckets listed ahead,
   // none written; at its expiry a round later, taken at once, the caches holding them already.
   let listedAhead = false;
@@ -228,9 +183,102 @@ test('a member that stops renewing: the others list its buckets once it is late,
   assert.equal(c.membership.state.writes.size, 0, 'c gave every bucket up when its own Lease lapsed');
 
   // Back: it joins as a new member, and takes a share again once listed.
-  leases.frozen.delete('c');
+  leases.cut.delete('c');
   await run(clock, 8000, all);
   assert.equal(written(all), BUCKETS);
   assert.ok(c.membership.state.writes.size > 0);
   for (const m of [a, b, c]) await m.stop();
+});
+
+test('a write held across a handover: the member renews its Lease all along, and nobody takes the bucket before the write is done', async () => {
+  const clock = new FakeClock();
+  const leases = new FakeLeases(clock);
+  const a = member(leases, clock, 'a');
+  await run(clock, 5000, [a.membership]);
+  const bucket = 0;
+  const release = a.membership.hold(bucket);
+  assert.ok(release, 'a writes every bucket alone');
+  const b = member(leases, clock, 'b');
+  const aLease = memberLeaseName('g', 'a');
+  const renewalsBefore = leases.writes.filter((w) => w.name === aLease).length;
+  let bTookItEarly = false;
+  for (let t = 0; t < 20_000; t += 100) {
+    await run(clock, 100, [a.membership, b.membership]);
+    if (b.membership.state.writes.has(bucket)) bTookItEarly = true;
+  }
+  const renewals = leases.writes.filter((w) => w.name === aLease).length - renewalsBefore;
+  assert.ok(renewals >= 19, `a renewed its Lease ${renewals} times in 20 s while its write was held`);
+  assert.ok(b.membership.state.writes.size > 0, 'b took its share meanwhile');
+  assert.ok(!bTookItEarly, 'b never wrote the bucket while the write was held');
+  assert.ok(a.membership.writing(bucket) === a.membership.state.writes.has(bucket));
+  release();
+  await run(clock, 3000, [a.membership, b.membership]);
+  assert.equal(written([a.membership, b.membership]), BUCKETS, 'given up once done, and taken');
+  await a.stop();
+  await b.stop();
+});
+
+test("a stopped member's writes may not be sent once its claim ends, before any other member takes its buckets", async () => {
+  const clock = new FakeClock();
+  const leases = new FakeLeases(clock);
+  const a = member(leases, clock, 'a');
+  const b = member(leases, clock, 'b');
+  await run(clock, 8000, [a.membership, b.membership]);
+  const bucket = [...a.membership.state.writes][0];
+  assert.ok(bucket !== undefined);
+  const release = a.membership.hold(bucket);
+  assert.ok(release);
+  const claim = a.membership.claim;
+  // Stopped (SIGSTOP): its requests never answer.
+  leases.hung.add('a');
+  let taken = false;
+  for (let t = 0; t < 10_000 && !taken; t += 100) {
+    await run(clock, 100, [a.membership, b.membership]);
+    taken = b.membership.state.writes.has(bucket);
+    assert.ok(!(taken && a.membership.writing(bucket)), 'a may send while b writes the bucket');
+    if (taken) assert.ok(claim.aborted, "a's writes on the wire were aborted before");
+  }
+  assert.ok(taken, "b took a's bucket once a's Lease expired");
+  release();
+  leases.hung.delete('a');
+  await a.stop();
+  await b.stop();
+});
+
+test("a member whose clock differs from the others' by more than two lease durations is neither deleted nor robbed while it renews", async () => {
+  const clock = new FakeClock();
+  const leases = new FakeLeases(clock);
+  const a = member(leases, clock, 'a');
+  // b's wall clock runs 9 s behind (or a's ahead): its renewTime looks more than twice its 4 s lease old.
+  const store = leases.as('b');
+  const skewed = (lease: Lease): Lease => ({
+    ...lease,
+    spec: { ...lease.spec, renewTime: new Date(Date.parse(lease.spec.renewTime ?? '') - 9000).toISOString() },
+  });
+  const b = new Membership({
+    ...store,
+    create: (lease, signal) => store.create(skewed(lease), signal),
+    update: (lease, signal) => store.update(skewed(lease), signal),
+  }, {
+    group: 'g',
+    namespace: 'ns',
+    identity: 'b',
+    leaseDurationMs: 4000,
+    retryPeriodMs: 1000,
+    synced: () => true,
+    log,
+    clock,
+  });
+  const stopB = new AbortController();
+  const runningB = b.run(stopB.signal);
+  await run(clock, 6000, [a.membership, b]);
+  const c = member(leases, clock, 'c');
+  await run(clock, 10_000, [a.membership, b, c.membership]);
+  assert.ok(leases.lease(memberLeaseName('g', 'b')), "b's Lease is still there");
+  assert.ok(b.state.writes.size > 0, 'b kept a share');
+  assert.equal(written([a.membership, b, c.membership]), BUCKETS);
+  stopB.abort();
+  await runningB;
+  await a.stop();
+  await c.stop();
 });

@@ -8,14 +8,17 @@
 //  - what it writes: the buckets it keeps that it wins among the ready members and that no other
 //    live member publishes. A bucket changes hands only when its writer gives it up (published),
 //    or when the writer's Lease expires; so at any moment one member writes it.
-// A member writes only while its own Lease is valid, so that others, who judge it expired a lease
-// duration after they saw it last renewed, never take its buckets while it may still write them;
-// after a lapse it gives every bucket up and takes them again as a member that just joined.
+// The Lease is held by a LeaseHolder (lease/holder.ts), renewed in its own loop whatever a round
+// waits for. A member writes only while its claim is valid, checked as each write is sent, so
+// that others, who judge it expired a lease duration after they saw it last renewed, never take
+// its buckets while it may still write them; at a lapse its writes on the wire are aborted and it
+// gives every bucket up, to take them again as a member that just joined. A bucket given up is
+// published as written until the writes under way in it are done, so nobody takes it before.
 // Bucket numbers mean what the group's layout (layout.ts) says: the oldest live member works it
 // out from the namespaces and publishes it, and the others use it. A member whose layout differs
 // gives every bucket up before it changes layout, and nobody takes a bucket while a live member
 // writes under another layout, so no namespace has two writers across a change either.
-// Liveness is judged as client-go's leader election does (liveness.ts), and a Lease is deleted
+// Liveness is judged as client-go's leader election does (lease/observer.ts), and a Lease is deleted
 // once expired, so that a member that joins after a crash does not see the dead one live for
 // another lease duration (a member whose Lease lapsed and was deleted has given every bucket up
 // already; it joins again).
@@ -27,13 +30,12 @@
 // rather than after a list of them; a late member that renews again has them back, and the others
 // drop them.
 import { createHash } from 'node:crypto';
-import { isConflict, isNotFound } from '../kube/errors.ts';
 import type { Lease, LeaseApi } from '../kube/lease.ts';
-import { type MonotonicClock, monotonicClock } from '../runtime/leader.ts';
+import { type MonotonicClock, monotonicClock } from '../lease/clock.ts';
+import { LeaseHolder, type LeaseStore } from '../lease/holder.ts';
+import { LeaseObserver } from '../lease/observer.ts';
 import type { Logger } from '../util/log.ts';
-import { microTime } from '../util/microtime.ts';
 import { Layout } from './layout.ts';
-import { Liveness } from './liveness.ts';
 import { BUCKETS, bucketsOf, decodeBuckets, describeRanges, encodeBuckets, winner } from './ranges.ts';
 
 /** The label that finds a group's member Leases. */
@@ -94,32 +96,27 @@ export interface MembershipChange {
   readonly taken: ReadonlySet<number>;
 }
 
-/** What membership needs of the Lease API (kube/lease.ts's LeaseApi). */
-export type LeaseStore = Pick<LeaseApi, 'get' | 'create' | 'update' | 'delete' | 'list'>;
-
 export class Membership {
   readonly #api: LeaseStore;
   readonly #options: MembershipOptions;
   readonly #clock: MonotonicClock;
   readonly #name: string;
   readonly #listeners: ((change: MembershipChange) => void)[] = [];
+  /** This member's Lease. */
+  readonly #lease: LeaseHolder;
   /** Which other members' Leases are held. */
-  readonly #liveness: Liveness;
+  readonly #observer: LeaseObserver;
   /** Writes under way per bucket: a bucket given up is published only once its writes are done. */
   readonly #inFlight = new Map<number, number>();
   #drained: (() => void) | undefined;
-  #held: Lease | undefined;
   #keeps = new Set<number>();
   #writes = new Set<number>();
   #members: MemberView[] = [];
   #ready = false;
-  /** Until when (our clock) this member may write: its Lease renewed in time. */
-  #validUntil = -Infinity;
   readonly #decided = Promise.withResolvers<void>();
-  /** What was last published, so a round that changed it publishes again at once. */
-  #publishedWrites = '';
-  #publishedReady = false;
-  #publishedLayout = Layout.uniform.id;
+  /** What was last published, so a round that changed it publishes again at once; and what the write under way publishes. */
+  #published = { writes: '', ready: false, layout: Layout.uniform.id };
+  #publishing = this.#published;
   #layout = Layout.uniform;
   /** When (our clock) the first live member's Lease expires unless renewed: a round then takes its buckets at once. */
   #nextExpiry = Infinity;
@@ -134,8 +131,20 @@ export class Membership {
     this.#api = api;
     this.#options = options;
     this.#clock = options.clock ?? monotonicClock;
-    this.#liveness = new Liveness(this.#clock);
+    this.#observer = new LeaseObserver(this.#clock);
     this.#name = memberLeaseName(options.group, options.identity);
+    this.#lease = new LeaseHolder(api, {
+      namespace: options.namespace,
+      name: this.#name,
+      identity: options.identity,
+      leaseDurationMs: options.leaseDurationMs,
+      // Others judge it live for its duration from when they see the renewal; a margin covers the request's own time.
+      validForMs: options.leaseDurationMs * 0.9,
+      renewEveryMs: options.retryPeriodMs,
+      content: (current) => this.#content(current),
+      clock: this.#clock,
+      log: options.log,
+    });
   }
 
   get state(): MembershipState {
@@ -168,7 +177,7 @@ export class Membership {
 
   /** Why this member is not ready: its Lease not held, or caches still listing what it keeps. */
   problems(): string[] {
-    if (this.#clock.now() >= this.#validUntil) return ['shard membership: its Lease is not held (renewing)'];
+    if (!this.#lease.valid()) return ['shard membership: its Lease is not held (renewing)'];
     return this.#ready ? [] : ['shard membership: listing the objects of its shard ranges'];
   }
 
@@ -187,7 +196,7 @@ export class Membership {
    * write now). The bucket is not given up to another member before the release.
    */
   hold(bucket: number): (() => void) | undefined {
-    if (!this.#writes.has(bucket) || this.#clock.now() >= this.#validUntil) return undefined;
+    if (!this.#writes.has(bucket) || !this.#lease.valid()) return undefined;
     this.#inFlight.set(bucket, (this.#inFlight.get(bucket) ?? 0) + 1);
     let released = false;
     return () => {
@@ -196,37 +205,51 @@ export class Membership {
       const left = (this.#inFlight.get(bucket) ?? 1) - 1;
       if (left > 0) this.#inFlight.set(bucket, left);
       else this.#inFlight.delete(bucket);
-      if (this.#inFlight.size === 0) this.#drained?.();
+      if (left > 0 || this.#writes.has(bucket)) return;
+      // The last write of a bucket given up: published at once, so its taker need not wait a round.
+      this.#lease.renewSoon();
+      if (!this.#draining()) this.#drained?.();
     };
+  }
+
+  /** Whether the writes of `bucket` may be sent now: it is written and the Lease's claim holds (checked as each is sent). */
+  writing(bucket: number): boolean {
+    return this.#writes.has(bucket) && this.#lease.valid();
+  }
+
+  /** Aborted when the claim of this member's Lease ends (a lapse, or leaving): writes on the wire stop. */
+  get claim(): AbortSignal {
+    return this.#lease.claim;
   }
 
   /** Holds the Lease and acts every retry period until `signal` aborts; then leaves the group (the Lease deleted). */
   async run(signal: AbortSignal): Promise<void> {
     const { log, group, namespace, identity, retryPeriodMs } = this.#options;
     log.info('joining shard group', { group, lease: `${namespace}/${this.#name}`, identity });
+    const renewing = this.#lease.run(signal, {
+      renewed: () => (this.#published = this.#publishing),
+      lapsed: () => {
+        if (this.#writes.size === 0 && this.#keeps.size === 0) return;
+        log.warn('shard membership Lease lapsed; giving up every bucket until it is renewed', { lease: this.#name });
+        this.#change(this.#keeps, new Set());
+      },
+    }, true);
     let first = true;
     while (!signal.aborted) {
       await this.#round(signal, first);
       first = false;
       await this.#sleep(this.#handingOver ? retryPeriodMs / 4 : retryPeriodMs, signal);
     }
+    await renewing;
     await this.#leave();
   }
 
   /** One round: renew (publishing), read the others, work out what to keep and write. */
   async #round(signal: AbortSignal, first: boolean): Promise<void> {
-    const { log, leaseDurationMs } = this.#options;
-    const sent = this.#clock.now();
-    if (sent >= this.#validUntil && this.#validUntil !== -Infinity && this.#writes.size > 0) {
-      log.warn('shard membership Lease lapsed; giving up every bucket until it is renewed', {
-        lease: this.#name,
-        lapsedMs: Math.round(sent - this.#validUntil),
-      });
-      this.#change(this.#keeps, new Set());
-    }
+    const { log } = this.#options;
     try {
-      if (!(await this.#publish(signal))) return;
-      this.#validUntil = sent + leaseDurationMs * 0.9;
+      // Renewed in its own loop; at the first round, or after a lapse, renewed here first.
+      if (!this.#lease.valid() && (await this.#lease.round(signal)) !== 'renewed') return;
       // A member that starts beside others (a rollout, an install) waits a round to see them
       // before it chooses, rather than keeping everything and giving most of it up at once.
       if (first && (await this.#others(signal)).length === 0) await this.#sleep(this.#options.retryPeriodMs, signal);
@@ -235,68 +258,44 @@ export class Membership {
       if (layout !== this.#layout) await this.#relayout(layout, signal);
       this.#decide(others);
       // Publish what changed at once, so a bucket given up is taken without waiting a round.
-      if (
-        this.#publishedWrites !== encodeBuckets(this.#writes) || this.#publishedReady !== this.#ready ||
-        this.#publishedLayout !== this.#layout.id
-      ) {
-        await this.#drain(signal);
-        await this.#publish(signal);
+      const { writes, ready, layout: id } = this.#publication();
+      if (this.#published.writes !== writes || this.#published.ready !== ready || this.#published.layout !== id) {
+        await this.#lease.round(signal);
       }
     } catch (error) {
       if (!signal.aborted) log.warn('shard membership round failed; retrying', { error });
     }
   }
 
-  /** Writes this member's Lease (renewing it); false when it lost a race, to be read again next round. */
-  async #publish(signal: AbortSignal): Promise<boolean> {
-    const { group, namespace, identity, leaseDurationMs, objects } = this.#options;
-    const now = microTime();
-    const writes = encodeBuckets(this.#writes);
-    const lease: Lease = {
-      metadata: {
-        ...this.#held?.metadata,
-        name: this.#name,
-        namespace,
-        labels: { ...this.#held?.metadata.labels, [GROUP_LABEL]: group },
-        annotations: {
-          ...this.#held?.metadata.annotations,
-          [READY]: String(this.#ready),
-          [WRITES]: writes,
-          [RANGES]: describeRanges(this.#writes),
-          [LAYOUT]: this.#layout.encode(),
-          ...(objects ? { [OBJECTS]: String(objects()) } : {}),
-        },
-      },
-      spec: {
-        holderIdentity: identity,
-        leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000),
-        acquireTime: this.#held?.spec.acquireTime ?? now,
-        renewTime: now,
+  /** What this member publishes: the buckets it writes, and those it gave up whose writes are still under way. */
+  #publication(): { writes: string; ready: boolean; layout: string } {
+    const writes = new Set(this.#writes);
+    for (const bucket of this.#inFlight.keys()) writes.add(bucket);
+    return { writes: encodeBuckets(writes), ready: this.#ready, layout: this.#layout.id };
+  }
+
+  /** The labels and annotations of this member's Lease, over those it has. */
+  #content(current: Lease['metadata'] | undefined): Pick<Lease['metadata'], 'labels' | 'annotations'> {
+    const { group, objects } = this.#options;
+    this.#publishing = this.#publication();
+    return {
+      labels: { ...current?.labels, [GROUP_LABEL]: group },
+      annotations: {
+        ...current?.annotations,
+        [READY]: String(this.#publishing.ready),
+        [WRITES]: this.#publishing.writes,
+        [RANGES]: describeRanges(decodeBuckets(this.#publishing.writes)),
+        [LAYOUT]: this.#layout.encode(),
+        ...(objects ? { [OBJECTS]: String(objects()) } : {}),
       },
     };
-    try {
-      this.#held = this.#held ? await this.#api.update(lease, signal) : await this.#api.create(lease, signal);
-    } catch (error) {
-      // Changed meanwhile, or deleted by another member after a lapse: read it, or create it anew.
-      if (!isConflict(error) && !isNotFound(error)) throw error;
-      this.#held = undefined;
-    }
-    if (!this.#held) {
-      // Taken meanwhile, or left over from a process of this identity: read and retry next round.
-      this.#held = await this.#api.get(namespace, this.#name, signal);
-      return false;
-    }
-    this.#publishedWrites = writes;
-    this.#publishedReady = this.#ready;
-    this.#publishedLayout = this.#layout.id;
-    return true;
   }
 
   /** The other members' Leases that are live; expired ones are deleted. */
   async #others(signal: AbortSignal): Promise<Lease[]> {
     const { namespace, group, leaseDurationMs, retryPeriodMs, log } = this.#options;
     const leases = await this.#api.list(namespace, `${GROUP_LABEL}=${group}`, signal);
-    const { held, expired, nextExpiry, late } = this.#liveness.observe(
+    const { held, expired, nextExpiry, late } = this.#observer.observe(
       leases.filter((lease) => lease.metadata.name !== this.#name),
       Math.max(2.5 * retryPeriodMs, leaseDurationMs / 3),
     );
@@ -323,7 +322,7 @@ export class Membership {
    * layout's, plus a few: a new layout moves every bucket, so only a clear gain is worth it).
    */
   async #layoutOf(others: readonly MemberView[], signal: AbortSignal): Promise<Layout> {
-    const acquired = Date.parse(this.#held?.spec.acquireTime ?? '') || Date.now();
+    const acquired = Date.parse(this.#lease.lease?.spec.acquireTime ?? '') || Date.now();
     const oldest = others.reduce<MemberView | undefined>(
       (best, member) =>
         member.acquired < (best?.acquired ?? acquired) ||
@@ -365,7 +364,7 @@ export class Membership {
     if (this.#writes.size > 0) {
       this.#change(this.#keeps, new Set());
       await this.#drain(signal);
-      if (!(await this.#publish(signal))) throw new Error('its Lease was taken while giving its buckets up');
+      if ((await this.#lease.round(signal)) !== 'renewed') throw new Error('could not publish its buckets given up');
     }
     this.#change(new Set(), new Set());
     this.#layout = layout;
@@ -407,7 +406,7 @@ export class Membership {
         writes,
         objects: this.#options.objects?.(),
         layout: this.#layout,
-        acquired: Date.parse(this.#held?.spec.acquireTime ?? '') || Date.now(),
+        acquired: Date.parse(this.#lease.lease?.spec.acquireTime ?? '') || Date.now(),
       },
       ...views,
     ];
@@ -437,10 +436,17 @@ export class Membership {
     for (const listener of this.#listeners) listener({ keepsGrew, keepsShrank, kept, taken });
   }
 
-  /** Waits for writes of buckets no longer written to finish (a lapse bounds the wait: they are aborted). */
+  /** Whether writes of buckets no longer written are under way. */
+  #draining(): boolean {
+    return [...this.#inFlight.keys()].some((bucket) => !this.#writes.has(bucket));
+  }
+
+  /**
+   * Waits for writes of buckets no longer written to finish: the Lease is renewed meanwhile, and
+   * a lapse aborts them (their reconciles pass `claim`), so the wait is bounded.
+   */
   async #drain(signal: AbortSignal): Promise<void> {
-    const busy = () => [...this.#inFlight.keys()].some((bucket) => !this.#writes.has(bucket));
-    while (busy() && !signal.aborted) {
+    while (this.#draining() && !signal.aborted) {
       await new Promise<void>((resolve) => {
         this.#drained = resolve;
         void this.#clock.sleep(this.#options.retryPeriodMs, signal).then(resolve);
@@ -465,14 +471,9 @@ export class Membership {
   async #leave(): Promise<void> {
     const { log, group, retryPeriodMs } = this.#options;
     this.#change(new Set(), new Set());
-    const timeout = AbortSignal.timeout(Math.max(1000, retryPeriodMs));
-    await this.#drain(timeout);
-    // Read back first: a renewal cut short by the stop may have landed, and a delete of an older
-    // version would fail its precondition and leave the Lease to expire.
-    const { namespace, identity } = this.#options;
-    const mine = await this.#api.get(namespace, this.#name, timeout).catch(() => undefined);
-    if (mine?.spec.holderIdentity === identity) await this.#api.delete(mine, timeout).catch(() => {});
-    this.#held = undefined;
+    const timeoutMs = Math.max(1000, retryPeriodMs);
+    await this.#drain(AbortSignal.timeout(timeoutMs));
+    await this.#lease.release('delete', timeoutMs);
     log.info('left shard group', { group });
   }
 }

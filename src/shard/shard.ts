@@ -64,6 +64,16 @@ export class Shard {
     return this.membership.hold(this.#bucketOf(resource, key));
   }
 
+  /** Whether a write of the object cached under `key` may be sent now: its bucket written, the member's claim valid. */
+  writing(resource: ApiResource, key: string): boolean {
+    return this.membership.writing(this.#bucketOf(resource, key));
+  }
+
+  /** Aborted when this member's claim lapses: writes on the wire stop. */
+  get claim(): AbortSignal {
+    return this.membership.claim;
+  }
+
   /** Whether the object cached under `key` lies in one of `buckets`. */
   within(resource: ApiResource, key: string, buckets: ReadonlySet<number>): boolean {
     return buckets.has(this.#bucketOf(resource, key));

@@ -12,6 +12,7 @@ import { test } from 'node:test';
 const LAYERS: readonly (readonly string[])[] = [
   ['util'],
   ['kube'],
+  ['lease'],
   ['runtime'],
   ['metrics', 'shard'],
   ['config'],
