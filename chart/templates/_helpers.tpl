@@ -72,6 +72,23 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/*
+The Secret holding the sources' memory key (key `key`), mounted for --sources-memory-key-file:
+sourcesMemory.existingSecret, else the chart's own, made when the config may have sources
+(`sources`, or a ConfigMap of your own); empty: none, and the memory keeps key counts only.
+*/}}
+{{- define "labeller.sourcesMemorySecret" -}}
+{{- if .Values.sourcesMemory.existingSecret }}
+{{- .Values.sourcesMemory.existingSecret }}
+{{- else if or .Values.sources .Values.existingConfigMap }}
+{{- printf "%s-sources-memory" (include "labeller.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{- define "labeller.sourcesMemoryFolder" -}}
+/var/run/secrets/labeller/sources-memory
+{{- end }}
+
+{{/*
 A Go-style duration ("1m30s", "500ms", as labeller's flags take them) in seconds, as a string
 holding a float. The schema has already checked the syntax.
 */}}
@@ -590,6 +607,7 @@ another source's, an extra mount where the chart mounts one.
 */}}
 {{- define "labeller.sourceMounts" -}}
 {{- $configFolder := include "labeller.configPath" . | dir }}
+{{- $keyFolder := ternary (include "labeller.sourcesMemoryFolder" .) "" (not (empty (include "labeller.sourcesMemorySecret" .))) }}
 {{- /* folder → {owner: the first source there, its file, projections}; file → {owner, from} */}}
 {{- $folders := dict }}
 {{- $files := dict }}
@@ -610,6 +628,9 @@ another source's, an extra mount where the chart mounts one.
 {{- end }}
 {{- if or (eq $folder $configFolder) (hasPrefix (printf "%s/" $configFolder) $folder) }}
 {{- fail (printf "%s: file %s is in %s, where the chart mounts labeller's config (kinds.yaml): put it in another folder, e.g. %s-sources/%s" $where $file $configFolder $configFolder (base $file)) }}
+{{- end }}
+{{- if and $keyFolder (or (eq $folder $keyFolder) (hasPrefix (printf "%s/" $keyFolder) $folder)) }}
+{{- fail (printf "%s: file %s is in %s, where the chart mounts the sources' memory key: put it in another folder, e.g. /etc/labeller-sources/%s" $where $file $keyFolder (base $file)) }}
 {{- end }}
 {{- $from := printf "%s %s" $type (get . $type) }}
 {{- with get $files $file }}
@@ -638,6 +659,9 @@ another source's, an extra mount where the chart mounts one.
 {{- $mounts = append $mounts (dict "name" $volume "mountPath" $folder "readOnly" true) }}
 {{- end }}
 {{- $owners := dict $configFolder "labeller's config (kinds.yaml)" }}
+{{- if $keyFolder }}
+{{- $_ := set $owners $keyFolder "the sources' memory key" }}
+{{- end }}
 {{- range $folder, $at := $folders }}
 {{- $_ := set $owners $folder $at.owner }}
 {{- end }}

@@ -16,7 +16,7 @@ export const COMPLETED_COMMANDS: Readonly<Record<string, string>> = {
 };
 
 /** The options whose values are file names. */
-const FILES: readonly Name[] = ['config', 'kubeconfig'];
+const FILES: readonly Name[] = ['config', 'kubeconfig', 'sources-memory-key-file'];
 
 const NAMES = ['labeller', 'kubectl-labeller'] as const;
 

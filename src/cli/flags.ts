@@ -290,6 +290,13 @@ export const SPECS = {
     default: '2s',
     describe: 'how often leader election and shard membership act',
   },
+  'sources-memory-key-file': {
+    kind: 'string',
+    group: 'Operations',
+    value: '<file>',
+    describe:
+      "a file holding a secret key (16 bytes or more, e.g. head -c 32 /dev/urandom | base64) that keys the hashes of each source's key set remembered on the sources' memory Lease, so that nothing there gives the keys away (the chart mounts one from a Secret); without it the memory keeps each source's key count only, and a restart into an outage is judged by count",
+  },
 } as const satisfies Record<string, Spec>;
 
 export type Name = keyof typeof SPECS;

@@ -18,6 +18,7 @@ import { buildConfig, parseAnnotationFlag, parseLabelFlag } from '../config/over
 import { eventsIdentity } from '../events/labellerevents.ts';
 import { KubeClient } from '../kube/client.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';
+import { readMemoryKey } from '../sources/memory.ts';
 import { createLogger } from '../util/log.ts';
 import { UsageError } from '../util/usage.ts';
 import { fatal, report } from './fatal.ts';
@@ -62,6 +63,10 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
     });
   // prune --all-kinds takes its kinds from discovery (commands/prune.ts), and no config.
   const config = options.command === 'prune' && options.allKinds ? undefined : build(text);
+  // Read by the commands that keep the sources' memory: the controller and --once, when they write.
+  const sourcesMemoryKey = options.command === 'label' && !options.dryRun && options.sourcesMemoryKeyFile !== undefined
+    ? readMemoryKey(options.sourcesMemoryKeyFile)
+    : undefined;
   const client = await KubeClient.load({
     kubeconfig: options.kubeconfig,
     context: options.context,
@@ -121,6 +126,7 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
         configFile,
         admissionPolicies: options.admissionPolicies,
         admissionPoliciesOwner: options.admissionPoliciesOwner,
+        sourcesMemoryKey,
       };
       return EXIT_STATUS[await runCommand(host, options, config, label, preflight)];
     } finally {

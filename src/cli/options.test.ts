@@ -52,6 +52,7 @@ test('defaults when nothing is set', async () => {
     leaseDurationMs: 15_000,
     renewDeadlineMs: 10_000,
     retryPeriodMs: 2_000,
+    sourcesMemoryKeyFile: undefined,
   });
 });
 
@@ -93,6 +94,7 @@ test('every option can come from the environment (former names of options includ
     LABELLER_LEASE_DURATION: '30s',
     LABELLER_RENEW_DEADLINE: '20s',
     LABELLER_RETRY_PERIOD: '4s',
+    LABELLER_SOURCES_MEMORY_KEY_FILE: '/var/run/secrets/labeller/sources-memory/key',
   });
   assert.deepEqual(
     options,
@@ -138,6 +140,7 @@ test('every option can come from the environment (former names of options includ
       leaseDurationMs: 30_000,
       renewDeadlineMs: 20_000,
       retryPeriodMs: 4_000,
+      sourcesMemoryKeyFile: '/var/run/secrets/labeller/sources-memory/key',
     },
   );
 });

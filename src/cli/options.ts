@@ -80,6 +80,8 @@ export interface Options {
   readonly leaseDurationMs: number;
   readonly renewDeadlineMs: number;
   readonly retryPeriodMs: number;
+  /** The secret key of the sources' memory (--sources-memory-key-file); none: key counts only. */
+  readonly sourcesMemoryKeyFile: string | undefined;
 }
 
 /**
@@ -352,6 +354,7 @@ export async function parseOptions(
     leaseDurationMs: lease,
     renewDeadlineMs: renew,
     retryPeriodMs: retry,
+    sourcesMemoryKeyFile: string('sources-memory-key-file'),
   };
 }
 

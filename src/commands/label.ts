@@ -14,7 +14,7 @@ import { LeaseApi } from '../kube/lease.ts';
 import { PolicyApplier } from '../policies/applier.ts';
 import { PolicyOwner } from '../policies/owner.ts';
 import { PolicyStore } from '../policies/store.ts';
-import { LeaseMemory, memoryLeaseName } from '../sources/memory.ts';
+import { LeaseMemory, type MemoryKey, memoryLeaseName } from '../sources/memory.ts';
 import type { Ending, Host, Started, StartOptions } from './host.ts';
 
 export interface LabelOptions {
@@ -26,6 +26,8 @@ export interface LabelOptions {
   readonly admissionPolicies: boolean;
   /** What they depend on (--admission-policies-owner): the garbage collector removes them with it. */
   readonly admissionPoliciesOwner?: string | undefined;
+  /** The secret the sources' memory keys its samples with (--sources-memory-key-file); none: key counts only. */
+  readonly sourcesMemoryKey?: MemoryKey | undefined;
 }
 
 /** This process's field-manager guard, for the commands that write (none with --dry-run, which writes nothing). */
@@ -40,7 +42,7 @@ export function writerGuard(host: Host, options: Pick<LabelOptions, 'guard'>): F
  */
 export function writerStart(
   host: Host,
-  options: Pick<LabelOptions, 'guard' | 'admissionPolicies'>,
+  options: Pick<LabelOptions, 'guard' | 'admissionPolicies' | 'sourcesMemoryKey'>,
   guard: FieldManagerGuard | undefined,
 ): Pick<StartOptions, 'claim' | 'sourceMemory'> {
   if (!guard) return {};
@@ -50,6 +52,7 @@ export function writerStart(
     sourceMemory: new LeaseMemory(new LeaseApi(host.client), {
       namespace: options.guard.namespace,
       name: memoryLeaseName(fieldManager, leaderElection?.name),
+      key: options.sourcesMemoryKey,
       writable: (signal) => guard.writable(signal),
       log: host.log,
     }),

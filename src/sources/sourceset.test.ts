@@ -9,7 +9,8 @@ import type { DiscoveryCache } from '../kube/discoverycache.ts';
 import { parseSources } from '../config/sources.ts';
 import { createLogger } from '../util/log.ts';
 import { type SourceChange, SourceSet } from './sourceset.ts';
-import type { KeySketch, SourceMemory } from './memory.ts';
+import type { SourceContent } from './content.ts';
+import { MemoryKey, remembered, sketchOf, type SourceMemory } from './memory.ts';
 
 const quiet = createLogger({ level: 'error', format: 'json', write: () => {} });
 
@@ -123,13 +124,28 @@ test("a URL source's query string (a token) reaches no log line, Event, /readyz 
   assert.deepEqual(said.filter((line) => line.includes(token)), []);
 });
 
-/** A memory kept in a map, as the Lease keeps it across processes. */
-function mapMemory(): SourceMemory & { readonly records: Map<string, KeySketch> } {
-  const records = new Map<string, KeySketch>();
+/** A memory kept in a map, as the Lease keeps it across processes: by source name, for one origin. */
+function mapMemory(): SourceMemory & {
+  readonly records: Map<string, { origin: string; content: SourceContent }>;
+  readonly retained: string[][];
+} {
+  const key = new MemoryKey(Buffer.from('a secret of thirty-two bytes ...'));
+  const records = new Map<string, { origin: string; content: SourceContent }>();
+  const retained: string[][] = [];
   return {
     records,
-    recall: (origin) => Promise.resolve(records.get(origin)),
-    remember: (origin, _source, sketch) => void records.set(origin, sketch),
+    retained,
+    recall: (name, origin) => {
+      const record = records.get(name);
+      return Promise.resolve(
+        record?.origin === origin ? remembered(sketchOf(record.content, key), key) : undefined,
+      );
+    },
+    remember: (name, origin, content) => void records.set(name, { origin, content }),
+    retain: (names) => {
+      retained.push([...names]);
+      for (const name of records.keys()) if (!retained.at(-1)!.includes(name)) records.delete(name);
+    },
     close: () => Promise.resolve(),
   };
 }
@@ -162,6 +178,31 @@ test('a restart during an outage: the first read is checked against the key set 
   await until(() => second.set.loaded('teams'));
   assert.equal(second.set.lookup('teams', 'gray', undefined), 'cc-5');
   assert.deepEqual(second.heard, [['teams', 'all']]);
+});
+
+test("each config's source names are told to the memory, which forgets the others; a source pointed elsewhere starts afresh", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'labeller-sources-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const [teams, moved, sites] = [join(dir, 'teams.json'), join(dir, 'moved.json'), join(dir, 'sites.json')];
+  writeFileSync(teams, JSON.stringify({ red: 'cc-1', blue: 'cc-2', green: 'cc-3', gray: 'cc-4' }));
+  writeFileSync(moved, JSON.stringify({ gray: 'cc-9' }));
+  writeFileSync(sites, JSON.stringify({ a: 'x' }));
+  const memory = mapMemory();
+  const first = sourceSet(memory);
+  first.set.apply(parseSources({ teams: { file: teams }, sites: { file: sites } }, 'sources'));
+  await until(() => first.set.loaded('teams') && first.set.loaded('sites'));
+  // A reload drops sites.
+  first.set.apply(parseSources({ teams: { file: teams } }, 'sources'));
+  assert.deepEqual(memory.retained, [['teams', 'sites'], ['teams']]);
+  assert.deepEqual([...memory.records.keys()], ['teams']);
+  await first.set.stop();
+
+  // Pointed at another file: its one key is that file's content, not an outage of the other.
+  const second = sourceSet(memory);
+  t.after(() => second.set.stop());
+  second.set.apply(parseSources({ teams: { file: moved } }, 'sources'));
+  await until(() => second.set.loaded('teams'));
+  assert.equal(second.set.lookup('teams', 'gray', undefined), 'cc-9');
 });
 
 test('a source that allows mass removal takes its first read after a restart whatever was remembered', async (t) => {

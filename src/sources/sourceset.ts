@@ -25,7 +25,7 @@ import { configMapLoader } from './configmap.ts';
 import { fileLoader } from './file.ts';
 import { httpLoader } from './http.ts';
 import type { Loaded, Loader } from './loader.ts';
-import { type KeySketch, originKey, outageSinceRestart, sketchOf, type SourceMemory } from './memory.ts';
+import { originOf, type Remembered, type SourceMemory } from './memory.ts';
 
 export interface SourceSetOptions {
   readonly apis: ResourceApis;
@@ -45,11 +45,11 @@ export type SourceChange = readonly string[] | 'all';
 interface Running {
   readonly spec: SourceSpec;
   readonly key: string;
-  /** The source's identity in the memory. */
+  /** Where its content comes from, for the memory (originOf). */
   readonly origin: string;
   content: SourceContent | undefined;
   /** Its key set before this process started, until its first good read here. */
-  remembered: KeySketch | undefined;
+  remembered: Remembered | undefined;
   bytes: number;
   lastSuccessMs: number | undefined;
   failure: Error | undefined;
@@ -70,8 +70,9 @@ export class SourceSet implements SourceLookups {
     this.#options = options;
   }
 
-  /** Makes `specs` the sources loading: new and changed ones start, removed ones stop. */
+  /** Makes `specs` the sources loading: new and changed ones start, removed ones stop (and are forgotten). */
   apply(specs: ReadonlyMap<string, SourceSpec>): void {
+    if (!this.#options.once) this.#options.memory?.retain(specs.keys());
     for (const [name, running] of this.#running) {
       if (specs.get(name) && JSON.stringify(specs.get(name)) === running.key) continue;
       running.stop.abort();
@@ -142,7 +143,7 @@ export class SourceSet implements SourceLookups {
     const running: Running = {
       spec,
       key: JSON.stringify(spec),
-      origin: originKey(spec.origin),
+      origin: originOf(spec.origin),
       content: undefined,
       remembered: undefined,
       bytes: 0,
@@ -159,7 +160,7 @@ export class SourceSet implements SourceLookups {
     const log = this.#options.log.child({ source: spec.name });
     const { memory, once } = this.#options;
     running.done = (async () => {
-      running.remembered = await memory?.recall(running.origin);
+      running.remembered = await memory?.recall(spec.name, running.origin);
       await loader(
         (result) => {
           if (running.stop.signal.aborted) return;
@@ -199,7 +200,7 @@ export class SourceSet implements SourceLookups {
     // What looks like an outage is one: the labels that read the source stay as they are.
     // Checked against the key set before a restart too: an outage may outlast a process.
     const outage = running.spec.allowMassRemoval ? undefined : massRemoval(before, content) ??
-      (before === undefined ? outageSinceRestart(running.remembered, content) : undefined);
+      (before === undefined ? running.remembered?.outage(content) : undefined);
     if (outage === undefined) {
       this.#release(running);
       this.#take(running, loaded, log);
@@ -258,7 +259,7 @@ export class SourceSet implements SourceLookups {
     running.failure = undefined;
     if (before !== undefined && changed.length === 0) return;
     running.remembered = undefined;
-    if (!this.#options.once) this.#options.memory?.remember(running.origin, running.spec.name, sketchOf(content));
+    if (!this.#options.once) this.#options.memory?.remember(running.spec.name, running.origin, content);
     log.info(before === undefined ? 'source loaded' : 'source changed', {
       keys: content.size,
       bytes,

@@ -59,6 +59,7 @@
 // SIGSTOP may reach the server after the others took over, and the membership itself lets two
 // members that took a bucket in the same round both hold it until the next. Convergence and
 // never strip judge what those writes leave behind.
+import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -593,14 +594,21 @@ export async function run(
   const grant = () => cluster.setRules(account.role, rules(mode, admission, revoked));
   // As the chart runs them. Under leader election a restarted process is the same group, so the
   // field-manager guard lets it in whatever config its predecessor's Lease recorded; members of
-  // a shard group never block each other either.
+  // a shard group never block each other either. With the chart's secret key for the sources'
+  // memory, so a restart judges the source's key set key by key, as the oracle does.
   const probePorts = await freePorts(shape.replicas);
+  const memoryKey = cluster.writeFile(
+    `chaos-${seed}.key`,
+    `${createHash('sha256').update(`sources' memory, seed ${seed}`).digest('base64')}\n`,
+  );
   const start = (i: number) =>
     new Labeller([
       '--health-probe-bind-address',
       `127.0.0.1:${probePorts[i]}`,
       '--config',
       configPath,
+      '--sources-memory-key-file',
+      memoryKey,
       ...(mode === 'sharded' ? ['--shards', 'auto', '--shard-group', SHARD_GROUP] : ['--leader-elect']),
       '--leader-election-namespace',
       sourceNs,
@@ -1257,9 +1265,10 @@ interface Lease {
  * guard Leases, and the members delete the member Leases of those that did not (shardRanges
  * checks that). A process stopped mid-run may leave its guard Lease: killed, or leaving while its
  * requests fail (it gives the Lease up once, within a second, as the API server may be away);
- * the members delete it only when one next checks the field manager, 10 lease durations after it
- * expired. So `gone` (those processes' identities) excuses a guard Lease; the replicas stopped at
- * the end, with the API server there and the network calm, leave none.
+ * the members delete it once one has seen it unchanged for its lease duration, by its own clock,
+ * which a run ending soon after may not reach. So `gone` (those processes' identities) excuses a
+ * guard Lease; the replicas stopped at the end, with the API server there and the network calm,
+ * leave none.
  */
 async function leftLeases(
   cluster: Cluster,

@@ -1,7 +1,8 @@
 // Sources of truth as the chart deploys them: file sources mounted from their ConfigMap or Secret
 // (each file on its own, so that two files share a folder; a folder the chart mounts already is
-// refused with the source it collides with), and the NetworkPolicy letting labeller resolve and
-// reach its URL sources. Rendered, then validated by the API server (server-side dry run).
+// refused with the source it collides with), the Secret holding the sources' memory key, and the
+// NetworkPolicy letting labeller resolve and reach its URL sources. Rendered, then validated by
+// the API server (server-side dry run).
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { createNamespace, skip } from './cluster.ts';
@@ -103,6 +104,20 @@ describe('chart: file sources', () => {
       /sources\.teams: fileFrom mounts the file a `file` source reads: add `file: \/path\/to\/<key>`/,
     ],
     [
+      "a file in the sources' memory key's folder",
+      { teams: { file: '/var/run/secrets/labeller/sources-memory/teams.yaml', fileFrom: { configMap: 'teams' } } },
+      /sources\.teams: file \/var\/run\/secrets\/labeller\/sources-memory\/teams\.yaml is in \/var\/run\/secrets\/labeller\/sources-memory, where the chart mounts the sources' memory key: put it in another folder/,
+    ],
+    [
+      "an extra mount where the sources' memory key is mounted",
+      { teams: { configMap: { namespace: 'platform', name: 'teams' } } },
+      /extraVolumeMounts\[0\] \(extra\) is mounted at \/var\/run\/secrets\/labeller\/sources-memory, where the chart mounts the sources' memory key: mount it elsewhere/,
+      {
+        extraVolumes: [{ name: 'extra', emptyDir: {} }],
+        extraVolumeMounts: [{ name: 'extra', mountPath: '/var/run/secrets/labeller/sources-memory' }],
+      },
+    ],
+    [
       'an extra mount where a source is mounted',
       { teams: { file: '/etc/sources/teams.yaml', fileFrom: { configMap: 'teams' } } },
       /extraVolumeMounts\[0\] \(extra\) is mounted at \/etc\/sources, where the chart mounts sources\.teams: mount it elsewhere/,
@@ -119,6 +134,51 @@ describe('chart: file sources', () => {
       assert.match(run.stderr, message);
     });
   }
+});
+
+describe("chart: the sources' memory key", () => {
+  interface KeyPod extends Pod {
+    readonly containers: (Pod['containers'][number] & { args: string[] })[];
+    readonly volumes: (Pod['volumes'][number] & { secret?: { secretName: string; items: object[] } })[];
+  }
+  const FOLDER = '/var/run/secrets/labeller/sources-memory';
+  /** The Secret the pod mounts the key from, with the flag and mount that read it; undefined when none. */
+  const keyOf = (manifests: Manifest[]) => {
+    const pod = podOf(manifests) as KeyPod;
+    const flag = pod.containers[0]?.args.filter((a) => a.startsWith('--sources-memory-key-file'));
+    const mounts = pod.containers[0]?.volumeMounts.filter((m) => m.mountPath === FOLDER) ?? [];
+    const volume = pod.volumes.find((v) => v.name === mounts[0]?.name);
+    if (flag?.length === 0 && mounts.length === 0) return undefined;
+    assert.deepEqual(flag, [`--sources-memory-key-file=${FOLDER}/key`]);
+    assert.deepEqual(mounts, [{ name: 'sources-memory-key', mountPath: FOLDER, readOnly: true }]);
+    assert.deepEqual(volume?.secret?.items, [{ key: 'key', path: 'key' }]);
+    return volume?.secret?.secretName;
+  };
+  const secrets = (manifests: Manifest[]) => manifests.filter((m) => m.kind === 'Secret');
+
+  test('none without sources; with sources, or a ConfigMap of your own that may name some, a Secret of its own holding a random key', async () => {
+    const none = await render({ values: BASE });
+    assert.equal(keyOf(none), undefined);
+    assert.deepEqual(secrets(none), []);
+    for (const values of [{ ...BASE, sources: URLS }, { ...BASE, existingConfigMap: 'mine' }]) {
+      const manifests = await render({ release: 'rel', values });
+      assert.equal(keyOf(manifests), 'rel-labeller-sources-memory');
+      const [secret, ...more] = secrets(manifests);
+      assert.equal(more.length, 0);
+      assert.equal(secret?.metadata.name, 'rel-labeller-sources-memory');
+      assert.equal(secret?.metadata.labels?.['app.kubernetes.io/instance'], 'rel');
+      const key = Buffer.from((secret?.['data'] as { key: string }).key, 'base64').toString();
+      assert.match(key, /^[A-Za-z0-9]{48}$/, 'random, 48 letters and digits (helm template finds no Secret to keep)');
+    }
+  });
+
+  test('sourcesMemory.existingSecret: that Secret is mounted, and none is made', async () => {
+    const manifests = await render({ values: { ...BASE, sources: URLS, sourcesMemory: { existingSecret: 'mine' } } });
+    assert.equal(keyOf(manifests), 'mine');
+    assert.deepEqual(secrets(manifests), []);
+    const run = await template({ values: { ...BASE, sourcesMemory: { existingSecret: 'mine', other: 1 } } });
+    assert.notEqual(run.code, 0);
+  });
 });
 
 /** The NetworkPolicy's egress rules as "<protocol>/<port> → <peers as JSON, or 'any'>". */

@@ -1,6 +1,7 @@
 // The chart's test kit: helm and kubectl from test/cluster/tools.ts, rendering with values,
 // applying manifests, and access reviews for an identity.
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -217,6 +218,16 @@ export function flagValue(args: readonly string[], flag: string): string | undef
   return arg === undefined ? undefined : arg.slice(flag.length + 1);
 }
 
+/** The sources' memory key the pod would mount, in a file: the rendered Secret's, else a random one. */
+function memoryKeyFile(manifests: readonly Manifest[]): string {
+  const secret = manifests.find((m) => m.kind === 'Secret' && m.metadata.name.endsWith('-sources-memory'));
+  const data = (secret?.['data'] as Record<string, string> | undefined)?.['key'];
+  return tempFile(
+    'sources-memory.key',
+    data ? Buffer.from(data, 'base64').toString() : randomBytes(32).toString('base64'),
+  );
+}
+
 const LEADER_FLAGS = [
   '--leader-elect',
   '--leader-elect-resource-namespace',
@@ -228,7 +239,8 @@ const LEADER_FLAGS = [
 
 /**
  * The chart's container arguments for a local run: --config names the rendered ConfigMap's
- * kinds.yaml written to a file, the harness sets --log-format, leader election only when asked.
+ * kinds.yaml written to a file, --sources-memory-key-file the key of the rendered Secret (else one
+ * of its own) written to a file, the harness sets --log-format, leader election only when asked.
  * Every other argument is passed as the chart renders it, so a flag the binary does not take fails.
  */
 export function localArgs(
@@ -243,6 +255,7 @@ export function localArgs(
   for (const arg of containers(only(manifests, 'Deployment'))[0]?.args ?? []) {
     const flag = arg.split('=')[0] ?? '';
     if (flag === '--config') args.push(`--config=${configFile}`);
+    else if (flag === '--sources-memory-key-file') args.push(`--sources-memory-key-file=${memoryKeyFile(manifests)}`);
     else if (flag === '--log-format' || (LEADER_FLAGS.includes(flag) && !options.leaderElection)) continue;
     else if (flag === '--http-port') args.push(`--http-port=${options.httpPort ?? 0}`);
     else args.push(arg);
