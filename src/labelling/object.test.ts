@@ -260,12 +260,21 @@ test('admitted keys: those a marker lists at the value the object carries and no
     meta('placeheld', { team: 'payments', tier: 'web' }, [entry('before-first-apply', 'Update', ['team', 'tier'])]),
   );
   assert.deepEqual(placeheld.admitted.labels, ['team', 'tier']);
-  // Taken over by labeller's own apply: owned, no longer merely admitted.
+  // Applied by labeller too: owned, and still admitted (its apply alone cannot remove what the policies set).
   const adopted = cached(
     project,
     meta('adopted', { team: 'payments', tier: 'web' }, [entry('labeller', 'Apply', ['team'])]),
   );
-  assert.deepEqual([adopted.ownedLabels, adopted.admitted.labels], [['team'], ['tier']]);
+  assert.deepEqual([adopted.ownedLabels, adopted.admitted.labels], [['team'], ['team', 'tier']]);
+  // Shared by labeller's apply with the placeholder alone: labeller's to remove, whatever the marker says.
+  const shared = cached(
+    project,
+    meta('shared', { team: 'payments', tier: 'web', extra: 'x' }, [
+      entry('before-first-apply', 'Update', ['team', 'tier', 'extra']),
+      entry('labeller', 'Apply', ['extra']),
+    ], { [ADMITTED.labels]: '' }),
+  );
+  assert.deepEqual(shared.admitted.labels, ['extra']);
   // Annotations compare by value too, escaped as the marker writes them.
   const annotated = cached(
     project,

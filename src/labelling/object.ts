@@ -189,7 +189,7 @@ export function projector(
         labels: intern(ownedKeys(metadata.managedFields, fieldManager, 'labels')),
         annotations: intern(ownedKeys(metadata.managedFields, fieldManager, 'annotations')),
       },
-      admittedOf(metadata, markers, admittedSets),
+      admittedOf(metadata, fieldManager, markers, admittedSets),
     ];
     if (!owners && !lookups && writes.size === 0) return new Cached(...cached);
     const ref = owners ? metadata.ownerReferences?.find((candidate) => candidate.controller === true) : undefined;
@@ -225,19 +225,23 @@ export function projector(
  * managedFields are empty (an object created with nothing but a name has none): a placeholder, not
  * a writer; the keys an admission policy set at that create fall to it.
  */
-const BEFORE_FIRST_APPLY = 'before-first-apply';
+export const BEFORE_FIRST_APPLY = 'before-first-apply';
 
 /**
  * The managedFields entry the object's create wrote, when it can be told: its time is taken a
  * moment before the creationTimestamp (both in whole seconds), so within the second before it;
  * and it must be the only entry that is, else a write in the same second (the create's manager
- * writing again merges into its entry) might be taken for it.
+ * writing again merges into its entry) might be taken for it. labeller's own entries are never
+ * it (labeller creates nothing), though its first apply often comes within that second.
  */
-function createEntry(metadata: PartialObjectMetadata['metadata']): ManagedFieldsEntry | undefined {
+function createEntry(
+  metadata: PartialObjectMetadata['metadata'],
+  fieldManager: string,
+): ManagedFieldsEntry | undefined {
   const created = Date.parse(metadata.creationTimestamp ?? '');
   const candidates = (metadata.managedFields ?? []).filter((entry) => {
     const at = Date.parse(entry.time ?? '');
-    return !entry.subresource && at <= created && created - at <= 1_000;
+    return !entry.subresource && entry.manager !== fieldManager && at <= created && created - at <= 1_000;
   });
   return candidates.length === 1 ? candidates[0] : undefined;
 }
@@ -252,8 +256,10 @@ function createEntry(metadata: PartialObjectMetadata['metadata']): ManagedFields
  *   anyone wrote since, by hand or a forged create followed by an update, vouches for nothing;
  * - an entry vouches for its key while the object carries the value it lists, and the key is owned
  *   by no manager but the placeholder (the policy added it) or, for a forced entry (`!`), also by
- *   the create's entry (the policy overwrote the request's value). Whoever wrote the key since
- *   owns it, labeller included.
+ *   the create's entry (the policy overwrote the request's value), labeller aside. Whoever else
+ *   wrote the key since owns it. A key labeller's apply owns too stays admitted: its apply alone
+ *   cannot remove it (the placeholder or the creator would keep it), and a new value of it takes
+ *   back only what the policies set.
  * An object whose managedFields are empty (created with nothing but a name, or emptied by a
  * client) records no writer: the API server tracks nobody's updates until a first apply. Its
  * marker cannot be told from a forgery; protection (a ValidatingAdmissionPolicy that lets only
@@ -262,27 +268,48 @@ function createEntry(metadata: PartialObjectMetadata['metadata']): ManagedFields
  */
 function admittedOf(
   metadata: PartialObjectMetadata['metadata'],
+  fieldManager: string,
   markers: Readonly<Record<MetadataField, string>>,
   interner: Interner<Admitted>,
 ): Admitted {
-  const annotations = metadata.annotations;
-  if (!annotations || (annotations[markers.labels] === undefined && annotations[markers.annotations] === undefined)) {
+  const annotations = metadata.annotations ?? {};
+  const placeholder = metadata.managedFields?.some((entry) => entry.manager === BEFORE_FIRST_APPLY) ?? false;
+  if (!placeholder && annotations[markers.labels] === undefined && annotations[markers.annotations] === undefined) {
     return NOT_ADMITTED;
   }
-  const created = createEntry(metadata);
-  const asLeft = (entries: readonly ManagedFieldsEntry[] | undefined, creatorToo: boolean) =>
-    (entries ?? []).every((entry) => entry.manager === BEFORE_FIRST_APPLY || (creatorToo && entry === created));
+  const created = createEntry(metadata, fieldManager);
+  // labeller's apply, where it counts (keys, not the marker: it never applies one), owns nothing the policies did not set.
+  const asLeft = (entries: readonly ManagedFieldsEntry[] | undefined, creatorToo: boolean, labellerToo: boolean) =>
+    (entries ?? []).every((entry) =>
+      entry.manager === BEFORE_FIRST_APPLY || (creatorToo && entry === created) ||
+      (labellerToo && entry.manager === fieldManager && entry.operation === 'Apply')
+    );
   const annotationEntries = entriesByKey(metadata.managedFields, 'annotations');
   const marked = FIELDS.filter((field) => annotations[markers[field]] !== undefined);
-  const distrusted = marked.filter((field) => !asLeft(annotationEntries.get(markers[field]), true));
+  const distrusted = marked.filter((field) => !asLeft(annotationEntries.get(markers[field]), true, false));
   const keys = (field: MetadataField): string[] => {
     const marker = annotations[markers[field]];
-    if (!marker || distrusted.includes(field)) return [];
-    const values = metadata[field] ?? {};
     const owners = field === 'annotations' ? annotationEntries : entriesByKey(metadata.managedFields, field);
-    return [...parseMarker(field, marker)].filter(([key, { value, forced }]) =>
-      values[key] === value && asLeft(owners.get(key), forced)
-    ).map(([key]) => key).sort();
+    const keys = new Set<string>();
+    if (marker && !distrusted.includes(field)) {
+      const values = metadata[field] ?? {};
+      for (const [key, { value, forced }] of parseMarker(field, marker)) {
+        if (values[key] === value && asLeft(owners.get(key), forced, true)) keys.add(key);
+      }
+    }
+    // Whatever the marker says: a key labeller's apply shares with the placeholder alone is
+    // labeller's, and only a removal takes it away (the apply would leave it to the placeholder).
+    if (placeholder) {
+      for (const [key, entries] of owners) {
+        const labellers = entries.some((entry) => entry.manager === fieldManager && entry.operation === 'Apply');
+        if (
+          labellers && entries.some((entry) => entry.manager === BEFORE_FIRST_APPLY) && asLeft(entries, false, true)
+        ) {
+          keys.add(key);
+        }
+      }
+    }
+    return [...keys].sort();
   };
   const admitted = {
     labels: keys('labels'),

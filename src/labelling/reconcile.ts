@@ -19,7 +19,7 @@ import {
 import { digest } from './digest.ts';
 import { type Before, before, type MetadataOperation, metadataPatch } from './patch.ts';
 import { validateLabelValue } from '../kube/labelsyntax.ts';
-import { type LabelledObject, writtenOrder } from './object.ts';
+import { BEFORE_FIRST_APPLY, type LabelledObject, writtenOrder } from './object.ts';
 import { DEFAULT_YIELD_TO, type FightTracker } from './fights.ts';
 import { type LookupIndex, lookupKey } from './lookupindex.ts';
 import {
@@ -330,6 +330,8 @@ export class Reconciler {
       applying[field].missing.length > 0 || applying[field].stale.length > unowned[field].length
     );
     let after: AppliedMetadata | undefined;
+    /** Keys labeller shared with another manager and left to it under `skip` (see #shared). */
+    let yieldedToCoOwners: readonly Contested[] = [];
     try {
       if (removing) {
         after = await client.remove(target, object.resourceVersion, unowned, {
@@ -345,21 +347,26 @@ export class Reconciler {
         const kept = applying.annotations.unknown.length > 0
           ? await client.annotations(target, applying.annotations.unknown, signal)
           : {};
-        after = await client.apply(
-          target,
-          {
-            labels: Object.fromEntries(applying.labels.desired),
-            annotations: { ...kept, ...Object.fromEntries(applying.annotations.desired) },
-          },
-          // An admitted key may be held by the API server's before-first-apply placeholder (object.ts):
-          // taking a new value of it over is taking back labeller's own.
-          {
-            force: conflicts === 'force' || takes(applying) || changesAdmitted(object, applying),
-            dryRun,
-            annotationKeys,
-            signal,
-          },
-        );
+        const apply = (plan: Exclude<Plan, Problem>, force: boolean) =>
+          client.apply(
+            target,
+            {
+              labels: Object.fromEntries(plan.labels.desired),
+              annotations: { ...kept, ...Object.fromEntries(plan.annotations.desired) },
+            },
+            { force, dryRun, annotationKeys, signal },
+          );
+        // An admitted key may be held by the API server's before-first-apply placeholder (object.ts):
+        // taking a new value of it over is taking back labeller's own.
+        const force = conflicts === 'force' || takes(applying) || changesAdmitted(object, applying);
+        try {
+          after = await apply(applying, force);
+        } catch (error) {
+          const shared = force ? undefined : this.#shared(applying, error, at);
+          if (!shared) throw error;
+          after = await apply(shared.plan, true);
+          yieldedToCoOwners = shared.yielded;
+        }
       }
     } catch (error) {
       if (error instanceof ObjectGone) {
@@ -392,14 +399,47 @@ export class Reconciler {
     // A dry run's plan is its output; writes are logged per object at debug (the controller sums them up).
     if (dryRun) log.info('would apply labels (dry run)', { ...at, patch });
     else log.debug('labels applied', { ...at, patch });
+    const contested = [...(reported.contested ?? []), ...yieldedToCoOwners];
     return {
       outcome: problems.length > 0 ? 'invalid' : 'patched',
       patch,
       ...reported,
+      ...(contested.length > 0 ? { contested } : {}),
       ...fought,
       ...requeue,
       ...(dryRun ? {} : { written: after.resourceVersion }),
     };
+  }
+
+  /**
+   * After an apply without force refused (409) over keys labeller owns with another manager, whose
+   * value the config changed (the cache does not say who else owns a key): the plan that keeps to
+   * `skip`, to apply with force. Keys the placeholder before-first-apply shares (a policy set them:
+   * labeller's own) and protected keys are taken; the others are left to their co-owner, out of the
+   * apply, so the rest of it is written. Undefined when the refusal is no such conflict.
+   */
+  #shared(
+    plan: Exclude<Plan, Problem>,
+    error: unknown,
+    at: { readonly namespace: string | undefined; readonly name: string },
+  ): { readonly plan: Exclude<Plan, Problem>; readonly yielded: readonly Contested[] } | undefined {
+    if (!(error instanceof LabelConflict) || error.owners.length === 0) return undefined;
+    const { protect, log } = this.#options;
+    const yielded = new Map<MetadataField, Set<string>>();
+    const left: Contested[] = [];
+    for (const { field, key, manager } of error.owners) {
+      if (!plan[field].missing.includes(key)) return undefined;
+      if (manager === BEFORE_FIRST_APPLY || protect?.[field].has(key)) continue;
+      (yielded.get(field) ?? yielded.set(field, new Set()).get(field)!).add(key);
+      left.push({ field, key, wanted: plan[field].desired.get(key) ?? '', manager });
+    }
+    if (left.length > 0) {
+      log.info('a key labeller shares with another manager keeps its value; left to it (conflicts: skip)', {
+        ...at,
+        keys: left.map(({ key, manager }) => `${key} (${manager})`),
+      });
+    }
+    return { plan: without(plan, yielded), yielded: left };
   }
 
   /**
@@ -536,7 +576,9 @@ export class Reconciler {
       if (value !== undefined) desired.set(key, value);
       else unknown.push(key);
     }
-    const stale = [...carried.owned, ...carried.admitted].filter((key) => !desired.has(key) && !unknown.includes(key));
+    const stale = [...new Set([...carried.owned, ...carried.admitted])].filter((key) =>
+      !desired.has(key) && !unknown.includes(key)
+    );
     const missing = [...desired].filter(([key, value]) =>
       !carried.holds(key, value) || (carried.distrusted && !ours(key) && carried.has(key))
     ).map(([key]) => key);
