@@ -252,6 +252,13 @@ export const SPECS = {
     default: 'labeller',
     describe: "the shard group's name: its members' Leases are <name>-member-<hash>, in the leader-election namespace",
   },
+  'shard-config-skew': {
+    kind: 'duration',
+    group: 'Operations',
+    default: '2m',
+    describe:
+      "how long members of a shard group may run different configs (a change reaching every pod: the kubelet's sync period and its cache's) before those not on the newest give their buckets up to the others until they load it, reported as an Event, a /readyz note, labeller_shard_stale_config_members and a log line; the newest is the one with the greatest generation: in kinds.yaml",
+  },
   'leader-elect-resource-namespace': {
     kind: 'string',
     group: 'Operations',

@@ -93,6 +93,7 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
       identity,
       leaseDurationMs: options.leaseDurationMs,
       retryPeriodMs: options.retryPeriodMs,
+      configSkewMs: options.shardConfigSkewMs,
     }
     : undefined;
   const guard = {

@@ -75,6 +75,8 @@ export interface Options {
   /** --shards auto: every replica writes its share of the namespaces (src/shard/). */
   readonly shards: boolean;
   readonly shardGroup: string;
+  /** --shard-config-skew: how long members may run different configs before those behind give their buckets up. */
+  readonly shardConfigSkewMs: number;
   readonly leaderElectionNamespace: string | undefined;
   readonly leaderElectionId: string;
   readonly leaseDurationMs: number;
@@ -349,6 +351,7 @@ export async function parseOptions(
     leaderElect: flag('leader-elect'),
     shards: string('shards') === 'auto',
     shardGroup,
+    shardConfigSkewMs: duration('shard-config-skew'),
     leaderElectionNamespace: string('leader-elect-resource-namespace'),
     leaderElectionId: string('leader-elect-resource-name') ?? 'labeller',
     leaseDurationMs: lease,

@@ -3,6 +3,7 @@
 // and the kind set that keeps its kinds running. The commands (label.ts, once.ts, status.ts,
 // prune.ts) differ only in what they do with the kinds once started: the data path from config to
 // apply is the same for each.
+import { configFingerprint } from '../config/fingerprint.ts';
 import { type Config, kindSettings } from '../config/model.ts';
 import { type EventsIdentity, LabellerEvents } from '../events/labellerevents.ts';
 import { KindError, type Resolved, resolveKinds } from '../kinds/resolve.ts';
@@ -23,7 +24,7 @@ import { Metrics } from '../metrics/metrics.ts';
 import { type BindAddress, type Endpoints, formatAddress, type Readiness, serveHttp } from '../metrics/server.ts';
 import { type LeaderElectionOptions, LeaderElector } from '../runtime/leader.ts';
 import { Manager, type StopReason } from '../runtime/manager.ts';
-import { Membership, type MembershipOptions } from '../shard/membership.ts';
+import { type MemberConfig, Membership, type MembershipOptions } from '../shard/membership.ts';
 import { BUCKETS, describeRanges } from '../shard/ranges.ts';
 import { Shard } from '../shard/shard.ts';
 import type { Shutdown } from '../runtime/shutdown.ts';
@@ -36,7 +37,10 @@ export type LeaderElectionConfig = Omit<LeaderElectionOptions, 'log' | 'onLeadin
 };
 
 /** A shard group's membership (--shards auto): what Membership takes besides what the host knows. */
-export type ShardingConfig = Omit<MembershipOptions, 'synced' | 'objects' | 'namespaces' | 'log' | 'clock'>;
+export type ShardingConfig = Omit<
+  MembershipOptions,
+  'synced' | 'objects' | 'namespaces' | 'config' | 'split' | 'log' | 'clock'
+>;
 
 /** What the host takes of the command-line options, plus what the entry point works out. */
 export interface HostOptions extends WiringOptions {
@@ -260,6 +264,8 @@ export class Host {
         ),
       objects: () => kinds()?.kinds.reduce((sum, kind) => sum + kind.controller.size, 0) ?? 0,
       // The config in force, which the first round sees before its kinds run.
+      config: () => memberConfig(config()),
+      split: this.events && ((note) => this.events?.shardConfigSplit(note)),
       namespaces: (signal) => {
         const named = namedNamespaces(config());
         return named ? Promise.resolve(named) : namespaceNames(this.client, signal);
@@ -277,6 +283,7 @@ export class Host {
         writes: writes.size,
         buckets: BUCKETS,
         ranges: describeRanges(writes),
+        staleConfigs: membership.staleConfigs,
         filtering: manager.informers.informers.flatMap((informer) =>
           informer.filtering ? [{ controller: informer.name, filtering: informer.filtering }] : []
         ),
@@ -311,7 +318,11 @@ export class Host {
           ]
           : ['waiting for API discovery'];
       },
-      notes: () => [...(this.#started?.kinds.notes() ?? []), ...this.#notes.flatMap((notes) => notes())],
+      notes: () => [
+        ...(this.#started?.kinds.notes() ?? []),
+        ...(this.#started?.shard?.membership.notes() ?? []),
+        ...this.#notes.flatMap((notes) => notes()),
+      ],
     };
     this.metrics.readiness(() => readiness.problems().length === 0);
     this.#servers = await Promise.all(
@@ -325,6 +336,18 @@ export class Host {
       }),
     );
   }
+}
+
+const memberConfigs = new WeakMap<Config, MemberConfig>();
+
+/** The config as a shard member publishes it: its fingerprint (worked out once per config) and generation. */
+function memberConfig(config: Config): MemberConfig {
+  let known = memberConfigs.get(config);
+  if (!known) {
+    known = { fingerprint: configFingerprint(config), generation: config.generation ?? 0 };
+    memberConfigs.set(config, known);
+  }
+  return known;
 }
 
 /**

@@ -64,6 +64,12 @@ export interface Config {
   readonly coverage?: CoverageSettings | undefined;
   /** Identities that may change protected keys besides labeller: user names, and `group:<name>`. */
   readonly protectAllow?: readonly string[] | undefined;
+  /**
+   * Which of two configs is the newer, for a shard group whose members disagree (the chart writes
+   * the release's revision); not part of the fingerprint, so a new generation of the same config
+   * is the same config.
+   */
+  readonly generation?: number | undefined;
 }
 
 export interface FightSettings {

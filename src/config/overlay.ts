@@ -140,6 +140,7 @@ export function buildConfig(input: ConfigInput): Config {
   return {
     ownerKinds: file?.ownerKinds ?? [],
     sources: file?.sources ?? new Map(),
+    ...(file?.generation !== undefined ? { generation: file.generation } : {}),
     coverage: file?.coverage,
     ...(globalProtect !== undefined || kinds.some((kind) => kind.protect)
       ? { protectAllow: file?.protect?.allow ?? [] }

@@ -13,6 +13,7 @@
  *   coverage: {maxLabels: 50}      # optional: `status` warns when objects carry more labels (a cost tool's import limit)
  *   protect: deny                  # optional: keys only labeller may set, enforced by the API server (protect.ts)
  *   fights: {yieldTo: [argocd-controller]}  # optional: field managers labeller backs off from (labelling/fights.ts)
+ *   generation: 7                  # optional: grows with each change; a shard group's newest config wins (the chart writes it)
  *   kinds:                         # required unless --kinds is given: at least one entry
  *     - resource: deployments      # required: kubectl-style (deploy, Deployment, deployments.apps, Deployment.v1.apps)
  *       namespaces: [default]      # optional: namespace names; absent = all namespaces
@@ -77,6 +78,8 @@ export interface FileConfig {
   readonly coverage: CoverageSettings | undefined;
   readonly protect: ProtectSettings | undefined;
   readonly fights: FightSettings | undefined;
+  /** Which of two configs is the newer (the chart writes the release's revision); not part of the fingerprint. */
+  readonly generation: number | undefined;
 }
 
 /** A kind as listed in the file or in --kinds, before global settings and defaults apply. */
@@ -107,6 +110,7 @@ const FILE_FIELDS = [
   'coverage',
   'protect',
   'fights',
+  'generation',
 ];
 /** Label prefixes reserved for Kubernetes, which admission (NodeRestriction, policies) guards. */
 
@@ -130,6 +134,7 @@ export function parseConfig(text: string, source: string): FileConfig {
       coverage: undefined,
       protect: undefined,
       fights: undefined,
+      generation: undefined,
     };
   }
   const fields = expectMapping(document, source, 'a mapping with "labels:" and "kinds:"');
@@ -168,7 +173,21 @@ export function parseConfig(text: string, source: string): FileConfig {
     coverage: parseCoverage(fields.coverage, `${source}: coverage`),
     protect: parseProtect(fields.protect, `${source}: protect`, false),
     fights: parseFights(fields.fights, `${source}: fights`),
+    generation: parseGeneration(fields.generation, `${source}: generation`),
   };
+}
+
+function parseGeneration(value: unknown, where: string): number | undefined {
+  if (isAbsent(value)) return undefined;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw fail(
+      where,
+      `must be a whole number that grows with each change of the config (the chart writes the release's revision), got ${
+        describe(value)
+      }`,
+    );
+  }
+  return value;
 }
 
 function loadDocument(text: string, source: string): unknown {

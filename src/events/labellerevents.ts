@@ -84,6 +84,11 @@ export class LabellerEvents {
     this.#onPod('AdmissionPolicyRefused', 'Applying', note);
   }
 
+  /** Shard members that have run another config than the group's newest for too long, on labeller's Pod. */
+  shardConfigSplit(note: string): void {
+    this.#onPod('ShardConfigSplit', 'Sharding', note);
+  }
+
   /** A source of truth that cannot be read (its last good content stays), on labeller's Pod. */
   sourceFailed(note: string): void {
     this.#onPod('SourceFailed', 'Loading', note);

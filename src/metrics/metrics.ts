@@ -83,6 +83,8 @@ export interface ShardGauges {
   readonly ranges: string;
   /** Per cache with a partition: filtered by the API server (`server`) or here (`client`). */
   readonly filtering: readonly { readonly controller: string; readonly filtering: string }[];
+  /** Members, itself included, on another config than the group's newest for longer than the skew allowed. */
+  readonly staleConfigs: number;
 }
 
 /** labeller's admission policies (--admission-policies), as policies/applier.ts reports them: applied, or refused by the API server. */
@@ -342,6 +344,12 @@ export class Metrics {
         g.set({ state: 'keeps' }, s.keeps / s.buckets);
         g.set({ state: 'writes' }, s.writes / s.buckets);
       },
+    );
+    shardGauge(
+      'labeller_shard_stale_config_members',
+      "Members of the shard group, this one included, that have run another config than the group's newest for longer than a change takes to reach every pod: they write nothing until they load it",
+      [],
+      (g, s) => g.set(s.staleConfigs),
     );
     shardGauge('labeller_shard_ranges_info', "This member's ranges of the namespace hash space (bucket numbers)", [
       'ranges',

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { FakeClock, FakeLeases, settle } from '../lease/testing/fakes.ts';
 import { createLogger } from '../util/log.ts';
-import { memberLeaseName, Membership } from './membership.ts';
+import { type MemberConfig, memberLeaseName, Membership } from './membership.ts';
 import type { Lease } from '../kube/lease.ts';
 import { BUCKETS } from './ranges.ts';
 
@@ -281,4 +281,56 @@ test("a member whose clock differs from the others' by more than two lease durat
   await runningB;
   await a.stop();
   await c.stop();
+});
+
+test('a member on another config: within the skew allowed it writes its share; past it, the members on the newest config write every bucket, and every member says so', async () => {
+  const clock = new FakeClock();
+  const leases = new FakeLeases(clock);
+  const configs = new Map<string, MemberConfig>();
+  const splits: string[] = [];
+  const join = (identity: string, config: MemberConfig) => {
+    configs.set(identity, config);
+    const membership = new Membership(leases.as(identity), {
+      group: 'g',
+      namespace: 'ns',
+      identity,
+      leaseDurationMs: 4000,
+      retryPeriodMs: 1000,
+      synced: () => true,
+      config: () => configs.get(identity) ?? config,
+      configSkewMs: 10_000,
+      split: (note) => splits.push(`${identity}: ${note}`),
+      log,
+      clock,
+    });
+    const abort = new AbortController();
+    return { membership, running: membership.run(abort.signal), abort };
+  };
+  const newest = { generation: 7, fingerprint: 'sha256:new' };
+  const a = join('a', newest);
+  const b = join('b', newest);
+  await run(clock, 8000, [a.membership, b.membership]);
+  // A third member of an older config joins (a pod stuck on an old ConfigMap).
+  const c = join('c', { generation: 6, fingerprint: 'sha256:old' });
+  const all = [a.membership, b.membership, c.membership];
+  await run(clock, 8000, all);
+  assert.ok(c.membership.state.writes.size > 0, 'within the skew allowed it writes its share');
+  assert.equal(splits.length, 0, 'nothing to report yet');
+  await run(clock, 6000, all);
+  assert.equal(c.membership.state.writes.size, 0, 'past it, it gives every bucket up');
+  assert.equal(written([a.membership, b.membership]), BUCKETS, 'the members on the newest config write them all');
+  assert.deepEqual(splits.map((s) => s.slice(0, 2)).sort(), ['a:', 'b:', 'c:'], 'every member reports it once');
+  assert.match(splits[0] ?? '', /members c \(config 6\/sha256:old\) .* newest \(7\/sha256:new\)/);
+  for (const m of all) assert.equal(m.staleConfigs, 1);
+  assert.match(a.membership.notes()[0] ?? '', /^shard group: members c/);
+  // It loads the newest config: it joins again and takes a share.
+  configs.set('c', newest);
+  await run(clock, 8000, all);
+  assert.ok(c.membership.state.writes.size > 0);
+  assert.equal(written(all), BUCKETS);
+  for (const m of all) assert.deepEqual(m.notes(), []);
+  for (const { abort, running } of [a, b, c]) {
+    abort.abort();
+    await running;
+  }
 });

@@ -45,6 +45,16 @@ const WRITES = 'labeller.io/shard-writes';
 const OBJECTS = 'labeller.io/shard-objects';
 const RANGES = 'labeller.io/shard-ranges';
 const LAYOUT = 'labeller.io/shard-layout';
+const CONFIG = 'labeller.io/shard-config';
+
+/** How long members may run different configs (a change reaching every pod) before those not on the newest give their buckets up. */
+export const CONFIG_SKEW_MS = 120_000;
+
+/** The config a member runs: which of two is the newer is told by the generation, then (a tie: a mistake) by the fingerprint. */
+export interface MemberConfig {
+  readonly fingerprint: string;
+  readonly generation: number;
+}
 
 export interface MembershipOptions {
   readonly group: string;
@@ -61,6 +71,12 @@ export interface MembershipOptions {
   readonly namespaces?: ((signal: AbortSignal) => Promise<readonly string[] | undefined>) | undefined;
   /** How often the oldest member checks whether the namespaces have outgrown the layout. */
   readonly layoutPeriodMs?: number | undefined;
+  /** The config in force, published so that members can tell they disagree. */
+  readonly config?: (() => MemberConfig) | undefined;
+  /** How long members may disagree on the config before those not on the newest give their buckets up (CONFIG_SKEW_MS). */
+  readonly configSkewMs?: number | undefined;
+  /** Told, with a note naming them, when members have disagreed for longer than that. */
+  readonly split?: ((note: string) => void) | undefined;
   readonly log: Logger;
   readonly clock?: MonotonicClock | undefined;
 }
@@ -77,6 +93,8 @@ export interface MemberView {
   readonly layout: Layout | undefined;
   /** When it first took its Lease (ms since the epoch): the oldest member lays the buckets out. */
   readonly acquired: number;
+  /** The config it runs; undefined when it does not say (a version before it did). */
+  readonly config?: MemberConfig | undefined;
 }
 
 /** What this member keeps and writes now, and who it sees. */
@@ -126,6 +144,10 @@ export class Membership {
   #layoutChecked = -Infinity;
   /** The identities of the live members that are late, as last seen (each logged once). */
   #late: ReadonlySet<string> = new Set();
+  /** Members (itself included) not on the group's newest config: which configs, and since when (our clock). */
+  #behind = new Map<string, { readonly configs: string; readonly since: number }>();
+  /** Those behind for longer than the skew allowed, by identity: their config, and the newest. */
+  #stale = new Map<string, { readonly config: MemberConfig; readonly newest: MemberConfig }>();
 
   constructor(api: LeaseStore, options: MembershipOptions) {
     this.#api = api;
@@ -173,6 +195,16 @@ export class Membership {
     } finally {
       signal.removeEventListener('abort', abort);
     }
+  }
+
+  /** What /readyz notes: members of the group on a config older than the newest for longer than the skew allowed. */
+  notes(): string[] {
+    return this.#stale.size > 0 ? [`shard group: ${this.#describeStale()}`] : [];
+  }
+
+  /** Members, itself included, on a config older than the group's newest for longer than the skew allowed. */
+  get staleConfigs(): number {
+    return this.#stale.size;
   }
 
   /** Why this member is not ready: its Lease not held, or caches still listing what it keeps. */
@@ -287,6 +319,7 @@ export class Membership {
         [RANGES]: describeRanges(decodeBuckets(this.#publishing.writes)),
         [LAYOUT]: this.#layout.encode(),
         ...(objects ? { [OBJECTS]: String(objects()) } : {}),
+        ...(this.#options.config ? { [CONFIG]: encodeConfig(this.#options.config()) } : {}),
       },
     };
   }
@@ -371,18 +404,23 @@ export class Membership {
   }
 
   /** Works out what to keep and write from the live members. */
-  #decide(views: readonly MemberView[]): void {
+  #decide(all: readonly MemberView[]): void {
     const { identity } = this.#options;
+    this.#judgeConfigs(all);
+    // Members on an old config past the skew allowed write nothing: the others take their buckets
+    // once they publish them given up (below, `claimed`), as they do once they see it themselves.
+    const views = all.filter((member) => !this.#stale.has(member.identity));
+    const self = !this.#stale.has(identity);
     // A late member's buckets are kept as if it were gone (listed ahead), not written until it is.
     const current = [identity, ...views.filter((m) => !this.#late.has(m.identity)).map((m) => m.identity)];
     const ready = [identity, ...views.filter((member) => member.ready).map((member) => member.identity)];
-    const wonAmongReady = bucketsOf(identity, ready);
-    const keeps = bucketsOf(identity, current);
+    const wonAmongReady = self ? bucketsOf(identity, ready) : new Set<number>();
+    const keeps = self ? bucketsOf(identity, current) : new Set<number>();
     for (const bucket of this.#writes) if (wonAmongReady.has(bucket)) keeps.add(bucket);
     // Caches that hold all they keep (a grown set lists again first).
     const synced = [...keeps].every((bucket) => this.#keeps.has(bucket)) && this.#options.synced();
     const claimed = new Map<number, string>();
-    for (const member of views) for (const bucket of member.writes) claimed.set(bucket, member.identity);
+    for (const member of all) for (const bucket of member.writes) claimed.set(bucket, member.identity);
     // A live member still writing under another layout: its buckets cannot be told apart from ours.
     const settled = views.every((member) => member.writes.size === 0 || member.layout?.id === this.#layout.id);
     const writes = new Set<number>();
@@ -407,11 +445,59 @@ export class Membership {
         objects: this.#options.objects?.(),
         layout: this.#layout,
         acquired: Date.parse(this.#lease.lease?.spec.acquireTime ?? '') || Date.now(),
+        config: this.#options.config?.(),
       },
-      ...views,
+      ...all,
     ];
     this.#change(keeps, writes);
     this.#decided.resolve();
+  }
+
+  /**
+   * Which members (itself included) run a config other than the group's newest, and for how long:
+   * those behind for longer than the skew allowed are stale, reported once as they become so.
+   */
+  #judgeConfigs(views: readonly MemberView[]): void {
+    const { identity, config, configSkewMs = CONFIG_SKEW_MS, log, split } = this.#options;
+    if (!config) return;
+    const members = [
+      { identity, config: config() },
+      ...views.flatMap((m) => m.config ? [{ identity: m.identity, config: m.config }] : []),
+    ];
+    const newest = members.reduce((a, b) => (newer(b.config, a.config) ? b : a)).config;
+    const now = this.#clock.now();
+    const stale = new Map<string, { readonly config: MemberConfig; readonly newest: MemberConfig }>();
+    const behind = new Map<string, { readonly configs: string; readonly since: number }>();
+    for (const member of members) {
+      if (member.config.fingerprint === newest.fingerprint) continue;
+      const configs = `${encodeConfig(member.config)}<${encodeConfig(newest)}`;
+      const seen = this.#behind.get(member.identity);
+      const since = seen?.configs === configs ? seen.since : now;
+      behind.set(member.identity, { configs, since });
+      if (now - since >= configSkewMs) stale.set(member.identity, { config: member.config, newest });
+    }
+    this.#behind = behind;
+    const added = [...stale.keys()].filter((member) => !this.#stale.has(member));
+    this.#stale = stale;
+    if (added.length === 0) return;
+    const note = this.#describeStale();
+    log.error('shard group split between configs', { members: [...stale.keys()], newest: encodeConfig(newest), note });
+    split?.(note);
+  }
+
+  #describeStale(): string {
+    const stale = [...this.#stale];
+    const newest = stale[0]?.[1].newest;
+    if (!newest) return '';
+    const members = stale.map(([identity, { config }]) => `${identity} (config ${encodeConfig(config)})`).join(', ');
+    const tie = stale.some(([, { config }]) => config.generation === newest.generation)
+      ? '; both have the same generation, so which is newer cannot be told: give each change of the config a greater generation'
+      : '';
+    return `members ${members} have run another config than the group's newest (${
+      encodeConfig(newest)
+    }) for longer than ${
+      Math.round((this.#options.configSkewMs ?? CONFIG_SKEW_MS) / 1000)
+    } s: they give their buckets up to the members on it until they load it${tie}`;
   }
 
   #change(keeps: Set<number>, writes: Set<number>): void {
@@ -495,7 +581,25 @@ export function view(lease: Lease): MemberView {
     objects: Number.isFinite(objects) && annotations[OBJECTS] !== undefined ? objects : undefined,
     layout: Layout.decode(annotations[LAYOUT] ?? 'uniform'),
     acquired: Date.parse(lease.spec.acquireTime ?? '') || Date.now(),
+    config: decodeConfig(annotations[CONFIG]),
   };
+}
+
+/** `generation/fingerprint`, as a member publishes its config. */
+function encodeConfig({ generation, fingerprint }: MemberConfig): string {
+  return `${generation}/${fingerprint}`;
+}
+
+function decodeConfig(value: string | undefined): MemberConfig | undefined {
+  const slash = value?.indexOf('/') ?? -1;
+  if (value === undefined || slash < 0) return undefined;
+  const generation = Number(value.slice(0, slash));
+  return Number.isSafeInteger(generation) ? { generation, fingerprint: value.slice(slash + 1) } : undefined;
+}
+
+/** Whether `a` is a newer config than `b`: a greater generation, or (a tie) the greater fingerprint, so every member agrees. */
+function newer(a: MemberConfig, b: MemberConfig): boolean {
+  return a.generation !== b.generation ? a.generation > b.generation : a.fingerprint > b.fingerprint;
 }
 
 /** A shard group's member as `labeller status` shows it. */

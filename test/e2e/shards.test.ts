@@ -140,6 +140,11 @@ class Member {
     await response.text();
     return response.status === 200;
   }
+
+  /** What /readyz says. */
+  async readyz(): Promise<string> {
+    return (await fetch(`http://127.0.0.1:${this.port}/readyz`)).text();
+  }
 }
 
 /**
@@ -194,8 +199,9 @@ class Group {
   }
 
   /** The flags of a member: the kind, label and selector (unless `config` says them), the group, the timings, the port. */
-  args(port: number, config?: string): string[] {
+  args(port: number, config?: string, extra: readonly string[] = []): string[] {
     return [
+      ...extra,
       ...(config ? ['--config', config] : ['--kinds', 'configmaps', '--label', 'team=platform']),
       ...(config ? [] : ['--selector', `${RUN_LABEL}=${this.run}`]),
       '--field-manager',
@@ -219,9 +225,12 @@ class Group {
   }
 
   /** Starts a member; resolves once it has said which Lease it holds. */
-  async start(config?: string): Promise<Member> {
+  async start(config?: string, extra: readonly string[] = []): Promise<Member> {
     const [port = 0] = await freePorts(1);
-    const member = new Member(new Labeller(this.args(port, config), { kubeconfig: this.site.kubeconfig }), port);
+    const member = new Member(
+      new Labeller(this.args(port, config, extra), { kubeconfig: this.site.kubeconfig }),
+      port,
+    );
     this.members.push(member);
     const joining = await member.labeller.waitForLog((l) => l.msg === 'joining shard group', 60_000);
     member.lease = String(joining['lease']).split('/')[1] ?? '';
@@ -816,6 +825,71 @@ describe('replicas sharing the work (--shards auto)', { skip }, () => {
           assert.ok(!member.labeller.logs.some((l) => l.msg.startsWith('config change rejected')));
         }
         figure(t, `shards reload: 3 members, ${group.objects.length} objects relabelled in ${labelled - changed} ms`);
+        await group.stop();
+      } finally {
+        group.kill();
+      }
+    },
+  );
+
+  test(
+    'a member of an older config: past --shard-config-skew it writes nothing, the members on the newest config write every object, and every member says so; once it loads the newest, it takes a share again',
+    { timeout: 240_000 },
+    async (t) => {
+      const group = await Group.create(await sharedSite(), 'shards-split');
+      const skew = ['--shard-config-skew', '5s'];
+      const newest = `generation: 2\n${group.config('blue')}`;
+      const older = configFile(`generation: 1\n${group.config('green')}`);
+      try {
+        const first = configFile(newest);
+        for (let i = 0; i < 2; i++) await group.start(first, skew);
+        await group.labelled('blue');
+        await group.converged('two members, team=blue');
+        // A pod stuck on an old ConfigMap joins the group.
+        const joined = Date.now();
+        const stale = await group.start(older, skew);
+        await eventually(
+          async () => stale.labeller.logs.some((l) => l.msg === 'shard group split between configs'),
+          'the member on the older config to find itself behind',
+          60_000,
+        );
+        const labelled = await group.labelled('blue');
+        await sleep(2 * RETRY_MS + 1000);
+        assert.equal([...(await group.labels()).values()].filter((labels) => labels['team'] !== 'blue').length, 0);
+        for (const member of group.members) {
+          const said = member.labeller.logs.find((l) => l.msg === 'shard group split between configs');
+          assert.ok(said, 'every member logs the split');
+          assert.match(String(said['note']), /have run another config than the group's newest \(2\/sha256:/);
+          assert.equal(sample(await member.metrics(), 'labeller_shard_stale_config_members'), 1);
+          assert.match(await member.readyz(), /shard group: members .*\(config 1\/sha256:/);
+          assert.ok(await member.ready(), 'a note, not a reason to be unready');
+        }
+        assert.equal((await group.leases()).find((l) => l.name === stale.lease)?.writes.size, 0);
+        // It loads the newest config: a member again.
+        const mark = stale.labeller.logs.length;
+        writeFileSync(older, newest);
+        await stale.labeller.waitForLog((l) => l.msg === 'config reloaded', 60_000, mark);
+        await eventually(
+          async () =>
+            (await Promise.all(
+              group.members.map(async (m) => sample(await m.metrics(), 'labeller_shard_stale_config_members')),
+            ))
+              .every((n) => n === 0),
+          'every member to see the group on one config',
+          30_000,
+        );
+        await eventually(
+          async () => ((await group.leases()).find((l) => l.name === stale.lease)?.writes.size ?? 0) > 0,
+          'the member to take a share again',
+          60_000,
+        );
+        await group.converged('three members on the newest config');
+        figure(
+          t,
+          `shards split: every object on the newest config ${
+            labelled - joined
+          } ms after a member of an older one joined (skew allowed 5 s)`,
+        );
         await group.stop();
       } finally {
         group.kill();
