@@ -79,7 +79,7 @@ function origin(frame: CallFrame): Origin {
 }
 
 /**
- * A native frame named with the nearest caller in the bundle: writeUtf8String under src/log.ts
+ * A native frame named with the nearest caller in the bundle: writeUtf8String under src/util/log.ts
  * is the log line's pipe write, under src/kube/client.ts a request's socket write.
  */
 function nativeCaller(id: number, frames: Map<number, CallFrame>, parents: Map<number, number>): string | undefined {

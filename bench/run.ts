@@ -25,7 +25,7 @@
 import { fileURLToPath } from 'node:url';
 import { KubeClient } from '../src/kube/client.ts';
 import { discover } from '../src/kube/discovery.ts';
-import { resolveResource } from '../src/kube/resolve.ts';
+import { resolveResource } from '../src/apimachinery/resolve.ts';
 import { type ControlPlane, startControlPlane } from '../test/controlplane/controlplane.ts';
 import { AuditRequests } from '../test/cluster/audit.ts';
 import { running as runningLabellers } from '../test/process/labeller.ts';

@@ -27,7 +27,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { policyName } from '../../src/admission/names.ts';
 import { MetadataApi } from '../../src/kube/api.ts';
-import { isConflict } from '../../src/kube/errors.ts';
+import { isConflict } from '../../src/apimachinery/errors.ts';
 import { markerKeys, markerValues } from '../../src/labelling/admitted.ts';
 import { type AuditRequest, AuditRequests, byVerb, formatVerbs } from '../../test/cluster/audit.ts';
 import { createNamespace } from '../../test/cluster/cluster.ts';

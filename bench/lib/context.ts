@@ -2,7 +2,7 @@
 // log of labeller's requests, the API resources of the bench's kinds, the signal that ends the run
 // (Ctrl-C) and the progress log.
 import type { KubeClient } from '../../src/kube/client.ts';
-import type { ApiResource } from '../../src/kube/resource.ts';
+import type { ApiResource } from '../../src/apimachinery/resource.ts';
 import type { ControlPlane } from '../../test/controlplane/controlplane.ts';
 import type { AuditRequests } from '../../test/cluster/audit.ts';
 import type { Log } from './cli.ts';

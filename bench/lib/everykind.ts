@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MetadataApi } from '../../src/kube/api.ts';
 import { discover } from '../../src/kube/discovery.ts';
-import { resolveResource } from '../../src/kube/resolve.ts';
+import { resolveResource } from '../../src/apimachinery/resolve.ts';
 import { type AuditRequest, byVerb, formatVerbs } from '../../test/cluster/audit.ts';
 import type { Labeller } from '../../test/process/labeller.ts';
 import { ProcSampler } from '../../test/process/procstat.ts';

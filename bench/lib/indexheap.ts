@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import type { PartialObjectMetadata } from '../../src/kube/objects.ts';
+import type { PartialObjectMetadata } from '../../src/apimachinery/objects.ts';
 import { type LabelledObject, projector } from '../../src/labelling/object.ts';
 import { StoreIndex } from '../../src/runtime/storeindex.ts';
 import { Store } from '../../src/runtime/store.ts';

@@ -4,7 +4,7 @@
 // to it. --related and --peers time the same loop.
 import { MetadataApi } from '../../src/kube/api.ts';
 import { KubeClient } from '../../src/kube/client.ts';
-import type { ApiResource } from '../../src/kube/resource.ts';
+import type { ApiResource } from '../../src/apimachinery/resource.ts';
 import { metadataClient } from '../../src/kinds/metadataclient.ts';
 import type { ColdResults } from './cold.ts';
 import type { Bench } from './context.ts';

@@ -2,7 +2,7 @@
 // labels and annotations, managedFields from two other managers: created by one, then
 // server-side applied by another), created through KubeClient with bounded concurrency.
 import type { KubeClient } from '../../src/kube/client.ts';
-import { ApiError, ConnectionError } from '../../src/kube/errors.ts';
+import { ApiError, ConnectionError } from '../../src/apimachinery/errors.ts';
 import { sleep } from '../../test/process/sleep.ts';
 
 export interface KindSpec {

@@ -5,7 +5,7 @@
 // ones are deleted first), and applies one label at concurrency C. The table: time to converge
 // from spawn, CPU and peak RSS (/proc), RSS after a restart with all N labelled and cached, and
 // that restart's PATCH requests, with ratios to kube-rs.
-import { ApiError, ConnectionError } from '../../src/kube/errors.ts';
+import { ApiError, ConnectionError } from '../../src/apimachinery/errors.ts';
 import { sleep } from '../../test/process/sleep.ts';
 import type { Bench } from './context.ts';
 import { TEAM } from './launch.ts';

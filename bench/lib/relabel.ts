@@ -3,8 +3,8 @@
 // two events on the same watch. Background churn creates and updates other objects meanwhile.
 import { MetadataApi } from '../../src/kube/api.ts';
 import type { KubeClient } from '../../src/kube/client.ts';
-import { ApiError } from '../../src/kube/errors.ts';
-import type { ApiResource } from '../../src/kube/resource.ts';
+import { ApiError } from '../../src/apimachinery/errors.ts';
+import type { ApiResource } from '../../src/apimachinery/resource.ts';
 import { type BenchObject, collection, type KindSpec } from './objects.ts';
 import { sleep } from '../../test/process/sleep.ts';
 

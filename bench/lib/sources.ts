@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { randomUUID } from 'node:crypto';
-import type { PartialObjectMetadata } from '../../src/kube/objects.ts';
+import type { PartialObjectMetadata } from '../../src/apimachinery/objects.ts';
 import { LookupIndex, lookupKey } from '../../src/labelling/lookupindex.ts';
 import { projector } from '../../src/labelling/object.ts';
 import type { Bench } from './context.ts';

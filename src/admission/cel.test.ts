@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { parseSources } from '../config/sources.ts';
 import { compileTemplate } from '../config/template.ts';
-import { resource } from '../kube/testing/resources.ts';
+import { resource } from '../apimachinery/testing/resources.ts';
 import { type CelScope, templateCel, validLabelValue } from './cel.ts';
 
 const DEPLOYMENTS = resource('apps', 'deployments', 'Deployment');

@@ -12,9 +12,9 @@
 // validation panic, so such values go through optMap first.
 import type { SourceSpec } from '../config/sources.ts';
 import type { Template, TemplatePart, Variable } from '../config/template.ts';
-import { NAME_MAX_LENGTH, NAME_PATTERN } from '../kube/labelsyntax.ts';
-import type { ApiResource } from '../kube/resource.ts';
-import { apiVersion } from '../kube/resource.ts';
+import { NAME_MAX_LENGTH, NAME_PATTERN } from '../apimachinery/labelsyntax.ts';
+import type { ApiResource } from '../apimachinery/resource.ts';
+import { apiVersion } from '../apimachinery/resource.ts';
 
 /** A CEL string literal: JSON's escapes are CEL's too. */
 export function celString(text: string): string {

@@ -3,7 +3,7 @@
 // and whose field manager's, so that the controller can find, and prune, the ones it rendered.
 import { createHash } from 'node:crypto';
 import { FIELD_MANAGER_LABEL, fieldManagerLabelValue } from '../config/fieldmanager.ts';
-import { DNS1123_SUBDOMAIN_MAX_LENGTH, isDns1123Label, nameSlug } from '../kube/names.ts';
+import { DNS1123_SUBDOMAIN_MAX_LENGTH, isDns1123Label, nameSlug } from '../apimachinery/names.ts';
 
 /** The labels of every policy and binding rendered for `fieldManager`. */
 export function policyLabels(fieldManager: string): Record<string, string> {

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { buildConfig } from '../config/overlay.ts';
-import { resolveResource } from '../kube/resolve.ts';
-import { BUILTINS } from '../kube/testing/resources.ts';
+import { resolveResource } from '../apimachinery/resolve.ts';
+import { BUILTINS } from '../apimachinery/testing/resources.ts';
 import {
   type Admission,
   type AdmissionInput,

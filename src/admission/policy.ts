@@ -12,7 +12,7 @@
 import { ANNOTATIONS_MAX_BYTES, type KindConfig, type MetadataField } from '../config/model.ts';
 import type { SourceSpec } from '../config/sources.ts';
 import type { Template } from '../config/template.ts';
-import { groupResource } from '../kube/resource.ts';
+import { groupResource } from '../apimachinery/resource.ts';
 import { type CelScope, celString, templateCel, validLabelValue } from './cel.ts';
 import { markerKeys } from '../labelling/admitted.ts';
 import { annotationBytesCel, keptEntriesCel, markerCel, markerEntryCel, utf8BytesCel } from './marker.ts';

@@ -3,7 +3,7 @@
 // version the renderer writes. The mutating policies (labels at create) are served from
 // Kubernetes 1.36 (1.30–1.35 keep their alpha and beta versions off by default, and they may
 // change), so there labeller labels after the create; the validating ones (protection) from 1.30.
-import type { ApiResource } from '../kube/resource.ts';
+import type { ApiResource } from '../apimachinery/resource.ts';
 import type { AdmissionObject } from './policy.ts';
 
 const GROUP = 'admissionregistration.k8s.io';

@@ -3,9 +3,9 @@
 // The mutating policies match targets at CREATE (policy.ts), the protecting ones at UPDATE
 // (protection.ts); each names its policies after its target.
 import type { EveryKindConfig, KindConfig } from '../config/model.ts';
-import type { OwnerReference } from '../kube/objects.ts';
-import { type ApiResource, groupResource } from '../kube/resource.ts';
-import type { LabelSelector } from '../kube/selector.ts';
+import type { OwnerReference } from '../apimachinery/objects.ts';
+import { type ApiResource, groupResource } from '../apimachinery/resource.ts';
+import type { LabelSelector } from '../apimachinery/selector.ts';
 
 export const API_VERSION = 'admissionregistration.k8s.io/v1';
 /** The label the API server gives every namespace, its name: what `namespaces` selects on. */

@@ -8,7 +8,7 @@ import type { Level } from '../util/log.ts';
 import type { ConflictPolicy } from '../config/model.ts';
 import type { ProtectMode } from '../config/protect.ts';
 import { durationProblem, parseDuration } from '../util/duration.ts';
-import { isDns1123Label } from '../kube/names.ts';
+import { isDns1123Label } from '../apimachinery/names.ts';
 import { UsageError } from '../util/usage.ts';
 import type { BindAddress } from '../metrics/server.ts';
 

@@ -6,7 +6,7 @@ import { serves, servesPolicies } from '../admission/resources.ts';
 import { type Config, protectsKeys } from '../config/model.ts';
 import { guardLeaseName } from '../guard/claim.ts';
 import { watchedNamespaces } from '../kinds/resolve.ts';
-import { groupResource, parseGroupResource } from '../kube/resource.ts';
+import { groupResource, parseGroupResource } from '../apimachinery/resource.ts';
 import { type AdmissionPolicyNeeds, needsOf } from '../preflight/needs.ts';
 import { type Preflight, preflight } from '../preflight/preflight.ts';
 import { renderPolicies } from '../policies/render.ts';

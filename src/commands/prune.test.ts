@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Discovery } from '../kube/discovery.ts';
 import { DiscoveryCache } from '../kube/discoverycache.ts';
-import { BUILTINS, WIDGETS } from '../kube/testing/resources.ts';
+import { BUILTINS, WIDGETS } from '../apimachinery/testing/resources.ts';
 import type { Lease } from '../kube/lease.ts';
 import { createLogger } from '../util/log.ts';
 import { pruneConfig, shardGroupGone } from './prune.ts';

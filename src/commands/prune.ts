@@ -11,10 +11,10 @@
 import { policySelector } from '../admission/names.ts';
 import { isProtecting, POLICY_RESOURCES, serves } from '../admission/resources.ts';
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
-import { isForbidden } from '../kube/errors.ts';
+import { isForbidden } from '../apimachinery/errors.ts';
 import { LeaseApi } from '../kube/lease.ts';
-import { everyResource } from '../kube/resolve.ts';
-import { groupResource } from '../kube/resource.ts';
+import { everyResource } from '../apimachinery/resolve.ts';
+import { groupResource } from '../apimachinery/resource.ts';
 import type { Config, KindConfig } from '../config/model.ts';
 import { type MonotonicClock, monotonicClock } from '../lease/clock.ts';
 import { LeaseObserver } from '../lease/observer.ts';

@@ -5,7 +5,7 @@
 // what the running controller would patch.
 import type { Config } from '../config/model.ts';
 import { watchedNamespaces } from '../kinds/resolve.ts';
-import { groupResource } from '../kube/resource.ts';
+import { groupResource } from '../apimachinery/resource.ts';
 import { noObjects, type ObjectCounts } from '../labelling/counts.ts';
 import { type KeyCoverage, keysCut, keyStates, shortfallReason } from '../labelling/coverage.ts';
 import type { LabelledKind } from '../kinds/controller.ts';

@@ -3,7 +3,7 @@
 // entry, the owner kinds followed and the sources of truth. parse.ts reads kinds.yaml into it and
 // overlay.ts lays the command-line flags over it; nothing here parses.
 import { Buffer } from 'node:buffer';
-import type { Selector } from '../kube/selector.ts';
+import type { Selector } from '../apimachinery/selector.ts';
 import type { ProtectMode } from './protect.ts';
 import type { SourceSpec } from './sources.ts';
 import type { Template } from './template.ts';

@@ -4,7 +4,7 @@
 // keeping the file's settings for the kinds it names (matched by the exact resource string, so
 // `--kinds '*'` keeps the file's "*" entry). A kind listed explicitly replaces the every-kind
 // entry for its resource.
-import { parseSelector } from '../kube/selector.ts';
+import { parseSelector } from '../apimachinery/selector.ts';
 import { everyKindConfig } from './everykind.ts';
 import { ConfigError, fail, keyPath, resourceProblem } from './fields.ts';
 import {

@@ -36,10 +36,10 @@
  * are one document, read together.
  */
 import { loadAll, YAMLException } from 'js-yaml';
-import { isDns1123Label } from '../kube/names.ts';
-import type { Selector } from '../kube/selector.ts';
-import { parseSelector, SelectorError } from '../kube/selector.ts';
-import { validateAnnotationKey, validateLabelKey, validateLabelValue } from '../kube/labelsyntax.ts';
+import { isDns1123Label } from '../apimachinery/names.ts';
+import type { Selector } from '../apimachinery/selector.ts';
+import { parseSelector, SelectorError } from '../apimachinery/selector.ts';
+import { validateAnnotationKey, validateLabelKey, validateLabelValue } from '../apimachinery/labelsyntax.ts';
 import { EVERY_KIND_FIELDS, type EveryKindFields, parseEveryKindFields } from './everykind.ts';
 import {
   ConfigError,

@@ -19,7 +19,7 @@
 //                                  # (by default refused as an outage: the last good content stays)
 //       acceptSmallerAfter: 10m    # optional: content that drops most keys, unchanged this long, is
 //                                  # taken (default 10m; 0s: never): a catalogue that shrank stays so
-import { isDns1123Label } from '../kube/names.ts';
+import { isDns1123Label } from '../apimachinery/names.ts';
 import { durationProblem, parseDuration } from '../util/duration.ts';
 import { redactUrl } from '../util/url.ts';
 import { expectMapping, expectString, fail, isAbsent, rejectUnknownFields } from './fields.ts';

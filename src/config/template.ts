@@ -12,8 +12,8 @@
  * not set, and removed if labeller owned it. `| default "<value>"` gives such a variable a value
  * instead ("" for an explicit empty label).
  */
-import type { Labels } from '../kube/labelsyntax.ts';
-import { validateLabelKey } from '../kube/labelsyntax.ts';
+import type { Labels } from '../apimachinery/labelsyntax.ts';
+import { validateLabelKey } from '../apimachinery/labelsyntax.ts';
 import { suggest } from '../util/suggest.ts';
 
 /** A related object as templates see it (the namespace, the controller owner, the root of the chain). */

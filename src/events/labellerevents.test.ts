@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { hostname } from 'node:os';
 import { test } from 'node:test';
-import { ApiError } from '../kube/errors.ts';
+import { ApiError } from '../apimachinery/errors.ts';
 import { eventsIdentity, outcomeEvents, readFightNote, refusalEvent } from './labellerevents.ts';
 
 const cm = { apiVersion: 'v1', kind: 'ConfigMap', name: 'web', namespace: 'shop', uid: 'u1' };

@@ -7,9 +7,9 @@
 import { FIGHT_WINDOW_MS } from '../labelling/fights.ts';
 import { hostname } from 'node:os';
 import type { KubeClient } from '../kube/client.ts';
-import { isForbidden, isNotFound } from '../kube/errors.ts';
+import { isForbidden, isNotFound } from '../apimachinery/errors.ts';
 import { EventsApi } from '../kube/events.ts';
-import type { EventContent, ObjectReference } from '../kube/objects.ts';
+import type { EventContent, ObjectReference } from '../apimachinery/objects.ts';
 import type { MetadataField } from '../config/model.ts';
 import type { Result } from '../labelling/reconcile.ts';
 import type { Logger } from '../util/log.ts';

@@ -4,8 +4,8 @@
 // field manager, another config, an overlapping scope, outside its leader-election group.
 import { createHash } from 'node:crypto';
 import type { Lease } from '../kube/lease.ts';
-import { nameSlug } from '../kube/names.ts';
-import { groupResource } from '../kube/resource.ts';
+import { nameSlug } from '../apimachinery/names.ts';
+import { groupResource } from '../apimachinery/resource.ts';
 import type { Config } from '../config/model.ts';
 import { configFingerprint } from '../config/fingerprint.ts';
 import { FIELD_MANAGER_LABEL, fieldManagerLabelValue } from '../config/fieldmanager.ts';

@@ -19,7 +19,7 @@
 // meanwhile; if one did, it steps down (FieldManagerTaken), as client-go's leader election does
 // after its renew deadline.
 import type { KubeClient } from '../kube/client.ts';
-import { isForbidden } from '../kube/errors.ts';
+import { isForbidden } from '../apimachinery/errors.ts';
 import { type Lease, LeaseApi } from '../kube/lease.ts';
 import { type MonotonicClock, monotonicClock } from '../lease/clock.ts';
 import { LeaseHolder, type LeaseStore } from '../lease/holder.ts';

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Denial } from '../kube/access.ts';
-import type { ApiResource } from '../kube/resource.ts';
-import { groupResource } from '../kube/resource.ts';
-import { BUILTINS } from '../kube/testing/resources.ts';
+import type { ApiResource } from '../apimachinery/resource.ts';
+import { groupResource } from '../apimachinery/resource.ts';
+import { BUILTINS } from '../apimachinery/testing/resources.ts';
 import { buildConfig } from '../config/overlay.ts';
 import { createLogger } from '../util/log.ts';
 import { controllerName, type ResolvedKind } from './resolve.ts';

@@ -7,8 +7,8 @@
 // while some are skipped). A review that cannot be made (reviews forbidden, the API server away)
 // skips nothing: the kind starts, and its list reports a refusal as any kind's does.
 import type { Denial } from '../kube/access.ts';
-import type { ApiResource } from '../kube/resource.ts';
-import { groupResource, parseGroupResource } from '../kube/resource.ts';
+import type { ApiResource } from '../apimachinery/resource.ts';
+import { groupResource, parseGroupResource } from '../apimachinery/resource.ts';
 import type { SkippedKindGauge } from '../metrics/metrics.ts';
 import type { Logger } from '../util/log.ts';
 import { controllerName, type ResolvedKind, watchedNamespaces } from './resolve.ts';

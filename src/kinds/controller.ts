@@ -3,8 +3,8 @@
 // indexes its templates need; the label reconciler as the reconcile function; and its share of
 // the related objects and of the sources of truth its templates look values up in.
 import { type KindConfig, templatesOf } from '../config/model.ts';
-import { isForbidden, isNotFound } from '../kube/errors.ts';
-import { type ApiResource, apiVersion, groupResource } from '../kube/resource.ts';
+import { isForbidden, isNotFound } from '../apimachinery/errors.ts';
+import { type ApiResource, apiVersion, groupResource } from '../apimachinery/resource.ts';
 import { CacheCounter, type ObjectCounts } from '../labelling/counts.ts';
 import { FightTracker } from '../labelling/fights.ts';
 import { LookupIndex } from '../labelling/lookupindex.ts';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { ApiResource } from '../kube/resource.ts';
-import { BUILTINS, resource, WIDGETS } from '../kube/testing/resources.ts';
+import type { ApiResource } from '../apimachinery/resource.ts';
+import { BUILTINS, resource, WIDGETS } from '../apimachinery/testing/resources.ts';
 import { buildConfig } from '../config/overlay.ts';
 import { createLogger } from '../util/log.ts';
 import { controllerName, type ResolvedKind } from './resolve.ts';

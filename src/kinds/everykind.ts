@@ -4,8 +4,8 @@
 // listed explicitly (an explicit entry replaces the every-kind entry for its resource, so the two
 // are never one resource under two configs). Exclusions are kubectl-style names resolved through
 // discovery: one that names nothing served yet is kept and applies once it does.
-import { everyResource, ResolveError, resolveResource } from '../kube/resolve.ts';
-import { type ApiResource, groupResource } from '../kube/resource.ts';
+import { everyResource, ResolveError, resolveResource } from '../apimachinery/resolve.ts';
+import { type ApiResource, groupResource } from '../apimachinery/resource.ts';
 import { DEFAULT_EXCLUDES } from '../config/everykind.ts';
 import { type EveryKindConfig } from '../config/model.ts';
 import type { Logger } from '../util/log.ts';

@@ -4,17 +4,17 @@
 // go, and kinds that discovery serves later or no more.
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import type { ApiResource } from '../kube/resource.ts';
+import type { ApiResource } from '../apimachinery/resource.ts';
 import type { Discovery } from '../kube/discovery.ts';
 import { DiscoveryCache } from '../kube/discoverycache.ts';
-import { BUILTINS, WIDGETS } from '../kube/testing/resources.ts';
+import { BUILTINS, WIDGETS } from '../apimachinery/testing/resources.ts';
 import { buildConfig } from '../config/overlay.ts';
 import { ConfigError } from '../config/fields.ts';
 import type { LabelledObject } from '../labelling/object.ts';
 import { Manager } from '../runtime/manager.ts';
 import { Shutdown } from '../runtime/shutdown.ts';
 import { page, ScriptedApi } from '../runtime/testing/scripted.ts';
-import { ApiError } from '../kube/errors.ts';
+import { ApiError } from '../apimachinery/errors.ts';
 import { createLogger } from '../util/log.ts';
 import { noOutcomes } from '../labelling/reconcile.ts';
 import type { AccessCheck } from './access.ts';

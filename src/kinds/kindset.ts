@@ -14,7 +14,7 @@
 // running one is refused (a revoked grant skips it rather than failing for ever), and discovery
 // is refreshed periodically while it is in force.
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
-import { groupResource } from '../kube/resource.ts';
+import { groupResource } from '../apimachinery/resource.ts';
 import type { Config } from '../config/model.ts';
 import { kindChange } from '../config/change.ts';
 import type { LabelledObject } from '../labelling/object.ts';

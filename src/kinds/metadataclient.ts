@@ -2,7 +2,7 @@
 // annotation sets, a JSON Patch removing keys no manager owns, with API failures translated into
 // what the labelling logic understands.
 import type { JsonPatchOperation, ResourceApi } from '../kube/api.ts';
-import { ApiError, type StatusCause } from '../kube/errors.ts';
+import { ApiError, type StatusCause } from '../apimachinery/errors.ts';
 import type { MetadataField } from '../config/model.ts';
 import { markerKeys } from '../labelling/admitted.ts';
 import {

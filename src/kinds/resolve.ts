@@ -3,8 +3,8 @@
 // and `deploy`) over overlapping namespaces are caught as the config error they are: under one
 // field manager they would remove each other's labels without end.
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
-import { ResolveError } from '../kube/resolve.ts';
-import { type ApiResource, groupResource } from '../kube/resource.ts';
+import { ResolveError } from '../apimachinery/resolve.ts';
+import { type ApiResource, groupResource } from '../apimachinery/resource.ts';
 import type { KindConfig } from '../config/model.ts';
 import { ConfigError } from '../config/fields.ts';
 import { UsageError } from '../util/usage.ts';

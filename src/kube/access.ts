@@ -2,7 +2,7 @@
 // `kubectl auth can-i` asks): whatever authorizes it (RBAC, webhooks, aggregated ClusterRoles),
 // the answer is the authorizer's own, before a single list or patch is tried.
 import type { KubeClient } from './client.ts';
-import type { ApiResource } from './resource.ts';
+import type { ApiResource } from '../apimachinery/resource.ts';
 
 const PATH = '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews';
 

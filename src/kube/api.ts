@@ -9,9 +9,9 @@ import type {
   PartialObjectMetadata,
   PartialObjectMetadataList,
   WatchEvent,
-} from './objects.ts';
-import type { ApiResource } from './resource.ts';
-import { isConflict, isNotFound, WatchIdleError } from './errors.ts';
+} from '../apimachinery/objects.ts';
+import type { ApiResource } from '../apimachinery/resource.ts';
+import { isConflict, isNotFound, WatchIdleError } from '../apimachinery/errors.ts';
 import { readWatchStream } from './watchstream.ts';
 
 const ACCEPT_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json';

@@ -9,7 +9,7 @@ import { request as httpsRequest } from 'node:https';
 import { readBody } from './body.ts';
 import { connect } from './auth/credentials.ts';
 import type { Credential, CredentialSource } from './auth/types.ts';
-import { ApiError, ConnectionError, KubeConfigError, type Status } from './errors.ts';
+import { ApiError, ConnectionError, KubeConfigError, type Status } from '../apimachinery/errors.ts';
 import { retire, type Transport } from './transport.ts';
 
 export interface ClientOptions {

@@ -3,7 +3,7 @@
 // version that does not answer (an aggregated API server that is down) is reported, and the
 // groups that did answer are used.
 import type { KubeClient } from './client.ts';
-import type { ApiResource } from './resource.ts';
+import type { ApiResource } from '../apimachinery/resource.ts';
 
 /** What discovery found: the resources served, and the group versions that could not be read. */
 export interface Discovery {

@@ -4,9 +4,9 @@ import { test } from 'node:test';
 import { createLogger } from '../util/log.ts';
 import type { Discovery } from './discovery.ts';
 import { DiscoveryCache } from './discoverycache.ts';
-import { ApiError, ConnectionError, KubeConfigError } from './errors.ts';
-import { ResolveError } from './resolve.ts';
-import { BUILTINS, WIDGETS } from './testing/resources.ts';
+import { ApiError, ConnectionError, KubeConfigError } from '../apimachinery/errors.ts';
+import { ResolveError } from '../apimachinery/resolve.ts';
+import { BUILTINS, WIDGETS } from '../apimachinery/testing/resources.ts';
 
 const log = createLogger({ level: 'error', format: 'json', write: () => {} });
 

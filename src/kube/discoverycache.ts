@@ -8,9 +8,9 @@ import type { Logger } from '../util/log.ts';
 import { sleep } from '../util/sleep.ts';
 import type { KubeClient } from './client.ts';
 import { discover, type Discovery } from './discovery.ts';
-import { ConnectionError, isUnauthorized, KubeConfigError } from './errors.ts';
-import { resolveResource } from './resolve.ts';
-import type { ApiResource } from './resource.ts';
+import { ConnectionError, isUnauthorized, KubeConfigError } from '../apimachinery/errors.ts';
+import { resolveResource } from '../apimachinery/resolve.ts';
+import type { ApiResource } from '../apimachinery/resource.ts';
 
 export interface DiscoveryCacheOptions {
   /** The API server and kubeconfig context, for messages. */

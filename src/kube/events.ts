@@ -2,9 +2,9 @@
 // Event lives in its object's namespace (`default` for cluster-scoped objects, as client-go does),
 // is named `<object>.<hex time>` like client-go's, and is reported by one controller and instance.
 import type { KubeClient } from './client.ts';
-import { isForbidden } from './errors.ts';
+import { isForbidden } from '../apimachinery/errors.ts';
 import { microTime } from '../util/microtime.ts';
-import type { EventContent } from './objects.ts';
+import type { EventContent } from '../apimachinery/objects.ts';
 
 /** Who reports: `reportingController` and `reportingInstance` (at most 128 characters each). */
 export interface Reporter {

@@ -2,7 +2,7 @@
 // the name is taken, or the lease changed since it was read) are answers, not failures: they
 // come back as `undefined` so the caller decides what they mean.
 import type { KubeClient } from './client.ts';
-import { isConflict, isNotFound } from './errors.ts';
+import { isConflict, isNotFound } from '../apimachinery/errors.ts';
 
 /** A Lease's spec; times are Kubernetes MicroTimes (RFC 3339 with microseconds). */
 export interface LeaseSpec {

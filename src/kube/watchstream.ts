@@ -1,7 +1,7 @@
 // Reads a watch response: one JSON event per line, with a client-side idle timeout.
 // Destroying the response (not only the request) is what ends a stalled stream on every runtime.
 import type { Readable } from 'node:stream';
-import { WatchIdleError } from './errors.ts';
+import { WatchIdleError } from '../apimachinery/errors.ts';
 
 export class WatchDecodeError extends Error {
   override readonly name = 'WatchDecodeError';

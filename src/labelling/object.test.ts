@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { ManagedFieldsEntry, PartialObjectMetadata } from '../kube/objects.ts';
+import type { ManagedFieldsEntry, PartialObjectMetadata } from '../apimachinery/objects.ts';
 import { objectKey } from '../runtime/store.ts';
 import { markerKeys } from './admitted.ts';
 import { digest } from './digest.ts';

@@ -4,7 +4,7 @@
 // object's metadata, are reduced to those lists of keys before the object is cached.
 import { Buffer } from 'node:buffer';
 import type { MetadataField } from '../config/model.ts';
-import type { FieldsV1, ManagedFieldsEntry, PartialObjectMetadata } from '../kube/objects.ts';
+import type { FieldsV1, ManagedFieldsEntry, PartialObjectMetadata } from '../apimachinery/objects.ts';
 import type { Projection } from '../runtime/store.ts';
 import { markerKeys, parseMarker } from './admitted.ts';
 import { digest } from './digest.ts';

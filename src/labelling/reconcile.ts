@@ -18,7 +18,7 @@ import {
 } from '../config/model.ts';
 import { digest } from './digest.ts';
 import { type Before, before, type MetadataOperation, metadataPatch } from './patch.ts';
-import { validateLabelValue } from '../kube/labelsyntax.ts';
+import { validateLabelValue } from '../apimachinery/labelsyntax.ts';
 import { BEFORE_FIRST_APPLY, type LabelledObject, writtenOrder } from './object.ts';
 import { DEFAULT_YIELD_TO, type FightTracker } from './fights.ts';
 import { type LookupIndex, lookupKey } from './lookupindex.ts';

@@ -14,7 +14,7 @@
 // A write is a compare-and-swap on the resourceVersion last written: a 409 means someone else
 // wrote, and the next round reads the Lease and asks the policy whether it may take it.
 import { setMaxListeners } from 'node:events';
-import { isForbidden, isNotFound } from '../kube/errors.ts';
+import { isForbidden, isNotFound } from '../apimachinery/errors.ts';
 import type { Lease, LeaseApi } from '../kube/lease.ts';
 import type { Logger } from '../util/log.ts';
 import { microTime } from '../util/microtime.ts';

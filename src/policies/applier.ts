@@ -33,9 +33,9 @@ import {
 import { type Config, protectsKeys } from '../config/model.ts';
 import type { LabellerEvents } from '../events/labellerevents.ts';
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
-import { ApiError, isForbidden, isNotFound } from '../kube/errors.ts';
-import type { OwnerReference } from '../kube/objects.ts';
-import { ResolveError } from '../kube/resolve.ts';
+import { ApiError, isForbidden, isNotFound } from '../apimachinery/errors.ts';
+import type { OwnerReference } from '../apimachinery/objects.ts';
+import { ResolveError } from '../apimachinery/resolve.ts';
 import type { Writable } from '../labelling/ports.ts';
 import type { AdmissionPolicyGauges } from '../metrics/metrics.ts';
 import type { Shard } from '../shard/shard.ts';

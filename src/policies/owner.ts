@@ -8,10 +8,10 @@
 import { MetadataApi } from '../kube/api.ts';
 import type { KubeClient } from '../kube/client.ts';
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
-import { isNotFound } from '../kube/errors.ts';
-import type { OwnerReference } from '../kube/objects.ts';
-import { resolveResource } from '../kube/resolve.ts';
-import { apiVersion, groupResource } from '../kube/resource.ts';
+import { isNotFound } from '../apimachinery/errors.ts';
+import type { OwnerReference } from '../apimachinery/objects.ts';
+import { resolveResource } from '../apimachinery/resolve.ts';
+import { apiVersion, groupResource } from '../apimachinery/resource.ts';
 import { ReasonedError } from '../util/reasonederror.ts';
 
 /** Why the policies cannot be given their owner now: it is `missing`, or not cluster-scoped. */

@@ -8,8 +8,8 @@ import type { Config } from '../config/model.ts';
 import { everyKindExclusions } from '../kinds/everykind.ts';
 import { type Resolved, resolveKinds } from '../kinds/resolve.ts';
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
-import { everyResource } from '../kube/resolve.ts';
-import { groupResource, parseGroupResource } from '../kube/resource.ts';
+import { everyResource } from '../apimachinery/resolve.ts';
+import { groupResource, parseGroupResource } from '../apimachinery/resource.ts';
 
 export interface RenderedPolicies {
   readonly admission: Admission;

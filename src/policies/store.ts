@@ -8,9 +8,9 @@ import type { AdmissionObject } from '../admission/policy.ts';
 import type { ProtectionPolicyBinding } from '../admission/protection.ts';
 import { policySelector } from '../admission/names.ts';
 import { MetadataApi } from '../kube/api.ts';
-import { isForbidden } from '../kube/errors.ts';
+import { isForbidden } from '../apimachinery/errors.ts';
 import type { KubeClient } from '../kube/client.ts';
-import type { PartialObjectMetadata } from '../kube/objects.ts';
+import type { PartialObjectMetadata } from '../apimachinery/objects.ts';
 import type { Logger } from '../util/log.ts';
 
 /** A policy or binding as rendered. */

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { needsOf } from './needs.ts';
 import type { SourceSpec } from '../config/sources.ts';
-import { resource } from '../kube/testing/resources.ts';
+import { resource } from '../apimachinery/testing/resources.ts';
 
 const source = (name: string, namespace: string, map: string): SourceSpec => ({
   name,

@@ -6,7 +6,7 @@
 // a kind of the every-kind entry, is asked about as it is used.
 import { MUTATING, VALIDATING } from '../admission/resources.ts';
 import type { SourceSpec } from '../config/sources.ts';
-import { type ApiResource, groupResource } from '../kube/resource.ts';
+import { type ApiResource, groupResource } from '../apimachinery/resource.ts';
 import type { RelatedRead } from '../related/caches.ts';
 
 /** Verbs on one resource in one namespace ('' for cluster-wide), of one object when `name` is set. */

@@ -1,9 +1,9 @@
 // The caches of related objects, by id (`resource`, or `resource/namespace`): a labelled kind's
 // own informer, offered to lookups of the same resource, or one acquired from the shared informer
 // cache for them, with the mappers subscribed to it, until it is released.
-import type { ApiResource } from '../kube/resource.ts';
-import { apiVersion, groupResource } from '../kube/resource.ts';
-import { isForbidden, isNotFound } from '../kube/errors.ts';
+import type { ApiResource } from '../apimachinery/resource.ts';
+import { apiVersion, groupResource } from '../apimachinery/resource.ts';
+import { isForbidden, isNotFound } from '../apimachinery/errors.ts';
 import { type LabelledObject, projector } from '../labelling/object.ts';
 import { Informer } from '../runtime/informer.ts';
 import type { StoreIndex } from '../runtime/storeindex.ts';

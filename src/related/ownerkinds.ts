@@ -3,8 +3,8 @@
 // a tenant's Secret) is not followed, so no informer is started for whatever an object points at.
 // Resolved through the discovery cache, again when it changes (a CRD installed later).
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
-import { ResolveError } from '../kube/resolve.ts';
-import { type ApiResource, groupResource } from '../kube/resource.ts';
+import { ResolveError } from '../apimachinery/resolve.ts';
+import { type ApiResource, groupResource } from '../apimachinery/resource.ts';
 import type { ControllerRef } from '../labelling/object.ts';
 import type { UnreadableKinds } from './unreadable.ts';
 

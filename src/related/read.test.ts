@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { PartialObjectMetadata } from '../kube/objects.ts';
+import type { PartialObjectMetadata } from '../apimachinery/objects.ts';
 import { StoreIndex } from '../runtime/storeindex.ts';
 import { Store } from '../runtime/store.ts';
 import { type ControllerRef, type LabelledObject, projector } from '../labelling/object.ts';

@@ -7,8 +7,8 @@
 // readiness waiting. The caches go when the last kind reading them does. (Over 300 lines: a kind's
 // wiring, forKind, and the lookups share the consumers, the owner chain and the caches.)
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
-import type { ApiResource } from '../kube/resource.ts';
-import { groupResource } from '../kube/resource.ts';
+import type { ApiResource } from '../apimachinery/resource.ts';
+import { groupResource } from '../apimachinery/resource.ts';
 import { type Config, type KindConfig, templatesOf } from '../config/model.ts';
 import { type ControllerRef, type LabelledObject, projector, writtenOrder } from '../labelling/object.ts';
 import {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import { ApiError } from '../kube/errors.ts';
-import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
+import { ApiError } from '../apimachinery/errors.ts';
+import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../apimachinery/objects.ts';
 import { createLogger } from '../util/log.ts';
 import { Controller, type Reconcile } from './controller.ts';
 import { Informer } from './informer.ts';

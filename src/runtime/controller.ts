@@ -6,7 +6,7 @@
 // writes (client-go's expectations): an object it wrote is not reconciled again from a cache that
 // does not show the write yet, and the watch event that only echoes the write is no work.
 // Like controller-runtime it logs no line per reconcile: its writes are summed up (writesummary.ts).
-import { ApiError } from '../kube/errors.ts';
+import { ApiError } from '../apimachinery/errors.ts';
 import { aborted } from '../util/aborted.ts';
 import type { Logger } from '../util/log.ts';
 import type { Informer } from './informer.ts';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { PartialObjectMetadata, WatchEvent } from '../kube/objects.ts';
+import type { PartialObjectMetadata, WatchEvent } from '../apimachinery/objects.ts';
 import { Backoff } from '../util/backoff.ts';
 import { createLogger } from '../util/log.ts';
 import { Informer } from './informer.ts';

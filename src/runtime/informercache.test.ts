@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { PartialObjectMetadata } from '../kube/objects.ts';
+import type { PartialObjectMetadata } from '../apimachinery/objects.ts';
 import { createLogger } from '../util/log.ts';
 import { Informer } from './informer.ts';
 import { InformerCache } from './informercache.ts';

@@ -3,7 +3,7 @@
 // that run while leading, and leader election on a fake clock and an in-memory Lease.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { PartialObjectMetadata } from '../kube/objects.ts';
+import type { PartialObjectMetadata } from '../apimachinery/objects.ts';
 import { createLogger } from '../util/log.ts';
 import { Controller } from './controller.ts';
 import { Informer } from './informer.ts';

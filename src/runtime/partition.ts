@@ -1,7 +1,7 @@
 // The slice of a resource that one process keeps when several share the work (src/shard/): which
 // objects its cache holds, and the selector that asks the API server for only those. Generic: the
 // informer knows nothing of how the slice is chosen, only that it may change while it watches.
-import type { PartialObjectMetadata } from '../kube/objects.ts';
+import type { PartialObjectMetadata } from '../apimachinery/objects.ts';
 
 /** The name and namespace of an object, all a partition looks at. */
 export type ObjectName = Pick<PartialObjectMetadata['metadata'], 'name' | 'namespace'>;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { EventContent } from '../kube/objects.ts';
+import type { EventContent } from '../apimachinery/objects.ts';
 import { createLogger } from '../util/log.ts';
 import { EventRecorder, type EventSink, type RecorderOptions, type Series, type WallClock } from './recorder.ts';
 

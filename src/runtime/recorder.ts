@@ -4,7 +4,7 @@
 // interval. Every write takes a token from one bucket and waits in one bounded queue, so however
 // much trouble recurs (a thousand objects conflicting in a loop) the API server sees a bounded
 // rate; what does not fit is dropped, logged at debug. record() never blocks and never throws.
-import type { EventContent } from '../kube/objects.ts';
+import type { EventContent } from '../apimachinery/objects.ts';
 import type { Logger } from '../util/log.ts';
 import { BucketRateLimiter } from './ratelimit.ts';
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { PartialObjectMetadata } from '../kube/objects.ts';
+import type { PartialObjectMetadata } from '../apimachinery/objects.ts';
 import { StoreIndex } from './storeindex.ts';
 import { objectKey, type Projection, Store } from './store.ts';
 

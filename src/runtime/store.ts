@@ -1,7 +1,7 @@
 // The reflector's cache: the watcher's events applied to a map from object key to a compact
 // projection of the object. A relist is buffered and swapped in whole, so readers never see a
 // half-listed state, and objects missing from it (deleted while we were away) leave the cache.
-import type { PartialObjectMetadata } from '../kube/objects.ts';
+import type { PartialObjectMetadata } from '../apimachinery/objects.ts';
 import type { StoreIndex } from './storeindex.ts';
 import type { WatcherEvent } from './watcher.ts';
 

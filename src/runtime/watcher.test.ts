@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import { ApiError, WatchIdleError } from '../kube/errors.ts';
-import type { PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
+import { ApiError, WatchIdleError } from '../apimachinery/errors.ts';
+import type { PartialObjectMetadataList, WatchEvent } from '../apimachinery/objects.ts';
 import { Backoff } from '../util/backoff.ts';
 import {
   bookmark,

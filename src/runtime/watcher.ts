@@ -17,14 +17,14 @@
 // a version not older; a streaming list where the server has them), and the watch resumes from
 // where it ended with the wider selector. The
 // events it replays up to the list's version are already in the list for what it adds, and are
-// skipped for those objects only (resourceVersions compare: kube/resourceversion.ts), so no object
+// skipped for those objects only (resourceVersions compare: apimachinery/resourceversion.ts), so no object
 // goes back to an older state and nothing is missed. Where versions do not compare, or the watch's
 // version has expired (410), it relists.
-import { ApiError } from '../kube/errors.ts';
+import { ApiError } from '../apimachinery/errors.ts';
 import type { ListOptions, WatchOptions } from '../kube/api.ts';
-import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../kube/objects.ts';
+import type { PartialObjectMetadata, PartialObjectMetadataList, WatchEvent } from '../apimachinery/objects.ts';
 import { Backoff } from '../util/backoff.ts';
-import { compareResourceVersions } from '../kube/resourceversion.ts';
+import { compareResourceVersions } from '../apimachinery/resourceversion.ts';
 import { sleep } from '../util/sleep.ts';
 import type { Added } from './partition.ts';
 import type { Widening } from './widening.ts';

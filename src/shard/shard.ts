@@ -10,7 +10,7 @@
 // A Namespace object goes with the namespace it names; the server cannot select it (its own
 // namespace is empty), so its stream is filtered here. A related cache of another cluster-scoped
 // kind (an owner outside any namespace) is not split: any member may need any of it.
-import type { ApiResource } from '../kube/resource.ts';
+import type { ApiResource } from '../apimachinery/resource.ts';
 import type { Added, Partition, PartitionChange } from '../runtime/partition.ts';
 import type { Membership } from './membership.ts';
 

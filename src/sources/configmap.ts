@@ -2,8 +2,8 @@
 // resourceNames allows): one object, whole, and nothing else of its kind cached. Its data is the
 // map, or one key of it holds the YAML or JSON document.
 import type { ResourceApis } from '../kube/api.ts';
-import type { PartialObjectMetadata } from '../kube/objects.ts';
-import type { ApiResource } from '../kube/resource.ts';
+import type { PartialObjectMetadata } from '../apimachinery/objects.ts';
+import type { ApiResource } from '../apimachinery/resource.ts';
 import { sourceContent } from './content.ts';
 import { Informer } from '../runtime/informer.ts';
 import { objectKey, type Projection } from '../runtime/store.ts';

@@ -3,7 +3,7 @@
 // docs/operations.md gives the policies, not from labeller's renderer.
 import { createHash } from 'node:crypto';
 import type { Cluster, PolicyRule } from '../cluster/cluster.ts';
-import { isNotFound } from '../../src/kube/errors.ts';
+import { isNotFound } from '../../src/apimachinery/errors.ts';
 
 const API = '/apis/admissionregistration.k8s.io/v1';
 const RESOURCES = ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings'] as const;

@@ -26,7 +26,7 @@ import type { ControlPlane } from '../controlplane/controlplane.ts';
 import { eventually } from '../process/eventually.ts';
 import { Labeller } from '../process/labeller.ts';
 import { sleep } from '../process/sleep.ts';
-import { ApiError } from '../../src/kube/errors.ts';
+import { ApiError } from '../../src/apimachinery/errors.ts';
 import { POLICY_RULE, removePolicies } from './admission.ts';
 import { DOMAIN } from './oracle.ts';
 import { Random } from './random.ts';

@@ -63,7 +63,7 @@ import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { isConflict, isNotFound } from '../../src/kube/errors.ts';
+import { isConflict, isNotFound } from '../../src/apimachinery/errors.ts';
 import { dump } from 'js-yaml';
 import { auditEvents, byLabeller } from '../cluster/audit.ts';
 import { Cluster, type PolicyRule } from '../cluster/cluster.ts';

@@ -1,5 +1,5 @@
 // The API resources tests talk to directly (MetadataApi without discovery), as discovery reports them.
-import type { ApiResource } from '../../src/kube/resource.ts';
+import type { ApiResource } from '../../src/apimachinery/resource.ts';
 
 export const CONFIGMAPS: ApiResource = {
   group: '',

@@ -16,7 +16,7 @@ import { rmSync } from 'node:fs';
 import { after, describe, test } from 'node:test';
 import { policyName, policySelector } from '../../src/admission/names.ts';
 import type { StatusReport } from '../../src/commands/status.ts';
-import { isNotFound } from '../../src/kube/errors.ts';
+import { isNotFound } from '../../src/apimachinery/errors.ts';
 import { ConfigMapVolume } from '../cluster/configmapvolume.ts';
 import { freePorts } from '../controlplane/controlplane.ts';
 import { assertCleanExit } from '../process/crash.ts';

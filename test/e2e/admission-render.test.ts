@@ -13,7 +13,7 @@ import { markerKeys, markerValues } from '../../src/labelling/admitted.ts';
 import type { AdmissionList } from '../../src/commands/admission.ts';
 import { policyLabels } from '../../src/admission/names.ts';
 import type { MetadataField } from '../../src/config/model.ts';
-import { ApiError } from '../../src/kube/errors.ts';
+import { ApiError } from '../../src/apimachinery/errors.ts';
 import { admission, apply, policiesSkip } from './admission.ts';
 import { configFile, create, createNamespace, eventually, patchLabels, skip } from './cluster.ts';
 

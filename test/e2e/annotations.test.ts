@@ -11,7 +11,7 @@ import { adminClient, auditEvents, auditSkip, create, createNamespace, eventuall
 import type { StatusReport } from '../../src/commands/status.ts';
 import { metadataClient } from '../../src/kinds/metadataclient.ts';
 import { MetadataApi } from '../../src/kube/api.ts';
-import type { PartialObjectMetadata } from '../../src/kube/objects.ts';
+import type { PartialObjectMetadata } from '../../src/apimachinery/objects.ts';
 import { ObjectGone } from '../../src/labelling/ports.ts';
 import { ownedKeys } from '../../src/labelling/object.ts';
 import { freePorts } from '../controlplane/controlplane.ts';

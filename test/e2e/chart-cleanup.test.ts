@@ -30,7 +30,7 @@ import {
   template,
   tool,
 } from './helm.ts';
-import { ApiError } from '../../src/kube/errors.ts';
+import { ApiError } from '../../src/apimachinery/errors.ts';
 import { Labeller } from '../process/labeller.ts';
 import { sleep } from '../process/sleep.ts';
 

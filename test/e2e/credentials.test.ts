@@ -375,7 +375,7 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
     },
   );
 
-  test('kubeconfig proxy-url: handed to client-node, loaded on demand; labelling goes through the proxy', async () => {
+  test("kubeconfig proxy-url: labelling goes through the proxy, over labeller's own tunnels", async () => {
     const ns = await cluster.namespace('proxy');
     const cms = `/api/v1/namespaces/${ns}/configmaps`;
     // A plain HTTP CONNECT proxy, as corporate networks have them.

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { ControlPlane } from '../controlplane/controlplane.ts';
-import { ApiError } from '../../src/kube/errors.ts';
+import { ApiError } from '../../src/apimachinery/errors.ts';
 import { discover, discoverByGroupVersion, type Discovery, StaleGroupError } from '../../src/kube/discovery.ts';
 import { Cluster } from '../cluster/cluster.ts';
 import { eventually } from '../process/eventually.ts';

@@ -53,20 +53,38 @@ describe('what labeller loads', { skip }, () => {
     }
   });
 
-  test('a run with a token kubeconfig never imports client-node; one with proxy-url does', async () => {
+  test('a run with a token kubeconfig or a proxy-url never imports client-node; one with an auth provider does', async () => {
     const ns = await createNamespace('loading');
-    const plain = await run(['--kinds', 'configmaps', '--label', 'team=platform', '--namespace', ns, '--once']);
+    const args = ['--kinds', 'configmaps', '--label', 'team=platform', '--namespace', ns, '--once'];
+    const plain = await run(args);
     assert.equal(plain.code, 0, plain.stderr);
     assert.equal(plain.loaded, false);
-    // The positive control: the hook does see the import (the proxy is not there; exit 1).
-    const proxied = writeKubeconfig({});
-    const withProxy = JSON.parse(readFileSync(proxied, 'utf8')) as { clusters: { cluster: Record<string, unknown> }[] };
-    for (const c of withProxy.clusters) c.cluster['proxy-url'] = 'http://127.0.0.1:1';
-    writeFileSync(proxied, JSON.stringify(withProxy));
+    const edited = (edit: (config: KubeconfigJson) => void): string => {
+      const path = writeKubeconfig({});
+      const config = JSON.parse(readFileSync(path, 'utf8')) as KubeconfigJson;
+      edit(config);
+      writeFileSync(path, JSON.stringify(config));
+      return path;
+    };
+    // A proxy-url goes through labeller's own tunnels (the proxy is not there: exit 1).
     const viaProxy = await run(
-      ['--kinds', 'configmaps', '--label', 'team=platform', '--namespace', ns, '--once'],
-      proxied,
+      args,
+      edited((config) => config.clusters.forEach((c) => (c.cluster['proxy-url'] = 'http://127.0.0.1:1'))),
     );
-    assert.equal(viaProxy.loaded, true, viaProxy.stderr);
+    assert.equal(viaProxy.code, 1, viaProxy.stderr);
+    assert.equal(viaProxy.loaded, false, viaProxy.stderr);
+    // The positive control: the hook does see the import, for an auth provider.
+    const withProvider = await run(
+      args,
+      edited((config) =>
+        config.users.forEach((u) => (u.user = { 'auth-provider': { name: 'oidc', config: { 'id-token': 'x' } } }))
+      ),
+    );
+    assert.equal(withProvider.loaded, true, withProvider.stderr);
   });
 });
+
+interface KubeconfigJson {
+  clusters: { cluster: Record<string, unknown> }[];
+  users: { user: Record<string, unknown> }[];
+}

@@ -3,8 +3,8 @@
 import assert from 'node:assert/strict';
 import { MetadataApi } from '../../src/kube/api.ts';
 import type { KubeClient } from '../../src/kube/client.ts';
-import { ApiError } from '../../src/kube/errors.ts';
-import type { PartialObjectMetadata, WatchEvent } from '../../src/kube/objects.ts';
+import { ApiError } from '../../src/apimachinery/errors.ts';
+import type { PartialObjectMetadata, WatchEvent } from '../../src/apimachinery/objects.ts';
 import { CONFIGMAPS as configmaps, DEPLOYMENTS as deployments } from '../cluster/resources.ts';
 
 const json = (body: object) => ({ headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });

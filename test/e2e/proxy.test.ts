@@ -2,7 +2,8 @@
 // CONNECT proxy: the kubeconfig names the API server by a host name that resolves nowhere, so only
 // a tunnel through the proxy reaches it. HTTPS_PROXY carries every request (discovery, list,
 // watch, apply); NO_PROXY naming the host sends them direct (and so nowhere); a kubeconfig
-// proxy-url wins over the environment.
+// proxy-url wins over the environment, an HTTP or a SOCKS5 one (with a user and password), through
+// labeller's own tunnels: client-node is not loaded for it.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, describe, test } from 'node:test';
@@ -21,7 +22,11 @@ describe('proxies from the environment', { skip }, () => {
     const api = server();
     const proxy = await ConnectProxy.start({ host: '127.0.0.1', port: Number(api.port) });
     const other = await ConnectProxy.start({ host: '127.0.0.1', port: Number(api.port) });
-    after(() => Promise.all([proxy.close(), other.close()]));
+    const socks = await ConnectProxy.start({ host: '127.0.0.1', port: Number(api.port) }, {
+      user: 'labeller',
+      password: 'p@ss:word',
+    });
+    after(() => Promise.all([proxy.close(), other.close(), socks.close()]));
     const ns = await createNamespace('proxy');
     await create(`/api/v1/namespaces/${ns}/configmaps`, { metadata: { name: 'c' } });
     // The API server's certificate names "kubernetes"; "kube.labeller.test" resolves nowhere.
@@ -55,5 +60,30 @@ describe('proxies from the environment', { skip }, () => {
     });
     assert.equal(configured.code, 0, configured.stderr);
     assert.ok(other.targets.length > 0, 'the kubeconfig proxy-url, not the environment');
+    for (const runtime of ['node', 'deno'] as const) {
+      const label = `socks5-${runtime}`;
+      const viaSocks = writeKubeconfig({
+        server: `https://${host}`,
+        cluster: { 'tls-server-name': 'kubernetes', 'proxy-url': socks.url },
+      });
+      const throughSocks = await runLabeller([...args.slice(0, -1), viaSocks, '--label', `via=${label}`], { runtime });
+      assert.equal(throughSocks.code, 0, throughSocks.stderr);
+      assert.equal((await labelsOf(`/api/v1/namespaces/${ns}/configmaps/c`))['via'], label);
+    }
+    assert.ok(socks.targets.filter((t) => t === host).length >= 4, `SOCKS5 targets: ${socks.targets.join(' ')}`);
+    const wrong = writeKubeconfig({
+      server: `https://${host}`,
+      cluster: { 'tls-server-name': 'kubernetes', 'proxy-url': socks.url.replace('p%40ss', 'nope') },
+    });
+    const refused = await runLabeller([...args.slice(0, -1), wrong, '--label', 'via=refused']);
+    assert.equal(refused.code, 1);
+    assert.match(refused.fatal ?? '', /SOCKS5 proxy 127\.0\.0\.1:\d+ refused the user and password/);
+    const unknown = writeKubeconfig({ cluster: { 'proxy-url': 'ftp://127.0.0.1:21' } });
+    const badScheme = await runLabeller([...args.slice(0, -1), unknown, '--label', 'via=ftp']);
+    assert.equal(badScheme.code, 2, badScheme.stderr);
+    assert.match(
+      badScheme.fatal ?? '',
+      /proxy-url "ftp:\/\/127\.0\.0\.1:21": the scheme must be http, https or socks5/,
+    );
   });
 });

@@ -15,7 +15,7 @@ import {
   skip,
 } from './cluster.ts';
 import { figure } from '../process/figures.ts';
-import type { PartialObjectMetadata } from '../../src/kube/objects.ts';
+import type { PartialObjectMetadata } from '../../src/apimachinery/objects.ts';
 import { ownedKeys } from '../../src/labelling/object.ts';
 import { Labeller } from '../process/labeller.ts';
 

@@ -3,7 +3,7 @@
 // onto kwok's nodes and become Running and Ready, the garbage collector and the namespace
 // controller delete what they should. Namespaces ready for pods, workloads, their pods with their
 // controllers, and waiting for what the cluster does in its own time.
-import { ApiError } from '../../src/kube/errors.ts';
+import { ApiError } from '../../src/apimachinery/errors.ts';
 import { adminClient, createNamespace, eventually, kubeconfig } from './cluster.ts';
 import { tool } from './helm.ts';
 

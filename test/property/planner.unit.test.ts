@@ -40,7 +40,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import type { ConflictPolicy, MetadataField } from '../../src/config/model.ts';
 import { compileTemplate, type Template } from '../../src/config/template.ts';
-import type { FieldsV1, ManagedFieldsEntry, PartialObjectMetadata } from '../../src/kube/objects.ts';
+import type { FieldsV1, ManagedFieldsEntry, PartialObjectMetadata } from '../../src/apimachinery/objects.ts';
 import { type LabelledObject, projector, writtenOrder } from '../../src/labelling/object.ts';
 import {
   type AppliedMetadata,

@@ -1,12 +1,12 @@
-// The kubeconfig features labeller leaves to @kubernetes/client-node: auth providers (oidc,
-// azure, gcp) and proxies (proxy-url, SOCKS included). Imported on demand by credentials.ts, so
-// nothing else pays for the library (its generated API costs about 80 MiB and a second or two).
+// The kubeconfig feature labeller leaves to @kubernetes/client-node: auth providers (oidc, azure,
+// gcp). Imported on demand by credentials.ts, so nothing else pays for the library (its generated
+// API costs about 80 MiB and a second or two). Connections go through labeller's own transport,
+// a proxy included (proxy.ts), as for every other kubeconfig.
 import { KubeConfig } from '@kubernetes/client-node';
-import type { Agent } from 'node:http';
 import type { RequestOptions as HttpsOptions } from 'node:https';
 import type { Credential, CredentialSource } from './types.ts';
-import { KubeConfigError } from '../errors.ts';
-import { keepAliveTransport, type TlsOptions, type Transport } from '../transport.ts';
+import { KubeConfigError } from '../../apimachinery/errors.ts';
+import { keepAliveTransport, type TlsOptions } from '../transport.ts';
 
 /** Auth providers refresh their tokens inside client-node; ask it again this often. */
 const REFRESH_MS = 60_000;
@@ -15,6 +15,7 @@ export async function clientNodeCredentials(
   kubeconfig: string | undefined,
   context: string,
   server: string,
+  proxy: URL | undefined,
 ): Promise<CredentialSource> {
   const kc = new KubeConfig();
   try {
@@ -28,20 +29,22 @@ export async function clientNodeCredentials(
       }. Pass --kubeconfig with a valid file`,
     );
   }
-  return new ClientNodeSource(kc, server);
+  return new ClientNodeSource(kc, server, proxy);
 }
 
 class ClientNodeSource implements CredentialSource {
   readonly #kc: KubeConfig;
   readonly #server: string;
+  readonly #proxy: URL | undefined;
   #credential: Credential | undefined;
   #tls = '';
   #at = -Infinity;
   #making: Promise<Credential> | undefined;
 
-  constructor(kc: KubeConfig, server: string) {
+  constructor(kc: KubeConfig, server: string, proxy: URL | undefined) {
     this.#kc = kc;
     this.#server = server;
+    this.#proxy = proxy;
   }
 
   current(): Promise<Credential> {
@@ -77,7 +80,7 @@ class ClientNodeSource implements CredentialSource {
       const tlsKey = JSON.stringify(tls);
       const transport = this.#credential && tlsKey === this.#tls
         ? this.#credential.transport
-        : this.#transport(tls, typeof options.agent === 'object' ? options.agent : undefined);
+        : keepAliveTransport(this.#server, tls, this.#proxy);
       this.#tls = tlsKey;
       this.#at = Date.now();
       this.#credential = { headers, transport };
@@ -89,15 +92,5 @@ class ClientNodeSource implements CredentialSource {
         }. Check the user in the kubeconfig`,
       );
     }
-  }
-
-  /**
-   * Without a proxy, keep-alive pools as for every other kubeconfig (transport.ts). Through a
-   * proxy, the agent client-node makes (HTTP CONNECT or SOCKS); client-node keeps one per
-   * cluster and user, so that pool is kept for good (resetConnections cannot replace it).
-   */
-  #transport(tls: TlsOptions, agent: Agent | undefined): Transport {
-    if (this.#kc.getCurrentCluster()?.proxyUrl && agent) return { pool: () => agent };
-    return keepAliveTransport(this.#server, tls);
   }
 }

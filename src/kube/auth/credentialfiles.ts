@@ -2,7 +2,7 @@
 // `tokenFile`, the projected service-account token) and client certificate/key files.
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { readText } from '../../util/readtext.ts';
-import { KubeConfigError } from '../errors.ts';
+import { KubeConfigError } from '../../apimachinery/errors.ts';
 import { Refreshing } from './refreshing.ts';
 
 /**

@@ -6,12 +6,12 @@
 // only auth providers and proxies load @kubernetes/client-node (clientnode.ts), on demand.
 import { readFileSync } from 'node:fs';
 import { type KeyPair, keyPair, keyPairFiles, tokenFile } from './credentialfiles.ts';
-import { KubeConfigError } from '../errors.ts';
+import { KubeConfigError } from '../../apimachinery/errors.ts';
 import { type ExecCredential, execSource } from './exec.ts';
 import { inCluster, inClusterAvailable, SERVICE_ACCOUNT_DIR } from './incluster.ts';
 import { kubeconfigFiles, type KubeconfigSelection, loadKubeconfig } from './kubeconfig.ts';
 import { Refreshing } from './refreshing.ts';
-import { proxyFor } from '../proxy.ts';
+import { parseProxyUrl, proxyFor } from '../proxy.ts';
 import { keepAliveTransport, type Transport } from '../transport.ts';
 import type { Credential, CredentialSource, Identity } from './types.ts';
 
@@ -63,20 +63,27 @@ export async function connect(options: ConnectOptions = {}): Promise<Connection>
   }
   const selection = loadKubeconfig(files, options.context);
   const server = selection.cluster.server.replace(/\/+$/, '');
-  if (selection.cluster['proxy-url'] || selection.user['auth-provider']) {
+  // A cluster's proxy-url wins over the environment, as in kubectl.
+  const proxyUrl = selection.cluster['proxy-url'];
+  const parsed = proxyUrl === undefined ? undefined : parseProxyUrl(proxyUrl);
+  if (typeof parsed === 'string') {
+    throw new KubeConfigError(`cluster of context "${selection.context}": ${parsed}`);
+  }
+  const proxy = parsed ?? proxyFor(new URL(server), env);
+  if (selection.user['auth-provider']) {
     const { clientNodeCredentials } = await import('./clientnode.ts');
     return {
       server,
       context: selection.context,
       namespace: selection.namespace,
-      credentials: await clientNodeCredentials(options.kubeconfig, selection.context, server),
+      credentials: await clientNodeCredentials(options.kubeconfig, selection.context, server, proxy),
     };
   }
   return {
     server,
     context: selection.context,
     namespace: selection.namespace,
-    credentials: new CredentialsProvider(identity(selection, server), server, proxyFor(new URL(server), env)),
+    credentials: new CredentialsProvider(identity(selection, server), server, proxy),
   };
 }
 

@@ -2,7 +2,7 @@
 // client-go runs them: the plugin's token or certificate is kept until shortly before its
 // `expirationTimestamp`, then the plugin runs again, once however many requests wait; a 401
 // makes it run again at once (Refreshing does the single flight).
-import { KubeConfigError } from '../errors.ts';
+import { KubeConfigError } from '../../apimachinery/errors.ts';
 import { type KeyPair, keyPair } from './credentialfiles.ts';
 import { Refreshing } from './refreshing.ts';
 

@@ -6,7 +6,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tokenFile } from './credentialfiles.ts';
 import type { Identity } from './types.ts';
-import { KubeConfigError } from '../errors.ts';
+import { KubeConfigError } from '../../apimachinery/errors.ts';
 
 /** Where the kubelet mounts a pod's service-account credentials. */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';

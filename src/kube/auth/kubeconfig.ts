@@ -6,7 +6,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, dirname, isAbsolute, join, resolve } from 'node:path';
 import { load } from 'js-yaml';
-import { KubeConfigError } from '../errors.ts';
+import { KubeConfigError } from '../../apimachinery/errors.ts';
 
 export interface KubeconfigCluster {
   readonly server: string;

@@ -1,7 +1,7 @@
 // The world of Lease holders in unit tests: a clock that moves when told, and Leases in memory
 // with the API server's compare-and-swap, reached by each process over a connection a test can
 // cut (requests fail), hang (requests never answer until aborted) or deny (403).
-import { ApiError } from '../../kube/errors.ts';
+import { ApiError } from '../../apimachinery/errors.ts';
 import type { Lease } from '../../kube/lease.ts';
 import type { MonotonicClock } from '../clock.ts';
 import type { LeaseStore } from '../holder.ts';

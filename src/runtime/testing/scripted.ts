@@ -8,13 +8,13 @@ import type {
   ResourceApi,
   WatchOptions,
 } from '../../kube/api.ts';
-import { ApiError } from '../../kube/errors.ts';
+import { ApiError } from '../../apimachinery/errors.ts';
 import type {
   MetadataApplyConfiguration,
   PartialObjectMetadata,
   PartialObjectMetadataList,
   WatchEvent,
-} from '../../kube/objects.ts';
+} from '../../apimachinery/objects.ts';
 import type { Projection } from '../store.ts';
 import type { ListWatch } from '../watcher.ts';
 
