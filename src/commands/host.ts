@@ -71,6 +71,8 @@ export interface Started {
   readonly kinds: KindSet;
   /** This member's share, when replicas share the work. */
   readonly shard?: Shard | undefined;
+  /** Why this process may not write now (leadership or the guard's Lease lapsed), asked as each write is sent. */
+  readonly claimed?: (() => string | undefined) | undefined;
 }
 
 export interface StartOptions {
@@ -193,6 +195,10 @@ export class Host {
       log.info('stopped before the first write');
       return undefined;
     }
+    // Leadership, then the guard: both are checked as each write is sent, as the shard bucket is.
+    const processClaimed = elector || claimed
+      ? () => (elector && !elector.valid() ? 'leadership lapsed' : undefined) ?? claimed?.()
+      : undefined;
     const kinds = new KindSet({
       manager,
       discovery,
@@ -204,10 +210,7 @@ export class Host {
         metrics,
         events,
         writable,
-        // Leadership, then the guard: both are checked as each write is sent, as the shard bucket is.
-        claimed: elector || claimed
-          ? () => (elector && !elector.valid() ? 'leadership lapsed' : undefined) ?? claimed?.()
-          : undefined,
+        claimed: processClaimed,
         notServed: () => discovery.notServed(),
         shard,
       },
@@ -230,7 +233,7 @@ export class Host {
     }
     // Ready no sooner than the controllers are wired (after the guard's check), so a probe cannot
     // see an empty list of controllers as ready.
-    this.#started = { manager, kinds, shard };
+    this.#started = { manager, kinds, shard, claimed: processClaimed };
     log.info('starting', {
       kinds: kinds.kinds.map((kind) => kind.resolved.kind.resource),
       dryRun: options.dryRun || undefined,

@@ -119,7 +119,7 @@ export async function runLabel(host: Host, config: Config, options: LabelOptions
 /** The applier of the config's admission policies, run while this process may write, its state in the gauges and /readyz. */
 function keepPolicies(
   host: Host,
-  { manager, kinds, shard }: Started,
+  { manager, kinds, shard, claimed }: Started,
   guard: FieldManagerGuard | undefined,
   owner: string | undefined,
 ): PolicyApplier {
@@ -130,6 +130,7 @@ function keepPolicies(
     config: () => kinds.config,
     dryRun: options.dryRun,
     writable: guard && ((signal) => guard.writable(signal)),
+    claimed,
     shard,
     events,
     resyncMs: options.requeueAfterMs,

@@ -53,8 +53,10 @@ export interface PolicyApplierOptions {
   readonly config: () => Config | undefined;
   /** Have the API server check each object and write nothing; log what would be applied and deleted. */
   readonly dryRun: boolean;
-  /** Each round waits for it (the field-manager guard's Lease held). */
+  /** Each write waits for it (the field-manager guard's Lease held). */
   readonly writable?: Writable | undefined;
+  /** Why this process may not write now (leadership or the guard's Lease lapsed), asked as each write is sent. */
+  readonly claimed?: (() => string | undefined) | undefined;
   /** This member's share in a shard group: it applies while it writes the cluster-scoped objects' bucket. */
   readonly shard?: Shard | undefined;
   readonly events?: Pick<LabellerEvents, 'policyRefused'> | undefined;
@@ -210,7 +212,7 @@ export class PolicyApplier {
 
   /** One round: render the config in force, apply what it renders, delete what it no longer does. */
   async #round(signal: AbortSignal): Promise<void> {
-    const { discovery, config: current, writable, shard, store } = this.#options;
+    const { discovery, config: current, shard, store } = this.#options;
     const config = current();
     if (!config) return;
     this.#servedNow();
@@ -219,7 +221,6 @@ export class PolicyApplier {
       served: (kind) => serves(discovery.resources, kind),
       optional: (kind) => isProtecting(kind) && !protectsKeys(config),
     };
-    await writable?.(signal);
     const release = shard ? shard.hold(MUTATING[0], CLUSTER_SCOPED) : () => {};
     if (!release) {
       // Another member writes the cluster-scoped objects; this one is told when it takes them over.
@@ -237,8 +238,7 @@ export class PolicyApplier {
       );
       const key = JSON.stringify(objects);
       if (key === this.#applied) return;
-      await this.#apply(objects, kinds, signal);
-      this.#applied = key;
+      if (await this.#apply(objects, kinds, signal)) this.#applied = key;
     } finally {
       release();
       // Handed over while this round held it (members are told before the bucket's writes drain): the next holder reports them.
@@ -317,7 +317,8 @@ export class PolicyApplier {
   }
 
   /** Applies `objects` in order, each binding after its policy; then deletes the field manager's others. */
-  async #apply(objects: readonly PolicyObject[], kinds: PolicyKinds, signal: AbortSignal): Promise<void> {
+  /** Applies `objects` and deletes the others; false when a claim lapsed before it was all sent. */
+  async #apply(objects: readonly PolicyObject[], kinds: PolicyKinds, signal: AbortSignal): Promise<boolean> {
     const { store, dryRun, discovery } = this.#options;
     const policies = new Map<string, Refusal | undefined>();
     const refusals = new Map<string, string>();
@@ -327,6 +328,7 @@ export class PolicyApplier {
       const policy = policyOf(object);
       // A binding of a policy refused would bind nothing (and its paramRef cannot be authorized without it).
       if (!isPolicy(object) && policies.get(policy) !== undefined) continue;
+      if (!(await this.#mayWrite(signal))) return false;
       try {
         const applied = await store.apply(object, { dryRun, signal });
         kept.add(described);
@@ -346,7 +348,27 @@ export class PolicyApplier {
     }
     this.#refusals = refusals;
     this.#policies = policies;
+    if (!(await this.#mayWrite(signal))) return false;
     await this.#deleteOthers(kept, kinds, signal);
+    return true;
+  }
+
+  /**
+   * Whether the next write may be sent, checked as it is: the guard's Lease held (waited for),
+   * leadership, and in a shard group the cluster-scoped objects' bucket still this member's. A
+   * round that may not write ends; the next one (or the member taking the bucket) applies them.
+   */
+  async #mayWrite(signal: AbortSignal): Promise<boolean> {
+    const { writable, claimed, shard, dryRun, log } = this.#options;
+    if (dryRun) return true;
+    const waiting = writable?.(signal);
+    if (waiting) await waiting;
+    const lapsed = claimed?.() ??
+      (shard && !shard.writing(MUTATING[0], CLUSTER_SCOPED)
+        ? "the cluster-scoped objects' shard bucket is no longer this member's"
+        : undefined);
+    if (lapsed) log.debug('admission policies not written: a claim lapsed', { reason: lapsed });
+    return lapsed === undefined;
   }
 
   #appliedOne(object: PolicyObject, described: string, version: string | undefined): void {

@@ -352,6 +352,13 @@ export class LeaseMemory implements SourceMemory {
         for (const [k, value] of Object.entries(before)) if (!isStale(k, retained)) annotations[k] = value;
         for (const [k, value] of values) annotations[k] = value;
         if (!sameRecords(before, annotations) && (current || values.size > 0)) {
+          // Checked again as it is sent: the guard's Lease may have lapsed while the records were sketched.
+          const lapsed = writable?.(signal);
+          if (lapsed) {
+            await lapsed;
+            this.#fresh = false;
+            continue;
+          }
           const written = current
             ? await this.#api.update({ metadata: { ...current.metadata, annotations }, spec: current.spec }, signal)
             : await this.#api.create({ metadata: { name, namespace, annotations }, spec: {} }, signal);
