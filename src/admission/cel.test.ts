@@ -115,3 +115,19 @@ test('a label value is checked as the API server checks it, matches() first', ()
   for (const value of ['', 'a', 'a.b-c_d', 'x'.repeat(63)]) assert.ok(pattern.test(value), value);
   for (const value of ['-a', 'a-', 'a b', 'a/b', 'ns-']) assert.ok(!pattern.test(value), value);
 });
+
+test('a field of the object outside its metadata: as the request carries it, a string, int or bool as text, else absent', () => {
+  const text = (path: string) =>
+    `object${path}.optFlatMap(f, type(f) == string ? optional.of(f) : type(f) == int || type(f) == bool ? optional.of(string(f)) : optional.none())`;
+  assert.deepEqual(cel('{{spec.storageClassName}}'), { cel: text('.?spec.?storageClassName'), source: undefined });
+  assert.deepEqual(cel('{{spec.nodeSelector["topology.kubernetes.io/zone"]}}'), {
+    cel: text('.?spec.?nodeSelector[?"topology.kubernetes.io/zone"]'),
+    source: undefined,
+  });
+  assert.deepEqual(cel('{{spec.ports[0].protocol}}'), { cel: text('.?spec.?ports[?0].?protocol'), source: undefined });
+  // Field names CEL reserves are escaped as Kubernetes' CEL escapes them.
+  assert.deepEqual(cel('{{spec.claimRef.namespace}}'), {
+    cel: text('.?spec.?claimRef.?__namespace__'),
+    source: undefined,
+  });
+});

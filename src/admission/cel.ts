@@ -119,6 +119,23 @@ function variableCel(variable: Variable, scope: CelScope): Translated {
   if (variable.type === 'map') {
     return { expr: `object.metadata.?${variable.map}[?${celString(variable.key)}]`, optional: true };
   }
+  if (variable.type === 'object') {
+    // The object as the request carries it; a string, int or bool field's text, as the controller renders it.
+    // A name is selected (escaped as Kubernetes' CEL escapes field names); a map key (with dots,
+    // slashes) is indexed.
+    const path = variable.field.steps.map((step) =>
+      typeof step === 'number'
+        ? `[?${step}]`
+        : /^[A-Za-z_][A-Za-z0-9_]*$/.test(step)
+        ? `.?${celFieldName(step)}`
+        : `[?${celString(step)}]`
+    ).join('');
+    return {
+      expr:
+        `object${path}.optFlatMap(f, type(f) == string ? optional.of(f) : type(f) == int || type(f) == bool ? optional.of(string(f)) : optional.none())`,
+      optional: true,
+    };
+  }
   if (variable.type === 'related') {
     const { relation, field, key } = variable.read;
     if (relation !== 'namespace') return { why: `it reads the object's ${relation}, which admission does not see` };
@@ -157,4 +174,35 @@ function variableCel(variable: Variable, scope: CelScope): Translated {
         ? { expr: celString(apiVersion(resource)), optional: false }
         : { why: 'for kinds not named, the version the controller reads is not known at admission' };
   }
+}
+
+/** CEL's reserved words, which Kubernetes' CEL escapes as `__word__` when they name a field. */
+const CEL_RESERVED = new Set([
+  'as',
+  'break',
+  'const',
+  'continue',
+  'else',
+  'false',
+  'for',
+  'function',
+  'if',
+  'import',
+  'in',
+  'let',
+  'loop',
+  'package',
+  'namespace',
+  'null',
+  'return',
+  'true',
+  'var',
+  'void',
+  'while',
+]);
+
+/** A field's name as Kubernetes' CEL selects it: `__` as `__underscores__`, a reserved word as `__word__`. */
+function celFieldName(name: string): string {
+  const escaped = name.replaceAll('__', '__underscores__');
+  return CEL_RESERVED.has(escaped) ? `__${escaped}__` : escaped;
 }

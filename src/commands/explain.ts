@@ -245,6 +245,7 @@ function details(key: KeyExplanation, sources: Readonly<Record<string, string>>)
 function inputText(input: Input, sources: Readonly<Record<string, string>>): string {
   const value = input.value === undefined ? '(absent)' : JSON.stringify(input.value);
   if (input.from === 'object') return `the object's ${input.map}.${input.key} = ${value}`;
+  if (input.from === 'field') return `the object's ${input.path} = ${value}`;
   if (input.from === 'source') {
     const origin = sources[input.source];
     return `source ${input.source}${origin ? ` (${origin})` : ''}: entry ${JSON.stringify(input.key)}${

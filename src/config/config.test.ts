@@ -238,11 +238,11 @@ test('file errors name the source and the field path', () => {
     ],
     [
       kind('resource: x\n    labels: {tier: "{{nmae}}"}'),
-      'kinds.yaml: kinds[1].labels["tier"]: template "{{nmae}}": unknown variable "nmae" (did you mean "name"?); use one of name, namespace, kind, resource, group, apiVersion, uid, labels.<key>, annotations.<key>, namespace.labels.<key>, namespace.annotations.<key>, owner.kind, owner.name, owner.labels.<key>, owner.annotations.<key>, root.kind, root.name, root.labels.<key>, root.annotations.<key>',
+      'kinds.yaml: kinds[1].labels["tier"]: template "{{nmae}}": unknown variable "nmae" (did you mean "name"?); use one of name, namespace, kind, resource, group, apiVersion, uid, labels.<key>, annotations.<key>, spec.<field>, status.<field>, namespace.labels.<key>, namespace.annotations.<key>, owner.kind, owner.name, owner.labels.<key>, owner.annotations.<key>, root.kind, root.name, root.labels.<key>, root.annotations.<key>',
     ],
     [
       kind('resource: x\n    labels: {team: "{{namespace.label.team}}"}'),
-      'kinds.yaml: kinds[1].labels["team"]: template "{{namespace.label.team}}": unknown variable "namespace.label.team" (did you mean "namespace.labels.team"?); use one of name, namespace, kind, resource, group, apiVersion, uid, labels.<key>, annotations.<key>, namespace.labels.<key>, namespace.annotations.<key>, owner.kind, owner.name, owner.labels.<key>, owner.annotations.<key>, root.kind, root.name, root.labels.<key>, root.annotations.<key>',
+      'kinds.yaml: kinds[1].labels["team"]: template "{{namespace.label.team}}": unknown variable "namespace.label.team" (did you mean "namespace.labels.team"?); use one of name, namespace, kind, resource, group, apiVersion, uid, labels.<key>, annotations.<key>, spec.<field>, status.<field>, namespace.labels.<key>, namespace.annotations.<key>, owner.kind, owner.name, owner.labels.<key>, owner.annotations.<key>, root.kind, root.name, root.labels.<key>, root.annotations.<key>',
     ],
     [
       kind('resource: x\n    labels: {team: "{{owner.labels.team | default none}}"}'),
@@ -339,7 +339,7 @@ test("templates may not copy the object's labels or annotations into kubernetes.
   const refusal = (where: string, value: string, domain: string, optIn: string) =>
     `${where}: ${
       JSON.stringify(value)
-    } copies the object's labels or annotations into a key under ${domain}, which admission may forbid the object's writers to set; ` +
+    } copies the object's labels, annotations or fields into a key under ${domain}, which admission may forbid the object's writers to set; ` +
     `labeller would set it for them with its own rights. Use a constant or a key outside ${domain}, or set "allowProtectedPrefixes: true" ${optIn} if whoever may write these objects may set this label too`;
   rejects(
     { file: file('labels:\n  node-restriction.kubernetes.io/zone: "{{labels.zone}}"\nkinds: [{resource: nodes}]\n') },
@@ -437,7 +437,7 @@ test('annotations: key syntax, null without a global one, protected prefixes and
   );
   rejects(
     { file: file('kinds: [{resource: cm, annotations: {"example.kubernetes.io/x": "{{labels.a}}"}}]') },
-    'kinds.yaml: kinds[0].annotations["example.kubernetes.io/x"]: "{{labels.a}}" copies the object\'s labels or annotations into a key under kubernetes.io, which admission may forbid the object\'s writers to set; labeller would set it for them with its own rights. Use a constant or a key outside kubernetes.io, or set "allowProtectedPrefixes: true" at the top of kinds.yaml if whoever may write these objects may set this annotation too',
+    'kinds.yaml: kinds[0].annotations["example.kubernetes.io/x"]: "{{labels.a}}" copies the object\'s labels, annotations or fields into a key under kubernetes.io, which admission may forbid the object\'s writers to set; labeller would set it for them with its own rights. Use a constant or a key outside kubernetes.io, or set "allowProtectedPrefixes: true" at the top of kinds.yaml if whoever may write these objects may set this annotation too',
   );
   rejects(
     { kinds: ['cm'], annotations: { big: 'x'.repeat(256 * 1024) } },

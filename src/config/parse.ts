@@ -336,7 +336,7 @@ export function compileEntry(field: MetadataField, key: string, value: string, w
       where,
       `${
         JSON.stringify(value)
-      } copies the object's labels or annotations into a key under ${domain}, which admission may forbid the object's writers to set; ` +
+      } copies the object's labels, annotations or fields into a key under ${domain}, which admission may forbid the object's writers to set; ` +
         `labeller would set it for them with its own rights. Use a constant or a key outside ${domain}, or set "allowProtectedPrefixes: true" ${rules.optIn} if whoever may write these objects may set this ${
           singular(field)
         } too`,

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { TemplateContext } from './template.ts';
-import { compileTemplate, TemplateError } from './template.ts';
+import { compileTemplate, readField, TemplateError } from './template.ts';
 
 const context: TemplateContext = {
   name: 'web',
@@ -16,7 +16,7 @@ const context: TemplateContext = {
 };
 
 const ALLOWED =
-  'name, namespace, kind, resource, group, apiVersion, uid, labels.<key>, annotations.<key>, namespace.labels.<key>, namespace.annotations.<key>, owner.kind, owner.name, owner.labels.<key>, owner.annotations.<key>, root.kind, root.name, root.labels.<key>, root.annotations.<key>';
+  'name, namespace, kind, resource, group, apiVersion, uid, labels.<key>, annotations.<key>, spec.<field>, status.<field>, namespace.labels.<key>, namespace.annotations.<key>, owner.kind, owner.name, owner.labels.<key>, owner.annotations.<key>, root.kind, root.name, root.labels.<key>, root.annotations.<key>';
 
 test('a source without "{{" is a constant', () => {
   for (const source of ['labeller', '', 'a}}b']) {
@@ -210,4 +210,56 @@ test('a template lists its parts in order: text, variables and lookups, each wit
   );
   assert.deepEqual(compileTemplate('plain').parts, [{ type: 'text', text: 'plain' }]);
   assert.deepEqual(compileTemplate('').parts, []);
+});
+
+test('a field of the object outside its metadata: a path of names, map keys in ["…"] and list indexes, read as text', () => {
+  const object = {
+    metadata: { name: 'data' },
+    spec: {
+      storageClassName: 'fast',
+      nodeSelector: { 'topology.kubernetes.io/zone': 'eu-1a' },
+      ports: [{ port: 443, protocol: 'TCP' }],
+      claimRef: { namespace: 'shop' },
+      paused: false,
+      resources: { requests: { storage: '10Gi' } },
+    },
+    status: { phase: 'Bound' },
+  };
+  const cases: [source: string, path: readonly string[], rendered: string | undefined][] = [
+    ['{{spec.storageClassName}}', ['spec.storageClassName'], 'fast'],
+    [
+      '{{spec.nodeSelector["topology.kubernetes.io/zone"]}}',
+      ['spec.nodeSelector["topology.kubernetes.io/zone"]'],
+      'eu-1a',
+    ],
+    ['{{spec.ports[0].protocol}}-{{spec.ports[0].port}}', ['spec.ports[0].protocol', 'spec.ports[0].port'], 'TCP-443'],
+    ['{{spec.claimRef.namespace}}/{{status.phase}}', ['spec.claimRef.namespace', 'status.phase'], 'shop/Bound'],
+    ['{{spec.paused}}', ['spec.paused'], 'false'],
+    // A map or a list is no value; nor is a field not set.
+    ['{{spec.resources}}', ['spec.resources'], undefined],
+    ['{{spec.ports}}', ['spec.ports'], undefined],
+    ['{{spec.ports[1].protocol}}', ['spec.ports[1].protocol'], undefined],
+    ['{{spec.volumeName | default "unbound"}}', ['spec.volumeName'], 'unbound'],
+  ];
+  for (const [source, paths, rendered] of cases) {
+    const template = compileTemplate(source);
+    assert.deepEqual(template.fields.map((field) => field.path), paths, source);
+    const value = template.render({
+      ...context,
+      field: (path) => readField(object, template.fields.find((field) => field.path === path)!),
+    });
+    assert.equal(value, rendered, source);
+    assert.equal(template.readsObjectMetadata, true, `${source}: others write an object's fields`);
+  }
+  assert.equal(compileTemplate('{{spec.x}}').render(context), undefined, 'a context without fields: absent');
+  for (
+    const [source, message] of [
+      ['{{spec}}', /unknown variable "spec"/],
+      ['{{spec.}}', /cannot read "\."/],
+      ['{{spec.nodeSelector[zone]}}', /cannot read "\[zone\]"; a field's path is names after dots/],
+      ['{{status..phase}}', /cannot read "\.\.phase"/],
+    ] as const
+  ) {
+    assert.throws(() => compileTemplate(source), message, source);
+  }
 });

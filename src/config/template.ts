@@ -1,6 +1,8 @@
 /**
  * Label value templates such as "{{name}}", "team-{{ namespace }}", "{{labels.app}}",
- * "{{namespace.labels.team}}", "{{root.name}}", "{{owner.labels.tier | default \"none\"}}" or a
+ * "{{namespace.labels.team}}", "{{root.name}}", "{{owner.labels.tier | default \"none\"}}", a field
+ * of the object outside its metadata, "{{spec.storageClassName}}",
+ * "{{spec.nodeSelector[\"topology.kubernetes.io/zone\"]}}", "{{spec.ports[0].protocol}}", or a
  * lookup in a source of truth by a key that is itself a variable,
  * "{{teams[namespace.labels.team].costCenter}}" (see sources.ts).
  * They compile once, at config load, so a typo fails at startup rather than on every object.
@@ -8,8 +10,9 @@
  * validateLabelValue, by the caller.
  *
  * A variable whose value is absent (a label or annotation the object does not carry, a
- * namespace, owner or root that does not exist) makes the whole template absent: the label is
- * not set, and removed if labeller owned it. `| default "<value>"` gives such a variable a value
+ * namespace, owner or root that does not exist, a field that is not set or is no string, number
+ * or boolean) makes the whole template absent: the label is not set, and removed if labeller
+ * owned it. `| default "<value>"` gives such a variable a value
  * instead ("" for an explicit empty label).
  */
 import type { Labels } from '../apimachinery/labelsyntax.ts';
@@ -42,6 +45,8 @@ export interface TemplateContext {
   readonly annotations: Readonly<Record<string, string>>;
   /** Related objects, undefined where absent; only the relations the templates read need be given. */
   readonly related?: Readonly<Partial<Record<Relation, RelatedObject>>> | undefined;
+  /** A field of the object outside its metadata, by its path (`spec.storageClassName`); undefined when not set. */
+  readonly field?: ((path: string) => string | undefined) | undefined;
   /** Looks `key` up in source `source`: the entry, or its `field`; undefined when there is none. */
   readonly lookup?: ((source: string, key: string, field: string | undefined) => string | undefined) | undefined;
 }
@@ -74,6 +79,8 @@ export interface Template {
   readonly constantValue: string | undefined;
   /** The annotation keys it reads of the object itself, so the cache keeps just those of each object. */
   readonly annotations: readonly string[];
+  /** The fields it reads of the object outside its metadata: its cache keeps just those (whole objects are watched). */
+  readonly fields: readonly ObjectField[];
   /** What it reads of related objects. */
   readonly related: readonly RelatedRead[];
   /** The lookups it makes in sources of truth. */
@@ -95,10 +102,19 @@ export type FieldVariable = (typeof FIELD_VARIABLES)[number];
 /** The object's labels or annotations. */
 export type MapVariable = (typeof MAP_VARIABLES)[number];
 
-/** What one variable reads: a field of the object, one of its labels or annotations, or a related object's. */
+/** A field of the object outside its metadata, by its path. */
+export interface ObjectField {
+  /** As written, normalised: `spec.nodeSelector["topology.kubernetes.io/zone"]`, `spec.ports[0].protocol`. */
+  readonly path: string;
+  /** Its steps from the object: names of fields and map keys, and list indexes. */
+  readonly steps: readonly (string | number)[];
+}
+
+/** What one variable reads: a field of the object, one of its labels or annotations, a field outside its metadata, or a related object's. */
 export type Variable =
   | { readonly type: 'field'; readonly field: FieldVariable }
   | { readonly type: 'map'; readonly map: MapVariable; readonly key: string }
+  | { readonly type: 'object'; readonly field: ObjectField }
   | { readonly type: 'related'; readonly read: RelatedRead };
 
 /**
@@ -122,6 +138,8 @@ export class TemplateError extends Error {
 }
 
 const FIELD_VARIABLES = ['name', 'namespace', 'kind', 'resource', 'group', 'apiVersion', 'uid'] as const;
+/** The parts of an object outside its metadata that templates may read (the API's conventions). */
+const OBJECT_PARTS = ['spec', 'status'] as const;
 const MAP_VARIABLES = ['labels', 'annotations'] as const;
 const RELATIONS = ['namespace', 'owner', 'root'] as const satisfies readonly Relation[];
 /** Fields of a related object; a namespace's kind and name say nothing `{{namespace}}` does not. */
@@ -133,6 +151,7 @@ const RELATED_FIELDS: Readonly<Record<Relation, readonly ('kind' | 'name')[]>> =
 const ALLOWED = [
   ...FIELD_VARIABLES,
   ...MAP_VARIABLES.map((map) => `${map}.<key>`),
+  ...OBJECT_PARTS.map((part) => `${part}.<field>`),
   ...RELATIONS.flatMap((
     relation,
   ) => [
@@ -149,6 +168,7 @@ export function compileTemplate(source: string, options: CompileOptions = {}): T
       source,
       constantValue: source,
       annotations: [],
+      fields: [],
       related: [],
       lookups: [],
       readsObjectMetadata: false,
@@ -156,9 +176,15 @@ export function compileTemplate(source: string, options: CompileOptions = {}): T
       render: () => source,
     };
   }
-  const reads: Reads = { annotations: [], related: [], lookups: [], sources: options.sources ?? new Set() };
+  const reads: Reads = {
+    annotations: [],
+    fields: [],
+    related: [],
+    lookups: [],
+    sources: options.sources ?? new Set(),
+  };
   const parts = parse(source, reads);
-  const { annotations, related, lookups } = reads;
+  const { annotations, fields, related, lookups } = reads;
   const readsMaps = parts.some((part) =>
     (part.type === 'variable' && part.variable.type === 'map') || (part.type === 'lookup' && part.key.type === 'map')
   );
@@ -166,11 +192,12 @@ export function compileTemplate(source: string, options: CompileOptions = {}): T
     source,
     constantValue: undefined,
     annotations,
+    fields,
     related,
     lookups,
-    // A source's values are written by others too: the protected-prefix rule applies to them.
+    // A source's values, and the object's fields, are written by others too: the protected-prefix rule applies to them.
     readsObjectMetadata: related.some((read) => read.field === 'labels' || read.field === 'annotations') ||
-      readsMaps || lookups.length > 0,
+      readsMaps || lookups.length > 0 || fields.length > 0,
     parts,
     render: (context) => {
       let value = '';
@@ -195,6 +222,7 @@ function partValue(part: TemplatePart, context: TemplateContext): string | undef
 function valueOf(variable: Variable, context: TemplateContext): string | undefined {
   if (variable.type === 'field') return context[variable.field];
   if (variable.type === 'map') return lookupKey(context[variable.map], variable.key);
+  if (variable.type === 'object') return context.field?.(variable.field.path);
   const { relation, field, key } = variable.read;
   const object = context.related?.[relation];
   if (object === undefined) return undefined;
@@ -204,6 +232,7 @@ function valueOf(variable: Variable, context: TemplateContext): string | undefin
 /** What a template reads, gathered as it is parsed; `sources`: the names lookups may use. */
 interface Reads {
   readonly annotations: string[];
+  readonly fields: ObjectField[];
   readonly related: RelatedRead[];
   readonly lookups: Lookup[];
   readonly sources: ReadonlySet<string>;
@@ -225,7 +254,7 @@ function parse(source: string, reads: Reads): TemplatePart[] {
     const [expression = '', ...pipes] = source.slice(open + 2, close).split('|');
     const name = expression.trim();
     const looked = LOOKUP.exec(name);
-    const read = looked ? lookupPart(looked, fail, reads) : variable(name, fail, reads.annotations, reads.related);
+    const read = looked && !isObjectPart(name) ? lookupPart(looked, fail, reads) : variable(name, fail, reads);
     const fallback = defaultValue(pipes, name, fail);
     parts.push(read.type === 'lookup' ? { ...read, fallback } : { type: 'variable', variable: read, fallback });
     position = close + 2;
@@ -274,19 +303,20 @@ function lookupPart(
   if (field !== undefined && !/^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$/.test(field)) {
     throw fail(`"${source}[${key}].${field}": a field is a name such as "costCenter"`);
   }
-  const keyOf = variable(key, fail, reads.annotations, reads.related);
+  const keyOf = variable(key, fail, reads);
   reads.lookups.push({ source, field });
   return { type: 'lookup', source, key: keyOf, field };
 }
 
-function variable(
-  name: string,
-  fail: (problem: string) => TemplateError,
-  annotations: string[],
-  related: RelatedRead[],
-): Variable {
+function variable(name: string, fail: (problem: string) => TemplateError, reads: Reads): Variable {
+  const { annotations, related } = reads;
   const field = FIELD_VARIABLES.find((candidate) => candidate === name);
   if (field !== undefined) return { type: 'field', field };
+  if (isObjectPart(name)) {
+    const field = objectField(name, fail);
+    if (!reads.fields.some((known) => known.path === field.path)) reads.fields.push(field);
+    return { type: 'object', field };
+  }
 
   const [head = '', second = '', ...rest] = name.split('.');
   const relation = RELATIONS.find((candidate) => candidate === head);
@@ -311,6 +341,66 @@ function variable(
   const key = mapKey(map, name.slice(map.length + 1), name, fail);
   if (map === 'annotations') annotations.push(key);
   return { type: 'map', map, key };
+}
+
+/** Whether `name` reads a field outside the object's metadata: `spec.…`, `status.…`. */
+function isObjectPart(name: string): boolean {
+  return OBJECT_PARTS.some((part) => name.startsWith(`${part}.`) || name.startsWith(`${part}[`));
+}
+
+/** One step of a field's path: `.name`, `["a map key"]` or `[0]`. */
+const STEP = /^(?:\.([A-Za-z_$][A-Za-z0-9_$]*)|\[("(?:[^"\\]|\\.)*")\]|\[(\d+)\])/;
+
+/** A field's path, `spec.nodeSelector["topology.kubernetes.io/zone"]`, as steps. */
+function objectField(name: string, fail: (problem: string) => TemplateError): ObjectField {
+  const part = OBJECT_PARTS.find((candidate) => name.startsWith(candidate))!;
+  const steps: (string | number)[] = [part];
+  let path: string = part;
+  for (let rest = name.slice(part.length); rest !== '';) {
+    const step = STEP.exec(rest);
+    if (!step) {
+      throw fail(
+        `variable ${JSON.stringify(name)}: cannot read ${
+          JSON.stringify(rest)
+        }; a field's path is names after dots, a map key with dots or slashes in ["…"], a list index in [0], e.g. {{spec.nodeSelector["topology.kubernetes.io/zone"]}}`,
+      );
+    }
+    const [whole, field, quoted, index] = step;
+    if (field !== undefined) {
+      steps.push(field);
+      path += `.${field}`;
+    } else if (quoted !== undefined) {
+      const key = JSON.parse(quoted) as string;
+      steps.push(key);
+      path += `[${JSON.stringify(key)}]`;
+    } else {
+      steps.push(Number(index));
+      path += `[${index}]`;
+    }
+    rest = rest.slice(whole.length);
+  }
+  return { path, steps };
+}
+
+/** The value at `field` of `object`: a string, number or boolean as text; undefined when not set or anything else. */
+export function readField(object: unknown, field: ObjectField): string | undefined {
+  let value: unknown = object;
+  for (const step of field.steps) {
+    if (typeof step === 'number') {
+      if (!Array.isArray(value)) return undefined;
+      value = value[step];
+    } else {
+      if (typeof value !== 'object' || value === null || Array.isArray(value) || !Object.hasOwn(value, step)) {
+        return undefined;
+      }
+      value = (value as Record<string, unknown>)[step];
+    }
+  }
+  return typeof value === 'string'
+    ? value
+    : typeof value === 'number' || typeof value === 'boolean'
+    ? String(value)
+    : undefined;
 }
 
 /** A missing label or annotation is absent; inherited properties are not labels. */

@@ -270,7 +270,7 @@ function informerOf(
     () =>
       new Informer<LabelledObject>({
         name,
-        api: apis(resource, namespace),
+        api: apis(resource, namespace, related.whole),
         project: related.project,
         indexes: related.indexes(),
         watch: { labelSelector: selector, watchTimeoutSeconds: options.watchTimeoutSeconds },

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { compileTemplate } from '../config/template.ts';
 import type { ManagedFieldsEntry, PartialObjectMetadata } from '../apimachinery/objects.ts';
 import { objectKey } from '../runtime/store.ts';
 import { markerKeys } from './admitted.ts';
@@ -370,4 +371,22 @@ test("a marker is believed only as labeller's policies leave it (issue 46, items
     ]),
     [],
   );
+});
+
+test('fields outside the metadata that templates read: kept by path where set, nothing else of the object; one copy of each set', () => {
+  const fields = compileTemplate('{{spec.storageClassName}}/{{status.phase}}/{{spec.missing}}').fields;
+  const project = projector({ fieldManager: 'labeller', fields });
+  const claim = (name: string) => ({
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    metadata: { name, namespace: 'shop', uid: name, resourceVersion: '1' },
+    spec: { storageClassName: 'fast', resources: { requests: { storage: '1Gi' } } },
+    status: { phase: 'Bound' },
+  });
+  const a = cached(project, claim('a'));
+  const b = cached(project, claim('b'));
+  assert.deepEqual(a.fields, { 'spec.storageClassName': 'fast', 'status.phase': 'Bound' });
+  assert.equal(a.fields, b.fields, 'one copy of the same values');
+  assert.equal(Object.hasOwn(a, 'spec'), false, 'the rest of the object is not kept');
+  assert.equal(cached(projector({ fieldManager: 'labeller' }), claim('c')).fields, undefined, 'none read: none kept');
 });

@@ -4,6 +4,7 @@
 // object's metadata, are reduced to those lists of keys before the object is cached.
 import { Buffer } from 'node:buffer';
 import type { MetadataField } from '../config/model.ts';
+import { type ObjectField, readField } from '../config/template.ts';
 import type { FieldsV1, ManagedFieldsEntry, PartialObjectMetadata } from '../apimachinery/objects.ts';
 import type { Projection } from '../runtime/store.ts';
 import { markerKeys, parseMarker } from './admitted.ts';
@@ -111,6 +112,8 @@ export interface LabelledObject extends Cached {
   looked?: string | undefined;
   /** Kept only when labeller writes annotations on its kind. */
   readonly written?: WrittenAnnotations | undefined;
+  /** The fields outside its metadata its templates read, by path, where set (see ProjectionOptions.fields). */
+  readonly fields?: Readonly<Record<string, string>> | undefined;
 }
 
 /** What is kept of an object whose templates read its controller reference or look values up in sources, or whose annotations labeller writes. */
@@ -118,17 +121,20 @@ class CachedWithMore extends Cached {
   readonly owner: ControllerRef | undefined;
   looked: string | undefined;
   readonly written: WrittenAnnotations | undefined;
+  readonly fields: Readonly<Record<string, string>> | undefined;
 
   constructor(
     cached: ConstructorParameters<typeof Cached>,
     owner: ControllerRef | undefined,
     looked: string | undefined,
     written: WrittenAnnotations | undefined,
+    fields: Readonly<Record<string, string>> | undefined,
   ) {
     super(...cached);
     this.owner = owner;
     this.looked = looked;
     this.written = written;
+    this.fields = fields;
   }
 }
 
@@ -144,6 +150,8 @@ export interface ProjectionOptions {
   readonly owners?: boolean | undefined;
   /** What the lookup index notes of each object. */
   readonly lookups?: boolean | undefined;
+  /** Fields outside the metadata templates read: the cache is fed whole objects, and keeps just these. */
+  readonly fields?: readonly ObjectField[] | undefined;
 }
 
 /** The order the cache keeps digests of written annotations in (ProjectionOptions.written), for the reconciler and the projection alike. */
@@ -153,7 +161,7 @@ export function writtenOrder(keys: Iterable<string>): string[] {
 
 /** Returns the projection for a kind. The store releases each projection when it leaves the cache. */
 export function projector(
-  { fieldManager, read = new Set(), written = [], owners = false, lookups = false }: ProjectionOptions,
+  { fieldManager, read = new Set(), written = [], owners = false, lookups = false, fields = [] }: ProjectionOptions,
 ): Projection<LabelledObject> & { readonly release: (object: LabelledObject) => void } {
   // Namespaces and owned-key lists repeat across thousands of objects: keep one copy of each.
   const namespaces = new Interner<string>();
@@ -168,7 +176,10 @@ export function projector(
     digests: Object.freeze(written.map(() => NaN)),
     otherBytes: 0,
   });
-  const project = ({ metadata }: PartialObjectMetadata, key: string, previous?: LabelledObject): LabelledObject => {
+  // Objects of a kind mostly carry a few values of a field (a storage class, a node): one copy of each set.
+  const fieldSets = new Interner<Readonly<Record<string, string>>>();
+  const project = (object: PartialObjectMetadata, key: string, previous?: LabelledObject): LabelledObject => {
+    const { metadata } = object;
     let annotations = NONE;
     if (read.size > 0 && metadata.annotations) {
       const kept: Record<string, string> = {};
@@ -191,7 +202,7 @@ export function projector(
       },
       admittedOf(metadata, fieldManager, markers, admittedSets),
     ];
-    if (!owners && !lookups && writes.size === 0) return new Cached(...cached);
+    if (!owners && !lookups && writes.size === 0 && fields.length === 0) return new Cached(...cached);
     const ref = owners ? metadata.ownerReferences?.find((candidate) => candidate.controller === true) : undefined;
     const owner = ref &&
       {
@@ -201,13 +212,28 @@ export function projector(
         uid: ref.uid,
       };
     const kept = writes.size === 0 ? undefined : writtenAnnotations(metadata.annotations, written, writes, noneWritten);
-    return new CachedWithMore(cached, owner, previous?.looked, kept);
+    return new CachedWithMore(
+      cached,
+      owner,
+      previous?.looked,
+      kept,
+      fields.length === 0 ? undefined : fieldsOf(object),
+    );
+  };
+  const fieldsOf = (object: PartialObjectMetadata): Readonly<Record<string, string>> => {
+    const values: Record<string, string> = {};
+    for (const field of fields) {
+      const value = readField(object, field);
+      if (value !== undefined) values[field.path] = value;
+    }
+    return fieldSets.take(JSON.stringify(values), Object.freeze(values));
   };
   const release = (object: LabelledObject): void => {
     namespaces.release(object.namespace);
     ownedLists.release(object.ownedLabels.join('\n'));
     ownedLists.release(object.ownedAnnotations.join('\n'));
     if (object.admitted !== NOT_ADMITTED) admittedSets.release(admittedId(object.admitted));
+    if (object.fields) fieldSets.release(JSON.stringify(object.fields));
     if (object.owner) {
       ownerTypes.release(object.owner.apiVersion);
       ownerTypes.release(object.owner.kind);

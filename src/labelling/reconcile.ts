@@ -661,6 +661,7 @@ export class Reconciler {
       uid: object.uid,
       labels: object.labels,
       annotations: object.annotations,
+      field: (path) => object.fields?.[path],
       related: view?.objects,
       lookup: sources && ((source, key, field) => {
         looked.push(lookupKey(source, key));

@@ -1,5 +1,5 @@
-// What a template read while rendering one key for one object: the object's own labels and
-// annotations, a related object's (its namespace, owner, root owner) and the sources' entries it
+// What a template read while rendering one key for one object: the object's own labels,
+// annotations and fields outside its metadata, a related object's (its namespace, owner, root owner) and the sources' entries it
 // looked up. Recorded by wrapping the template context, so whatever a template reads is seen,
 // however it is written; only `labeller explain` renders this way, never the reconcile path.
 import type { MetadataField } from '../config/model.ts';
@@ -9,6 +9,8 @@ import type { Unreadable } from './ports.ts';
 /** One value a template read; `value` undefined: it was absent. */
 export type Input =
   | { readonly from: 'object'; readonly map: MetadataField; readonly key: string; readonly value?: string }
+  /** A field of the object outside its metadata, by its path. */
+  | { readonly from: 'field'; readonly path: string; readonly value?: string }
   | {
     readonly from: Relation;
     /** Absent: the object has no such related object (no owner). */
@@ -57,9 +59,14 @@ export function tracing(context: TemplateContext, inputs: Input[]): TemplateCont
       return object;
     },
   });
-  const { lookup } = context;
+  const { lookup, field } = context;
   return {
     ...context,
+    field: field && ((path) => {
+      const value = field(path);
+      inputs.push({ from: 'field', path, ...has(value) });
+      return value;
+    }),
     labels: mapTracing(
       context.labels,
       (key, value) => inputs.push({ from: 'object', map: 'labels', key, ...has(value) }),
@@ -128,6 +135,7 @@ export function absences(inputs: readonly Input[]): string[] {
     ...new Set(
       inputs.filter((input) => input.value === undefined).map((input) => {
         if (input.from === 'object') return `the object has no ${singular(input.map)} ${input.key}`;
+        if (input.from === 'field') return `the object's ${input.path} is not set (or is no string, number or boolean)`;
         if (input.from === 'source') {
           return `source ${input.source} has no entry ${JSON.stringify(input.key)}${
             input.field === undefined ? '' : ` with ${input.field}`

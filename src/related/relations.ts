@@ -47,6 +47,8 @@ export interface KindRelations {
   indexes(): StoreIndex<LabelledObject>[];
   /** What the projection keeps and the indexes index: caches of one resource, namespace and selector with the same signature serve alike. */
   readonly signature: string;
+  /** Its templates read fields outside the metadata: its caches list and watch whole objects, projected to what is read. */
+  readonly whole: boolean;
   /** Undefined when its templates read no related object. */
   readonly related: ((object: LabelledObject) => RelatedView) | undefined;
   readonly dependencies: (() => Promise<void>) | undefined;
@@ -118,6 +120,7 @@ export class Relations implements RelatedCaches {
     // The lookup index notes on each object what it looked up.
     const lookups = templates.some((template) => template.lookups.length > 0);
     const own = templates.flatMap((template) => template.annotations);
+    const fields = [...new Map(templates.flatMap((t) => t.fields).map((field) => [field.path, field])).values()];
     // Of the annotations labeller writes, the cache keeps digests.
     const written = writtenOrder(kind.annotations.keys());
     // Any labelled object may be another's owner or root: its cache keeps what they read.
@@ -142,6 +145,7 @@ export class Relations implements RelatedCaches {
         written,
         owners,
         lookups,
+        fields,
       }),
       indexes: () => [
         ...(indexedByNamespace
@@ -149,7 +153,15 @@ export class Relations implements RelatedCaches {
           : []),
         ...(owners ? [new StoreIndex<LabelledObject>(OWNER, (object) => object.owner?.uid)] : []),
       ],
-      signature: JSON.stringify([[...annotations].sort(), owners, indexedByNamespace, lookups, written]),
+      signature: JSON.stringify([
+        [...annotations].sort(),
+        owners,
+        indexedByNamespace,
+        lookups,
+        written,
+        fields.map((field) => field.path).sort(),
+      ]),
+      whole: fields.length > 0,
       related: reads.size === 0 ? undefined : (object) => resolveRelated(object, resource.kind, reads, this),
       dependencies: reads.size === 0 ? undefined : () => this.#dependencies(controller!, reads),
       attach: (attached, shared) => {
