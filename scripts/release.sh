@@ -5,7 +5,8 @@
 #                                     registries without the referrers API, under the fallback tag
 #                                     sha256-<index digest>)
 #   REGISTRY/charts/labeller:VERSION  the Helm chart (`helm package`, `helm push`), whose image
-#                                     defaults to REGISTRY/labeller@<that index's digest>
+#                                     defaults to REGISTRY/labeller@<that index's digest> (and
+#                                     its artifacthub.io/images annotation names it)
 # so that `helm install labeller oci://REGISTRY/charts/labeller --version VERSION` runs exactly
 # the image pushed with it. Run image/build.sh first, from the same commit (checked).
 # Credentials are crane's (`crane auth login`, or docker's config) and helm's (`helm registry login`).
@@ -82,6 +83,11 @@ values="$work/labeller/values.yaml"
 sed -i -e "s|^  repository: .*|  repository: $image|" -e "s|^  digest: \"\"|  digest: \"$index\"|" "$values"
 grep -qx "  repository: $image" "$values" && grep -qx "  digest: \"$index\"" "$values" ||
   fail "chart/values.yaml: no image.repository and image.digest lines to set"
+# Artifact Hub's list of the chart's images (Chart.yaml's artifacthub.io/images): that one, by digest.
+meta="$work/labeller/Chart.yaml"
+sed -i -e "s|^      image: .*|      image: $image@$index|" "$meta"
+[[ "$(grep -c '^      image: ' "$meta")" == 1 ]] && grep -qx "      image: $image@$index" "$meta" ||
+  fail "chart/Chart.yaml: no artifacthub.io/images entry to set"
 (cd "$root" && "$node" --import tsx scripts/chartdocs.ts --chart "$work/labeller" >&2)
 "$helm" package "$work/labeller" --destination "$work" >&2
 chart="oci://$registry/charts"

@@ -419,6 +419,19 @@ without labels.
 {{/*
 labeller's config file: the kinds.yaml part of the values.
 */}}
+{{/*
+kinds.yaml as the release's ConfigMap (and the cleanup's) carries it: the config, and with
+sharding the release's revision as its generation, which tells the newer of two configs while a
+change reaches the shard members. Not in the pods' checksum (labeller.config): an upgrade that
+keeps the config rolls nothing.
+*/}}
+{{- define "labeller.configFile" -}}
+{{ include "labeller.config" . | trim }}
+{{- if .Values.sharding.enabled }}
+generation: {{ .Release.Revision }}
+{{- end }}
+{{- end }}
+
 {{- define "labeller.config" -}}
 {{- $kinds := list }}
 {{- range (include "labeller.kinds" . | fromYaml).kinds }}
@@ -773,4 +786,195 @@ ValidatingAdmissionPolicies too. "true" or "".
 {{- end }}
 {{- end }}
 {{- if $protects }}true{{- end }}
+{{- end }}
+
+{{/*
+The flags that give `labeller status` the controller's scope and identity, as the Deployment
+passes them: where it watches, its field manager, Events, admission policies, its Lease or its
+shard group. The test hook that runs the permission preflight passes them, and NOTES.txt shows
+them, so that both ask for exactly what the controller needs.
+*/}}
+{{- define "labeller.statusArgs" -}}
+{{- with .Values.watchNamespaces }}
+- --namespace={{ join "," . }}
+{{- end }}
+{{- with .Values.selector }}
+- --selector={{ . }}
+{{- end }}
+- --field-manager={{ .Values.fieldManager | default .Release.Name }}
+{{- if not .Values.events.enabled }}
+- --events=false
+{{- end }}
+{{- if .Values.admissionPolicies.enabled }}
+- --admission-policies
+{{- end }}
+{{- include "labeller.leaderElectionArgs" . }}
+{{- include "labeller.shardingArgs" . }}
+{{- end }}
+
+{{/*
+The labels of the test hooks (tests.enabled): the release's, but with app.kubernetes.io/name
+`<name>-test` and component `test`, so that nothing that selects the release's pods (the metrics
+Service, the PodDisruptionBudget, the NetworkPolicy, spread constraints) selects a test Pod.
+*/}}
+{{- define "labeller.testLabels" -}}
+{{- $labels := include "labeller.labels" . | fromYaml }}
+{{- $_ := set $labels "app.kubernetes.io/name" (printf "%s-test" (include "labeller.name" .)) }}
+{{- $_ := set $labels "app.kubernetes.io/component" "test" }}
+{{- toYaml $labels }}
+{{- end }}
+
+{{/*
+The annotations of a test hook Pod (`helm test`), run in weight order: deleted before a new run
+creates it again and once it passed; a failed one stays for `kubectl logs`, and Helm 4 prints its
+logs (hook-output-log-policy). Only Pods are test hooks: `helm test --logs` (Helm 3, and Helm 4
+before 4.2) reads every test hook as a Pod with one container.
+*/}}
+{{- define "labeller.testHook" -}}
+helm.sh/hook: test
+helm.sh/hook-weight: {{ .weight | quote }}
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+helm.sh/hook-output-log-policy: hook-failed
+{{- end }}
+
+{{/*
+The settings every test Pod shares with the Deployment's: where it may run, how it pulls the
+image, its pod security context; it never restarts and gets no Service variables.
+*/}}
+{{- define "labeller.testPodSettings" -}}
+restartPolicy: Never
+enableServiceLinks: false
+{{- with .Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+Labels an object needs to match a label selector (best effort, for the admission test's probe):
+`k=v` and `k==v` give k=v, `k in (a,b)` gives k=a, `k` gives k=""; `!k`, `k!=v` and `k notin (…)`
+hold for an object without k. As YAML.
+*/}}
+{{- define "labeller.labelsMatching" -}}
+{{- $labels := dict }}
+{{- range regexFindAll "([^,(]|\\([^)]*\\))+" (toString .) -1 }}
+{{- $term := trim . }}
+{{- if or (not $term) (hasPrefix "!" $term) (contains "!=" $term) (regexMatch "^\\S+\\s+notin\\s*\\(" $term) }}
+{{- else if regexMatch "^\\S+\\s+in\\s*\\(" $term }}
+{{- $key := regexFind "^\\S+" $term }}
+{{- $values := regexReplaceAll "^\\S+\\s+in\\s*\\((.*)\\)$" $term "${1}" }}
+{{- $_ := set $labels $key (splitList "," $values | first | trim) }}
+{{- else if contains "=" $term }}
+{{- $_ := set $labels (regexReplaceAll "^([^=]*)=.*$" $term "${1}" | trim) (regexReplaceAll "^[^=]*==?(.*)$" $term "${1}" | trim) }}
+{{- else }}
+{{- $_ := set $labels $term "" }}
+{{- end }}
+{{- end }}
+{{- toYaml $labels }}
+{{- end }}
+
+{{/*
+The admission test's probe (tests.enabled with admissionPolicies.enabled), as YAML {resource,
+kind, namespace, object, expected}, or {} when there is none to make: the first of ConfigMaps
+and ServiceAccounts (namespaced, created with a name alone, and not sensitive) that a kind entry
+labels, named or through the every-kind entry; in the release namespace if the entry watches it,
+else in the first it watches; with the labels its selector needs; `expected`, the labels the
+policies must set on it that the chart can tell beforehand: constants, and templates of only
+{{name}}, {{namespace}}, {{kind}}, {{resource}} and {{group}} (as rendered by CEL, in
+admission/cel.ts), whose value is a valid label value and not one the probe already carries.
+None when nothing is expected, with existingConfigMap (the config is not the chart's), with
+dryRun (policies applied in a dry run are not in force), or without rbac.create (the test's own
+Role).
+*/}}
+{{- define "labeller.testProbe" -}}
+{{- $probe := dict }}
+{{- if and .Values.admissionPolicies.enabled .Values.rbac.create (not .Values.existingConfigMap) (not .Values.dryRun) }}
+{{- $kinds := (include "labeller.kinds" . | fromYaml).kinds }}
+{{- $found := dict }}
+{{- range $resource := list "configmaps" "serviceaccounts" }}
+{{- range $kinds }}
+{{- if and (not $found.kind) (not .every) (eq .plural $resource) (eq .group "") }}
+{{- $_ := set $found "kind" . }}
+{{- $_ := set $found "resource" $resource }}
+{{- end }}
+{{- end }}
+{{- range $kinds }}
+{{- if and (not $found.kind) .every (has $resource (get .grants "" | default list)) }}
+{{- $_ := set $found "kind" . }}
+{{- $_ := set $found "resource" $resource }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with $found.kind }}
+{{- $resource := $found.resource }}
+{{- $kindName := get (dict "configmaps" "ConfigMap" "serviceaccounts" "ServiceAccount") $resource }}
+{{- $namespace := $.Release.Namespace }}
+{{- if and .namespaces (not (has $namespace .namespaces)) }}
+{{- $namespace = first .namespaces }}
+{{- end }}
+{{- $name := "labeller-helm-test-probe" }}
+{{- $labels := include "labeller.labelsMatching" (.config.selector | default $.Values.selector) | fromYaml }}
+{{- $effective := deepCopy ($.Values.labels | default dict) }}
+{{- range $key, $value := .config.labels }}
+{{- if kindIs "invalid" $value }}
+{{- $_ := unset $effective $key }}
+{{- else }}
+{{- $_ := set $effective $key $value }}
+{{- end }}
+{{- end }}
+{{- $expected := dict }}
+{{- range $key, $template := $effective }}
+{{- $value := toString $template }}
+{{- $value = regexReplaceAll "\\{\\{\\s*name\\s*\\}\\}" $value $name }}
+{{- $value = regexReplaceAll "\\{\\{\\s*namespace\\s*\\}\\}" $value $namespace }}
+{{- $value = regexReplaceAll "\\{\\{\\s*kind\\s*\\}\\}" $value $kindName }}
+{{- $value = regexReplaceAll "\\{\\{\\s*resource\\s*\\}\\}" $value $resource }}
+{{- $value = regexReplaceAll "\\{\\{\\s*group\\s*\\}\\}" $value "" }}
+{{- if and (not (contains "{{" $value)) (le (len $value) 63) (regexMatch "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$" $value) (not (hasKey $labels $key)) }}
+{{- $_ := set $expected $key $value }}
+{{- end }}
+{{- end }}
+{{- if $expected }}
+{{- $metadata := dict "name" $name "namespace" $namespace }}
+{{- if $labels }}
+{{- $_ := set $metadata "labels" $labels }}
+{{- end }}
+{{- $object := dict "apiVersion" "v1" "kind" $kindName "metadata" $metadata }}
+{{- $probe = dict "resource" $resource "kind" $kindName "namespace" $namespace "object" $object "expected" $expected }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toYaml $probe }}
+{{- end }}
+
+{{/*
+The annotation in which the field manager's admission policies list the labels they set
+(labelling/admitted.ts markerKeys): labeller.io/admitted-labels.<field manager>, or, for a field
+manager that does not fit an annotation name, sha256-<the first 35 hex digits of its SHA-256>.
+*/}}
+{{- define "labeller.admittedLabelsMarker" -}}
+{{- $fieldManager := .Values.fieldManager | default .Release.Name }}
+{{- $longest := len "admitted-annotations." }}
+{{- $suffix := $fieldManager }}
+{{- if or (gt (len $fieldManager) (sub 63 $longest | int)) (not (regexMatch "^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" $fieldManager)) }}
+{{- $suffix = printf "sha256-%s" (sha256sum $fieldManager | trunc (sub 63 (add $longest 7) | int)) }}
+{{- end }}
+{{- printf "labeller.io/admitted-labels.%s" $suffix }}
 {{- end }}

@@ -42,7 +42,7 @@ test('needs: each kind where it is watched, related caches, ConfigMap sources, E
     'create,patch events.events.k8s.io@web for Events (or --events=false)',
     'create leases.coordination.k8s.io@ops for leader election',
     'get,update leases.coordination.k8s.io/labeller@ops for leader election',
-    'list leases.coordination.k8s.io@* for field-manager guard',
+    'list leases.coordination.k8s.io@ops for field-manager guard',
     'create leases.coordination.k8s.io@ops for field-manager guard',
     'get,update leases.coordination.k8s.io/labeller-field-manager@ops for field-manager guard',
     'delete leases.coordination.k8s.io/labeller-field-manager@ops for field-manager guard',

@@ -114,8 +114,11 @@ export function needsOf(input: NeedsInput): Need[] {
     }
   }
   if (input.guard) {
-    // It looks for other labellers' Leases everywhere; its own it also deletes when it stops.
-    lease(['list'], undefined, 'field-manager guard', '');
+    // It looks for other labellers' Leases everywhere, unless every kind is watched in named
+    // namespaces (a namespaced install grants nothing cluster-wide: it looks in its own, and says
+    // so); its own it also deletes when it stops.
+    const everywhere = input.kinds.some((kind) => kind.namespaces.includes(''));
+    lease(['list'], undefined, 'field-manager guard', everywhere ? '' : input.leaseNamespace);
     own(input.guard.name, 'field-manager guard');
     lease(['delete'], input.guard.name, 'field-manager guard');
   }

@@ -4,12 +4,30 @@
 // the PodDisruptionBudget and the Service select the release's pods, the ServiceMonitor selects
 // the Service, the bindings name the pod's ServiceAccount, the ConfigMap is a config labeller
 // accepts. (No controller manager runs, so no pod starts: the Deployment is checked as stored.)
+// Then `helm test` of a release, for real: Helm creates the chart's test Pods one after the other
+// and waits for each to pass; test/e2e/kubelet.ts stands in for the kubelet and runs each Pod's
+// command as a local process with the Pod's ServiceAccount token, while the release's labeller runs
+// as a process with its ServiceAccount's token (as chart.test.ts runs it) on the metrics Service's
+// port. NOTES.txt's commands run too.
 import assert from 'node:assert/strict';
 import { basename } from 'node:path';
-import { describe, test } from 'node:test';
+import { after, describe, test } from 'node:test';
+import { policySelector } from '../../src/admission/names.ts';
 import { parseConfig } from '../../src/config/parse.ts';
-import { adminClient, create, createCrd, createNamespace, skip } from './cluster.ts';
-import { EXAMPLES, install } from './helm.ts';
+import { freePorts } from '../controlplane/controlplane.ts';
+import { Labeller, runLabeller } from '../process/labeller.ts';
+import {
+  adminClient,
+  create,
+  createCrd,
+  createNamespace,
+  eventually,
+  kubeconfig as adminKubeconfig,
+  serviceAccountKubeconfig,
+  skip,
+} from './cluster.ts';
+import { EXAMPLES, install, localArgs, only, render, tempFile, tool } from './helm.ts';
+import { Kubelet, type PodRun } from './kubelet.ts';
 
 interface Meta {
   readonly name: string;
@@ -215,5 +233,169 @@ describe('chart: helm install', { skip }, () => {
       assert.equal(object.metadata.labels?.['example.com/team'], 'platform', `commonLabels on ${object.metadata.name}`);
     }
     assert.equal(pod.metadata.labels?.['example.com/team'], 'platform', 'commonLabels on the pods');
+  });
+});
+
+const POLICIES = 'admissionregistration.k8s.io/v1';
+/** What each test Pod said, for a failure's message. */
+const said = (runs: readonly PodRun[]) =>
+  runs.map((r) => `--- ${r.pod} (exit ${r.exit.code})\n${r.exit.stdout}${r.exit.stderr}`).join('\n');
+/** A command line of NOTES.txt split as a shell would (single quotes only). */
+const words = (line: string) => [...line.matchAll(/'([^']*)'|(\S+)/g)].map((m) => m[1] ?? m[2]!);
+
+describe('chart: helm test', { skip }, () => {
+  test("helm test passes: labeller status's preflight as the release's ServiceAccount, /readyz through the metrics Service, a dry-run create labelled by the admission policies; and fails when a grant is missing", async () => {
+    const namespace = await createNamespace('chart-test');
+    const release = namespace;
+    const [port = 0] = await freePorts(1);
+    // Cluster-wide, as the defaults are; the selector keeps it to this test's objects.
+    const own = { 'e2e.labeller/chart': release };
+    const values = {
+      labels: { 'example.com/managed': 'labeller', 'example.com/namespace': '{{namespace}}', team: '{{labels.team}}' },
+      kinds: [{ resource: 'configmaps' }],
+      selector: `e2e.labeller/chart=${release}`,
+      admissionPolicies: { enabled: true },
+      // The Service's port is the pod's: here both are where the local labeller listens.
+      httpPort: port,
+      metrics: { service: { port } },
+    };
+    await install({ release, namespace, values });
+    const client = await adminClient();
+    after(async () => {
+      for (const resource of ['mutatingadmissionpolicybindings', 'mutatingadmissionpolicies']) {
+        await client.json('DELETE', `/apis/${POLICIES}/${resource}`, {
+          query: { labelSelector: policySelector(release) },
+        }).catch(() => {});
+      }
+    });
+    const group = await client.json<{ resources: { name: string }[] }>('GET', `/apis/${POLICIES}`)
+      .catch(() => ({ resources: [] }));
+    const served = group.resources.some((r) => r.name === 'mutatingadmissionpolicies');
+
+    const manifests = await render({ release, namespace, values });
+    const deployment = only(manifests, 'Deployment');
+    const fullname = deployment.metadata.name;
+    const account = (deployment['spec'] as { template: { spec: { serviceAccountName: string } } }).template.spec
+      .serviceAccountName;
+    const tests = manifests.filter((m) => m.kind === 'Pod').map((m) => m.metadata.name);
+    assert.deepEqual(tests, [`${fullname}-test-admission`, `${fullname}-test-rbac`, `${fullname}-test-readyz`].sort());
+    const labeller = new Labeller(localArgs(manifests, { leaderElection: true, httpPort: port }), {
+      kubeconfig: await serviceAccountKubeconfig(namespace, account),
+    });
+    const kubelet = new Kubelet(namespace, (pod) => pod.metadata.annotations?.['helm.sh/hook'] === 'test');
+    const helmTest = () =>
+      tool('helm', ['test', release, '-n', namespace, '--kubeconfig', adminKubeconfig(), '--timeout', '4m']);
+    try {
+      const passed = await helmTest();
+      assert.equal(passed.code, 0, `${passed.stdout}${passed.stderr}\n${said(kubelet.runs)}`);
+      assert.deepEqual(kubelet.errors, []);
+      // In weight order, each with its own identity: the release's, none, the test's own.
+      assert.deepEqual(kubelet.runs.map((r) => [r.pod, r.serviceAccount, r.exit.code]), [
+        [`${fullname}-test-rbac`, account, 0],
+        [`${fullname}-test-readyz`, undefined, 0],
+        [`${fullname}-test-admission`, `${fullname}-test`, 0],
+      ]);
+      for (const name of tests) {
+        assert.match(passed.stdout, new RegExp(`TEST SUITE:\\s+${name}\\n(.*\\n)*?Phase:\\s+Succeeded`));
+      }
+      const [rbac, readyz, admission] = kubelet.runs.map((r) => r.exit.stdout);
+      assert.match(rbac!, new RegExp(`permissions: system:serviceaccount:${namespace}:${account} has all \\d+ rights`));
+      assert.match(rbac!, /^configmaps +/m);
+      assert.match(readyz!, new RegExp(`GET http://${fullname}-metrics\\.${namespace}\\.svc:${port}/readyz: 200\\nok`));
+      assert.match(
+        admission!,
+        served
+          ? new RegExp(
+            `ConfigMap ${namespace}/labeller-helm-test-probe: labels e2e.labeller/chart=${release}, example.com/managed=labeller, example.com/namespace=${namespace};`,
+          )
+          : /does not serve MutatingAdmissionPolicies/,
+      );
+      // Passed, the test Pods are gone (hook-succeeded); the release's objects stay.
+      await eventually(async () => {
+        const { items } = await client.json<{ items: unknown[] }>('GET', `/api/v1/namespaces/${namespace}/pods`);
+        return items.length === 0;
+      }, 'the passed test Pods deleted');
+
+      // NOTES.txt's commands are labeller's: status with the release's scope, as its ServiceAccount, passes the preflight; explain explains.
+      const notes = (await tool('helm', ['get', 'notes', release, '-n', namespace, '--kubeconfig', adminKubeconfig()]))
+        .stdout;
+      assert.match(notes, new RegExp(`^ +helm test ${release} -n ${namespace} --logs$`, 'm'));
+      assert.match(notes, new RegExp(`^ +kubectl -n ${namespace} port-forward svc/${fullname}-metrics ${port}$`, 'm'));
+      const extract = /^ +kubectl -n \S+ get configmap (\S+) -o jsonpath=/m.exec(notes);
+      assert.equal(extract?.[1], fullname);
+      const configMap = only(manifests, 'ConfigMap', fullname)['data'] as Record<string, string>;
+      const kinds = tempFile('kinds.yaml', configMap['kinds.yaml'] ?? '');
+      const command = (name: string) => {
+        const line = new RegExp(`^ +kubectl labeller ${name} (.*)$`, 'm').exec(notes)?.[1];
+        assert.ok(line, `NOTES.txt shows labeller ${name}: ${notes}`);
+        return words(line).map((word) => (word === 'kinds.yaml' ? kinds : word));
+      };
+      const status = await runLabeller(['status', ...command('status')], { kubeconfig: adminKubeconfig() });
+      assert.equal(status.code, 0, status.stderr);
+      assert.match(status.stdout, new RegExp(`permissions: system:serviceaccount:${namespace}:${account} has all`));
+      await create(`/api/v1/namespaces/${namespace}/configmaps`, {
+        metadata: { name: 'web', labels: { ...own, team: 'a' } },
+      });
+      const explainArgs = command('explain').map((word) =>
+        word === '<kind>/<name>' ? 'configmap/web' : word === '<namespace>' ? namespace : word
+      );
+      const explained = await runLabeller(['explain', ...explainArgs], { kubeconfig: adminKubeconfig() });
+      assert.equal(explained.code, 0, explained.stderr);
+      assert.match(explained.stdout, /^team +a +/m);
+
+      // Stopped before its RBAC is cut (it would lose its Lease), labeller exits cleanly.
+      const stopped = await labeller.stop();
+      assert.equal(stopped.code, 0, stopped.stderr);
+
+      // A grant missing: the first test fails (labeller status exits 3, naming it), the others do not run.
+      await client.json(
+        'DELETE',
+        `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/rolebindings/${fullname}-leader-election`,
+      );
+      const before = kubelet.runs.length;
+      const failed = await helmTest();
+      assert.notEqual(failed.code, 0, failed.stdout);
+      assert.match(failed.stderr, new RegExp(`${fullname}-test-rbac`));
+      const runs = kubelet.runs.slice(before);
+      assert.deepEqual(runs.map((r) => [r.pod, r.exit.code]), [[`${fullname}-test-rbac`, 3]], said(runs));
+      assert.match(runs[0]!.exit.stdout, /lacks \d+ of the \d+ rights labeller needs/);
+      assert.match(runs[0]!.exit.stdout, /leader election/);
+      // A failed test Pod stays, for kubectl logs.
+      const pod = await client.json<{ status: { phase: string } }>(
+        'GET',
+        `/api/v1/namespaces/${namespace}/pods/${fullname}-test-rbac`,
+      );
+      assert.equal(pod.status.phase, 'Failed');
+    } finally {
+      await kubelet.stop();
+      labeller.kill();
+    }
+  });
+
+  test('namespaced mode: helm test passes with the Role alone; the field-manager guard looks for other configs in its own namespace', async () => {
+    // Namespaced mode grants nothing cluster-wide: with every kind watched in named namespaces the
+    // preflight asks for the guard's list of Leases in labeller's own namespace only.
+    const namespace = await createNamespace('chart-test-ns');
+    const release = namespace;
+    // No controller runs here, so no /readyz test: the RBAC test alone.
+    const values = {
+      labels: { team: 'a' },
+      kinds: [{ resource: 'configmaps' }],
+      watchNamespaces: [namespace],
+      metrics: { service: { enabled: false } },
+    };
+    await install({ release, namespace, values });
+    const kubelet = new Kubelet(namespace, (pod) => pod.metadata.annotations?.['helm.sh/hook'] === 'test');
+    try {
+      const run = await tool('helm', ['test', release, '-n', namespace, '--kubeconfig', adminKubeconfig()]);
+      assert.deepEqual(kubelet.errors, []);
+      const [rbac, ...more] = kubelet.runs;
+      assert.equal(more.length, 0);
+      assert.deepEqual([rbac?.pod, rbac?.exit.code], [`${release}-labeller-test-rbac`, 0], rbac?.exit.stdout);
+      assert.ok(!/^MISSING/m.test(rbac!.exit.stdout), rbac!.exit.stdout);
+      assert.equal(run.code, 0, `${run.stdout}\n${run.stderr}`);
+    } finally {
+      await kubelet.stop();
+    }
   });
 });

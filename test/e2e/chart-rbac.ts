@@ -74,9 +74,12 @@ export async function installRbac(prefix: string, values: object) {
   const manifests = await render({ release: namespace, namespace, values });
   deleteAfter(manifests);
   await apply(manifests.filter((m) => RBAC_KINDS.has(m.kind)));
-  const kubeconfig = await serviceAccountKubeconfig(namespace, only(manifests, 'ServiceAccount').metadata.name);
-  const leaseName =
-    flagValue(containers(only(manifests, 'Deployment'))[0]?.args ?? [], '--leader-elect-resource-name') ?? '';
+  const deployment = only(manifests, 'Deployment');
+  // The Deployment's: with admissionPolicies, the admission test has a ServiceAccount of its own.
+  const account = (deployment['spec'] as { template: { spec: { serviceAccountName: string } } }).template.spec
+    .serviceAccountName;
+  const kubeconfig = await serviceAccountKubeconfig(namespace, account);
+  const leaseName = flagValue(containers(deployment)[0]?.args ?? [], '--leader-elect-resource-name') ?? '';
   return { namespace, manifests, kubeconfig, leaseName };
 }
 

@@ -4,7 +4,8 @@
 //    RBAC is derived from the kinds; the Deployment is hardened and its ConfigMap is a config
 //    labeller accepts; sharded mode passes its flags, not --leader-elect, and grants its Leases;
 //    the dashboard and the alerts are off by default and, on, link to runbooks that exist
-//    (test/e2e/monitoring.test.ts runs them against a real Prometheus).
+//    (test/e2e/monitoring.test.ts runs them against a real Prometheus); helm test's Pods are as
+//    hardened as the Deployment and ask what the release needs (chart-install.test.ts runs them).
 //  - Against the API server: the rendered RBAC, applied and used through a token minted for the
 //    chart's ServiceAccount, is enough for labeller to do its job, and nothing more (cluster-wide
 //    and namespaced); every rendered object passes server-side validation; the sidecar example
@@ -16,6 +17,7 @@ import { describe, test } from 'node:test';
 import { isDeepStrictEqual } from 'node:util';
 import { load, loadAll } from 'js-yaml';
 import { parseConfig } from '../../src/config/parse.ts';
+import { markerKeys } from '../../src/labelling/admitted.ts';
 import { parseDuration } from '../../src/util/duration.ts';
 import { anchors } from '../../scripts/linkcheck.ts';
 import { freePorts } from '../controlplane/controlplane.ts';
@@ -805,6 +807,230 @@ describe('chart: lint and render', () => {
     const held = group.rules.find((r) => r.alert === 'LabellerLabelsHeld');
     assert.equal(held?.for, '30m');
     assert.match(held?.expr ?? '', /\) > 5$/);
+  });
+
+  test("helm test's Pods (tests.enabled, on by default): Pods only, one container each, as hardened as the Deployment and with its image; the preflight with its scope as its ServiceAccount, /readyz through the Service, the admission probe with rights of its own (on the cluster: chart-install.test.ts)", async () => {
+    const isTest = (m: Manifest) =>
+      (m.metadata as { annotations?: Record<string, string> }).annotations?.['helm.sh/hook'] === 'test';
+    const named = (m: Manifest) => m.metadata.labels?.['app.kubernetes.io/name'] === 'labeller-test';
+    for (const file of EXAMPLES) {
+      const what = shortName(file);
+      const manifests = await render({ release: 'rel', files: [file] });
+      const deployment = only(manifests, 'Deployment');
+      const pod = podSpec(deployment);
+      const [labeller] = pod.containers;
+      const tests = manifests.filter(isTest);
+      assert.deepEqual(
+        tests.map((m) => [m.kind, m.metadata.name]),
+        [['Pod', 'rel-labeller-test-rbac'], ['Pod', 'rel-labeller-test-readyz']],
+        what,
+      );
+      assert.deepEqual(manifests.filter(named).filter((m) => !isTest(m)), [], `${what}: no admission test`);
+      const off = await render({ release: 'rel', files: [file], values: { tests: { enabled: false } } });
+      // tests.enabled=false removes them, and the NetworkPolicy's way in for them, only.
+      const notPolicy = (m: Manifest) => m.kind !== 'NetworkPolicy';
+      assert.deepEqual(off.filter(notPolicy), manifests.filter((m) => !isTest(m) && notPolicy(m)), what);
+      assert.equal(off.length, manifests.length - tests.length, what);
+      for (const test of tests) {
+        const spec = test['spec'] as PodSpec & { restartPolicy: string; containers: (Container & ContainerDetails)[] };
+        assert.deepEqual((test.metadata as { annotations?: object }).annotations, {
+          'helm.sh/hook': 'test',
+          'helm.sh/hook-weight': test.metadata.name.endsWith('-rbac') ? '1' : '2',
+          'helm.sh/hook-delete-policy': 'before-hook-creation,hook-succeeded',
+          'helm.sh/hook-output-log-policy': 'hook-failed',
+        });
+        // Nothing that selects the release's pods selects a test Pod.
+        assert.equal(test.metadata.labels?.['app.kubernetes.io/name'], 'labeller-test');
+        assert.equal(test.metadata.labels?.['app.kubernetes.io/component'], 'test');
+        for (
+          const selector of [
+            (deployment['spec'] as { selector: { matchLabels: Record<string, string> } }).selector.matchLabels,
+            ...manifests.filter((m) => m.kind === 'Service').map((m) =>
+              (m['spec'] as { selector: Record<string, string> }).selector
+            ),
+          ]
+        ) {
+          assert.ok(
+            !isDeepStrictEqual({ ...test.metadata.labels, ...selector }, test.metadata.labels),
+            `${what}: ${test.metadata.name}`,
+          );
+        }
+        assert.equal(spec.restartPolicy, 'Never');
+        assert.equal(spec.enableServiceLinks, false);
+        assert.deepEqual(spec.securityContext, pod.securityContext);
+        const [container, ...more] = spec.containers;
+        assert.ok(container && more.length === 0 && !('initContainers' in spec), `${what}: one container`);
+        assert.equal(container['image'], labeller!['image']);
+        assert.equal(container['imagePullPolicy'], labeller!['imagePullPolicy']);
+        assert.deepEqual(container['securityContext'], labeller!['securityContext']);
+        assert.deepEqual(container['resources'], labeller!['resources']);
+      }
+
+      // The preflight: labeller status, the Deployment's config and scope, as its ServiceAccount, with its mounts.
+      const rbac = tests[0]!['spec'] as PodSpec;
+      const status = rbac.containers[0]!;
+      assert.equal(rbac.serviceAccountName, pod.serviceAccountName);
+      assert.equal(rbac.automountServiceAccountToken, pod.automountServiceAccountToken);
+      assert.equal(status.command, undefined, "the image's entry point runs labeller");
+      const scope =
+        /^--(config|namespace|selector|field-manager|events|admission-policies|log-level|log-format|leader-elect|shards|shard-group)\b/;
+      const args = status.args ?? [];
+      assert.equal(args[0], 'status');
+      assert.deepEqual(
+        args.slice(1).sort(),
+        (labeller!.args ?? []).filter((a) => scope.test(a) && !a.startsWith('--admission-policies-owner')).sort(),
+        what,
+      );
+      assert.deepEqual(
+        status['volumeMounts'],
+        labeller!['volumeMounts']?.filter((m) => m.name !== 'sources-memory-key'),
+      );
+      assert.deepEqual(rbac.volumes, pod.volumes.filter((v) => v.name !== 'sources-memory-key'));
+
+      // /readyz through the metrics Service, with no token.
+      const readyz = tests[1]!['spec'] as PodSpec;
+      const service = only(manifests, 'Service');
+      const port = (service['spec'] as { ports: { port: number }[] }).ports[0]?.port;
+      assert.equal(readyz.automountServiceAccountToken, false);
+      assert.equal(readyz.serviceAccountName, undefined);
+      assert.deepEqual(readyz.containers[0]!.command, ['/usr/local/bin/node']);
+      assert.deepEqual(readyz.containers[0]!.args?.slice(0, 2), ['--input-type=module', '--eval']);
+      assert.equal(
+        readyz.containers[0]!.args?.[2],
+        readFileSync(join(CHART, 'files', 'tests', 'readyz.mjs'), 'utf8'),
+      );
+      assert.deepEqual(
+        readyz.containers[0]!.env?.find((e) => e.name === 'READYZ_URL')?.value,
+        `http://${service.metadata.name}.labeller.svc:${port}/readyz`,
+      );
+    }
+    const noService = await render({
+      release: 'rel',
+      files: [EXAMPLES[0]!],
+      values: { metrics: { service: { enabled: false } } },
+    });
+    assert.deepEqual(noService.filter(isTest).map((m) => m.metadata.name), ['rel-labeller-test-rbac']);
+
+    // The NetworkPolicy lets the test Pods reach the HTTP port when it names who may.
+    const policy = only(
+      await render({
+        release: 'rel',
+        files: [EXAMPLES[0]!],
+        values: { networkPolicy: { enabled: true, metricsFrom: [{ namespaceSelector: {} }] } },
+      }),
+      'NetworkPolicy',
+    );
+    assert.deepEqual((policy['spec'] as { ingress: { from: object[] }[] }).ingress[0]?.from, [
+      { namespaceSelector: {} },
+      {
+        podSelector: {
+          matchLabels: { 'app.kubernetes.io/name': 'labeller-test', 'app.kubernetes.io/instance': 'rel' },
+        },
+      },
+    ]);
+
+    // admissionPolicies: a probe of a kind it labels, in a namespace it labels, with what its selector needs; what the policies must set.
+    const probe = async (values: object, release = 'rel') => {
+      const manifests = await render({
+        release,
+        namespace: 'ops',
+        values: { admissionPolicies: { enabled: true }, ...values },
+      });
+      const pod = manifests.find((m) => m.kind === 'Pod' && m.metadata.name.endsWith('-test-admission'));
+      if (!pod) return { manifests, env: undefined };
+      const env = Object.fromEntries(
+        ((pod['spec'] as PodSpec).containers[0]?.env ?? []).map((e) => [e.name, e.value]),
+      );
+      return { manifests, env, pod };
+    };
+    const { manifests: admitting, env, pod: admission } = await probe({
+      labels: {
+        'example.com/managed': 'labeller',
+        'example.com/app': '{{labels.app}}',
+        'example.com/where': '{{namespace}}-{{ kind }}',
+      },
+      kinds: [
+        { resource: 'deployments' },
+        {
+          resource: 'cm',
+          namespaces: ['shop', 'team'],
+          selector: 'tier=web,app in (a,b),!legacy,zone notin (x)',
+          labels: { 'example.com/cm': 'yes' },
+        },
+      ],
+    });
+    assert.deepEqual(JSON.parse(env?.['PROBE'] ?? ''), {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'labeller-helm-test-probe', namespace: 'shop', labels: { tier: 'web', app: 'a' } },
+    });
+    assert.equal(env?.['PROBE_PATH'], '/api/v1/namespaces/shop/configmaps');
+    assert.deepEqual(JSON.parse(env?.['EXPECTED_LABELS'] ?? ''), {
+      'example.com/managed': 'labeller',
+      'example.com/where': 'shop-ConfigMap',
+      'example.com/cm': 'yes',
+    });
+    assert.equal(env?.['MARKER'], markerKeys('rel').labels);
+    assert.equal(env?.['NODE_EXTRA_CA_CERTS'], '/var/run/secrets/kubernetes.io/serviceaccount/ca.crt');
+    const adm = admission!['spec'] as PodSpec;
+    assert.equal(adm.serviceAccountName, 'rel-labeller-test');
+    assert.equal(adm.automountServiceAccountToken, true);
+    // Its ServiceAccount may create config maps in that namespace, and nothing else: regular objects, not hooks.
+    assert.deepEqual(
+      admitting.filter((m) => named(m) && !isTest(m)).map((m) =>
+        `${m.kind} ${m.metadata.namespace}/${m.metadata.name}`
+      ),
+      ['ServiceAccount ops/rel-labeller-test', 'Role shop/rel-labeller-test', 'RoleBinding shop/rel-labeller-test'],
+    );
+    assert.deepEqual(rulesOf(only(admitting, 'Role', 'rel-labeller-test')), [{
+      apiGroups: [''],
+      resources: ['configmaps'],
+      verbs: ['create'],
+    }]);
+    assert.deepEqual(only(admitting, 'RoleBinding', 'rel-labeller-test')['subjects'], [
+      { kind: 'ServiceAccount', name: 'rel-labeller-test', namespace: 'ops' },
+    ]);
+    // The every-kind entry covers config maps; else service accounts; in the release namespace when it is watched.
+    const every = await probe({ labels: { a: 'b' }, kinds: [{ resource: '*' }] });
+    assert.equal(every.env?.['PROBE_PATH'], '/api/v1/namespaces/ops/configmaps');
+    const accounts = await probe({ labels: { a: 'b' }, kinds: [{ resource: 'sa', namespaces: ['team', 'ops'] }] });
+    assert.equal(accounts.env?.['PROBE_PATH'], '/api/v1/namespaces/ops/serviceaccounts');
+    assert.equal(JSON.parse(accounts.env?.['PROBE'] ?? '{}').kind, 'ServiceAccount');
+    // A long field manager: its marker is hashed, as labeller names it.
+    const long = 'a-release-name-long-enough-to-be-hashed-in-the-marker-annotation';
+    assert.equal(
+      (await probe({ labels: { a: 'b' }, kinds: [{ resource: 'cm' }], fieldManager: long })).env?.['MARKER'],
+      markerKeys(long).labels,
+    );
+    // No probe: no kind it can make, no label it can tell beforehand, a config not the chart's, a dry run, no RBAC.
+    for (
+      const values of [
+        { labels: { a: 'b' }, kinds: [{ resource: 'deployments' }] },
+        { labels: { a: '{{labels.app}}' }, kinds: [{ resource: 'cm' }] },
+        { labels: { a: 'b' }, kinds: [{ resource: 'cm' }], existingConfigMap: 'mine' },
+        { labels: { a: 'b' }, kinds: [{ resource: 'cm' }], dryRun: true },
+        {
+          labels: { a: 'b' },
+          kinds: [{ resource: 'cm' }],
+          rbac: { create: false },
+          serviceAccount: { name: 'mine', create: false },
+        },
+        { labels: { a: 'b' }, kinds: [{ resource: 'cm' }], tests: { enabled: false } },
+      ]
+    ) {
+      const { manifests } = await probe(values);
+      assert.deepEqual(
+        manifests.filter(named).filter((m) =>
+          !m.metadata.name.endsWith('-test-rbac') && !m.metadata.name.endsWith('-test-readyz')
+        ),
+        [],
+        JSON.stringify(values),
+      );
+    }
+    const linted = await lint({
+      values: { admissionPolicies: { enabled: true }, labels: { a: 'b' }, kinds: [{ resource: 'cm' }] },
+    });
+    assert.equal(linted.code, 0, `${linted.stdout}${linted.stderr}`);
   });
 
   test('the Dockerfile builds the layout image/build.sh builds: same script, scratch base, non-root, the same entry point and environment', async () => {

@@ -22,7 +22,10 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { load } from 'js-yaml';
 import { freePorts } from '../controlplane/controlplane.ts';
 import { figure } from '../process/figures.ts';
 import { ensureTools } from '../cluster/tools.ts';
@@ -31,7 +34,8 @@ import { Labeller, runLabeller } from '../process/labeller.ts';
 import { ensureNode, NODE_22 } from '../process/node.ts';
 import { publishedManifest } from '../../scripts/pack.ts';
 import { type Descriptor, type Index, Layout, type Manifest, MEDIA } from '../../image/layout.ts';
-import { containers, install, type Manifest as Rendered, ROOT, tool } from './helm.ts';
+import { start } from '../process/child.ts';
+import { containers, EXAMPLES, install, type Manifest as Rendered, render, ROOT, tool } from './helm.ts';
 import { type Arch, ARCHES, builtImage, headCommit, imageEnv, OUT, packageJson, sbomFile, unpack } from './image.ts';
 
 const pkg = packageJson();
@@ -405,6 +409,29 @@ describe('the image', { skip: skip || (ci ? false : notRoot) }, () => {
     assert.equal(who.trim(), '1000:1000 1000', 'uid and gid 1000, no other groups');
   });
 
+  test("the chart's helm test scripts run on the image's Node as uid 1000, without a shell: the readyz test Pod's command asks again until /readyz answers 200", async () => {
+    const pod = (await render({ release: 'rel', files: [EXAMPLES[0]!] })).find((m) =>
+      m.kind === 'Pod' && m.metadata.name.endsWith('-test-readyz')
+    );
+    const [container] = (pod?.['spec'] as { containers: { command: string[]; args: string[] }[] }).containers;
+    let asked = 0;
+    const server = createServer((_, res) => {
+      const ready = asked++ > 0;
+      res.writeHead(ready ? 200 : 503).end(ready ? 'ok\n' : 'not ready:\n- configmaps: no list yet\n');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/readyz`;
+      const exit = await start('unshare', [...launcher('amd64'), ...container!.command, ...container!.args], {
+        env: { READYZ_URL: url, DEADLINE_SECONDS: '30' },
+      }).exited;
+      assert.equal(exit.code, 0, `${exit.stdout}${exit.stderr}`);
+      assert.equal(exit.stdout, `GET ${url}: 503: not ready:\n- configmaps: no list yet\nGET ${url}: 200\nok\n`);
+    } finally {
+      server.close();
+    }
+  });
+
   test('the amd64 entry point labels objects in a real --once run', async () => {
     const { config } = builtImage().platforms.amd64.config;
     const command = ['unshare', ...launcher('amd64'), ...config.Entrypoint] as [string, ...string[]];
@@ -595,5 +622,20 @@ describe('the release', { skip: skip || (ci ? false : notRoot) }, () => {
     const deployments = (JSON.parse(got.stdout) as { items: Rendered[] }).items;
     assert.equal(deployments.length, 1, got.stderr);
     assert.equal(containers(deployments[0]!)[0]?.['image'], `${host}/e2e/labeller@${descriptor.digest}`);
+    // Artifact Hub scans the image the chart names (Chart.yaml's artifacthub.io/images): the same one.
+    const shown = await tool('helm', [
+      'show',
+      'chart',
+      `oci://${host}/e2e/charts/labeller`,
+      '--version',
+      version,
+      '--plain-http',
+    ]);
+    const meta = load(shown.stdout) as { annotations: Record<string, string> };
+    assert.deepEqual(
+      (load(meta.annotations['artifacthub.io/images'] ?? '') as { image: string }[]).map((i) => i.image),
+      [`${host}/e2e/labeller@${descriptor.digest}`],
+      shown.stderr,
+    );
   });
 });
