@@ -98,17 +98,19 @@ export function atCreate(world: WorldState, namespace: string): Record<string, s
  * What object `key` (`kind/namespace/name`) must carry of the scenario's keys. A held source's key
  * is either as it was when the hold began (a process started into the outage keeps it), as the
  * last good content says (a process that read that content before the outage, still running),
- * or as that content said at some moment since (written by the latter, then held by the former).
+ * or as that content said at some moment since (written by the latter, then held by the former),
+ * whether or not the namespace has a team now.
  */
 export function expected(world: WorldState, key: string, intruder: string): Expectation {
   const ns = key.split('/')[1]!;
   const labels = wanted(world, ns);
-  const team = world.teams.get(ns);
   const expectation: Record<string, (string | undefined)[]> = {};
   for (const [label, value] of Object.entries(labels)) expectation[label] = [value];
   for (const [source, values] of world.held) {
     const label = KEYS[source];
-    if (!world.config[source] || team === undefined) continue;
+    // A namespace without a team too: a source that has not loaded holds the key whatever the
+    // lookup's key would be (src/labelling/reconcile.ts), and one that has removes it.
+    if (!world.config[source]) continue;
     expectation[label] = [...new Set([values.objects.get(key), ...(values.since.get(ns) ?? []), labels[label]])];
   }
   if (world.intruded.has(key) && !(KEYS.team in labels)) expectation[KEYS.team] = [intruder];

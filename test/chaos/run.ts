@@ -12,6 +12,10 @@
 //   npm run chaos -- --admission on|off …  every seed with, or without, the admission policies
 //                                          (by default each seed draws whether it keeps them; a
 //                                          server that does not serve them runs none)
+//   npm run chaos -- --handovers on|off …  every seed with, or without, the handover operations
+//                                          (a skewed clock, writes held across a handover, a
+//                                          restart while the catalogue shrinks, sharded a member
+//                                          on an older config; by default each seed draws them)
 //   npm run chaos -- --replay FILE,FILE    the operations a failed run wrote (or a regression), again,
 //                                          in the mode the file names (leader if none), with the
 //                                          policies if it says so; with --seeds, those seeds after them
@@ -23,7 +27,7 @@ import { Cluster } from '../cluster/cluster.ts';
 import { startControlPlane } from '../controlplane/controlplane.ts';
 import { servesPolicies } from './admission.ts';
 import { type AdversaryResult, generateAdversary, protectOf, runAdversary } from './adversary.ts';
-import { admissionOf, generate, type Mode, type Operation, run, type RunResult } from './scenario.ts';
+import { admissionOf, generate, handoversOf, type Mode, type Operation, run, type RunResult } from './scenario.ts';
 
 const { values } = parseArgs({
   options: {
@@ -33,6 +37,7 @@ const { values } = parseArgs({
     replay: { type: 'string' },
     mode: { type: 'string', default: 'leader' },
     admission: { type: 'string' },
+    handovers: { type: 'string' },
   },
 });
 if (values.mode !== 'leader' && values.mode !== 'sharded' && values.mode !== 'adversary') {
@@ -40,6 +45,9 @@ if (values.mode !== 'leader' && values.mode !== 'sharded' && values.mode !== 'ad
 }
 if (values.admission !== undefined && values.admission !== 'on' && values.admission !== 'off') {
   throw new Error(`--admission on or off, not ${values.admission}`);
+}
+if (values.handovers !== undefined && values.handovers !== 'on' && values.handovers !== 'off') {
+  throw new Error(`--handovers on or off, not ${values.handovers}`);
 }
 const adversary = values.mode === 'adversary';
 const mode: Mode = values.mode === 'adversary' ? 'leader' : values.mode;
@@ -69,10 +77,12 @@ if (!served) log('the API server does not serve MutatingAdmissionPolicies v1: ev
 
 /** Whether the seed's replicas keep the admission policies: as --admission says, else as the seed draws. */
 const admissionFor = (seed: number) => served && (values.admission ? values.admission === 'on' : admissionOf(seed));
+/** Whether the seed draws the handover operations: as --handovers says, else as the seed draws. */
+const handoversFor = (seed: number) => values.handovers ? values.handovers === 'on' : handoversOf(seed);
 /** A seed's run. */
 const seeded = (seed: number) => {
   const admission = admissionFor(seed);
-  return { seed, mode, admission, operations: generate(seed, count, mode, admission) };
+  return { seed, mode, admission, operations: generate(seed, count, mode, admission, handoversFor(seed)) };
 };
 /** The runs in order: the replays, the seeds given, then (with --minutes) seeds 1, 2, … until the deadline. */
 function* runs(): Generator<{ seed: number; mode: Mode; admission: boolean; operations: readonly Operation[] }> {

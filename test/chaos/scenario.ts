@@ -28,7 +28,12 @@
 //   labels at create (with admission) a ConfigMap the harness creates while the admission
 //                policies of the config in force are enforced carries what they set in its create
 //                response (windows.ts: the grace after each change), and so do ConfigMaps created
-//                once converged, after the last change's grace.
+//                once converged, after the last change's grace;
+//   one writer   (handovers) no PATCH a process made before it handed over, held in the network
+//                past that, reaches the API server after its successor's of the same object
+//                (writeproxy.ts: lateWrites); and no Lease is taken from a live, undisturbed
+//                holder (leadership lost to another, a member's Lease deleted as expired: see
+//                leaseTakeovers), whatever its clock says.
 // A seed also draws whether its replicas keep the config's admission policies
 // (--admission-policies, on a server that serves them): then reloads change the policies too, and
 // objects created after the policies are enforced need no PATCH for the keys they set.
@@ -51,30 +56,50 @@
 // join), one member at least running throughout. The oracle takes what is served as read, so an
 // HTTPS body stays CATALOG_READ_MS before the next, and a process an operation starts has read
 // its sources before the next operation.
+// Handovers (issue 47): a seed also draws, apart, whether it has four more operations (about half
+// of the seeds; the others draw what they always did):
+//   skew            one replica's wall clock 2-3 lease durations ahead or behind (libfaketime,
+//                   its monotonic clock left alone; skipped without it), started on it with
+//                   SIGTERM and, leader mode, made the leader;
+//   hold            the PATCHes of the leader or a member held in the network (the write proxy,
+//                   behind the fault proxy, which tells the places apart by TLS server name) while
+//                   the source changes, it stops (SIGTERM: it hands over) and the source changes
+//                   again, which its successor writes; then started again;
+//   shrink-restart  the ConfigMap source given content that drops most keys and at once replicas
+//                   SIGKILLed and started into it: not taken before it stayed SOURCE_ACCEPT_MS
+//                   (objects sampled every 200 ms, and the processes' logs), taken within
+//                   SHRINK_TAKEN_MS more of their first read (never refused for ever);
+//   split           (sharded) a member on a config of an older generation that sets the static
+//                   key to STALE, with --shard-config-skew SPLIT_SKEW_MS: after SPLIT_SETTLE_MS
+//                   every object as the newest config says, every member reporting the split (log
+//                   line, /readyz note); back on the newest config, it rejoins.
 //
-// Why no check that two members never write one object at once: the audit log cannot tell the
-// members apart (one ServiceAccount, one user agent `labeller/<version>`, one field manager, one
-// source address behind the fault proxy), and even per-member identities would not make it sound:
-// a member's belief that it writes a namespace is only in its log, a PATCH claimed just before a
-// SIGSTOP may reach the server after the others took over, and the membership itself lets two
-// members that took a bucket in the same round both hold it until the next. Convergence and
-// never strip judge what those writes leave behind.
+// Why no general check that two members never write one object at once: the audit log cannot
+// tell the members apart (one ServiceAccount, one user agent `labeller/<version>`, one field
+// manager, one source address behind the fault proxy), and even per-member identities would not
+// make it sound: a member's belief that it writes a namespace is only in its log, a PATCH claimed
+// just before a SIGSTOP may reach the server after the others took over, and the membership itself
+// lets two members that took a bucket in the same round both hold it until the next. Convergence
+// and never strip judge what those writes leave behind. The write proxy of a run with holds tells
+// the places apart and judges the case that is sound: writes made before a handover, held past
+// it, must not land after the successor's.
 import { createHash } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { isConflict, isNotFound } from '../../src/apimachinery/errors.ts';
 import { dump } from 'js-yaml';
 import { auditEvents, byLabeller } from '../cluster/audit.ts';
-import { Cluster, type PolicyRule } from '../cluster/cluster.ts';
+import { Cluster, copyKubeconfig, type PolicyRule } from '../cluster/cluster.ts';
 import { FaultProxy } from '../cluster/faultproxy.ts';
+import { lateWrites, serverName, WriteProxy } from '../cluster/writeproxy.ts';
 import type { ControlPlane } from '../controlplane/controlplane.ts';
 import { Catalog } from '../cluster/catalog.ts';
 import { crashed } from '../process/crash.ts';
 import { freePorts } from '../controlplane/process.ts';
 import { eventually } from '../process/eventually.ts';
 import { describeExit } from '../process/child.ts';
-import { Labeller, type LogLine } from '../process/labeller.ts';
+import { Labeller, libfaketime, type LogLine } from '../process/labeller.ts';
 import { procSample } from '../process/procstat.ts';
 import { sleep } from '../process/sleep.ts';
 import { POLICY_RULE, removePolicies, type Tamper, tamper } from './admission.ts';
@@ -147,7 +172,13 @@ const DISTURBANCES: ReadonlySet<Operation['op']> = new Set([
   'delay',
   'restart-apiserver',
   'reload-invalid',
+  'skew',
+  'hold',
+  'shrink-restart',
+  'split',
 ]);
+/** What may keep a process from renewing its Leases (see EXPLAIN_MS); a stop, only the stopped replica's. */
+const LEASE_DISTURBANCES: ReadonlySet<Operation['op']> = new Set(['stop', 'drop', 'delay', 'restart-apiserver']);
 
 /** How the replicas share the work: one leader writes everything, or each shard member its namespaces. */
 export type Mode = 'leader' | 'sharded';
@@ -168,6 +199,32 @@ const SHARD_TIMINGS = ['--lease-duration', '4s', '--renew-deadline', '3s', '--re
 /** The shard group's name (--shard-group's default): its members' Leases carry it. */
 const SHARD_GROUP = 'labeller';
 const BUCKETS = 256;
+/** A run with split operations runs its members with --shard-config-skew this long. */
+const SPLIT_SKEW_MS = 6000;
+/**
+ * How long after a split begins the objects of the member on the older config may still carry
+ * its value: the skew allowed, its reload seen (the file polled every 5 s at worst) or its start,
+ * a few rounds for the others to take its buckets, and a margin for a busy machine.
+ */
+const SPLIT_SETTLE_MS = SPLIT_SKEW_MS + 20_000;
+/** The value the older config of a split gives the static key (the newest's is `on`, or none). */
+const STALE = 'stale';
+/**
+ * A Lease taken from a live holder (leadership lost to another, a member's Lease deleted as
+ * expired) is explained by a disturbance of that holder (a SIGSTOP, a network delay or drop, an
+ * API server restart) under way or over for less than this: two lease durations and more.
+ */
+const EXPLAIN_MS = 15_000;
+/**
+ * How long a hold waits for a write of the process to hold when the source's change makes none:
+ * with admission, the policies' resync (--requeue-after REQUEUE_S, ±10 %) comes within it.
+ */
+const HOLD_WAIT_MS = REQUEUE_S * 1_100 + 1_000;
+/**
+ * How long after the restarted processes of a shrink-restart first read the smaller content
+ * every object must carry it, beyond SOURCE_ACCEPT_MS: a few resyncs' worth on a busy machine.
+ */
+const SHRINK_TAKEN_MS = 20_000;
 
 /** One step of a run, as drawn from the seed (and written out to replay it). */
 export type Operation =
@@ -214,10 +271,59 @@ export type Operation =
   | { readonly op: 'reload-invalid'; readonly ms: number }
   /** The source's ConfigMap deleted for `ms`, then written again with the content in use. */
   | { readonly op: 'source-gone'; readonly ms: number }
+  /**
+   * Replica `replica`'s wall clock `seconds` off the others' from now on (libfaketime; its
+   * monotonic clock is the host's): it is stopped (SIGTERM) and started again on that clock; in
+   * the leader mode the other replica is then stopped and started too if it leads, so that the
+   * skewed one leads. Skipped (said once) without libfaketime.
+   */
+  | { readonly op: 'skew'; readonly replica: number; readonly seconds: number }
+  /**
+   * The PATCHes of the leader (leader mode) or of member `replica` (sharded) held in the network
+   * (writeproxy.ts) while the ConfigMap source gets the first of `documents` (its writes of it
+   * are held; with none to make, with admission, its policies' next resync is), the process is
+   * stopped (SIGTERM: it hands over) and the source gets the second (which its successor writes),
+   * until `ms` after the SIGTERM; then it is started again. No held PATCH may reach the API
+   * server after its successor's.
+   */
+  | {
+    readonly op: 'hold';
+    readonly replica?: number;
+    readonly ms: number;
+    readonly documents: readonly [Catalogue, Catalogue];
+  }
+  /**
+   * The ConfigMap source rewritten with `full` (every team), then with `document`, which drops
+   * most of its keys, and at once `replicas` SIGKILLed and started again: each starts into the
+   * smaller content, which must not be taken before SOURCE_ACCEPT_MS after it was written, and
+   * must be within SOURCE_ACCEPT_MS (and a margin) after the restarted processes read it.
+   */
+  | {
+    readonly op: 'shrink-restart';
+    readonly full: Catalogue;
+    readonly document: Catalogue;
+    readonly replicas: readonly number[];
+  }
+  /**
+   * Sharded: member `replica` on a config of an older generation that sets the static key to
+   * STALE, for `ms` (a live reload, or SIGKILLed and started on it with `restart`), then the
+   * newest again (a reload). The members run with --shard-config-skew SPLIT_SKEW_MS.
+   */
+  | { readonly op: 'split'; readonly replica: number; readonly ms: number; readonly restart: boolean }
   | { readonly op: 'pause'; readonly ms: number };
 
+/** A source document of every team's value, or some. */
+type Catalogue = Readonly<Record<string, string>>;
+
 export interface Violation {
-  readonly invariant: 'never strip' | 'convergence' | 'bounded writes' | 'health' | 'shard ranges' | 'labels at create';
+  readonly invariant:
+    | 'never strip'
+    | 'convergence'
+    | 'bounded writes'
+    | 'health'
+    | 'shard ranges'
+    | 'labels at create'
+    | 'one writer';
   readonly detail: string;
 }
 
@@ -272,7 +378,13 @@ const WEIGHTS = {
 const SHARDED_WEIGHTS = { ...WEIGHTS, join: 1.4, leave: 0.7, crash: 0.7 } as const;
 /** With admission, added to either mode's (after them, so a seed without admission draws as it always did). */
 const ADMISSION_WEIGHTS = { tamper: 1.2, 'revoke-policies': 0.8 } as const;
-type Drawn = keyof typeof SHARDED_WEIGHTS | keyof typeof ADMISSION_WEIGHTS;
+/**
+ * With handovers (issue 47), added after those: a skewed clock, writes held across a handover, a
+ * restart while the catalogue shrinks; sharded, a member on another config too.
+ */
+const HANDOVER_WEIGHTS = { skew: 1, hold: 1, 'shrink-restart': 0.8 } as const;
+const SHARDED_HANDOVER_WEIGHTS = { ...HANDOVER_WEIGHTS, split: 0.8 } as const;
+type Drawn = keyof typeof SHARDED_WEIGHTS | keyof typeof ADMISSION_WEIGHTS | keyof typeof SHARDED_HANDOVER_WEIGHTS;
 const TAMPERS: readonly Tamper[] = ['delete', 'unbind', 'edit'];
 
 /**
@@ -285,8 +397,22 @@ export function admissionOf(seed: number): boolean {
   return new Random(seed ^ 0xad).chance(0.5);
 }
 
+/**
+ * Whether `seed` also draws the handover operations (skew, hold, shrink-restart, split): drawn
+ * apart as well, so that the other half of the seeds draw what they always did.
+ */
+export function handoversOf(seed: number): boolean {
+  return new Random(seed ^ 0x47).chance(0.5);
+}
+
 /** The operations of `seed`: drawn against a model of what exists, so each makes sense when it runs. */
-export function generate(seed: number, count: number, mode: Mode = 'leader', admission = false): Operation[] {
+export function generate(
+  seed: number,
+  count: number,
+  mode: Mode = 'leader',
+  admission = false,
+  handovers = false,
+): Operation[] {
   const shape = SHAPES[mode];
   const random = new Random(seed);
   const configMaps = Array.from({ length: shape.namespaces }, () => new Set(['cm-0', 'cm-1', 'cm-2']));
@@ -301,6 +427,7 @@ export function generate(seed: number, count: number, mode: Mode = 'leader', adm
   const weights: Readonly<Partial<Record<Drawn, number>>> = {
     ...(mode === 'sharded' ? SHARDED_WEIGHTS : WEIGHTS),
     ...(admission ? ADMISSION_WEIGHTS : {}),
+    ...(handovers ? (mode === 'sharded' ? SHARDED_HANDOVER_WEIGHTS : HANDOVER_WEIGHTS) : {}),
   };
   const create = (ns: number) => {
     const name = `cm-${serial++}`;
@@ -401,6 +528,42 @@ export function generate(seed: number, count: number, mode: Mode = 'leader', adm
       case 'delay':
         operations.push({ op: 'delay', delayMs: random.int(200, 2000), ms: random.int(2000, 8000) });
         break;
+      case 'skew': {
+        // Two to three lease durations ahead or behind.
+        const lease = mode === 'leader' ? 6 : 4;
+        const seconds = (random.chance(0.5) ? 1 : -1) * random.int(2 * lease, 3 * lease);
+        operations.push({ op: 'skew', replica: random.pick(running()), seconds });
+        break;
+      }
+      case 'hold': {
+        // Someone to hand over to.
+        if (up.size < 2) continue;
+        const replica = mode === 'sharded' ? { replica: random.pick(running()) } : {};
+        // Two contents of every team, each value unlike any other operation's (so the process
+        // held has writes to make), and the second's unlike the first's.
+        const first = Object.fromEntries(TEAMS.map((team) => [team, `cc-${random.int(10, 12)}`]));
+        const second = Object.fromEntries(TEAMS.map((team) => [team, `cc-${random.int(7, 8)}`]));
+        operations.push({ op: 'hold', ...replica, ms: random.int(3000, 8000), documents: [first, second] });
+        break;
+      }
+      case 'shrink-restart':
+        operations.push({
+          op: 'shrink-restart',
+          full: everyTeam(random, 'cc'),
+          document: { [random.pick(TEAMS)]: 'cc-9' },
+          replicas: random.chance(0.5) ? running() : [random.pick(running())],
+        });
+        break;
+      case 'split':
+        // Members on the newest config to take its buckets.
+        if (up.size < 2) continue;
+        operations.push({
+          op: 'split',
+          replica: random.pick(running()),
+          ms: random.int(SPLIT_SETTLE_MS + 6000, SPLIT_SETTLE_MS + 14_000),
+          restart: random.chance(0.5),
+        });
+        break;
       case 'catalog-down':
       case 'restart-apiserver':
       case 'reload-invalid':
@@ -498,11 +661,27 @@ export async function run(
   admission = false,
 ): Promise<RunResult> {
   const shape = SHAPES[mode];
+  const has = (op: Operation['op']) => operations.some((operation) => operation.op === op);
   const cluster = await Cluster.connect(cp.kubeconfig);
-  const proxy = await FaultProxy.start(cp.server);
+  // A run that holds writes reads them all: each process through the write proxy, behind the
+  // fault proxy, which still drops and delays its connections as before.
+  const writeProxy = has('hold')
+    ? await WriteProxy.start(
+      cp.server,
+      clusterCa(cp.kubeconfig),
+      Array.from({ length: shape.replicas }, (_, i) => place(i)),
+    )
+    : undefined;
+  const proxy = await FaultProxy.start(writeProxy?.url ?? cp.server);
   const catalog = new Catalog(`chaos-${seed}`);
   catalog.body = JSON.stringify(INITIAL_CATALOG);
   await catalog.up();
+  /** When the run's certificates began to be valid: a clock set behind must not read them as not valid yet. */
+  const certificatesAt = Date.now();
+  const faketime = libfaketime() !== undefined;
+  if (has('skew') && !faketime) {
+    log(`seed ${seed}: libfaketime is not installed (Debian package faketime): the skew operations are skipped`);
+  }
   const violations: Violation[] = [];
   const namespaces: string[] = [];
   for (const suffix of 'abcd'.slice(0, shape.namespaces)) {
@@ -586,12 +765,43 @@ export async function run(
       cluster.post(`/api/v1/namespaces/${sourceNs}/configmaps`, sourceMap(sourceNs, document))
     );
   await cluster.post(`/api/v1/namespaces/${sourceNs}/configmaps`, sourceMap(sourceNs, INITIAL_SOURCE));
-  const writeConfig = () => writeFileSync(configPath, configYaml(config, namespaces, sourceNs, catalog));
-  const configPath = cluster.writeFile(`chaos-${seed}.yaml`, '');
+  const splits = has('split');
+  /** With split operations, the config's generation: one more at each reload. */
+  let generation = 1;
+  /** The member on an older config now (split), if any. */
+  let split: number | undefined;
+  // One file per place, the same but for a member on an older config.
+  const configPaths = Array.from(
+    { length: shape.replicas },
+    (_, i) => cluster.writeFile(`chaos-${seed}-${i}.yaml`, ''),
+  );
+  const yamlOf = (i: number) =>
+    i === split
+      ? configYaml({ ...config, static: true }, namespaces, sourceNs, catalog, {
+        generation: generation - 1,
+        staticValue: STALE,
+      })
+      : configYaml(config, namespaces, sourceNs, catalog, splits ? { generation } : {});
+  const writeConfig = () => {
+    for (const [i, path] of configPaths.entries()) writeFileSync(path, yamlOf(i));
+  };
   writeConfig();
   // As the chart runs it: a ServiceAccount's token, through the fault proxy.
   const account = await cluster.serviceAccount(sourceNs, 'labeller', rules(mode, admission, revoked), proxy.url);
   const grant = () => cluster.setRules(account.role, rules(mode, admission, revoked));
+  // Through the write proxy, each place names itself in TLS (and trusts the proxy's CA).
+  const kubeconfigs = Array.from(
+    { length: shape.replicas },
+    (_, i) =>
+      writeProxy
+        ? copyKubeconfig(account.kubeconfig, dirname(configPaths[0]!), {
+          cluster: {
+            'certificate-authority-data': readFileSync(writeProxy.caFile).toString('base64'),
+            'tls-server-name': serverName(place(i)),
+          },
+        })
+        : account.kubeconfig,
+  );
   // As the chart runs them. Under leader election a restarted process is the same group, so the
   // field-manager guard lets it in whatever config its predecessor's Lease recorded; members of
   // a shard group never block each other either. With the chart's secret key for the sources'
@@ -601,20 +811,37 @@ export async function run(
     `chaos-${seed}.key`,
     `${createHash('sha256').update(`sources' memory, seed ${seed}`).digest('base64')}\n`,
   );
-  const start = (i: number) =>
-    new Labeller([
+  /** Each place's wall clock, in seconds off the host's (skew). */
+  const clocks = Array.from({ length: shape.replicas }, () => 0);
+  /** Every process started, in order: what the Leases of each went through is judged at the end (leaseTakeovers). */
+  const processes: Process[] = [];
+  const start = (i: number) => {
+    const labeller = new Labeller([
       '--health-probe-bind-address',
       `127.0.0.1:${probePorts[i]}`,
       '--config',
-      configPath,
+      configPaths[i]!,
       '--sources-memory-key-file',
       memoryKey,
       ...(mode === 'sharded' ? ['--shards', 'auto', '--shard-group', SHARD_GROUP] : ['--leader-elect']),
       '--leader-election-namespace',
       sourceNs,
       ...(mode === 'sharded' ? SHARD_TIMINGS : LEADER_TIMINGS),
+      ...(mode === 'sharded' && splits ? ['--shard-config-skew', `${SPLIT_SKEW_MS / 1000}s`] : []),
       ...(admission ? ['--admission-policies', '--requeue-after', `${REQUEUE_S}s`] : []),
-    ], { kubeconfig: account.kubeconfig });
+    ], { kubeconfig: kubeconfigs[i], clockOffsetSeconds: clocks[i] });
+    const started: Process = { labeller, place: i };
+    void labeller.exited.then(() => (started.exitedAt = Date.now()));
+    processes.push(started);
+    return labeller;
+  };
+  /** Notes that the scenario signals `labeller` (stopped, killed): what its Leases go through from then on is its own doing. */
+  const signalled = (labeller: Labeller) => {
+    const found = processes.find((p) => p.labeller === labeller);
+    if (found) found.signalledAt ??= Date.now();
+  };
+  /** Disturbances that may keep processes from renewing their Leases, with the replica for a SIGSTOP. */
+  const disturbances: Disturbance[] = [];
   /** Each place's process; a member that left or crashed has none until one joins in its place. */
   const replicas: (Labeller | undefined)[] = Array.from(
     { length: shape.replicas },
@@ -687,9 +914,14 @@ export async function run(
     }
     const labels = scenarioLabels(object.metadata.labels);
     creates.made++;
-    const right = matches(labels, expected(world(), `configmaps/${ns}/${name}`, INTRUDER));
+    const expectation = expected(world(), `configmaps/${ns}/${name}`, INTRUDER);
+    const right = matches(labels, expectation);
     if (!right) predicted++;
-    else if (final) createdRight.add(`${ns}/${name}`);
+    // Needs no write only if nothing else would do: a held source's key admits its value as well
+    // as none (a process that read the source writes it, one started into an outage does not).
+    else if (final && Object.values(expectation).every((values) => values.length === 1)) {
+      createdRight.add(`${ns}/${name}`);
+    }
     if (admission) atCreateJudged(ns, `configmaps/${ns}/${name}, created`, at, set, labels, creates);
   };
   /**
@@ -754,7 +986,7 @@ export async function run(
             ? /"lost leadership"|cannot reach the API server/
             : /cannot reach the API server/;
           const named = reasons.test(labeller.stderr) ||
-            (exit.code === 2 && exit.fatal?.includes(configPath) === true);
+            (exit.code === 2 && configPaths.some((path) => exit.fatal?.includes(path) === true));
           if (!named || crashed(labeller.stderr)) {
             violations.push({
               invariant: 'health',
@@ -854,6 +1086,7 @@ export async function run(
   };
   /** SIGKILLs `labeller`; its Leases stay behind until the members delete them. */
   const kill = async (labeller: Labeller) => {
+    signalled(labeller);
     labeller.kill();
     await labeller.exited;
     goneNow(labeller);
@@ -876,18 +1109,71 @@ export async function run(
   /** Member `i` leaves: SIGTERM, and it must exit 0 without a crash (its member Lease deleted, checked at the end). */
   const leave = (i: number) =>
     stopping(i, async (labeller) => {
-      const exit = await labeller.stop('SIGTERM', 30_000);
+      await terminate(i, labeller);
       replicas[i] = undefined;
-      goneNow(labeller);
-      if (exit.code !== 0 || crashed(labeller.stderr)) {
-        violations.push({
-          invariant: 'health',
-          detail: `member ${i} left with ${describeExit(exit)} (whole log: ${keepLog(seed, i, labeller)}): ${
-            labeller.stderr.slice(-2000)
-          }`,
-        });
-      }
     });
+  /** Stops `labeller` in place `i` with SIGTERM: it must exit 0 without a crash, within 30 s and `graceMs`. */
+  const terminate = async (i: number, labeller: Labeller, graceMs = 0) => {
+    // A process just started (the sampler may have replaced one that exited by itself) handles
+    // signals once its runtime has started it: its first log line says so.
+    await labeller.waitForLog(() => true, 30_000).catch(() => {});
+    signalled(labeller);
+    const exit = await labeller.stop('SIGTERM', 30_000 + graceMs);
+    goneNow(labeller);
+    if (exit.code !== 0 || crashed(labeller.stderr)) {
+      violations.push({
+        invariant: 'health',
+        detail: `${mode === 'sharded' ? 'member' : 'replica'} ${i} stopped (SIGTERM) with ${
+          describeExit(exit)
+        } (whole log: ${keepLog(seed, i, labeller)}): ${labeller.stderr.slice(-2000)}`,
+      });
+    }
+  };
+  /** Stops replica `i` with SIGTERM (a rolling update: it hands over) and starts it again, once `meanwhile` is done. */
+  const rollOver = (i: number, meanwhile?: () => Promise<unknown>) =>
+    stopping(i, async (labeller) => {
+      await terminate(i, labeller);
+      await meanwhile?.();
+      restarts++;
+      await starting();
+      replicas[i] = start(i);
+      await firstReads(replicas[i]);
+    });
+  /** The place of the leader now (leader mode), by its Lease's holder; undefined when none leads within 20 s. */
+  const leaderPlace = async (): Promise<number | undefined> =>
+    await eventually(
+      async () => {
+        const lease = await cluster.get<Lease>(`/apis/coordination.k8s.io/v1/namespaces/${sourceNs}/leases/labeller`);
+        const holder = lease.spec.holderIdentity;
+        const i = replicas.findIndex((labeller) => labeller?.running && holder && identityOf(labeller) === holder);
+        return i >= 0 ? [i] : undefined;
+      },
+      'a leader',
+      20_000,
+      250,
+    ).then(([i]) => i).catch(() => undefined);
+
+  /** The ConfigMap source rewritten with `document`, and what the oracle makes of it. */
+  const rewriteSource = async (document: unknown) => {
+    await interruptAcceptance();
+    const verdict = sourceVerdict(source, document);
+    refused.cc = !('good' in verdict);
+    if ('good' in verdict) {
+      predict(() => {
+        source = verdict.good;
+        held.delete('cc');
+      });
+    }
+    // Timed from before the write: labeller may read it before the write's answer is back here.
+    if ('shrunk' in verdict && verdict.shrunk) accept(verdict.shrunk);
+    await writeSource(document);
+  };
+  /** Waits until every object is as the oracle says (30 s at most); answers whether it is: an operation that judges what follows starts calm. */
+  const calm = async (what: string) => {
+    const wrong = await settle(cluster, namespaces, world, 30_000);
+    if (wrong.length > 0) log(`seed ${seed}: ${what} starts unsettled: ${wrong.slice(0, 3).join('; ')}`);
+    return wrong.length === 0;
+  };
 
   const perform = async (operation: Operation, ns: string): Promise<void> => {
     switch (operation.op) {
@@ -904,21 +1190,9 @@ export async function run(
           await cluster.patchLabels(`/api/v1/namespaces/${ns}`, { team: operation.team }, 'chaos');
         }, ns);
         break;
-      case 'source': {
-        await interruptAcceptance();
-        const verdict = sourceVerdict(source, operation.document);
-        refused.cc = !('good' in verdict);
-        if ('good' in verdict) {
-          predict(() => {
-            source = verdict.good;
-            held.delete('cc');
-          });
-        }
-        // Timed from before the write: labeller may read it before the write's answer is back here.
-        if ('shrunk' in verdict && verdict.shrunk) accept(verdict.shrunk);
-        await writeSource(operation.document);
+      case 'source':
+        await rewriteSource(operation.document);
         break;
-      }
       case 'catalog':
         await serve(operation.body);
         break;
@@ -940,6 +1214,7 @@ export async function run(
       case 'reload':
         await windows.change('reload', () => {
           predict(() => (config = operation.config));
+          generation++;
           writeConfig();
         });
         reloaded = {
@@ -1054,7 +1329,7 @@ export async function run(
         break;
       case 'reload-invalid':
         // Rejected: the config in force stays; then it is written back, so a restart finds a valid one.
-        writeFileSync(configPath, 'labels: [unclosed\n');
+        for (const path of configPaths) writeFileSync(path, 'labels: [unclosed\n');
         await sleep(operation.ms);
         writeConfig();
         break;
@@ -1076,10 +1351,296 @@ export async function run(
         await cp.startApiServer();
         restarts++;
         break;
+      case 'skew': {
+        if (!faketime) break;
+        const i = operation.replica;
+        clocks[i] = operation.seconds;
+        // Behind, it must find the run's certificates (the HTTPS source's, the write proxy's) valid already.
+        await sleep(Math.max(0, certificatesAt + Math.abs(operation.seconds) * 1000 + 2000 - Date.now()));
+        if (replicas[i]) await rollOver(i);
+        if (mode === 'leader') {
+          // The skewed replica leads: the other hands over to it, and starts again once it has.
+          const leader = await leaderPlace();
+          if (leader !== undefined && leader !== i) await rollOver(leader, leaderPlace);
+        }
+        log(
+          `seed ${seed}: replica ${i}'s clock ${Math.abs(operation.seconds)} s ${
+            operation.seconds > 0 ? 'ahead' : 'behind'
+          }`,
+        );
+        break;
+      }
+      case 'hold': {
+        if (!writeProxy) break;
+        const i = mode === 'leader' ? await leaderPlace() : operation.replica;
+        if (i === undefined || !replicas[i]?.running) break;
+        const name = place(i);
+        const since = Date.now();
+        const heldNow = () =>
+          writeProxy.writes.filter((write) => write.place === name && (write.heldSince ?? -1) >= since).length;
+        const released = Promise.withResolvers<void>();
+        writeProxy.hold(name);
+        let stopped: Promise<void> | undefined;
+        try {
+          // Its writes of the first content are sent, and held. With none to make (the config
+          // reads no source now), another: with admission, the policies' next resync.
+          await rewriteSource(operation.documents[0]);
+          await sleep(1500);
+          await eventually(async () => heldNow() > 0, 'a write held', admission ? HOLD_WAIT_MS : 1500, 100)
+            .catch(() => {});
+          // It stops (SIGTERM), handing over once they are answered, and is started again after
+          // (as a rolling update would), its writes no longer held.
+          const until = Date.now() + operation.ms;
+          stopped = stopping(i, async (labeller) => {
+            await terminate(i, labeller, operation.ms);
+            await released.promise;
+            restarts++;
+            await starting();
+            replicas[i] = start(i);
+            await firstReads(replicas[i]);
+          });
+          await sleep(1000);
+          // Its successor writes the second content, after it.
+          await rewriteSource(operation.documents[1]);
+          await sleep(Math.max(0, until - Date.now()));
+        } finally {
+          writeProxy.release(name);
+          released.resolve();
+        }
+        await stopped;
+        log(`seed ${seed}: ${heldNow()} PATCHes of replica ${i} held until ${operation.ms} ms after it was stopped`);
+        break;
+      }
+      case 'shrink-restart': {
+        await rewriteSource(operation.full);
+        const calmed = await calm('shrink-restart');
+        const before = await snapshot(cluster, namespaces);
+        const marks = new Map(replicas.flatMap((labeller) => labeller ? [[labeller, labeller.logs.length]] : []));
+        const written = Date.now();
+        await rewriteSource(operation.document);
+        const verdict = sourceVerdict(new Map(Object.entries(operation.full)), operation.document);
+        const smaller = 'shrunk' in verdict ? verdict.shrunk?.size : undefined;
+        // Not taken before it stayed SOURCE_ACCEPT_MS (labeller's wait begins when it reads it, after the write).
+        const premature = calmed ? watchPremature(before, written + SOURCE_ACCEPT_MS - 500) : Promise.resolve();
+        // Every replica named SIGKILLed, then each started again: each reads the smaller content first.
+        const killed = operation.replicas.filter((i) => replicas[i]);
+        const allKilled = Promise.withResolvers<void>();
+        let left = killed.length;
+        await Promise.all(killed.map((i) =>
+          stopping(i, async (labeller) => {
+            await kill(labeller);
+            if (--left === 0) allKilled.resolve();
+            await allKilled.promise;
+            restarts++;
+            await starting();
+            replicas[i] = start(i);
+          })
+        ));
+        await Promise.all(killed.map((i) => replicas[i] && firstReads(replicas[i])));
+        const read = Date.now();
+        await premature;
+        // Nor taken so in any process's own view: a restarted one may take longer than that to write.
+        for (const [i, labeller] of replicas.entries()) {
+          const from = labeller ? marks.get(labeller) ?? 0 : 0;
+          const index = labeller?.logs.findIndex((line, index) =>
+            index >= from && (line.msg === 'source loaded' || line.msg === 'source changed') &&
+            line['source'] === 'teams' && line['keys'] === smaller
+          ) ?? -1;
+          if (index < 0 || labeller!.arrivals[index]! >= written + SOURCE_ACCEPT_MS - 200) {
+            continue;
+          }
+          violations.push({
+            invariant: 'never strip',
+            detail: `replica ${i} took the ConfigMap source's smaller content (${smaller} keys, written ${
+              iso(written)
+            }) at ${iso(labeller!.arrivals[index]!)}, before it had stayed ${SOURCE_ACCEPT_MS / 1000} s: ${
+              JSON.stringify(labeller!.logs[index])
+            }`,
+          });
+        }
+        // The oracle takes it SOURCE_ACCEPT_MS after the write; from then on, labeller must within the margin.
+        await sleep(Math.max(0, written + SOURCE_ACCEPT_MS + 200 - Date.now()));
+        const wrong = await settle(cluster, namespaces, world, read + SOURCE_ACCEPT_MS + SHRINK_TAKEN_MS - Date.now());
+        if (wrong.length > 0) {
+          violations.push({
+            invariant: 'convergence',
+            detail: `the ConfigMap source's smaller content (written ${iso(written)}; replicas ${
+              killed.join(', ')
+            } restarted into it had read it by ${iso(read)}) not taken ${
+              (SOURCE_ACCEPT_MS + SHRINK_TAKEN_MS) / 1000
+            } s after they read it: ${wrong.slice(0, 5).join('; ')}`,
+          });
+        }
+        break;
+      }
+      case 'split': {
+        const i = operation.replica;
+        if (!replicas[i]?.running || replicas.filter((labeller) => labeller?.running).length < 2) break;
+        await calm('split');
+        const marks = new Map(replicas.flatMap((labeller) => labeller ? [[labeller, labeller.logs.length]] : []));
+        // Its objects get the older config's value, then the newest's again: two writes each (its
+        // namespaces are not known here, so any namespace's).
+        predicted += 2 * namespaces.reduce((sum, namespace) => sum + objectsIn(namespace), 0);
+        const from = Date.now();
+        await windows.change('reload', () => {
+          split = i;
+          writeConfig();
+        });
+        // A live reload to the older config, or a process started on it.
+        if (operation.restart) {
+          await stopping(i, async (labeller) => {
+            await kill(labeller);
+            restarts++;
+            await starting();
+            replicas[i] = start(i);
+            await firstReads(replicas[i]);
+          });
+        }
+        log(`seed ${seed}: member ${i} on an older config (generation ${generation - 1}, ${KEYS.static}: ${STALE})`);
+        await judgeSplit(i, from, from + operation.ms, marks);
+        // The newest config again: it rejoins.
+        await windows.change('reload', () => {
+          split = undefined;
+          writeConfig();
+        });
+        const problem = await rejoined(i);
+        if (problem) {
+          violations.push({
+            invariant: 'shard ranges',
+            detail: `member ${i}, on the newest config again, had not rejoined the group 30 s later: ${problem}`,
+          });
+        }
+        break;
+      }
       case 'pause':
         await sleep(operation.ms);
         break;
     }
+  };
+  /**
+   * Until `until`, no object of `before` (same uid) carries another value of the ConfigMap
+   * source's key than it did: the smaller content is not taken before it stayed SOURCE_ACCEPT_MS.
+   */
+  const watchPremature = async (before: Sample, until: number) => {
+    const said = new Set<string>();
+    while (Date.now() < until) {
+      const now = await snapshot(cluster, namespaces).catch(() => undefined);
+      // Read entirely before the deadline: a list answered after it may show the content taken, rightly.
+      const done = Date.now();
+      for (const [key, object] of done < until ? now?.objects ?? [] : []) {
+        const then = before.objects.get(key);
+        if (!then || then.uid !== object.uid || then.labels[KEYS.cc] === object.labels[KEYS.cc] || said.has(key)) {
+          continue;
+        }
+        said.add(key);
+        violations.push({
+          invariant: 'never strip',
+          detail: `${KEYS.cc} of ${key} went from ${then.labels[KEYS.cc] ?? 'none'} to ${
+            object.labels[KEYS.cc] ?? 'none'
+          } at ${iso(now!.at)}, before the source's smaller content had stayed ${SOURCE_ACCEPT_MS / 1000} s (until ${
+            iso(until + 500)
+          })`,
+        });
+      }
+      await sleep(200);
+    }
+  };
+  /**
+   * A split from `from` to `until`: every running member reports it (its log line, a /readyz
+   * note) by SPLIT_SETTLE_MS, and from then on every object carries what the newest config says.
+   */
+  const judgeSplit = async (i: number, from: number, until: number, marks: ReadonlyMap<Labeller, number>) => {
+    const settledAt = from + SPLIT_SETTLE_MS;
+    const members = replicas.flatMap((labeller, j) => labeller?.running ? [{ labeller, j }] : []);
+    const reports = Promise.all(members.map(async ({ labeller, j }) => {
+      const line = await labeller.waitForLog(
+        (l) => l.msg === 'shard group split between configs',
+        Math.max(0, settledAt - Date.now()),
+        // From the split on (a line the member logged before is another split's).
+        marks.get(labeller) ?? 0,
+      ).catch(() => undefined);
+      if (!line) {
+        violations.push({
+          invariant: 'health',
+          detail: `member ${j} did not report member ${i}'s older config within ${
+            SPLIT_SETTLE_MS / 1000
+          } s (no "shard group split between configs" line)`,
+        });
+      }
+    }));
+    const noted = new Set<number>();
+    let wrongBefore = new Set<string>();
+    let said = false;
+    while (Date.now() < until) {
+      await sleep(1000);
+      if (Date.now() < settledAt) continue;
+      const sample = await snapshot(cluster, namespaces).catch(() => undefined);
+      if (!sample) continue;
+      const wrong = new Map(
+        [...sample.objects].flatMap(([key, { labels }]) =>
+          matches(labels, expected(world(), key, INTRUDER)) ? [] : [[key, JSON.stringify(labels)] as const]
+        ),
+      );
+      // Wrong in two samples in a row: not a write under way.
+      const lasting = [...wrong].filter(([key]) => wrongBefore.has(key));
+      if (lasting.length > 0 && !said) {
+        said = true;
+        violations.push({
+          invariant: 'shard ranges',
+          detail: `${
+            ((sample.at - from) / 1000).toFixed(0)
+          } s after member ${i} loaded an older config (${KEYS.static}: ${STALE}; skew allowed ${
+            SPLIT_SKEW_MS / 1000
+          } s), not as the newest config says: ${
+            lasting.slice(0, 5).map(([key, labels]) => `${key}: ${labels}`).join('; ')
+          }`,
+        });
+      }
+      wrongBefore = new Set(wrong.keys());
+      for (const { j } of members) {
+        if ((await readyz(probePorts[j]!))?.text.includes('shard group: ')) noted.add(j);
+      }
+    }
+    await reports;
+    for (const { labeller, j } of members) {
+      if (noted.has(j) || !labeller.running) continue;
+      violations.push({
+        invariant: 'health',
+        detail: `member ${j}'s /readyz did not note member ${i}'s older config between ${
+          SPLIT_SETTLE_MS / 1000
+        } s after the split and its end`,
+      });
+    }
+  };
+  /** Why member `i` has not rejoined (its Lease on the others' config, writing buckets) within 30 s; '' once it has. */
+  const rejoined = async (i: number): Promise<string> => {
+    let problem = '';
+    const ok = await eventually(
+      async () => {
+        const identities = replicas.flatMap((labeller) => labeller?.running ? [identityOf(labeller)] : []);
+        const leases = (await cluster.get<{ items: Lease[] }>(
+          `/apis/coordination.k8s.io/v1/namespaces/${sourceNs}/leases?labelSelector=${
+            encodeURIComponent(`labeller.io/shard-group=${SHARD_GROUP}`)
+          }`,
+        )).items.filter((lease) => identities.includes(lease.spec.holderIdentity ?? ''));
+        const identity = replicas[i] ? identityOf(replicas[i]) : '';
+        const mine = leases.find((lease) => lease.spec.holderIdentity === identity);
+        const configs = new Set(leases.map((lease) => lease.metadata.annotations?.['labeller.io/shard-config']));
+        const writes = writtenBuckets(mine?.metadata.annotations?.['labeller.io/shard-writes']).length;
+        problem = !mine
+          ? 'no Lease'
+          : configs.size > 1
+          ? `configs ${[...configs].join(', ')}`
+          : writes === 0
+          ? 'it writes no bucket'
+          : '';
+        return problem === '';
+      },
+      'the member to rejoin',
+      30_000,
+      500,
+    ).catch(() => false);
+    return ok ? '' : problem;
   };
 
   try {
@@ -1088,7 +1649,14 @@ export async function run(
       const ns = 'ns' in operation ? namespaces[operation.ns]! : '';
       // Through an API server restart the operation is tried again until it goes through.
       const performed = () => retrying(JSON.stringify(operation), () => perform(operation, ns), log);
-      await (DISTURBANCES.has(operation.op) ? windows.disturbance(performed) : performed());
+      const from = Date.now();
+      try {
+        await (DISTURBANCES.has(operation.op) ? windows.disturbance(performed) : performed());
+      } finally {
+        if (LEASE_DISTURBANCES.has(operation.op)) {
+          disturbances.push({ from, to: Date.now(), place: operation.op === 'stop' ? operation.replica : undefined });
+        }
+      }
     }
     await restoring;
     const ended = Date.now();
@@ -1132,6 +1700,7 @@ export async function run(
     await sampler;
     for (const [i, labeller] of replicas.entries()) {
       if (!labeller) continue;
+      signalled(labeller);
       const exit = await labeller.stop('SIGTERM', 30_000);
       if (exit.code !== 0 || crashed(labeller.stderr)) {
         violations.push({
@@ -1143,6 +1712,17 @@ export async function run(
       }
     }
     violations.push(...(await leftLeases(cluster, sourceNs, mode, gone)));
+    violations.push(...leaseTakeovers(processes, disturbances, mode));
+    for (const { held, overtaken } of lateWrites(writeProxy?.writes ?? [])) {
+      violations.push({
+        invariant: 'one writer',
+        detail: `${held.path}: a PATCH of ${held.place} held since ${iso(held.heldSince!)} (${
+          JSON.stringify(held.labels)
+        }) reached the API server at ${iso(held.sentAt!)}, after ${overtaken.place}'s (${
+          JSON.stringify(overtaken.labels)
+        }) was answered at ${iso(overtaken.answeredAt!)}: its successor wrote first`,
+      });
+    }
     // The field-manager guard's Lease outlives the processes by design, and its namespace's deletion
     // takes a while: fresh, it would refuse the next run's config, another, under the same field
     // manager as soon as both keep admission policies (they are cluster-wide).
@@ -1172,8 +1752,15 @@ export async function run(
     if (admission) {
       await removePolicies(cluster).catch(() => {});
     }
+    if (writeProxy && violations.length > 0) {
+      // What each place wrote, and when, for a look into the violations.
+      const file = join(tmpdir(), `labeller-chaos-seed-${seed}-writes.json`);
+      writeFileSync(file, JSON.stringify(writeProxy.writes, null, 1));
+      log(`seed ${seed}: the PATCHes through the write proxy: ${file}`);
+    }
     await catalog.close();
     await proxy.close();
+    await writeProxy?.close();
     await cluster.close();
   }
   const bound = 2 * predicted + 30 * (restarts + 1);
@@ -1242,12 +1829,93 @@ async function firstReads(labeller: Labeller): Promise<void> {
 }
 
 /**
- * A process's identity, from the line it logs as it joins the shard group, before it holds any
- * Lease ('' before it has: none of its Leases can be left).
+ * A process's identity, from the line it logs as it joins the shard group or waits for
+ * leadership, before it holds any Lease ('' before it has: none of its Leases can be left).
  */
 function identityOf(labeller: Labeller): string {
-  const identity = labeller.logs.find((line) => line.msg === 'joining shard group')?.['identity'];
+  const identity = labeller.logs.find((line) =>
+    line.msg === 'joining shard group' || line.msg === 'waiting for leadership'
+  )
+    ?.['identity'];
   return typeof identity === 'string' ? identity : '';
+}
+
+/** A process the run started, in place `place`, and when the scenario signalled it and it exited. */
+interface Process {
+  readonly labeller: Labeller;
+  readonly place: number;
+  signalledAt?: number;
+  exitedAt?: number;
+}
+
+/** A disturbance that may keep processes (`place`'s only, for a SIGSTOP) from renewing their Leases. */
+interface Disturbance {
+  readonly from: number;
+  readonly to: number;
+  readonly place: number | undefined;
+}
+
+/**
+ * Leases taken from live holders, from the processes' logs: leadership lost because another
+ * replica took the Lease (leader mode), or a member's Lease deleted as expired by another
+ * (sharded), while its process ran, was not being stopped, and no disturbance of it (a SIGSTOP, a
+ * network delay or drop, an API server restart) was under way or over for less than EXPLAIN_MS.
+ * Liveness judged by another host's clock (renewTime) does that to a process whose clock is
+ * skewed: the others count it expired while it renews, or it counts them expired.
+ */
+function leaseTakeovers(processes: readonly Process[], disturbances: readonly Disturbance[], mode: Mode): Violation[] {
+  /** Per process whose Lease was taken: the first time said, and how many times. */
+  const taken = new Map<Process, { readonly detail: string; times: number }>();
+  for (const process of processes) {
+    for (const [index, line] of process.labeller.logs.entries()) {
+      const at = process.labeller.arrivals[index]!;
+      const victim = mode === 'leader'
+        ? line.msg === 'lost leadership' && /held by/.test(String(line['reason'])) ? process : undefined
+        : line.msg === 'shard member gone: its Lease expired'
+        ? processes.find((p) => identityOf(p.labeller) === line['identity'])
+        : undefined;
+      if (!victim || (victim.signalledAt ?? Infinity) <= at || (victim.exitedAt ?? Infinity) <= at) continue;
+      const explained = disturbances.some((d) =>
+        (d.place === undefined || d.place === victim.place) && d.from <= at && d.to >= at - EXPLAIN_MS
+      );
+      if (explained) continue;
+      const said = taken.get(victim);
+      if (said) said.times++;
+      else {
+        taken.set(victim, {
+          times: 1,
+          detail: mode === 'leader'
+            ? `replica ${victim.place} (${identityOf(victim.labeller)}) lost leadership to another at ${
+              iso(at)
+            } while it ran undisturbed: ${String(line['reason'])}`
+            : `member ${victim.place}'s Lease (${
+              String(line['identity'])
+            }) deleted as expired by member ${process.place} at ${iso(at)} while it ran undisturbed`,
+        });
+      }
+    }
+  }
+  return [...taken.values()].map(({ detail, times }) => ({
+    invariant: 'one writer' as const,
+    detail: times > 1 ? `${detail} (${times - 1} times more since)` : detail,
+  }));
+}
+
+function iso(at: number): string {
+  return new Date(at).toISOString();
+}
+
+/** The name a place is known by to the write proxy. */
+function place(i: number): string {
+  return `place-${i}`;
+}
+
+/** The CA (PEM) of the control plane whose admin kubeconfig is `kubeconfig`. */
+function clusterCa(kubeconfig: string): Buffer {
+  const config = JSON.parse(readFileSync(kubeconfig, 'utf8')) as {
+    clusters: { cluster: { 'certificate-authority-data': string } }[];
+  };
+  return Buffer.from(config.clusters[0]!.cluster['certificate-authority-data'], 'base64');
 }
 
 interface Lease {
@@ -1454,14 +2122,24 @@ function sourceMap(namespace: string, document: unknown): object {
   };
 }
 
-/** kinds.yaml for `config`: written by the harness, read only by labeller. */
-function configYaml(config: ConfigState, namespaces: readonly string[], sourceNs: string, catalog: Catalog): string {
+/**
+ * kinds.yaml for `config`: written by the harness, read only by labeller. With `generation`, it
+ * says it (split operations); `staticValue` is the static key's value (`on`).
+ */
+function configYaml(
+  config: ConfigState,
+  namespaces: readonly string[],
+  sourceNs: string,
+  catalog: Catalog,
+  { generation, staticValue = 'on' }: { generation?: number; staticValue?: string } = {},
+): string {
   const labels: Record<string, string> = {};
-  if (config.static) labels[KEYS.static] = 'on';
+  if (config.static) labels[KEYS.static] = staticValue;
   if (config.team) labels[KEYS.team] = '{{namespace.labels.team}}';
   if (config.cc) labels[KEYS.cc] = '{{teams[namespace.labels.team]}}';
   if (config.site) labels[KEYS.site] = '{{sites[namespace.labels.team]}}';
   return dump({
+    ...(generation === undefined ? {} : { generation }),
     sources: {
       teams: {
         configMap: { namespace: sourceNs, name: 'teams', key: 'teams.yaml' },

@@ -1,6 +1,6 @@
 // The real `labeller` command as a child process, with its JSON logs parsed as they arrive: what
 // the e2e and fault tests, the soak, the bench and the demo run. Free of node:test hooks.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Child, describeExit, type Exit, start, stop } from './child.ts';
 import { Arrivals, lineSplitter } from './lines.ts';
@@ -55,6 +55,12 @@ export interface LabellerOptions {
   /** A command that runs labeller's command line, e.g. `unshare … sh -c 'exec "$@"'`. */
   readonly wrapper?: readonly string[] | undefined;
   readonly env?: Readonly<Record<string, string>> | undefined;
+  /**
+   * The process's wall clock this many seconds ahead (negative: behind) of the host's, through
+   * libfaketime (LD_PRELOAD); its monotonic clock, and file times, as the host's. Needs
+   * libfaketime(); 0 or undefined: the host's clock.
+   */
+  readonly clockOffsetSeconds?: number | undefined;
   readonly cwd?: string | undefined;
   /** `args` go to labeller as they are: no --kubeconfig and no --log-format json added. */
   readonly raw?: boolean | undefined;
@@ -115,7 +121,7 @@ export class Labeller {
       this.#lines.push(line);
     });
     this.process = start(command, options.wrapper ? [...wrapperArgs, bin, ...commandLine] : commandLine, {
-      env: options.env,
+      env: options.clockOffsetSeconds ? { ...options.env, ...skewedClock(options.clockOffsetSeconds) } : options.env,
       cwd: options.cwd,
       onStderr: split,
       outputLimit: options.outputLimit,
@@ -179,6 +185,33 @@ export class Labeller {
   kill(): void {
     this.process.kill('SIGKILL');
   }
+}
+
+/**
+ * libfaketime's multi-threaded library (Debian's package `faketime`), which shifts a process's
+ * wall clock; undefined when it is not installed.
+ */
+export function libfaketime(): string | undefined {
+  const triplet = process.arch === 'arm64' ? 'aarch64-linux-gnu' : 'x86_64-linux-gnu';
+  return [`/usr/lib/${triplet}/faketime`, '/usr/lib/faketime', '/usr/local/lib/faketime']
+    .map((dir) => `${dir}/libfaketimeMT.so.1`)
+    .find((path) => existsSync(path));
+}
+
+/**
+ * The environment that runs a process with its wall clock `seconds` off the host's: libfaketime
+ * preloaded, the monotonic clocks (what timers and leases measure with) and file times left alone.
+ */
+function skewedClock(seconds: number): Record<string, string> {
+  const library = libfaketime();
+  if (!library) throw new Error('a skewed clock needs libfaketime (Debian package faketime)');
+  const preload = process.env['LD_PRELOAD'];
+  return {
+    LD_PRELOAD: preload ? `${library}:${preload}` : library,
+    FAKETIME: `${seconds > 0 ? '+' : ''}${seconds}s`,
+    FAKETIME_DONT_FAKE_MONOTONIC: '1',
+    NO_FAKE_STAT: '1',
+  };
 }
 
 /** `watch failed; retrying` lines, the watcher's report of every failed list or watch. */
