@@ -101,13 +101,8 @@ export class LeaseHolder {
     return this.#clock.now() < this.#validUntil;
   }
 
-  /** Until when (this clock) the claim holds; -Infinity before the first renewal. */
-  get validUntil(): number {
-    return this.#validUntil;
-  }
-
   /** Whether the Lease was held once and its claim lapsed since (not released). */
-  get lapsed(): boolean {
+  #lapsed(): boolean {
     return this.#everHeld && !this.#released && !this.valid();
   }
 
@@ -174,7 +169,7 @@ export class LeaseHolder {
   > {
     const { validForMs, forbiddenGraceMs, log } = this.#options;
     const sent = this.#clock.now();
-    const wasLapsed = this.lapsed;
+    const wasLapsed = this.#lapsed();
     const bound = new AbortController();
     const cancel = after(
       this.#clock,
