@@ -84,6 +84,8 @@ interface Refusal {
 const CLUSTER_SCOPED = '';
 
 export class PolicyApplier {
+  /** A write was under way when `run`'s signal aborted it. */
+  #cutShort = false;
   readonly #options: PolicyApplierOptions;
   /** Each policy of the last round, by name: applied (undefined), or refused (with its binding's refusal, if that was refused). */
   #policies = new Map<string, Refusal | undefined>();
@@ -119,7 +121,8 @@ export class PolicyApplier {
   }
 
   /** Keeps the policies applied until `writes` aborts (leadership ends, or everything has drained). */
-  async run(writes: AbortSignal): Promise<void> {
+  /** Runs until `writes` aborts; 'cut short' when a write was under way then (its bytes may still land). */
+  async run(writes: AbortSignal): Promise<void | 'cut short'> {
     const { discovery, shard, log } = this.#options;
     const [policies] = MUTATING;
     const stops = [
@@ -158,6 +161,7 @@ export class PolicyApplier {
       this.#standDown();
       if (this.#options.removeOnStop && !this.#options.dryRun) await this.#removeAll();
     }
+    return this.#cutShort ? 'cut short' : undefined;
   }
 
   /** Deletes every policy of the field manager, as labeller stops with nothing to take over or remove them. */
@@ -330,7 +334,7 @@ export class PolicyApplier {
       if (!isPolicy(object) && policies.get(policy) !== undefined) continue;
       if (!(await this.#mayWrite(signal))) return false;
       try {
-        const applied = await store.apply(object, { dryRun, signal });
+        const applied = await this.#writing(signal, () => store.apply(object, { dryRun, signal }));
         kept.add(described);
         if (isPolicy(object)) policies.set(policy, undefined);
         this.#appliedOne(object, described, applied.metadata.resourceVersion);
@@ -351,6 +355,16 @@ export class PolicyApplier {
     if (!(await this.#mayWrite(signal))) return false;
     await this.#deleteOthers(kept, kinds, signal);
     return true;
+  }
+
+  /** `write`, noting when `signal` aborts it under way: its bytes may have left, and may land after this process stopped. */
+  async #writing<T>(signal: AbortSignal, write: () => Promise<T>): Promise<T> {
+    try {
+      return await write();
+    } catch (error) {
+      if (signal.aborted) this.#cutShort = true;
+      throw error;
+    }
   }
 
   /**
@@ -398,13 +412,14 @@ export class PolicyApplier {
   async #deleteOthers(kept: ReadonlySet<string>, kinds: PolicyKinds, signal: AbortSignal): Promise<void> {
     const { store, dryRun, log } = this.#options;
     try {
-      const deleted = await store.prune(kept, {
-        kinds,
-        dryRun,
-        why: 'the config in force does not render it',
-        log,
-        signal,
-      });
+      const deleted = await this.#writing(signal, () =>
+        store.prune(kept, {
+          kinds,
+          dryRun,
+          why: 'the config in force does not render it',
+          log,
+          signal,
+        }));
       for (const object of deleted) this.#versions.delete(describePolicy(object));
       this.#cannotPrune = undefined;
     } catch (error) {

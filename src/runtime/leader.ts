@@ -107,15 +107,24 @@ export class LeaderElector {
     return true;
   }
 
-  /** Stops renewing and gives the lease up, so a standby takes over without waiting for expiry. */
-  async release(): Promise<void> {
+  /**
+   * Stops renewing and gives the lease up, so a standby takes over without waiting for expiry;
+   * `expire`: a write was aborted on the wire and may still land, so the lease is left to expire
+   * (the standby waits its duration) rather than cleared.
+   */
+  async release(expire = false): Promise<void> {
     if (!this.#leading) return;
     this.#setLeading(false);
     this.#leadership.abort(new Error('leadership released'));
     this.#stopRenewing.abort();
     // An aborted renewal ends first, so the release is the last write.
     await this.#renewing;
-    if (await this.#holder.release('clear', this.#options.renewDeadlineMs)) {
+    if (expire) {
+      await this.#holder.release('keep', this.#options.renewDeadlineMs);
+      this.#options.log.info('leaving the lease to expire: a write aborted as leadership ended may still land', {
+        lease: this.#holder.description,
+      });
+    } else if (await this.#holder.release('clear', this.#options.renewDeadlineMs)) {
       this.#options.log.info('released leadership', { lease: this.#holder.description });
     }
   }

@@ -40,7 +40,7 @@ export class Manager<T> {
   readonly #controllers = new Map<string, Running<T>>();
   /** Controllers removed and still finishing their reconciles. */
   readonly #stopping = new Set<Promise<void>>();
-  readonly #tasks: ((writes: AbortSignal) => Promise<void>)[] = [];
+  readonly #tasks: ((writes: AbortSignal) => Promise<void | 'cut short'>)[] = [];
   /** Set once run() has begun: controllers added from then on start at once. */
   #leading: Promise<unknown> | undefined;
   #failure: StopReason | undefined;
@@ -92,8 +92,10 @@ export class Manager<T> {
   /**
    * Runs `task` while this process may write: from leadership (at once without election) until
    * leadership ends or everything has drained at shutdown, when its signal aborts; awaited then.
+   * A task that answers 'cut short' aborted a write whose bytes may have left: the Lease is then
+   * left to expire rather than released, so no successor writes before that write can land.
    */
-  whileLeading(task: (writes: AbortSignal) => Promise<void>): void {
+  whileLeading(task: (writes: AbortSignal) => Promise<void | 'cut short'>): void {
     this.#tasks.push(task);
   }
 
@@ -120,9 +122,7 @@ export class Manager<T> {
     for (const running of this.#controllers.values()) this.#start(running, leading);
     const tasksDone = new AbortController();
     const writes = elector ? AbortSignal.any([elector.leadership, tasksDone.signal]) : tasksDone.signal;
-    const tasks = Promise.all(this.#tasks.map(async (task) => {
-      if (await leading) await task(writes);
-    }));
+    const tasks = Promise.all(this.#tasks.map(async (task) => (await leading) ? task(writes) : undefined));
     const drained = (async () => {
       await aborted(intake);
       // Controllers a reload is stopping are awaited too.
@@ -131,13 +131,13 @@ export class Manager<T> {
     })();
     const clean = await this.#shutdown.drain(drained, gracePeriodMs);
     tasksDone.abort();
-    await tasks;
+    const cut = (await tasks).includes('cut short');
     if (!clean) {
       // As controller-runtime does: work cut short is a failed shutdown.
       log.error('grace period over with patches still running; exiting', { gracePeriodMs });
       return 'grace period over';
     }
-    await elector?.release();
+    await elector?.release(cut);
     return this.#failure ?? 'stopped';
   }
 
