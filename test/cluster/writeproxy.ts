@@ -86,9 +86,11 @@ export class WriteProxy {
     return `https://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
   }
 
-  /** Holds the PATCHes `place` sends from now on, until release(). */
-  hold(place: string): void {
-    if (!this.#holds.has(place)) this.#holds.set(place, { since: Date.now(), waiting: [] });
+  /** Holds the PATCHes `place` sends from now on, until release(); answers since when (their `heldSince`). */
+  hold(place: string): number {
+    const hold = this.#holds.get(place) ?? { since: Date.now(), waiting: [] };
+    this.#holds.set(place, hold);
+    return hold.since;
   }
 
   /** Sends on, in order, the PATCHes of `place` held. */
