@@ -31,23 +31,43 @@ export async function stopProcess(p: ChildProcess): Promise<void> {
   clearTimeout(timer);
 }
 
-/** `n` TCP ports free on loopback right now. */
+/**
+ * `n` TCP ports free right now, on every address, for a child process to listen on later. They
+ * are picked at random below the kernel's ephemeral range: a port the kernel handed out with
+ * `listen(0)` and then freed is the next one it gives an outgoing connection, and with many test
+ * files running at once one of them took such a port before the child listened on it (CI run of
+ * stop 52: EADDRINUSE on :36153). Outside that range, only another caller of this function can
+ * take the port, and it picks from thousands at random.
+ */
 export async function freePorts(n: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from({ length: n }, () =>
-      new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-        const s = createServer();
-        s.once('error', reject);
-        s.listen(0, '127.0.0.1', () => resolve(s));
-      })),
-  );
-  const ports = servers.map((s) => {
-    const address = s.address();
-    if (address === null || typeof address === 'string') throw new Error('no port assigned');
-    return address.port;
+  const [low, high] = unclaimedRange();
+  const ports = new Set<number>();
+  for (let tries = 0; ports.size < n; tries++) {
+    if (tries > 1000) throw new Error(`no free port found in ${low}-${high} after 1000 tries`);
+    const port = low + Math.floor(Math.random() * (high - low));
+    if (!ports.has(port) && await bindable(port)) ports.add(port);
+  }
+  return [...ports];
+}
+
+/** The ports between 20000 and the start of the ephemeral range, or 20000-30000 if it is unknown. */
+function unclaimedRange(): [number, number] {
+  try {
+    const first = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    if (first > 21_000) return [20_000, first];
+  } catch {
+    // not Linux: the range below is outside the usual ephemeral ranges (49152 and up on others)
+  }
+  return [20_000, 30_000];
+}
+
+/** Whether a listener can take `port` on all addresses (as labeller's `:PORT` does) just now. */
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, () => s.close(() => resolve(true)));
   });
-  await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
-  return ports;
 }
 
 type FetchInit = Omit<NonNullable<Parameters<typeof fetch>[1]>, 'signal'> & {
