@@ -135,9 +135,11 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
         return {};
       }
       deferred.delete(key);
+      // Writes on the wire stop when this member's claim lapses, as they do when leadership does.
+      const signal = shard ? AbortSignal.any([writes, shard.claim]) : writes;
+      let cutShort = false;
       try {
-        // Writes on the wire stop when this member's claim lapses, as they do when leadership does.
-        const result = await reconciler.reconcile(object, shard ? AbortSignal.any([writes, shard.claim]) : writes);
+        const result = await reconciler.reconcile(object, signal);
         const { outcome, patch } = result;
         counts[outcome]++;
         kindEvents?.reconciled(object, result);
@@ -161,10 +163,12 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
           if (shard) deferred.add(key);
           return { requeueAfterMs: 1000 };
         }
+        // Aborted on its way: its bytes may have left, so the bucket's next writer waits for them.
+        cutShort = signal.aborted;
         counts.failed++;
         throw error;
       } finally {
-        release();
+        release(cutShort);
       }
     },
     concurrency: options.concurrency,

@@ -244,7 +244,7 @@ export class PolicyApplier {
       if (key === this.#applied) return;
       if (await this.#apply(objects, kinds, signal)) this.#applied = key;
     } finally {
-      release();
+      release(this.#cutShort);
       // Handed over while this round held it (members are told before the bucket's writes drain): the next holder reports them.
       if (shard && !shard.within(MUTATING[0], CLUSTER_SCOPED, shard.membership.state.writes)) {
         this.#standDown();

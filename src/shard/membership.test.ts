@@ -218,6 +218,42 @@ test('a write held across a handover: the member renews its Lease all along, and
   await b.stop();
 });
 
+test('a member that leaves just after a write was aborted on its way leaves its Lease to expire: nobody takes the bucket before', async () => {
+  const clock = new FakeClock();
+  const leases = new FakeLeases(clock);
+  const a = member(leases, clock, 'a');
+  const b = member(leases, clock, 'b');
+  await run(clock, 8000, [a.membership, b.membership]);
+  const bucket = [...a.membership.state.writes][0];
+  assert.ok(bucket !== undefined);
+  const release = a.membership.hold(bucket);
+  assert.ok(release);
+  // The write's signal aborted it after its bytes left (a SIGTERM stopping a policy resync, say).
+  release(true);
+  await a.stop();
+  assert.equal(leases.size, 2, "a's Lease is kept, not deleted");
+  let takenAt: number | undefined;
+  for (let t = 0; t < 10_000 && takenAt === undefined; t += 100) {
+    await run(clock, 100, [b.membership]);
+    if (b.membership.state.writes.has(bucket)) takenAt = t;
+  }
+  assert.ok(takenAt !== undefined, "b took a's bucket once a's Lease expired");
+  assert.ok(
+    takenAt >= 4000 - 1000,
+    `b waited a lease duration, less the time since a's last renewal: took it at ${takenAt} ms`,
+  );
+
+  // A clean leave (nothing aborted within a lease duration) deletes the Lease, as ever.
+  const c = member(leases, clock, 'c');
+  await run(clock, 8000, [b.membership, c.membership]);
+  const cBucket = [...c.membership.state.writes][0];
+  assert.ok(cBucket !== undefined);
+  c.membership.hold(cBucket)?.();
+  await c.stop();
+  assert.equal(leases.size, 1, "c's Lease is deleted as it leaves");
+  await b.stop();
+});
+
 test("a stopped member's writes may not be sent once its claim ends, before any other member takes its buckets", async () => {
   const clock = new FakeClock();
   const leases = new FakeLeases(clock);

@@ -127,6 +127,8 @@ export class Membership {
   /** Writes under way per bucket: a bucket given up is published only once its writes are done. */
   readonly #inFlight = new Map<number, number>();
   #drained: (() => void) | undefined;
+  /** When a write was last aborted on its way (monotonic): until a lease duration after, it may still land. */
+  #cutShortAt = -Infinity;
   #keeps = new Set<number>();
   #writes = new Set<number>();
   #members: MemberView[] = [];
@@ -225,15 +227,17 @@ export class Membership {
   /**
    * Claims a write of an object in `bucket`: a release function while this member writes the
    * bucket and its Lease is valid, else undefined (the object is another member's, or nobody may
-   * write now). The bucket is not given up to another member before the release.
+   * write now). The bucket is not given up to another member before the release. Released with
+   * `cutShort` when the write was aborted on its way: its bytes may have left, and may land later.
    */
-  hold(bucket: number): (() => void) | undefined {
+  hold(bucket: number): ((cutShort?: boolean) => void) | undefined {
     if (!this.#writes.has(bucket) || !this.#lease.valid()) return undefined;
     this.#inFlight.set(bucket, (this.#inFlight.get(bucket) ?? 0) + 1);
     let released = false;
-    return () => {
+    return (cutShort = false) => {
       if (released) return;
       released = true;
+      if (cutShort) this.#cutShortAt = this.#clock.now();
       const left = (this.#inFlight.get(bucket) ?? 1) - 1;
       if (left > 0) this.#inFlight.set(bucket, left);
       else this.#inFlight.delete(bucket);
@@ -553,12 +557,24 @@ export class Membership {
     }
   }
 
-  /** Gives every bucket up and deletes the Lease, so the others take over at once. */
+  /**
+   * Gives every bucket up and deletes the Lease, so the others take over at once; unless a write
+   * may still land (one aborted on its way within a lease duration, or one the drain gave up on),
+   * when the Lease is left to expire: the others wait its duration, as they would at a crash.
+   */
   async #leave(): Promise<void> {
-    const { log, group, retryPeriodMs } = this.#options;
+    const { log, group, retryPeriodMs, leaseDurationMs } = this.#options;
     this.#change(new Set(), new Set());
     const timeoutMs = Math.max(1000, retryPeriodMs);
     await this.#drain(AbortSignal.timeout(timeoutMs));
+    if (this.#draining() || this.#clock.now() - this.#cutShortAt < leaseDurationMs) {
+      await this.#lease.release('keep', timeoutMs);
+      log.info('left shard group, leaving the Lease to expire: a write aborted on its way may still land', {
+        group,
+        lease: this.#name,
+      });
+      return;
+    }
     await this.#lease.release('delete', timeoutMs);
     log.info('left shard group', { group });
   }

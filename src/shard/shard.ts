@@ -58,9 +58,10 @@ export class Shard {
 
   /**
    * Claims the write of the object cached under `key` (namespace/name, or name): a release
-   * function when this member writes it now, else undefined (another member's, or not yet).
+   * function when this member writes it now, else undefined (another member's, or not yet);
+   * released with `cutShort` when the write was aborted on its way.
    */
-  hold(resource: ApiResource, key: string): (() => void) | undefined {
+  hold(resource: ApiResource, key: string): ((cutShort?: boolean) => void) | undefined {
     return this.membership.hold(this.#bucketOf(resource, key));
   }
 
