@@ -18,7 +18,7 @@ test('other labels, templates or conflict policy relabel a kind: its cached obje
   );
 });
 
-test('other namespaces, a selector, annotations or related fields read restart a kind', () => {
+test('other namespaces, a selector, annotations, fields or related fields read restart a kind', () => {
   assert.equal(
     kindChange(kind('{ resource: deploy, namespaces: [a] }'), kind('{ resource: deploy, namespaces: [b] }')),
     'restart',
@@ -35,6 +35,14 @@ test('other namespaces, a selector, annotations or related fields read restart a
     kindChange(
       kind('{ resource: pods, labels: { o: "{{owner.name}}" } }'),
       kind('{ resource: pods, labels: { o: "{{root.name}}" } }'),
+    ),
+    'restart',
+  );
+  // The cache keeps the fields read, of a whole watch: another field, or none, is another cache.
+  assert.equal(
+    kindChange(
+      kind('{ resource: pvc, labels: { c: "{{spec.storageClassName}}" } }'),
+      kind('{ resource: pvc, labels: { c: "{{spec.volumeName}}" } }'),
     ),
     'restart',
   );

@@ -16,7 +16,7 @@ export function kindChange(before: KindConfig, after: KindConfig): KindChange {
 /** What the kind's list asks the API server for. */
 const listed = (kind: KindConfig): string =>
   JSON.stringify([[...kind.namespaces].sort(), kind.selector?.toString() ?? null]);
-/** What its templates read: the annotations its cache keeps, and the fields of related objects. */
+/** What its templates read: the annotations and fields its cache keeps, and the fields of related objects. */
 const read = (kind: KindConfig): string => {
   const templates = templatesOf(kind);
   return JSON.stringify(
@@ -27,6 +27,8 @@ const read = (kind: KindConfig): string => {
           t.related.map(({ relation, field, key }) => [relation, field, key ?? ''].join('.'))
         ),
         ...templates.flatMap((t) => t.lookups.map(({ source, field }) => `lookup ${source} ${field ?? ''}`)),
+        // The fields outside its metadata its cache keeps (and whether it is watched whole).
+        ...templates.flatMap((t) => t.fields.map(({ path }) => `field ${path}`)),
         // Of the annotations it writes, the cache keeps digests.
         ...[...kind.annotations.keys()].map((key) => `writes annotation ${key}`),
       ]),
