@@ -209,7 +209,8 @@ starts with (`namespace.`, `owner.`, `root.`). `{{namespace}}` is the object's o
 */}}
 {{- define "labeller.templateReads" -}}
 {{- $reads := dict "namespace" false "owner" false "root" false }}
-{{- range $template := . }}
+{{- $references := list }}
+{{- range $template := .templates }}
 {{- range regexFindAll "\\{\\{.*?\\}\\}" (toString $template) -1 }}
 {{- $variable := trimPrefix "{{" . | trimSuffix "}}" | regexFind "^[^|]*" | trim }}
 {{- $variable = regexReplaceAll "^[a-z][-a-z0-9]*\\[(.*)\\](\\.[^\\]]*)?$" $variable "${1}" | trim }}
@@ -218,9 +219,59 @@ starts with (`namespace.`, `owner.`, `root.`). `{{namespace}}` is the object's o
 {{- $_ := set $reads $relation true }}
 {{- end }}
 {{- end }}
+{{- range $name := $.references }}
+{{- if hasPrefix (printf "%s." $name) $variable }}
+{{- $references = append $references $name }}
 {{- end }}
 {{- end }}
+{{- end }}
+{{- end }}
+{{- $_ := set $reads "references" ($references | uniq | sortAlpha) }}
 {{- toYaml $reads }}
+{{- end }}
+
+{{/*
+The references templates may read, as YAML {name: {resource: plural.group, clusterScoped, anyNamespace}}:
+the built-in ones (labeller's src/config/references.ts) and `references`. resource is the kind read:
+a forward reference's `to`, a reverse one's `from` (plural.group, or a built-in by any of its
+names). anyNamespace: the object it names may be in another namespace than the labelled one (a
+`namespaceField`), so it is read cluster-wide; a reverse reference's objects are in the labelled
+object's namespace.
+*/}}
+{{- define "labeller.references" -}}
+{{- $builtins := include "labeller.builtinResources" . | fromYaml }}
+{{- $references := dict
+  "node" (dict "resource" "nodes" "clusterScoped" true "anyNamespace" false)
+  "serviceAccount" (dict "resource" "serviceaccounts" "clusterScoped" false "anyNamespace" false)
+  "claim" (dict "resource" "persistentvolumeclaims" "clusterScoped" false "anyNamespace" true)
+  "volume" (dict "resource" "persistentvolumes" "clusterScoped" true "anyNamespace" false)
+  "scaler" (dict "resource" "horizontalpodautoscalers.autoscaling" "clusterScoped" false "anyNamespace" false)
+  "mountedBy" (dict "resource" "pods" "clusterScoped" false "anyNamespace" false) }}
+{{- range $name, $reference := .Values.references }}
+{{- $where := printf "references.%s" $name }}
+{{- if hasKey $references $name }}
+{{- fail (printf "%s: %q is a built-in reference: give yours another name" $where $name) }}
+{{- end }}
+{{- $read := ternary $reference.from $reference.to (not (empty $reference.from)) }}
+{{- if not $read }}
+{{- fail (printf "%s: `to` (the kind the field names) or `from` (the kind whose field names the labelled object) is required, as plural.group (e.g. backuppolicies.example.com)" $where) }}
+{{- end }}
+{{- $parsed := include "labeller.parseResource" $read | fromYaml }}
+{{- $plural := include "labeller.builtin" $parsed }}
+{{- $clusterScoped := false }}
+{{- if $plural }}
+{{- $plural = printf "%s.%s" $plural (get $builtins $plural).group | trimSuffix "." }}
+{{- $clusterScoped = (get $builtins (include "labeller.builtin" $parsed)).clusterScoped | default false }}
+{{- else }}
+{{- if not $parsed.qualified }}
+{{- fail (printf "%s: the chart does not know the API group of %q, so it cannot grant reading it: write its plural.group, e.g. backuppolicies.example.com" $where $read) }}
+{{- end }}
+{{- $plural = printf "%s.%s" $parsed.name $parsed.group }}
+{{- $clusterScoped = eq ($reference.scope | default "Namespaced") "Cluster" }}
+{{- end }}
+{{- $_ := set $references $name (dict "resource" $plural "clusterScoped" $clusterScoped "anyNamespace" (not (empty $reference.namespaceField))) }}
+{{- end }}
+{{- toYaml $references }}
 {{- end }}
 
 {{/*
@@ -391,7 +442,7 @@ without labels.
 {{- end }}
 {{- end }}
 {{- /* Which related objects its templates read, labels and annotations alike: they need read access too. */}}
-{{- $reads := include "labeller.templateReads" (concat (values $effective) (values $annotations)) | fromYaml }}
+{{- $reads := include "labeller.templateReads" (dict "templates" (concat (values $effective) (values $annotations)) "references" (keys (include "labeller.references" $ | fromYaml))) | fromYaml }}
 {{- $resource := $plural }}
 {{- if and $group (not $every) }}
 {{- $resource = printf "%s.%s" $plural (list $version $group | compact | join ".") }}
@@ -468,6 +519,15 @@ allowProtectedPrefixes: true
 ownerKinds:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- with .Values.references }}
+{{- /* scope is the chart's: whether a custom kind a reference names is cluster-scoped, for RBAC. */}}
+{{- $references := dict }}
+{{- range $name, $reference := . }}
+{{- $_ := set $references $name (omit $reference "scope") }}
+{{- end }}
+references:
+  {{- toYaml $references | nindent 2 }}
+{{- end }}
 {{- with .Values.sources }}
 {{- /* fileFrom is the chart's: what to mount at the file's folder. */}}
 {{- $sources := dict }}
@@ -540,6 +600,8 @@ in namespaced mode; owner kinds (`owner.*`: the direct controllers, `root.*`: th
 */}}
 {{- define "labeller.grants" -}}
 {{- $owners := include "labeller.builtinOwners" . | fromYaml }}
+{{- $references := include "labeller.references" . | fromYaml }}
+{{- $referencesRead := dict }}
 {{- $cluster := dict }}
 {{- $namespaces := dict }}
 {{- $clusterRead := dict }}
@@ -592,6 +654,17 @@ in namespaced mode; owner kinds (`owner.*`: the direct controllers, `root.*`: th
 {{- end }}
 {{- end }}
 {{- end }}
+{{- /* What references name: cluster-wide when cluster-scoped or in any namespace, else where the kind is. */}}
+{{- range $name := .reads.references }}
+{{- $reference := get $references $name }}
+{{- if or $reference.clusterScoped $reference.anyNamespace (not $kind.namespaces) }}
+{{- $plural := regexReplaceAll "\\..*$" $reference.resource "" }}
+{{- $group := trimPrefix (printf "%s." $plural) $reference.resource | trimPrefix $plural }}
+{{- $_ := set $referencesRead $group (append (get $referencesRead $group | default list) $plural) }}
+{{- else }}
+{{- $read = append $read $reference.resource }}
+{{- end }}
+{{- end }}
 {{- range $id := $read | uniq }}
 {{- $plural := regexReplaceAll "\\..*$" $id "" }}
 {{- $group := trimPrefix (printf "%s." $plural) $id | trimPrefix $plural }}
@@ -605,7 +678,7 @@ in namespaced mode; owner kinds (`owner.*`: the direct controllers, `root.*`: th
 {{- end }}
 {{- end }}
 {{- end }}
-{{- toYaml (dict "cluster" $cluster "namespaces" $namespaces "clusterRead" $clusterRead "namespacesRead" $namespacesRead "namespaceNames" ($namespaceNames | uniq | sortAlpha) "every" $every) }}
+{{- toYaml (dict "cluster" $cluster "namespaces" $namespaces "clusterRead" $clusterRead "referencesRead" $referencesRead "namespacesRead" $namespacesRead "namespaceNames" ($namespaceNames | uniq | sortAlpha) "every" $every) }}
 {{- end }}
 
 {{/*

@@ -11,7 +11,7 @@
 // optional entry (`?"key": value`) whose value is a dyn variable makes the API server's
 // validation panic, so such values go through optMap first.
 import type { SourceSpec } from '../config/sources.ts';
-import type { Template, TemplatePart, Variable } from '../config/template.ts';
+import { relationName, type Template, type TemplatePart, type Variable } from '../config/template.ts';
 import { NAME_MAX_LENGTH, NAME_PATTERN } from '../apimachinery/labelsyntax.ts';
 import type { ApiResource } from '../apimachinery/resource.ts';
 import { apiVersion } from '../apimachinery/resource.ts';
@@ -123,13 +123,15 @@ function variableCel(variable: Variable, scope: CelScope): Translated {
     // The object as the request carries it; a string, int or bool field's text, as the controller renders it.
     // A name is selected (escaped as Kubernetes' CEL escapes field names); a map key (with dots,
     // slashes) is indexed.
-    const path = variable.field.steps.map((step) =>
-      typeof step === 'number'
+    const path = variable.field.steps.map((step) => {
+      // compileTemplate refuses [*]: a template renders one value ([*] is for references' fields).
+      if (step === null) throw new Error(`[*] in template field ${variable.field.path}`);
+      return typeof step === 'number'
         ? `[?${step}]`
         : /^[A-Za-z_][A-Za-z0-9_]*$/.test(step)
         ? `.?${celFieldName(step)}`
-        : `[?${celString(step)}]`
-    ).join('');
+        : `[?${celString(step)}]`;
+    }).join('');
     return {
       expr:
         `object${path}.optFlatMap(f, type(f) == string ? optional.of(f) : type(f) == int || type(f) == bool ? optional.of(string(f)) : optional.none())`,
@@ -138,7 +140,11 @@ function variableCel(variable: Variable, scope: CelScope): Translated {
   }
   if (variable.type === 'related') {
     const { relation, field, key } = variable.read;
-    if (relation !== 'namespace') return { why: `it reads the object's ${relation}, which admission does not see` };
+    if (relation !== 'namespace') {
+      // A reference's object (a pod's node) is named by a field set after the create, if at all,
+      // and CEL can read no other object: the controller sets the key.
+      return { why: `it reads the object's ${relationName(relation)}, which admission does not see` };
+    }
     // Null for cluster-scoped objects, which have no namespace: absent, as for the controller.
     return {
       expr: `(namespaceObject != null ? namespaceObject.metadata.?${field}[?${

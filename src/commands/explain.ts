@@ -5,6 +5,7 @@
 // one the controller would act on and `status` counts.
 import type { Config, KindConfig } from '../config/model.ts';
 import type { SourceOrigin } from '../config/sources.ts';
+import { relationName } from '../config/template.ts';
 import { readFightNote } from '../events/labellerevents.ts';
 import { expandEveryKind } from '../kinds/everykind.ts';
 import { resolveKinds } from '../kinds/resolve.ts';
@@ -131,7 +132,9 @@ export async function runExplain(host: Host, config: Config, options: ExplainOpt
 /** The config's entry for `resource`: one naming it, else the every-kind entry's share. */
 function entryFor(config: Config, resource: ApiResource, host: Host): KindConfig {
   const name = groupResource(resource);
-  const named = resolveKinds(config.kinds, host.discovery).resolved.find((k) => groupResource(k.resource) === name);
+  const named = resolveKinds(config.kinds, host.discovery, config.references).resolved.find((k) =>
+    groupResource(k.resource) === name
+  );
   if (named) return named.kind;
   if (config.everyKind) {
     const expanded = expandEveryKind(config.everyKind, [], host.discovery.resources).kinds;
@@ -252,8 +255,15 @@ function inputText(input: Input, sources: Readonly<Record<string, string>>): str
       input.field ? ` field ${input.field}` : ''
     } = ${value}`;
   }
-  if (!input.object) return `${input.from}: none`;
-  return `${input.from} ${input.object.kind} ${input.object.name}: ${input.read} = ${value}`;
+  const relation = relationName(input.from);
+  if (!input.object) return `${relation}: none`;
+  const { via } = input;
+  const named = !via
+    ? input.object.name
+    : via.reverse
+    ? `${via.value} (whose ${via.path} names the object)`
+    : `${input.object.name} (named by the object's ${via.path})`;
+  return `${relation} ${input.object.kind} ${named}: ${input.read} = ${value}`;
 }
 
 const keyName = (field: 'labels' | 'annotations', key: string) => (field === 'labels' ? key : `${key} (annotation)`);

@@ -175,7 +175,7 @@ export class Host {
     { verbs, claim, reload, writable, claimed, sourceMemory }: StartOptions,
   ): Promise<Started | undefined> {
     const { client, options, discovery, metrics, events, log, shutdown, counts } = this;
-    mustServeSome(resolveKinds(config.kinds, discovery), config, discovery);
+    mustServeSome(resolveKinds(config.kinds, discovery, config.references), config, discovery);
     const election = options.leaderElection;
     const elector = election && new LeaderElector(
       new LeaseApi(client),

@@ -196,5 +196,5 @@ export function pruneConfig(target: PruneTarget, discovery: DiscoveryCache, log:
     log.warn('API group not discovered; its kinds are not pruned', { groupVersion, error });
   }
   log.info('pruning every listable and patchable kind', { kinds: kinds.length });
-  return { kinds, ownerKinds: [], sources: new Map() };
+  return { kinds, ownerKinds: [], sources: new Map(), references: new Map() };
 }

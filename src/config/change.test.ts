@@ -46,6 +46,10 @@ test('other namespaces, a selector, annotations, fields or related fields read r
     ),
     'restart',
   );
+  assert.equal(
+    kindChange(kind('{ resource: pods, labels: { z: "{{node.labels.zone}}" } }'), kind('{ resource: pods }')),
+    'restart',
+  );
 });
 
 test('the same kind, or its namespaces in another order, changes nothing', () => {

@@ -238,11 +238,11 @@ test('file errors name the source and the field path', () => {
     ],
     [
       kind('resource: x\n    labels: {tier: "{{nmae}}"}'),
-      'kinds.yaml: kinds[1].labels["tier"]: template "{{nmae}}": unknown variable "nmae" (did you mean "name"?); use one of name, namespace, kind, resource, group, apiVersion, uid, labels.<key>, annotations.<key>, spec.<field>, status.<field>, namespace.labels.<key>, namespace.annotations.<key>, owner.kind, owner.name, owner.labels.<key>, owner.annotations.<key>, root.kind, root.name, root.labels.<key>, root.annotations.<key>',
+      'kinds.yaml: kinds[1].labels["tier"]: template "{{nmae}}": unknown variable "nmae" (did you mean "name"?); use one of name, namespace, kind, resource, group, apiVersion, uid, labels.<key>, annotations.<key>, spec.<field>, status.<field>, namespace.labels.<key>, namespace.annotations.<key>, owner.kind, owner.name, owner.labels.<key>, owner.annotations.<key>, root.kind, root.name, root.labels.<key>, root.annotations.<key>, <reference>.name, <reference>.labels.<key>, <reference>.annotations.<key> (references: node, serviceAccount, claim, volume, scaler, mountedBy)',
     ],
     [
       kind('resource: x\n    labels: {team: "{{namespace.label.team}}"}'),
-      'kinds.yaml: kinds[1].labels["team"]: template "{{namespace.label.team}}": unknown variable "namespace.label.team" (did you mean "namespace.labels.team"?); use one of name, namespace, kind, resource, group, apiVersion, uid, labels.<key>, annotations.<key>, spec.<field>, status.<field>, namespace.labels.<key>, namespace.annotations.<key>, owner.kind, owner.name, owner.labels.<key>, owner.annotations.<key>, root.kind, root.name, root.labels.<key>, root.annotations.<key>',
+      'kinds.yaml: kinds[1].labels["team"]: template "{{namespace.label.team}}": unknown variable "namespace.label.team" (did you mean "namespace.labels.team"?); use one of name, namespace, kind, resource, group, apiVersion, uid, labels.<key>, annotations.<key>, spec.<field>, status.<field>, namespace.labels.<key>, namespace.annotations.<key>, owner.kind, owner.name, owner.labels.<key>, owner.annotations.<key>, root.kind, root.name, root.labels.<key>, root.annotations.<key>, <reference>.name, <reference>.labels.<key>, <reference>.annotations.<key> (references: node, serviceAccount, claim, volume, scaler, mountedBy)',
     ],
     [
       kind('resource: x\n    labels: {team: "{{owner.labels.team | default none}}"}'),

@@ -9,7 +9,8 @@
 //       exclude: [secrets, widgets.example.com]   # kubectl-style; added to DEFAULT_EXCLUDES
 //       labels: {team: platform}
 import { describe, expectList, expectString, fail, isAbsent, resourceProblem } from './fields.ts';
-import { EVERY_KIND, type EveryKindConfig, type EveryKindScope, type KindConfig } from './model.ts';
+import { EVERY_KIND, type EveryKindConfig, type EveryKindScope, type KindConfig, templatesOf } from './model.ts';
+import { referenceName } from './template.ts';
 
 export const EVERY_KIND_SCOPES: readonly EveryKindScope[] = ['namespaced', 'cluster', 'all'];
 
@@ -154,6 +155,14 @@ export function everyKindConfig(
     throw fail(
       `${kind.where}.namespaces`,
       'cluster-scoped kinds have no namespaces: remove namespaces, or use scope: namespaced or all',
+    );
+  }
+  // A reference is a field of one kind: on every kind it would watch each whole, to find it on none.
+  const referencing = templatesOf(kind).find((t) => t.related.some((read) => referenceName(read.relation)));
+  if (referencing) {
+    throw fail(
+      kind.where,
+      `"${referencing.source}" reads a reference, which names an object by a field of one kind: set it in an entry of that kind (e.g. "- resource: pods" for node.*), not in the every-kind entry`,
     );
   }
   const fromFlag = flag === undefined ? [] : excludeList(flag, '--exclude-kinds');

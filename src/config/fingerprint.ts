@@ -1,9 +1,10 @@
 // A config's fingerprint: equal for configs that label alike whatever the order they were
 // written in, different as soon as one label, annotation, kind, namespace, selector, policy, owner
-// kind, protection, or the every-kind entry's scope or exclusions differ. The field-manager guard compares
+// kind, reference, protection, or the every-kind entry's scope or exclusions differ. The field-manager guard compares
 // fingerprints to tell a replica of the same config from another config.
 import { createHash } from 'node:crypto';
 import type { Config, KindConfig } from './model.ts';
+import { referenceDocument } from './references.ts';
 import { ACCEPT_SMALLER_AFTER_MS } from './sources.ts';
 
 /**
@@ -45,10 +46,13 @@ export function configFingerprint(config: Config): string {
   ) => acceptSmallerAfterMs === ACCEPT_SMALLER_AFTER_MS ? source : { ...source, acceptSmallerAfterMs });
   const every = config.everyKind;
   const allow = [...(config.protectAllow ?? [])].sort(byCodeUnits);
+  // The file's own references (the built-in ones are the same for every config).
+  const references = [...config.references.values()].filter((r) => r.where !== 'built in').map(referenceDocument)
+    .sort((a, b) => byCodeUnits(a['name'] ?? '', b['name'] ?? ''));
   // Without owner kinds, sources, an every-kind entry and identities allowed to change protected
   // keys, the fingerprint is what it was before they existed: replicas of one config on either
   // side of an upgrade agree.
-  const document = owners.length > 0 || sources.length > 0 || every || allow.length > 0
+  const document = owners.length > 0 || sources.length > 0 || every || allow.length > 0 || references.length > 0
     ? {
       kinds,
       ownerKinds: owners,
@@ -57,6 +61,7 @@ export function configFingerprint(config: Config): string {
         everyKind: { ...settings(every.kind), scope: every.scope, exclude: [...every.exclude].sort(byCodeUnits) },
       }),
       ...(allow.length > 0 ? { protectAllow: allow } : {}),
+      ...(references.length > 0 ? { references } : {}),
     }
     : kinds;
   return `sha256:${createHash('sha256').update(JSON.stringify(document)).digest('hex').slice(0, 16)}`;

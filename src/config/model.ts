@@ -5,6 +5,7 @@
 import { Buffer } from 'node:buffer';
 import type { Selector } from '../apimachinery/selector.ts';
 import type { ProtectMode } from './protect.ts';
+import type { ReferenceSpec } from './references.ts';
 import type { SourceSpec } from './sources.ts';
 import type { Template } from './template.ts';
 
@@ -60,6 +61,8 @@ export interface Config {
   readonly ownerKinds: readonly string[];
   /** The sources of truth templates look values up in, by name. */
   readonly sources: ReadonlyMap<string, SourceSpec>;
+  /** The related objects templates may read by reference (references.ts), by name: the built-in ones and the file's. */
+  readonly references: ReadonlyMap<string, ReferenceSpec>;
   /** What `labeller status` checks besides the counts; nothing the controller acts on. */
   readonly coverage?: CoverageSettings | undefined;
   /** Identities that may change protected keys besides labeller: user names, and `group:<name>`. */

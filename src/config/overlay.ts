@@ -16,6 +16,7 @@ import {
   type MetadataField,
   type Protection,
 } from './model.ts';
+import { BUILTIN_REFERENCES } from './references.ts';
 import { compileEntry, type KindEntry, namespaceList, parseConfig, type Rules, singular, within } from './parse.ts';
 import type { ProtectEntry, ProtectMode } from './protect.ts';
 import type { Template } from './template.ts';
@@ -66,8 +67,10 @@ export function buildConfig(input: ConfigInput): Config {
   const remedy = (field: string) =>
     input.file === undefined ? '--config kinds.yaml' : `add "${field}:" to ${input.file.source}`;
 
+  const references = file?.references ?? BUILTIN_REFERENCES;
   const rules: Rules = {
     sources: new Set(file?.sources.keys()),
+    references: new Set(references.keys()),
     allowProtected: file?.allowProtectedPrefixes ?? false,
     optIn: 'in the --config file',
   };
@@ -140,6 +143,7 @@ export function buildConfig(input: ConfigInput): Config {
   return {
     ownerKinds: file?.ownerKinds ?? [],
     sources: file?.sources ?? new Map(),
+    references,
     ...(file?.generation !== undefined ? { generation: file.generation } : {}),
     coverage: file?.coverage,
     ...(globalProtect !== undefined || kinds.some((kind) => kind.protect)

@@ -10,6 +10,7 @@
  *   allowProtectedPrefixes: false  # optional: let {{labels.x}}/{{annotations.x}} fill kubernetes.io and k8s.io keys
  *   ownerKinds: [rollouts.argoproj.io]  # optional: owner kinds that owner and root templates follow beyond the workload chain
  *   sources: {teams: {configMap: …}}     # optional: sources of truth templates look values up in (sources.ts)
+ *   references: {backup: {of: …, field: …, to: …}}  # optional: related objects named by a field, beside the built-in node, claim… (references.ts)
  *   coverage: {maxLabels: 50}      # optional: `status` warns when objects carry more labels (a cost tool's import limit)
  *   protect: deny                  # optional: keys only labeller may set, enforced by the API server (protect.ts)
  *   fights: {yieldTo: [argocd-controller]}  # optional: field managers labeller backs off from (labelling/fights.ts)
@@ -61,6 +62,7 @@ import {
   type MetadataField,
 } from './model.ts';
 import { parseProtect, type ProtectEntry, type ProtectSettings } from './protect.ts';
+import { BUILTIN_REFERENCES, parseReferences, type ReferenceSpec } from './references.ts';
 import { parseSources, type SourceSpec } from './sources.ts';
 import { compileTemplate, type Template, TemplateError } from './template.ts';
 
@@ -75,6 +77,8 @@ export interface FileConfig {
   readonly allowProtectedPrefixes: boolean;
   readonly ownerKinds: readonly string[];
   readonly sources: ReadonlyMap<string, SourceSpec>;
+  /** The built-in references and the file's own, by name. */
+  readonly references: ReadonlyMap<string, ReferenceSpec>;
   readonly coverage: CoverageSettings | undefined;
   readonly protect: ProtectSettings | undefined;
   readonly fights: FightSettings | undefined;
@@ -107,6 +111,7 @@ const FILE_FIELDS = [
   'allowProtectedPrefixes',
   'ownerKinds',
   'sources',
+  'references',
   'coverage',
   'protect',
   'fights',
@@ -131,6 +136,7 @@ export function parseConfig(text: string, source: string): FileConfig {
       allowProtectedPrefixes: false,
       ownerKinds: [],
       sources: new Map(),
+      references: BUILTIN_REFERENCES,
       coverage: undefined,
       protect: undefined,
       fights: undefined,
@@ -142,8 +148,10 @@ export function parseConfig(text: string, source: string): FileConfig {
   const allowProtectedPrefixes = parseBoolean(fields.allowProtectedPrefixes, `${source}: allowProtectedPrefixes`) ??
     false;
   const sources = parseSources(fields.sources, `${source}: sources`);
+  const references = parseReferences(fields.references, `${source}: references`);
   const rules: Rules = {
     sources: new Set(sources.keys()),
+    references: new Set(references.keys()),
     allowProtected: allowProtectedPrefixes,
     optIn: `at the top of ${source}`,
   };
@@ -170,6 +178,7 @@ export function parseConfig(text: string, source: string): FileConfig {
     allowProtectedPrefixes,
     ownerKinds: parseOwnerKinds(fields.ownerKinds, `${source}: ownerKinds`),
     sources,
+    references,
     coverage: parseCoverage(fields.coverage, `${source}: coverage`),
     protect: parseProtect(fields.protect, `${source}: protect`, false),
     fights: parseFights(fields.fights, `${source}: fights`),
@@ -318,6 +327,8 @@ function parseKind(value: unknown, where: string, rules: Rules): KindEntry {
 export interface Rules {
   /** The sources lookups may name. */
   readonly sources: ReadonlySet<string>;
+  /** The references templates may read. */
+  readonly references: ReadonlySet<string>;
   readonly allowProtected: boolean;
   /** Where allowProtectedPrefixes goes, for the message: "at the top of kinds.yaml". */
   readonly optIn: string;
@@ -326,7 +337,10 @@ export interface Rules {
 export function compileEntry(field: MetadataField, key: string, value: string, where: string, rules: Rules): Template {
   const keyProblem = field === 'labels' ? validateLabelKey(key) : validateAnnotationKey(key);
   if (keyProblem !== undefined) throw fail(where, keyProblem);
-  const template = within(where, () => compileTemplate(value, { sources: rules.sources }));
+  const template = within(
+    where,
+    () => compileTemplate(value, { sources: rules.sources, references: rules.references }),
+  );
   // labeller writes with its own rights (and force): copying a value the object's writer chose
   // into a key admission keeps from that writer (NodeRestriction's node-restriction.kubernetes.io/,
   // ValidatingAdmissionPolicies) would launder it past those rules.

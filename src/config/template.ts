@@ -22,12 +22,33 @@ import { suggest } from '../util/suggest.ts';
 /** A related object as templates see it (the namespace, the controller owner, the root of the chain). */
 export interface RelatedObject {
   readonly kind: string;
-  readonly name: string;
+  /** Undefined for a reverse reference's objects of several names. */
+  readonly name: string | undefined;
+  /**
+   * For a reference: the field that named it and its value (forward: the labelled object's); for
+   * a reverse one, the related objects' field naming the labelled object, and their names.
+   */
+  readonly via?: { readonly path: string; readonly value: string; readonly reverse?: boolean } | undefined;
   readonly labels: Labels;
   readonly annotations: Readonly<Record<string, string>>;
 }
 
-export type Relation = 'namespace' | 'owner' | 'root';
+/** A related object templates read: the namespace, the controller owner, the root of the chain, or a reference by name (references.ts). */
+export type Relation = 'namespace' | 'owner' | 'root' | ReferenceRelation;
+
+/** A reference as a relation: `ref:node` for `{{node.…}}`. */
+export type ReferenceRelation = `ref:${string}`;
+
+/** The relation of the reference named `name`. */
+export const referenceRelation = (name: string): ReferenceRelation => `ref:${name}`;
+
+/** The reference a relation is, by name; undefined for the namespace, owner and root. */
+export function referenceName(relation: Relation): string | undefined {
+  return relation.startsWith('ref:') ? relation.slice(4) : undefined;
+}
+
+/** A relation as templates write it: `namespace`, `owner`, `root`, or the reference's name. */
+export const relationName = (relation: Relation): string => referenceName(relation) ?? relation;
 
 /** What a template can refer to about the object being labelled. */
 export interface TemplateContext {
@@ -61,6 +82,8 @@ export interface Lookup {
 export interface CompileOptions {
   /** The sources lookups may name (kinds.yaml's `sources`). */
   readonly sources?: ReadonlySet<string> | undefined;
+  /** The references templates may read, by name (references.ts: the built-in ones and kinds.yaml's). */
+  readonly references?: ReadonlySet<string> | undefined;
 }
 
 /** A field of a related object that a template reads: what decides whether a change to it matters. */
@@ -106,8 +129,8 @@ export type MapVariable = (typeof MAP_VARIABLES)[number];
 export interface ObjectField {
   /** As written, normalised: `spec.nodeSelector["topology.kubernetes.io/zone"]`, `spec.ports[0].protocol`. */
   readonly path: string;
-  /** Its steps from the object: names of fields and map keys, and list indexes. */
-  readonly steps: readonly (string | number)[];
+  /** Its steps from the object: names of fields and map keys, list indexes, and null for every item of a list (`[*]`, references only). */
+  readonly steps: readonly (string | number | null)[];
 }
 
 /** What one variable reads: a field of the object, one of its labels or annotations, a field outside its metadata, or a related object's. */
@@ -143,11 +166,15 @@ const OBJECT_PARTS = ['spec', 'status'] as const;
 const MAP_VARIABLES = ['labels', 'annotations'] as const;
 const RELATIONS = ['namespace', 'owner', 'root'] as const satisfies readonly Relation[];
 /** Fields of a related object; a namespace's kind and name say nothing `{{namespace}}` does not. */
-const RELATED_FIELDS: Readonly<Record<Relation, readonly ('kind' | 'name')[]>> = {
+const RELATED_FIELDS: Readonly<Record<'namespace' | 'owner' | 'root', readonly ('kind' | 'name')[]>> = {
   namespace: [],
   owner: ['kind', 'name'],
   root: ['kind', 'name'],
 };
+
+/** The fields a relation's object has for templates: a reference's kind is the reference's own. */
+const relatedFields = (relation: Relation): readonly ('kind' | 'name')[] =>
+  referenceName(relation) === undefined ? RELATED_FIELDS[relation as keyof typeof RELATED_FIELDS] : ['name'];
 const ALLOWED = [
   ...FIELD_VARIABLES,
   ...MAP_VARIABLES.map((map) => `${map}.<key>`),
@@ -182,6 +209,7 @@ export function compileTemplate(source: string, options: CompileOptions = {}): T
     related: [],
     lookups: [],
     sources: options.sources ?? new Set(),
+    references: options.references ?? new Set(),
   };
   const parts = parse(source, reads);
   const { annotations, fields, related, lookups } = reads;
@@ -236,6 +264,7 @@ interface Reads {
   readonly related: RelatedRead[];
   readonly lookups: Lookup[];
   readonly sources: ReadonlySet<string>;
+  readonly references: ReadonlySet<string>;
 }
 
 /** `source[key variable]` or `source[key variable].field`. */
@@ -319,9 +348,10 @@ function variable(name: string, fail: (problem: string) => TemplateError, reads:
   }
 
   const [head = '', second = '', ...rest] = name.split('.');
-  const relation = RELATIONS.find((candidate) => candidate === head);
+  const relation = RELATIONS.find((candidate) => candidate === head) ??
+    (reads.references.has(head) ? referenceRelation(head) : undefined);
   if (relation !== undefined) {
-    const relatedField = RELATED_FIELDS[relation].find((candidate) => candidate === second);
+    const relatedField = relatedFields(relation).find((candidate) => candidate === second);
     if (relatedField !== undefined && rest.length === 0) {
       const read = { relation, field: relatedField };
       related.push(read);
@@ -331,13 +361,13 @@ function variable(name: string, fail: (problem: string) => TemplateError, reads:
       throw fail(`unknown variable ${JSON.stringify(name)}: the namespace's name is "{{namespace}}"`);
     }
     const map = MAP_VARIABLES.find((candidate) => candidate === second);
-    if (map === undefined) throw unknown(name, fail);
-    const read = { relation, field: map, key: mapKey(`${relation}.${map}`, rest.join('.'), name, fail) };
+    if (map === undefined) throw unknown(name, fail, reads.references);
+    const read = { relation, field: map, key: mapKey(`${head}.${map}`, rest.join('.'), name, fail) };
     related.push(read);
     return { type: 'related', read };
   }
   const map = MAP_VARIABLES.find((candidate) => candidate === head);
-  if (map === undefined) throw unknown(name, fail);
+  if (map === undefined) throw unknown(name, fail, reads.references);
   const key = mapKey(map, name.slice(map.length + 1), name, fail);
   if (map === 'annotations') annotations.push(key);
   return { type: 'map', map, key };
@@ -348,13 +378,30 @@ function isObjectPart(name: string): boolean {
   return OBJECT_PARTS.some((part) => name.startsWith(`${part}.`) || name.startsWith(`${part}[`));
 }
 
-/** One step of a field's path: `.name`, `["a map key"]` or `[0]`. */
-const STEP = /^(?:\.([A-Za-z_$][A-Za-z0-9_$]*)|\[("(?:[^"\\]|\\.)*")\]|\[(\d+)\])/;
+/** One step of a field's path: `.name`, `["a map key"]`, `[0]`, or `[*]`. */
+const STEP = /^(?:\.([A-Za-z_$][A-Za-z0-9_$]*)|\[("(?:[^"\\]|\\.)*")\]|\[(\d+)\]|(\[\*\]))/;
+
+/**
+ * A field's path outside the metadata, `spec.nodeName`, as steps; `each`: `[*]` may stand for
+ * every item of a list (`spec.volumes[*].persistentVolumeClaim.claimName`). Throws TemplateError
+ * naming what cannot be read.
+ */
+export function parseObjectField(path: string, each = false): ObjectField {
+  if (!isObjectPart(path)) {
+    throw new TemplateError(
+      `${JSON.stringify(path)}: a field's path starts with ${OBJECT_PARTS.join(' or ')}, e.g. spec.nodeName`,
+    );
+  }
+  return objectField(path, (problem) => new TemplateError(problem), each);
+}
+
+/** Whether `field` reads every item of a list: it has many values (readValues). */
+export const readsEach = (field: ObjectField): boolean => field.steps.includes(null);
 
 /** A field's path, `spec.nodeSelector["topology.kubernetes.io/zone"]`, as steps. */
-function objectField(name: string, fail: (problem: string) => TemplateError): ObjectField {
+function objectField(name: string, fail: (problem: string) => TemplateError, each = false): ObjectField {
   const part = OBJECT_PARTS.find((candidate) => name.startsWith(candidate))!;
-  const steps: (string | number)[] = [part];
+  const steps: (string | number | null)[] = [part];
   let path: string = part;
   for (let rest = name.slice(part.length); rest !== '';) {
     const step = STEP.exec(rest);
@@ -365,8 +412,18 @@ function objectField(name: string, fail: (problem: string) => TemplateError): Ob
         }; a field's path is names after dots, a map key with dots or slashes in ["…"], a list index in [0], e.g. {{spec.nodeSelector["topology.kubernetes.io/zone"]}}`,
       );
     }
-    const [whole, field, quoted, index] = step;
-    if (field !== undefined) {
+    const [whole, field, quoted, index, every] = step;
+    if (every !== undefined) {
+      if (!each) {
+        throw fail(
+          `variable ${
+            JSON.stringify(name)
+          }: [*] reads many values, and a template renders one: give an index, e.g. [0]`,
+        );
+      }
+      steps.push(null);
+      path += '[*]';
+    } else if (field !== undefined) {
       steps.push(field);
       path += `.${field}`;
     } else if (quoted !== undefined) {
@@ -386,6 +443,7 @@ function objectField(name: string, fail: (problem: string) => TemplateError): Ob
 export function readField(object: unknown, field: ObjectField): string | undefined {
   let value: unknown = object;
   for (const step of field.steps) {
+    if (step === null) return undefined;
     if (typeof step === 'number') {
       if (!Array.isArray(value)) return undefined;
       value = value[step];
@@ -403,6 +461,22 @@ export function readField(object: unknown, field: ObjectField): string | undefin
     : undefined;
 }
 
+/** The values at `field` of `object`, every item of a list where it reads `[*]`: those that are strings, numbers or booleans, as text. */
+export function readValues(object: unknown, field: ObjectField): string[] {
+  let values: unknown[] = [object];
+  for (const step of field.steps) {
+    values = values.flatMap((value): unknown[] => {
+      if (step === null) return Array.isArray(value) ? value : [];
+      if (typeof step === 'number') return Array.isArray(value) && step < value.length ? [value[step]] : [];
+      if (typeof value !== 'object' || value === null || Array.isArray(value) || !Object.hasOwn(value, step)) return [];
+      return [(value as Record<string, unknown>)[step]];
+    });
+  }
+  return values.flatMap((value) =>
+    typeof value === 'string' ? [value] : typeof value === 'number' || typeof value === 'boolean' ? [String(value)] : []
+  );
+}
+
 /** A missing label or annotation is absent; inherited properties are not labels. */
 function lookupKey(map: Readonly<Record<string, string>>, key: string): string | undefined {
   return Object.hasOwn(map, key) ? map[key] : undefined;
@@ -416,13 +490,22 @@ function mapKey(map: string, key: string, name: string, fail: (problem: string) 
   return key;
 }
 
-function unknown(name: string, fail: (problem: string) => TemplateError): TemplateError {
-  if (name === '') return fail(`empty variable "{{}}"; use one of ${ALLOWED}`);
-  return fail(`unknown variable ${JSON.stringify(name)}${didYouMean(name)}; use one of ${ALLOWED}`);
+function unknown(
+  name: string,
+  fail: (problem: string) => TemplateError,
+  references: ReadonlySet<string>,
+): TemplateError {
+  const allowed = references.size === 0
+    ? ALLOWED
+    : `${ALLOWED}, <reference>.name, <reference>.labels.<key>, <reference>.annotations.<key> (references: ${
+      [...references].join(', ')
+    })`;
+  if (name === '') return fail(`empty variable "{{}}"; use one of ${allowed}`);
+  return fail(`unknown variable ${JSON.stringify(name)}${didYouMean(name, references)}; use one of ${allowed}`);
 }
 
 /** A likely typo's fix: "nmae" → "name", "ownr.labels.team" → "owner.labels.team", "label.app" → "labels.app". */
-function didYouMean(name: string): string {
+function didYouMean(name: string, references: ReadonlySet<string>): string {
   const parts = name.split('.');
   const [head = '', second] = parts;
   if (second === undefined) {
@@ -430,7 +513,10 @@ function didYouMean(name: string): string {
     return match === undefined ? '' : ` (did you mean "${match}"?)`;
   }
   const twoSegments = `${head}.${second}`;
-  const related = suggest(twoSegments, RELATED_NAMES);
+  const related = suggest(twoSegments, [
+    ...RELATED_NAMES,
+    ...[...references].flatMap((r) => ['name', ...MAP_VARIABLES].map((f) => `${r}.${f}`)),
+  ]);
   if (related !== undefined) return ` (did you mean "${related}${name.slice(twoSegments.length)}"?)`;
   const map = suggest(head, MAP_VARIABLES);
   return map === undefined ? '' : ` (did you mean "${map}${name.slice(head.length)}"?)`;

@@ -96,7 +96,7 @@ test("a holder's own Lease never blocks it, whatever config it last wrote (a rel
 });
 
 test("with --admission-policies the claim covers the field manager's policies: two such configs always overlap, one without them does not", () => {
-  const config = { kinds: [], ownerKinds: [], sources: new Map() };
+  const config = { kinds: [], ownerKinds: [], sources: new Map(), references: new Map() };
   const kinds = { resolved: [], unknown: [] };
   const policies = claimOf(config, kinds, true).scope;
   assert.deepEqual(policies, ['mutatingadmissionpolicies.admissionregistration.k8s.io@*']);

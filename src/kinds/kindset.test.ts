@@ -195,6 +195,43 @@ kinds:
   assert.deepEqual(informers(), ['configmaps', 'pods']);
 });
 
+test("references: a pod's node is watched metadata-only in a cache of its own; a reference of another kind is refused, naming the fix; new references rebuild the caches", async (t) => {
+  const { kinds, manager } = await setup(t);
+  await kinds.apply(config(`
+kinds:
+  - resource: pods
+    labels: { zone: "{{node.labels.topology.kubernetes.io/zone}}" }
+`));
+  const informers = () => manager.informers.informers.map((i) => i.name).sort();
+  assert.deepEqual(informers(), ['nodes by reference', 'pods']);
+  await assert.rejects(
+    kinds.apply(config(`
+kinds:
+  - resource: deployments
+    labels: { zone: "{{node.labels.topology.kubernetes.io/zone}}" }
+`)),
+    /reads node\.\*, a reference of pods \(pods' spec\.nodeName names an object of nodes\), not of deployments\.apps: declare one of deployments\.apps under "references:"/,
+  );
+  assert.deepEqual(informers(), ['nodes by reference', 'pods'], 'nothing changes');
+  const rebuilt = await kinds.apply(config(`
+references:
+  runsOn: { of: deployments, field: spec.template.spec.nodeName, to: nodes }
+kinds:
+  - resource: deployments
+    labels: { zone: "{{runsOn.labels.topology.kubernetes.io/zone}}" }
+`));
+  assert.deepEqual(rebuilt.relatedCachesRebuilt, ['other references']);
+  assert.deepEqual(informers(), ['deployments.apps', 'nodes by reference']);
+  await kinds.apply(config(`
+references:
+  runsOn: { of: deployments, field: spec.template.spec.nodeName, to: nodes }
+kinds:
+  - resource: deployments
+    labels: { zone: a }
+`));
+  assert.deepEqual(informers(), ['deployments.apps'], 'no template reads a reference: its cache goes');
+});
+
 test('a kind not served waits and starts once discovery serves it; a kind no longer served stops', async (t) => {
   const { kinds, names, serve } = await setup(t);
   await kinds.apply(config('labels: { a: x }\nkinds: [{ resource: configmaps }, { resource: widgets }]\n'));

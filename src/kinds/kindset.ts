@@ -159,7 +159,7 @@ export class KindSet {
 
   async #apply(config: Config, signal?: AbortSignal): Promise<KindSetChange> {
     const { manager, discovery, wiring, claim, log } = this.#options;
-    const explicit = resolveKinds(config.kinds, discovery);
+    const explicit = resolveKinds(config.kinds, discovery, config.references);
     const every = config.everyKind
       ? this.#everyKind.expand(config.everyKind, explicit.resolved, discovery.resources).kinds
       : [];

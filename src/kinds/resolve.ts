@@ -5,7 +5,9 @@
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
 import { ResolveError } from '../apimachinery/resolve.ts';
 import { type ApiResource, groupResource } from '../apimachinery/resource.ts';
-import type { KindConfig } from '../config/model.ts';
+import { type KindConfig, templatesOf } from '../config/model.ts';
+import { describeReference, type ReferenceSpec } from '../config/references.ts';
+import { referenceName } from '../config/template.ts';
 import { ConfigError } from '../config/fields.ts';
 import { UsageError } from '../util/usage.ts';
 
@@ -24,12 +26,18 @@ export interface Resolved {
  * Resolves kinds against the discovery cache. Throws KindError for a kind that is a mistake in the
  * config (ambiguous, a verb missing), ConfigError for two entries of one resource that overlap.
  */
-export function resolveKinds(kinds: readonly KindConfig[], discovery: DiscoveryCache): Resolved {
+export function resolveKinds(
+  kinds: readonly KindConfig[],
+  discovery: DiscoveryCache,
+  references: ReadonlyMap<string, ReferenceSpec>,
+): Resolved {
   const resolved: ResolvedKind[] = [];
   const unknown: { kind: KindConfig; error: ResolveError }[] = [];
   for (const kind of kinds) {
     try {
-      resolved.push({ kind, resource: discovery.resolve(kind.resource) });
+      const resource = discovery.resolve(kind.resource);
+      checkReferences(kind, resource, references, discovery);
+      resolved.push({ kind, resource });
     } catch (error) {
       // A kind that is not served (yet) is reported and the others run; a kind that is
       // ambiguous or lacks a verb is a mistake in the config.
@@ -39,6 +47,50 @@ export function resolveKinds(kinds: readonly KindConfig[], discovery: DiscoveryC
   }
   checkAliases(resolved);
   return { resolved, unknown };
+}
+
+/**
+ * Throws KindError when a template of `kind` reads a reference of another kind: the field that
+ * names the related object is the reference's kind's, and means nothing on this one.
+ */
+function checkReferences(
+  kind: KindConfig,
+  resource: ApiResource,
+  references: ReadonlyMap<string, ReferenceSpec>,
+  discovery: DiscoveryCache,
+): void {
+  for (const template of templatesOf(kind)) {
+    for (const read of template.related) {
+      const name = referenceName(read.relation);
+      const reference = name === undefined ? undefined : references.get(name);
+      // A reverse reference without `to` names any kind its kindField says.
+      const labelled = reference?.direction === 'forward' ? reference.of : reference?.to;
+      if (!reference || labelled === undefined) continue;
+      let named: ApiResource | undefined;
+      try {
+        named = discovery.resolve(labelled, []);
+      } catch {
+        // Not served: it cannot be this kind, which is.
+      }
+      if (named && groupResource(named) === groupResource(resource)) {
+        if (reference.direction === 'forward' || resource.namespaced) continue;
+        throw new KindError(
+          `${
+            template.where ?? kind.where
+          }: "${template.source}" reads ${name}.*, whose objects name objects in their own namespace; ${
+            groupResource(resource)
+          } is cluster-scoped`,
+        );
+      }
+      throw new KindError(
+        `${template.where ?? kind.where}: "${template.source}" reads ${name}.*, a reference of ${labelled} (${
+          describeReference(reference)
+        }), not of ${groupResource(resource)}: declare one of ${
+          groupResource(resource)
+        } under "references:", or move the key to a ${labelled} entry`,
+      );
+    }
+  }
 }
 
 /** Throws ConfigError naming both entries when two kinds resolve to one resource with namespaces in common. */

@@ -4,7 +4,7 @@
 // object's metadata, are reduced to those lists of keys before the object is cached.
 import { Buffer } from 'node:buffer';
 import type { MetadataField } from '../config/model.ts';
-import { type ObjectField, readField } from '../config/template.ts';
+import { type ObjectField, readField, readsEach, readValues } from '../config/template.ts';
 import type { FieldsV1, ManagedFieldsEntry, PartialObjectMetadata } from '../apimachinery/objects.ts';
 import type { Projection } from '../runtime/store.ts';
 import { markerKeys, parseMarker } from './admitted.ts';
@@ -223,7 +223,8 @@ export function projector(
   const fieldsOf = (object: PartialObjectMetadata): Readonly<Record<string, string>> => {
     const values: Record<string, string> = {};
     for (const field of fields) {
-      const value = readField(object, field);
+      // A reference's `[*]` reads a list's items: kept one per line (names have no newlines).
+      const value = readsEach(field) ? readValues(object, field).join('\n') || undefined : readField(object, field);
       if (value !== undefined) values[field.path] = value;
     }
     return fieldSets.take(JSON.stringify(values), Object.freeze(values));

@@ -1,9 +1,16 @@
 // What a template read while rendering one key for one object: the object's own labels,
-// annotations and fields outside its metadata, a related object's (its namespace, owner, root owner) and the sources' entries it
+// annotations and fields outside its metadata, a related object's (its namespace, owner, root owner, an object a reference
+// names, with the field that named it) and the sources' entries it
 // looked up. Recorded by wrapping the template context, so whatever a template reads is seen,
 // however it is written; only `labeller explain` renders this way, never the reconcile path.
 import type { MetadataField } from '../config/model.ts';
-import type { RelatedObject, Relation, Template, TemplateContext } from '../config/template.ts';
+import {
+  type RelatedObject,
+  type Relation,
+  relationName,
+  type Template,
+  type TemplateContext,
+} from '../config/template.ts';
 import type { Unreadable } from './ports.ts';
 
 /** One value a template read; `value` undefined: it was absent. */
@@ -14,10 +21,12 @@ export type Input =
   | {
     readonly from: Relation;
     /** Absent: the object has no such related object (no owner). */
-    readonly object?: { readonly kind: string; readonly name: string };
+    readonly object?: { readonly kind: string; readonly name: string | undefined };
     /** `labels.<key>`, `annotations.<key>`, `name` or `kind`; absent when there is no object. */
     readonly read?: string;
     readonly value?: string;
+    /** For a reference: the field that named it, and its value (RelatedObject's via). */
+    readonly via?: NonNullable<RelatedObject['via']>;
   }
   | {
     readonly from: 'source';
@@ -85,9 +94,9 @@ export function tracing(context: TemplateContext, inputs: Input[]): TemplateCont
 }
 
 function relatedTracing(relation: Relation, object: RelatedObject, inputs: Input[]): RelatedObject {
-  const { kind, name } = object;
+  const { kind, name, via } = object;
   const push = (read: string, value: string | undefined) =>
-    inputs.push({ from: relation, object: { kind, name }, read, ...has(value) });
+    inputs.push({ from: relation, object: { kind, name }, read, ...has(value), ...(via ? { via } : {}) });
   return {
     get kind() {
       push('kind', kind);
@@ -141,11 +150,12 @@ export function absences(inputs: readonly Input[]): string[] {
             input.field === undefined ? '' : ` with ${input.field}`
           }`;
         }
-        if (!input.object) return `the object has no ${input.from}`;
+        const relation = relationName(input.from);
+        if (!input.object) return `the object has no ${relation}`;
         const [map = '', ...key] = (input.read ?? '').split('.');
         return map === 'labels' || map === 'annotations'
-          ? `its ${input.from} has no ${singular(map)} ${key.join('.')}`
-          : `its ${input.from} has no ${map}`;
+          ? `its ${relation} has no ${singular(map)} ${key.join('.')}`
+          : `its ${relation} has no ${map}`;
       }),
     ),
   ];

@@ -30,7 +30,7 @@ export function renderPolicies(
   fieldManager: string,
   identity: string | undefined,
 ): RenderedPolicies {
-  const { resolved, unknown } = resolveKinds(config.kinds, discovery);
+  const { resolved, unknown } = resolveKinds(config.kinds, discovery, config.references);
   const every = config.everyKind;
   let excluded: { group: string; resource: string }[] = [];
   let unmatched: readonly string[] = [];

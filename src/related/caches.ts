@@ -7,6 +7,7 @@ import { isForbidden, isNotFound } from '../apimachinery/errors.ts';
 import { type LabelledObject, projector } from '../labelling/object.ts';
 import { Informer } from '../runtime/informer.ts';
 import type { StoreIndex } from '../runtime/storeindex.ts';
+import type { ObjectField } from '../config/template.ts';
 import type { LabellerEvents } from '../events/labellerevents.ts';
 import type { ResourceApis } from '../kube/api.ts';
 import type { Metrics } from '../metrics/metrics.ts';
@@ -53,6 +54,12 @@ export interface RelatedProjection {
   readonly annotations: ReadonlySet<string>;
   /** Keeps each object's controller reference and indexes by it, for root.*: an index made by `index`. */
   readonly index: (() => StoreIndex<LabelledObject>) | undefined;
+  /** Kept whole on every shard member: objects of any namespace may read it (a PV's claim). */
+  readonly unsplit?: boolean | undefined;
+  /** Fields outside the metadata its objects are projected to (a reverse reference's): watched whole. */
+  readonly fields?: readonly ObjectField[] | undefined;
+  /** An index of its objects by what they name by reference. */
+  readonly byReference?: (() => StoreIndex<LabelledObject>) | undefined;
 }
 
 export class RelatedInformers {
@@ -97,21 +104,24 @@ export class RelatedInformers {
     if (known) return known.informer;
     const { apis, informers, options, events, metrics, notServed, shard, log } = this.#wiring;
     const byOwner = projection.index?.();
+    const byReference = projection.byReference?.();
+    const fields = projection.fields ?? [];
     const annotations = [...projection.annotations].sort().join(',');
     const handle = informers.acquire(
       `related ${id} ${annotations} ${byOwner ? 'owners' : ''}`,
       () =>
         new Informer<LabelledObject>({
           name: id,
-          api: apis(resource, namespace),
+          api: apis(resource, namespace, fields.length > 0),
           project: projector({
             fieldManager: options.fieldManager,
             read: projection.annotations,
             owners: byOwner !== undefined,
+            fields,
           }),
-          indexes: byOwner ? [byOwner] : [],
+          indexes: [...(byOwner ? [byOwner] : []), ...(byReference ? [byReference] : [])],
           watch: { fieldSelector, watchTimeoutSeconds: options.watchTimeoutSeconds },
-          partition: shard?.partition(resource, 'related'),
+          partition: projection.unsplit ? undefined : shard?.partition(resource, 'related'),
           metrics: metrics?.informer(id),
           onWatchError: (error) => {
             events?.forKind(id, { apiVersion: apiVersion(resource), kind: resource.kind }).watchFailed(error);

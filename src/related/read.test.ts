@@ -26,6 +26,7 @@ function caches(objects: readonly LabelledObject[], namespaces: Record<string, L
   return {
     namespace: (name) => namespaces[name],
     owner: (owner) => objects.find((o) => o.uid === owner.uid),
+    referenced: () => undefined,
   };
 }
 
@@ -85,6 +86,7 @@ test('what cannot be read is held, never absent: a cache not listed, a kind not 
     owner: () => {
       throw new RelatedUnreadable('unavailable', 'owner kind Node (v1) is not followed');
     },
+    referenced: () => undefined,
   };
   const mirror = object('etcd-node-1', {
     owner: { apiVersion: 'v1', kind: 'Node', name: 'node-1', uid: 'uid-node-1' },
@@ -146,6 +148,7 @@ function consumer(
 ) {
   const queued: string[] = [];
   const value: Consumer = {
+    kind: 'Pod',
     reads: reads(...sources),
     stores: [store],
     target: { enqueue: (key) => queued.push(key) },

@@ -8,9 +8,16 @@
 import { ReasonedError } from '../util/reasonederror.ts';
 import type { Enqueue } from '../runtime/watches.ts';
 import type { StoreIndex } from '../runtime/storeindex.ts';
-import type { Store, StoreChange } from '../runtime/store.ts';
+import { objectKey, type Store, type StoreChange } from '../runtime/store.ts';
 import type { ControllerRef, LabelledObject } from '../labelling/object.ts';
-import type { RelatedObject, RelatedRead, Relation, Template } from '../config/template.ts';
+import {
+  referenceName,
+  type ReferenceRelation,
+  type RelatedObject,
+  type RelatedRead,
+  type Relation,
+  type Template,
+} from '../config/template.ts';
 import type { RelatedView, Unreadable } from '../labelling/ports.ts';
 
 /** How far up an owner chain `root` looks (Pod → ReplicaSet → Deployment is 2); a longer or cyclic chain has no root. */
@@ -30,6 +37,11 @@ export interface RelatedCaches {
    * no such object (not seen yet, or being deleted; another object under its name is not it).
    */
   owner(ref: ControllerRef, namespace: string): LabelledObject | undefined;
+  /**
+   * What `object` names by the reference `relation` (with the field that named it), or undefined
+   * when the field is not set or its cache holds no such object.
+   */
+  referenced(relation: ReferenceRelation, object: LabelledObject): RelatedObject | undefined;
 }
 
 /** What a kind's templates read of each relation. */
@@ -76,8 +88,14 @@ export function resolveRelated(
   const owner = object.owner;
   if (reads.has('owner') && owner) read('owner', () => view(owner.kind, ownerOf(owner, object.namespace, caches)));
   if (reads.has('root')) read('root', () => rootOf(object, kind, caches));
+  for (const relation of reads.keys()) {
+    if (isReference(relation)) read(relation, () => caches.referenced(relation, object));
+  }
   return { objects, held: held ?? NOTHING_HELD };
 }
+
+/** Whether `relation` is a reference's. */
+export const isReference = (relation: Relation): relation is ReferenceRelation => referenceName(relation) !== undefined;
 
 /** The owner `ref` points at; not in its cache, it is pending: not seen yet, or on its way out. */
 function ownerOf(ref: ControllerRef, namespace: string, caches: RelatedCaches): LabelledObject {
@@ -127,6 +145,8 @@ export function readsChanged(
 
 /** A labelled kind's controller as a reader of related objects. */
 export interface Consumer {
+  /** The kind of its objects (`Deployment`): what a reverse reference's kindField names. */
+  readonly kind: string;
   readonly reads: RelatedReads;
   /** Its caches: one per namespace it watches, or one for all. */
   readonly stores: readonly Store<LabelledObject>[];
@@ -135,6 +155,14 @@ export interface Consumer {
   readonly inNamespace?: ((name: string) => Iterable<string>) | undefined;
   /** Its objects by their controller's uid (an index per cache), when it reads `owner.*` or `root.*`. */
   readonly byOwner?: readonly StoreIndex<LabelledObject>[] | undefined;
+  /** Its objects by the name each reference it reads names (an index per cache). */
+  readonly byReference?: ReadonlyMap<ReferenceRelation, readonly IndexedStore[]> | undefined;
+}
+
+/** A store with one of its indexes. */
+export interface IndexedStore {
+  readonly store: Store<LabelledObject>;
+  readonly index: StoreIndex<LabelledObject>;
 }
 
 /** A store an owner chain runs through: a consumer's own, or a related owner kind's. */
@@ -199,6 +227,67 @@ export function* ownerRequeues(
       ),
     );
     if (rootReaders.size > 0) yield* descendants(uid, chain, rootReaders);
+  }
+}
+
+/**
+ * Maps changes of objects a reference names to the consumers' objects naming them, of the
+ * references in `relations` that name objects of this store; `names` says whether an object
+ * names `target` (its namespace: the index holds names only).
+ */
+export function* referenceRequeues(
+  change: StoreChange<LabelledObject>,
+  store: Store<LabelledObject>,
+  relations: ReadonlySet<ReferenceRelation>,
+  consumers: readonly Consumer[],
+  names: (relation: ReferenceRelation, object: LabelledObject, target: { name: string; namespace: string }) => boolean,
+): Generator<Requeue> {
+  for (const [, old, now] of changes(change, store)) {
+    const target = now ?? old;
+    if (!target) continue;
+    for (const consumer of consumers) {
+      for (const relation of relations) {
+        const indexes = consumer.byReference?.get(relation);
+        if (!indexes || !readsChanged(consumer.reads.get(relation), old, now)) continue;
+        for (const { store, index } of indexes) {
+          for (const key of index.get(target.name)) {
+            const object = store.get(key);
+            if (object && names(relation, object, target)) yield [consumer.target, key];
+          }
+        }
+      }
+    }
+  }
+}
+
+/**
+ * Maps changes of objects naming others by the reverse reference `relation` (`keys`: what one
+ * names, reverseKeys) to the consumers' objects they name before and after: all of them when a
+ * field read changed, else those named or no longer named.
+ */
+export function* reverseRequeues(
+  change: StoreChange<LabelledObject>,
+  store: Store<LabelledObject>,
+  relation: ReferenceRelation,
+  consumers: readonly Consumer[],
+  keys: (object: LabelledObject) => readonly string[],
+): Generator<Requeue> {
+  for (const [, old, now] of changes(change, store)) {
+    const before = new Set(old ? keys(old) : []);
+    const after = new Set(now ? keys(now) : []);
+    for (const consumer of consumers) {
+      const reads = consumer.reads.get(relation);
+      if (!reads) continue;
+      const all = readsChanged(reads, old, now);
+      for (const key of new Set([...before, ...after])) {
+        if (!all && before.has(key) === after.has(key)) continue;
+        // `Kind:ns/name` where the related objects say which kind they name.
+        const colon = key.indexOf(':');
+        if (colon !== -1 && key.slice(0, colon) !== consumer.kind) continue;
+        const [namespace = '', name = ''] = key.slice(colon + 1).split('/');
+        yield [consumer.target, objectKey({ namespace, name })];
+      }
+    }
   }
 }
 

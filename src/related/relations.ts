@@ -1,5 +1,6 @@
-// The related objects templates read, wired to the shared informer cache: namespaces, and the
-// owner kinds labelled objects point at that labeller follows (ownerkinds.ts). Each is watched
+// The related objects templates read, wired to the shared informer cache: namespaces, the owner
+// kinds labelled objects point at that labeller follows (ownerkinds.ts), and the objects their
+// references name (references.ts). Each is watched
 // metadata-only once, whoever reads it, sharing a labelled kind's own cache when it covers the
 // same resource and namespace (caches.ts); its changes are mapped back to the labelled
 // objects that read it. A kind waits for the caches it reads to list or fail; what cannot be read
@@ -14,13 +15,16 @@ import { type ControllerRef, type LabelledObject, projector, writtenOrder } from
 import {
   type ChainLink,
   type Consumer,
+  isReference,
   namespaceRequeues,
   ownerRequeues,
+  referenceRequeues,
   type RelatedCaches,
   type RelatedReads,
   relatedReads,
   RelatedUnreadable,
   resolveRelated,
+  reverseRequeues,
 } from './read.ts';
 import { type RelatedView } from '../labelling/ports.ts';
 import { kindSettings } from '../config/model.ts';
@@ -34,6 +38,8 @@ import { OwnerKinds } from './ownerkinds.ts';
 import { OwnerTracker } from './ownertracker.ts';
 import { RelatedInformers, type RelatedRead, type RelatedWiring } from './caches.ts';
 import { UnreadableKinds } from './unreadable.ts';
+import { agreed, namedBy, References, reverseKey, reverseKeys } from './references.ts';
+import type { ReferenceRelation, RelatedObject } from '../config/template.ts';
 
 const NAMESPACES = 'namespaces';
 /** The names of the store indexes by namespace and by controller owner uid. */
@@ -58,13 +64,16 @@ export interface KindRelations {
   detach(): void;
 }
 
-export class Relations implements RelatedCaches {
+export class Relations {
   readonly #wiring: RelatedWiring;
   readonly #discovery: DiscoveryCache;
   readonly #scope: RelatedScope;
   readonly unreadable: UnreadableKinds;
   readonly #owners: OwnerKinds;
+  readonly #references: References;
   readonly #related: RelatedInformers;
+  /** The caches of objects references name, by id, with the references that name their objects. */
+  readonly #referenceCaches = new Map<string, Set<ReferenceRelation>>();
   #consumers: Consumer[] = [];
   #chain: ChainLink[] = [];
   readonly #tracker = new OwnerTracker({
@@ -74,6 +83,7 @@ export class Relations implements RelatedCaches {
   /** Consumers reading namespaces and owners: the caches made for them go with the last. */
   #namespaceReaders = 0;
   #ownerReaders = 0;
+  #referenceReaders = 0;
   readonly #stopDiscovery: () => void;
 
   constructor(config: Config, wiring: RelatedWiring, discovery: DiscoveryCache) {
@@ -82,10 +92,13 @@ export class Relations implements RelatedCaches {
     this.#scope = relatedScope(kindSettings(config));
     this.unreadable = new UnreadableKinds(wiring.log, wiring.events);
     this.#owners = new OwnerKinds(config.ownerKinds, discovery, this.unreadable);
+    this.#references = new References(config.references, discovery, this.unreadable);
+    this.#references.resolve();
     this.#related = new RelatedInformers(wiring, this.unreadable);
-    // A CRD installed later may be an owner kind: its objects' dependents are looked at again.
+    // A CRD installed later may be an owner kind, or a kind a reference names: its objects' dependents are looked at again.
     this.#stopDiscovery = discovery.onChange(() => {
       this.#owners.resolve();
+      this.#references.resolve();
       this.#tracker.renote();
     });
   }
@@ -93,7 +106,8 @@ export class Relations implements RelatedCaches {
   /** What these caches lack to serve `config` (a reloaded one), in words; empty when they serve it. */
   lacks(config: Config): string[] {
     const owners = this.#owners.same(config.ownerKinds) ? [] : ['other owner kinds followed'];
-    return [...scopeLacks(this.#scope, relatedScope(kindSettings(config))), ...owners];
+    const references = this.#references.same(config.references) ? [] : ['other references'];
+    return [...scopeLacks(this.#scope, relatedScope(kindSettings(config))), ...owners, ...references];
   }
 
   /** What the caches of related objects list and watch now (the preflight asks whether it may). */
@@ -120,7 +134,16 @@ export class Relations implements RelatedCaches {
     // The lookup index notes on each object what it looked up.
     const lookups = templates.some((template) => template.lookups.length > 0);
     const own = templates.flatMap((template) => template.annotations);
-    const fields = [...new Map(templates.flatMap((t) => t.fields).map((field) => [field.path, field])).values()];
+    const referencing = [...reads.keys()].filter(isReference);
+    // The fields its references read are kept as the templates' own fields are.
+    const fields = [
+      ...new Map(
+        [...templates.flatMap((t) => t.fields), ...this.#references.fields(referencing)].map((field) => [
+          field.path,
+          field,
+        ]),
+      ).values(),
+    ];
     // Of the annotations labeller writes, the cache keeps digests.
     const written = writtenOrder(kind.annotations.keys());
     // Any labelled object may be another's owner or root: its cache keeps what they read.
@@ -138,6 +161,11 @@ export class Relations implements RelatedCaches {
     let controller: Controller<LabelledObject> | undefined;
     /** Mappers subscribed to its own caches. */
     const subscriptions: (() => void)[] = [];
+    const caches: RelatedCaches = {
+      namespace: (name) => this.#namespace(name),
+      owner: (ref, namespace) => this.#owner(ref, namespace),
+      referenced: (relation, object) => this.#referenced(relation, object, resource),
+    };
     return {
       project: projector({
         fieldManager: this.#wiring.options.fieldManager,
@@ -152,6 +180,7 @@ export class Relations implements RelatedCaches {
           ? [new StoreIndex<LabelledObject>(NAMESPACE, (object) => object.namespace || undefined)]
           : []),
         ...(owners ? [new StoreIndex<LabelledObject>(OWNER, (object) => object.owner?.uid)] : []),
+        ...this.#references.indexes(referencing),
       ],
       signature: JSON.stringify([
         [...annotations].sort(),
@@ -160,10 +189,11 @@ export class Relations implements RelatedCaches {
         lookups,
         written,
         fields.map((field) => field.path).sort(),
+        referencing.sort(),
       ]),
       whole: fields.length > 0,
-      related: reads.size === 0 ? undefined : (object) => resolveRelated(object, resource.kind, reads, this),
-      dependencies: reads.size === 0 ? undefined : () => this.#dependencies(controller!, reads),
+      related: reads.size === 0 ? undefined : (object) => resolveRelated(object, resource.kind, reads, caches),
+      dependencies: reads.size === 0 ? undefined : () => this.#dependencies(controller!, resource, reads),
       attach: (attached, shared) => {
         controller = attached;
         if (shared) {
@@ -174,6 +204,7 @@ export class Relations implements RelatedCaches {
         if (reads.size > 0) {
           const byOwner = attached.informers.flatMap((informer) => informer.store.index(OWNER) ?? []);
           this.#consumers.push({
+            kind: resource.kind,
             reads,
             stores: attached.informers.map((informer) => informer.store),
             target: attached,
@@ -184,15 +215,27 @@ export class Relations implements RelatedCaches {
                   : informerIn(attached, name)?.store.keys() ?? []
               : undefined,
             byOwner: byOwner.length > 0 ? byOwner : undefined,
+            byReference: referencing.length > 0
+              ? new Map(referencing.map((relation) => [
+                relation,
+                attached.informers.flatMap(({ store }) => {
+                  const index = store.index(relation);
+                  return index ? [{ store, index }] : [];
+                }),
+              ]))
+              : undefined,
           });
         }
         if (reading.namespace) this.#namespaceReaders++;
         if (reading.owners) this.#ownerReaders++;
+        if (referencing.length > 0) this.#referenceReaders++;
         for (const informer of attached.informers) {
           // Its objects may be others' owners: their changes requeue what reads them.
           if (this.#scope.owners) subscriptions.push(this.#asOwners(informer, informer.store.index(OWNER)));
           if (reading.owners) this.#tracker.track(informer, reads.has('root'));
           if (reading.namespace) this.#namespaceInformer(namespaceOf(informer));
+          // The caches its references read start listing now, not at the first object naming one.
+          for (const relation of referencing) this.#tryReferenceInformer(relation, resource, namespaceOf(informer));
           // Labelled namespaces that are also the namespace cache: their changes map to what reads them.
           if (isNamespaces(resource) && this.#related.get(this.#id(resource, namespaceOf(informer))) === informer) {
             subscriptions.push(this.#watchNamespaces(informer));
@@ -211,20 +254,26 @@ export class Relations implements RelatedCaches {
           !stopping.informers.some((informer) => informer.store === link.store)
         );
         for (const informer of informers) this.#tracker.forget(informer);
-        if (reading.namespace && --this.#namespaceReaders === 0) this.#release((id) => id.startsWith(NAMESPACES));
+        if (reading.namespace && --this.#namespaceReaders === 0) {
+          this.#release((id) => id.startsWith(NAMESPACES) && !this.#referenceCaches.has(id));
+        }
         if (reading.owners && --this.#ownerReaders === 0) this.#releaseOwners();
+        if (referencing.length > 0 && --this.#referenceReaders === 0) {
+          this.#release((id) => this.#referenceCaches.has(id));
+          this.#referenceCaches.clear();
+        }
       },
     };
   }
 
-  namespace(name: string): LabelledObject | undefined {
+  #namespace(name: string): LabelledObject | undefined {
     const informer = this.#namespaceInformer(this.#scope.namespaced ? name : '');
     if (!informer) throw new RelatedUnreadable('unavailable', 'namespaces cannot be read');
     requireListed(informer, 'namespaces');
     return informer.store.get(name);
   }
 
-  owner(ref: ControllerRef, namespace: string): LabelledObject | undefined {
+  #owner(ref: ControllerRef, namespace: string): LabelledObject | undefined {
     const found = this.#ownerInformer(ref, namespace);
     if (!found) {
       throw new RelatedUnreadable('unavailable', `owner kind ${ref.kind} (${ref.apiVersion}) is not followed`);
@@ -234,6 +283,92 @@ export class Relations implements RelatedCaches {
     const object = informer.store.get(objectKey({ name: ref.name, namespace: resource.namespaced ? namespace : '' }));
     // Another object under the owner's old name is not the owner.
     return object?.uid === ref.uid ? object : undefined;
+  }
+
+  /**
+   * The related object `relation` reads for `object`, of `labelled`: what it names (forward), or
+   * what those naming it agree on (reverse); undefined when there is none.
+   */
+  #referenced(relation: ReferenceRelation, object: LabelledObject, labelled: ApiResource): RelatedObject | undefined {
+    const spec = this.#references.spec(relation);
+    if (!spec) return undefined;
+    if (spec.direction === 'reverse') {
+      const informer = this.#referenceInformer(relation, labelled, object.namespace);
+      requireListed(informer, `${spec.from} (reference ${spec.name})`);
+      const { store } = informer;
+      const referrers = [...(store.index(relation)?.get(reverseKey(spec, labelled.kind, object)) ?? [])].flatMap((
+        key,
+      ) => store.get(key) ?? []);
+      const kind = this.#references.resource(relation)?.kind ?? spec.from;
+      return referrers.length === 0 ? undefined : agreed(kind, referrers, spec.field.path);
+    }
+    const value = object.fields?.[spec.field.path];
+    if (!value) return undefined;
+    const informer = this.#referenceInformer(relation, labelled, object.namespace);
+    const to = this.#references.resource(relation);
+    const named = to && namedBy(spec, object, to);
+    if (!to || !named) return undefined;
+    requireListed(informer, `${spec.to} (reference ${spec.name})`);
+    const found = informer.store.get(objectKey(named));
+    return found && {
+      kind: to.kind,
+      name: found.name,
+      labels: found.labels,
+      annotations: found.annotations,
+      via: { path: spec.field.path, value },
+    };
+  }
+
+  /** The cache of `relation`'s related objects for objects of `labelled` in `namespace`; throws RelatedUnreadable when their kind is not served. */
+  #referenceInformer(relation: ReferenceRelation, labelled: ApiResource, namespace: string): Informer<LabelledObject> {
+    const cache = this.#references.cache(relation, labelled, namespace, this.#scope.namespaced);
+    let relations = this.#referenceCaches.get(cache.id);
+    if (!relations) this.#referenceCaches.set(cache.id, relations = new Set());
+    relations.add(relation);
+    const reading = relations;
+    const spec = this.#references.spec(relation);
+    return this.#related.ensure(
+      cache.id,
+      cache.resource,
+      cache.namespace,
+      undefined,
+      {
+        annotations: this.#scope.annotations,
+        index: undefined,
+        unsplit: cache.unsplit,
+        fields: cache.fields,
+        byReference: cache.index,
+      },
+      (informer) => [
+        watches(
+          informer,
+          (change) =>
+            spec?.direction === 'reverse'
+              ? reverseRequeues(
+                change,
+                informer.store,
+                relation,
+                this.#consumers,
+                (object) => reverseKeys(spec, object),
+              )
+              : referenceRequeues(change, informer.store, reading, this.#consumers, (rel, object, named) => {
+                const forward = this.#references.spec(rel);
+                const found = forward?.direction === 'forward' &&
+                  namedBy(forward, object, this.#references.resource(rel));
+                return Boolean(found && found.name === named.name && found.namespace === named.namespace);
+              }),
+        ),
+      ],
+    );
+  }
+
+  /** As #referenceInformer, for a cache that need not be there yet: one not served is reported, and read when it is. */
+  #tryReferenceInformer(relation: ReferenceRelation, labelled: ApiResource, namespace: string): void {
+    try {
+      this.#referenceInformer(relation, labelled, namespace);
+    } catch (error) {
+      if (!(error instanceof RelatedUnreadable)) throw error;
+    }
   }
 
   /** The informer id of `resource` watched in `namespace` ('' = all namespaces). */
@@ -312,15 +447,19 @@ export class Relations implements RelatedCaches {
   }
 
   /** Resolves once every cache the controller's templates read has listed or failed, including caches found meanwhile. */
-  async #dependencies(controller: Controller<LabelledObject>, reads: RelatedReads): Promise<void> {
+  async #dependencies(
+    controller: Controller<LabelledObject>,
+    labelled: ApiResource,
+    reads: RelatedReads,
+  ): Promise<void> {
     for (;;) {
-      const ids = this.#dependencyIds(controller, reads);
+      const ids = this.#dependencyIds(controller, labelled, reads);
       await Promise.all([...ids].map((id) => this.#related.get(id)?.settled));
-      if ([...this.#dependencyIds(controller, reads)].every((id) => ids.has(id))) return;
+      if ([...this.#dependencyIds(controller, labelled, reads)].every((id) => ids.has(id))) return;
     }
   }
 
-  #dependencyIds(controller: Controller<LabelledObject>, reads: RelatedReads): Set<string> {
+  #dependencyIds(controller: Controller<LabelledObject>, labelled: ApiResource, reads: RelatedReads): Set<string> {
     const ids = new Set<string>();
     for (const informer of controller.informers) {
       if (reads.has('namespace')) {
@@ -328,6 +467,15 @@ export class Relations implements RelatedCaches {
         ids.add(namespace ? `${NAMESPACES}/${namespace}` : NAMESPACES);
       }
       if (reads.has('owner') || reads.has('root')) this.#tracker.ids(informer, reads.has('root'), ids);
+      for (const relation of reads.keys()) {
+        if (!isReference(relation)) continue;
+        try {
+          ids.add(this.#references.cache(relation, labelled, namespaceOf(informer), this.#scope.namespaced).id);
+        } catch (error) {
+          // Not served: nothing to wait for; its labels are held.
+          if (!(error instanceof RelatedUnreadable)) throw error;
+        }
+      }
     }
     return ids;
   }
@@ -335,7 +483,7 @@ export class Relations implements RelatedCaches {
   /** The owner caches made here go: no kind reads owners any more. */
   #releaseOwners(): void {
     this.#tracker.forget();
-    this.#release((id) => !id.startsWith(NAMESPACES));
+    this.#release((id) => !id.startsWith(NAMESPACES) && !this.#referenceCaches.has(id));
   }
 
   #release(matches: (id: string) => boolean): void {

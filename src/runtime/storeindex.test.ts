@@ -48,3 +48,16 @@ test('an object indexed under no value is not indexed', () => {
   index.update('k', 'v', undefined);
   assert.deepEqual([...index.get('v')], []);
 });
+
+test("an object indexed under several values (a list's items) is found under each, and moves value by value", () => {
+  const index = new StoreIndex<readonly string[]>('claims', (claims) => claims);
+  index.update('pod-a', undefined, ['data', 'logs']);
+  index.update('pod-b', undefined, ['data']);
+  assert.deepEqual([[...index.get('data')], [...index.get('logs')]], [['pod-a', 'pod-b'], ['pod-a']]);
+  index.update('pod-a', ['data', 'logs'], ['logs', 'cache']);
+  assert.deepEqual([[...index.get('data')], [...index.get('logs')], [...index.get('cache')]], [['pod-b'], ['pod-a'], [
+    'pod-a',
+  ]]);
+  index.update('pod-a', ['logs', 'cache'], undefined);
+  assert.deepEqual([[...index.get('logs')], [...index.get('cache')]], [[], []]);
+});

@@ -3,16 +3,19 @@
 // the objects that depend on it without scanning the store.
 import { KeySets } from './keysets.ts';
 
+/** What an object is indexed under: one value, several, or none. */
+export type IndexValue = string | readonly string[] | undefined;
+
 export class StoreIndex<T> {
   /** What it indexes by, e.g. 'namespace' or 'owner': how readers find it in a store shared with others. */
   readonly name: string;
-  readonly #valueOf: (object: T) => string | undefined;
+  readonly #valueOf: (object: T) => IndexValue;
   #keys = new KeySets();
   /** The index of a list under way, which replaces this one when the list completes. */
   #staged: KeySets | undefined;
 
-  /** `valueOf` answers the value an object is indexed under, or undefined for none. */
-  constructor(name: string, valueOf: (object: T) => string | undefined) {
+  /** `valueOf` answers the value an object is indexed under, several (a list's items), or undefined for none. */
+  constructor(name: string, valueOf: (object: T) => IndexValue) {
     this.name = name;
     this.#valueOf = valueOf;
   }
@@ -50,7 +53,14 @@ export class StoreIndex<T> {
     const from = before === undefined ? undefined : this.#valueOf(before);
     const to = after === undefined ? undefined : this.#valueOf(after);
     if (from === to) return;
-    if (from !== undefined) keys.remove(from, key);
-    if (to !== undefined) keys.add(to, key);
+    if (typeof from !== 'object' && typeof to !== 'object') {
+      if (from !== undefined) keys.remove(from, key);
+      if (to !== undefined) keys.add(to, key);
+      return;
+    }
+    const old = new Set(typeof from === 'string' ? [from] : from);
+    const now = new Set(typeof to === 'string' ? [to] : to);
+    for (const value of old) if (!now.has(value)) keys.remove(value, key);
+    for (const value of now) if (!old.has(value)) keys.add(value, key);
   }
 }

@@ -365,6 +365,42 @@ describe('chart: lint and render', () => {
     );
     assert.ok(only(relatedNamespaced, 'ClusterRoleBinding').metadata.name.endsWith('-namespaces'));
 
+    // References: what they name is read, cluster-wide when cluster-scoped or in any namespace
+    // (a pod's node, a PV's claim), else where the kind is; namespaced, in a ClusterRole of its own.
+    const referencing = {
+      events: { enabled: false },
+      kinds: [
+        { resource: 'pods', labels: { zone: '{{node.labels.zone}}', sa: '{{serviceAccount.name}}' } },
+        { resource: 'persistentvolumes', labels: { team: '{{claim.labels.team}}' } },
+      ],
+    };
+    assert.deepEqual(rulesOf(only(await render({ values: referencing }), 'ClusterRole')), [
+      grant('', 'persistentvolumes', 'pods'),
+      read('', 'nodes', 'persistentvolumeclaims', 'serviceaccounts'),
+      GUARD_RULE,
+    ]);
+    const referencingNamespaced = await render({
+      values: {
+        events: { enabled: false },
+        watchNamespaces: ['a'],
+        kinds: [{ resource: 'pods', labels: { zone: '{{node.labels.zone}}', sa: '{{serviceAccount.name}}' } }],
+        references: { backup: { of: 'pods', field: 'spec.x', to: 'backups.example.com' } },
+      },
+    });
+    assert.deepEqual(rulesOf(only(referencingNamespaced, 'ClusterRole', 'labeller-references')), [read('', 'nodes')]);
+    assert.deepEqual(
+      rulesOf(
+        referencingNamespaced.find((m) =>
+          m.kind === 'Role' && m.metadata.namespace === 'a' && !m.metadata.name.endsWith('-leader-election')
+        )!,
+      ),
+      [grant('', 'pods'), read('', 'serviceaccounts')],
+    );
+    assert.match(
+      (only(referencingNamespaced, 'ConfigMap')['data'] as Record<string, string>)['kinds.yaml'] ?? '',
+      /references:\n {2}backup:\n {4}field: spec\.x\n {4}of: pods\n {4}to: backups\.example\.com/,
+    );
+
     // Leader election off: no leader-election Lease rights; the field-manager guard's, in the release namespace.
     const off = await render({ files: [EXAMPLES[0]!], values: { leaderElection: { enabled: false } } });
     assert.ok(!off.some((m) => m.metadata.name.endsWith('-leader-election')));
