@@ -71,7 +71,8 @@ export type WatchEvent =
 export interface ApplyConfiguration {
   readonly apiVersion: string;
   readonly kind: string;
-  readonly metadata: { readonly name: string; readonly namespace?: string };
+  /** `resourceVersion`: the apply is made only over that version (409 Conflict otherwise). */
+  readonly metadata: { readonly name: string; readonly namespace?: string; readonly resourceVersion?: string };
 }
 
 /** A server-side apply body that sets only labels and annotations; `uid` makes the apply fail rather than recreate a deleted object. */

@@ -41,16 +41,33 @@ class Store {
   refuse = new Set<string>();
   #version = 0;
 
-  async apply(object: PolicyObject, options: { readonly dryRun: boolean }) {
+  async apply(object: PolicyObject, options: { readonly dryRun: boolean; readonly resourceVersion?: string }) {
     const described = describePolicy({ kind: object.kind, name: object.metadata.name });
     if (this.refuse.has(object.metadata.name) && object.kind === 'MutatingAdmissionPolicy') throw CEL_REFUSAL;
+    const current = this.objects.get(described);
+    if (options.resourceVersion !== undefined && current?.resourceVersion !== options.resourceVersion) {
+      throw new ApiError('PATCH', described, 409, { reason: 'Conflict', message: 'the object has been modified' });
+    }
     this.applied.push(described);
-    if (!options.dryRun) this.objects.set(described, { kind: object.kind, name: object.metadata.name, uid: described });
+    const resourceVersion = String(++this.#version);
+    if (!options.dryRun) {
+      this.objects.set(described, { kind: object.kind, name: object.metadata.name, uid: described, resourceVersion });
+    }
     return {
       apiVersion: object.apiVersion,
       kind: object.kind,
-      metadata: { ...object.metadata, uid: described, resourceVersion: String(++this.#version) },
+      metadata: { ...object.metadata, uid: described, resourceVersion },
     };
+  }
+
+  /** Run between a round's read and its next apply: another writer, say. */
+  meanwhile: (() => void) | undefined;
+
+  async list() {
+    const listed = [...this.objects.values()];
+    this.meanwhile?.();
+    this.meanwhile = undefined;
+    return listed;
   }
 
   async prune(kept: ReadonlySet<string>, options: { readonly dryRun: boolean }) {
@@ -156,6 +173,31 @@ test('a policy the API server refuses: reported once (log, Event, note, gauge), 
   await run.reload('labels: {a: d}\nkinds: [{resource: configmaps}, {resource: services}]\n');
   assert.deepEqual(run.applier.counts(), { applied: 2, refused: 0 });
   assert.deepEqual(run.applier.notes(), []);
+  await run.stop();
+});
+
+test("each apply is fenced by the version the round read: another writer's change in between is not overwritten, and the round is read again", async () => {
+  const run = await setUp(true);
+  const described = `MutatingAdmissionPolicy ${CONFIGMAPS}`;
+  // Between this round's read and its apply, another writer (a successor, an operator) writes.
+  run.store.meanwhile = () => {
+    const current = run.store.objects.get(described)!;
+    run.store.objects.set(described, { ...current, resourceVersion: 'theirs' });
+  };
+  run.store.applied.length = 0;
+  await run.reload('labels: {a: c}\nkinds: [{resource: configmaps}, {resource: services}]\n');
+  assert.ok(
+    run.lines.some((l) =>
+      l.msg === 'admission policies not applied yet; retrying' &&
+      String(l['error']).includes('changed since this round read it')
+    ),
+    'said, and retried',
+  );
+  assert.equal(run.store.applied.length, 0, 'nothing written over the other writer within that round');
+  // The retry comes after the backoff's first step (a second or so).
+  for (let waited = 0; !run.store.applied.includes(described) && waited < 10_000; waited += 20) await run.settle();
+  assert.ok(run.store.applied.includes(described), 'read again and applied over the new version');
+  assert.notEqual(run.store.objects.get(described)?.resourceVersion, 'theirs');
   await run.stop();
 });
 

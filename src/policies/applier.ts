@@ -33,7 +33,7 @@ import {
 import { type Config, protectsKeys } from '../config/model.ts';
 import type { LabellerEvents } from '../events/labellerevents.ts';
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
-import { ApiError, isForbidden, isNotFound } from '../apimachinery/errors.ts';
+import { ApiError, isConflict, isForbidden, isNotFound } from '../apimachinery/errors.ts';
 import type { OwnerReference } from '../apimachinery/objects.ts';
 import { ResolveError } from '../apimachinery/resolve.ts';
 import type { Writable } from '../labelling/ports.ts';
@@ -47,7 +47,7 @@ import { renderPolicies } from './render.ts';
 import { describePolicy, type PolicyKinds, type PolicyObject, type PolicyStore } from './store.ts';
 
 export interface PolicyApplierOptions {
-  readonly store: Pick<PolicyStore, 'fieldManager' | 'apply' | 'prune'>;
+  readonly store: Pick<PolicyStore, 'fieldManager' | 'apply' | 'prune' | 'list'>;
   readonly discovery: DiscoveryCache;
   /** The config in force: the kind set's, which the guard claimed. */
   readonly config: () => Config | undefined;
@@ -78,6 +78,15 @@ export interface PolicyApplierOptions {
 interface Refusal {
   readonly object: string;
   readonly message: string;
+}
+
+/** A policy or binding changed between the round's read and its apply: another writer; the round is tried again. */
+export class PolicyChanged extends Error {
+  override readonly name = 'PolicyChanged';
+
+  constructor(described: string, options: ErrorOptions) {
+    super(`${described} changed since this round read it (another writer); reading it again`, options);
+  }
 }
 
 /** What a cluster-scoped object's shard key is: no namespace. */
@@ -320,13 +329,19 @@ export class PolicyApplier {
     this.#served = served;
   }
 
-  /** Applies `objects` in order, each binding after its policy; then deletes the field manager's others. */
-  /** Applies `objects` and deletes the others; false when a claim lapsed before it was all sent. */
+  /**
+   * Applies `objects` in order, each binding after its policy, then deletes the field manager's
+   * others; false when a claim lapsed before it was all sent. Each apply is fenced by the version
+   * read at the round's start: a write held in the network past this process's claim (its
+   * successor's written meanwhile) fails with a 409 instead of putting an older config back, however
+   * long it was held; a 409 here is another writer, and the round is tried again.
+   */
   async #apply(objects: readonly PolicyObject[], kinds: PolicyKinds, signal: AbortSignal): Promise<boolean> {
     const { store, dryRun, discovery } = this.#options;
     const policies = new Map<string, Refusal | undefined>();
     const refusals = new Map<string, string>();
     const kept = new Set<string>();
+    const versions = new Map((await store.list(kinds, signal)).map((o) => [describePolicy(o), o.resourceVersion]));
     for (const object of objects) {
       const described = describePolicy({ kind: object.kind, name: object.metadata.name });
       const policy = policyOf(object);
@@ -334,11 +349,13 @@ export class PolicyApplier {
       if (!isPolicy(object) && policies.get(policy) !== undefined) continue;
       if (!(await this.#mayWrite(signal))) return false;
       try {
-        const applied = await this.#writing(signal, () => store.apply(object, { dryRun, signal }));
+        const resourceVersion = versions.get(described);
+        const applied = await this.#writing(signal, () => store.apply(object, { dryRun, signal, resourceVersion }));
         kept.add(described);
         if (isPolicy(object)) policies.set(policy, undefined);
         this.#appliedOne(object, described, applied.metadata.resourceVersion);
       } catch (error) {
+        if (isConflict(error)) throw new PolicyChanged(described, { cause: error });
         const message = refusalMessage(error);
         if (message === undefined) {
           // Not served any more (a downgrade): discovery looks again, and the round is retried.

@@ -10,7 +10,7 @@ import { policySelector } from '../admission/names.ts';
 import { MetadataApi } from '../kube/api.ts';
 import { isForbidden } from '../apimachinery/errors.ts';
 import type { KubeClient } from '../kube/client.ts';
-import type { PartialObjectMetadata } from '../apimachinery/objects.ts';
+import type { ApplyConfiguration, PartialObjectMetadata } from '../apimachinery/objects.ts';
 import type { Logger } from '../util/log.ts';
 
 /** A policy or binding as rendered. */
@@ -32,6 +32,7 @@ export interface PolicyOnServer {
   readonly kind: PolicyObject['kind'];
   readonly name: string;
   readonly uid: string | undefined;
+  readonly resourceVersion: string | undefined;
 }
 
 /** How people and logs name a policy or binding: `MutatingAdmissionPolicy labeller-pods`. */
@@ -74,7 +75,9 @@ export class PolicyStore {
             continue: page,
             signal,
           });
-          for (const { metadata } of list.items) found.push({ kind, name: metadata.name, uid: metadata.uid });
+          for (const { metadata } of list.items) {
+            found.push({ kind, name: metadata.name, uid: metadata.uid, resourceVersion: metadata.resourceVersion });
+          }
           page = list.metadata.continue || undefined;
         } while (page);
       } catch (error) {
@@ -102,12 +105,20 @@ export class PolicyStore {
     );
   }
 
-  /** Applies `object` (or, with `dryRun`, has the API server check it and write nothing); answers its metadata. */
+  /**
+   * Applies `object` (or, with `dryRun`, has the API server check it and write nothing); answers
+   * its metadata. With `resourceVersion`, only over that version: a 409 Conflict when the object
+   * changed since (the fence against a write that lands late, after another's).
+   */
   apply(
     object: PolicyObject,
-    options: { readonly dryRun: boolean; readonly signal?: AbortSignal },
+    options: { readonly dryRun: boolean; readonly signal?: AbortSignal; readonly resourceVersion?: string | undefined },
   ): Promise<PartialObjectMetadata> {
-    return this.#apis[object.kind].apply(object, {
+    const { resourceVersion } = options;
+    const fenced: ApplyConfiguration = resourceVersion === undefined
+      ? object
+      : { ...object, metadata: { ...object.metadata, resourceVersion } };
+    return this.#apis[object.kind].apply(fenced, {
       fieldManager: this.fieldManager,
       force: true,
       dryRun: options.dryRun,

@@ -35,6 +35,8 @@ export interface Write {
   answeredAt?: number;
   /** The API server's status; undefined when it failed without one. */
   status?: number | undefined;
+  /** The object's resourceVersion in the answer (an applied write's), once read. */
+  resourceVersion?: string | undefined;
 }
 
 /** How large a request line and headers may be, each way (Node's default is 16 KiB). */
@@ -135,6 +137,22 @@ export class WriteProxy {
       // At once, as the API server sends them: a watch's first event may be a minute away, and
       // its client waits for the headers before it counts the watch as begun.
       res.flushHeaders();
+      // A write's answer is the object: its version tells a write that changed it from one that did not.
+      if (record) {
+        const written = record;
+        const chunks: Buffer[] = [];
+        answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+        answer.on('end', () => {
+          try {
+            const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+              metadata?: { resourceVersion?: string };
+            };
+            written.resourceVersion = body.metadata?.resourceVersion;
+          } catch {
+            // Not JSON (a protobuf answer, a failure): unknown.
+          }
+        });
+      }
       answer.pipe(res);
       answer.on('error', () => res.destroy());
       answer.on('aborted', () => res.destroy());
@@ -175,20 +193,30 @@ export interface LateWrite {
 }
 
 /**
- * The held writes that reached the API server (and were applied) after another place's write of
- * the same object, received since the hold began, had been applied: two writers, the held one
- * last. A process that hands its objects over once its writes are answered never has one.
+ * The held writes that reached the API server and changed the object after another place's write
+ * of it, received since the hold began, had been applied: two writers, the held one last. A held
+ * write refused (a 409: fenced by the version it was made over) or that changed nothing (answered
+ * with the version the object had after the other's, the last before it) wrote nothing. A process
+ * that hands its objects over once its writes are answered never has one.
  */
 export function lateWrites(writes: readonly Write[]): LateWrite[] {
   const applied = (write: Write) => write.status !== undefined && write.status < 300;
   const late: LateWrite[] = [];
   for (const held of writes) {
     if (held.heldSince === undefined || held.sentAt === undefined || !applied(held)) continue;
-    const overtaken = writes.find((other) =>
-      other.path === held.path && other.place !== held.place && other.heldSince === undefined && applied(other) &&
-      other.receivedAt >= held.heldSince! && other.answeredAt !== undefined && other.answeredAt <= held.sentAt!
+    const before = writes.filter((other) =>
+      other.path === held.path && other !== held && applied(other) && other.answeredAt !== undefined &&
+      other.answeredAt <= held.sentAt!
     );
-    if (overtaken) late.push({ held, overtaken });
+    const overtaken = before.find((other) =>
+      other.place !== held.place && other.heldSince === undefined && other.receivedAt >= held.heldSince!
+    );
+    const last = before.reduce<Write | undefined>(
+      (latest, other) => (latest && latest.answeredAt! >= other.answeredAt! ? latest : other),
+      undefined,
+    );
+    const unchanged = held.resourceVersion !== undefined && held.resourceVersion === last?.resourceVersion;
+    if (overtaken && !unchanged) late.push({ held, overtaken });
   }
   return late;
 }

@@ -89,6 +89,9 @@ test('a held PATCH sent on before another place wrote is not late; one of anothe
   assert.equal(lateWrites([{ ...held, status: 409 }, write({})]).length, 0);
   assert.equal(lateWrites([held, write({ status: 409 })]).length, 0);
   assert.equal(lateWrites([held, write({})]).length, 1);
+  // Answered with the version the other's write left: it changed nothing.
+  assert.equal(lateWrites([{ ...held, resourceVersion: '7' }, write({ resourceVersion: '7' })]).length, 0);
+  assert.equal(lateWrites([{ ...held, resourceVersion: '8' }, write({ resourceVersion: '7' })]).length, 1);
 });
 
 test('the labels a PATCH body sets: an apply, a merge patch, a JSON patch', () => {

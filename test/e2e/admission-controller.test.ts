@@ -16,14 +16,17 @@ import { rmSync } from 'node:fs';
 import { after, describe, test } from 'node:test';
 import { policyName, policySelector } from '../../src/admission/names.ts';
 import type { StatusReport } from '../../src/commands/status.ts';
-import { isNotFound } from '../../src/apimachinery/errors.ts';
+import { isConflict, isNotFound } from '../../src/apimachinery/errors.ts';
+import { type PolicyObject, PolicyStore } from '../../src/policies/store.ts';
 import { ConfigMapVolume } from '../cluster/configmapvolume.ts';
 import { freePorts } from '../controlplane/controlplane.ts';
 import { assertCleanExit } from '../process/crash.ts';
 import { Labeller, type LogLine, runLabeller } from '../process/labeller.ts';
 import { scrape } from '../process/metrics.ts';
+import { loadAll } from 'js-yaml';
 import {
   adminClient,
+  configFile,
   create,
   createNamespace,
   eventually,
@@ -402,6 +405,36 @@ ${secrets ? `  - resource: secrets\n    namespaces: [${ns}]\n` : ''}  - resource
       } finally {
         for (const m of members) if (m.labeller.running) assertCleanExit(await m.labeller.stop());
       }
+    },
+  );
+
+  test(
+    "a policy's apply is fenced by the version it was made over: a late one, after another writer's, is refused and changes nothing",
+    async (t) => {
+      const client = await adminClient();
+      if (!(await servesPolicies(client))) {
+        t.skip('the API server does not serve admissionregistration.k8s.io/v1');
+        return;
+      }
+      const fieldManager = `admit-fence-${randomBytes(3).toString('hex')}`;
+      cleanUp(fieldManager);
+      const config = configFile('labels: {example.com/fenced: "yes"}\nkinds: [{resource: configmaps}]\n');
+      const { stdout } = await admission(['--config', config, '--field-manager', fieldManager]);
+      const policy = (loadAll(stdout) as PolicyObject[]).find((o) => o.kind === 'MutatingAdmissionPolicy')!;
+      const store = new PolicyStore(client, fieldManager);
+      const first = await store.apply(policy, { dryRun: false });
+      // A successor applies over the version it read, changing the policy.
+      const changed = { ...policy, metadata: { ...policy.metadata, labels: { ...policy.metadata.labels, next: 'x' } } };
+      const second = await store.apply(changed, { dryRun: false, resourceVersion: first.metadata.resourceVersion });
+      assert.notEqual(second.metadata.resourceVersion, first.metadata.resourceVersion);
+      // The predecessor's write, made over the first version, lands late: refused.
+      await assert.rejects(
+        store.apply(policy, { dryRun: false, resourceVersion: first.metadata.resourceVersion }),
+        (error: unknown) => isConflict(error),
+      );
+      const [now] = (await store.list({ served: (kind) => kind === 'MutatingAdmissionPolicy' }))
+        .filter((o) => o.name === policy.metadata.name);
+      assert.equal(now?.resourceVersion, second.metadata.resourceVersion, 'the successor write stands');
     },
   );
 
