@@ -1,8 +1,9 @@
 // The chaos harness's oracle: what every object's labels must be, from the harness's own record
 // of the world (the config it wrote, the namespaces' labels, the two sources' contents), written here
 // and not taken from labeller's planner, so that it can disagree with it. The scenario's templates
-// read only an object's namespace and the sources, so the labels wanted are the same for every
-// object of a namespace, whatever its kind. With --admission-policies it also says what an object
+// read an object's namespace and the sources, so the labels wanted are the same for every object
+// of a namespace, whatever its kind; and pods read their node's zone by reference (`node.*`), so a
+// pod's zone key is its node's zone label, as the harness set it. With --admission-policies it also says what an object
 // carries in its create response (atCreate), from the documented rules of what a policy sets,
 // not from labeller's renderer.
 
@@ -13,7 +14,12 @@ export const KEYS = {
   team: `${DOMAIN}/team`,
   cc: `${DOMAIN}/cost-center`,
   site: `${DOMAIN}/site`,
+  /** Pods only: their node's NODE_ZONE label. */
+  zone: `${DOMAIN}/zone`,
 } as const;
+
+/** The label the harness sets on the nodes, which pods read by reference. */
+export const NODE_ZONE = `${DOMAIN}/node-zone`;
 
 /** The HTTPS source's size limit (its `maxBytes`): a larger body is refused. */
 export const CATALOG_MAX_BYTES = 4096;
@@ -43,6 +49,8 @@ export interface WorldState {
   readonly held: ReadonlyMap<HeldSource, HeldValues>;
   /** Objects (`kind/namespace/name`) whose team key another manager set while labeller did not want it: it stays theirs. */
   readonly intruded: ReadonlySet<string>;
+  /** Each node's NODE_ZONE label (undefined: none). */
+  readonly zones: ReadonlyMap<string, string | undefined>;
 }
 
 /** The sources a key reads. */
@@ -95,15 +103,18 @@ export function atCreate(world: WorldState, namespace: string): Record<string, s
 }
 
 /**
- * What object `key` (`kind/namespace/name`) must carry of the scenario's keys. A held source's key
+ * What object `key` (`kind/namespace/name`, on `node` for a pod) must carry of the scenario's keys. A held source's key
  * is either as it was when the hold began (a process started into the outage keeps it), as the
  * last good content says (a process that read that content before the outage, still running),
  * or as that content said at some moment since (written by the latter, then held by the former),
  * whether or not the namespace has a team now.
  */
-export function expected(world: WorldState, key: string, intruder: string): Expectation {
+export function expected(world: WorldState, key: string, intruder: string, node?: string): Expectation {
   const ns = key.split('/')[1]!;
   const labels = wanted(world, ns);
+  // A pod on a node with a zone carries it; one not scheduled, or on a node without one, does not.
+  const zone = key.startsWith('pods/') && node !== undefined ? world.zones.get(node) : undefined;
+  if (zone !== undefined) labels[KEYS.zone] = zone;
   const expectation: Record<string, (string | undefined)[]> = {};
   for (const [label, value] of Object.entries(labels)) expectation[label] = [value];
   for (const [source, values] of world.held) {

@@ -38,7 +38,9 @@
 // (--admission-policies, on a server that serves them): then reloads change the policies too, and
 // objects created after the policies are enforced need no PATCH for the keys they set.
 // Operations: ConfigMaps created and deleted, namespace labels changed, Deployments scaled (the
-// controllers make and delete Pods), a CRD installed (with Widgets) and removed, the ConfigMap
+// controllers make and delete Pods), a node's zone label changed or removed (pods read it by
+// reference, `node.*`: exactly the pods on it are written; drawn from a stream of their own, so
+// that a seed's other operations are what they were before), a CRD installed (with Widgets) and removed, the ConfigMap
 // source rewritten with good, empty, malformed and mass-removing content (taken once it has stayed
 // the same for the source's acceptSmallerAfter, SOURCE_ACCEPT_MS) or deleted for a while,
 // the HTTPS source answering the same, too large a body, no answer for a while or flipping
@@ -114,6 +116,7 @@ import {
   type HeldValues,
   KEYS,
   matches,
+  NODE_ZONE,
   sourceVerdict,
   wanted,
   type WorldState,
@@ -133,6 +136,9 @@ const MAX_RSS_MIB = 300;
 /** How long a body of the HTTPS source stays before the next: its poll interval (1 s), and a margin for a busy machine. */
 const CATALOG_READ_MS = 2500;
 const TEAMS = ['red', 'blue', 'green', 'gray'] as const;
+/** The zones the nodes' NODE_ZONE label takes; the control plane has NODES simulated nodes (kwok-node-<i>). */
+const ZONES = ['zone-a', 'zone-b', 'zone-c'] as const;
+const NODES = 3;
 const INTRUDER = 'intruder';
 
 /** The kinds whose RBAC an operation may revoke: each of the config's built-in kinds. */
@@ -310,6 +316,8 @@ export type Operation =
    * newest again (a reload). The members run with --shard-config-skew SPLIT_SKEW_MS.
    */
   | { readonly op: 'split'; readonly replica: number; readonly ms: number; readonly restart: boolean }
+  /** Node `kwok-node-<node>`'s NODE_ZONE label set to `zone` (null: removed): its pods' zone key follows (references). */
+  | { readonly op: 'zone'; readonly node: number; readonly zone: string | null }
   | { readonly op: 'pause'; readonly ms: number };
 
 /** A source document of every team's value, or some. */
@@ -575,7 +583,24 @@ export function generate(
     }
     operations.push({ op: 'pause', ms: random.int(50, 1500) });
   }
-  return operations;
+  return withZones(seed, operations);
+}
+
+/**
+ * `operations` with node relabels among them (the references' operation), drawn from a stream of
+ * their own, so that every other operation of a seed stays what it was before they existed.
+ */
+function withZones(seed: number, operations: readonly Operation[]): Operation[] {
+  const random = new Random(seed + 1_000_003);
+  return operations.flatMap((operation) =>
+    operation.op === 'pause' && random.chance(0.1)
+      ? [operation, {
+        op: 'zone' as const,
+        node: random.int(0, NODES - 1),
+        zone: random.chance(0.2) ? null : random.pick(ZONES),
+      }]
+      : [operation]
+  );
 }
 
 /** A source document: mostly good edits, sometimes what an outage answers. */
@@ -610,8 +635,11 @@ function everyTeam(random: Random, prefix: string): Record<string, string> {
 
 interface Sample {
   readonly at: number;
-  /** `kind/namespace/name` → uid and the scenario's labels. */
-  readonly objects: ReadonlyMap<string, { readonly uid: string; readonly labels: Record<string, string> }>;
+  /** `kind/namespace/name` → uid, the scenario's labels, and a pod's node (spec.nodeName). */
+  readonly objects: ReadonlyMap<
+    string,
+    { readonly uid: string; readonly labels: Record<string, string>; readonly node?: string | undefined }
+  >;
 }
 
 const KINDS = [
@@ -642,6 +670,8 @@ function rules(mode: Mode, admission: boolean, revoked: ReadonlySet<string>): Po
     ...(admission && !revoked.has(POLICIES) ? [POLICY_RULE] : []),
     { apiGroups: [CRD.group], resources: [CRD.plural], verbs: ['list', 'watch', 'patch'] },
     { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
+    // What the pods' node.* reads, as the chart grants it.
+    { apiGroups: [''], resources: ['nodes'], verbs: ['list', 'watch'] },
     {
       apiGroups: ['coordination.k8s.io'],
       resources: ['leases'],
@@ -702,7 +732,11 @@ export async function run(
   const refused = { cc: false, site: false };
   /** Held sources; record() adds the values wanted since. */
   const held = new Map<HeldSource, Omit<HeldValues, 'since'> & { since: Map<string, Set<string | undefined>> }>();
-  const world = (): WorldState => ({ config, teams, source, catalog: sites, held, intruded });
+  // Each node's zone, set on the nodes before the processes start (a run before may have changed them).
+  const zones = new Map<string, string | undefined>(
+    Array.from({ length: NODES }, (_, i) => [`kwok-node-${i}`, ZONES[i % ZONES.length]]),
+  );
+  const world = (): WorldState => ({ config, teams, source, catalog: sites, held, intruded, zones });
   /** What the oracle wanted, over time, per namespace. */
   const history: { at: number; wanted: Map<string, Record<string, string>> }[] = [];
   const record = () => {
@@ -750,6 +784,9 @@ export async function run(
   // starts without them.
   await cluster.deleteCrd(CRD.group, CRD.plural).catch(() => {});
   await removePolicies(cluster).catch(() => {});
+  for (const [node, zone] of zones) {
+    await cluster.patchLabels(`/api/v1/nodes/${node}`, { [NODE_ZONE]: zone ?? null }, 'chaos');
+  }
   for (const [i, ns] of namespaces.entries()) {
     await cluster.patchLabels(`/api/v1/namespaces/${ns}`, { team: teams.get(ns) ?? null }, 'chaos');
     await cluster.createMany(`/api/v1/namespaces/${ns}/configmaps`, ['cm-0', 'cm-1', 'cm-2'], (name) => ({
@@ -1192,6 +1229,17 @@ export async function run(
           await cluster.patchLabels(`/api/v1/namespaces/${ns}`, { team: operation.team }, 'chaos');
         }, ns);
         break;
+      case 'zone': {
+        const node = `kwok-node-${operation.node}`;
+        const zone = operation.zone ?? undefined;
+        // Exactly the pods on the node are written, once each, where the zone changes.
+        if (zones.get(node) !== zone) {
+          predicted += [...(previous?.objects.values() ?? [])].filter((object) => object.node === node).length;
+        }
+        zones.set(node, zone);
+        await cluster.patchLabels(`/api/v1/nodes/${node}`, { [NODE_ZONE]: operation.zone }, 'chaos');
+        break;
+      }
       case 'source':
         await rewriteSource(operation.document);
         break;
@@ -1607,8 +1655,8 @@ export async function run(
       const sample = await snapshot(cluster, namespaces).catch(() => undefined);
       if (!sample) continue;
       const wrong = new Map(
-        [...sample.objects].flatMap(([key, { labels }]) =>
-          matches(labels, expected(world(), key, INTRUDER)) ? [] : [[key, JSON.stringify(labels)] as const]
+        [...sample.objects].flatMap(([key, { labels, node }]) =>
+          matches(labels, expected(world(), key, INTRUDER, node)) ? [] : [[key, JSON.stringify(labels)] as const]
         ),
       );
       // Wrong in two samples in a row: not a write under way.
@@ -2063,8 +2111,8 @@ async function settle(
   for (const deadline = Date.now() + timeoutMs; Date.now() < deadline;) {
     try {
       const sample = await snapshot(cluster, namespaces);
-      wrong = [...sample.objects].flatMap(([key, { labels }]) => {
-        const want = expected(world(), key, INTRUDER);
+      wrong = [...sample.objects].flatMap(([key, { labels, node }]) => {
+        const want = expected(world(), key, INTRUDER, node);
         return matches(labels, want) ? [] : [`${key}: ${JSON.stringify(labels)}, wanted ${JSON.stringify(want)}`];
       });
       if (wrong.length === 0) return [];
@@ -2118,12 +2166,13 @@ function scenarioLabels(labels: Readonly<Record<string, string>> | undefined): R
 
 async function snapshot(cluster: Cluster, namespaces: readonly string[]): Promise<Sample> {
   const at = Date.now();
-  const objects = new Map<string, { uid: string; labels: Record<string, string> }>();
+  const objects = new Map<string, { uid: string; labels: Record<string, string>; node?: string | undefined }>();
   for (const ns of namespaces) {
     for (const kind of KINDS) {
       type List = {
         items: {
           metadata: { name: string; uid: string; labels?: Record<string, string>; deletionTimestamp?: string };
+          spec?: { nodeName?: string };
         }[];
       };
       // A kind whose CRD is not installed has no objects.
@@ -2131,12 +2180,13 @@ async function snapshot(cluster: Cluster, namespaces: readonly string[]): Promis
         if ('optional' in kind && isNotFound(error)) return { items: [] };
         throw error;
       });
-      for (const { metadata } of list.items) {
+      for (const { metadata, spec } of list.items) {
         // On its way out: labelled no more, and not the oracle's business.
         if (metadata.deletionTimestamp) continue;
         objects.set(`${kind.name}/${ns}/${metadata.name}`, {
           uid: metadata.uid,
           labels: scenarioLabels(metadata.labels),
+          node: kind.name === 'pods' ? spec?.nodeName : undefined,
         });
       }
     }
@@ -2189,6 +2239,8 @@ function configYaml(
     kinds: ['configmaps', 'deployments', 'replicasets', 'pods', `${CRD.plural}.${CRD.group}`].map((resource) => ({
       resource,
       namespaces,
+      // Pods read their node by reference: a relation a field names, outside every namespace.
+      ...(resource === 'pods' ? { labels: { [KEYS.zone]: `{{node.labels.${NODE_ZONE}}}` } } : {}),
     })),
   });
 }

@@ -143,7 +143,8 @@ describe('references: labels from the objects a field names', { skip: fullSkip |
       assert.equal(bound?.spec.claimRef?.name, 'data');
 
       // A relabel of one node: exactly its pods are PATCHed, once each.
-      const onNode0 = (await web()).filter((p) => p.spec.nodeName === 'kwok-node-0').map((p) => p.metadata.name);
+      // Every pod on it, the Deployments' both.
+      const onNode0 = (await pods(ns)).filter((p) => p.spec.nodeName === 'kwok-node-0').map((p) => p.metadata.name);
       const patches = auditTail((e) =>
         byLabeller(e) && e.verb === 'patch' && e.objectRef?.resource === 'pods' && e.objectRef.namespace === ns &&
         e.requestURI.includes(`fieldManager=${FIELD_MANAGER}`)
