@@ -262,6 +262,15 @@ test('the rules CEL cannot render are left to the controller, each with why', ()
   assert.match(controllerRules[1]!.why, /root/);
 });
 
+test("a key reading a reference (a pod's node) is left to the controller: CEL sees only the object, and the node is not known at create", () => {
+  const { controllerRules } = renderAdmission(input(`
+kinds: [{resource: pods, labels: {zone: "{{node.labels.topology.kubernetes.io/zone}}", team: a}}]
+`));
+  assert.deepEqual(controllerRules.map(({ key, why }) => ({ key, why })), [
+    { key: 'zone', why: "it reads the object's node, which admission does not see" },
+  ]);
+});
+
 test('a kind whose every rule is left to the controller has no policy', () => {
   const admission = renderAdmission(input(`
 kinds: [{resource: pods, labels: {a: "{{uid}}"}}]

@@ -5,9 +5,14 @@ import { referenceRelation } from '../config/template.ts';
 import { projector } from '../labelling/object.ts';
 import { labelledObject as object } from '../labelling/testing/objects.ts';
 import { Store } from '../runtime/store.ts';
-import type { Consumer } from './read.ts';
-import { reverseRequeues } from './read.ts';
-import { agreed, reverseKey, reverseKeys } from './references.ts';
+import { type Consumer, RelatedUnreadable, reverseRequeues } from './read.ts';
+import { agreed, References, reverseKey, reverseKeys } from './references.ts';
+import { UnreadableKinds } from './unreadable.ts';
+import { BUILTINS, resource } from '../apimachinery/testing/resources.ts';
+import type { ApiResource } from '../apimachinery/resource.ts';
+import type { Discovery } from '../kube/discovery.ts';
+import { DiscoveryCache } from '../kube/discoverycache.ts';
+import { createLogger } from '../util/log.ts';
 
 const mountedBy = BUILTIN_REFERENCES.get('mountedBy') as ReverseReference;
 const scaler = BUILTIN_REFERENCES.get('scaler') as ReverseReference;
@@ -79,4 +84,59 @@ test("a pod's change requeues the claims it names or named: all of them when a l
     'the label read changed',
   );
   assert.deepEqual(requeued(pod('web-1', ['data'], { app: 'web' }), undefined), ['shop/data'], 'deleted');
+});
+
+test("where a reference's related objects are cached: a node, and a PV's claim in any namespace, whole on every shard member; a pod's ServiceAccount where the pod is; a PVC's pods watched whole", async () => {
+  const log = createLogger({ level: 'error', format: 'json', write: () => {} });
+  const resources = [
+    ...BUILTINS,
+    resource('', 'persistentvolumes', 'PersistentVolume', { namespaced: false, shortNames: ['pv'] }),
+    resource('', 'persistentvolumeclaims', 'PersistentVolumeClaim', { shortNames: ['pvc'] }),
+    resource('', 'serviceaccounts', 'ServiceAccount', { shortNames: ['sa'] }),
+  ];
+  const discovery = new DiscoveryCache(async (): Promise<Discovery> => ({ resources, failedGroups: [] }), log, {
+    server: 'https://cluster',
+    context: 'test',
+  });
+  await discovery.load(new AbortController().signal);
+  const references = new References(BUILTIN_REFERENCES, discovery, new UnreadableKinds(log, undefined));
+  references.resolve();
+  const [pods, pvs, pvcs] = ['pods', 'persistentvolumes', 'persistentvolumeclaims'].map((name) =>
+    resources.find((r) => r.resource === name)!
+  );
+  const where = (name: string, labelled: ApiResource, namespace: string, namespaced: boolean) => {
+    const { id, namespace: at, unsplit, fields } = references.cache(
+      referenceRelation(name),
+      labelled,
+      namespace,
+      namespaced,
+    );
+    return { id, at, unsplit, whole: fields.length > 0 };
+  };
+  assert.deepEqual(where('node', pods!, 'shop', true), {
+    id: 'nodes by reference',
+    at: '',
+    unsplit: false,
+    whole: false,
+  });
+  assert.deepEqual(where('claim', pvs!, '', false), {
+    id: 'persistentvolumeclaims by reference from any namespace',
+    at: '',
+    unsplit: true,
+    whole: false,
+  });
+  assert.deepEqual(where('serviceAccount', pods!, 'shop', true), {
+    id: 'serviceaccounts/shop by reference',
+    at: 'shop',
+    unsplit: false,
+    whole: false,
+  });
+  assert.deepEqual(where('mountedBy', pvcs!, '', false), {
+    id: 'pods naming by mountedBy',
+    at: '',
+    unsplit: false,
+    whole: true,
+  });
+  // Not served (no HPAs here): unreadable, its labels held.
+  assert.throws(() => where('scaler', pods!, '', false), RelatedUnreadable);
 });
