@@ -128,17 +128,8 @@ export class WriteProxy {
       if (record) {
         record.answeredAt = Date.now();
         record.status = answer.statusCode;
-      }
-      if (res.destroyed) {
-        answer.resume();
-        return;
-      }
-      res.writeHead(answer.statusCode ?? 502, answer.statusMessage, passOn(answer.headers));
-      // At once, as the API server sends them: a watch's first event may be a minute away, and
-      // its client waits for the headers before it counts the watch as begun.
-      res.flushHeaders();
-      // A write's answer is the object: its version tells a write that changed it from one that did not.
-      if (record) {
+        // A write's answer is the object: its version tells a write that changed it from one that
+        // did not. Read even when its sender has gone (a held write of a process stopped since).
         const written = record;
         const chunks: Buffer[] = [];
         answer.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -153,6 +144,14 @@ export class WriteProxy {
           }
         });
       }
+      if (res.destroyed) {
+        answer.resume();
+        return;
+      }
+      res.writeHead(answer.statusCode ?? 502, answer.statusMessage, passOn(answer.headers));
+      // At once, as the API server sends them: a watch's first event may be a minute away, and
+      // its client waits for the headers before it counts the watch as begun.
+      res.flushHeaders();
       answer.pipe(res);
       answer.on('error', () => res.destroy());
       answer.on('aborted', () => res.destroy());
