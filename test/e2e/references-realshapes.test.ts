@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { byLabeller } from '../cluster/audit.ts';
 import { fullSkip } from '../cluster/testrun.ts';
-import { Labeller } from '../process/labeller.ts';
+import { Labeller, runLabeller } from '../process/labeller.ts';
 import { sleep } from '../process/sleep.ts';
 import { adminClient, auditSkip, auditTail, configFile, create, eventually, labelsOf, patchLabels } from './cluster.ts';
 import { deployment, list, type Meta, pod, pods, rolledOut, workloadNamespace } from './workloads.ts';
@@ -156,6 +156,29 @@ describe('references: labels from the objects a field names', { skip: fullSkip |
       await sleep(2000);
       const patched = patches().map((e) => e.objectRef?.name ?? '').sort();
       assert.deepEqual(patched, [...onNode0].sort(), 'one PATCH per pod on the relabelled node, none elsewhere');
+
+      // explain names the reference it followed and the value it read.
+      const [sample] = onNode0;
+      const config = configFile(CONFIG);
+      const explained = await runLabeller([
+        'explain',
+        `pod/${sample}`,
+        '-n',
+        ns,
+        '--config',
+        config,
+        '--field-manager',
+        FIELD_MANAGER,
+      ]);
+      assert.equal(explained.code, 0, explained.stderr);
+      assert.match(
+        explained.stdout,
+        new RegExp(
+          `node Node kwok-node-0 \\(named by the object's spec\\.nodeName\\): labels\\.${
+            NODE_ZONE.replaceAll('.', '\\.')
+          } = "zone-a2"`,
+        ),
+      );
 
       // The pod placed later: its node's labels once the scheduler has set spec.nodeName.
       await patchLabels('/api/v1/nodes/kwok-node-2', { [NODE_POOL]: 'late' });
