@@ -49,6 +49,11 @@ export interface WorldState {
   readonly held: ReadonlyMap<HeldSource, HeldValues>;
   /** Objects (`kind/namespace/name`) whose team key another manager set while labeller did not want it: it stays theirs. */
   readonly intruded: ReadonlySet<string>;
+  /**
+   * Objects whose team key another manager set while labeller wanted it, and that labeller
+   * stopped wanting within the grace: taken back first (then removed), or not (it stays theirs).
+   */
+  readonly racing: ReadonlySet<string>;
   /** Each node's NODE_ZONE label (undefined: none). */
   readonly zones: ReadonlyMap<string, string | undefined>;
 }
@@ -125,6 +130,7 @@ export function expected(world: WorldState, key: string, intruder: string, node?
     expectation[label] = [...new Set([values.objects.get(key), ...(values.since.get(ns) ?? []), labels[label]])];
   }
   if (world.intruded.has(key) && !(KEYS.team in labels)) expectation[KEYS.team] = [intruder];
+  else if (world.racing.has(key) && !(KEYS.team in labels)) expectation[KEYS.team] = [intruder, undefined];
   return expectation;
 }
 

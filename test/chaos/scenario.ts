@@ -736,12 +736,23 @@ export async function run(
   const zones = new Map<string, string | undefined>(
     Array.from({ length: NODES }, (_, i) => [`kwok-node-${i}`, ZONES[i % ZONES.length]]),
   );
-  const world = (): WorldState => ({ config, teams, source, catalog: sites, held, intruded, zones });
+  /** Intrusions while labeller wanted the key (it takes it back), by when; and those it stopped wanting within the grace. */
+  const intrusions = new Map<string, number>();
+  const racing = new Set<string>();
+  const world = (): WorldState => ({ config, teams, source, catalog: sites, held, intruded, racing, zones });
   /** What the oracle wanted, over time, per namespace. */
   const history: { at: number; wanted: Map<string, Record<string, string>> }[] = [];
   const record = () => {
     // Once labeller wants the team key of an intruded object again, it takes it back (force).
     for (const key of intruded) if (KEYS.team in wanted(world(), key.split('/')[1]!)) intruded.delete(key);
+    for (const key of racing) if (KEYS.team in wanted(world(), key.split('/')[1]!)) racing.delete(key);
+    // Unwanted soon after an intrusion (a reload, a namespace's team removed): labeller may not
+    // have taken it back yet (a stale view, a member starved), and then it is the intruder's.
+    for (const [key, at] of intrusions) {
+      if (KEYS.team in wanted(world(), key.split('/')[1]!)) continue;
+      if (Date.now() - at < GRACE_MS) racing.add(key);
+      intrusions.delete(key);
+    }
     history.push({ at: Date.now(), wanted: new Map(namespaces.map((ns) => [ns, wanted(world(), ns)])) });
     for (const [source, { since }] of held) {
       for (const ns of namespaces) since.get(ns)?.add(wanted(world(), ns)[KEYS[source]]);
@@ -1222,6 +1233,8 @@ export async function run(
       case 'delete':
         await cluster.delete(`/api/v1/namespaces/${ns}/configmaps/${operation.name}`).catch(() => {});
         intruded.delete(`configmaps/${ns}/${operation.name}`);
+        intrusions.delete(`configmaps/${ns}/${operation.name}`);
+        racing.delete(`configmaps/${ns}/${operation.name}`);
         break;
       case 'team':
         await windows.change('namespace', async () => {
@@ -1277,6 +1290,7 @@ export async function run(
       case 'intrude':
         // Wanted by labeller: it takes the key back (force); else the intruder's value stays theirs.
         if (!(KEYS.team in wanted(world(), ns))) intruded.add(`configmaps/${ns}/${operation.name}`);
+        else intrusions.set(`configmaps/${ns}/${operation.name}`, Date.now());
         record();
         await cluster.patchLabels(
           `/api/v1/namespaces/${ns}/configmaps/${operation.name}`,
