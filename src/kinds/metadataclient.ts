@@ -1,6 +1,7 @@
 // The reconciler's MetadataClient over the metadata API: a server-side apply of the label and
 // annotation sets, a JSON Patch removing keys no manager owns, with API failures translated into
 // what the labelling logic understands.
+import jsonpatch from 'fast-json-patch';
 import type { JsonPatchOperation, ResourceApi } from '../kube/api.ts';
 import { ApiError, type StatusCause } from '../apimachinery/errors.ts';
 import type { MetadataField } from '../config/model.ts';
@@ -65,7 +66,7 @@ export function metadataClient(
     },
     async remove(target, version, keys, { markers, dryRun, annotationKeys, signal }) {
       await mayWrite(target, dryRun, signal);
-      const path = (field: MetadataField, key: string) => `/metadata/${field}/${pointer(key)}`;
+      const path = (field: MetadataField, key: string) => `/metadata/${field}/${jsonpatch.escapePathComponent(key)}`;
       const operations: JsonPatchOperation[] = [
         // The uid, as the apply's guard; the version, so that only what the cache saw is removed.
         { op: 'test', path: '/metadata/uid', value: target.uid },
@@ -106,11 +107,6 @@ export function metadataClient(
       return pick(object.metadata.annotations, keys);
     },
   };
-}
-
-/** A key as a JSON Pointer token (RFC 6901): `~` and `/` escaped. */
-function pointer(key: string): string {
-  return key.replaceAll('~', '~0').replaceAll('/', '~1');
 }
 
 function metadataOf(target: ApplyTarget) {

@@ -1,8 +1,8 @@
 // A label or annotation change as JSON Patch operations on metadata.labels or
-// metadata.annotations (RFC 6902, keys escaped as RFC 6901 pointers: "/" → "~1"), for logs and
-// dry runs. Each is one flat map of strings, so a general JSON diff (and its deep clones) is not
-// needed; and of annotations the cache keeps digests, not values, so the map before is seen
-// through what it can answer.
+// metadata.annotations (RFC 6902, keys escaped as RFC 6901 pointers), for logs and dry runs:
+// fast-json-patch's compare of the map before and the map after. Of annotations the cache keeps
+// digests, not values, so the map before is seen through what it can answer.
+import jsonpatch from 'fast-json-patch';
 import type { MetadataField } from '../config/model.ts';
 
 export type MetadataOperation =
@@ -22,31 +22,20 @@ export function before(map: Readonly<Record<string, string>>): Before {
 
 /**
  * Removals and replacements in reverse key order of `previous`, then additions in key order of
- * `after` (fast-json-patch's compare order).
+ * `after`: compare's order.
  */
 export function metadataPatch(
   field: MetadataField,
   previous: Before,
   after: Readonly<Record<string, string>>,
 ): MetadataOperation[] {
-  const ops: MetadataOperation[] = [];
-  const { keys } = previous;
-  for (let i = keys.length - 1; i >= 0; i--) {
-    const key = keys[i]!;
-    if (!Object.hasOwn(after, key)) ops.push({ op: 'remove', path: pointer(field, key) });
-    else if (!previous.holds(key, after[key]!)) {
-      ops.push({ op: 'replace', path: pointer(field, key), value: after[key]! });
-    }
+  // Each key before at its value after where it holds that, else at null, which no value equals.
+  const seen: Record<string, string | null> = {};
+  for (const key of previous.keys) {
+    seen[key] = Object.hasOwn(after, key) && previous.holds(key, after[key]!) ? after[key]! : null;
   }
-  const had = new Set(keys);
-  for (const key of Object.keys(after)) {
-    if (!had.has(key)) ops.push({ op: 'add', path: pointer(field, key), value: after[key]! });
-  }
-  return ops;
-}
-
-function pointer(field: MetadataField, key: string): string {
-  return `/metadata/${field}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`;
+  // Two maps of strings: compare yields only additions, replacements and removals of strings.
+  return jsonpatch.compare({ metadata: { [field]: seen } }, { metadata: { [field]: after } }) as MetadataOperation[];
 }
 
 /** The operations on each map. */

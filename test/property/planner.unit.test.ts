@@ -38,6 +38,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import jsonpatch from 'fast-json-patch';
 import type { ConflictPolicy, MetadataField } from '../../src/config/model.ts';
 import { compileTemplate, type Template } from '../../src/config/template.ts';
 import type { FieldsV1, ManagedFieldsEntry, PartialObjectMetadata } from '../../src/apimachinery/objects.ts';
@@ -417,8 +418,7 @@ class SimulatedClient implements MetadataClient {
     { markers, dryRun, annotationKeys }: Parameters<MetadataClient['remove']>[3],
   ): Promise<AppliedMetadata> {
     if (!dryRun) this.writes++;
-    const pointer = (field: MetadataField, key: string) =>
-      `/metadata/${field}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`;
+    const pointer = (field: MetadataField, key: string) => `/metadata/${field}/${jsonpatch.escapePathComponent(key)}`;
     const operations: JsonPatch[] = [
       { op: 'test', path: '/metadata/uid', value: target.uid },
       { op: 'test', path: '/metadata/resourceVersion', value: version },
