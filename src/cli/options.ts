@@ -150,6 +150,10 @@ export async function parseOptions(
     );
   }
 
+  // The environment is read here, not by yargs's .env('LABELLER'): that needs camel-case expansion
+  // (which then takes --dryRun too), reads process.env only, makes a boolean variable false unless
+  // it is "true" (LABELLER_DRY_RUN=yes or =maybe: false, silently), takes an empty variable as set,
+  // and keeps no trace of the variable a bad value came from, which the messages below name.
   /** The flag's value, else the environment's, else the default; undefined when none is set. */
   const raw = (name: Name): string | readonly string[] | boolean | undefined => {
     const flag = parsed[name];
@@ -168,6 +172,7 @@ export async function parseOptions(
     if (value === undefined) return undefined;
     const text = String(value);
     const choices: readonly string[] | undefined = (SPECS[name] as Spec).choices;
+    // yargs has checked a flag's value against its `choices:`; a variable's is checked here.
     if (choices && !choices.includes(text)) {
       throw new UsageError(`${where(name)}: "${text}" is not one of ${choices.join(', ')}`);
     }
