@@ -56,11 +56,14 @@ class Group {
     return [...this.leases.values()];
   }
 
-  async delete(lease: Lease): Promise<void> {
+  async delete(lease: Lease): Promise<boolean> {
     const { name, resourceVersion } = lease.metadata;
-    if (this.leases.get(name)?.metadata.resourceVersion !== resourceVersion) return;
+    const current = this.leases.get(name);
+    if (!current) return true;
+    if (current.metadata.resourceVersion !== resourceVersion) return false;
     this.leases.delete(name);
     this.deleted.push(`${name}@${this.#now}`);
+    return true;
   }
 }
 

@@ -76,8 +76,11 @@ export class LeaseApi {
     );
   }
 
-  /** Deletes the lease if it still has `resourceVersion` (so a lease someone else wrote meanwhile stays). */
-  async delete(lease: Lease, signal?: AbortSignal): Promise<void> {
+  /**
+   * Deletes the lease if it still has `resourceVersion` (so a lease someone else wrote meanwhile
+   * stays): true when it is gone, false when it was written since (a 409).
+   */
+  async delete(lease: Lease, signal?: AbortSignal): Promise<boolean> {
     const precondition = lease.metadata.resourceVersion
       ? { preconditions: { resourceVersion: lease.metadata.resourceVersion } }
       : {};
@@ -87,8 +90,10 @@ export class LeaseApi {
         body: JSON.stringify(precondition),
         signal,
       });
+      return true;
     } catch (error) {
-      if (isNotFound(error) || isConflict(error)) return;
+      if (isNotFound(error)) return true;
+      if (isConflict(error)) return false;
       throw error;
     }
   }

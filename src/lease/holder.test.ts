@@ -130,3 +130,18 @@ test('renewSoon writes at once, not a period later; content is asked at every wr
   assert.equal(await a.release('keep', 1000), false);
   assert.equal(leases.size, 1, 'kept, to expire');
 });
+
+test('release deletes the Lease though a renewal cut short landed after all (a version it never saw)', async () => {
+  const { clock, leases } = setup();
+  const a = holder(leases, 'a');
+  const stop = new AbortController();
+  const running = a.run(stop.signal, {});
+  await clock.advance(2000);
+  stop.abort();
+  await running;
+  // Its last renewal landed, its answer lost: the Lease is at a version the holder did not see.
+  const current = leases.lease('lease')!;
+  assert.ok(await leases.as('a').update(current));
+  assert.equal(await a.release('delete', 1000), true);
+  assert.equal(leases.size, 0, 'deleted at the version read again');
+});

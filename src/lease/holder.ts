@@ -280,9 +280,11 @@ export class LeaseHolder {
       for (let attempt = 0; attempt < 2; attempt++) {
         if (!current || attempt > 0) current = await this.#api.get(namespace, name, signal);
         if (current?.spec.holderIdentity !== identity) return false;
+        // A version other than the one last written (a renewal cut short that landed after
+        // all): read again, and delete what is there if it is still this holder's.
         if (how === 'delete') {
-          await this.#api.delete(current, signal);
-          return true;
+          if (await this.#api.delete(current, signal)) return true;
+          continue;
         }
         const cleared: Lease = {
           metadata: current.metadata,

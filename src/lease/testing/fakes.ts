@@ -128,9 +128,9 @@ export class FakeLeases {
         await answer(signal);
         const current = this.#leases.get(lease.metadata.name);
         const precondition = lease.metadata.resourceVersion;
-        if (current && (!precondition || current.metadata.resourceVersion === precondition)) {
-          this.#leases.delete(lease.metadata.name);
-        }
+        if (current && precondition && current.metadata.resourceVersion !== precondition) return false;
+        this.#leases.delete(lease.metadata.name);
+        return true;
       },
       list: async (_namespace, selector, signal) => {
         await answer(signal);
