@@ -148,6 +148,12 @@ export const SPECS = {
     describe:
       'with --admission-policies: a cluster-scoped object the policies depend on, so the garbage collector removes them with it (the chart: its ClusterRole for them, which helm uninstall removes); without one, a controller with neither --leader-elect nor --shards removes them as it stops',
   },
+  'policy-reports': {
+    kind: 'boolean',
+    group: 'Behaviour',
+    describe:
+      'the controller also keeps a wgpolicyk8s.io PolicyReport per namespace (and a ClusterPolicyReport) of the labels not as the config wants: conflicts, fights, invalid values, keys with no value (fail), held keys (warn), as Policy Reporter shows them; needs the CRDs (the chart ships them)',
+  },
   coverage: {
     kind: 'boolean',
     group: 'Behaviour',

@@ -120,13 +120,19 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
     if (!host) return 0;
     try {
       const preflight = options.preflight
-        ? { events: options.events, leaseNamespace: namespace, admissionPolicies: options.admissionPolicies }
+        ? {
+          events: options.events,
+          leaseNamespace: namespace,
+          admissionPolicies: options.admissionPolicies,
+          policyReports: options.policyReports,
+        }
         : undefined;
       const label = {
         guard,
         configFile,
         admissionPolicies: options.admissionPolicies,
         admissionPoliciesOwner: options.admissionPoliciesOwner,
+        policyReports: options.policyReports,
         sourcesMemoryKey,
       };
       return EXIT_STATUS[await runCommand(host, options, config, label, preflight)];

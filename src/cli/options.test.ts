@@ -32,6 +32,7 @@ test('defaults when nothing is set', async () => {
     fieldManager: 'labeller',
     admissionPolicies: false,
     admissionPoliciesOwner: undefined,
+    policyReports: false,
     ignoreFieldManagerGuard: false,
     concurrency: 8,
     requeueAfterMs: 300_000,
@@ -122,6 +123,7 @@ test('every option can come from the environment (former names of options includ
       fieldManager: 'mine',
       admissionPolicies: false,
       admissionPoliciesOwner: undefined,
+      policyReports: false,
       ignoreFieldManagerGuard: true,
       concurrency: 3,
       requeueAfterMs: 3_600_000,
@@ -509,4 +511,17 @@ test('commands: status and prune before the options; they run once; their own fl
   await assert.rejects(parse(['explain']), /labeller explain needs the object as <kind>\/<name>/);
   await assert.rejects(parse(['explain', 'web']), /needs the object as <kind>\/<name>.*\(got "web"\)/);
   await assert.rejects(parse(['explain', 'deploy/web', '-n', 'a,b']), /labeller explain takes one namespace/);
+});
+
+test('--policy-reports (LABELLER_POLICY_REPORTS): the controller, and status for its preflight; not --once, explain, prune or admission', async () => {
+  assert.equal((await parse(['--kinds', 'cm', '--policy-reports']))?.policyReports, true);
+  assert.equal((await parse(['--kinds', 'cm'], { LABELLER_POLICY_REPORTS: 'true' }))?.policyReports, true);
+  assert.equal((await parse(['status', '--kinds', 'cm', '--policy-reports']))?.policyReports, true);
+  for (const other of [['--once'], ['prune'], ['admission'], ['explain', 'cm/a']]) {
+    await assert.rejects(
+      parse([...other, '--kinds', 'cm', '--policy-reports']),
+      /--policy-reports works with the controller \(labeller without --once\), and with status/,
+      other.join(' '),
+    );
+  }
 });

@@ -69,6 +69,8 @@ export interface Options {
   readonly admissionPolicies: boolean;
   /** What the policies depend on, kubectl-style `<kind>/<name>` (--admission-policies-owner). */
   readonly admissionPoliciesOwner: string | undefined;
+  /** The controller keeps PolicyReports of what is not as the config wants (--policy-reports). */
+  readonly policyReports: boolean;
   /** Write even when a running labeller with another config holds the field manager. */
   readonly ignoreFieldManagerGuard: boolean;
   readonly leaderElect: boolean;
@@ -313,6 +315,12 @@ export async function parseOptions(
       );
     }
   }
+  const policyReports = flag('policy-reports');
+  if (policyReports && (!['label', 'status'].includes(command) || (command === 'label' && flag('once')))) {
+    throw new UsageError(
+      '--policy-reports works with the controller (labeller without --once), and with status, whose preflight then asks for their rights',
+    );
+  }
   if (flag('all-kinds') && isSet('exclude-kinds')) {
     throw new UsageError(
       "--exclude-kinds works with the '*' kind; prune --all-kinds takes every kind: prune with --kinds '*' to leave some out",
@@ -341,6 +349,7 @@ export async function parseOptions(
     fieldManager: string('field-manager') ?? 'labeller',
     admissionPolicies,
     admissionPoliciesOwner,
+    policyReports,
     ignoreFieldManagerGuard: flag('ignore-field-manager-guard'),
     concurrency: count('concurrency'),
     requeueAfterMs: duration('requeue-after'),

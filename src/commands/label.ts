@@ -4,7 +4,9 @@
 // each change applied live; discovery is refreshed so kinds served later start. With
 // --admission-policies, the config's admission policies are kept applied beside the kinds while
 // this process may write (policies/applier.ts), again after each reload the guard let through,
-// and removed by the garbage collector with their owner, or by this process as it stops.
+// and removed by the garbage collector with their owner, or by this process as it stops. With
+// --policy-reports, what is not as the config wants is kept in PolicyReports (reports/writer.ts),
+// written while this process may write.
 import { type ConfigFile, followConfigFile } from '../config/follow.ts';
 import { type Config, protectsKeys } from '../config/model.ts';
 import { claimOf } from '../guard/claim.ts';
@@ -14,6 +16,8 @@ import { LeaseApi } from '../kube/lease.ts';
 import { PolicyApplier } from '../policies/applier.ts';
 import { PolicyOwner } from '../policies/owner.ts';
 import { PolicyStore } from '../policies/store.ts';
+import { ReportStore } from '../reports/store.ts';
+import { ReportWriter } from '../reports/writer.ts';
 import { LeaseMemory, type MemoryKey, memoryLeaseName } from '../sources/memory.ts';
 import type { Ending, Host, Started, StartOptions } from './host.ts';
 
@@ -26,6 +30,8 @@ export interface LabelOptions {
   readonly admissionPolicies: boolean;
   /** What they depend on (--admission-policies-owner): the garbage collector removes them with it. */
   readonly admissionPoliciesOwner?: string | undefined;
+  /** Keep PolicyReports of what is not as the config wants (--policy-reports). */
+  readonly policyReports?: boolean | undefined;
   /** The secret the sources' memory keys its samples with (--sources-memory-key-file); none: key counts only. */
   readonly sourcesMemoryKey?: MemoryKey | undefined;
 }
@@ -81,6 +87,7 @@ export async function runLabel(host: Host, config: Config, options: LabelOptions
   const policies = options.admissionPolicies
     ? keepPolicies(host, started, guard, options.admissionPoliciesOwner)
     : undefined;
+  const reports = options.policyReports ? keepReports(host, started, guard) : undefined;
   let taken: FieldManagerTaken | undefined;
   if (guard) {
     // Held while this process may write, and until everything has drained, so other labellers see it.
@@ -98,6 +105,7 @@ export async function runLabel(host: Host, config: Config, options: LabelOptions
       apply: async (next, signal) => {
         const change = await kinds.apply(next, signal);
         policies?.changed();
+        reports?.changed();
         return change;
       },
       metrics,
@@ -144,4 +152,25 @@ function keepPolicies(
   metrics.admissionPolicies(() => policies.counts());
   host.addNotes(() => policies.notes());
   return policies;
+}
+
+/** The writer of the PolicyReports, run while this process may write. */
+function keepReports(
+  host: Host,
+  { manager, kinds, shard, claimed }: Started,
+  guard: FieldManagerGuard | undefined,
+): ReportWriter {
+  const { client, options, log } = host;
+  const reports = new ReportWriter({
+    store: new ReportStore(client, options.fieldManager),
+    kinds: () => kinds.kinds,
+    fieldManager: options.fieldManager,
+    dryRun: options.dryRun,
+    writable: guard && ((signal) => guard.writable(signal)),
+    claimed,
+    shard,
+    log: log.child({ component: 'policy-reports' }),
+  });
+  manager.whileLeading((writes) => reports.run(writes));
+  return reports;
 }

@@ -21,6 +21,8 @@ export interface PreflightSettings {
   readonly leaseNamespace: string;
   /** --admission-policies: the controller keeps the config's policies applied. */
   readonly admissionPolicies: boolean;
+  /** --policy-reports: the controller keeps PolicyReports of what is wrong. */
+  readonly policyReports: boolean;
 }
 
 /** The rights `config` needs as the controller runs it, asked of the API server. */
@@ -62,6 +64,7 @@ export function checkRights(
     },
     sourceMemory: config.sources.size > 0 ? memoryLeaseName(options.fieldManager, election?.name) : undefined,
     admissionPolicies: settings.admissionPolicies ? policyNeeds(host, config) : undefined,
+    policyReports: settings.policyReports,
   });
   return preflight(client, needs, 'labeller-preflight', shutdown.intake);
 }

@@ -58,6 +58,12 @@ export interface LabelledKind {
   plan(object: LabelledObject): Plan;
   /** ...and how each of its keys renders: `labeller explain`, and why an object falls short in `status --coverage`. */
   explain(object: LabelledObject): { readonly plan: Plan; readonly traces: readonly KeyTrace[] };
+  /**
+   * Calls `listener` with the key of each cached object that changed, went, or may be due other
+   * labels (what the counts look at again), and with undefined when every object may be
+   * (relabelled); answers how to stop.
+   */
+  onChange(listener: (key: string | undefined) => void): () => void;
   /** Queues the objects that looked up what changed in source `name` (all of them at its first load). */
   sourceChanged(name: string, change: SourceChange): void;
   /** Queues the objects left alone while another shard member wrote their buckets, now that this one has `taken` them. */
@@ -116,6 +122,11 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
   const counterOf = (labels: KindConfig['labels']) =>
     new CacheCounter((object) => reconciler.plan(object), [...labels.keys()], cache);
   let counter = counterOf(kind.labels);
+  const listeners = new Set<(key: string | undefined) => void>();
+  const changed = (key: string) => {
+    counter.changed(key);
+    for (const listener of listeners) listener(key);
+  };
   const labelMetrics = metrics?.labels(name);
   const kindEvents = events?.forKind(name, { apiVersion: apiVersion(resource), kind: resource.kind });
   const controller = new Controller<LabelledObject>({
@@ -174,7 +185,7 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
     concurrency: options.concurrency,
     requeueAfterMs: options.requeueAfterMs,
     // Queued again: what the object should carry may have changed, so its count must be looked at.
-    queued: (key) => counter.changed(key),
+    queued: changed,
     metrics: metrics?.controller(name, options.concurrency),
     log: kindLog.child({ controller: name }),
   });
@@ -197,10 +208,10 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
   // The cache's changes mark what the counter must look at again (the controller's queue, above, the rest).
   const counting = handles.map(({ informer }) =>
     informer.subscribe((change) => {
-      if (change.type !== 'resync') counter.changed(change.key);
+      if (change.type !== 'resync') changed(change.key);
       else {
-        for (const key of change.changed) counter.changed(key);
-        for (const key of change.removed) counter.changed(key);
+        for (const key of change.changed) changed(key);
+        for (const key of change.removed) changed(key);
       }
     })
   );
@@ -218,6 +229,10 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
     count: () => counter.read().counts,
     plan: (object) => reconciler.plan(object),
     explain: (object) => ({ plan: reconciler.plan(object), traces: reconciler.trace(object) }),
+    onChange: (listener) => {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
     sourceChanged: (name, change) => {
       if (!lookups || !sourcesRead(current.kind).has(name)) return;
       if (change === 'all') controller.requeueAll();
@@ -236,6 +251,7 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       current = { kind: next, resource };
       reconciler = reconcilerFor(next);
       counter = counterOf(next.labels);
+      for (const listener of listeners) listener(undefined);
       controller.requeueAll();
     },
     release: async () => {

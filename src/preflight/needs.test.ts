@@ -89,18 +89,21 @@ test("needs of a shard member: its group's Leases, any name in the lease namespa
   );
 });
 
+/** A config that runs no kind and writes nothing of its own: what the optional needs add to. */
+const NOTHING = {
+  kinds: [],
+  related: [],
+  sources: [],
+  events: false,
+  leaseNamespace: 'ops',
+  leaderElection: undefined,
+  shardGroup: undefined,
+  guard: undefined,
+  sourceMemory: undefined,
+};
+
 test('needs of --admission-policies: list, create, patch and delete on the policies and bindings cluster-wide; get on every ConfigMap when a policy reads one as its params', () => {
-  const input = {
-    kinds: [],
-    related: [],
-    sources: [],
-    events: false,
-    leaseNamespace: 'ops',
-    leaderElection: undefined,
-    shardGroup: undefined,
-    guard: undefined,
-    sourceMemory: undefined,
-  };
+  const input = NOTHING;
   const brief = (params: boolean | undefined, protection = false, mutating = true) =>
     needsOf({ ...input, admissionPolicies: params === undefined ? undefined : { params, protection, mutating } }).map((
       n,
@@ -119,4 +122,16 @@ test('needs of --admission-policies: list, create, patch and delete on the polic
   // Protection: the validating policies too; where the mutating ones are not served (1.30-1.35), those alone.
   assert.deepEqual(brief(false, true), [...policies, ...protecting]);
   assert.deepEqual(brief(false, true, false), protecting);
+});
+
+test('needs of --policy-reports: list, create, patch and delete on PolicyReports and ClusterPolicyReports cluster-wide', () => {
+  const reports = (policyReports: boolean) =>
+    needsOf({ ...NOTHING, policyReports }).filter((n) => n.group === 'wgpolicyk8s.io').map((n) =>
+      `${n.verbs.join(',')} ${n.resource}@${n.namespace || '*'} for ${n.for}`
+    );
+  assert.deepEqual(reports(false), []);
+  assert.deepEqual(reports(true), [
+    'list,create,patch,delete policyreports@* for policy reports',
+    'list,create,patch,delete clusterpolicyreports@* for policy reports',
+  ]);
 });

@@ -44,6 +44,8 @@ export interface NeedsInput {
   readonly sourceMemory: string | undefined;
   /** With --admission-policies, where the API server serves them: which, and whether a policy reads a ConfigMap as its params. */
   readonly admissionPolicies?: AdmissionPolicyNeeds | undefined;
+  /** --policy-reports: labeller keeps a PolicyReport per namespace and a ClusterPolicyReport. */
+  readonly policyReports?: boolean | undefined;
 }
 
 /** What keeping the admission policies needs: the mutating ones, where served; the protecting ones, where the config protects keys. */
@@ -144,6 +146,19 @@ export function needsOf(input: NeedsInput): Need[] {
         verbs: ['get'],
         namespace: '',
         for: 'admission policies reading a ConfigMap source (paramKind)',
+      });
+    }
+  }
+  if (input.policyReports) {
+    // Server-side apply creates (create) and changes (patch) them; those already there are listed at
+    // start, and deleted once they have nothing to say.
+    for (const resource of ['policyreports', 'clusterpolicyreports']) {
+      needs.push({
+        group: 'wgpolicyk8s.io',
+        resource,
+        verbs: ['list', 'create', 'patch', 'delete'],
+        namespace: '',
+        for: 'policy reports',
       });
     }
   }

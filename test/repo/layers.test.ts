@@ -23,7 +23,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['admission', 'events'],
   ['related', 'sources'],
   ['kinds'],
-  ['guard', 'preflight', 'policies'],
+  ['guard', 'preflight', 'policies', 'reports'],
   ['commands'],
   ['cli'],
 ];

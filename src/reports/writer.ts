@@ -1,0 +1,255 @@
+// Keeps labeller's PolicyReports equal to its findings (--policy-reports): one report per
+// namespace with findings, and a ClusterPolicyReport for the cluster-scoped objects, each
+// server-side applied under the field manager, and deleted once it has nothing to say (an empty
+// report in each of thousands of namespaces would say nothing Policy Reporter does not say by its
+// absence, and cost an object each in etcd). Writes are batched: a change marks what the tracker
+// looks at again, and a round runs at most every `intervalMs` (5 s), recomputing only the
+// reports whose findings changed and writing only those whose body did, so that a namespace of
+// 10,000 objects converging costs a write every few seconds at most, and none once converged.
+//
+// It runs only while this process may write, as the admission policies do (policies/applier.ts):
+// a task of the manager while leading; each write after the field-manager guard lets it through,
+// and not once leadership or the guard's Lease has lapsed; in a shard group, a namespace's report
+// only by the member that writes that namespace's bucket (the cluster report: the bucket of
+// cluster-scoped objects), which is the member whose cache holds its objects. A member that takes
+// buckets over looks at every report again. The first round waits for the caches to have listed,
+// so that no report is deleted for objects not listed yet; it lists the reports already there, so
+// that those of namespaces with nothing to say any more (fixed while labeller was away) go too.
+import { isNotFound } from '../apimachinery/errors.ts';
+import type { Writable } from '../labelling/ports.ts';
+import type { Shard } from '../shard/shard.ts';
+import { Backoff } from '../util/backoff.ts';
+import type { Logger } from '../util/log.ts';
+import { aborted } from '../util/aborted.ts';
+import { sleep as realSleep } from '../util/sleep.ts';
+import { type Report, reportName, reportOf } from './report.ts';
+import { POLICY_REPORTS, type ReportApi, type ReportOnServer } from './store.ts';
+import { FindingTracker, type TrackedKind } from './tracker.ts';
+
+/** The least time between two rounds: each report is written at most once in it. */
+export const REPORT_INTERVAL_MS = 5_000;
+/** How often the running kinds are looked at again when nothing else wakes the writer (a kind started later). */
+const RETRACK_MS = 30_000;
+
+export interface ReportWriterOptions {
+  readonly store: ReportApi;
+  /** The kinds running now (the kind set's), asked at each round. */
+  readonly kinds: () => Iterable<TrackedKind & { readonly controller: { readonly synced: Promise<void> } }>;
+  readonly fieldManager: string;
+  /** Have the API server check each report and store nothing; delete none. */
+  readonly dryRun: boolean;
+  /** Each write waits for it (the field-manager guard's Lease held). */
+  readonly writable?: Writable | undefined;
+  /** Why this process may not write now (leadership or the guard's Lease lapsed), asked as each write is sent. */
+  readonly claimed?: (() => string | undefined) | undefined;
+  /** This member's share in a shard group: it writes the reports of the namespaces whose buckets it writes. */
+  readonly shard?: Shard | undefined;
+  readonly intervalMs?: number | undefined;
+  readonly maxResults?: number | undefined;
+  /** Waits `ms` or until `signal` aborts, never rejecting: a fake clock's in tests. */
+  readonly sleep?: ((ms: number, signal: AbortSignal) => Promise<void>) | undefined;
+  readonly log: Logger;
+}
+
+export class ReportWriter {
+  readonly #options: ReportWriterOptions;
+  /** The reports on the API server, by namespace ('' for the cluster report). */
+  readonly #onServer = new Map<string, ReportOnServer>();
+  /** The body last applied, by namespace: the same body is not sent again. */
+  readonly #written = new Map<string, string>();
+  /** Reports to look at in the next round besides those whose findings changed: failed, or not this member's then. */
+  #again = new Set<string>();
+  #woken = false;
+  /** Whether the reports already there have been listed. */
+  #listed = false;
+  #wake: (() => void) | undefined;
+  /** A write was under way when `run`'s signal aborted it. */
+  #cutShort = false;
+
+  constructor(options: ReportWriterOptions) {
+    this.#options = options;
+  }
+
+  /** The config in force changed (kinds added or removed): look at them at once. */
+  changed(): void {
+    this.#woken = true;
+    this.#wake?.();
+  }
+
+  /** Keeps the reports until `writes` aborts; 'cut short' when a write was under way then. */
+  async run(writes: AbortSignal): Promise<void | 'cut short'> {
+    const { shard, log, kinds } = this.#options;
+    const sleep = this.#options.sleep ?? realSleep;
+    const intervalMs = this.#options.intervalMs ?? REPORT_INTERVAL_MS;
+    const tracker = new FindingTracker(this.#options.fieldManager, () => this.changed());
+    const stop = shard?.membership.subscribe(({ taken }) => {
+      if (taken.size === 0) return;
+      for (const namespace of [...this.#onServer.keys(), ...tracker.namespaces()]) this.#again.add(namespace);
+      this.changed();
+    });
+    const backoff = new Backoff({ initialMs: 1_000, maxMs: 60_000 });
+    try {
+      await Promise.race([Promise.all([...kinds()].map((kind) => kind.controller.synced)), aborted(writes)]);
+      while (!writes.aborted) {
+        let failure: unknown;
+        try {
+          await this.#listOnce(writes);
+          tracker.track(kinds());
+          await tracker.settle(5);
+          const due = new Set([...tracker.takeChanged(), ...this.#again]);
+          this.#again = new Set();
+          failure = await this.#writeAll(due, tracker, writes);
+        } catch (error) {
+          failure = error;
+        }
+        if (writes.aborted) break;
+        if (failure !== undefined) {
+          const retryInMs = Math.round(backoff.next());
+          log.warn(`policy reports not written yet; retrying${notServed(failure)}`, { error: failure, retryInMs });
+          await sleep(retryInMs, writes);
+          continue;
+        }
+        backoff.reset();
+        // The batching: whatever changes from now on waits for the next round.
+        await sleep(intervalMs, writes);
+        if (!tracker.pending && this.#again.size === 0) await this.#idle(writes, sleep);
+      }
+    } finally {
+      stop?.();
+      tracker.stop();
+    }
+    return this.#cutShort ? 'cut short' : undefined;
+  }
+
+  /** Lists the reports already there, once: those with nothing to say any more are deleted by the first round. */
+  async #listOnce(signal: AbortSignal): Promise<void> {
+    if (this.#listed) return;
+    for (const report of await this.#options.store.list(signal)) {
+      // A report of another field manager's name under these labels is not this one's to delete.
+      if (report.name !== reportName(this.#options.fieldManager)) continue;
+      this.#onServer.set(report.namespace, report);
+      this.#again.add(report.namespace);
+    }
+    this.#listed = true;
+  }
+
+  /** Writes the reports of `namespaces` that changed; the first failure that passes, if any (the rest are tried again). */
+  async #writeAll(namespaces: ReadonlySet<string>, tracker: FindingTracker, signal: AbortSignal): Promise<unknown> {
+    let failure: unknown;
+    for (const namespace of namespaces) {
+      if (signal.aborted) {
+        this.#again.add(namespace);
+        continue;
+      }
+      try {
+        await this.#write(namespace, tracker, signal);
+      } catch (error) {
+        this.#again.add(namespace);
+        if (signal.aborted) this.#cutShort = true;
+        failure ??= error;
+      }
+    }
+    return failure;
+  }
+
+  /** Applies the report of `namespace`, or deletes it when it has nothing to say. */
+  async #write(namespace: string, tracker: FindingTracker, signal: AbortSignal): Promise<void> {
+    const { store, shard, dryRun, fieldManager, maxResults, log } = this.#options;
+    const key = this.#shardKey(namespace);
+    const release = shard ? shard.hold(POLICY_REPORTS, key) : () => {};
+    if (!release) {
+      // Another member's namespace: written by it; this one looks again if it takes the bucket over.
+      this.#written.delete(namespace);
+      return;
+    }
+    let cutShort = false;
+    try {
+      const findings = tracker.findings(namespace);
+      if (findings.length === 0) {
+        this.#written.delete(namespace);
+        const there = this.#onServer.get(namespace);
+        if (!there || !(await this.#mayWrite(namespace, signal))) return;
+        await store.delete(there, { dryRun, signal });
+        this.#onServer.delete(namespace);
+        log.info(dryRun ? 'policy report would be deleted (dry run)' : 'policy report deleted: nothing to report', {
+          namespace: namespace || undefined,
+        });
+        return;
+      }
+      const report: Report = reportOf(namespace, findings, { fieldManager, maxResults });
+      const body = JSON.stringify(report);
+      if (this.#written.get(namespace) === body) return;
+      if (!(await this.#mayWrite(namespace, signal))) {
+        this.#again.add(namespace);
+        return;
+      }
+      try {
+        await store.apply(report, { dryRun, signal });
+      } catch (error) {
+        // The namespace is going (its objects leave the caches next): nothing to report there.
+        if (isNotFound(error) && namespace && error instanceof Error && error.message.includes('namespaces "')) {
+          log.debug('policy report not written: its namespace is gone', { namespace });
+          return;
+        }
+        cutShort = signal.aborted;
+        throw error;
+      }
+      if (!this.#onServer.has(namespace)) {
+        log.info(dryRun ? 'policy report would be created (dry run)' : 'policy report created', {
+          namespace: namespace || undefined,
+          results: report.results.length,
+        });
+      }
+      this.#written.set(namespace, body);
+      this.#onServer.set(namespace, { namespace, name: report.metadata.name, uid: undefined });
+    } finally {
+      release(cutShort);
+    }
+  }
+
+  /** How a shard bucket names the report of `namespace`: as a cache key, namespace/name (name alone: cluster-scoped). */
+  #shardKey(namespace: string): string {
+    const name = reportName(this.#options.fieldManager);
+    return namespace ? `${namespace}/${name}` : name;
+  }
+
+  /**
+   * Whether the write may be sent, checked as it is: the guard's Lease held (waited for),
+   * leadership, and in a shard group the namespace's bucket still this member's.
+   */
+  async #mayWrite(namespace: string, signal: AbortSignal): Promise<boolean> {
+    const { writable, claimed, shard, dryRun, log } = this.#options;
+    if (dryRun) return true;
+    const waiting = writable?.(signal);
+    if (waiting) await waiting;
+    const lapsed = claimed?.() ??
+      (shard && !shard.writing(POLICY_REPORTS, this.#shardKey(namespace))
+        ? "the namespace's shard bucket is no longer this member's"
+        : undefined);
+    if (lapsed) log.debug('policy report not written: a claim lapsed', { namespace, reason: lapsed });
+    return lapsed === undefined;
+  }
+
+  /** Waits for a change, or RETRACK_MS (a kind started since is looked at then). */
+  async #idle(signal: AbortSignal, sleep: (ms: number, signal: AbortSignal) => Promise<void>): Promise<void> {
+    if (this.#woken || signal.aborted) {
+      this.#woken = false;
+      return;
+    }
+    const done = new AbortController();
+    this.#wake = () => done.abort();
+    try {
+      await sleep(RETRACK_MS, AbortSignal.any([signal, done.signal]));
+    } finally {
+      this.#wake = undefined;
+      this.#woken = false;
+    }
+  }
+}
+
+/** What to do when the API server does not serve the reports: install their CRDs. */
+function notServed(error: unknown): string {
+  return isNotFound(error)
+    ? ' (the API server does not serve wgpolicyk8s.io/v1alpha2 PolicyReports: install their CRDs, which the chart ships in crds/)'
+    : '';
+}
