@@ -881,6 +881,9 @@ them, so that both ask for exactly what the controller needs.
 {{- if .Values.admissionPolicies.enabled }}
 - --admission-policies
 {{- end }}
+{{- if .Values.policyReports.enabled }}
+- --policy-reports
+{{- end }}
 {{- include "labeller.leaderElectionArgs" . }}
 {{- include "labeller.shardingArgs" . }}
 {{- end }}
