@@ -12,9 +12,11 @@
 // and not once leadership or the guard's Lease has lapsed; in a shard group, a namespace's report
 // only by the member that writes that namespace's bucket (the cluster report: the bucket of
 // cluster-scoped objects), which is the member whose cache holds its objects. A member that takes
-// buckets over looks at every report again. The first round waits for the caches to have listed,
-// so that no report is deleted for objects not listed yet; it lists the reports already there, so
-// that those of namespaces with nothing to say any more (fixed while labeller was away) go too.
+// buckets over looks at every report again, and lists those already there anew. Each round waits
+// for the caches of the kinds running to have listed (a kind a reload started too), so that no
+// result leaves a report for an object not listed yet. The first lists the reports already there,
+// so that those of namespaces with nothing to say any more (fixed while labeller was away) go too.
+import { createHash } from 'node:crypto';
 import { isNotFound } from '../apimachinery/errors.ts';
 import type { Writable } from '../labelling/ports.ts';
 import type { Shard } from '../shard/shard.ts';
@@ -55,7 +57,7 @@ export class ReportWriter {
   readonly #options: ReportWriterOptions;
   /** The reports on the API server, by namespace ('' for the cluster report). */
   readonly #onServer = new Map<string, ReportOnServer>();
-  /** The body last applied, by namespace: the same body is not sent again. */
+  /** A digest of the body last applied, by namespace: the same body is not sent again. */
   readonly #written = new Map<string, string>();
   /** Reports to look at in the next round besides those whose findings changed: failed, or not this member's then. */
   #again = new Set<string>();
@@ -84,17 +86,26 @@ export class ReportWriter {
     const tracker = new FindingTracker(this.#options.fieldManager, () => this.changed());
     const stop = shard?.membership.subscribe(({ taken }) => {
       if (taken.size === 0) return;
-      for (const namespace of [...this.#onServer.keys(), ...tracker.namespaces()]) this.#again.add(namespace);
+      // Another member wrote those namespaces meanwhile: what is there is listed again, and every
+      // report looked at again, whatever this one last sent.
+      for (const namespace of tracker.namespaces()) this.#again.add(namespace);
+      this.#listed = false;
+      this.#onServer.clear();
+      this.#written.clear();
       this.changed();
     });
     const backoff = new Backoff({ initialMs: 1_000, maxMs: 60_000 });
     try {
-      await Promise.race([Promise.all([...kinds()].map((kind) => kind.controller.synced)), aborted(writes)]);
       while (!writes.aborted) {
         let failure: unknown;
         try {
+          // A kind whose caches have not listed would take its objects' findings out of their
+          // reports until they have: the round waits for it (at start, and after a reload).
+          const running = [...kinds()];
+          await Promise.race([Promise.all(running.map((kind) => kind.controller.synced)), aborted(writes)]);
+          if (writes.aborted) break;
           await this.#listOnce(writes);
-          tracker.track(kinds());
+          tracker.track(running);
           await tracker.settle(5);
           const due = new Set([...tracker.takeChanged(), ...this.#again]);
           this.#again = new Set();
@@ -177,7 +188,7 @@ export class ReportWriter {
         return;
       }
       const report: Report = reportOf(namespace, findings, { fieldManager, maxResults });
-      const body = JSON.stringify(report);
+      const body = createHash('sha256').update(JSON.stringify(report)).digest('base64');
       if (this.#written.get(namespace) === body) return;
       if (!(await this.#mayWrite(namespace, signal))) {
         this.#again.add(namespace);
