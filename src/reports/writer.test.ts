@@ -178,3 +178,25 @@ test('a dry run has the API server check each report, and deletes none', async (
   );
   await stop();
 });
+
+test('a kind whose caches have not listed (started by a reload) holds the round: no report loses its results meanwhile', async () => {
+  const store = new FakeStore();
+  const pods = testKind({ labels: TEAM });
+  pods.set(short('web'));
+  const kinds = [pods];
+  const { clock, writer, stop } = start(kinds, { store });
+  await clock.advance(0);
+  assert.deepEqual(store.writes, ['apply shop 1']);
+  // A reload restarts the kind: the new one lists first.
+  const listed = Promise.withResolvers<void>();
+  const restarted = testKind({ labels: TEAM, synced: listed.promise });
+  kinds.splice(0, 1, restarted);
+  writer.changed();
+  await clock.advance(5_000);
+  assert.deepEqual(store.writes, ['apply shop 1'], 'nothing deleted while it lists');
+  restarted.set(short('web'));
+  listed.resolve();
+  await clock.advance(5_000);
+  assert.deepEqual(store.writes, ['apply shop 1'], 'the same report: nothing to send');
+  await stop();
+});

@@ -26,6 +26,8 @@ export interface KindOptions {
   readonly plural?: string;
   readonly kind?: string;
   readonly namespaced?: boolean;
+  /** When its caches have listed: at once unless given. */
+  readonly synced?: Promise<void>;
 }
 
 export interface TestKind extends TrackedKind {
@@ -80,7 +82,7 @@ export function testKind(options: KindOptions): TestKind {
       name: plural,
       get: (key) => objects.get(key),
       keys: () => objects.keys(),
-      synced: Promise.resolve(),
+      synced: options.synced ?? Promise.resolve(),
     },
     plan: (object) => {
       planned++;
