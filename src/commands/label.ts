@@ -172,5 +172,6 @@ function keepReports(
     log: log.child({ component: 'policy-reports' }),
   });
   manager.whileLeading((writes) => reports.run(writes));
+  host.addNotes(() => reports.notes());
   return reports;
 }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setImmediate } from 'node:timers/promises';
+import { ApiError } from '../apimachinery/errors.ts';
 import { labelledObject } from '../labelling/testing/objects.ts';
 import { createLogger } from '../util/log.ts';
 import type { Report } from './report.ts';
@@ -198,5 +199,25 @@ test('a kind whose caches have not listed (started by a reload) holds the round:
   listed.resolve();
   await clock.advance(5_000);
   assert.deepEqual(store.writes, ['apply shop 1'], 'the same report: nothing to send');
+  await stop();
+});
+
+test('CRDs not served: said once and noted in /readyz, retried with a backoff, and written once they are', async () => {
+  const store = new FakeStore();
+  const list = store.list.bind(store);
+  let served = false;
+  store.list = () =>
+    served
+      ? list()
+      : Promise.reject(new ApiError('GET', '/apis/wgpolicyk8s.io/v1alpha2/policyreports', 404, { reason: 'NotFound' }));
+  const pods = testKind({ labels: TEAM });
+  pods.set(short('web'));
+  const { clock, writer, stop } = start([pods], { store });
+  await clock.advance(0);
+  assert.match(writer.notes().join(), /does not serve wgpolicyk8s.io\/v1alpha2 PolicyReports: install their CRDs/);
+  served = true;
+  await clock.advance(120_000);
+  assert.deepEqual(writer.notes(), []);
+  assert.deepEqual(store.writes, ['apply shop 1']);
   await stop();
 });

@@ -17,7 +17,7 @@
 // result leaves a report for an object not listed yet. The first lists the reports already there,
 // so that those of namespaces with nothing to say any more (fixed while labeller was away) go too.
 import { createHash } from 'node:crypto';
-import { isNotFound } from '../apimachinery/errors.ts';
+import { isForbidden, isNotFound } from '../apimachinery/errors.ts';
 import type { Writable } from '../labelling/ports.ts';
 import type { Shard } from '../shard/shard.ts';
 import { Backoff } from '../util/backoff.ts';
@@ -67,6 +67,8 @@ export class ReportWriter {
   #wake: (() => void) | undefined;
   /** A write was under way when `run`'s signal aborted it. */
   #cutShort = false;
+  /** Why no report can be written (their CRDs not served, no right to): said once, noted in /readyz. */
+  #blocked: string | undefined;
 
   constructor(options: ReportWriterOptions) {
     this.#options = options;
@@ -116,10 +118,12 @@ export class ReportWriter {
         if (writes.aborted) break;
         if (failure !== undefined) {
           const retryInMs = Math.round(backoff.next());
-          log.warn(`policy reports not written yet; retrying${notServed(failure)}`, { error: failure, retryInMs });
+          this.#failed(failure, retryInMs);
           await sleep(retryInMs, writes);
           continue;
         }
+        if (this.#blocked !== undefined) log.info('policy reports written again');
+        this.#blocked = undefined;
         backoff.reset();
         // The batching: whatever changes from now on waits for the next round.
         await sleep(intervalMs, writes);
@@ -130,6 +134,27 @@ export class ReportWriter {
       tracker.stop();
     }
     return this.#cutShort ? 'cut short' : undefined;
+  }
+
+  /** Why no report is written now, for /readyz (not keeping it from being ready: labelling goes on). */
+  notes(): string[] {
+    return this.#blocked === undefined ? [] : [`policy reports: not written: ${this.#blocked}`];
+  }
+
+  /**
+   * A round failed: a reason that lasts (the CRDs not served, a right missing) is said once and
+   * noted in /readyz until a round succeeds; any other failure is said at each retry.
+   */
+  #failed(error: unknown, retryInMs: number): void {
+    const { log } = this.#options;
+    const blocked = isNotFound(error)
+      ? 'the API server does not serve wgpolicyk8s.io/v1alpha2 PolicyReports: install their CRDs (the chart ships them in crds/)'
+      : isForbidden(error)
+      ? 'this identity may not list, create, patch or delete policyreports and clusterpolicyreports (wgpolicyk8s.io): grant them (the chart does with policyReports.enabled)'
+      : undefined;
+    if (blocked === undefined) log.warn('policy reports not written yet; retrying', { error, retryInMs });
+    else if (blocked !== this.#blocked) log.error(`policy reports not written: ${blocked}`, { error });
+    this.#blocked = blocked;
   }
 
   /** Lists the reports already there, once: those with nothing to say any more are deleted by the first round. */
@@ -256,11 +281,4 @@ export class ReportWriter {
       this.#woken = false;
     }
   }
-}
-
-/** What to do when the API server does not serve the reports: install their CRDs. */
-function notServed(error: unknown): string {
-  return isNotFound(error)
-    ? ' (the API server does not serve wgpolicyk8s.io/v1alpha2 PolicyReports: install their CRDs, which the chart ships in crds/)'
-    : '';
 }
