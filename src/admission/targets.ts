@@ -33,7 +33,7 @@ export interface EveryKindAdmission {
 export interface ObjectMeta {
   readonly name: string;
   readonly labels: Readonly<Record<string, string>>;
-  /** What the policies depend on, when they have an owner (policies/owner.ts); never rendered here. */
+  /** What the policies depend on, when they have an owner (kube/owner.ts); never rendered here. */
   readonly ownerReferences?: readonly OwnerReference[];
 }
 

@@ -154,6 +154,13 @@ export const SPECS = {
     describe:
       'the controller also keeps a wgpolicyk8s.io PolicyReport per namespace (and a ClusterPolicyReport) of the labels not as the config wants: conflicts, fights, invalid values, keys with no value (fail), held keys (warn), as Policy Reporter shows them; needs the CRDs (the chart ships them)',
   },
+  'policy-reports-owner': {
+    kind: 'string',
+    group: 'Behaviour',
+    value: '<kind>/<name>',
+    describe:
+      'with --policy-reports: a cluster-scoped object the reports depend on, so the garbage collector removes them with it (the chart: its ClusterRole for them, which helm uninstall removes); without one, they stay until deleted',
+  },
   coverage: {
     kind: 'boolean',
     group: 'Behaviour',

@@ -133,6 +133,7 @@ async function run(argv: readonly string[], shutdown: Shutdown, setFormat: (form
         admissionPolicies: options.admissionPolicies,
         admissionPoliciesOwner: options.admissionPoliciesOwner,
         policyReports: options.policyReports,
+        policyReportsOwner: options.policyReportsOwner,
         sourcesMemoryKey,
       };
       return EXIT_STATUS[await runCommand(host, options, config, label, preflight)];

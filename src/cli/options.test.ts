@@ -33,6 +33,7 @@ test('defaults when nothing is set', async () => {
     admissionPolicies: false,
     admissionPoliciesOwner: undefined,
     policyReports: false,
+    policyReportsOwner: undefined,
     ignoreFieldManagerGuard: false,
     concurrency: 8,
     requeueAfterMs: 300_000,
@@ -124,6 +125,7 @@ test('every option can come from the environment (former names of options includ
       admissionPolicies: false,
       admissionPoliciesOwner: undefined,
       policyReports: false,
+      policyReportsOwner: undefined,
       ignoreFieldManagerGuard: true,
       concurrency: 3,
       requeueAfterMs: 3_600_000,
@@ -524,4 +526,17 @@ test('--policy-reports (LABELLER_POLICY_REPORTS): the controller, and status for
       other.join(' '),
     );
   }
+  const owner = 'clusterrole/labeller-policy-reports';
+  assert.equal(
+    (await parse(['--kinds', 'cm', '--policy-reports', '--policy-reports-owner', owner]))?.policyReportsOwner,
+    owner,
+  );
+  await assert.rejects(
+    parse(['--kinds', 'cm', '--policy-reports-owner', owner]),
+    /--policy-reports-owner works with the controller and --policy-reports/,
+  );
+  await assert.rejects(
+    parse(['--kinds', 'cm', '--policy-reports'], { LABELLER_POLICY_REPORTS_OWNER: 'labeller' }),
+    /LABELLER_POLICY_REPORTS_OWNER: "labeller" is not <kind>\/<name>/,
+  );
 });

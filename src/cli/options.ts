@@ -71,6 +71,8 @@ export interface Options {
   readonly admissionPoliciesOwner: string | undefined;
   /** The controller keeps PolicyReports of what is not as the config wants (--policy-reports). */
   readonly policyReports: boolean;
+  /** What the reports depend on, kubectl-style `<kind>/<name>` (--policy-reports-owner). */
+  readonly policyReportsOwner: string | undefined;
   /** Write even when a running labeller with another config holds the field manager. */
   readonly ignoreFieldManagerGuard: boolean;
   readonly leaderElect: boolean;
@@ -300,27 +302,33 @@ export async function parseOptions(
       '--admission-policies works with the controller (labeller without --once), prune and status; labeller admission prints the policies without it',
     );
   }
-  const admissionPoliciesOwner = string('admission-policies-owner');
-  if (admissionPoliciesOwner !== undefined) {
-    if (!admissionPolicies || command !== 'label') {
+  /** `--<of>-owner`: with the controller and --<of> only, a cluster-scoped object as `<kind>/<name>`. */
+  const ownerOf = (of: 'admission-policies' | 'policy-reports', on: boolean, dependents: string) => {
+    const name = `${of}-owner` as const;
+    const spec = string(name);
+    if (spec === undefined) return undefined;
+    if (!on || command !== 'label') {
       throw new UsageError(
-        '--admission-policies-owner works with the controller and --admission-policies: it names what the policies it applies depend on',
+        `--${name} works with the controller and --${of}: it names what the ${dependents} depend on`,
       );
     }
-    if (!/^[^/\s]+\/[^/\s]+$/.test(admissionPoliciesOwner)) {
+    if (!/^[^/\s]+\/[^/\s]+$/.test(spec)) {
       throw new UsageError(
         `${
-          where('admission-policies-owner')
-        }: "${admissionPoliciesOwner}" is not <kind>/<name>: name a cluster-scoped object as kubectl does, e.g. clusterrole/labeller-admission-policies`,
+          where(name)
+        }: "${spec}" is not <kind>/<name>: name a cluster-scoped object as kubectl does, e.g. clusterrole/labeller-${of}`,
       );
     }
-  }
+    return spec;
+  };
+  const admissionPoliciesOwner = ownerOf('admission-policies', admissionPolicies, 'policies it applies');
   const policyReports = flag('policy-reports');
   if (policyReports && (!['label', 'status'].includes(command) || (command === 'label' && flag('once')))) {
     throw new UsageError(
       '--policy-reports works with the controller (labeller without --once), and with status, whose preflight then asks for their rights',
     );
   }
+  const policyReportsOwner = ownerOf('policy-reports', policyReports, 'reports it writes');
   if (flag('all-kinds') && isSet('exclude-kinds')) {
     throw new UsageError(
       "--exclude-kinds works with the '*' kind; prune --all-kinds takes every kind: prune with --kinds '*' to leave some out",
@@ -350,6 +358,7 @@ export async function parseOptions(
     admissionPolicies,
     admissionPoliciesOwner,
     policyReports,
+    policyReportsOwner,
     ignoreFieldManagerGuard: flag('ignore-field-manager-guard'),
     concurrency: count('concurrency'),
     requeueAfterMs: duration('requeue-after'),

@@ -13,8 +13,8 @@ import { claimOf } from '../guard/claim.ts';
 import { type FieldManagerGuard, type FieldManagerTaken, guardFor, type GuardOptions } from '../guard/guard.ts';
 import { whoAmI } from '../kube/access.ts';
 import { LeaseApi } from '../kube/lease.ts';
+import { ClusterOwner } from '../kube/owner.ts';
 import { PolicyApplier } from '../policies/applier.ts';
-import { PolicyOwner } from '../policies/owner.ts';
 import { PolicyStore } from '../policies/store.ts';
 import { ReportStore } from '../reports/store.ts';
 import { ReportWriter } from '../reports/writer.ts';
@@ -32,6 +32,8 @@ export interface LabelOptions {
   readonly admissionPoliciesOwner?: string | undefined;
   /** Keep PolicyReports of what is not as the config wants (--policy-reports). */
   readonly policyReports?: boolean | undefined;
+  /** What they depend on (--policy-reports-owner): the garbage collector removes them with it. */
+  readonly policyReportsOwner?: string | undefined;
   /** The secret the sources' memory keys its samples with (--sources-memory-key-file); none: key counts only. */
   readonly sourcesMemoryKey?: MemoryKey | undefined;
 }
@@ -87,7 +89,7 @@ export async function runLabel(host: Host, config: Config, options: LabelOptions
   const policies = options.admissionPolicies
     ? keepPolicies(host, started, guard, options.admissionPoliciesOwner)
     : undefined;
-  const reports = options.policyReports ? keepReports(host, started, guard) : undefined;
+  const reports = options.policyReports ? keepReports(host, started, guard, options.policyReportsOwner) : undefined;
   let taken: FieldManagerTaken | undefined;
   if (guard) {
     // Held while this process may write, and until everything has drained, so other labellers see it.
@@ -143,7 +145,11 @@ function keepPolicies(
     events,
     resyncMs: options.requeueAfterMs,
     identity: (signal) => whoAmI(client, signal),
-    owner: owner === undefined ? undefined : new PolicyOwner(client, discovery, owner),
+    owner: owner === undefined ? undefined : new ClusterOwner(client, discovery, owner, {
+      what: 'policies',
+      done: 'applied',
+      chartValue: 'admissionPolicies.enabled',
+    }),
     // Nobody takes over from this process, and nothing else removes them.
     removeOnStop: owner === undefined && !options.leaderElection && !shard,
     log: log.child({ component: 'admission-policies' }),
@@ -159,8 +165,9 @@ function keepReports(
   host: Host,
   { manager, kinds, shard, claimed }: Started,
   guard: FieldManagerGuard | undefined,
+  owner: string | undefined,
 ): ReportWriter {
-  const { client, options, log } = host;
+  const { client, discovery, options, log } = host;
   const reports = new ReportWriter({
     store: new ReportStore(client, options.fieldManager),
     kinds: () => kinds.kinds,
@@ -169,6 +176,11 @@ function keepReports(
     writable: guard && ((signal) => guard.writable(signal)),
     claimed,
     shard,
+    owner: owner === undefined ? undefined : new ClusterOwner(client, discovery, owner, {
+      what: 'policy reports',
+      done: 'written',
+      chartValue: 'policyReports.enabled',
+    }),
     log: log.child({ component: 'policy-reports' }),
   });
   manager.whileLeading((writes) => reports.run(writes));

@@ -16,7 +16,7 @@
 // not serve the policies' v1 is said once: labeller then runs as the controller alone.
 //
 // Policies must not outlive labeller: they would go on labelling every create with the last
-// config's values. With an owner (owner.ts), each policy and binding depends on it and the
+// config's values. With an owner (kube/owner.ts), each policy and binding depends on it and the
 // garbage collector removes them with it; without one, a process that nobody takes over from (no
 // leader election, no shard group) deletes them when it stops.
 import type { ControllerRule } from '../admission/policy.ts';
@@ -34,6 +34,7 @@ import { type Config, protectsKeys } from '../config/model.ts';
 import type { LabellerEvents } from '../events/labellerevents.ts';
 import type { DiscoveryCache } from '../kube/discoverycache.ts';
 import { ApiError, isConflict, isForbidden, isNotFound } from '../apimachinery/errors.ts';
+import { type ClusterOwner, OwnerUnavailable } from '../kube/owner.ts';
 import type { OwnerReference } from '../apimachinery/objects.ts';
 import { ResolveError } from '../apimachinery/resolve.ts';
 import type { Writable } from '../labelling/ports.ts';
@@ -42,7 +43,6 @@ import type { Shard } from '../shard/shard.ts';
 import { Backoff } from '../util/backoff.ts';
 import type { Logger } from '../util/log.ts';
 import { sleep } from '../util/sleep.ts';
-import { OwnerUnavailable, type PolicyOwner } from './owner.ts';
 import { renderPolicies } from './render.ts';
 import { describePolicy, type PolicyKinds, type PolicyObject, type PolicyStore } from './store.ts';
 
@@ -68,7 +68,7 @@ export interface PolicyApplierOptions {
    */
   readonly identity?: ((signal: AbortSignal) => Promise<string | undefined>) | undefined;
   /** What the policies depend on, so that the garbage collector removes them with it. */
-  readonly owner?: Pick<PolicyOwner, 'spec' | 'reference'> | undefined;
+  readonly owner?: Pick<ClusterOwner, 'spec' | 'reference'> | undefined;
   /** Delete them when run() ends: nothing else keeps them then, and nothing removes them (no owner, nobody to take over). */
   readonly removeOnStop?: boolean | undefined;
   readonly log: Logger;

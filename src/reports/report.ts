@@ -8,6 +8,7 @@
 // give the same body, byte for byte, so that the writer can tell a change from a recompute.
 import { createHash } from 'node:crypto';
 import { isDns1123Label, nameSlug } from '../apimachinery/names.ts';
+import type { OwnerReference } from '../apimachinery/objects.ts';
 import { FIELD_MANAGER_LABEL, fieldManagerLabelValue } from '../config/fieldmanager.ts';
 import type { Finding } from './findings.ts';
 
@@ -56,6 +57,7 @@ export interface Report {
     readonly namespace?: string;
     readonly labels: Readonly<Record<string, string>>;
     readonly annotations?: Readonly<Record<string, string>>;
+    readonly ownerReferences?: readonly OwnerReference[];
   };
   readonly summary: Summary;
   readonly results: readonly ReportResult[];
@@ -80,13 +82,20 @@ export function reportName(fieldManager: string): string {
   return `${nameSlug(fieldManager, 40) || 'labeller'}-${hash}-labels`;
 }
 
-/** The report of `namespace` ('' for the cluster-scoped objects) with `findings`. */
+/**
+ * The report of `namespace` ('' for the cluster-scoped objects) with `findings`; with `owner`, a
+ * dependent of it, so that the garbage collector deletes it once the owner is gone.
+ */
 export function reportOf(
   namespace: string,
   findings: readonly Finding[],
-  options: { readonly fieldManager: string; readonly maxResults?: number | undefined },
+  options: {
+    readonly fieldManager: string;
+    readonly maxResults?: number | undefined;
+    readonly owner?: OwnerReference | undefined;
+  },
 ): Report {
-  const { fieldManager, maxResults = MAX_RESULTS } = options;
+  const { fieldManager, maxResults = MAX_RESULTS, owner } = options;
   // Each finding's key once, not at each comparison: a namespace may have 10,000 of them.
   const sorted = findings.map((finding) => ({ finding, key: sortKey(finding) }))
     .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).map(({ finding }) => finding);
@@ -101,6 +110,7 @@ export function reportOf(
       ...(namespace ? { namespace } : {}),
       labels: reportLabels(fieldManager),
       ...(omitted > 0 ? { annotations: { [OMITTED_ANNOTATION]: String(omitted) } } : {}),
+      ...(owner ? { ownerReferences: [owner] } : {}),
     },
     summary: { pass: 0, fail: count('fail'), warn: count('warn'), error: 0, skip: 0 },
     results: kept.map(resultOf),

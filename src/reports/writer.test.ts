@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setImmediate } from 'node:timers/promises';
 import { ApiError } from '../apimachinery/errors.ts';
+import { OwnerUnavailable } from '../kube/owner.ts';
 import { labelledObject } from '../labelling/testing/objects.ts';
 import { createLogger } from '../util/log.ts';
 import type { Report } from './report.ts';
@@ -219,5 +220,35 @@ test('CRDs not served: said once and noted in /readyz, retried with a backoff, a
   await clock.advance(120_000);
   assert.deepEqual(writer.notes(), []);
   assert.deepEqual(store.writes, ['apply shop 1']);
+  await stop();
+});
+
+test('with an owner, each report depends on it; missing, nothing is written (it would be collected at once); made again, all are applied again', async () => {
+  const store = new FakeStore();
+  const pods = testKind({ labels: TEAM });
+  pods.set(short('web'));
+  pods.set(short('db', 'billing'));
+  let uid: string | undefined;
+  const owner = {
+    reference: () =>
+      uid === undefined
+        ? Promise.reject(new OwnerUnavailable('missing', 'clusterrole/labeller-policy-reports does not exist'))
+        : Promise.resolve({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', name: 'r', uid }),
+  };
+  const { clock, writer, stop } = start([pods], { store, owner });
+  await clock.advance(0);
+  assert.deepEqual(store.writes, []);
+  assert.match(writer.notes().join(), /does not exist/);
+  uid = 'first';
+  await clock.advance(120_000);
+  assert.deepEqual(store.writes.sort(), ['apply billing 1', 'apply shop 1']);
+  const owners = () =>
+    [...store.reports.values()].map((r) => 'metadata' in r ? r.metadata.ownerReferences?.[0]?.uid : '');
+  assert.deepEqual(owners(), ['first', 'first']);
+  uid = 'second';
+  writer.changed();
+  await clock.advance(5_000);
+  assert.equal(store.writes.length, 4);
+  assert.deepEqual(owners(), ['second', 'second']);
   await stop();
 });

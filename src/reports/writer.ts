@@ -18,6 +18,9 @@
 // so that those of namespaces with nothing to say any more (fixed while labeller was away) go too.
 import { createHash } from 'node:crypto';
 import { isForbidden, isNotFound } from '../apimachinery/errors.ts';
+import type { OwnerReference } from '../apimachinery/objects.ts';
+import { ResolveError } from '../apimachinery/resolve.ts';
+import { type ClusterOwner, OwnerUnavailable } from '../kube/owner.ts';
 import type { Writable } from '../labelling/ports.ts';
 import type { Shard } from '../shard/shard.ts';
 import { Backoff } from '../util/backoff.ts';
@@ -44,6 +47,12 @@ export interface ReportWriterOptions {
   readonly writable?: Writable | undefined;
   /** Why this process may not write now (leadership or the guard's Lease lapsed), asked as each write is sent. */
   readonly claimed?: (() => string | undefined) | undefined;
+  /**
+   * What the reports depend on (--policy-reports-owner), read at each round: the garbage collector
+   * deletes them once it is gone (helm uninstall). Missing, nothing is written: it would be
+   * collected at once.
+   */
+  readonly owner?: Pick<ClusterOwner, 'reference'> | undefined;
   /** This member's share in a shard group: it writes the reports of the namespaces whose buckets it writes. */
   readonly shard?: Shard | undefined;
   readonly intervalMs?: number | undefined;
@@ -67,8 +76,10 @@ export class ReportWriter {
   #wake: (() => void) | undefined;
   /** A write was under way when `run`'s signal aborted it. */
   #cutShort = false;
-  /** Why no report can be written (their CRDs not served, no right to): said once, noted in /readyz. */
+  /** Why no report can be written (their CRDs not served, no right to, no owner): said once, noted in /readyz. */
   #blocked: string | undefined;
+  /** The reference to the reports' owner at the last round. */
+  #owner: OwnerReference | undefined;
 
   constructor(options: ReportWriterOptions) {
     this.#options = options;
@@ -109,6 +120,13 @@ export class ReportWriter {
           await this.#listOnce(writes);
           tracker.track(running);
           await tracker.settle(5);
+          const owner = await this.#options.owner?.reference(writes);
+          if (owner?.uid !== this.#owner?.uid) {
+            // Another owner (made again): every report is applied again, to depend on it.
+            this.#written.clear();
+            for (const namespace of [...this.#onServer.keys(), ...tracker.namespaces()]) this.#again.add(namespace);
+          }
+          this.#owner = owner;
           const due = new Set([...tracker.takeChanged(), ...this.#again]);
           this.#again = new Set();
           failure = await this.#writeAll(due, tracker, writes);
@@ -147,7 +165,9 @@ export class ReportWriter {
    */
   #failed(error: unknown, retryInMs: number): void {
     const { log } = this.#options;
-    const blocked = isNotFound(error)
+    const blocked = error instanceof OwnerUnavailable || error instanceof ResolveError
+      ? error.message
+      : isNotFound(error)
       ? 'the API server does not serve wgpolicyk8s.io/v1alpha2 PolicyReports: install their CRDs (the chart ships them in crds/)'
       : isForbidden(error)
       ? 'this identity may not list, create, patch or delete policyreports and clusterpolicyreports (wgpolicyk8s.io): grant them (the chart does with policyReports.enabled)'
@@ -212,7 +232,7 @@ export class ReportWriter {
         });
         return;
       }
-      const report: Report = reportOf(namespace, findings, { fieldManager, maxResults });
+      const report: Report = reportOf(namespace, findings, { fieldManager, maxResults, owner: this.#owner });
       const body = createHash('sha256').update(JSON.stringify(report)).digest('base64');
       if (this.#written.get(namespace) === body) return;
       if (!(await this.#mayWrite(namespace, signal))) {
