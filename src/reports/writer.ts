@@ -33,7 +33,7 @@ import { FindingTracker, type TrackedKind } from './tracker.ts';
 
 /** The least time between two rounds: each report is written at most once in it. */
 export const REPORT_INTERVAL_MS = 5_000;
-/** How often the running kinds are looked at again when nothing else wakes the writer (a kind started later). */
+/** How often a round runs when nothing else wakes the writer: a kind started later, an owner made again. */
 const RETRACK_MS = 30_000;
 
 export interface ReportWriterOptions {
