@@ -81,11 +81,12 @@ export function findingsOf(
   if ('problem' in plan) return { findings: [finding('invalid', plan.field, plan.problem)], waiting: false };
   const keys = [...config.labels.keys()];
   const states = keyStates(plan, object, keys);
-  // Only a key that is not covered and not pending is traced, as status does: tracing costs more than planning.
-  const yielded = fightsOf(plan);
-  if (!states.some((state, i) => state !== 'covered' && state !== 'pending' || yielded.has(keys[i]!))) {
+  // Only an object with a key neither covered nor pending is traced, as status does: tracing costs
+  // more than planning. (A key yielded in a fight is `contested`.)
+  if (!states.some((state) => state !== 'covered' && state !== 'pending')) {
     return { findings: [], waiting: plan.waiting };
   }
+  const yielded = fightsOf(plan);
   const { traces } = kind.explain(object);
   const owned = (keys: readonly string[]) =>
     new Map(keys.map((key): [string, readonly KeyOwner[]] => [key, [{ manager: fieldManager, operation: 'Apply' }]]));
