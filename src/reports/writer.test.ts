@@ -20,23 +20,23 @@ class FakeClock {
 
   sleep = (ms: number, signal: AbortSignal): Promise<void> =>
     new Promise((resolve) => {
-      const sleeper = { until: this.now + ms, wake: () => resolve() };
-      const wake = () => {
-        this.#sleeping.delete(sleeper);
-        resolve();
+      const sleeper = {
+        until: this.now + ms,
+        wake: () => {
+          this.#sleeping.delete(sleeper);
+          signal.removeEventListener('abort', sleeper.wake);
+          resolve();
+        },
       };
-      signal.addEventListener('abort', wake, { once: true });
-      this.#sleeping.add({ ...sleeper, wake });
+      signal.addEventListener('abort', sleeper.wake, { once: true });
+      this.#sleeping.add(sleeper);
     });
 
   /** Moves the clock on by `ms`, letting the writer run what is due until it sleeps again. */
   async advance(ms: number): Promise<void> {
     this.now += ms;
     for (const sleeper of [...this.#sleeping]) {
-      if (sleeper.until <= this.now) {
-        this.#sleeping.delete(sleeper);
-        sleeper.wake();
-      }
+      if (sleeper.until <= this.now) sleeper.wake();
     }
     await setImmediate();
     for (let i = 0; i < 100_000 && this.#sleeping.size === 0; i++) await setImmediate();
@@ -250,5 +250,21 @@ test('with an owner, each report depends on it; missing, nothing is written (it 
   await clock.advance(5_000);
   assert.equal(store.writes.length, 4);
   assert.deepEqual(owners(), ['second', 'second']);
+  await stop();
+});
+
+test("a kind whose list keeps failing holds the rounds a minute at most: the other kinds' reports are written", async () => {
+  const store = new FakeStore();
+  const pods = testKind({ labels: TEAM });
+  pods.set(short('web'));
+  const never = testKind({ labels: TEAM, plural: 'services', kind: 'Service', synced: new Promise<void>(() => {}) });
+  const { clock, stop } = start([pods, never], { store });
+  await clock.advance(0);
+  assert.deepEqual(store.writes, []);
+  await clock.advance(60_000);
+  assert.deepEqual(store.writes, ['apply shop 1']);
+  pods.set(short('api'));
+  await clock.advance(5_000);
+  assert.deepEqual(store.writes, ['apply shop 1', 'apply shop 2'], 'not waited for again');
   await stop();
 });

@@ -12,9 +12,9 @@
 // and not once leadership or the guard's Lease has lapsed; in a shard group, a namespace's report
 // only by the member that writes that namespace's bucket (the cluster report: the bucket of
 // cluster-scoped objects), which is the member whose cache holds its objects. A member that takes
-// buckets over looks at every report again, and lists those already there anew. Each round waits
-// for the caches of the kinds running to have listed (a kind a reload started too), so that no
-// result leaves a report for an object not listed yet. The first lists the reports already there,
+// buckets over looks at every report again, and lists those already there anew. A round waits for
+// the caches of a kind newly running to have listed (once, a minute at most), so that no result
+// leaves a report for an object not listed yet. The first lists the reports already there,
 // so that those of namespaces with nothing to say any more (fixed while labeller was away) go too.
 import { createHash } from 'node:crypto';
 import { isForbidden, isNotFound } from '../apimachinery/errors.ts';
@@ -25,7 +25,6 @@ import type { Writable } from '../labelling/ports.ts';
 import type { Shard } from '../shard/shard.ts';
 import { Backoff } from '../util/backoff.ts';
 import type { Logger } from '../util/log.ts';
-import { aborted } from '../util/aborted.ts';
 import { sleep as realSleep } from '../util/sleep.ts';
 import { type Report, reportName, reportOf } from './report.ts';
 import { POLICY_REPORTS, type ReportApi, type ReportOnServer } from './store.ts';
@@ -36,10 +35,16 @@ export const REPORT_INTERVAL_MS = 5_000;
 /** How often a round runs when nothing else wakes the writer: a kind started later, an owner made again. */
 const RETRACK_MS = 30_000;
 
+/** How long a round waits for a kind's caches to list before it goes on without that kind's objects. */
+const SYNC_WAIT_MS = 60_000;
+
+/** A running kind, and when its caches have listed. */
+export type ListingKind = TrackedKind & { readonly controller: { readonly synced: Promise<void> } };
+
 export interface ReportWriterOptions {
   readonly store: ReportApi;
   /** The kinds running now (the kind set's), asked at each round. */
-  readonly kinds: () => Iterable<TrackedKind & { readonly controller: { readonly synced: Promise<void> } }>;
+  readonly kinds: () => Iterable<ListingKind>;
   readonly fieldManager: string;
   /** Have the API server check each report and store nothing; delete none. */
   readonly dryRun: boolean;
@@ -78,6 +83,9 @@ export class ReportWriter {
   #cutShort = false;
   /** Why no report can be written (their CRDs not served, no right to, no owner): said once, noted in /readyz. */
   #blocked: string | undefined;
+  /** The running kinds whose caches have listed, and those a round has waited for. */
+  readonly #synced = new Set<ListingKind>();
+  readonly #waitedFor = new Set<ListingKind>();
   /** The reference to the reports' owner at the last round. */
   #owner: OwnerReference | undefined;
 
@@ -93,7 +101,7 @@ export class ReportWriter {
 
   /** Keeps the reports until `writes` aborts; 'cut short' when a write was under way then. */
   async run(writes: AbortSignal): Promise<void | 'cut short'> {
-    const { shard, log, kinds } = this.#options;
+    const { shard, log } = this.#options;
     const sleep = this.#options.sleep ?? realSleep;
     const intervalMs = this.#options.intervalMs ?? REPORT_INTERVAL_MS;
     const tracker = new FindingTracker(this.#options.fieldManager, () => this.changed());
@@ -112,13 +120,10 @@ export class ReportWriter {
       while (!writes.aborted) {
         let failure: unknown;
         try {
-          // A kind whose caches have not listed would take its objects' findings out of their
-          // reports until they have: the round waits for it (at start, and after a reload).
-          const running = [...kinds()];
-          await Promise.race([Promise.all(running.map((kind) => kind.controller.synced)), aborted(writes)]);
+          const listed = await this.#listedKinds(writes, sleep);
           if (writes.aborted) break;
           await this.#listOnce(writes);
-          tracker.track(running);
+          tracker.track(listed);
           await tracker.settle(5);
           const owner = await this.#options.owner?.reference(writes);
           if (owner?.uid !== this.#owner?.uid) {
@@ -152,6 +157,39 @@ export class ReportWriter {
       tracker.stop();
     }
     return this.#cutShort ? 'cut short' : undefined;
+  }
+
+  /**
+   * The running kinds whose caches have listed. A kind that has not would take its objects'
+   * findings out of their reports until it has (at start, after a reload that restarted it), so
+   * the round waits for it, but once only and for SYNC_WAIT_MS at most: a kind whose list keeps
+   * failing must not keep every report from being written.
+   */
+  async #listedKinds(signal: AbortSignal, sleep: (ms: number, signal: AbortSignal) => Promise<void>) {
+    const running = [...this.#options.kinds()];
+    for (const kind of [...this.#synced, ...this.#waitedFor]) {
+      if (!running.includes(kind)) {
+        this.#synced.delete(kind);
+        this.#waitedFor.delete(kind);
+      }
+    }
+    const waiting = running.filter((kind) => !this.#synced.has(kind) && !this.#waitedFor.has(kind));
+    for (const kind of waiting) {
+      this.#waitedFor.add(kind);
+      kind.controller.synced.then(() => {
+        this.#synced.add(kind);
+        this.changed();
+      }, () => {});
+    }
+    if (waiting.length > 0) {
+      const done = new AbortController();
+      await Promise.race([
+        Promise.all(waiting.map((kind) => kind.controller.synced)),
+        sleep(SYNC_WAIT_MS, AbortSignal.any([signal, done.signal])),
+      ]).catch(() => {});
+      done.abort();
+    }
+    return running.filter((kind) => this.#synced.has(kind));
   }
 
   /** Why no report is written now, for /readyz (not keeping it from being ready: labelling goes on). */
