@@ -163,6 +163,14 @@ test('not written while a claim has lapsed (leadership, the guard, a shard bucke
   lapsed = undefined;
   await clock.advance(5_000);
   assert.deepEqual(store.writes, ['apply shop 1']);
+  // A delete waits for the claim as well.
+  lapsed = 'leadership lost';
+  pods.set(short('web', 'shop', { team: 'red' }));
+  await clock.advance(5_000);
+  assert.deepEqual(store.writes, ['apply shop 1']);
+  lapsed = undefined;
+  await clock.advance(5_000);
+  assert.deepEqual(store.writes, ['apply shop 1', 'delete shop']);
   await stop();
 });
 

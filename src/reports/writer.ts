@@ -262,7 +262,11 @@ export class ReportWriter {
       if (findings.length === 0) {
         this.#written.delete(namespace);
         const there = this.#onServer.get(namespace);
-        if (!there || !(await this.#mayWrite(namespace, signal))) return;
+        if (!there) return;
+        if (!(await this.#mayWrite(namespace, signal))) {
+          this.#again.add(namespace);
+          return;
+        }
         await store.delete(there, { dryRun, signal });
         this.#onServer.delete(namespace);
         log.info(dryRun ? 'policy report would be deleted (dry run)' : 'policy report deleted: nothing to report', {
