@@ -185,5 +185,6 @@ function keepReports(
   });
   manager.whileLeading((writes) => reports.run(writes));
   host.addNotes(() => reports.notes());
+  host.metrics.policyReports(() => reports.counts());
   return reports;
 }

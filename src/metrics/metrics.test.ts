@@ -82,3 +82,14 @@ test('labeller_ready follows /readyz at each scrape; labeller_objects_conflictin
   metrics.objects('pods', async () => ({ managed: 3, pending: 1, conflicts: 2, held: 0 }));
   assert.match(await metrics.registry.metrics(), /^labeller_objects_conflicting\{controller="pods"\} 2$/m);
 });
+
+test('labeller_policy_reports and labeller_policy_report_results: only with --policy-reports, read at each scrape', async () => {
+  const metrics = new Metrics();
+  assert.doesNotMatch(await metrics.registry.metrics(), /^labeller_policy_report/m);
+  metrics.policyReports(() => ({ reports: 3, clusterReports: 1, fail: 1200, warn: 4 }));
+  const text = await metrics.registry.metrics();
+  assert.match(text, /^labeller_policy_reports\{kind="PolicyReport"\} 3$/m);
+  assert.match(text, /^labeller_policy_reports\{kind="ClusterPolicyReport"\} 1$/m);
+  assert.match(text, /^labeller_policy_report_results\{result="fail"\} 1200$/m);
+  assert.match(text, /^labeller_policy_report_results\{result="warn"\} 4$/m);
+});

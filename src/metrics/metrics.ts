@@ -93,6 +93,17 @@ export interface AdmissionPolicyGauges {
   readonly refused: number;
 }
 
+/** labeller's PolicyReports (--policy-reports), as reports/writer.ts keeps them. */
+export interface PolicyReportGauges {
+  /** PolicyReports (one a namespace) on the API server this process keeps. */
+  readonly reports: number;
+  /** The ClusterPolicyReport, when this process keeps one: 0 or 1. */
+  readonly clusterReports: number;
+  /** Findings of the objects this process caches, listed in a report or only counted. */
+  readonly fail: number;
+  readonly warn: number;
+}
+
 /** A related kind that cannot be read, and why, as related/unreadable.ts reports it. */
 export interface UnreadableKindGauge {
   readonly kind: string;
@@ -132,6 +143,7 @@ export class Metrics {
   #ready: () => boolean = () => false;
   #shard: (() => ShardGauges) | undefined;
   #admissionPolicies: (() => AdmissionPolicyGauges) | undefined;
+  #policyReports: (() => PolicyReportGauges) | undefined;
 
   constructor() {
     const registers = [this.registry];
@@ -377,6 +389,35 @@ export class Metrics {
         this.set({ state: 'refused' }, state.refused);
       },
     });
+    const policyReports = (): PolicyReportGauges | undefined => this.#policyReports?.();
+    new Gauge({
+      name: 'labeller_policy_reports',
+      help:
+        'PolicyReports (one a namespace) and the ClusterPolicyReport on the API server this process keeps, by kind (--policy-reports; on the leader, or each shard member for its namespaces)',
+      labelNames: ['kind'],
+      registers,
+      collect() {
+        this.reset();
+        const state = policyReports();
+        if (!state) return;
+        this.set({ kind: 'PolicyReport' }, state.reports);
+        this.set({ kind: 'ClusterPolicyReport' }, state.clusterReports);
+      },
+    });
+    new Gauge({
+      name: 'labeller_policy_report_results',
+      help:
+        'Objects and keys not as the config wants, by the result a PolicyReport gives them: fail (a conflict, a fight, an invalid value, a key with no value) or warn (held), counted whether or not a report lists them',
+      labelNames: ['result'],
+      registers,
+      collect() {
+        this.reset();
+        const state = policyReports();
+        if (!state) return;
+        this.set({ result: 'fail' }, state.fail);
+        this.set({ result: 'warn' }, state.warn);
+      },
+    });
     const sources = (): readonly SourceGauges[] => this.#sources();
     const source = (name: string, help: string, value: (state: SourceGauges) => number | undefined) =>
       new Gauge({
@@ -451,6 +492,11 @@ export class Metrics {
   /** Where labeller_admission_policies is read from at each scrape (with --admission-policies only). */
   admissionPolicies(read: () => AdmissionPolicyGauges): void {
     this.#admissionPolicies = read;
+  }
+
+  /** Where labeller_policy_reports and labeller_policy_report_results are read from at each scrape (with --policy-reports only). */
+  policyReports(read: () => PolicyReportGauges): void {
+    this.#policyReports = read;
   }
 
   /** Where labeller_kinds_skipped is read from at each scrape. */

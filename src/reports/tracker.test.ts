@@ -22,6 +22,7 @@ test('findings are kept by namespace; a round looks again only at the objects th
   assert.deepEqual([...tracker.takeChanged()].sort(), ['billing', 'shop']);
   assert.deepEqual(tracker.findings('shop').map((f) => `${f.object.name} ${f.rule} ${f.state}`), ['web team conflict']);
   assert.deepEqual(tracker.namespaces().sort(), ['billing', 'shop']);
+  assert.deepEqual(tracker.results(), { fail: 2, warn: 0 });
 
   // One object of 102 changes: one plan.
   const before = pods.planned;
@@ -37,12 +38,14 @@ test('findings are kept by namespace; a round looks again only at the objects th
   assert.deepEqual([...tracker.takeChanged()], ['shop']);
   assert.deepEqual(tracker.findings('shop'), []);
   assert.deepEqual(tracker.namespaces(), ['billing']);
+  assert.deepEqual(tracker.results(), { fail: 1, warn: 0 });
 
   // Gone from the cache: its findings go with it.
   pods.drop('billing/api');
   await tracker.settle(5);
   assert.deepEqual([...tracker.takeChanged()], ['billing']);
   assert.deepEqual(tracker.namespaces(), []);
+  assert.deepEqual(tracker.results(), { fail: 0, warn: 0 });
   tracker.stop();
 });
 

@@ -37,6 +37,8 @@ export class FindingTracker {
   readonly #reports = new Map<string, Map<string, readonly Finding[]>>();
   /** Reports whose findings changed since `takeChanged`. */
   #dirty = new Set<string>();
+  /** The findings kept, by result: counted as they are set, not at each read. */
+  readonly #results = { fail: 0, warn: 0 };
 
   /** `wake`: called when something changed that a settle should look at. */
   constructor(fieldManager: string, wake: () => void) {
@@ -115,6 +117,11 @@ export class FindingTracker {
     return [...(this.#reports.get(namespace)?.values() ?? [])].flat();
   }
 
+  /** How many findings are kept, by result. */
+  results(): { readonly fail: number; readonly warn: number } {
+    return { ...this.#results };
+  }
+
   /** The reports that have findings now. */
   namespaces(): string[] {
     return [...this.#reports.keys()];
@@ -149,6 +156,8 @@ export class FindingTracker {
       if (objects) objects.set(id, findings);
       else this.#reports.set(report, new Map([[id, findings]]));
     }
+    for (const finding of old ?? []) this.#results[finding.result]--;
+    for (const finding of findings) this.#results[finding.result]++;
     this.#dirty.add(report);
   }
 }

@@ -103,9 +103,10 @@ test('batched: a namespace of 10,000 objects short of a key costs one write, and
   const store = new FakeStore();
   const pods = testKind({ labels: TEAM });
   for (let i = 0; i < 10_000; i++) pods.set(short(`pod-${i}`));
-  const { clock, stop } = start([pods], { store });
+  const { clock, writer, stop } = start([pods], { store });
   await clock.advance(0);
   assert.deepEqual(store.writes, ['apply shop 1000']);
+  assert.deepEqual(writer.counts(), { reports: 1, clusterReports: 0, fail: 10_000, warn: 0 });
   const report = store.reports.get('shop') as Report;
   assert.equal(report.summary.fail, 10_000);
 

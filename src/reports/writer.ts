@@ -22,6 +22,7 @@ import type { OwnerReference } from '../apimachinery/objects.ts';
 import { ResolveError } from '../apimachinery/resolve.ts';
 import { type ClusterOwner, OwnerUnavailable } from '../kube/owner.ts';
 import type { Writable } from '../labelling/ports.ts';
+import type { PolicyReportGauges } from '../metrics/metrics.ts';
 import type { Shard } from '../shard/shard.ts';
 import { Backoff } from '../util/backoff.ts';
 import type { Logger } from '../util/log.ts';
@@ -86,6 +87,8 @@ export class ReportWriter {
   /** The running kinds whose caches have listed, and those a round has waited for. */
   readonly #synced = new Set<ListingKind>();
   readonly #waitedFor = new Set<ListingKind>();
+  /** The findings, while run() runs. */
+  #tracker: FindingTracker | undefined;
   /** The reference to the reports' owner at the last round. */
   #owner: OwnerReference | undefined;
 
@@ -105,6 +108,7 @@ export class ReportWriter {
     const sleep = this.#options.sleep ?? realSleep;
     const intervalMs = this.#options.intervalMs ?? REPORT_INTERVAL_MS;
     const tracker = new FindingTracker(this.#options.fieldManager, () => this.changed());
+    this.#tracker = tracker;
     const stop = shard?.membership.subscribe(({ taken }) => {
       if (taken.size === 0) return;
       // Another member wrote those namespaces meanwhile: what is there is listed again, and every
@@ -155,6 +159,7 @@ export class ReportWriter {
     } finally {
       stop?.();
       tracker.stop();
+      this.#tracker = undefined;
     }
     return this.#cutShort ? 'cut short' : undefined;
   }
@@ -190,6 +195,16 @@ export class ReportWriter {
       done.abort();
     }
     return running.filter((kind) => this.#synced.has(kind));
+  }
+
+  /** The reports kept and the findings by result, for the labeller_policy_report* gauges; none before run(). */
+  counts(): PolicyReportGauges {
+    const cluster = this.#onServer.has('') ? 1 : 0;
+    return {
+      reports: this.#onServer.size - cluster,
+      clusterReports: cluster,
+      ...(this.#tracker?.results() ?? { fail: 0, warn: 0 }),
+    };
   }
 
   /** Why no report is written now, for /readyz (not keeping it from being ready: labelling goes on). */
