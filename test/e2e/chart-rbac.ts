@@ -63,6 +63,12 @@ export const ownerRule = (name: string): Rule => ({
   resourceNames: [name],
   verbs: ['get'],
 });
+/** --policy-reports: server-side apply creates and changes the reports, those with nothing to say are listed and deleted; get and watch for readers with the role's rights. */
+export const POLICY_REPORTS_RULE: Rule = {
+  apiGroups: ['wgpolicyk8s.io'],
+  resources: ['policyreports', 'clusterpolicyreports'],
+  verbs: ['create', 'get', 'list', 'watch', 'patch', 'delete'],
+};
 /** A policy whose params are ConfigMaps may be created only by who may get every ConfigMap. */
 export const POLICY_PARAMS_RULE: Rule = { apiGroups: [''], resources: ['configmaps'], verbs: ['get'] };
 

@@ -47,6 +47,7 @@ import {
   ownerRule,
   ownLabel,
   POLICY_PARAMS_RULE,
+  POLICY_REPORTS_RULE,
   PROTECTION_RULE,
   read,
   rulesOf,
@@ -599,6 +600,57 @@ describe('chart: lint and render', () => {
       ADMISSION_POLICIES_RULE,
       OWNER_RULE,
     ]);
+  });
+
+  test("policyReports: off by default, nothing of it; on, the flags for labeller and helm test's preflight, and a ClusterRole with exactly the reports' rights and get on itself, their owner (on the cluster: policyreports.test.ts)", async () => {
+    const basic = { labels: { a: 'b' }, kinds: [{ resource: 'deployments' }] };
+    const podArgs = (pod: Manifest) => (pod['spec'] as { containers: Container[] }).containers[0]?.args ?? [];
+    const argsOf = (manifests: Manifest[]) =>
+      [
+        ...manifests.filter((m) => m.kind === 'Deployment').map((m) => containers(m)[0]?.args ?? []),
+        // helm test's preflight: `labeller status` with the controller's flags.
+        ...manifests.filter((m) => m.kind === 'Pod').map(podArgs).filter((args) => args.includes('status')),
+      ].map((args) => args.filter((arg) => arg.startsWith('--policy-reports')));
+    const ofReports = (manifests: Manifest[]) =>
+      manifests.filter((m) => /^ClusterRole(Binding)?$/.test(m.kind) && m.metadata.name.endsWith('-policy-reports'))
+        .map((m) => `${m.kind} ${m.metadata.name}`);
+    for (const file of EXAMPLES) {
+      const plain = await render({ files: [file] });
+      assert.ok(argsOf(plain).every((args) => args.length === 0), file);
+      assert.deepEqual(ofReports(plain), [], file);
+    }
+    const on = await render({
+      release: 'rel',
+      namespace: 'ops',
+      values: { ...basic, policyReports: { enabled: true } },
+    });
+    const owner = 'clusterroles.rbac.authorization.k8s.io/rel-labeller-policy-reports';
+    assert.deepEqual(argsOf(on).sort(), [
+      ['--policy-reports'],
+      ['--policy-reports', `--policy-reports-owner=${owner}`],
+    ]);
+    assert.deepEqual(ofReports(on), [
+      'ClusterRole rel-labeller-policy-reports',
+      'ClusterRoleBinding rel-labeller-policy-reports',
+    ]);
+    assert.deepEqual(rulesOf(only(on, 'ClusterRole', 'rel-labeller-policy-reports')), [
+      POLICY_REPORTS_RULE,
+      ownerRule('rel-labeller-policy-reports'),
+    ]);
+    assert.deepEqual(only(on, 'ClusterRoleBinding', 'rel-labeller-policy-reports')['subjects'], [
+      { kind: 'ServiceAccount', name: 'rel-labeller', namespace: 'ops' },
+    ]);
+    // Nothing of the reports anywhere else; without RBAC from the chart, no owner either.
+    assert.deepEqual(
+      on.filter((m) => /Role$/.test(m.kind) && !m.metadata.name.endsWith('-policy-reports'))
+        .filter((m) => rulesOf(m).some((r) => r.apiGroups.includes('wgpolicyk8s.io'))).map((m) => m.metadata.name),
+      [],
+    );
+    const noRbac = await render({
+      release: 'rel',
+      values: { ...basic, policyReports: { enabled: true }, rbac: { create: false } },
+    });
+    assert.deepEqual(argsOf(noRbac).filter((args) => args.length > 0)[0], ['--policy-reports']);
   });
 
   test('every-kind mode: scope and exclude reach the ConfigMap; mistakes are refused (its RBAC: chart-everykind.test.ts)', async () => {
