@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { FightTracker } from '../labelling/fights.ts';
 import { labelledObject } from '../labelling/testing/objects.ts';
-import { findingsOf } from './findings.ts';
+import { findingsOf, policyOf } from './findings.ts';
 import { testKind } from './testing/kinds.ts';
 
 const LABELS = { team: '{{namespace.labels.team}}', 'example.com/cost-center': '{{namespace.labels.cc}}' };
@@ -81,4 +81,11 @@ test('an object that carries every key as wanted, or will once applied, has no f
   const kind = testKind({ labels: { team: LABELS.team } });
   assert.deepEqual(found(kind, labelledObject('web', { labels: { team: 'red' }, ownedLabels: ['team'] })), []);
   assert.deepEqual(found(kind, labelledObject('new')), []);
+});
+
+test('the policy is the config entry, the file by its name alone: where a pod mounts it says nothing', () => {
+  assert.equal(policyOf('/etc/labeller/kinds.yaml: kinds[0]'), 'kinds.yaml: kinds[0]');
+  assert.equal(policyOf('kinds.yaml: kinds[2]'), 'kinds.yaml: kinds[2]');
+  assert.equal(policyOf('--kinds "deployments.apps"'), '--kinds "deployments.apps"');
+  assert.equal(policyOf('--kinds "a/b"'), '--kinds "a/b"');
 });

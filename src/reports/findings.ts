@@ -72,7 +72,7 @@ export function findingsOf(
   const finding = (state: FindingState, rule: string, message: string): Finding => ({
     result: state === 'held' ? 'warn' : 'fail',
     state,
-    policy: config.where,
+    policy: policyOf(config.where),
     rule,
     message,
     object: reference,
@@ -112,6 +112,15 @@ export function findingsOf(
     return [finding(state, key.key, key.why ?? key.state)];
   });
   return { findings, waiting: plan.waiting };
+}
+
+/**
+ * The policy a result names: where the config entry is written, the file by its name alone
+ * ('/etc/labeller/kinds.yaml: kinds[0]' → 'kinds.yaml: kinds[0]'). Policy Reporter groups results
+ * by policy, and where a pod mounts the file is the same in every install and says nothing.
+ */
+export function policyOf(where: string): string {
+  return where.replace(/^[^\s:]*\/([^/\s:]+: )/, '$1');
 }
 
 /**
