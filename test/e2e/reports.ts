@@ -8,7 +8,7 @@ import { CHART, tool } from './helm.ts';
 
 export const REPORTS = '/apis/wgpolicyk8s.io/v1alpha2';
 
-/** Applies chart/crds/ (server-side, as helm's field manager) and waits until PolicyReports are served. */
+/** Applies chart/crds/ (server-side, as helm's field manager) and waits until both kinds of report are served. */
 export async function installReportCrds(): Promise<void> {
   const run = await tool('kubectl', [
     '--kubeconfig',
@@ -21,7 +21,10 @@ export async function installReportCrds(): Promise<void> {
   ]);
   assert.equal(run.code, 0, run.stderr);
   const client = await adminClient();
-  await eventually(async () => Boolean(await client.json('GET', `${REPORTS}/policyreports`)), 'reports served');
+  // Both, listed: a CRD just made answers 429 while its storage initializes.
+  for (const resource of ['policyreports', 'clusterpolicyreports']) {
+    await eventually(async () => Boolean(await client.json('GET', `${REPORTS}/${resource}`)), `${resource} served`);
+  }
 }
 
 /** The report `name` in `namespace`, or undefined while there is none. */
