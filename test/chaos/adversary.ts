@@ -241,6 +241,8 @@ export async function runAdversary(
   const seenSince = new Map<string, number>();
   let longestMs = 0;
   let sampling = true;
+  /** Set once a tenant's change is seen refused: before, the harness's own probe of it may go through, and is undone. */
+  let enforced = false;
   const sampler = (async () => {
     while (sampling) {
       try {
@@ -261,7 +263,7 @@ export async function runAdversary(
           if (!value?.startsWith('tenant-')) continue;
           const id = `${metadata.name}=${value}`;
           present.add(id);
-          if (protect) {
+          if (protect && enforced) {
             violations.push({ invariant: 'protected', detail: `${metadata.name} carried ${TEAM}=${value} under deny` });
           }
           const since = seenSince.get(id) ?? now;
@@ -326,6 +328,7 @@ export async function runAdversary(
         'the protection in force',
         60_000,
       );
+      enforced = true;
     }
     for (const operation of operations) {
       switch (operation.op) {
