@@ -14,7 +14,8 @@
 // kube-rs, controller-runtime and @kubernetes/client-node (peers.ts); --lists compares its first
 // list as a streaming list and as paginated lists (lists.ts); --shards replicas that share the
 // work (--shards auto) against one labeller (shards.ts); --admission labels at create with the
-// admission policies, on a full control plane (admission.ts).
+// admission policies, on a full control plane (admission.ts); --references pods labelled from
+// their node against from their own metadata, and a node's label changed (references.ts).
 // Prints a markdown table, writes bench/results/<timestamp>.json and updates bench/RESULTS.md.
 //
 //   npm run bench -- [--quick] [--n 1k|10k|50k] [--idle-minutes 2] [--samples 200] ...
@@ -45,6 +46,8 @@ import { describeRun, endMeta, etcdVersion, type Results, rows, sectionKey, star
 import { benchLists } from './lib/lists.ts';
 import { benchScrape } from './lib/scrape.ts';
 import { benchPeers, peersResults } from './lib/peers.ts';
+import { benchReferences, referencesResults } from './lib/references.ts';
+import { referencesControlPlane } from './lib/nodepods.ts';
 import { benchRelated } from './lib/related.ts';
 import { benchShards, shardsResults } from './lib/shards.ts';
 import { benchSources } from './lib/sources.ts';
@@ -107,6 +110,7 @@ async function bench(controlPlane: ControlPlane, opts: Options, results: Results
     } else if (opts.peers) await benchPeers(context, opts, results.peers = peersResults(opts));
     else if (opts.shards) await benchShards(context, opts, results.shards = shardsResults(opts));
     else if (opts.admission) await benchAdmission(context, opts, results.admission = admissionResults(opts));
+    else if (opts.references) await benchReferences(context, opts, results.references = referencesResults(opts));
     else if (opts.lists) results.lists = await benchLists(context, opts, opts.n, opts.rounds);
     else if (opts.scrape) results.scrape = await benchScrape(context, opts, opts.n);
     else await main(context, opts, results);
@@ -152,7 +156,13 @@ try {
   log(`starting the control plane (N = ${opts.n}, labeller on ${opts.runtime})`);
   controlPlane = startControlPlane(
     abort.signal,
-    opts.workloads ? workloadsControlPlane(opts.n) : opts.admission ? admissionControlPlane(opts.n) : {},
+    opts.workloads
+      ? workloadsControlPlane(opts.n)
+      : opts.admission
+      ? admissionControlPlane(opts.n)
+      : opts.references
+      ? referencesControlPlane(opts.n)
+      : {},
   );
   const cp = await controlPlane;
   results.meta['etcd'] = etcdVersion();

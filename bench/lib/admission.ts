@@ -32,14 +32,13 @@ import { markerKeys, markerValues } from '../../src/labelling/admitted.ts';
 import { type AuditRequest, AuditRequests, byVerb, formatVerbs } from '../../test/cluster/audit.ts';
 import { createNamespace } from '../../test/cluster/cluster.ts';
 import type { ControlPlaneOptions } from '../../test/controlplane/controlplane.ts';
-import { describeExit } from '../../test/process/child.ts';
 import type { Labeller } from '../../test/process/labeller.ts';
 import { sleep } from '../../test/process/sleep.ts';
 import { type AdmissionCounters, admissionCounters, countersBetween } from './admissionmetrics.ts';
 import type { Bench } from './context.ts';
 import { converged } from './converged.ts';
 import { type PlannedCreate, type TimedCreate, timedCreates } from './creates.ts';
-import { FIELD_MANAGER, type Launch, startLabeller } from './launch.ts';
+import { FIELD_MANAGER, type Launch, startLabeller, stopLabeller } from './launch.ts';
 import { collection, KINDS, objectBody } from './objects.ts';
 import { percentile } from './relabel.ts';
 import { load1, ms, type Row, seconds, table, verdict } from './report.ts';
@@ -274,11 +273,6 @@ function startWith(options: AdmissionOptions, bench: Bench, config: string, poli
     '10s',
     ...(policies ? ['--admission-policies', '--admission-policies-owner', `clusterrole/${OWNER}`] : []),
   ]);
-}
-
-async function stop(labeller: Labeller): Promise<void> {
-  const exit = await labeller.stop('SIGTERM', 15_000);
-  if (exit.code !== 0) throw new Error(`labeller exited with ${describeExit(exit)} on SIGTERM\n${labeller.stderr}`);
 }
 
 /**
@@ -538,7 +532,7 @@ async function rollout(
     );
     return results;
   } finally {
-    await stop(labeller);
+    await stopLabeller(labeller);
   }
 }
 
@@ -580,7 +574,7 @@ export async function benchAdmission(
     );
     await labelledByController(bench, alone, creators, results.controllerAlone = batch, created, from);
   } finally {
-    await stop(alone);
+    await stopLabeller(alone);
   }
 
   results.batches.push(
@@ -625,7 +619,7 @@ export async function benchAdmission(
     );
     await labelledByController(bench, kept, creators, results.generated = generated.batch, generated.created, from);
   } finally {
-    await stop(kept);
+    await stopLabeller(kept);
   }
   // The policies stay on the server when labeller stops: the same creates, nothing else running.
   results.batches.push(

@@ -5,6 +5,8 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, w
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inClusterWrapper } from '../../test/cluster/incluster.ts';
+import type { ControlPlane } from '../../test/controlplane/controlplane.ts';
+import { describeExit } from '../../test/process/child.ts';
 import { Labeller, type LabellerOptions, sourceEntry } from '../../test/process/labeller.ts';
 import { host, type Runtime } from '../../test/process/runtime.ts';
 import type { KindSpec } from './objects.ts';
@@ -166,4 +168,38 @@ export function startLabeller(
     keep: (line) => line.msg !== 'labels applied',
     outputLimit: 4000,
   });
+}
+
+/**
+ * Starts labeller as `launch` says with `config` (kinds.yaml), written as `name` in the control
+ * plane's folder, over `namespaces`, `concurrency` per kind.
+ */
+export function startWithConfig(
+  launch: Pick<Launch, 'runtime' | 'entry' | 'v8Flags' | 'env'>,
+  controlPlane: Pick<ControlPlane, 'kubeconfig' | 'dir'>,
+  name: string,
+  config: string,
+  namespaces: readonly string[],
+  concurrency: number,
+): Labeller {
+  const path = join(controlPlane.dir, name);
+  writeFileSync(path, config);
+  return startLabeller(launch, [
+    '--kubeconfig',
+    controlPlane.kubeconfig,
+    '--config',
+    path,
+    '--namespace',
+    namespaces.join(','),
+    '--concurrency',
+    String(concurrency),
+    '--grace-period',
+    '10s',
+  ]);
+}
+
+/** Stops labeller with SIGTERM (SIGKILL after 15 s); an exit other than 0 throws, with its output. */
+export async function stopLabeller(labeller: Labeller): Promise<void> {
+  const exit = await labeller.stop('SIGTERM', 15_000);
+  if (exit.code !== 0) throw new Error(`labeller exited with ${describeExit(exit)} on SIGTERM\n${labeller.stderr}`);
 }

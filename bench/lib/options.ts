@@ -37,7 +37,8 @@ ${LAUNCH_USAGE}
   --lists                 only labeller's first list of N ConfigMaps (default 50k), as a streaming list and as
                           paginated lists, alternating, --rounds times: its time, CPU and peak RSS, and the API
                           server's CPU, allocation and RSS growth, etcd's CPU (bench/lib/lists.ts)
-  --rounds R              --lists: runs of each kind of list (default 3)
+  --rounds R              --lists: runs of each kind of list (default 3); --references: batches of its two runs,
+                          alternating which goes first (default 2)
   --shards                only rows SH1–SH5: replicas with --shards auto against one, N ConfigMaps (default 100k;
                           --quick 3k) over N/100 namespaces, cluster-wide: one member, then three (time, CPU, peak
                           RSS, bytes received), one killed, members joining and leaving; then three again on a
@@ -48,6 +49,11 @@ ${LAUNCH_USAGE}
                           (labels in the create response, PATCHes, create latency, the API server's admission
                           metrics), --samples created one at a time (create → label by the controller), existing
                           objects converged, and N/10 pods of Deployments rolled out (bench/lib/admission.ts)
+  --references            only rows RF1–RF4: N pods (default 10k; --quick 300) placed by spec.nodeName on N/100 kwok
+                          nodes (10 at least) with zone labels, on a full control plane; labelled from their node
+                          ({{node.labels.topology.kubernetes.io/zone}}) against from their metadata ({{namespace}}):
+                          time, CPU, peak RSS, PATCHes; then a node's zone changed: exactly its pods PATCHed, once
+                          each (bench/lib/references.ts)
   --scrape                only rows M1–M3: what a /metrics scrape costs over N ConfigMaps (default 100k; --quick
                           300): the first, while converging, converged, while a namespace label relabels them all;
                           then in every-kind mode over the control plane's kinds; /healthz asked every 10 ms
@@ -81,6 +87,7 @@ export interface Options extends Launch {
   readonly sequentialNames: boolean;
   readonly admission: boolean;
   readonly scrape: boolean;
+  readonly references: boolean;
   readonly coldOnly: boolean;
   readonly credentials: Credentials;
   readonly memoryOnly: boolean;
@@ -123,11 +130,12 @@ export function options(argv: string[]): Options {
       peers: { type: 'boolean', default: false },
       without: { type: 'string', default: '' },
       lists: { type: 'boolean', default: false },
-      rounds: { type: 'string', default: '3' },
+      rounds: { type: 'string' },
       shards: { type: 'boolean', default: false },
       'sequential-names': { type: 'boolean', default: false },
       admission: { type: 'boolean', default: false },
       scrape: { type: 'boolean', default: false },
+      references: { type: 'boolean', default: false },
       'no-results-md': { type: 'boolean', default: false },
       'cold-only': { type: 'boolean', default: false },
       credentials: { type: 'string', default: 'kubeconfig' },
@@ -162,11 +170,15 @@ export function options(argv: string[]): Options {
   if (values['sequential-names'] && !values.shards) {
     throw new Error('--sequential-names names the namespaces of --shards');
   }
-  for (const mode of ['shards', 'admission', 'scrape'] as const) {
+  for (const mode of ['shards', 'admission', 'scrape', 'references'] as const) {
     if (!values[mode]) continue;
     const given = new Set<string>(tokens.flatMap((t) => (t.kind === 'option' ? [t.name] : [])));
     const other = ['kinds', 'credentials', 'cold-only', 'memory-only'].find((name) => given.has(name));
-    if (other !== undefined) throw new Error(`--${mode} labels ConfigMaps with a kubeconfig; drop --${other}`);
+    if (other !== undefined) {
+      throw new Error(
+        `--${mode} labels ${mode === 'references' ? 'pods' : 'ConfigMaps'} with a kubeconfig; drop --${other}`,
+      );
+    }
   }
   return {
     ...launch(values),
@@ -203,11 +215,12 @@ export function options(argv: string[]): Options {
     peers: values.peers,
     without: contendersLeftOut(values.without),
     lists: values.lists,
-    rounds: Math.round(parsePositive(values.rounds, '--rounds')),
+    rounds: values.rounds ? Math.round(parsePositive(values.rounds, '--rounds')) : values.references ? 2 : 3,
     shards: values.shards,
     sequentialNames: values['sequential-names'],
     admission: values.admission,
     scrape: values.scrape,
+    references: values.references,
     coldOnly: values['cold-only'],
     credentials,
     memoryOnly: values['memory-only'],

@@ -18,6 +18,7 @@ import type { Options } from './options.ts';
 import { type ListsResults, listsTable } from './lists.ts';
 import { type ScrapeResults, scrapeRows, scrapeTable } from './scrape.ts';
 import { peersNotes, type PeersResults, peersTable } from './peers.ts';
+import { type ReferencesResults, referencesRows, referencesSetup } from './references.ts';
 import { type RelatedResults, relatedRows } from './related.ts';
 import { type ShardsResults, shardsRows, shardsSetup } from './shards.ts';
 import { type SourcesResults, sourcesRows } from './sources.ts';
@@ -45,6 +46,7 @@ export interface Results {
   shards?: ShardsResults;
   admission?: AdmissionResults;
   scrape?: ScrapeResults;
+  references?: ReferencesResults;
   error?: string;
 }
 
@@ -100,6 +102,7 @@ export function rows(r: Results): Row[] {
     ...(r.shards ? shardsRows(r.shards) : []),
     ...(r.admission ? admissionRows(r.admission) : []),
     ...(r.scrape ? scrapeRows(r.scrape) : []),
+    ...(r.references ? referencesRows(r.references) : []),
     ...(everyKind ? everyKindRows(everyKind, everyKind.load) : []),
     ...(related ? relatedRows(related, related.load) : []),
     ...(workloads ? workloadRows(workloads, workloads.load) : []),
@@ -132,6 +135,8 @@ export function describeRun(r: Results): string {
       ? `## N = ${o.n}, labeller's first list: streaming or paginated (--lists), ${where}`
       : o.scrape
       ? `## N = ${o.n}${quick}, the cost of a /metrics scrape (--scrape), ${where}`
+      : o.references
+      ? `## N = ${o.n}${quick}, labels from the objects a field names (--references), ${where}`
       : `## N = ${o.n}${quick}${
         o.related
           ? ', labels from related objects (--related)'
@@ -148,7 +153,7 @@ export function describeRun(r: Results): string {
       String(m['command'])
     }\``,
     `- labeller ${String(m['labellerVersion'])} (git ${String(m['git'])}), labeller${
-      o.peers || o.shards || o.admission || o.scrape ? '' : ' and memory probes'
+      o.peers || o.shards || o.admission || o.scrape || o.references ? '' : ' and memory probes'
     } on ${String(m['labellerRuntime'])}; bench on ${String(m['benchRuntime'])}`,
     `- kube-apiserver ${String(m['kubeApiserver'] ?? '?')}, etcd ${
       String(m['etcd'])
@@ -169,6 +174,8 @@ export function describeRun(r: Results): string {
       ? [`- labeller run from ${howRun(o)}`, ...shardsSetup(r.shards)]
       : o.admission && r.admission
       ? [`- labeller run from ${howRun(o)}`, ...admissionSetup(r.admission)]
+      : o.references && r.references
+      ? [`- labeller run from ${howRun(o)}`, ...referencesSetup(r.references)]
       : benchSetup(r)),
   ];
   const notes: string[] = [];
@@ -278,6 +285,7 @@ export function sectionKey(o: Options): string {
   if (o.admission) return `n=${o.n} admission ${runtime}`;
   if (o.lists) return `n=${o.n} lists ${runtime}`;
   if (o.scrape) return `n=${o.n} scrape ${runtime}`;
+  if (o.references) return `n=${o.n} references ${runtime}`;
   return `n=${o.n} ${runtime}${
     o.related ? ' related' : o.workloads ? ' workloads' : o.sources ? ' sources' : o.everyKind ? ' every-kind' : ''
   }`;

@@ -5,14 +5,12 @@
 // restart` sets it): new ReplicaSets, every pod replaced. Timed from outside, counted from the
 // audit log; the target is one PATCH per new pod and ReplicaSet, no GET, no LIST once the caches
 // are filled.
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { KubeClient } from '../../src/kube/client.ts';
 import type { ControlPlane, ControlPlaneOptions } from '../../test/controlplane/controlplane.ts';
 import { type AuditRequest, AuditRequests, byVerb, fillsCache, formatVerbs } from '../../test/cluster/audit.ts';
 import type { Labeller } from '../../test/process/labeller.ts';
 import { sleep } from '../../test/process/sleep.ts';
-import { type Launch, startLabeller } from './launch.ts';
+import { type Launch, startWithConfig } from './launch.ts';
 import { pool } from './objects.ts';
 import { type Row, seconds } from './report.ts';
 
@@ -61,11 +59,11 @@ export interface WorkloadsResults {
   };
 }
 
-interface Step {
+export interface Step {
   seconds: number;
   /** labeller's requests by verb: with its discovery and its guard Lease's. */
   requests: Record<string, number>;
-  /** Of them, GETs and LISTs of pods, ReplicaSets and Deployments (a LIST fills a cache). */
+  /** Of them, GETs and LISTs of the objects labelled and related (a LIST fills a cache). */
   objectGets: number;
   objectLists: number;
   /** Successful PATCHes, and the others. */
@@ -118,20 +116,14 @@ export async function benchWorkloads(
   results.clusterSeconds = (Date.now() - started) / 1000;
   log(`workloads: ${n} pods Running and Ready in ${seconds(results.clusterSeconds)}`);
 
-  const config = join(controlPlane.dir, 'workloads-kinds.yaml');
-  writeFileSync(config, CONFIG);
-  const labeller = startLabeller(options, [
-    '--kubeconfig',
-    controlPlane.kubeconfig,
-    '--config',
-    config,
-    '--namespace',
-    namespace,
-    '--concurrency',
-    String(options.concurrency),
-    '--grace-period',
-    '10s',
-  ]);
+  const labeller = startWithConfig(
+    options,
+    controlPlane,
+    'workloads-kinds.yaml',
+    CONFIG,
+    [namespace],
+    options.concurrency,
+  );
   try {
     await labelled(admin, namespace, labeller, signal);
     results.cold = step(audit.requests(labeller.startedAt, Date.now()), labeller.startedAt);
@@ -177,17 +169,21 @@ export async function createDeployments(
   signal: AbortSignal,
 ): Promise<string[]> {
   await admin.json('POST', '/api/v1/namespaces', json({ metadata: { name: namespace, labels } }));
-  // Pods need the namespace's default ServiceAccount, which the controller manager makes.
-  await until(signal, 60_000, 'the default ServiceAccount', async () =>
-    Boolean(
-      await admin.json('GET', `/api/v1/namespaces/${namespace}/serviceaccounts/default`).catch(() => undefined),
-    ));
+  await serviceAccountMade(admin, namespace, signal);
   const names = Array.from({ length: count }, (_, i) => `app-${String(i).padStart(4, '0')}`);
   await pool(names, concurrency, async (name) => {
     await admin.json('POST', `/apis/apps/v1/namespaces/${namespace}/deployments`, json(deployment(name)));
   }, signal);
   await rolledOut(admin, namespace, count * REPLICAS, signal);
   return names;
+}
+
+/** Until `namespace` has its default ServiceAccount: pods need it, and the controller manager makes it. */
+export async function serviceAccountMade(admin: KubeClient, namespace: string, signal: AbortSignal): Promise<void> {
+  await until(signal, 60_000, 'the default ServiceAccount', async () =>
+    Boolean(
+      await admin.json('GET', `/api/v1/namespaces/${namespace}/serviceaccounts/default`).catch(() => undefined),
+    ));
 }
 
 /** A rolling restart of each of `names`, as `kubectl rollout restart` does it: the pod template's restartedAt. */
@@ -270,13 +266,20 @@ async function labelled(admin: KubeClient, namespace: string, labeller: Labeller
   });
 }
 
-/** The requests of one step, and the seconds from `from` (epoch ms) to the end of its last successful PATCH. */
-function step(requests: readonly AuditRequest[], from: number): Step {
+/**
+ * The requests of one step, and the seconds from `from` (epoch ms) to the end of its last
+ * successful PATCH; GETs and LISTs counted of `resources` (the objects labelled and related).
+ */
+export function step(
+  requests: readonly AuditRequest[],
+  from: number,
+  resources: ReadonlySet<string> = WORKLOAD_RESOURCES,
+): Step {
   const patches = requests.filter((r) => r.verb === 'patch');
   const ok = patches.filter((r) => r.code !== undefined && r.code < 300);
   const last = ok.reduce((t, r) => Math.max(t, r.completed ?? r.received), from);
   const reads = (read: (r: AuditRequest) => boolean) =>
-    requests.filter((r) => read(r) && WORKLOAD_RESOURCES.has(r.resource)).length;
+    requests.filter((r) => read(r) && resources.has(r.resource)).length;
   return {
     seconds: (last - from) / 1000,
     requests: byVerb(requests),
