@@ -275,13 +275,12 @@ export class LeaseHolder {
     const { namespace, name, identity, log } = this.#options;
     const signal = AbortSignal.timeout(timeoutMs);
     try {
-      // Read back first: a write cut short may have landed after all, and its version is unknown here.
+      // At the version last written; a write cut short may have landed after all, at a version
+      // unknown here: a conflict reads the Lease again, given up if it is still this holder's.
       let current = held;
       for (let attempt = 0; attempt < 2; attempt++) {
         if (!current || attempt > 0) current = await this.#api.get(namespace, name, signal);
         if (current?.spec.holderIdentity !== identity) return false;
-        // A version other than the one last written (a renewal cut short that landed after
-        // all): read again, and delete what is there if it is still this holder's.
         if (how === 'delete') {
           if (await this.#api.delete(current, signal)) return true;
           continue;
