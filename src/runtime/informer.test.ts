@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { PartialObjectMetadata, WatchEvent } from '../apimachinery/objects.ts';
+import { ApiError } from '../apimachinery/errors.ts';
 import { Backoff } from '../util/backoff.ts';
 import { createLogger } from '../util/log.ts';
 import { Informer } from './informer.ts';
@@ -128,4 +129,28 @@ test('a watch that failed and resumes is told to onWatchRecovered once, with wha
   assert.equal(informer.watchFailure, undefined);
   stop.abort();
   await running;
+});
+
+test('a one-off list tries again when the server asks it to come back later, and gives up at once on a refusal', async () => {
+  const initializing = new ApiError(
+    'GET',
+    '/apis/wgpolicyk8s.io/v1alpha2/clusterpolicyreports',
+    429,
+    { reason: 'TooManyRequests', message: 'storage is (re)initializing' },
+    '1',
+  );
+  const api = new ScriptedApi([initializing, page('7', [object('a', 'one')])], []);
+  const informer = new Informer<Meta>({ name: 'clusterpolicyreports', api, project: metadataOf, log });
+  await informer.listOnce(new AbortController().signal);
+  await informer.synced;
+  assert.equal(api.lists.length, 2);
+  assert.deepEqual([...informer.store.keys()], ['a/one']);
+
+  const forbidden = new ApiError('GET', '/api/v1/secrets', 403, { reason: 'Forbidden', message: 'no' });
+  const refusing = new ScriptedApi([forbidden], []);
+  const refused = new Informer<Meta>({ name: 'secrets', api: refusing, project: metadataOf, log });
+  await assert.rejects(refused.listOnce(new AbortController().signal), forbidden);
+  await assert.rejects(refused.synced, forbidden);
+  assert.equal(refusing.lists.length, 1);
+  assert.equal(refused.watchFailure, forbidden);
 });

@@ -2,7 +2,9 @@
 // controller's queue, and the mappers of controllers that read this resource as a related one).
 // client-go's shared informer: several controllers read one cache, so a resource is listed and
 // watched once however many read it.
+import { ApiError } from '../apimachinery/errors.ts';
 import type { Logger } from '../util/log.ts';
+import { sleep } from '../util/sleep.ts';
 import type { Partition } from './partition.ts';
 import type { StoreIndex } from './storeindex.ts';
 import { type Projection, Store, type StoreChange } from './store.ts';
@@ -192,22 +194,40 @@ export class Informer<T> {
   /**
    * Lists once, without watching; rejects (and so does `synced`) if the list fails. Paginated: a
    * one-off read (status, prune, --once) needs the right to list only, a streaming list that to watch.
+   * An answer that asks to come back later (429 or 5xx with Retry-After: a CRD whose storage is
+   * still initializing, a server shedding load) is tried again after the time it names, as
+   * client-go's REST client does, up to {@link LIST_ATTEMPTS} times.
    */
   async listOnce(signal: AbortSignal): Promise<void> {
-    try {
-      for await (const event of watcher(this.#options.api, { ...this.#options.watch, streamingLists: false, signal })) {
-        if (event.type === 'error') {
-          this.#options.onWatchError?.(event.error);
-          this.#watchFailure = event.error;
-          throw event.error;
+    for (let attempt = 1;; attempt++) {
+      try {
+        await this.#listOnce(signal);
+        return;
+      } catch (error) {
+        const wait = retryAfterMs(error);
+        if (wait === undefined || attempt >= LIST_ATTEMPTS || signal.aborted) {
+          if (error instanceof Error) this.#options.onWatchError?.(error);
+          this.#watchFailure = error instanceof Error ? error : new Error(String(error));
+          this.#listFailed(this.#watchFailure);
+          this.#settle();
+          throw error;
         }
-        this.#apply(event);
-        if (event.type === 'initDone') return;
+        this.#options.log.info('list answered "come back later"; trying again', {
+          controller: this.name,
+          attempt,
+          waitMs: wait,
+          error,
+        });
+        await sleep(wait, signal);
       }
-    } catch (error) {
-      this.#listFailed(error instanceof Error ? error : new Error(String(error)));
-      this.#settle();
-      throw error;
+    }
+  }
+
+  async #listOnce(signal: AbortSignal): Promise<void> {
+    for await (const event of watcher(this.#options.api, { ...this.#options.watch, streamingLists: false, signal })) {
+      if (event.type === 'error') throw event.error;
+      this.#apply(event);
+      if (event.type === 'initDone') return;
     }
   }
 
@@ -258,4 +278,14 @@ export class Informer<T> {
 function metaOf(key: string): { readonly name: string; readonly namespace?: string } {
   const slash = key.indexOf('/');
   return slash < 0 ? { name: key } : { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
+}
+
+/** How many times a one-off list is tried in all when the server asks it to come back later (client-go's default). */
+const LIST_ATTEMPTS = 10;
+
+/** How long the server asked to wait before the request is tried again (at least 1 s, at most 30 s); undefined: not to. */
+function retryAfterMs(error: unknown): number | undefined {
+  if (!(error instanceof ApiError) || error.retryAfterSeconds === undefined) return undefined;
+  if (error.status !== 429 && error.status < 500) return undefined;
+  return Math.min(Math.max(error.retryAfterSeconds, 1), 30) * 1000;
 }

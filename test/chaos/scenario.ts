@@ -92,7 +92,7 @@ import { dirname, join } from 'node:path';
 import { isConflict, isNotFound } from '../../src/apimachinery/errors.ts';
 import { dump } from 'js-yaml';
 import { auditEvents, byLabeller } from '../cluster/audit.ts';
-import { Cluster, copyKubeconfig, type PolicyRule } from '../cluster/cluster.ts';
+import { Cluster, clusterCa, copyKubeconfig, type PolicyRule } from '../cluster/cluster.ts';
 import { FaultProxy } from '../cluster/faultproxy.ts';
 import { lateWrites, serverName, WriteProxy } from '../cluster/writeproxy.ts';
 import type { ControlPlane } from '../controlplane/controlplane.ts';
@@ -2001,14 +2001,6 @@ function iso(at: number): string {
 /** The name a place is known by to the write proxy. */
 function place(i: number): string {
   return `place-${i}`;
-}
-
-/** The CA (PEM) of the control plane whose admin kubeconfig is `kubeconfig`. */
-function clusterCa(kubeconfig: string): Buffer {
-  const config = JSON.parse(readFileSync(kubeconfig, 'utf8')) as {
-    clusters: { cluster: { 'certificate-authority-data': string } }[];
-  };
-  return Buffer.from(config.clusters[0]!.cluster['certificate-authority-data'], 'base64');
 }
 
 interface Lease {

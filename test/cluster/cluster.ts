@@ -33,6 +33,14 @@ export function copyKubeconfig(base: string, dir: string, change: KubeconfigChan
   return path;
 }
 
+/** The CA (PEM) of the control plane whose admin kubeconfig is `kubeconfig`. */
+export function clusterCa(kubeconfig: string): Buffer {
+  const config = JSON.parse(readFileSync(kubeconfig, 'utf8')) as {
+    clusters: { cluster: { 'certificate-authority-data': string } }[];
+  };
+  return Buffer.from(config.clusters[0]!.cluster['certificate-authority-data'], 'base64');
+}
+
 const json = (body: object) => ({ headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
 export interface PolicyRule {

@@ -1,5 +1,7 @@
 // Objects that vanish under labeller, and the shutdown coordinator under load.
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { describe, test } from 'node:test';
 import {
   adminClient,
@@ -8,12 +10,14 @@ import {
   create,
   createNamespace,
   eventually,
+  kubeconfig,
+  serviceAccountKubeconfig,
   skip,
-  writeKubeconfig,
 } from './cluster.ts';
 import { Labeller } from '../process/labeller.ts';
 import type { Runtime } from '../process/runtime.ts';
-import { FaultProxy } from '../cluster/faultproxy.ts';
+import { clusterCa, copyKubeconfig } from '../cluster/cluster.ts';
+import { serverName, WriteProxy } from '../cluster/writeproxy.ts';
 import { sleep } from '../process/sleep.ts';
 
 async function createConfigMaps(ns: string, count: number): Promise<void> {
@@ -123,8 +127,14 @@ describe('lifecycle', { skip }, () => {
 
   test('the first signal waits for in-flight patches, a second one exits at once with status 1', async () => {
     const ns = await createNamespace('second-signal');
-    await createConfigMaps(ns, 50);
-    const proxy = await FaultProxy.start((await adminClient()).server);
+    await createConfigMaps(ns, 5);
+    // Every PATCH is held on the wire from the start: when the signal comes, writes are in flight
+    // however fast the machine (a paused connection raced the burst, and lost on a fast one).
+    const proxy = await WriteProxy.start((await adminClient()).server, clusterCa(kubeconfig()), ['lifecycle']);
+    proxy.hold('lifecycle');
+    const account = await serviceAccountKubeconfig(ns, 'labeller', [
+      { apiGroups: ['*'], resources: ['*'], verbs: ['*'] },
+    ], proxy.url);
     const labeller = new Labeller([
       '--kinds',
       'configmaps',
@@ -134,11 +144,16 @@ describe('lifecycle', { skip }, () => {
       ns,
       '--grace-period',
       '60s',
-    ], { kubeconfig: writeKubeconfig({ server: proxy.url }) });
+    ], {
+      kubeconfig: copyKubeconfig(account, dirname(account), {
+        cluster: {
+          'certificate-authority-data': readFileSync(proxy.caFile).toString('base64'),
+          'tls-server-name': serverName('lifecycle'),
+        },
+      }),
+    });
     try {
-      await labeller.waitForLog((l) => l.msg === 'initial list complete');
-      // Freeze the connection: the patches now in flight cannot finish.
-      proxy.pause();
+      await eventually(async () => proxy.writes.length > 0, 'a PATCH is held');
       labeller.process.kill('SIGTERM');
       await labeller.waitForLog((l) => /^shutting down/.test(l.msg));
       await sleep(500);

@@ -17,6 +17,7 @@ import { Labeller } from '../process/labeller.ts';
 import { type Alert, checkRules, Prometheus, PROMETHEUS_MISSING, prometheusInstalled } from '../process/prometheus.ts';
 import { configFile, create, createNamespace, eventually, labelsOf, patchLabels, skip } from './cluster.ts';
 import { type Manifest, only, render, tempFile } from './helm.ts';
+import { installReportCrds } from './reports.ts';
 
 const ci = process.env['CI'] === 'true';
 const ALERTS = [
@@ -129,6 +130,7 @@ describe('dashboard and alerts in Prometheus', { skip }, () => {
         b: { costCenter: 'cc-2' },
         c: { costCenter: 'cc-3' },
       });
+      await installReportCrds();
       const labeller = new Labeller([
         '--config',
         configFile(`
@@ -144,6 +146,8 @@ kinds:
         ns,
         '--field-manager',
         'labeller-monitoring-e2e',
+        // The dashboard's report panel reads what the leader reports.
+        '--policy-reports',
         '--leader-elect',
         '--leader-election-namespace',
         ns,
