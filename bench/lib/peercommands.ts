@@ -1,5 +1,6 @@
 // The controllers --peers sets side by side, and how each is started: the three labellers of
-// bench/peers/ (built and cached by bench/peers/build.sh), labeller's build as the image runs it
+// bench/peers/ and the Node floor (over HTTP/1.1, and over one HTTP/2 session), built and cached
+// by bench/peers/build.sh, labeller's build as the image runs it
 // (the V8 flags and environment of image/build.sh), and labeller installed from its npm tarball
 // as a user runs it (`npm run package`, then a global install into a temporary prefix, as
 // test/e2e/shipped.test.ts does).
@@ -31,6 +32,8 @@ export interface Contender {
 
 export const CONTENDERS = [
   'kube-rs',
+  'node-floor',
+  'node-floor-http2',
   'controller-runtime',
   'client-node',
   'labeller-image',
@@ -133,14 +136,20 @@ export async function contenders(kubeconfig: string, log: Log): Promise<Contende
   const installed = await installLabeller();
   const image = imageSettings();
   /** A peer of bench/peers/ as build.sh prints it; `node main.js` runs on Node 24, the one that runs labeller. */
-  const peer = (name: ContenderId, title: string): Contender => {
+  const peer = (name: string, title: string, id = name as ContenderId, extra: readonly string[] = []): Contender => {
     const [bin, ...rest] = built.get(name) ?? [];
     if (bin === undefined) throw new Error(`bench/peers/build.sh printed no command for ${name}`);
     const command: [string, ...string[]] = [bin === 'node' ? node : bin, ...rest];
     return {
-      id: name,
+      id,
       name: title,
-      command: (a) => ({ name, command, args: peerArgs(a, `${name}-labeller`), env: {}, synced: PEER_SYNCED }),
+      command: (a) => ({
+        name: id,
+        command,
+        args: [...peerArgs(a, `${name}-labeller`), ...extra],
+        env: {},
+        synced: PEER_SYNCED,
+      }),
     };
   };
   const labeller = (
@@ -168,6 +177,10 @@ export async function contenders(kubeconfig: string, log: Log): Promise<Contende
   const flags = `${image.v8Flags.join(' ')}, ${Object.entries(image.env).map(([k, v]) => `${k}=${v}`).join(' ')}`;
   return [
     peer('kube-rs', `kube-rs ${kubeRs}: metadata watcher, managedFields pruned`),
+    peer('node-floor', `the Node floor (Node ${process.versions.node}): HTTP/1.1, one keep-alive agent`),
+    peer('node-floor', `the Node floor (Node ${process.versions.node}): one HTTP/2 session`, 'node-floor-http2', [
+      '--http2',
+    ]),
     peer('controller-runtime', `controller-runtime ${controllerRuntime}: OnlyMetadata`),
     peer('client-node', `@kubernetes/client-node ${clientNode}: informer + server-side apply`),
     labeller(

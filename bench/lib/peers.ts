@@ -1,10 +1,11 @@
 // --peers (issue 27): labeller side by side with labellers written on kube-rs, controller-runtime
-// and @kubernetes/client-node for the comparison (bench/peers/), and with the tight loop, one
+// and @kubernetes/client-node for the comparison (bench/peers/), the Node floor (the least a Node
+// program does for the job, bench/peers/node-floor/), and with the tight loop, one
 // after another on one control plane. Each gets N ConfigMaps of its own in a fresh namespace,
 // created as the main bench creates them, so each starts from the same state (the previous
 // ones are deleted first), and applies one label at concurrency C. The table: time to converge
 // from spawn, CPU and peak RSS (/proc), RSS after a restart with all N labelled and cached, and
-// that restart's PATCH requests, with ratios to kube-rs.
+// that restart's PATCH requests, with ratios to kube-rs and to the Node floor.
 import { ApiError, ConnectionError } from '../../src/apimachinery/errors.ts';
 import { sleep } from '../../test/process/sleep.ts';
 import type { Bench } from './context.ts';
@@ -29,7 +30,10 @@ export interface PeersResults {
   readonly label: string;
   /** The tight loop: wall time and this process's CPU. */
   loop?: { seconds: number; cpuSeconds: number; load: number };
-  readonly controllers: ({ readonly name: string; readonly command: ControllerCommand } & OutsideResults)[];
+  readonly controllers: (
+    & { readonly id: ContenderId; readonly name: string; readonly command: ControllerCommand }
+    & OutsideResults
+  )[];
 }
 
 const VALUE = 'platform';
@@ -74,7 +78,7 @@ export async function benchPeers(bench: Bench, options: PeersOptions, results: P
     const assignment: Assignment = { namespace: setup.namespace, key: TEAM, value: VALUE, concurrency };
     const command = contender.command(assignment);
     const measured = await measureOutside(bench, command, api, `${TEAM}!=${VALUE}`, n);
-    results.controllers.push({ name: contender.name, command, ...measured });
+    results.controllers.push({ id: contender.id, name: contender.name, command, ...measured });
     await clear(setup.namespace);
   }
 }
@@ -83,18 +87,32 @@ export function peersResults(options: PeersOptions): PeersResults {
   return { n: options.n, concurrency: options.concurrency, label: `${TEAM}=${VALUE}`, controllers: [] };
 }
 
-/** The table: one row per controller, ratios to the first (kube-rs) in time, CPU and peak RSS. */
+/**
+ * The table: one row per controller, each figure with its ratios to kube-rs and to the Node floor
+ * (the least a Node program does for the job, bench/peers/node-floor/): what labeller's own work
+ * costs is the gap to the second.
+ */
 export function peersTable(r: PeersResults): string {
-  const base = r.controllers[0];
+  const kubeRs = r.controllers.find((c) => c.id === 'kube-rs');
+  const floor = r.controllers.find((c) => c.id === 'node-floor');
   const ratio = (x: number | undefined, to: number | undefined): string =>
-    x === undefined || !to ? '' : ` (${(x / to).toFixed(2)}×)`;
+    x === undefined || !to ? '–' : `${(x / to).toFixed(2)}×`;
+  /** `figure (× kube-rs / × floor)`. */
+  const cell = (
+    shown: string,
+    pick: (c: { seconds: number; cpuSeconds: number | undefined; peakRss: number }) => number | undefined,
+    x: number | undefined,
+  ): string => {
+    const ratios = [kubeRs, floor].filter((c) => c !== undefined).map((c) => ratio(x, pick(c)));
+    return ratios.length === 0 ? shown : `${shown} (${ratios.join(' / ')})`;
+  };
   const cpu = (s: number | undefined): string => (s === undefined ? 'n/a' : seconds(s));
   const rows = [];
   if (r.loop) {
     rows.push([
       `tight loop: the same ${r.n} applies from the bench process (TypeScript, bench/lib/loop.ts), ${r.concurrency} in flight`,
-      `${seconds(r.loop.seconds)}${ratio(r.loop.seconds, base?.seconds)}`,
-      `${cpu(r.loop.cpuSeconds)}${ratio(r.loop.cpuSeconds, base?.cpuSeconds)}`,
+      cell(seconds(r.loop.seconds), (c) => c.seconds, r.loop.seconds),
+      cell(cpu(r.loop.cpuSeconds), (c) => c.cpuSeconds, r.loop.cpuSeconds),
       'n/a',
       'n/a',
       'n/a',
@@ -104,19 +122,21 @@ export function peersTable(r: PeersResults): string {
   for (const c of r.controllers) {
     rows.push([
       c.name,
-      `${seconds(c.seconds)}${ratio(c.seconds, base?.seconds)}`,
-      `${cpu(c.cpuSeconds)}${ratio(c.cpuSeconds, base?.cpuSeconds)}`,
-      `${mib(c.peakRss)}${ratio(c.peakRss, base?.peakRss)}`,
+      cell(seconds(c.seconds), (b) => b.seconds, c.seconds),
+      cell(cpu(c.cpuSeconds), (b) => b.cpuSeconds, c.cpuSeconds),
+      cell(mib(c.peakRss), (b) => b.peakRss, c.peakRss),
       c.restartRss === undefined ? 'n/a' : mib(c.restartRss),
       String(c.restartPatches),
       c.load.toFixed(2),
     ]);
   }
+  const against = [kubeRs && '× kube-rs', floor && '× Node floor'].filter((x) => typeof x === 'string');
+  const unit = against.length === 0 ? '' : ` (${against.join(' / ')})`;
   return markdownTable([
     'controller',
-    'time to converge',
-    'CPU',
-    'peak RSS',
+    `time to converge${unit}`,
+    `CPU${unit}`,
+    `peak RSS${unit}`,
     `RSS after restart (${r.n} cached)`,
     'PATCH on restart',
     'load (1 min)',

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds the peers of `bench/run.ts --peers` (bench/README.md, "Peers") from the crate registry,
-# the Go module proxy and the npm registry, and caches each outside the repository in
+# the Go module proxy and the npm registry (and the Node floor, its types stripped by esbuild), and caches each outside the repository in
 # ${LABELLER_CACHE_DIR:-~/.cache/labeller}/peers/<name>-<hash of its sources and toolchain>, so a
 # second run with the same sources is a no-op. Prints one line per peer: its name and the command
 # that runs it (a binary, or `node main.js`). Cargo's target folder is shared between builds
 # (peers/cargo-target), so a change to main.rs does not rebuild the crates under it.
 #
-#   bash bench/peers/build.sh [kube-rs] [controller-runtime] [client-node]   (default: all three)
+#   bash bench/peers/build.sh [kube-rs] [controller-runtime] [client-node] [node-floor]   (default: all four)
 #   LABELLER_BUILD_JOBS=2 (default): cargo's -j
 set -euo pipefail
 
@@ -62,6 +62,11 @@ build_controller_runtime() {
     go build -trimpath -ldflags "-s -w" -o "$1/labeller-peer-controller-runtime" .) >&2
 }
 
+build_node_floor() {
+  "$repo/node_modules/.bin/esbuild" "$here/node-floor/main.ts" --format=esm --platform=node --target=node22 \
+    --outfile="$1/main.js" --log-level=warning >&2
+}
+
 build_client_node() {
   cp "$here/client-node/package.json" "$here/client-node/package-lock.json" "$1/"
   (cd "$1" && npm ci --omit=dev --no-audit --no-fund --ignore-scripts) >&2
@@ -71,7 +76,7 @@ build_client_node() {
 }
 
 peers=("$@")
-[[ ${#peers[@]} -gt 0 ]] || peers=(kube-rs controller-runtime client-node)
+[[ ${#peers[@]} -gt 0 ]] || peers=(kube-rs controller-runtime client-node node-floor)
 for peer in "${peers[@]}"; do
   case "$peer" in
     kube-rs)
@@ -87,6 +92,10 @@ for peer in "${peers[@]}"; do
       [[ -x "$repo/node_modules/.bin/esbuild" ]] || { log "no esbuild: run npm install in $repo first"; exit 3; }
       echo "client-node node $(cached client-node "npm $(npm --version 2>/dev/null)" build_client_node)/main.js"
       ;;
-    *) log "unknown peer $peer (expected kube-rs, controller-runtime or client-node)"; exit 2 ;;
+    node-floor)
+      [[ -x "$repo/node_modules/.bin/esbuild" ]] || { log "no esbuild: run npm install in $repo first"; exit 3; }
+      echo "node-floor node $(cached node-floor "esbuild $("$repo/node_modules/.bin/esbuild" --version)" build_node_floor)/main.js"
+      ;;
+    *) log "unknown peer $peer (expected kube-rs, controller-runtime, client-node or node-floor)"; exit 2 ;;
   esac
 done
