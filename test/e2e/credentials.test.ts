@@ -75,10 +75,14 @@ describe('credentials that rotate', { skip }, () => {
     await labelled(`${cms}/after`);
     const seconds = (Date.now() - createdAt) / 1000;
     // The audit line of a request comes once its answer is sent: after the label can be read.
-    const ok = await eventually(async () => {
-      const answered = labellerRequests(createdAt, (e) => e.responseStatus?.code === 200).length;
-      return answered > 0 && answered;
-    }, 'an audit line of a request answered 200 since the object was created', 10_000).catch(() => 0);
+    const ok = await eventually(
+      async () => {
+        const answered = labellerRequests(createdAt, (e) => e.responseStatus?.code === 200).length;
+        return answered > 0 && answered;
+      },
+      'an audit line of a request answered 200 since the object was created',
+      10_000,
+    ).catch(() => 0);
     const refused = labellerRequests(revokedAt, unauthorized).length;
     figure(
       t,
