@@ -743,9 +743,15 @@ export async function run(
   /** What the oracle wanted, over time, per namespace. */
   const history: { at: number; wanted: Map<string, Record<string, string>> }[] = [];
   const record = () => {
-    // Once labeller wants the team key of an intruded object again, it takes it back (force).
-    for (const key of intruded) if (KEYS.team in wanted(world(), key.split('/')[1]!)) intruded.delete(key);
-    for (const key of racing) if (KEYS.team in wanted(world(), key.split('/')[1]!)) racing.delete(key);
+    // Once labeller wants the team key of an intruded object again, it takes it back (force):
+    // from now, as for an intrusion while it wanted the key, so that the key unwanted once more
+    // within the grace may still be the intruder's.
+    for (const key of [...intruded, ...racing]) {
+      if (!(KEYS.team in wanted(world(), key.split('/')[1]!))) continue;
+      intruded.delete(key);
+      racing.delete(key);
+      intrusions.set(key, Date.now());
+    }
     // Unwanted soon after an intrusion (a reload, a namespace's team removed): labeller may not
     // have taken it back yet (a stale view, a member starved), and then it is the intruder's.
     for (const [key, at] of intrusions) {
