@@ -12,6 +12,7 @@ import type {
 } from '../apimachinery/objects.ts';
 import type { ApiResource } from '../apimachinery/resource.ts';
 import { isConflict, isNotFound, WatchIdleError } from '../apimachinery/errors.ts';
+import { parseWriteAnswer } from '../apimachinery/writeanswer.ts';
 import { readWatchStream } from './watchstream.ts';
 
 const ACCEPT_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json';
@@ -203,7 +204,8 @@ export class MetadataApi implements ResourceApi {
 
   /**
    * Server-side apply of `body` under `fieldManager` (an object's labels and annotations, or a
-   * whole object labeller owns: an admission policy); answers with the object's metadata.
+   * whole object labeller owns: an admission policy); answers with the object's metadata, without
+   * its managedFields (writeanswer.ts).
    */
   apply(body: MetadataApplyConfiguration | ApplyConfiguration, options: ApplyOptions): Promise<PartialObjectMetadata> {
     const namespace = body.metadata.namespace ?? '';
@@ -216,6 +218,7 @@ export class MetadataApi implements ResourceApi {
       },
       body: JSON.stringify(body),
       signal: options.signal,
+      decode: parseWriteAnswer,
     });
   }
 
@@ -234,6 +237,7 @@ export class MetadataApi implements ResourceApi {
       query: { fieldManager: options.fieldManager, dryRun: options.dryRun ? 'All' : undefined },
       body: JSON.stringify(operations),
       signal: options.signal,
+      decode: parseWriteAnswer,
     });
   }
 

@@ -533,35 +533,56 @@ export class Metrics {
   controller(controller: string, concurrency: number): ControllerMetrics {
     const q = { controller, name: controller };
     this.#maxConcurrent.set({ controller }, concurrency);
-    this.#activeWorkers.set({ controller }, 0);
-    this.#reconcileErrors.inc({ controller }, 0);
-    this.#retries.inc(q, 0);
+    // Bound once: each is updated for every object (see prometheus.ts).
+    const results = Object.fromEntries(
+      Object.keys(RESULTS).map((result) => [result, this.#reconcileTotal.bind({ controller, result })]),
+    ) as Record<keyof typeof RESULTS, () => void>;
+    const errors = this.#reconcileErrors.bind({ controller });
+    const reconcileTime = this.#reconcileTime.bind({ controller });
+    const workers = this.#activeWorkers.bind({ controller });
+    const adds = this.#adds.bind(q);
+    const depth = this.#depth.bind(q);
+    const retries = this.#retries.bind(q);
+    const queueLatency = this.#queueDuration.bind(q);
+    const workDuration = this.#workDuration.bind(q);
+    workers.set(0);
+    errors(0);
+    retries(0);
     return {
       reconciled: (result, seconds) => {
-        this.#reconcileTotal.inc({ controller, result });
-        if (result === 'error') this.#reconcileErrors.inc({ controller });
-        this.#reconcileTime.observe({ controller }, seconds);
+        results[result]();
+        if (result === 'error') errors();
+        reconcileTime(seconds);
       },
-      activeWorkers: (delta) => this.#activeWorkers.inc({ controller }, delta),
+      activeWorkers: (delta) => workers.inc(delta),
       queue: {
-        adds: () => this.#adds.inc(q),
-        depth: (n) => this.#depth.set(q, n),
-        retries: () => this.#retries.inc(q),
-        queueLatency: (seconds) => this.#queueDuration.observe(q, seconds),
-        workDuration: (seconds) => this.#workDuration.observe(q, seconds),
+        adds: () => adds(),
+        depth: (n) => depth.set(n),
+        retries: () => retries(),
+        queueLatency,
+        workDuration,
       },
     };
   }
 
   labels(controller: string): LabelMetrics {
-    const counters = [...Object.values(this.#applied), ...Object.values(this.#removed), this.#conflicts];
-    for (const counter of counters) counter.inc({ controller }, 0);
+    // Bound once, and zero from the start (see controller()).
+    const applied = {
+      labels: this.#applied.labels.bind({ controller }),
+      annotations: this.#applied.annotations.bind({ controller }),
+    };
+    const removed = {
+      labels: this.#removed.labels.bind({ controller }),
+      annotations: this.#removed.annotations.bind({ controller }),
+    };
+    const conflicts = this.#conflicts.bind({ controller });
+    for (const inc of [...Object.values(applied), ...Object.values(removed), conflicts]) inc(0);
     // Zero from the start too: increase() in the fights alert then counts the first fight.
     for (const field of FIELDS) this.#fights.inc({ controller, field }, 0);
     return {
-      applied: (field, count) => this.#applied[field].inc({ controller }, count),
-      removed: (field, count) => this.#removed[field].inc({ controller }, count),
-      conflict: () => this.#conflicts.inc({ controller }),
+      applied: (field, count) => applied[field](count),
+      removed: (field, count) => removed[field](count),
+      conflict: () => conflicts(),
       fight: (field) => this.#fights.inc({ controller, field }),
       retake: (field, manager = 'unknown') => {
         if (!this.#retakers.has(manager) && this.#retakers.size < RETAKE_MANAGERS_MAX) this.#retakers.add(manager);
@@ -612,8 +633,15 @@ export class Metrics {
   }
 
   restClient(host: string): RequestObserver {
-    return (method, status) =>
-      this.#requests.inc({ code: String(status === 'error' ? '<error>' : status), method, host });
+    // A series bound per method and code, as they come: one update per request.
+    const bound = new Map<string, () => void>();
+    return (method, status) => {
+      const code = status === 'error' ? '<error>' : String(status);
+      const key = `${method} ${code}`;
+      let inc = bound.get(key);
+      if (inc === undefined) bound.set(key, inc = this.#requests.bind({ code, method, host }));
+      inc();
+    };
   }
 
   leader(name: string): (leading: boolean) => void {
