@@ -127,7 +127,13 @@ export async function plumbing(client: KubeClient, namespace: string): Promise<s
   );
   assert.equal(applied.kind, 'PartialObjectMetadata');
   assert.deepEqual(applied.metadata.labels, { app: 'web', 'example.com/managed': 'yes' });
-  const entry = applied.metadata.managedFields?.find((m) => m.manager === 'labeller');
+  // The answer is read without managedFields (the API server writes them last: writeanswer.ts);
+  // the object has them.
+  assert.equal(applied.metadata.managedFields, undefined);
+  assert.match(applied.metadata.resourceVersion ?? '', /^\d+$/);
+  const read = await deploys.get('web');
+  assert.equal(read.metadata.resourceVersion, applied.metadata.resourceVersion);
+  const entry = read.metadata.managedFields?.find((m) => m.manager === 'labeller');
   assert.ok(entry, 'labeller has a managedFields entry');
   assert.equal(entry.operation, 'Apply');
   assert.deepEqual(Object.keys(entry.fieldsV1?.['f:metadata']?.['f:labels'] ?? {}), ['f:example.com/managed']);
