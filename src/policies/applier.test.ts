@@ -41,7 +41,10 @@ class Store {
   refuse = new Set<string>();
   #version = 0;
 
-  async apply(object: PolicyObject, options: { readonly dryRun: boolean; readonly resourceVersion?: string }) {
+  async apply(
+    object: PolicyObject,
+    options: { readonly dryRun: boolean; readonly resourceVersion?: string; readonly signal?: AbortSignal },
+  ) {
     const described = describePolicy({ kind: object.kind, name: object.metadata.name });
     if (this.refuse.has(object.metadata.name) && object.kind === 'MutatingAdmissionPolicy') throw CEL_REFUSAL;
     const current = this.objects.get(described);
@@ -199,6 +202,50 @@ test("each apply is fenced by the version the round read: another writer's chang
   assert.ok(run.store.applied.includes(described), 'read again and applied over the new version');
   assert.notEqual(run.store.objects.get(described)?.resourceVersion, 'theirs');
   await run.stop();
+});
+
+test('a run whose signal aborts a write under way ends cut short; the next run applies what it did not, and starts clean', async () => {
+  const log = createLogger({ level: 'error', format: 'json', write: () => {} });
+  const discovery = new DiscoveryCache(
+    async (): Promise<Discovery> => ({ resources: [...BUILTINS, ...POLICY_RESOURCES], failedGroups: [] }),
+    log,
+    { server: 'https://cluster', context: 'test' },
+  );
+  await discovery.load(new AbortController().signal);
+  const store = new Store();
+  const options = {
+    store,
+    discovery,
+    config: () => config('labels: {a: b}\nkinds: [{resource: configmaps}]\n'),
+    dryRun: false,
+    resyncMs: 0,
+    log,
+  };
+  const applier = new PolicyApplier(options);
+  // The first run's write hangs on the wire until the run's signal aborts it (a lapse, a handover).
+  const apply = store.apply.bind(store);
+  let sent!: () => void;
+  const onWire = new Promise<void>((resolve) => (sent = resolve));
+  store.apply = (_object, { signal }) =>
+    new Promise((_, reject) => {
+      sent();
+      signal?.addEventListener('abort', () => reject(signal.reason), { once: true });
+    });
+  const first = new AbortController();
+  const running = applier.run(first.signal);
+  await onWire;
+  first.abort(new Error('the Lease lapsed'));
+  assert.equal(await running, 'cut short');
+  // Taken again: this run's writes all land.
+  store.apply = apply;
+  const second = new AbortController();
+  const again = applier.run(second.signal);
+  for (let waited = 0; store.applied.length === 0 && waited < 2000; waited += 20) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  assert.ok(store.applied.length > 0, 'applied in the second run');
+  second.abort();
+  assert.equal(await again, undefined, 'nothing was under way when it ended');
 });
 
 test('a server without the policies is said once; the applier sends nothing', async () => {

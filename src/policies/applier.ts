@@ -93,7 +93,7 @@ export class PolicyChanged extends Error {
 const CLUSTER_SCOPED = '';
 
 export class PolicyApplier {
-  /** A write was under way when `run`'s signal aborted it. */
+  /** A write was under way when this run's signal aborted it. */
   #cutShort = false;
   readonly #options: PolicyApplierOptions;
   /** Each policy of the last round, by name: applied (undefined), or refused (with its binding's refusal, if that was refused). */
@@ -129,10 +129,16 @@ export class PolicyApplier {
     this.#wake?.();
   }
 
-  /** Keeps the policies applied until `writes` aborts (leadership ends, or everything has drained). */
-  /** Runs until `writes` aborts; 'cut short' when a write was under way then (its bytes may still land). */
+  /**
+   * Keeps the policies applied until `writes` aborts (leadership ends, the guard's Lease lapses, or
+   * everything has drained); 'cut short' when a write was under way then (its bytes may still land).
+   * Each run is judged alone: one run after another (the guard's Lease taken again) starts clean,
+   * else a member's every later round would release its bucket as cut short, and leaving, it would
+   * keep its Lease to expire with nothing on the wire.
+   */
   async run(writes: AbortSignal): Promise<void | 'cut short'> {
     const { discovery, shard, log } = this.#options;
+    this.#cutShort = false;
     const [policies] = MUTATING;
     const stops = [
       discovery.onChange(() => this.changed()),
@@ -150,8 +156,9 @@ export class PolicyApplier {
             await this.#round(writes);
             backoff.reset();
           } catch (error) {
-            if (writes.aborted) break;
+            // Not done: the next run (leadership or the guard's Lease taken again) does it.
             this.#dirty = true;
+            if (writes.aborted) break;
             const retryInMs = Math.round(backoff.next());
             log.warn('admission policies not applied yet; retrying', { error, retryInMs });
             await sleep(retryInMs, writes);

@@ -80,7 +80,7 @@ export class ReportWriter {
   /** Whether the reports already there have been listed. */
   #listed = false;
   #wake: (() => void) | undefined;
-  /** A write was under way when `run`'s signal aborted it. */
+  /** A write was under way when this run's signal aborted it. */
   #cutShort = false;
   /** Why no report can be written (their CRDs not served, no right to, no owner): said once, noted in /readyz. */
   #blocked: string | undefined;
@@ -102,9 +102,13 @@ export class ReportWriter {
     this.#wake?.();
   }
 
-  /** Keeps the reports until `writes` aborts; 'cut short' when a write was under way then. */
+  /**
+   * Keeps the reports until `writes` aborts; 'cut short' when a write was under way then. Each run
+   * is judged alone (one after another when leadership or the guard's Lease is taken again).
+   */
   async run(writes: AbortSignal): Promise<void | 'cut short'> {
     const { shard, log } = this.#options;
+    this.#cutShort = false;
     const sleep = this.#options.sleep ?? realSleep;
     const intervalMs = this.#options.intervalMs ?? REPORT_INTERVAL_MS;
     const tracker = new FindingTracker(this.#options.fieldManager, () => this.changed());
