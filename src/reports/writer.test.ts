@@ -58,7 +58,7 @@ class FakeStore implements ReportApi {
     );
   }
 
-  apply(report: Report, options: { readonly dryRun: boolean }): Promise<void> {
+  apply(report: Report, options: { readonly dryRun: boolean; readonly signal?: AbortSignal }): Promise<void> {
     this.writes.push(
       `apply ${report.metadata.namespace ?? ''} ${report.results.length}${options.dryRun ? ' (dry run)' : ''}`,
     );
@@ -276,4 +276,41 @@ test("a kind whose list keeps failing holds the rounds a minute at most: the oth
   await clock.advance(5_000);
   assert.deepEqual(store.writes, ['apply shop 1', 'apply shop 2'], 'not waited for again');
   await stop();
+});
+
+test('a run whose signal aborts a write under way ends cut short; the next run starts clean', async () => {
+  const store = new FakeStore();
+  const pods = testKind({ labels: TEAM });
+  pods.set(short('pod-0'));
+  const clock = new FakeClock();
+  const writer = new ReportWriter({
+    kinds: () => [pods],
+    fieldManager: 'labeller',
+    dryRun: false,
+    intervalMs: 5_000,
+    sleep: clock.sleep,
+    log,
+    store,
+  });
+  // The first run's write hangs on the wire until the run's signal aborts it (a lapse, a handover).
+  const apply = store.apply.bind(store);
+  store.apply = (_report, options) =>
+    new Promise((_, reject) => {
+      store.writes.push('on the wire');
+      options.signal?.addEventListener('abort', () => reject(options.signal?.reason), { once: true });
+    });
+  const first = new AbortController();
+  const running = writer.run(first.signal);
+  await clock.advance(0);
+  assert.deepEqual(store.writes, ['on the wire']);
+  first.abort(new Error('the Lease lapsed'));
+  assert.equal(await running, 'cut short');
+  // Taken again: this run's write lands.
+  store.apply = apply;
+  const second = new AbortController();
+  const again = writer.run(second.signal);
+  await clock.advance(0);
+  assert.deepEqual(store.writes, ['on the wire', 'apply shop 1']);
+  second.abort();
+  assert.equal(await again, undefined, 'nothing was under way when it ended');
 });
