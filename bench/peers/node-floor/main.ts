@@ -294,9 +294,8 @@ async function apply(name: string): Promise<void> {
   }
   inFlight.delete(name);
   if (retry) setTimeout(() => labels.has(name) && want(name), 1000);
-  else if (again.delete(name) && labels.get(name)?.[key] !== value) {
-    pending.add(name);
-  }
+  // Changed while in flight, and still there (an apply to a deleted object would make it again).
+  else if (again.delete(name) && labels.has(name) && labels.get(name)?.[key] !== value) pending.add(name);
   pump();
 }
 
