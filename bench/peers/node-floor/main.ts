@@ -14,7 +14,9 @@
 // current context's server, CA, and a token or client certificate.
 import { readFileSync } from 'node:fs';
 import { type ClientHttp2Session, connect, constants as h2 } from 'node:http2';
+import type { IncomingMessage } from 'node:http';
 import { Agent, request } from 'node:https';
+import type { Readable } from 'node:stream';
 import { parseArgs } from 'node:util';
 
 const { values } = parseArgs({
@@ -101,130 +103,94 @@ interface Transport {
   ): Promise<number>;
 }
 
+/** A body read whole (`read`), or drained unread. */
+function readBody(body: Readable, read: boolean): Promise<Buffer | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    body.on('data', read ? (chunk: Buffer) => chunks.push(chunk) : () => {});
+    body.on('end', () => resolve(read ? Buffer.concat(chunks) : undefined));
+    body.on('error', reject);
+  });
+}
+
+/** Each line of a streamed body (a watch), until it ends. */
+function readLines(body: Readable, line: (text: string) => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let rest = '';
+    body.setEncoding('utf8');
+    body.on('data', (chunk: string) => {
+      const parts = (rest + chunk).split('\n');
+      rest = parts.pop() ?? '';
+      for (const part of parts) if (part) line(part);
+    });
+    body.on('end', resolve);
+    body.on('error', reject);
+  });
+}
+
 function http1(): Transport {
   const agent = new Agent({ keepAlive: true, ...tls });
-  const open = (
-    method: string,
-    path: string,
-    headers: Record<string, string>,
-  ) =>
-    request({
-      host: server.hostname,
-      port: server.port || 443,
-      method,
-      path,
-      agent,
-      headers: { ...auth, ...headers },
+  /** The response once its headers are in. */
+  const exchange = (method: string, path: string, headers: Record<string, string>, body?: string) =>
+    new Promise<IncomingMessage>((resolve, reject) => {
+      const req = request({
+        host: server.hostname,
+        port: server.port || 443,
+        method,
+        path,
+        agent,
+        headers: { ...auth, ...headers },
+      });
+      req.on('error', reject);
+      req.on('response', resolve);
+      req.end(body);
     });
   return {
-    send: (method, path, headers, body, read) =>
-      new Promise((resolve, reject) => {
-        const req = open(method, path, headers);
-        req.on('error', reject);
-        req.on('response', (res) => {
-          const chunks: Buffer[] = [];
-          res.on(
-            'data',
-            read ? (chunk: Buffer) => chunks.push(chunk) : () => {},
-          );
-          res.on(
-            'end',
-            () =>
-              resolve({
-                status: res.statusCode ?? 0,
-                body: read ? Buffer.concat(chunks) : undefined,
-              }),
-          );
-          res.on('error', reject);
-        });
-        req.end(body);
-      }),
-    lines: (path, headers, line) =>
-      new Promise((resolve, reject) => {
-        const req = open('GET', path, headers);
-        req.on('error', reject);
-        req.on('response', (res) => {
-          let rest = '';
-          res.setEncoding('utf8');
-          res.on('data', (chunk: string) => {
-            const parts = (rest + chunk).split('\n');
-            rest = parts.pop() ?? '';
-            for (const part of parts) if (part) line(part);
-          });
-          res.on('end', () => resolve(res.statusCode ?? 0));
-          res.on('error', reject);
-        });
-        req.end();
-      }),
+    send: async (method, path, headers, body, read) => {
+      const res = await exchange(method, path, headers, body);
+      return { status: res.statusCode ?? 0, body: await readBody(res, read) };
+    },
+    lines: async (path, headers, line) => {
+      const res = await exchange('GET', path, headers);
+      await readLines(res, line);
+      return res.statusCode ?? 0;
+    },
   };
 }
 
 function http2(): Transport {
   let session: ClientHttp2Session | undefined;
-  const open = (
-    method: string,
-    path: string,
-    headers: Record<string, string>,
-  ) => {
+  /** The stream, and its status once the response's headers are in. */
+  const exchange = (method: string, path: string, headers: Record<string, string>, body?: string) => {
     if (!session || session.closed || session.destroyed) {
       session = connect(server.origin, tls);
       session.on('error', () => {});
     }
-    return session.request({
+    const stream = session.request({
       [h2.HTTP2_HEADER_METHOD]: method,
       [h2.HTTP2_HEADER_PATH]: path,
       ...auth,
       ...headers,
     });
-  };
-  const exchange = (
-    method: string,
-    path: string,
-    headers: Record<string, string>,
-    body: string | undefined,
-  ) => {
-    const stream = open(method, path, headers);
     stream.end(body);
     const status = new Promise<number>((resolve, reject) => {
       stream.on('response', (h) => resolve(Number(h[h2.HTTP2_HEADER_STATUS])));
       stream.on('error', reject);
     });
+    // Its failure is the body's reader's too: handled there, never unhandled here.
+    status.catch(() => {});
     return { stream, status };
   };
   return {
-    send: (method, path, headers, body, read) => {
+    send: async (method, path, headers, body, read) => {
       const { stream, status } = exchange(method, path, headers, body);
-      return new Promise((resolve, reject) => {
-        const chunks: Buffer[] = [];
-        stream.on(
-          'data',
-          read ? (chunk: Buffer) => chunks.push(chunk) : () => {},
-        );
-        stream.on(
-          'end',
-          () =>
-            status.then((s) =>
-              resolve({
-                status: s,
-                body: read ? Buffer.concat(chunks) : undefined,
-              }), reject),
-        );
-        stream.on('error', reject);
-      });
+      const [answered, text] = await Promise.all([status, readBody(stream, read)]);
+      return { status: answered, body: text };
     },
-    lines: (path, headers, line) => {
-      const { stream, status } = exchange('GET', path, headers, undefined);
-      return new Promise((resolve, reject) => {
-        let rest = '';
-        stream.setEncoding('utf8');
-        stream.on('data', (chunk: string) => {
-          const parts = (rest + chunk).split('\n');
-          rest = parts.pop() ?? '';
-          for (const part of parts) if (part) line(part);
-        });
-        stream.on('end', () => status.then(resolve, reject));
-        stream.on('error', reject);
-      });
+    lines: async (path, headers, line) => {
+      const { stream, status } = exchange('GET', path, headers);
+      await readLines(stream, line);
+      return status;
     },
   };
 }
