@@ -32,7 +32,7 @@ import {
   type RelatedView,
   type SourceLookups,
 } from './ports.ts';
-import type { Template, TemplateContext } from '../config/template.ts';
+import { relationName, type Template, type TemplateContext } from '../config/template.ts';
 import { type Input, type KeyTrace, type Rendering, tracing } from './trace.ts';
 
 /** The kind being reconciled, for apply bodies and templates. */
@@ -685,7 +685,7 @@ export class Reconciler {
     if (view && view.held.size > 0) {
       for (const read of template.related) {
         const why = view.held.get(read.relation);
-        if (why) return { state: 'held', why, reading: read.relation };
+        if (why) return { state: 'held', why, reading: relationName(read.relation) };
       }
     }
     const value = template.constantValue ?? template.render(context);

@@ -266,6 +266,22 @@ kinds:
       );
       assert.equal(sample(metrics, 'labeller_objects_held', { controller: `configmaps/${ns}` }), 0);
       assert.ok(labeller.running, 'one kind refused stops nothing');
+
+      // status, as the same identity, counts them held and names the reference that cannot be read.
+      const status = await new Labeller(
+        ['status', '--coverage', ...withConfig(config), '--preflight=false', '-o', 'json'],
+        { kubeconfig },
+      ).exited;
+      assert.equal(status.code, 0, status.stderr);
+      const rows = (JSON.parse(status.stdout) as StatusReport).kinds;
+      assert.deepEqual(rows.map((r) => [r.resource, r.seen, r.managed, r.pending, r.held, r.error]), [
+        ['pods', 5, 5, 0, 4, undefined],
+        ['configmaps', 1, 1, 0, 0, undefined],
+      ]);
+      assert.deepEqual(rows[0]?.coverage?.map((c) => [c.key, c.covered, c.objects, c.shortfalls]), [
+        [ZONE, 0, 5, { 'held: its node cannot be read': 4, 'unwanted: the object has no node': 1 }],
+        [MANAGED, 5, 5, {}],
+      ]);
     } finally {
       assertCleanExit(await labeller.stop());
     }
