@@ -38,7 +38,8 @@ ${LAUNCH_USAGE}
                           paginated lists, alternating, --rounds times: its time, CPU and peak RSS, and the API
                           server's CPU, allocation and RSS growth, etcd's CPU (bench/lib/lists.ts)
   --rounds R              --lists: runs of each kind of list (default 3); --references: batches of its two runs,
-                          alternating which goes first (default 2)
+                          alternating which goes first (default 2); --peers: batches, every other one in reverse
+                          order (default 2; --quick 1)
   --shards                only rows SH1–SH5: replicas with --shards auto against one, N ConfigMaps (default 100k;
                           --quick 3k) over N/100 namespaces, cluster-wide: one member, then three (time, CPU, peak
                           RSS, bytes received), one killed, members joining and leaving; then three again on a
@@ -215,7 +216,13 @@ export function options(argv: string[]): Options {
     peers: values.peers,
     without: contendersLeftOut(values.without),
     lists: values.lists,
-    rounds: values.rounds ? Math.round(parsePositive(values.rounds, '--rounds')) : values.references ? 2 : 3,
+    rounds: values.rounds
+      ? Math.round(parsePositive(values.rounds, '--rounds'))
+      : values.references
+      ? 2
+      : values.peers
+      ? quick ? 1 : 2
+      : 3,
     shards: values.shards,
     sequentialNames: values['sequential-names'],
     admission: values.admission,

@@ -34,6 +34,7 @@ export const CONTENDERS = [
   'kube-rs',
   'node-floor',
   'node-floor-http2',
+  'node-floor-image',
   'controller-runtime',
   'client-node',
   'labeller-image',
@@ -136,10 +137,17 @@ export async function contenders(kubeconfig: string, log: Log): Promise<Contende
   const installed = await installLabeller();
   const image = imageSettings();
   /** A peer of bench/peers/ as build.sh prints it; `node main.js` runs on Node 24, the one that runs labeller. */
-  const peer = (name: string, title: string, id = name as ContenderId, extra: readonly string[] = []): Contender => {
+  /** `node` peers may run with V8 flags and an environment: the floor as labeller's image runs Node. */
+  const peer = (
+    name: string,
+    title: string,
+    id = name as ContenderId,
+    extra: readonly string[] = [],
+    settings: { v8Flags: readonly string[]; env: Record<string, string> } = { v8Flags: [], env: {} },
+  ): Contender => {
     const [bin, ...rest] = built.get(name) ?? [];
     if (bin === undefined) throw new Error(`bench/peers/build.sh printed no command for ${name}`);
-    const command: [string, ...string[]] = [bin === 'node' ? node : bin, ...rest];
+    const command: [string, ...string[]] = bin === 'node' ? [node, ...settings.v8Flags, ...rest] : [bin, ...rest];
     return {
       id,
       name: title,
@@ -147,7 +155,7 @@ export async function contenders(kubeconfig: string, log: Log): Promise<Contende
         name: id,
         command,
         args: [...peerArgs(a, `${name}-labeller`), ...extra],
-        env: {},
+        env: settings.env,
         synced: PEER_SYNCED,
       }),
     };
@@ -181,6 +189,13 @@ export async function contenders(kubeconfig: string, log: Log): Promise<Contende
     peer('node-floor', `the Node floor (Node ${process.versions.node}): one HTTP/2 session`, 'node-floor-http2', [
       '--http2',
     ]),
+    peer(
+      'node-floor',
+      `the Node floor (Node ${process.versions.node}): HTTP/1.1, with the image's flags (${flags})`,
+      'node-floor-image',
+      [],
+      image,
+    ),
     peer('controller-runtime', `controller-runtime ${controllerRuntime}: OnlyMetadata`),
     peer('client-node', `@kubernetes/client-node ${clientNode}: informer + server-side apply`),
     labeller(

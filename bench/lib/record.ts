@@ -244,7 +244,9 @@ function peersSetup(r: Results): string[] {
     `- objects: ${o.n} ConfigMaps per controller, each set in a fresh namespace (the previous set deleted), each with 6 labels, 4 annotations and managedFields of \`kubectl-create\` (Update) and \`argocd-controller\` (Apply)`,
     `- each controller applies one label (\`${
       r.peers?.label ?? '?'
-    }\`, forced server-side apply) at concurrency ${o.concurrency}, with kubeconfig credentials (a bearer token); ratios are to kube-rs and to the Node floor`,
+    }\`, forced server-side apply) at concurrency ${o.concurrency}, with kubeconfig credentials (a bearer token); ${o.rounds} batch${
+      o.rounds === 1 ? '' : 'es, every other one in reverse order'
+    }; ratios are to kube-rs and to the Node floor of the same batch: labeller's rows to the floor run with the image's flags (the same V8 settings), the others to the floor as Node runs by default`,
     `- time to converge: spawn → the end of its last successful PATCH in the audit log (its PATCHes in its namespace counted as the log grows, no load on the API server), confirmed by a metadata-only list; CPU: utime + stime at that PATCH, and peak RSS (VmHWM), from /proc; RSS after restart: a second run over the ${o.n} labelled objects, VmRSS ${settle} after the line saying its cache is synced; PATCH on restart: that run's PATCH requests (audit log)`,
     '',
     r.peers ? peersTable(r.peers) : '',
