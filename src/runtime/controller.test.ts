@@ -273,6 +273,37 @@ test('a change that lands while its write is under way is looked at once the wri
   assert.deepEqual(versions, ['4', '6']);
 });
 
+test("the echo of its write that lands before the write's answer is no work; a change after it is", async (t) => {
+  for (
+    const [events, expected] of [
+      [[pod('a', '6')], ['4']],
+      [[pod('a', '6'), pod('a', '7')], ['4', '7']],
+    ] as const
+  ) {
+    const answer = Promise.withResolvers<void>();
+    const watched = Promise.withResolvers<readonly WatchEvent[]>();
+    const api = new ScriptedApi([page('4', [pod('a', '4')])], [{ until: watched.promise }]);
+    const versions: string[] = [];
+    const { calls } = start(t, api, {
+      reconcile: async (object) => {
+        versions.push(object.resourceVersion);
+        if (versions.length > 1) return undefined;
+        // The write is version 6; its watch event comes before the PATCH's answer is read.
+        await answer.promise;
+        return { written: '6' };
+      },
+    });
+    await until(() => calls.length === 1, 'a is being reconciled');
+    watched.resolve(events.map((object) => ({ type: 'MODIFIED' as const, object })));
+    await flush();
+    answer.resolve();
+    await flush();
+    if (expected.length === 2) await until(() => calls.length === 2, 'the change after the echo is reconciled');
+    await flush();
+    assert.deepEqual(versions, expected);
+  }
+});
+
 test('concurrency bounds the reconciles of the whole kind, over all its informers (one per namespace)', async (t) => {
   const log = createLogger({ level: 'error', format: 'json', write: () => {} });
   const informers = ['a', 'b', 'c'].map((ns) =>

@@ -221,7 +221,13 @@ export class Controller<T> {
 
   #queueChange(change: StoreChange<T>): void {
     if (change.type === 'upsert') {
-      this.#reconciling.get(change.key)?.push(this.#version(change.key) ?? '');
+      // Taken while the object is reconciled: looked at once that reconcile ends, unless it is
+      // only the echo of the write it makes (which often comes before the write's own answer).
+      const seen = this.#reconciling.get(change.key);
+      if (seen !== undefined) {
+        seen.push(this.#version(change.key) ?? '');
+        return;
+      }
       const written = this.#written.get(change.key);
       if (written === undefined) this.#queue.add(change.key);
       else if (written.version === this.#version(change.key)) {
@@ -305,7 +311,15 @@ export class Controller<T> {
       metrics?.activeWorkers(1);
       try {
         const reconciled = await reconcile(object, key, writes);
-        if (this.#wrote(key, from, seen, reconciled?.written)) this.#writes.count();
+        const wrote = this.#wrote(key, from, seen, reconciled?.written);
+        if (wrote) this.#writes.count();
+        // What the cache took meanwhile besides the write's echo; a write not shown yet is looked
+        // at with its echo (#wrote), as what came before it.
+        if (
+          wrote ? seen.includes(reconciled!.written!) && seen.some((v) => v !== reconciled!.written) : seen.length > 0
+        ) {
+          this.#queue.add(key);
+        }
         metrics?.reconciled('success', (performance.now() - started) / 1000);
         this.#queue.forget(key);
         if (reconciled?.requeueAfterMs !== undefined) this.#queue.addAfter(key, reconciled.requeueAfterMs);
@@ -315,7 +329,9 @@ export class Controller<T> {
         const retryAfterMs = error instanceof ApiError && error.retryAfterSeconds ? error.retryAfterSeconds * 1000 : 0;
         if (writes.aborted) log.warn('reconcile aborted: this process may no longer write', { key });
         else log.error('reconcile failed; retrying with backoff', { key, error });
-        // A throttled request comes back no sooner than the server asked, and still backs off.
+        // A throttled request comes back no sooner than the server asked, and still backs off;
+        // a change the cache took meanwhile is looked at now, as any change is.
+        if (seen.length > 0) this.#queue.add(key);
         this.#queue.addRateLimited(key, retryAfterMs);
       } finally {
         this.#reconciling.delete(key);
