@@ -29,6 +29,8 @@ export function metadataPatch(
   previous: Before,
   after: Readonly<Record<string, string>>,
 ): MetadataOperation[] {
+  // Nothing before and nothing after: most objects' annotations.
+  if (previous.keys.length === 0 && Object.keys(after).length === 0) return [];
   // Each key before at its value after where it holds that, else at null, which no value equals.
   const seen: Record<string, string | null> = {};
   for (const key of previous.keys) {

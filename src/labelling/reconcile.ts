@@ -204,6 +204,83 @@ interface Carried extends Before {
   value(key: string): string | undefined;
 }
 
+/**
+ * The labels as the cache keeps them, values and all. (Made at every plan, twice: an object with
+ * methods, not closures, is one small allocation.)
+ */
+class CarriedLabels implements Carried {
+  readonly #labels: Readonly<Record<string, string>>;
+  readonly owned: readonly string[];
+  readonly admitted: readonly string[];
+  readonly distrusted: boolean;
+
+  constructor(object: LabelledObject) {
+    this.#labels = object.labels;
+    this.owned = object.ownedLabels;
+    this.admitted = object.admitted.labels;
+    this.distrusted = object.admitted.distrusted?.includes('labels') ?? false;
+  }
+
+  // Keys are listed only for a patch, after an apply: not on the path every object takes.
+  get keys(): readonly string[] {
+    return Object.keys(this.#labels);
+  }
+
+  holds(key: string, value: string): boolean {
+    return this.#labels[key] === value;
+  }
+
+  has(key: string): boolean {
+    return Object.hasOwn(this.#labels, key);
+  }
+
+  value(key: string): string | undefined {
+    return this.#labels[key];
+  }
+}
+
+/** The annotations as the cache keeps them: digests of the values labeller writes, in `index`'s order. */
+class CarriedAnnotations implements Carried {
+  readonly #index: ReadonlyMap<string, number>;
+  readonly #digests: readonly number[];
+  readonly owned: readonly string[];
+  readonly admitted: readonly string[];
+  readonly distrusted: boolean;
+
+  constructor(object: LabelledObject, index: ReadonlyMap<string, number>) {
+    this.#index = index;
+    this.#digests = object.written?.digests ?? [];
+    this.owned = object.ownedAnnotations;
+    this.admitted = object.admitted.annotations;
+    this.distrusted = object.admitted.distrusted?.includes('annotations') ?? false;
+  }
+
+  get keys(): readonly string[] {
+    return [...new Set([...this.#index.keys(), ...this.owned, ...this.admitted])].filter((key) => this.has(key));
+  }
+
+  has(key: string): boolean {
+    return this.#index.has(key)
+      ? !Number.isNaN(this.#at(key))
+      : this.owned.includes(key) || this.admitted.includes(key);
+  }
+
+  // A key labeller does not write (owned from an earlier config) is not changed by its apply:
+  // kept when co-owned, else removed.
+  holds(key: string, value: string): boolean {
+    return !this.#index.has(key) || this.#at(key) === digest(value);
+  }
+
+  value(): string | undefined {
+    return undefined;
+  }
+
+  #at(key: string): number {
+    const i = this.#index.get(key);
+    return i === undefined ? NaN : this.#digests[i] ?? NaN;
+  }
+}
+
 export class Reconciler {
   readonly #options: ReconcilerOptions;
   /** Where each written annotation's digest is in the cached object (see projector). */
@@ -261,11 +338,11 @@ export class Reconciler {
     const at = { namespace: object.namespace || undefined, name: object.name };
 
     // Being deleted: a label written now would be pointless, and may race the deletion.
-    if (object.deleting) return { outcome: 'gone', patch: [] };
+    if (object.deleting) return { outcome: 'gone', patch: NO_PATCH };
     const plan = this.plan(object);
     if ('problem' in plan) {
       log.error('annotations invalid for this object; not labelling it', { ...at, problem: plan.problem });
-      return { outcome: 'invalid', patch: [], problems: [plan] };
+      return { outcome: 'invalid', patch: NO_PATCH, problems: [plan] };
     }
     const { problems } = plan;
     if (problems.length > 0) {
@@ -279,16 +356,20 @@ export class Reconciler {
     // then, or write to an object the garbage collector is about to delete.
     if (plan.waiting) {
       log.debug('waiting for a related object before labelling', at);
-      return { outcome: 'waiting', patch: [] };
+      return { outcome: 'waiting', patch: NO_PATCH };
     }
     // Under `skip`, a key another manager set to another value stays theirs (unless it is protected).
-    const left = FIELDS.flatMap((field) =>
-      plan[field].contested.filter((key) => !plan[field].taken.includes(key)).map((key): Contested => {
-        const value = this.#carried(object, field).value(key);
-        return { field, key, wanted: plan[field].rendered.get(key) ?? '', ...(value === undefined ? {} : { value }) };
-      })
-    );
-    const reported = { ...(left.length > 0 ? { contested: left } : {}), ...(problems.length > 0 ? { problems } : {}) };
+    const left = plan.labels.contested.length + plan.annotations.contested.length === 0
+      ? NO_CONTESTED
+      : FIELDS.flatMap((field) =>
+        plan[field].contested.filter((key) => !plan[field].taken.includes(key)).map((key): Contested => {
+          const value = this.#carried(object, field).value(key);
+          return { field, key, wanted: plan[field].rendered.get(key) ?? '', ...(value === undefined ? {} : { value }) };
+        })
+      );
+    const reported = left.length + problems.length === 0
+      ? NOTHING
+      : { ...(left.length > 0 ? { contested: left } : {}), ...(problems.length > 0 ? { problems } : {}) };
     const settled: Outcome = problems.length > 0 ? 'invalid' : left.length > 0 ? 'conflict' : 'unchanged';
     for (const field of FIELDS) {
       const theirs = left.filter((c) => c.field === field);
@@ -299,31 +380,34 @@ export class Reconciler {
       });
     }
     // Under `force`, a key another manager takes back every time is yielded to it for a while.
-    const contest = dryRun ? undefined : await this.#contest(object, plan, signal);
+    const contest = dryRun || !this.#contested(plan) ? undefined : await this.#contest(object, plan, signal);
     const applying = contest ? contest.plan : plan;
-    const requeue = contest?.requeueAfterMs === undefined ? {} : { requeueAfterMs: contest.requeueAfterMs };
-    const fought = {
-      ...(contest && contest.started.length > 0 ? { fights: contest.started } : {}),
-      ...(contest && contest.retaken.length > 0 ? { retaken: contest.retaken } : {}),
+    const requeue = contest?.requeueAfterMs === undefined ? NOTHING : { requeueAfterMs: contest.requeueAfterMs };
+    const fought = contest === undefined ? NOTHING : {
+      ...(contest.started.length > 0 ? { fights: contest.started } : {}),
+      ...(contest.retaken.length > 0 ? { retaken: contest.retaken } : {}),
     };
     if (!needsApply(applying)) {
-      return {
-        outcome: contest?.requeueAfterMs !== undefined ? 'conflict' : settled,
-        patch: [],
-        ...reported,
-        ...fought,
-        ...requeue,
-      };
+      const outcome = contest?.requeueAfterMs !== undefined ? 'conflict' : settled;
+      // Most objects, at every re-check: nothing to report, nothing to copy.
+      if (reported === NOTHING && fought === NOTHING && requeue === NOTHING) return { outcome, patch: NO_PATCH };
+      return { outcome, patch: NO_PATCH, ...reported, ...fought, ...requeue };
     }
 
     const target = this.#target(object);
-    const annotationKeys = [
-      ...new Set([...this.#digestIndex.keys(), ...object.ownedAnnotations, ...object.admitted.annotations]),
-    ];
+    const annotationKeys =
+      this.#digestIndex.size + object.ownedAnnotations.length + object.admitted.annotations.length === 0
+        ? NO_KEYS
+        : [...new Set([...this.#digestIndex.keys(), ...object.ownedAnnotations, ...object.admitted.annotations])];
     // Admitted keys no longer wanted: no manager owns them, so the apply cannot remove them.
+    const { admitted } = object;
     const unowned = {
-      labels: applying.labels.stale.filter((key) => object.admitted.labels.includes(key)),
-      annotations: applying.annotations.stale.filter((key) => object.admitted.annotations.includes(key)),
+      labels: admitted.labels.length === 0
+        ? NO_KEYS
+        : applying.labels.stale.filter((key) => admitted.labels.includes(key)),
+      annotations: admitted.annotations.length === 0
+        ? NO_KEYS
+        : applying.annotations.stale.filter((key) => admitted.annotations.includes(key)),
     };
     const removing = applying.markers.length > 0 || FIELDS.some((field) => unowned[field].length > 0);
     const applies = FIELDS.some((field) =>
@@ -331,7 +415,7 @@ export class Reconciler {
     );
     let after: AppliedMetadata | undefined;
     /** Keys labeller shared with another manager and left to it under `skip` (see #shared). */
-    let yieldedToCoOwners: readonly Contested[] = [];
+    let yieldedToCoOwners: readonly Contested[] = NO_CONTESTED;
     try {
       if (removing) {
         after = await client.remove(target, object.resourceVersion, unowned, {
@@ -346,16 +430,18 @@ export class Reconciler {
         // Held annotations labeller owns are sent at their values, which the cache does not keep.
         const kept = applying.annotations.unknown.length > 0
           ? await client.annotations(target, applying.annotations.unknown, signal)
-          : {};
-        const apply = (plan: Exclude<Plan, Problem>, force: boolean) =>
-          client.apply(
+          : undefined;
+        const apply = (plan: Exclude<Plan, Problem>, force: boolean) => {
+          const annotations = Object.fromEntries(plan.annotations.desired);
+          return client.apply(
             target,
             {
               labels: Object.fromEntries(plan.labels.desired),
-              annotations: { ...kept, ...Object.fromEntries(plan.annotations.desired) },
+              annotations: kept ? { ...kept, ...annotations } : annotations,
             },
             { force, dryRun, annotationKeys, signal },
           );
+        };
         // An admitted key may be held by the API server's before-first-apply placeholder (object.ts):
         // taking a new value of it over is taking back labeller's own.
         const force = conflicts === 'force' || takes(applying) || changesAdmitted(object, applying);
@@ -371,11 +457,11 @@ export class Reconciler {
     } catch (error) {
       if (error instanceof ObjectGone) {
         log.debug('object gone before its labels were applied', at);
-        return { outcome: 'gone', patch: [] };
+        return { outcome: 'gone', patch: NO_PATCH };
       }
       if (error instanceof ObjectChanged) {
         log.debug('object changed before its admitted keys were removed; looked at again in its new version', at);
-        return { outcome: 'changed', patch: [] };
+        return { outcome: 'changed', patch: NO_PATCH };
       }
       if (error instanceof LabelConflict) {
         log.warn('conflict with another field manager; left alone (conflicts: skip)', { ...at, error });
@@ -385,23 +471,31 @@ export class Reconciler {
           wanted: plan[field].desired.get(key) ?? '',
           manager,
         }));
-        return { outcome: 'conflict', patch: [], ...reported, contested: [...left, ...owned] };
+        return { outcome: 'conflict', patch: NO_PATCH, ...reported, contested: [...left, ...owned] };
       }
       throw error;
     }
     // Without what the removal took: a dry run's apply answers from the object as it is.
     const remaining = (field: MetadataField) =>
-      Object.fromEntries(Object.entries(after[field]).filter(([key]) => !unowned[field].includes(key)));
-    const patch = [
-      ...metadataPatch('labels', before(object.labels), remaining('labels')),
-      ...metadataPatch('annotations', this.#carried(object, 'annotations'), remaining('annotations')),
-    ];
+      unowned[field].length === 0
+        ? after[field]
+        : Object.fromEntries(Object.entries(after[field]).filter(([key]) => !unowned[field].includes(key)));
+    const labelled = metadataPatch('labels', before(object.labels), remaining('labels'));
+    const annotated = metadataPatch('annotations', this.#carried(object, 'annotations'), remaining('annotations'));
+    const patch = annotated.length === 0 ? labelled : [...labelled, ...annotated];
     // A dry run's plan is its output; writes are logged per object at debug (the controller sums them up).
     if (dryRun) log.info('would apply labels (dry run)', { ...at, patch });
-    else log.debug('labels applied', { ...at, patch });
+    else if (log.enabled('debug')) log.debug('labels applied', { ...at, patch });
+    const outcome = problems.length > 0 ? 'invalid' : 'patched';
+    // Most writes: the version written, nothing else to report.
+    if (
+      reported === NOTHING && yieldedToCoOwners.length === 0 && fought === NOTHING && requeue === NOTHING && !dryRun
+    ) {
+      return { outcome, patch, written: after.resourceVersion };
+    }
     const contested = [...(reported.contested ?? []), ...yieldedToCoOwners];
     return {
-      outcome: problems.length > 0 ? 'invalid' : 'patched',
+      outcome,
       patch,
       ...reported,
       ...(contested.length > 0 ? { contested } : {}),
@@ -442,6 +536,11 @@ export class Reconciler {
     return { plan: without(plan, yielded), yielded: left };
   }
 
+  /** Whether `plan` takes keys over that fights may hold back (#contest's work; most plans take none). */
+  #contested(plan: Exclude<Plan, Problem>): boolean {
+    return this.#options.fights !== undefined && (plan.labels.taken.length > 0 || plan.annotations.taken.length > 0);
+  }
+
   /**
    * The contested keys labeller takes over, each retaken, yielded or left to wait (fights.ts), by
    * who holds it (asked with a dry run); the plan without those not retaken now, those that have
@@ -453,7 +552,7 @@ export class Reconciler {
     signal: AbortSignal | undefined,
   ): Promise<Contests | undefined> {
     const { fights, log, yieldTo = DEFAULT_YIELD_TO_SET } = this.#options;
-    if (!fights || FIELDS.every((field) => plan[field].taken.length === 0)) return undefined;
+    if (!fights) return undefined;
     const now = Date.now();
     const yielded = new Map<MetadataField, Set<string>>();
     const left = (field: MetadataField, key: string, until: number) => {
@@ -557,74 +656,58 @@ export class Reconciler {
    * stays in `missing`), left theirs under `skip`, unless it is protected.
    */
   #planField(field: MetadataField, carried: Carried, render: Rendered): FieldPlan {
+    // Every object takes this path at every reconcile, converged or not: loops over the maps, and
+    // new collections only where a key is contested, held or invalid (rare), not copies each time.
     const { rendered, held } = render;
-    const invalid = render.invalid.map((problem) => problem.key!);
+    const invalid = render.invalid.length === 0 ? NO_KEYS : render.invalid.map((problem) => problem.key!);
     const ours = (key: string) => carried.owned.includes(key) || carried.admitted.includes(key);
-    const contested = [...rendered].filter(([key, value]) =>
-      carried.has(key) && !carried.holds(key, value) && !ours(key)
-    )
-      .map(([key]) => key);
-    const { conflicts, protect } = this.#options;
-    const taken = conflicts === 'force' ? contested : contested.filter((key) => protect?.[field].has(key));
-    const desired = new Map(rendered);
-    for (const key of contested) if (!taken.includes(key)) desired.delete(key);
-    // A held key labeller owns stays as it is: at its cached value, or read before an apply.
-    const unknown: string[] = [];
-    for (const key of [...held, ...invalid]) {
-      if (!ours(key)) continue;
-      const value = carried.value(key);
-      if (value !== undefined) desired.set(key, value);
-      else unknown.push(key);
+    let contested: string[] | undefined;
+    for (const [key, value] of rendered) {
+      if (carried.has(key) && !carried.holds(key, value) && !ours(key)) (contested ??= []).push(key);
     }
-    const stale = [...new Set([...carried.owned, ...carried.admitted])].filter((key) =>
-      !desired.has(key) && !unknown.includes(key)
-    );
-    const missing = [...desired].filter(([key, value]) =>
-      !carried.holds(key, value) || (carried.distrusted && !ours(key) && carried.has(key))
-    ).map(([key]) => key);
-    return { rendered, desired, contested, taken, stale, missing, held, invalid, unknown };
+    const { conflicts, protect } = this.#options;
+    const taken = contested === undefined
+      ? NO_KEYS
+      : conflicts === 'force'
+      ? contested
+      : contested.filter((key) => protect?.[field].has(key));
+    let copy: Map<string, string> | undefined;
+    const edit = (): Map<string, string> => (copy ??= new Map(rendered));
+    for (const key of contested ?? NO_KEYS) if (!taken.includes(key)) edit().delete(key);
+    // A held key labeller owns stays as it is: at its cached value, or read before an apply.
+    let unknown: string[] | undefined;
+    for (const keys of [held, invalid]) {
+      for (const key of keys) {
+        if (!ours(key)) continue;
+        const value = carried.value(key);
+        if (value !== undefined) edit().set(key, value);
+        else (unknown ??= []).push(key);
+      }
+    }
+    const desired = copy ?? rendered;
+    const mine = carried.admitted.length === 0 ? carried.owned : new Set([...carried.owned, ...carried.admitted]);
+    const stale: string[] = [];
+    for (const key of mine) if (!desired.has(key) && !unknown?.includes(key)) stale.push(key);
+    const missing: string[] = [];
+    for (const [key, value] of desired) {
+      if (!carried.holds(key, value) || (carried.distrusted && !ours(key) && carried.has(key))) missing.push(key);
+    }
+    return {
+      rendered,
+      desired,
+      contested: contested ?? NO_KEYS,
+      taken,
+      stale,
+      missing,
+      held,
+      invalid,
+      unknown: unknown ?? NO_KEYS,
+    };
   }
 
   /** One of the object's maps as the cache keeps it. */
   #carried(object: LabelledObject, field: MetadataField): Carried {
-    // Keys are listed only for a patch, after an apply: not on the path every object takes.
-    if (field === 'labels') {
-      const { labels } = object;
-      return {
-        get keys() {
-          return Object.keys(labels);
-        },
-        holds: (key, value) => labels[key] === value,
-        owned: object.ownedLabels,
-        admitted: object.admitted.labels,
-        distrusted: object.admitted.distrusted?.includes('labels') ?? false,
-        has: (key) => Object.hasOwn(labels, key),
-        value: (key) => labels[key],
-      };
-    }
-    const index = this.#digestIndex;
-    const digests = object.written?.digests ?? [];
-    const at = (key: string) => {
-      const i = index.get(key);
-      return i === undefined ? NaN : digests[i] ?? NaN;
-    };
-    const owned = object.ownedAnnotations;
-    const admitted = object.admitted.annotations;
-    const has = (key: string) =>
-      index.has(key) ? !Number.isNaN(at(key)) : owned.includes(key) || admitted.includes(key);
-    return {
-      get keys() {
-        return [...new Set([...index.keys(), ...owned, ...admitted])].filter(has);
-      },
-      owned,
-      admitted,
-      distrusted: object.admitted.distrusted?.includes('annotations') ?? false,
-      has,
-      // A key labeller does not write (owned from an earlier config) is not changed by its apply:
-      // kept when co-owned, else removed.
-      holds: (key, value) => !index.has(key) || at(key) === digest(value),
-      value: () => undefined,
-    };
+    return field === 'labels' ? new CarriedLabels(object) : new CarriedAnnotations(object, this.#digestIndex);
   }
 
   /**
@@ -789,6 +872,11 @@ interface Rendered {
 }
 
 const NO_TEMPLATES: ReadonlyMap<string, Template> = new Map();
+const NO_KEYS: readonly string[] = Object.freeze([]);
+const NO_CONTESTED: readonly Contested[] = Object.freeze([]);
+const NO_PATCH: readonly MetadataOperation[] = Object.freeze([]);
+/** No optional part of a Result: spread into one, it adds nothing. */
+const NOTHING: Readonly<Record<string, never>> = Object.freeze({});
 
 /** The size of the object's annotations once `desired` is applied, as far as the cache can tell. */
 function annotationBytes(object: LabelledObject, desired: ReadonlyMap<string, string>): number {

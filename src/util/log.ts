@@ -12,6 +12,8 @@ export interface Logger {
   info(msg: string, fields?: Fields): void;
   warn(msg: string, fields?: Fields): void;
   error(msg: string, fields?: Fields): void;
+  /** Whether lines of `level` are written: a hot path builds a line's fields only then. */
+  enabled(level: Level): boolean;
   /** A logger that adds `fields` to every line. */
   child(fields: Fields): Logger;
 }
@@ -35,6 +37,7 @@ export function createLogger(options: LoggerOptions, bound: Fields = {}): Logger
     info: (msg, fields) => emit('info', msg, fields),
     warn: (msg, fields) => emit('warn', msg, fields),
     error: (msg, fields) => emit('error', msg, fields),
+    enabled: (level) => RANK[level] >= min,
     child: (fields) => createLogger(options, { ...bound, ...fields }),
   };
 }
