@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
+import { Buffer } from 'node:buffer';
 import { test } from 'node:test';
-import { parseWriteAnswer } from './writeanswer.ts';
+import { parseWriteAnswer as parseBytes } from './writeanswer.ts';
+
+/** The answer's text as the client hands it over: its bytes. */
+const parseWriteAnswer = (text: string) => parseBytes(Buffer.from(text, 'utf8'));
 
 const managedFields = [
   {
@@ -16,7 +20,7 @@ const managedFields = [
   },
 ];
 
-test('a write answer is read without its managedFields, labels, annotations and version intact', () => {
+test('a write answer is read without its managedFields, labels, annotations (non-ASCII ones too: the cut is at a byte offset) and version intact', () => {
   const metadata = {
     name: 'web',
     namespace: 'shop',
@@ -24,7 +28,7 @@ test('a write answer is read without its managedFields, labels, annotations and 
     resourceVersion: '42',
     labels: { team: 'payments', managedFields: 'x' },
     // Values that look like the cut point, escaped inside their strings.
-    annotations: { note: ',"managedFields":[', other: '"}}' },
+    annotations: { note: ',"managedFields":[', other: '"}}', snow: 'naïve ☃ 🚀' },
     ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-1', uid: 'r1' }],
     managedFields,
   };

@@ -11,15 +11,24 @@ import type { PartialObjectMetadata } from './objects.ts';
 
 const MANAGED_FIELDS = ',"managedFields":[';
 
-export function parseWriteAnswer(text: string): PartialObjectMetadata {
-  const at = text.indexOf(MANAGED_FIELDS);
+/**
+ * An answer's bytes, as a Buffer holds them: where a text starts in them (a byte offset), and a
+ * span of them decoded. Only the part read is decoded: managedFields never becomes a string.
+ */
+export interface AnswerBytes {
+  indexOf(text: string): number;
+  toString(encoding: 'utf8', start?: number, end?: number): string;
+}
+
+export function parseWriteAnswer(answer: AnswerBytes): PartialObjectMetadata {
+  const at = answer.indexOf(MANAGED_FIELDS);
   if (at >= 0) {
     try {
-      const cut = JSON.parse(`${text.slice(0, at)}}}`) as Partial<PartialObjectMetadata>;
+      const cut = JSON.parse(`${answer.toString('utf8', 0, at)}}}`) as Partial<PartialObjectMetadata>;
       if (typeof cut.metadata?.resourceVersion === 'string') return cut as PartialObjectMetadata;
     } catch {
       // Not the shape above: read it whole.
     }
   }
-  return JSON.parse(text) as PartialObjectMetadata;
+  return JSON.parse(answer.toString('utf8')) as PartialObjectMetadata;
 }

@@ -3,6 +3,7 @@
 // what the labelling logic understands.
 import jsonpatch from 'fast-json-patch';
 import type { JsonPatchOperation, ResourceApi } from '../kube/api.ts';
+import type { MetadataApplyConfiguration } from '../apimachinery/objects.ts';
 import { ApiError, type StatusCause } from '../apimachinery/errors.ts';
 import type { MetadataField } from '../config/model.ts';
 import { markerKeys } from '../labelling/admitted.ts';
@@ -31,28 +32,29 @@ export function metadataClient(
 ): MetadataClient {
   const everywhere = api('');
   const markerNames = markerKeys(fieldManager);
-  const mayWrite = async (target: ApplyTarget, dryRun: boolean, signal: AbortSignal | undefined) => {
-    if (dryRun) return;
-    const waiting = writable?.(signal);
-    if (waiting) await waiting;
+  const claim = (target: ApplyTarget): void => {
     const lapsed = claimed?.(target);
     if (lapsed) throw new NotClaimed(`not written: ${lapsed}`);
   };
+  /** Undefined when the write may go now (most writes: no promise made), else when it may. */
+  const mayWrite = (target: ApplyTarget, dryRun: boolean, signal: AbortSignal | undefined) => {
+    if (dryRun) return undefined;
+    const waiting = writable?.(signal);
+    if (waiting) return waiting.then(() => claim(target));
+    claim(target);
+    return undefined;
+  };
   return {
     async apply(target, { labels, annotations }, { force, dryRun, annotationKeys, signal }) {
-      await mayWrite(target, dryRun, signal);
+      const waiting = mayWrite(target, dryRun, signal);
+      if (waiting) await waiting;
+      const metadata = metadataOf(target);
+      // An empty map is left out: keys labeller owned and sends no more are removed either way.
+      if (hasKeys(labels)) metadata.labels = labels;
+      if (hasKeys(annotations)) metadata.annotations = annotations;
       try {
         const applied = await everywhere.apply(
-          {
-            apiVersion: target.apiVersion,
-            kind: target.kind,
-            metadata: {
-              ...metadataOf(target),
-              // An empty map is left out: keys labeller owned and sends no more are removed either way.
-              ...(Object.keys(labels).length > 0 ? { labels } : {}),
-              ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
-            },
-          },
+          { apiVersion: target.apiVersion, kind: target.kind, metadata },
           { fieldManager, force, dryRun, signal },
         );
         return {
@@ -65,7 +67,8 @@ export function metadataClient(
       }
     },
     async remove(target, version, keys, { markers, dryRun, annotationKeys, signal }) {
-      await mayWrite(target, dryRun, signal);
+      const waiting = mayWrite(target, dryRun, signal);
+      if (waiting) await waiting;
       const path = (field: MetadataField, key: string) => `/metadata/${field}/${jsonpatch.escapePathComponent(key)}`;
       const operations: JsonPatchOperation[] = [
         // The uid, as the apply's guard; the version, so that only what the cache saw is removed.
@@ -109,8 +112,20 @@ export function metadataClient(
   };
 }
 
-function metadataOf(target: ApplyTarget) {
-  return { name: target.name, ...(target.namespace ? { namespace: target.namespace } : {}), uid: target.uid };
+/** The apply's metadata, to which its maps are added. */
+type ApplyMetadata = {
+  -readonly [K in keyof MetadataApplyConfiguration['metadata']]: MetadataApplyConfiguration['metadata'][K];
+};
+
+function metadataOf(target: ApplyTarget): ApplyMetadata {
+  return target.namespace
+    ? { name: target.name, namespace: target.namespace, uid: target.uid }
+    : { name: target.name, uid: target.uid };
+}
+
+function hasKeys(map: Readonly<Record<string, string>>): boolean {
+  for (const _ in map) return true;
+  return false;
 }
 
 /** Only the keys labeller writes or owns: the rest of an object's annotations is not kept. */

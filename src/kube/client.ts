@@ -6,7 +6,8 @@
 // replacement share the one connection state.)
 import { type Agent, type ClientRequest, type IncomingMessage, request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { readBody } from './body.ts';
+import { Buffer } from 'node:buffer';
+import { readBody, readBytes } from './body.ts';
 import { connect } from './auth/credentials.ts';
 import type { Credential, CredentialSource } from './auth/types.ts';
 import { ApiError, ConnectionError, KubeConfigError, type Status } from '../apimachinery/errors.ts';
@@ -29,8 +30,8 @@ export interface RequestOptions {
   readonly signal?: AbortSignal | undefined;
   /** For json(): give up after this long (default 60 s); a hung request must not block a worker forever. */
   readonly timeoutMs?: number;
-  /** For json(): reads the answer's text (default JSON.parse). */
-  readonly decode?: (text: string) => unknown;
+  /** For json(): reads a small answer from its bytes, undecoded (default: its text, with JSON.parse). */
+  readonly decode?: (body: Buffer) => unknown;
 }
 
 /** Observes every request, for metrics (rest_client_requests_total) and tests. */
@@ -119,15 +120,25 @@ export class KubeClient {
    * then streams). Non-2xx answers throw ApiError, unreachable servers ConnectionError; `signal`
    * ends the request and its body whenever it aborts.
    */
-  async request(method: string, path: string, options: RequestOptions = {}): Promise<IncomingMessage> {
+  request(method: string, path: string, options: RequestOptions = {}): Promise<IncomingMessage> {
+    return this.#request(method, path, options, options.signal);
+  }
+
+  /** request(), ended by `signal` rather than options.signal (json() passes its own). */
+  async #request(
+    method: string,
+    path: string,
+    options: RequestOptions,
+    signal: AbortSignal | undefined,
+  ): Promise<IncomingMessage> {
     const target = this.#target.prefix + path + queryString(options.query);
     const credential = await this.#credential();
-    let response = await this.#exchange(method, path, target, credential, options);
+    let response = await this.#exchange(method, path, target, credential, options, signal);
     if (response.statusCode === 401) {
       const fresh = await this.#credentials.refresh(credential).catch(rethrowAsConfig);
       if (fresh !== credential) {
         response.resume(); // read and dropped, so the connection can serve the retry
-        response = await this.#exchange(method, path, target, this.#use(fresh), options);
+        response = await this.#exchange(method, path, target, this.#use(fresh), options, signal);
       }
     }
     const status = response.statusCode ?? 0;
@@ -153,11 +164,12 @@ export class KubeClient {
     const outer = options.signal;
     const forward = (): void => controller.abort(outer?.reason);
     if (outer?.aborted) forward();
-    else outer?.addEventListener('abort', forward, { once: true });
+    else outer?.addEventListener('abort', forward, ONCE);
     try {
-      const response = await this.request(method, path, { ...options, signal: controller.signal });
+      const response = await this.#request(method, path, options, controller.signal);
       try {
-        return (options.decode ?? JSON.parse)(await readBody(response)) as T;
+        const { decode } = options;
+        return (decode ? decode(await readBytes(response)) : JSON.parse(await readBody(response))) as T;
       } catch (error) {
         // An answer that could not be read whole: a timeout or a dropped connection, or not JSON.
         throw error instanceof SyntaxError ? error : this.#failed(method, path, controller.signal, error);
@@ -175,10 +187,11 @@ export class KubeClient {
     target: string,
     credential: Credential,
     options: RequestOptions,
+    signal: AbortSignal | undefined,
     retried = false,
   ): Promise<IncomingMessage> {
     const started = performance.now();
-    const { signal, body } = options;
+    const { body } = options;
     return new Promise<IncomingMessage>((resolve, reject) => {
       if (signal?.aborted) return reject(signal.reason);
       let sent: ClientRequest;
@@ -199,7 +212,7 @@ export class KubeClient {
       // The abort reaches the request, and through it the response's body, until the exchange
       // ends: the request's 'close' comes when the body has been read or the connection dropped.
       const abort = (): void => void sent.destroy(signal?.reason instanceof Error ? signal.reason : undefined);
-      signal?.addEventListener('abort', abort, { once: true });
+      signal?.addEventListener('abort', abort, ONCE);
       sent.once('close', () => signal?.removeEventListener('abort', abort));
       let answered = false;
       sent.once('response', (response) => {
@@ -221,7 +234,7 @@ export class KubeClient {
           sent.reusedSocket && (error.code === 'ECONNRESET' || error.code === 'EPIPE') && method !== 'POST' &&
           !retried && !signal?.aborted
         ) {
-          resolve(this.#exchange(method, path, target, credential, options, true));
+          resolve(this.#exchange(method, path, target, credential, options, signal, true));
           return;
         }
         reject(this.#failed(method, path, signal, error));
@@ -295,6 +308,9 @@ export class KubeClient {
     if (old !== this.#pool) retire(old);
   }
 }
+
+/** Listener options of every request's abort: one object, not one per request. */
+const ONCE = Object.freeze({ once: true });
 
 function rethrowAsConfig(error: unknown): never {
   throw error instanceof KubeConfigError

@@ -176,6 +176,10 @@ export class CredentialsProvider implements CredentialSource {
 
   async current(): Promise<Credential> {
     const { token, pair, exec } = this.#identity;
+    // Asked before every request: a kubeconfig's fixed token or certificate needs no Promise.all.
+    if (!(token instanceof Refreshing) && !(pair instanceof Refreshing) && exec === undefined) {
+      return this.#credential(token, pair, undefined);
+    }
     const [t, p, e] = await Promise.all([
       token instanceof Refreshing ? token.get() : token,
       pair instanceof Refreshing ? pair.get() : pair,
