@@ -30,19 +30,23 @@ export async function* readWatchStream<T>(
   };
   options.signal?.addEventListener('abort', stop, { once: true });
   body.setEncoding('utf8');
-  let buffer = '';
+  /** The start of a line whose end has not arrived. */
+  let rest = '';
   try {
     arm(options.idleMs);
     try {
       for await (const chunk of body as AsyncIterable<string>) {
         heard = performance.now();
-        buffer += chunk;
-        let newline: number;
-        while ((newline = buffer.indexOf('\n')) >= 0) {
-          const line = buffer.slice(0, newline).trim();
-          buffer = buffer.slice(newline + 1);
+        // Lines are found in the chunk itself: joined to what came before, a chunk (up to 64 KiB
+        // of a list's events) would be copied whole to be searched, once per chunk.
+        let start = 0;
+        for (let newline = chunk.indexOf('\n'); newline >= 0; newline = chunk.indexOf('\n', start)) {
+          const line = (start === 0 && rest ? rest + chunk.slice(0, newline) : chunk.slice(start, newline)).trim();
+          if (start === 0) rest = '';
+          start = newline + 1;
           if (line) yield parse<T>(line, options.path);
         }
+        rest = start === 0 ? rest + chunk : chunk.slice(start);
       }
     } catch (error) {
       if (error instanceof WatchDecodeError) throw error;

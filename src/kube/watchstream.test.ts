@@ -1,0 +1,31 @@
+import assert from 'node:assert/strict';
+import { Buffer } from 'node:buffer';
+import { Readable } from 'node:stream';
+import { test } from 'node:test';
+import { readWatchStream, WatchDecodeError } from './watchstream.ts';
+
+/** Every event read from `chunks`, sent one by one. */
+async function read(chunks: readonly string[]): Promise<unknown[]> {
+  const events: unknown[] = [];
+  const body = Readable.from(chunks.map((chunk) => Buffer.from(chunk)), { objectMode: false });
+  for await (const event of readWatchStream(body, { idleMs: 10_000, path: '/watch' })) events.push(event);
+  return events;
+}
+
+test('events are read whole however the stream is cut: a line over three chunks, several in one, blank lines and CRLF', async () => {
+  const events = [{ type: 'ADDED', n: 1 }, { type: 'MODIFIED', n: 2 }, { type: 'DELETED', n: 3 }, { type: 'BOOKMARK' }];
+  const text = `${events.map((e) => JSON.stringify(e)).join('\n')}\r\n\n`;
+  // Every way of cutting the text in three.
+  for (let i = 0; i <= text.length; i += 3) {
+    for (let j = i; j <= text.length; j += 5) {
+      assert.deepEqual(await read([text.slice(0, i), text.slice(i, j), text.slice(j)]), events, `cut at ${i}, ${j}`);
+    }
+  }
+  // One byte at a time, and a last line without its newline.
+  assert.deepEqual(await read([...text]), events);
+  assert.deepEqual(await read(['{"type":"ADDED"}\n{"type":', '"DELETED"}']), [{ type: 'ADDED' }]);
+});
+
+test('an event that is not JSON fails the stream, naming it', async () => {
+  await assert.rejects(read(['{"type":"ADDED"}\nnot json\n']), WatchDecodeError);
+});
