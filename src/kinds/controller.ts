@@ -140,7 +140,7 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       : undefined,
     reconcile: async (object, key, writes) => {
       // Another member's object (or not yet this one's): it is looked at again when taken over.
-      const release = shard ? shard.hold(resource, key) : () => {};
+      const release = shard ? shard.hold(resource, key) : HELD;
       if (!release) {
         deferred.add(key);
         return {};
@@ -157,13 +157,14 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
         if (outcome === 'conflict') labelMetrics?.conflict();
         for (const fight of result.fights ?? []) labelMetrics?.fight(fight.field);
         for (const retaken of result.retaken ?? []) labelMetrics?.retake(retaken.field, retaken.manager);
-        if (!options.dryRun && patch.length > 0) {
+        if (!options.dryRun && patch.length > 0 && labelMetrics) {
           const split = byField(patch);
           for (const field of ['labels', 'annotations'] as const) {
             const ops = split[field];
-            const removed = ops.filter((op) => op.op === 'remove').length;
-            labelMetrics?.applied(field, ops.length - removed);
-            labelMetrics?.removed(field, removed);
+            let removed = 0;
+            for (const op of ops) if (op.op === 'remove') removed++;
+            labelMetrics.applied(field, ops.length - removed);
+            labelMetrics.removed(field, removed);
           }
         }
         return { written: result.written, requeueAfterMs: result.requeueAfterMs };
@@ -261,6 +262,9 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
     },
   };
 }
+
+/** The release of an object no shard holds back: nothing to release. */
+const HELD = (): void => {};
 
 /** The sources a kind's templates look values up in. */
 function sourcesRead(kind: KindConfig): Set<string> {

@@ -662,9 +662,10 @@ export class Reconciler {
     const invalid = render.invalid.length === 0 ? NO_KEYS : render.invalid.map((problem) => problem.key!);
     const ours = (key: string) => carried.owned.includes(key) || carried.admitted.includes(key);
     let contested: string[] | undefined;
-    for (const [key, value] of rendered) {
+    // forEach rather than for-of: no entry array per key (this runs at every reconcile).
+    rendered.forEach((value, key) => {
       if (carried.has(key) && !carried.holds(key, value) && !ours(key)) (contested ??= []).push(key);
-    }
+    });
     const { conflicts, protect } = this.#options;
     const taken = contested === undefined
       ? NO_KEYS
@@ -676,22 +677,22 @@ export class Reconciler {
     for (const key of contested ?? NO_KEYS) if (!taken.includes(key)) edit().delete(key);
     // A held key labeller owns stays as it is: at its cached value, or read before an apply.
     let unknown: string[] | undefined;
-    for (const keys of [held, invalid]) {
-      for (const key of keys) {
-        if (!ours(key)) continue;
-        const value = carried.value(key);
-        if (value !== undefined) edit().set(key, value);
-        else (unknown ??= []).push(key);
-      }
-    }
+    const keep = (key: string): void => {
+      if (!ours(key)) return;
+      const value = carried.value(key);
+      if (value !== undefined) edit().set(key, value);
+      else (unknown ??= []).push(key);
+    };
+    held.forEach(keep);
+    invalid.forEach(keep);
     const desired = copy ?? rendered;
     const mine = carried.admitted.length === 0 ? carried.owned : new Set([...carried.owned, ...carried.admitted]);
     const stale: string[] = [];
     for (const key of mine) if (!desired.has(key) && !unknown?.includes(key)) stale.push(key);
     const missing: string[] = [];
-    for (const [key, value] of desired) {
+    desired.forEach((value, key) => {
       if (!carried.holds(key, value) || (carried.distrusted && !ours(key) && carried.has(key))) missing.push(key);
-    }
+    });
     return {
       rendered,
       desired,
@@ -796,20 +797,21 @@ export class Reconciler {
       const rendered = new Map<string, string>();
       const held: string[] = [];
       const invalid: Problem[] = [];
-      for (const [key, template] of this.#templates(field)) {
+      this.#templates(field).forEach((template, key) => {
         const rendering = this.#renderKey(field, key, template, context, view);
         if (rendering.state === 'held') {
           held.push(key);
           waiting ||= rendering.why === 'pending';
         } else if (rendering.state === 'invalid') invalid.push({ field, key, problem: rendering.problem });
         else if (rendering.state === 'rendered') rendered.set(key, rendering.value);
-      }
+      });
       return { rendered, held, invalid };
     };
-    const rendered = { labels: renderField('labels'), annotations: renderField('annotations') };
+    const labels = renderField('labels');
+    const annotations = renderField('annotations');
     // Recorded whatever was rendered: an entry fixed later must find this object again.
     sources?.index.record(object, looked);
-    return { ...rendered, waiting };
+    return { labels, annotations, waiting };
   }
 }
 
