@@ -93,7 +93,7 @@ export async function runLabel(host: Host, config: Config, options: LabelOptions
   let taken: FieldManagerTaken | undefined;
   if (guard) {
     // Held while this process may write, and until everything has drained, so other labellers see it.
-    manager.whileLeading((writes) =>
+    manager.whileWriting((writes) =>
       guard.hold(writes, (error) => {
         taken = error;
         shutdown.stop('field manager taken');
@@ -154,7 +154,7 @@ function keepPolicies(
     removeOnStop: owner === undefined && !options.leaderElection && !shard,
     log: log.child({ component: 'admission-policies' }),
   });
-  manager.whileLeading((writes) => policies.run(writes));
+  manager.whileLeading((stop, writes) => policies.run(stop, writes));
   metrics.admissionPolicies(() => policies.counts());
   host.addNotes(() => policies.notes());
   return policies;
@@ -183,7 +183,7 @@ function keepReports(
     }),
     log: log.child({ component: 'policy-reports' }),
   });
-  manager.whileLeading((writes) => reports.run(writes));
+  manager.whileLeading((stop, writes) => reports.run(stop, writes));
   host.addNotes(() => reports.notes());
   host.metrics.policyReports(() => reports.counts());
   return reports;

@@ -130,17 +130,18 @@ export class PolicyApplier {
   }
 
   /**
-   * Keeps the policies applied until `writes` aborts (leadership ends, the guard's Lease lapses, or
-   * everything has drained); 'cut short' when a write was under way then (its bytes may still land).
-   * Each run is judged alone: one run after another (the guard's Lease taken again) starts clean,
-   * else a member's every later round would release its bucket as cut short, and leaving, it would
-   * keep its Lease to expire with nothing on the wire.
+   * Keeps the policies applied until `stop` aborts, finishing the round under way; `writes`
+   * aborts the writes on the wire (leadership ends, the guard's Lease lapses, the grace period is
+   * over): 'cut short' when a write was under way then (its bytes may still land). Each run is
+   * judged alone: one run after another (the guard's Lease taken again) starts clean, else a
+   * member's every later round would release its bucket as cut short, and leaving, it would keep
+   * its Lease to expire with nothing on the wire.
    */
-  async run(writes: AbortSignal): Promise<void | 'cut short'> {
+  async run(stop: AbortSignal, writes: AbortSignal = stop): Promise<void | 'cut short'> {
     const { discovery, shard, log } = this.#options;
     this.#cutShort = false;
     const [policies] = MUTATING;
-    const stops = [
+    const unsubscribe = [
       discovery.onChange(() => this.changed()),
       shard?.membership.subscribe(({ taken }) => {
         if (shard.within(policies, CLUSTER_SCOPED, taken)) this.changed();
@@ -149,7 +150,7 @@ export class PolicyApplier {
     ];
     const backoff = new Backoff({ initialMs: 1_000, maxMs: 60_000 });
     try {
-      while (!writes.aborted) {
+      while (!stop.aborted) {
         if (this.#dirty) {
           this.#dirty = false;
           try {
@@ -158,21 +159,21 @@ export class PolicyApplier {
           } catch (error) {
             // Not done: the next run (leadership or the guard's Lease taken again) does it.
             this.#dirty = true;
-            if (writes.aborted) break;
+            if (stop.aborted) break;
             const retryInMs = Math.round(backoff.next());
             log.warn('admission policies not applied yet; retrying', { error, retryInMs });
-            await sleep(retryInMs, writes);
+            await sleep(retryInMs, stop);
             continue;
           }
         }
-        if (await this.#idle(writes)) {
+        if (await this.#idle(stop)) {
           // Resync: everything again, though the config renders the same.
           this.#applied = undefined;
           this.#dirty = true;
         }
       }
     } finally {
-      for (const stop of stops) stop?.();
+      for (const stopListening of unsubscribe) stopListening?.();
       // Another process applies them now, or nobody: this one reports nothing it no longer does.
       this.#standDown();
       if (this.#options.removeOnStop && !this.#options.dryRun) await this.#removeAll();

@@ -103,17 +103,18 @@ export class ReportWriter {
   }
 
   /**
-   * Keeps the reports until `writes` aborts; 'cut short' when a write was under way then. Each run
-   * is judged alone (one after another when leadership or the guard's Lease is taken again).
+   * Keeps the reports until `stop` aborts, finishing the round under way; `writes` aborts the
+   * writes on the wire: 'cut short' when a write was under way then. Each run is judged alone (one
+   * after another when leadership or the guard's Lease is taken again).
    */
-  async run(writes: AbortSignal): Promise<void | 'cut short'> {
+  async run(stop: AbortSignal, writes: AbortSignal = stop): Promise<void | 'cut short'> {
     const { shard, log } = this.#options;
     this.#cutShort = false;
     const sleep = this.#options.sleep ?? realSleep;
     const intervalMs = this.#options.intervalMs ?? REPORT_INTERVAL_MS;
     const tracker = new FindingTracker(this.#options.fieldManager, () => this.changed());
     this.#tracker = tracker;
-    const stop = shard?.membership.subscribe(({ taken }) => {
+    const unsubscribe = shard?.membership.subscribe(({ taken }) => {
       if (taken.size === 0) return;
       // Another member wrote those namespaces meanwhile: what is there is listed again, and every
       // report looked at again, whatever this one last sent.
@@ -125,11 +126,11 @@ export class ReportWriter {
     });
     const backoff = new Backoff({ initialMs: 1_000, maxMs: 60_000 });
     try {
-      while (!writes.aborted) {
+      while (!stop.aborted) {
         let failure: unknown;
         try {
-          const listed = await this.#listedKinds(writes, sleep);
-          if (writes.aborted) break;
+          const listed = await this.#listedKinds(stop, sleep);
+          if (stop.aborted) break;
           await this.#listOnce(writes);
           tracker.track(listed);
           await tracker.settle(5);
@@ -146,22 +147,22 @@ export class ReportWriter {
         } catch (error) {
           failure = error;
         }
-        if (writes.aborted) break;
+        if (stop.aborted) break;
         if (failure !== undefined) {
           const retryInMs = Math.round(backoff.next());
           this.#failed(failure, retryInMs);
-          await sleep(retryInMs, writes);
+          await sleep(retryInMs, stop);
           continue;
         }
         if (this.#blocked !== undefined) log.info('policy reports written again');
         this.#blocked = undefined;
         backoff.reset();
         // The batching: whatever changes from now on waits for the next round.
-        await sleep(intervalMs, writes);
-        if (!tracker.pending && this.#again.size === 0) await this.#idle(writes, sleep);
+        await sleep(intervalMs, stop);
+        if (!tracker.pending && this.#again.size === 0) await this.#idle(stop, sleep);
       }
     } finally {
-      stop?.();
+      unsubscribe?.();
       tracker.stop();
       this.#tracker = undefined;
     }

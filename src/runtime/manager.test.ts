@@ -154,3 +154,71 @@ test('under leader election nothing is reconciled before leading, tasks run whil
   assert.deepEqual(task, ['start', 'end']);
   assert.equal(server.lease('lease')?.spec.holderIdentity, null, 'released');
 });
+
+/** A candidate that leads at once on a fresh Lease, and a manager around it with one controller. */
+function leading(gracePeriodMs = 5_000) {
+  const clock = new FakeClock();
+  const server = new FakeLeases(clock);
+  const elector = new LeaderElector(server.as('me'), {
+    namespace: 'test',
+    name: 'lease',
+    identity: 'me',
+    leaseDurationMs: 4000,
+    renewDeadlineMs: 2500,
+    retryPeriodMs: 500,
+    log,
+  }, clock);
+  return { clock, server, ...setup({ elector, gracePeriodMs }) };
+}
+
+/** A task that sends one write at shutdown and records how it ended. */
+function writingAtShutdown(events: string[]) {
+  const write = Promise.withResolvers<void>();
+  const task = async (stop: AbortSignal, writes: AbortSignal): Promise<void | 'cut short'> => {
+    await new Promise((resolve) => stop.addEventListener('abort', resolve, { once: true }));
+    events.push('stop');
+    const aborted = new Promise<'aborted'>((resolve) =>
+      writes.addEventListener('abort', () => resolve('aborted'), { once: true })
+    );
+    const how = await Promise.race([write.promise.then(() => 'written' as const), aborted]);
+    events.push(how);
+    return how === 'aborted' ? 'cut short' : undefined;
+  };
+  return { task, write };
+}
+
+test("at shutdown a task's write under way finishes before the holds end, and the lease is released", async () => {
+  const { clock, server, shutdown, manager, calls, controller } = leading();
+  manager.add(controller('pods', ['a']));
+  const events: string[] = [];
+  const { task, write } = writingAtShutdown(events);
+  manager.whileLeading(task);
+  manager.whileWriting(async (writes) => {
+    await new Promise((resolve) => writes.addEventListener('abort', resolve, { once: true }));
+    events.push('hold ended');
+  });
+  const running = manager.run();
+  await until(() => calls.length === 1, 'the leader reconciles');
+  shutdown.stop();
+  await until(() => events.length === 1, 'the task told to stop');
+  await clock.advance(1000);
+  assert.deepEqual(events, ['stop'], 'its write is not aborted, and the holds wait for it');
+  write.resolve();
+  assert.equal(await running, 'stopped');
+  assert.deepEqual(events, ['stop', 'written', 'hold ended']);
+  assert.equal(server.lease('lease')?.spec.holderIdentity, null, 'released');
+});
+
+test("a task's write still under way when the grace period is over is aborted, and the lease is left to expire", async () => {
+  const { clock, server, shutdown, manager } = leading(200);
+  const events: string[] = [];
+  manager.whileLeading(writingAtShutdown(events).task);
+  const running = manager.run();
+  await until(() => server.lease('lease')?.spec.holderIdentity === 'me', 'leading');
+  shutdown.stop();
+  await until(() => events.length === 1, 'the task told to stop');
+  await clock.advance(3000);
+  assert.equal(await running, 'grace period over');
+  assert.deepEqual(events, ['stop', 'aborted']);
+  assert.equal(server.lease('lease')?.spec.holderIdentity, 'me', 'a write cut short may still land: not released');
+});

@@ -3,7 +3,9 @@
 // runs), leader election, the tasks that run only while leading, readiness and the drain. Under
 // leader election a standby keeps its caches warm and reconciles nothing; losing leadership
 // stops the writes at once and the run (`leadership lost`). On shutdown, intake stops, running
-// reconciles get the grace period to finish, leader tasks end, and the lease is given up last.
+// reconciles and the leader tasks' rounds under way get the grace period to finish (a write
+// aborted on its way could land after a successor started, so it would cost the lease's expiry),
+// then the holds kept while writing end, and the lease is given up last.
 import { aborted } from '../util/aborted.ts';
 import type { Logger } from '../util/log.ts';
 import type { Controller } from './controller.ts';
@@ -27,6 +29,15 @@ export interface ManagerOptions {
  */
 export type StopReason = 'stopped' | 'leadership lost' | 'controller crashed' | 'grace period over';
 
+/**
+ * Work done while this process may write. `stop` aborts when it should end (shutdown asked for,
+ * or leadership ended): it finishes the round under way and returns. `writes` aborts when writes
+ * on the wire must stop (leadership ended, or the grace period over); 'cut short' when that
+ * aborted a write whose bytes may have left: the lease is then left to expire rather than
+ * released, so no successor writes before that write can land.
+ */
+export type LeaderTask = (stop: AbortSignal, writes: AbortSignal) => Promise<void | 'cut short'>;
+
 interface Running<T> {
   readonly controller: Controller<T>;
   readonly stop: AbortController;
@@ -40,7 +51,8 @@ export class Manager<T> {
   readonly #controllers = new Map<string, Running<T>>();
   /** Controllers removed and still finishing their reconciles. */
   readonly #stopping = new Set<Promise<void>>();
-  readonly #tasks: ((writes: AbortSignal) => Promise<void | 'cut short'>)[] = [];
+  readonly #tasks: LeaderTask[] = [];
+  readonly #holds: ((writes: AbortSignal) => Promise<void>)[] = [];
   /** Set once run() has begun: controllers added from then on start at once. */
   #leading: Promise<unknown> | undefined;
   #failure: StopReason | undefined;
@@ -89,14 +101,14 @@ export class Manager<T> {
     this.#stopping.delete(done);
   }
 
-  /**
-   * Runs `task` while this process may write: from leadership (at once without election) until
-   * leadership ends or everything has drained at shutdown, when its signal aborts; awaited then.
-   * A task that answers 'cut short' aborted a write whose bytes may have left: the Lease is then
-   * left to expire rather than released, so no successor writes before that write can land.
-   */
-  whileLeading(task: (writes: AbortSignal) => Promise<void | 'cut short'>): void {
+  /** Runs `task` while this process may write, from leadership (at once without election); drained at shutdown as controllers are. */
+  whileLeading(task: LeaderTask): void {
     this.#tasks.push(task);
+  }
+
+  /** Runs `hold` (a Lease others must see while this process writes) from leadership until every write has ended, when its signal aborts. */
+  whileWriting(hold: (writes: AbortSignal) => Promise<void>): void {
+    this.#holds.push(hold);
   }
 
   /** Why the process is not ready: every controller's caches that have not listed, or whose watch is down. */
@@ -120,18 +132,25 @@ export class Manager<T> {
     const leading = elector ? elector.acquire(intake) : Promise.resolve(true);
     this.#leading = leading;
     for (const running of this.#controllers.values()) this.#start(running, leading);
-    const tasksDone = new AbortController();
-    const writes = elector ? AbortSignal.any([elector.leadership, tasksDone.signal]) : tasksDone.signal;
-    const tasks = Promise.all(this.#tasks.map(async (task) => (await leading) ? task(writes) : undefined));
+    const writesEnd = new AbortController();
+    const writes = elector ? AbortSignal.any([elector.leadership, writesEnd.signal]) : writesEnd.signal;
+    const stop = AbortSignal.any([intake, writes]);
+    const tasks = Promise.all(this.#tasks.map(async (task) => (await leading) ? task(stop, writes) : undefined));
+    const holds = Promise.all(this.#holds.map(async (hold) => (await leading) ? hold(writes) : undefined));
     const drained = (async () => {
       await aborted(intake);
       // Controllers a reload is stopping are awaited too.
-      await Promise.all([...[...this.#controllers.values()].map((running) => running.done), ...this.#stopping]);
+      await Promise.all([
+        ...[...this.#controllers.values()].map((running) => running.done),
+        ...this.#stopping,
+        tasks,
+      ]);
       await this.informers.stopped();
     })();
     const clean = await this.#shutdown.drain(drained, gracePeriodMs);
-    tasksDone.abort();
+    writesEnd.abort();
     const cut = (await tasks).includes('cut short');
+    await holds;
     if (!clean) {
       // As controller-runtime does: work cut short is a failed shutdown.
       log.error('grace period over with patches still running; exiting', { gracePeriodMs });
