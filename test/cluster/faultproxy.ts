@@ -123,7 +123,7 @@ export class FaultProxy {
       };
       // Behind a delay, bytes still on their way arrive before the close does.
       const at = Math.max(performance.now() + this.#delayMs, ...(pair.due ?? []));
-      if (pair.due) setTimeout(destroy, at - performance.now());
+      if (pair.due) setTimeout(destroy, Math.max(0, at - performance.now()));
       else destroy();
     };
     for (const socket of [client, upstream]) {
