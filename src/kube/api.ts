@@ -165,7 +165,13 @@ export class MetadataApi implements ResourceApi {
   async watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>> {
     const path = this.path();
     const response = await this.#open(path, options).catch((error: unknown) => this.#failed(error));
-    return this.#events(response, path, options);
+    // The stream straight to the watcher: a generator around it would cost a promise per event.
+    return readWatchStream<WatchEvent>(response, {
+      idleMs: options.idleMs,
+      signal: options.signal,
+      path,
+      idle: () => this.#client.resetConnections(),
+    });
   }
 
   async #open(path: string, options: WatchOptions): Promise<IncomingMessage> {
@@ -186,14 +192,6 @@ export class MetadataApi implements ResourceApi {
       },
       signal: options.signal ? AbortSignal.any([options.signal, headers.signal]) : headers.signal,
     }).finally(() => clearTimeout(timer));
-  }
-
-  async *#events(response: IncomingMessage, path: string, options: WatchOptions): AsyncGenerator<WatchEvent> {
-    try {
-      yield* readWatchStream<WatchEvent>(response, { idleMs: options.idleMs, signal: options.signal, path });
-    } catch (error) {
-      await this.#failed(error);
-    }
   }
 
   /** Rethrows a watch failure; a silent watch first replaces the connections (the dead one may not be alone). */

@@ -29,3 +29,14 @@ test('events are read whole however the stream is cut: a line over three chunks,
 test('an event that is not JSON fails the stream, naming it', async () => {
   await assert.rejects(read(['{"type":"ADDED"}\nnot json\n']), WatchDecodeError);
 });
+
+test('a character of several bytes cut between two chunks is read whole', async () => {
+  const event = { type: 'ADDED', object: { metadata: { name: 'zürich-東京-🚀' } } };
+  const bytes = Buffer.from(`${JSON.stringify(event)}\n`);
+  for (let cut = 1; cut < bytes.length; cut++) {
+    const body = Readable.from([bytes.subarray(0, cut), bytes.subarray(cut)], { objectMode: false });
+    const events: unknown[] = [];
+    for await (const read of readWatchStream(body, { idleMs: 10_000, path: '/watch' })) events.push(read);
+    assert.deepEqual(events, [event], `cut at byte ${cut}`);
+  }
+});

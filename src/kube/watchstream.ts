@@ -1,7 +1,10 @@
 // Reads a watch response: one JSON event per line, with a client-side idle timeout.
 // Destroying the response (not only the request) is what ends a stalled stream on every runtime.
+import { Buffer } from 'node:buffer';
 import type { Readable } from 'node:stream';
 import { WatchIdleError } from '../apimachinery/errors.ts';
+
+const NEWLINE = 0x0a;
 
 export class WatchDecodeError extends Error {
   override readonly name = 'WatchDecodeError';
@@ -9,11 +12,17 @@ export class WatchDecodeError extends Error {
 
 /**
  * Yields each event of a newline-delimited JSON stream. Throws WatchIdleError when nothing
- * arrives for `idleMs`; ends quietly when `signal` aborts or the server closes the stream.
+ * arrives for `idleMs`, after `idle` (the client replacing its connections); ends quietly when
+ * `signal` aborts or the server closes the stream.
  */
 export async function* readWatchStream<T>(
   body: Readable,
-  options: { readonly idleMs: number; readonly signal?: AbortSignal | undefined; readonly path: string },
+  options: {
+    readonly idleMs: number;
+    readonly signal?: AbortSignal | undefined;
+    readonly path: string;
+    readonly idle?: (() => Promise<void>) | undefined;
+  },
 ): AsyncGenerator<T> {
   let idle = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -29,32 +38,42 @@ export async function* readWatchStream<T>(
     }, inMs);
   };
   options.signal?.addEventListener('abort', stop, { once: true });
-  body.setEncoding('utf8');
-  /** The start of a line whose end has not arrived. */
-  let rest = '';
+  /** The start of a line whose end has not arrived, in the chunks it came in. */
+  let rest: Buffer[] = [];
   try {
     arm(options.idleMs);
     try {
-      for await (const chunk of body as AsyncIterable<string>) {
+      // Bytes, not text: a line is decoded once, flat, from the chunk it is in. A string decoder
+      // would decode every chunk (up to 64 KiB of a list's events) whole first, and searching that
+      // text for newlines would copy it again. A newline byte is never part of a UTF-8 sequence.
+      for await (const chunk of body as AsyncIterable<Buffer>) {
         heard = performance.now();
-        // Lines are found in the chunk itself: joined to what came before, a chunk (up to 64 KiB
-        // of a list's events) would be copied whole to be searched, once per chunk.
         let start = 0;
-        for (let newline = chunk.indexOf('\n'); newline >= 0; newline = chunk.indexOf('\n', start)) {
-          const line = (start === 0 && rest ? rest + chunk.slice(0, newline) : chunk.slice(start, newline)).trim();
-          if (start === 0) rest = '';
+        for (let newline = chunk.indexOf(NEWLINE); newline >= 0; newline = chunk.indexOf(NEWLINE, start)) {
+          let line: string;
+          if (rest.length === 0) line = chunk.toString('utf8', start, newline);
+          else {
+            rest.push(chunk.subarray(0, newline));
+            line = Buffer.concat(rest).toString('utf8');
+            rest = [];
+          }
           start = newline + 1;
-          if (line) yield parse<T>(line, options.path);
+          const text = line.trim();
+          if (text) yield parse<T>(text, options.path);
         }
-        rest = start === 0 ? rest + chunk : chunk.slice(start);
+        if (start < chunk.length) rest.push(start === 0 ? chunk : chunk.subarray(start));
       }
     } catch (error) {
       if (error instanceof WatchDecodeError) throw error;
-      if (idle) throw new WatchIdleError(options.path, options.idleMs);
-      if (options.signal?.aborted) return;
-      throw error;
+      if (!idle) {
+        if (options.signal?.aborted) return;
+        throw error;
+      }
     }
-    if (idle) throw new WatchIdleError(options.path, options.idleMs);
+    if (idle) {
+      await options.idle?.();
+      throw new WatchIdleError(options.path, options.idleMs);
+    }
   } finally {
     clearTimeout(timer);
     options.signal?.removeEventListener('abort', stop);
