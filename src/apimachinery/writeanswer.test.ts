@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { Buffer } from 'node:buffer';
 import { test } from 'node:test';
-import { parseWriteAnswer as parseBytes } from './writeanswer.ts';
+import { parseWriteAnswer as parseBytes, WriteAnswer } from './writeanswer.ts';
 
 /** The answer's text as the client hands it over: its bytes. */
 const parseWriteAnswer = (text: string) => parseBytes(Buffer.from(text, 'utf8'));
@@ -52,4 +52,43 @@ test('an answer of another shape is parsed whole', () => {
   const without = { kind: 'ConfigMap', metadata: { name: 'a', resourceVersion: '3' } };
   assert.deepEqual(parseWriteAnswer(JSON.stringify(without)), without);
   assert.throws(() => parseWriteAnswer('not json'), SyntaxError);
+});
+
+test('a WriteAnswer has the version at once, found before any parse, and the metadata when read; managedFields never decoded', () => {
+  // A name that looks like the version's key, escaped inside its string, comes first.
+  const metadata = {
+    name: 'x"resourceVersion":"1"',
+    namespace: 'shop',
+    uid: 'u1',
+    resourceVersion: '42',
+    labels: { a: 'b' },
+  };
+  const text = JSON.stringify({
+    kind: 'PartialObjectMetadata',
+    apiVersion: 'meta.k8s.io/v1',
+    metadata: { ...metadata, managedFields },
+  });
+  let decoded = 0;
+  const bytes = Buffer.from(text, 'utf8');
+  const counting = {
+    indexOf: (needle: string) => bytes.indexOf(needle),
+    toString: (encoding: 'utf8', start?: number, end?: number) => {
+      decoded += (end ?? bytes.length) - (start ?? 0);
+      return bytes.toString(encoding, start, end);
+    },
+  };
+  const answer = new WriteAnswer(counting);
+  assert.equal(answer.resourceVersion, '42');
+  const head = bytes.indexOf(',"managedFields":[');
+  assert.equal(decoded, head, 'the text before managedFields is decoded, and nothing else');
+  assert.deepEqual(answer.metadata, metadata);
+  assert.equal(answer.kind, 'PartialObjectMetadata');
+  assert.equal(decoded, head, 'read without decoding more');
+  // An answer written otherwise (indented: no `"resourceVersion":"` in it) is parsed whole, at once.
+  const indented = new WriteAnswer(
+    Buffer.from(JSON.stringify({ metadata: { name: 'a', resourceVersion: '7' } }, null, 1)),
+  );
+  assert.equal(indented.resourceVersion, '7');
+  assert.deepEqual(indented.metadata, { name: 'a', resourceVersion: '7' });
+  assert.throws(() => new WriteAnswer(Buffer.from('not json')), SyntaxError);
 });

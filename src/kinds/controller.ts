@@ -9,7 +9,6 @@ import { CacheCounter, type ObjectCounts } from '../labelling/counts.ts';
 import { FightTracker } from '../labelling/fights.ts';
 import { LookupIndex } from '../labelling/lookupindex.ts';
 import type { LabelledObject } from '../labelling/object.ts';
-import { byField } from '../labelling/patch.ts';
 import { type OutcomeCounts, type Plan, Reconciler } from '../labelling/reconcile.ts';
 import type { KeyTrace } from '../labelling/trace.ts';
 import type { RelatedWiring } from '../related/caches.ts';
@@ -151,21 +150,17 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       let cutShort = false;
       try {
         const result = await reconciler.reconcile(object, signal);
-        const { outcome, patch } = result;
+        const { outcome, changed } = result;
         counts[outcome]++;
         kindEvents?.reconciled(object, result);
         if (outcome === 'conflict') labelMetrics?.conflict();
         for (const fight of result.fights ?? []) labelMetrics?.fight(fight.field);
         for (const retaken of result.retaken ?? []) labelMetrics?.retake(retaken.field, retaken.manager);
-        if (!options.dryRun && patch.length > 0 && labelMetrics) {
-          const split = byField(patch);
-          for (const field of ['labels', 'annotations'] as const) {
-            const ops = split[field];
-            let removed = 0;
-            for (const op of ops) if (op.op === 'remove') removed++;
-            labelMetrics.applied(field, ops.length - removed);
-            labelMetrics.removed(field, removed);
-          }
+        if (!options.dryRun && changed && labelMetrics) {
+          labelMetrics.applied('labels', changed.labels.set);
+          labelMetrics.removed('labels', changed.labels.removed);
+          labelMetrics.applied('annotations', changed.annotations.set);
+          labelMetrics.removed('annotations', changed.annotations.removed);
         }
         return { written: result.written, requeueAfterMs: result.requeueAfterMs };
       } catch (error) {

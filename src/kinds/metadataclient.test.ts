@@ -4,6 +4,7 @@ import jsonpatch from 'fast-json-patch';
 import type { PartialObjectMetadata } from '../apimachinery/objects.ts';
 import type { JsonPatchOperation } from '../kube/api.ts';
 import { markerKeys } from '../labelling/admitted.ts';
+import { answer } from '../runtime/testing/scripted.ts';
 import { metadataClient } from './metadataclient.ts';
 
 test('the removal of admitted keys: the uid and version tested, each key removed as an escaped JSON Pointer', async () => {
@@ -27,12 +28,12 @@ test('the removal of admitted keys: the uid and version tested, each key removed
       sent.push([...operations]);
       // What the API server would do: the whole patch, or nothing when a test fails.
       const patched = jsonpatch.applyPatch(structuredClone(object), operations.map((op) => ({ ...op })), true, false);
-      return Promise.resolve(patched.newDocument);
+      return Promise.resolve(answer(patched.newDocument));
     },
   }), 'labeller');
   const target = { apiVersion: 'v1', kind: 'ConfigMap', name: 'cm', namespace: 'shop', uid: 'u-1' };
   const keys = { labels: ['example.com/team', 'a~b'], annotations: ['example.com/runbook'] };
-  const answer = await client.remove(target, '7', keys, { markers: ['labels'], dryRun: false, annotationKeys: [] });
+  const removed = await client.remove(target, '7', keys, { markers: ['labels'], dryRun: false, annotationKeys: [] });
   assert.deepEqual(sent, [[
     { op: 'test', path: '/metadata/uid', value: 'u-1' },
     { op: 'test', path: '/metadata/resourceVersion', value: '7' },
@@ -41,5 +42,5 @@ test('the removal of admitted keys: the uid and version tested, each key removed
     { op: 'remove', path: '/metadata/annotations/example.com~1runbook' },
     { op: 'remove', path: '/metadata/annotations/labeller.io~1admitted-labels.labeller' },
   ]]);
-  assert.deepEqual(answer.labels, { kept: 'k' });
+  assert.deepEqual(removed.labels, { kept: 'k' });
 });

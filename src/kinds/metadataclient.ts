@@ -4,10 +4,12 @@
 import jsonpatch from 'fast-json-patch';
 import type { JsonPatchOperation, ResourceApi } from '../kube/api.ts';
 import type { MetadataApplyConfiguration } from '../apimachinery/objects.ts';
+import type { Written } from '../apimachinery/writeanswer.ts';
 import { ApiError, type StatusCause } from '../apimachinery/errors.ts';
 import type { MetadataField } from '../config/model.ts';
 import { markerKeys } from '../labelling/admitted.ts';
 import {
+  type AppliedMetadata,
   type ApplyTarget,
   type Claimed,
   LabelConflict,
@@ -57,11 +59,7 @@ export function metadataClient(
           { apiVersion: target.apiVersion, kind: target.kind, metadata },
           { fieldManager, force, dryRun, signal },
         );
-        return {
-          labels: applied.metadata.labels ?? {},
-          annotations: pick(applied.metadata.annotations, annotationKeys),
-          resourceVersion: applied.metadata.resourceVersion,
-        };
+        return new Applied(applied, annotationKeys);
       } catch (error) {
         throw translate(error);
       }
@@ -84,11 +82,7 @@ export function metadataClient(
           dryRun,
           signal,
         });
-        return {
-          labels: patched.metadata.labels ?? {},
-          annotations: pick(patched.metadata.annotations, annotationKeys),
-          resourceVersion: patched.metadata.resourceVersion,
-        };
+        return new Applied(patched, annotationKeys);
       } catch (error) {
         // A failed test (or a removal of a key gone meanwhile): the object is not what the cache saw.
         if (error instanceof ApiError && error.status === 422) {
@@ -126,6 +120,33 @@ function metadataOf(target: ApplyTarget): ApplyMetadata {
 function hasKeys(map: Readonly<Record<string, string>>): boolean {
   for (const _ in map) return true;
   return false;
+}
+
+/**
+ * What a write answered: its version, and the object's labels and its annotations of `keys`, read
+ * from the answer only when asked for (a patch printed: a dry run, a debug log).
+ */
+class Applied implements AppliedMetadata {
+  readonly #answer: Written;
+  readonly #keys: readonly string[];
+  #annotations: Record<string, string> | undefined;
+
+  constructor(answer: Written, keys: readonly string[]) {
+    this.#answer = answer;
+    this.#keys = keys;
+  }
+
+  get resourceVersion(): string {
+    return this.#answer.resourceVersion;
+  }
+
+  get labels(): Readonly<Record<string, string>> {
+    return this.#answer.metadata.labels ?? {};
+  }
+
+  get annotations(): Readonly<Record<string, string>> {
+    return (this.#annotations ??= pick(this.#answer.metadata.annotations, this.#keys));
+  }
 }
 
 /** Only the keys labeller writes or owns: the rest of an object's annotations is not kept. */

@@ -1,6 +1,7 @@
 // Metadata-only access to one resource kind: list, watch and server-side apply of metadata,
 // all projected to meta.k8s.io/v1 PartialObjectMetadata so no spec or data crosses the wire
 // (unless asked for whole objects: a ConfigMap a label source reads).
+import type { Buffer } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 import type { KubeClient } from './client.ts';
 import type {
@@ -12,7 +13,7 @@ import type {
 } from '../apimachinery/objects.ts';
 import type { ApiResource } from '../apimachinery/resource.ts';
 import { isConflict, isNotFound, WatchIdleError } from '../apimachinery/errors.ts';
-import { parseWriteAnswer } from '../apimachinery/writeanswer.ts';
+import { WriteAnswer, type Written } from '../apimachinery/writeanswer.ts';
 import { readWatchStream } from './watchstream.ts';
 
 const ACCEPT_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json';
@@ -70,14 +71,14 @@ export interface PatchOptions {
 export interface ResourceApi {
   list(options?: ListOptions): Promise<PartialObjectMetadataList>;
   watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>>;
-  apply(body: MetadataApplyConfiguration, options: ApplyOptions): Promise<PartialObjectMetadata>;
+  apply(body: MetadataApplyConfiguration, options: ApplyOptions): Promise<Written>;
   /** A JSON Patch of an object (`namespace` '' when cluster-scoped); answers with its metadata. */
   patch(
     name: string,
     namespace: string,
     operations: readonly JsonPatchOperation[],
     options: PatchOptions,
-  ): Promise<PartialObjectMetadata>;
+  ): Promise<Written>;
   /** Whether a cache is filled with a streaming list (watch `sendInitialEvents`) before paginated lists are tried. */
   readonly streamingLists?: boolean | undefined;
   /** Whether the server filters lists and watches by `shardSelector` (see MetadataApi). */
@@ -202,12 +203,12 @@ export class MetadataApi implements ResourceApi {
 
   /**
    * Server-side apply of `body` under `fieldManager` (an object's labels and annotations, or a
-   * whole object labeller owns: an admission policy); answers with the object's metadata, without
-   * its managedFields (writeanswer.ts).
+   * whole object labeller owns: an admission policy); answers with the object's version, and its
+   * metadata without managedFields, parsed when read (writeanswer.ts).
    */
-  apply(body: MetadataApplyConfiguration | ApplyConfiguration, options: ApplyOptions): Promise<PartialObjectMetadata> {
+  apply(body: MetadataApplyConfiguration | ApplyConfiguration, options: ApplyOptions): Promise<WriteAnswer> {
     const namespace = body.metadata.namespace ?? '';
-    return this.#client.json<PartialObjectMetadata>('PATCH', this.path(body.metadata.name, namespace), {
+    return this.#client.json<WriteAnswer>('PATCH', this.path(body.metadata.name, namespace), {
       headers: { accept: ACCEPT_OBJECT, 'content-type': 'application/apply-patch+yaml' },
       query: {
         fieldManager: options.fieldManager,
@@ -216,7 +217,7 @@ export class MetadataApi implements ResourceApi {
       },
       body: JSON.stringify(body),
       signal: options.signal,
-      decode: parseWriteAnswer,
+      decode: readWriteAnswer,
     });
   }
 
@@ -229,13 +230,13 @@ export class MetadataApi implements ResourceApi {
     namespace: string,
     operations: readonly JsonPatchOperation[],
     options: PatchOptions,
-  ): Promise<PartialObjectMetadata> {
-    return this.#client.json<PartialObjectMetadata>('PATCH', this.path(name, namespace), {
+  ): Promise<WriteAnswer> {
+    return this.#client.json<WriteAnswer>('PATCH', this.path(name, namespace), {
       headers: { accept: ACCEPT_OBJECT, 'content-type': 'application/json-patch+json' },
       query: { fieldManager: options.fieldManager, dryRun: options.dryRun ? 'All' : undefined },
       body: JSON.stringify(operations),
       signal: options.signal,
-      decode: parseWriteAnswer,
+      decode: readWriteAnswer,
     });
   }
 
@@ -275,4 +276,9 @@ export class MetadataApi implements ResourceApi {
     const ns = r.namespaced && namespace ? `/namespaces/${encodeURIComponent(namespace)}` : '';
     return `${base}${ns}/${r.resource}${name === undefined ? '' : `/${encodeURIComponent(name)}`}`;
   }
+}
+
+/** A write's answer, its metadata parsed only when read. */
+function readWriteAnswer(bytes: Buffer): WriteAnswer {
+  return new WriteAnswer(bytes);
 }

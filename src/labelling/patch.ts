@@ -39,10 +39,3 @@ export function metadataPatch(
   // Two maps of strings: compare yields only additions, replacements and removals of strings.
   return jsonpatch.compare({ metadata: { [field]: seen } }, { metadata: { [field]: after } }) as MetadataOperation[];
 }
-
-/** The operations on each map. */
-export function byField(ops: readonly MetadataOperation[]): Record<MetadataField, MetadataOperation[]> {
-  const split: Record<MetadataField, MetadataOperation[]> = { labels: [], annotations: [] };
-  for (const op of ops) split[op.path.startsWith('/metadata/labels/') ? 'labels' : 'annotations'].push(op);
-  return split;
-}

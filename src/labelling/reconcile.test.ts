@@ -128,6 +128,11 @@ function setup({ labels, annotations = {}, conflicts = 'force', dryRun = false, 
   return { client, lines, reconcile, writes, reconciler };
 }
 
+/** A write's counts (Result.changed) when it touched labels only. */
+function labelsChanged(set: number, removed: number) {
+  return { labels: { set, removed }, annotations: { set: 0, removed: 0 } };
+}
+
 function object(fields: Partial<LabelledObject> = {}): LabelledObject {
   return labelledObject('web', { uid: 'u1', ...fields });
 }
@@ -152,7 +157,7 @@ test('a missing or different label is fixed by one apply of the whole desired se
   for (const [name, labels, patch] of cases) {
     const { client, reconcile, writes } = setup({ labels: desired });
     const result = await reconcile(object({ labels }));
-    assert.deepEqual(result, { outcome: 'patched', patch, written: '2' }, name);
+    assert.deepEqual(result, { outcome: 'patched', patch, written: '2', changed: labelsChanged(1, 0) }, name);
     assert.deepEqual(client.calls, [
       {
         target: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'web', namespace: 'shop', uid: 'u1' },
@@ -175,6 +180,7 @@ test('a label labeller owns but no longer wants is left out of the apply, and th
     outcome: 'patched',
     patch: [{ op: 'remove', path: '/metadata/labels/retired' }],
     written: '2',
+    changed: labelsChanged(0, 1),
   });
 });
 
@@ -347,6 +353,7 @@ test('a label whose template reads an absent value is not set, and removed when 
     outcome: 'patched',
     patch: [{ op: 'remove', path: '/metadata/labels/app' }],
     written: '2',
+    changed: labelsChanged(0, 1),
   });
 });
 
@@ -457,6 +464,7 @@ test('no desired labels (prune): one apply of the empty set where labeller owns 
     outcome: 'patched',
     patch: [{ op: 'remove', path: '/metadata/labels/team' }],
     written: '2',
+    changed: labelsChanged(0, 1),
   });
 });
 
@@ -676,6 +684,7 @@ test('an admitted key dropped from the config is removed by a JSON Patch guarded
     outcome: 'patched',
     patch: [{ op: 'remove', path: '/metadata/labels/team' }],
     written: '3',
+    changed: labelsChanged(0, 1),
   });
 
   // Dropping every admitted key (prune's empty config) takes the marker too; so does prune for a

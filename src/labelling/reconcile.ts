@@ -129,20 +129,34 @@ export interface Problem {
 
 export interface Result {
   readonly outcome: Outcome;
-  /** The change as JSON Patch operations on the object (empty when unchanged). */
-  readonly patch: readonly MetadataOperation[];
+  /**
+   * The change as JSON Patch operations on the object: empty when unchanged; for a write, worked
+   * out from its answer when printed (a dry run, at debug) or when it removed keys, else absent.
+   */
+  readonly patch?: readonly MetadataOperation[];
   /** Keys left alone under `skip` (also when others were patched); absent when none. */
   readonly contested?: readonly Contested[];
   /** Why values cannot be written (outcome `invalid`, with the other keys applied unless the whole map is invalid). */
   readonly problems?: readonly Problem[];
   /** The object's resourceVersion after labeller's own write (outcome `patched`, not in a dry run). */
   readonly written?: string;
+  /**
+   * How many keys of each map the write set and removed (outcome `patched`): the patch's count
+   * where the write removed keys, else the plan's (keys added, changed or taken over).
+   */
+  readonly changed?: Readonly<Record<MetadataField, KeyChanges>>;
   /** Keys that became fights in this reconcile (each yielded to the other manager for a while). */
   readonly fights?: readonly LabelFight[];
   /** Keys put back after a manager labeller does not yield to changed them. */
   readonly retaken?: readonly Retaken[];
   /** Look at the object again after this long: a yielded key's backoff ends then. */
   readonly requeueAfterMs?: number;
+}
+
+/** Keys of one map a write set and removed. */
+export interface KeyChanges {
+  readonly set: number;
+  readonly removed: number;
 }
 
 /** What converging one of the object's maps (labels or annotations) takes. */
@@ -414,6 +428,8 @@ export class Reconciler {
       applying[field].missing.length > 0 || applying[field].stale.length > unowned[field].length
     );
     let after: AppliedMetadata | undefined;
+    /** The plan the write carried out: `applying`, less keys yielded to a co-owner. */
+    let applied = applying;
     /** Keys labeller shared with another manager and left to it under `skip` (see #shared). */
     let yieldedToCoOwners: readonly Contested[] = NO_CONTESTED;
     try {
@@ -451,6 +467,7 @@ export class Reconciler {
           const shared = force ? undefined : this.#shared(applying, error, at);
           if (!shared) throw error;
           after = await apply(shared.plan, true);
+          applied = shared.plan;
           yieldedToCoOwners = shared.yielded;
         }
       }
@@ -475,6 +492,46 @@ export class Reconciler {
       }
       throw error;
     }
+    // What the write changed, from its answer: worked out only to print it (a dry run, at debug)
+    // or to count what it removed (another manager may keep a key), as reading the answer's maps
+    // is most of a write's cost after the request itself. Else the counts are the plan's.
+    const removed = applied.labels.stale.length + applied.annotations.stale.length > 0;
+    const patch = dryRun || removed || log.enabled('debug') ? this.#patch(object, after, unowned) : undefined;
+    // A dry run's plan is its output; writes are logged per object at debug (the controller sums them up).
+    if (dryRun) log.info('would apply labels (dry run)', { ...at, patch });
+    else if (log.enabled('debug')) log.debug('labels applied', { ...at, patch });
+    const outcome = problems.length > 0 ? 'invalid' : 'patched';
+    const changed = patch && removed ? changesOf(patch) : {
+      labels: { set: applied.labels.missing.length, removed: 0 },
+      annotations: { set: applied.annotations.missing.length, removed: 0 },
+    };
+    // Most writes: the version written, nothing else to report.
+    if (
+      reported === NOTHING && yieldedToCoOwners.length === 0 && fought === NOTHING && requeue === NOTHING && !dryRun
+    ) {
+      return patch === undefined
+        ? { outcome, written: after.resourceVersion, changed }
+        : { outcome, patch, written: after.resourceVersion, changed };
+    }
+    const contested = [...(reported.contested ?? []), ...yieldedToCoOwners];
+    return {
+      outcome,
+      ...(patch === undefined ? {} : { patch }),
+      ...reported,
+      ...(contested.length > 0 ? { contested } : {}),
+      ...fought,
+      ...requeue,
+      ...(dryRun ? {} : { written: after.resourceVersion }),
+      changed,
+    };
+  }
+
+  /** What a write changed, as JSON Patch operations: `object` as the cache had it against the write's answer, less `unowned` (removed by it). */
+  #patch(
+    object: LabelledObject,
+    after: AppliedMetadata,
+    unowned: Readonly<Record<MetadataField, readonly string[]>>,
+  ): readonly MetadataOperation[] {
     // Without what the removal took: a dry run's apply answers from the object as it is.
     const remaining = (field: MetadataField) =>
       unowned[field].length === 0
@@ -482,27 +539,7 @@ export class Reconciler {
         : Object.fromEntries(Object.entries(after[field]).filter(([key]) => !unowned[field].includes(key)));
     const labelled = metadataPatch('labels', before(object.labels), remaining('labels'));
     const annotated = metadataPatch('annotations', this.#carried(object, 'annotations'), remaining('annotations'));
-    const patch = annotated.length === 0 ? labelled : [...labelled, ...annotated];
-    // A dry run's plan is its output; writes are logged per object at debug (the controller sums them up).
-    if (dryRun) log.info('would apply labels (dry run)', { ...at, patch });
-    else if (log.enabled('debug')) log.debug('labels applied', { ...at, patch });
-    const outcome = problems.length > 0 ? 'invalid' : 'patched';
-    // Most writes: the version written, nothing else to report.
-    if (
-      reported === NOTHING && yieldedToCoOwners.length === 0 && fought === NOTHING && requeue === NOTHING && !dryRun
-    ) {
-      return { outcome, patch, written: after.resourceVersion };
-    }
-    const contested = [...(reported.contested ?? []), ...yieldedToCoOwners];
-    return {
-      outcome,
-      patch,
-      ...reported,
-      ...(contested.length > 0 ? { contested } : {}),
-      ...fought,
-      ...requeue,
-      ...(dryRun ? {} : { written: after.resourceVersion }),
-    };
+    return annotated.length === 0 ? labelled : [...labelled, ...annotated];
   }
 
   /**
@@ -885,4 +922,15 @@ function annotationBytes(object: LabelledObject, desired: ReadonlyMap<string, st
   let bytes = object.written?.otherBytes ?? 0;
   for (const [key, value] of desired) bytes += byteLength(key) + byteLength(value);
   return bytes;
+}
+
+/** How many keys of each map `patch` sets and removes. */
+function changesOf(patch: readonly MetadataOperation[]): Record<MetadataField, KeyChanges> {
+  const changes = { labels: { set: 0, removed: 0 }, annotations: { set: 0, removed: 0 } };
+  for (const op of patch) {
+    const field = changes[op.path.startsWith('/metadata/labels/') ? 'labels' : 'annotations'];
+    if (op.op === 'remove') field.removed++;
+    else field.set++;
+  }
+  return changes;
 }

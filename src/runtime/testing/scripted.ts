@@ -8,7 +8,9 @@ import type {
   ResourceApi,
   WatchOptions,
 } from '../../kube/api.ts';
+import { Buffer } from 'node:buffer';
 import { ApiError } from '../../apimachinery/errors.ts';
+import { WriteAnswer, type Written } from '../../apimachinery/writeanswer.ts';
 import type {
   MetadataApplyConfiguration,
   PartialObjectMetadata,
@@ -105,10 +107,10 @@ export class ScriptedApi implements ListWatch, ResourceApi {
     this.streamingLists = options.streamingLists ?? false;
   }
 
-  async apply(body: MetadataApplyConfiguration, options: ApplyOptions): Promise<PartialObjectMetadata> {
+  async apply(body: MetadataApplyConfiguration, options: ApplyOptions): Promise<Written> {
     this.applies.push({ body, options });
     const { name, namespace, labels, annotations } = body.metadata;
-    return {
+    return answer({
       apiVersion: body.apiVersion,
       kind: body.kind,
       metadata: {
@@ -119,7 +121,7 @@ export class ScriptedApi implements ListWatch, ResourceApi {
         ...(labels ? { labels } : {}),
         ...(annotations ? { annotations } : {}),
       },
-    };
+    });
   }
 
   /** Records the patch; answers an object of that name with no labels or annotations. */
@@ -128,9 +130,9 @@ export class ScriptedApi implements ListWatch, ResourceApi {
     namespace: string,
     operations: readonly JsonPatchOperation[],
     options: PatchOptions,
-  ): Promise<PartialObjectMetadata> {
+  ): Promise<Written> {
     this.patches.push({ name, namespace, operations, options });
-    return { apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace, uid: '', resourceVersion: '2' } };
+    return answer({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace, uid: '', resourceVersion: '2' } });
   }
 
   async list(options: ListOptions = {}): Promise<PartialObjectMetadataList> {
@@ -152,4 +154,9 @@ export class ScriptedApi implements ListWatch, ResourceApi {
       if (step.end) throw step.end;
     })();
   }
+}
+
+/** `object` as the API server's answer to a write: its bytes, read as the client reads them. */
+export function answer(object: PartialObjectMetadata): Written {
+  return new WriteAnswer(Buffer.from(JSON.stringify(object)));
 }
