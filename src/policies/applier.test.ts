@@ -248,6 +248,55 @@ test('a run whose signal aborts a write under way ends cut short; the next run a
   assert.equal(await again, undefined, 'nothing was under way when it ended');
 });
 
+test("told to stop, a run finishes the write under way, not cut short; a round waiting for the guard's Lease ends without a write", async () => {
+  const log = createLogger({ level: 'error', format: 'json', write: () => {} });
+  const discovery = new DiscoveryCache(
+    async (): Promise<Discovery> => ({ resources: [...BUILTINS, ...POLICY_RESOURCES], failedGroups: [] }),
+    log,
+    { server: 'https://cluster', context: 'test' },
+  );
+  await discovery.load(new AbortController().signal);
+  const store = new Store();
+  const options = {
+    store,
+    discovery,
+    config: () => config('labels: {a: b}\nkinds: [{resource: configmaps}]\n'),
+    dryRun: false,
+    resyncMs: 0,
+    log,
+  };
+  // The first write is answered only when let through; the writes' signal never aborts here.
+  const apply = store.apply.bind(store);
+  const held = Promise.withResolvers<void>();
+  const onWire = Promise.withResolvers<void>();
+  store.apply = async (object, applyOptions) => {
+    onWire.resolve();
+    await held.promise;
+    return apply(object, applyOptions);
+  };
+  const stop = new AbortController();
+  const running = new PolicyApplier(options).run(stop.signal, new AbortController().signal);
+  await onWire.promise;
+  stop.abort();
+  held.resolve();
+  assert.equal(await running, undefined, 'the write under way finished: not cut short');
+  assert.ok(store.applied.length > 0, 'and landed');
+  // The guard's Lease not held: the round waits for it until told to stop, and writes nothing.
+  store.apply = apply;
+  const before = store.applied.length;
+  const waiting = new PolicyApplier({
+    ...options,
+    writable: (signal?: AbortSignal) =>
+      new Promise<void>((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason), { once: true })),
+  });
+  const stopWaiting = new AbortController();
+  const waited = waiting.run(stopWaiting.signal, new AbortController().signal);
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  stopWaiting.abort();
+  assert.equal(await waited, undefined);
+  assert.equal(store.applied.length, before, 'nothing written');
+});
+
 test('a server without the policies is said once; the applier sends nothing', async () => {
   const run = await setUp(false);
   await run.reload('labels: {a: c}\nkinds: [{resource: configmaps}]\n');

@@ -95,6 +95,8 @@ const CLUSTER_SCOPED = '';
 export class PolicyApplier {
   /** A write was under way when this run's signal aborted it. */
   #cutShort = false;
+  /** The run's `stop`: a wait for the guard's Lease ends with it, as a round told to stop starts no write. */
+  #stop: AbortSignal | undefined;
   readonly #options: PolicyApplierOptions;
   /** Each policy of the last round, by name: applied (undefined), or refused (with its binding's refusal, if that was refused). */
   #policies = new Map<string, Refusal | undefined>();
@@ -140,6 +142,7 @@ export class PolicyApplier {
   async run(stop: AbortSignal, writes: AbortSignal = stop): Promise<void | 'cut short'> {
     const { discovery, shard, log } = this.#options;
     this.#cutShort = false;
+    this.#stop = stop;
     const [policies] = MUTATING;
     const unsubscribe = [
       discovery.onChange(() => this.changed()),
@@ -400,7 +403,7 @@ export class PolicyApplier {
   async #mayWrite(signal: AbortSignal): Promise<boolean> {
     const { writable, claimed, shard, dryRun, log } = this.#options;
     if (dryRun) return true;
-    const waiting = writable?.(signal);
+    const waiting = writable?.(this.#stop ?? signal);
     if (waiting) await waiting;
     const lapsed = claimed?.() ??
       (shard && !shard.writing(MUTATING[0], CLUSTER_SCOPED)

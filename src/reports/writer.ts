@@ -82,6 +82,8 @@ export class ReportWriter {
   #wake: (() => void) | undefined;
   /** A write was under way when this run's signal aborted it. */
   #cutShort = false;
+  /** The run's `stop`: a wait for the guard's Lease ends with it, as a round told to stop starts no write. */
+  #stop: AbortSignal | undefined;
   /** Why no report can be written (their CRDs not served, no right to, no owner): said once, noted in /readyz. */
   #blocked: string | undefined;
   /** The running kinds whose caches have listed, and those a round has waited for. */
@@ -110,6 +112,7 @@ export class ReportWriter {
   async run(stop: AbortSignal, writes: AbortSignal = stop): Promise<void | 'cut short'> {
     const { shard, log } = this.#options;
     this.#cutShort = false;
+    this.#stop = stop;
     const sleep = this.#options.sleep ?? realSleep;
     const intervalMs = this.#options.intervalMs ?? REPORT_INTERVAL_MS;
     const tracker = new FindingTracker(this.#options.fieldManager, () => this.changed());
@@ -338,7 +341,7 @@ export class ReportWriter {
   async #mayWrite(namespace: string, signal: AbortSignal): Promise<boolean> {
     const { writable, claimed, shard, dryRun, log } = this.#options;
     if (dryRun) return true;
-    const waiting = writable?.(signal);
+    const waiting = writable?.(this.#stop ?? signal);
     if (waiting) await waiting;
     const lapsed = claimed?.() ??
       (shard && !shard.writing(POLICY_REPORTS, this.#shardKey(namespace))
