@@ -204,7 +204,8 @@ test("each apply is fenced by the version the round read: another writer's chang
   await run.stop();
 });
 
-test('a run whose signal aborts a write under way ends cut short; the next run applies what it did not, and starts clean', async () => {
+/** An applier's options over a served API and an in-memory store, logging nothing: for runs started by hand. */
+async function quietOptions() {
   const log = createLogger({ level: 'error', format: 'json', write: () => {} });
   const discovery = new DiscoveryCache(
     async (): Promise<Discovery> => ({ resources: [...BUILTINS, ...POLICY_RESOURCES], failedGroups: [] }),
@@ -212,15 +213,19 @@ test('a run whose signal aborts a write under way ends cut short; the next run a
     { server: 'https://cluster', context: 'test' },
   );
   await discovery.load(new AbortController().signal);
-  const store = new Store();
-  const options = {
-    store,
+  return {
+    store: new Store(),
     discovery,
     config: () => config('labels: {a: b}\nkinds: [{resource: configmaps}]\n'),
     dryRun: false,
     resyncMs: 0,
     log,
   };
+}
+
+test('a run whose signal aborts a write under way ends cut short; the next run applies what it did not, and starts clean', async () => {
+  const options = await quietOptions();
+  const { store } = options;
   const applier = new PolicyApplier(options);
   // The first run's write hangs on the wire until the run's signal aborts it (a lapse, a handover).
   const apply = store.apply.bind(store);
@@ -249,22 +254,8 @@ test('a run whose signal aborts a write under way ends cut short; the next run a
 });
 
 test("told to stop, a run finishes the write under way, not cut short; a round waiting for the guard's Lease ends without a write", async () => {
-  const log = createLogger({ level: 'error', format: 'json', write: () => {} });
-  const discovery = new DiscoveryCache(
-    async (): Promise<Discovery> => ({ resources: [...BUILTINS, ...POLICY_RESOURCES], failedGroups: [] }),
-    log,
-    { server: 'https://cluster', context: 'test' },
-  );
-  await discovery.load(new AbortController().signal);
-  const store = new Store();
-  const options = {
-    store,
-    discovery,
-    config: () => config('labels: {a: b}\nkinds: [{resource: configmaps}]\n'),
-    dryRun: false,
-    resyncMs: 0,
-    log,
-  };
+  const options = await quietOptions();
+  const { store } = options;
   // The first write is answered only when let through; the writes' signal never aborts here.
   const apply = store.apply.bind(store);
   const held = Promise.withResolvers<void>();

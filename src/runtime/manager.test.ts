@@ -117,45 +117,7 @@ test('a controller that crashes stops the run', async () => {
   assert.ok(shutdown.intake.aborted);
 });
 
-test('under leader election nothing is reconciled before leading, tasks run while leading, and the lease is released last', async () => {
-  const clock = new FakeClock();
-  const server = new FakeLeases(clock);
-  // Another holder's live lease: this candidate waits.
-  await server.as('other').create({
-    metadata: { name: 'lease', namespace: 'test' },
-    spec: { holderIdentity: 'other', leaseDurationSeconds: 4, renewTime: 'x', acquireTime: 'x' },
-  });
-  const elector = new LeaderElector(server.as('me'), {
-    namespace: 'test',
-    name: 'lease',
-    identity: 'me',
-    leaseDurationMs: 4000,
-    renewDeadlineMs: 2500,
-    retryPeriodMs: 500,
-    log,
-  }, clock);
-  const { shutdown, manager, calls, controller } = setup({ elector });
-  manager.add(controller('pods', ['a']));
-  const task: string[] = [];
-  manager.whileLeading(async (writes) => {
-    task.push('start');
-    await new Promise((resolve) => writes.addEventListener('abort', resolve, { once: true }));
-    task.push('end');
-  });
-  const running = manager.run();
-  await clock.advance(3000);
-  assert.deepEqual([calls, task], [[], []], 'a standby reconciles nothing');
-  await clock.advance(5000);
-  await until(() => calls.length === 1, 'the leader reconciles');
-  assert.deepEqual(task, ['start']);
-  shutdown.stop();
-  await clock.advance(1000);
-  assert.equal(await running, 'stopped');
-  assert.deepEqual(task, ['start', 'end']);
-  assert.equal(server.lease('lease')?.spec.holderIdentity, null, 'released');
-});
-
-/** A candidate that leads at once on a fresh Lease, and a manager around it with one controller. */
+/** A candidate for the Lease `lease` (held by nobody yet), and a manager around it. */
 function leading(gracePeriodMs = 5_000) {
   const clock = new FakeClock();
   const server = new FakeLeases(clock);
@@ -170,6 +132,33 @@ function leading(gracePeriodMs = 5_000) {
   }, clock);
   return { clock, server, ...setup({ elector, gracePeriodMs }) };
 }
+
+test('under leader election nothing is reconciled before leading, tasks run while leading, and the lease is released last', async () => {
+  const { clock, server, shutdown, manager, calls, controller } = leading();
+  // Another holder's live lease: this candidate waits.
+  await server.as('other').create({
+    metadata: { name: 'lease', namespace: 'test' },
+    spec: { holderIdentity: 'other', leaseDurationSeconds: 4, renewTime: 'x', acquireTime: 'x' },
+  });
+  manager.add(controller('pods', ['a']));
+  const task: string[] = [];
+  manager.whileLeading(async (stop) => {
+    task.push('start');
+    await new Promise((resolve) => stop.addEventListener('abort', resolve, { once: true }));
+    task.push('end');
+  });
+  const running = manager.run();
+  await clock.advance(3000);
+  assert.deepEqual([calls, task], [[], []], 'a standby reconciles nothing');
+  await clock.advance(5000);
+  await until(() => calls.length === 1, 'the leader reconciles');
+  assert.deepEqual(task, ['start']);
+  shutdown.stop();
+  await clock.advance(1000);
+  assert.equal(await running, 'stopped');
+  assert.deepEqual(task, ['start', 'end']);
+  assert.equal(server.lease('lease')?.spec.holderIdentity, null, 'released');
+});
 
 /** A task that sends one write at shutdown and records how it ended. */
 function writingAtShutdown(events: string[]) {
