@@ -11,6 +11,7 @@ import { readBody, readBytes } from './body.ts';
 import { connect } from './auth/credentials.ts';
 import type { Credential, CredentialSource } from './auth/types.ts';
 import { ApiError, ConnectionError, KubeConfigError, type Status } from '../apimachinery/errors.ts';
+import { type Deadline, Deadlines } from './deadlines.ts';
 import { retire, type Transport } from './transport.ts';
 
 export interface ClientOptions {
@@ -58,6 +59,7 @@ export class KubeClient {
   #transport: Transport;
   #pool: Agent;
   #resetAt = 0;
+  readonly #deadlines = new Deadlines();
   /** Headers of every request: the user agent, and who to act as. */
   readonly #fixed: Readonly<Record<string, string>>;
   readonly #observers: RequestObserver[] = [];
@@ -121,24 +123,25 @@ export class KubeClient {
    * ends the request and its body whenever it aborts.
    */
   request(method: string, path: string, options: RequestOptions = {}): Promise<IncomingMessage> {
-    return this.#request(method, path, options, options.signal);
+    return this.#request(method, path, options, undefined);
   }
 
-  /** request(), ended by `signal` rather than options.signal (json() passes its own). */
+  /** request(), ended by `deadline` as well (json()'s). */
   async #request(
     method: string,
     path: string,
     options: RequestOptions,
-    signal: AbortSignal | undefined,
+    deadline: Deadline | undefined,
   ): Promise<IncomingMessage> {
     const target = this.#target.prefix + path + queryString(options.query);
-    const credential = await this.#credential();
-    let response = await this.#exchange(method, path, target, credential, options, signal);
+    const ready = this.#credentials.ready();
+    const credential = ready ? this.#use(ready) : await this.#credential();
+    let response = await this.#exchange(method, path, target, credential, options, deadline);
     if (response.statusCode === 401) {
       const fresh = await this.#credentials.refresh(credential).catch(rethrowAsConfig);
       if (fresh !== credential) {
         response.resume(); // read and dropped, so the connection can serve the retry
-        response = await this.#exchange(method, path, target, this.#use(fresh), options, signal);
+        response = await this.#exchange(method, path, target, this.#use(fresh), options, deadline);
       }
     }
     const status = response.statusCode ?? 0;
@@ -152,31 +155,21 @@ export class KubeClient {
 
   /** One request whose JSON answer is read whole, within `timeoutMs`; errors as in request(). */
   async json<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
-    // One controller and one timer, both released once the answer is read. AbortSignal.timeout
-    // (and AbortSignal.any over it) would keep the signal, its timer and the request's abort
-    // listener, and through them the whole response, alive for the full timeout after every request.
-    const timeoutMs = options.timeoutMs ?? 60_000;
-    const controller = new AbortController();
-    const timer = setTimeout(
-      () => controller.abort(new DOMException(`no answer in ${timeoutMs} ms`, 'TimeoutError')),
-      timeoutMs,
-    );
-    const outer = options.signal;
-    const forward = (): void => controller.abort(outer?.reason);
-    if (outer?.aborted) forward();
-    else outer?.addEventListener('abort', forward, ONCE);
+    // Released once the answer is read. AbortSignal.timeout (and AbortSignal.any over it) would
+    // keep the signal, its timer and the request's abort listener, and through them the whole
+    // response, alive for the full timeout after every request.
+    const deadline = this.#deadlines.start(options.timeoutMs ?? 60_000);
     try {
-      const response = await this.#request(method, path, options, controller.signal);
+      const response = await this.#request(method, path, options, deadline);
       try {
         const { decode } = options;
         return (decode ? decode(await readBytes(response)) : JSON.parse(await readBody(response))) as T;
       } catch (error) {
         // An answer that could not be read whole: a timeout or a dropped connection, or not JSON.
-        throw error instanceof SyntaxError ? error : this.#failed(method, path, controller.signal, error);
+        throw error instanceof SyntaxError ? error : this.#failed(method, path, options.signal, deadline, error);
       }
     } finally {
-      clearTimeout(timer);
-      outer?.removeEventListener('abort', forward);
+      this.#deadlines.end(deadline);
     }
   }
 
@@ -187,13 +180,14 @@ export class KubeClient {
     target: string,
     credential: Credential,
     options: RequestOptions,
-    signal: AbortSignal | undefined,
+    deadline: Deadline | undefined,
     retried = false,
   ): Promise<IncomingMessage> {
     const started = performance.now();
-    const { body } = options;
+    const { body, signal } = options;
     return new Promise<IncomingMessage>((resolve, reject) => {
       if (signal?.aborted) return reject(signal.reason);
+      if (deadline?.expired) return reject(this.#failed(method, path, signal, deadline, undefined));
       let sent: ClientRequest;
       try {
         const { protocol, hostname, port } = this.#target;
@@ -209,11 +203,18 @@ export class KubeClient {
       } catch (error) {
         return reject(new ConnectionError(this.server, error));
       }
-      // The abort reaches the request, and through it the response's body, until the exchange
-      // ends: the request's 'close' comes when the body has been read or the connection dropped.
+      // The abort and the deadline reach the request, and through it the response's body, until
+      // the exchange ends: the request's 'close' comes when the body has been read or the
+      // connection dropped.
       const abort = (): void => void sent.destroy(signal?.reason instanceof Error ? signal.reason : undefined);
       signal?.addEventListener('abort', abort, ONCE);
-      sent.once('close', () => signal?.removeEventListener('abort', abort));
+      if (deadline) deadline.request = sent;
+      if (signal || deadline) {
+        sent.once('close', () => {
+          signal?.removeEventListener('abort', abort);
+          if (deadline?.request === sent) deadline.request = undefined;
+        });
+      }
       let answered = false;
       sent.once('response', (response) => {
         answered = true;
@@ -232,12 +233,12 @@ export class KubeClient {
         // transport does (not a POST, which may have arrived). Node documents this race.
         if (
           sent.reusedSocket && (error.code === 'ECONNRESET' || error.code === 'EPIPE') && method !== 'POST' &&
-          !retried && !signal?.aborted
+          !retried && !signal?.aborted && !deadline?.expired
         ) {
-          resolve(this.#exchange(method, path, target, credential, options, signal, true));
+          resolve(this.#exchange(method, path, target, credential, options, deadline, true));
           return;
         }
-        reject(this.#failed(method, path, signal, error));
+        reject(this.#failed(method, path, signal, deadline, error));
       });
       sent.end(body);
     });
@@ -275,12 +276,15 @@ export class KubeClient {
   }
 
   /** What a request that got no answer throws: ConnectionError, or the reason it was aborted for. */
-  #failed(method: string, path: string, signal: AbortSignal | undefined, error: unknown): unknown {
-    const reason: unknown = signal?.reason;
-    if (reason instanceof DOMException && reason.name === 'TimeoutError') {
-      return new ConnectionError(this.server, new Error(`${method} ${path}: no answer in time`));
-    }
-    if (signal?.aborted) return reason;
+  #failed(
+    method: string,
+    path: string,
+    signal: AbortSignal | undefined,
+    deadline: Deadline | undefined,
+    error: unknown,
+  ): unknown {
+    if (deadline?.expired) return new ConnectionError(this.server, new Error(`${method} ${path}: no answer in time`));
+    if (signal?.aborted) return signal.reason;
     return new ConnectionError(this.server, error);
   }
 

@@ -48,8 +48,12 @@ class ClientNodeSource implements CredentialSource {
   }
 
   current(): Promise<Credential> {
-    if (this.#credential && Date.now() - this.#at < REFRESH_MS) return Promise.resolve(this.#credential);
-    return this.#make();
+    const ready = this.ready();
+    return ready ? Promise.resolve(ready) : this.#make();
+  }
+
+  ready(): Credential | undefined {
+    return Date.now() - this.#at < REFRESH_MS ? this.#credential : undefined;
   }
 
   refresh(rejected: Credential): Promise<Credential> {

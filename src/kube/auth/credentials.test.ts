@@ -61,3 +61,23 @@ test('basic auth when there is no token', async () => {
     .current();
   assert.equal(credential.headers['authorization'], `Basic ${Buffer.from('u:p').toString('base64')}`);
 });
+
+test('ready(): the credential while every part is fresh, with no load; undefined once one is stale, which current() reloads', async () => {
+  let now = 0;
+  let loads = 0;
+  const token = new Refreshing<string>(async () => ({ value: `t${++loads}`, freshUntil: now + 100 }), () => now);
+  const id = new CredentialsProvider({ token, ca: 'CA' }, 'https://cluster.test');
+  assert.equal(id.ready(), undefined);
+  const first = await id.current();
+  assert.equal(id.ready(), first);
+  assert.equal(loads, 1);
+  now = 100;
+  assert.equal(id.ready(), undefined);
+  const second = await id.current();
+  assert.equal(second.headers['authorization'], 'Bearer t2');
+  assert.equal(id.ready(), second);
+  assert.equal(
+    new CredentialsProvider({ token: 'static' }, 'https://cluster.test').ready()?.headers['authorization'],
+    'Bearer static',
+  );
+});

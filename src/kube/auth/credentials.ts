@@ -174,17 +174,25 @@ export class CredentialsProvider implements CredentialSource {
     this.#proxy = proxy;
   }
 
-  async current(): Promise<Credential> {
+  current(): Promise<Credential> {
+    const ready = this.ready();
+    if (ready) return Promise.resolve(ready);
     const { token, pair, exec } = this.#identity;
-    // Asked before every request: a kubeconfig's fixed token or certificate needs no Promise.all.
-    if (!(token instanceof Refreshing) && !(pair instanceof Refreshing) && exec === undefined) {
-      return this.#credential(token, pair, undefined);
-    }
-    const [t, p, e] = await Promise.all([
+    return Promise.all([
       token instanceof Refreshing ? token.get() : token,
       pair instanceof Refreshing ? pair.get() : pair,
       exec?.get(),
-    ]);
+    ]).then(([t, p, e]) => this.#credential(t, p, e));
+  }
+
+  ready(): Credential | undefined {
+    const { token, pair, exec } = this.#identity;
+    const t = token instanceof Refreshing ? token.peek() : token;
+    const p = pair instanceof Refreshing ? pair.peek() : pair;
+    const e = exec?.peek();
+    // A part that is set but not loaded, or stale, is loaded by current().
+    if ((token !== undefined && t === undefined) || (pair !== undefined && p === undefined)) return undefined;
+    if (exec !== undefined && e === undefined) return undefined;
     return this.#credential(t, p, e);
   }
 

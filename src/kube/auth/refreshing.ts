@@ -23,8 +23,12 @@ export class Refreshing<T> {
 
   /** The current value, loaded first if it is missing or stale. */
   get(): Promise<T> {
-    if (this.#value !== undefined && this.#now() < this.#freshUntil) return Promise.resolve(this.#value);
-    return this.#reload();
+    return this.#value !== undefined && this.#now() < this.#freshUntil ? Promise.resolve(this.#value) : this.#reload();
+  }
+
+  /** The current value if it is loaded and fresh, else undefined (get() loads it). */
+  peek(): T | undefined {
+    return this.#now() < this.#freshUntil ? this.#value : undefined;
   }
 
   /** `rejected` was refused by the server: load anew, unless another caller already replaced it. */

@@ -15,6 +15,11 @@ export interface CredentialSource {
   /** The credential for the next request; reloads what is stale (files, expiring plugin credentials). */
   current(): Promise<Credential>;
   /**
+   * current(), when nothing has to be reloaded first (almost every request: no promise made);
+   * else undefined, and current() reloads.
+   */
+  ready(): Credential | undefined;
+  /**
    * `rejected` got a 401: reload what can be reloaded, once however many requests were
    * rejected, and return the result (the same object when nothing changed: do not retry).
    */
