@@ -312,10 +312,13 @@ export class Reconciler {
    */
   plan(object: LabelledObject): Plan {
     const render = this.#render(object);
-    const plans = {
-      labels: this.#planField('labels', this.#carried(object, 'labels'), render.labels),
-      annotations: this.#planField('annotations', this.#carried(object, 'annotations'), render.annotations),
-    };
+    // A map with no key configured and none of labeller's on the object (most objects' annotations)
+    // has nothing to plan: the plan of every such map is one and the same.
+    const planField = (field: MetadataField): FieldPlan =>
+      render[field] === NOTHING_RENDERED && ownsNone(object, field)
+        ? NOTHING_PLANNED
+        : this.#planField(field, this.#carried(object, field), render[field]);
+    const plans = { labels: planField('labels'), annotations: planField('annotations') };
     const bytes = annotationBytes(object, plans.annotations.desired);
     if (bytes > ANNOTATIONS_MAX_BYTES) {
       return {
@@ -327,7 +330,9 @@ export class Reconciler {
     const planned = {
       ...plans,
       waiting: render.waiting,
-      problems: [...render.labels.invalid, ...render.annotations.invalid],
+      problems: render.labels.invalid.length + render.annotations.invalid.length === 0
+        ? NO_PROBLEMS
+        : [...render.labels.invalid, ...render.annotations.invalid],
       markers: leavingMarkers(object, plans, FIELDS.every((field) => this.#templates(field).size === 0)),
     };
     // A key yielded in a fight is not the next apply's (nor pending in status and the gauges) until its backoff ends.
@@ -415,18 +420,14 @@ export class Reconciler {
         : [...new Set([...this.#digestIndex.keys(), ...object.ownedAnnotations, ...object.admitted.annotations])];
     // Admitted keys no longer wanted: no manager owns them, so the apply cannot remove them.
     const { admitted } = object;
-    const unowned = {
-      labels: admitted.labels.length === 0
-        ? NO_KEYS
-        : applying.labels.stale.filter((key) => admitted.labels.includes(key)),
-      annotations: admitted.annotations.length === 0
-        ? NO_KEYS
-        : applying.annotations.stale.filter((key) => admitted.annotations.includes(key)),
+    const unowned = admitted.labels.length + admitted.annotations.length === 0 ? NONE_UNOWNED : {
+      labels: applying.labels.stale.filter((key) => admitted.labels.includes(key)),
+      annotations: applying.annotations.stale.filter((key) => admitted.annotations.includes(key)),
     };
-    const removing = applying.markers.length > 0 || FIELDS.some((field) => unowned[field].length > 0);
-    const applies = FIELDS.some((field) =>
-      applying[field].missing.length > 0 || applying[field].stale.length > unowned[field].length
-    );
+    const removing = applying.markers.length > 0 || unowned.labels.length + unowned.annotations.length > 0;
+    const applies = applying.labels.missing.length + applying.annotations.missing.length > 0 ||
+      applying.labels.stale.length > unowned.labels.length ||
+      applying.annotations.stale.length > unowned.annotations.length;
     let after: AppliedMetadata | undefined;
     /** The plan the write carried out: `applying`, less keys yielded to a co-owner. */
     let applied = applying;
@@ -448,11 +449,11 @@ export class Reconciler {
           ? await client.annotations(target, applying.annotations.unknown, signal)
           : undefined;
         const apply = (plan: Exclude<Plan, Problem>, force: boolean) => {
-          const annotations = Object.fromEntries(plan.annotations.desired);
+          const annotations = entries(plan.annotations.desired);
           return client.apply(
             target,
             {
-              labels: Object.fromEntries(plan.labels.desired),
+              labels: entries(plan.labels.desired),
               annotations: kept ? { ...kept, ...annotations } : annotations,
             },
             { force, dryRun, annotationKeys, signal },
@@ -724,19 +725,21 @@ export class Reconciler {
     invalid.forEach(keep);
     const desired = copy ?? rendered;
     const mine = carried.admitted.length === 0 ? carried.owned : new Set([...carried.owned, ...carried.admitted]);
-    const stale: string[] = [];
-    for (const key of mine) if (!desired.has(key) && !unknown?.includes(key)) stale.push(key);
-    const missing: string[] = [];
+    let stale: string[] | undefined;
+    for (const key of mine) if (!desired.has(key) && !unknown?.includes(key)) (stale ??= []).push(key);
+    let missing: string[] | undefined;
     desired.forEach((value, key) => {
-      if (!carried.holds(key, value) || (carried.distrusted && !ours(key) && carried.has(key))) missing.push(key);
+      if (!carried.holds(key, value) || (carried.distrusted && !ours(key) && carried.has(key))) {
+        (missing ??= []).push(key);
+      }
     });
     return {
       rendered,
       desired,
       contested: contested ?? NO_KEYS,
       taken,
-      stale,
-      missing,
+      stale: stale ?? NO_KEYS,
+      missing: missing ?? NO_KEYS,
       held,
       invalid,
       unknown: unknown ?? NO_KEYS,
@@ -759,7 +762,13 @@ export class Reconciler {
       for (const [key, template] of this.#templates(field)) {
         const inputs: Input[] = [];
         const context = tracing(this.#context(object, view, []), inputs);
-        traces.push({ field, key, template, inputs, rendering: this.#renderKey(field, key, template, context, view) });
+        traces.push({
+          field,
+          key,
+          template,
+          inputs,
+          rendering: this.#renderKey(field, key, template, () => context, view),
+        });
       }
     }
     return traces;
@@ -796,7 +805,7 @@ export class Reconciler {
     field: MetadataField,
     key: string,
     template: Template,
-    context: TemplateContext,
+    context: () => TemplateContext,
     view: RelatedView | undefined,
   ): Rendering {
     const { sources } = this.#options;
@@ -809,7 +818,7 @@ export class Reconciler {
         if (why) return { state: 'held', why, reading: relationName(read.relation) };
       }
     }
-    const value = template.constantValue ?? template.render(context);
+    const value = template.constantValue ?? template.render(context());
     // A variable without a value (a missing label, no owner): the key is not wanted, and
     // removed if labeller owned it.
     if (value === undefined) return { state: 'absent' };
@@ -828,14 +837,18 @@ export class Reconciler {
     const { sources } = this.#options;
     const view = this.#options.related?.(object);
     const looked: string[] = [];
-    const context = this.#context(object, view, looked);
+    // Made only for a template that reads the object: a constant's value needs none.
+    let context: TemplateContext | undefined;
+    const contextOf = () => (context ??= this.#context(object, view, looked));
     let waiting = false;
     const renderField = (field: MetadataField): Rendered => {
+      const templates = this.#templates(field);
+      if (templates.size === 0) return NOTHING_RENDERED;
       const rendered = new Map<string, string>();
       const held: string[] = [];
       const invalid: Problem[] = [];
-      this.#templates(field).forEach((template, key) => {
-        const rendering = this.#renderKey(field, key, template, context, view);
+      templates.forEach((template, key) => {
+        const rendering = this.#renderKey(field, key, template, contextOf, view);
         if (rendering.state === 'held') {
           held.push(key);
           waiting ||= rendering.why === 'pending';
@@ -912,6 +925,41 @@ interface Rendered {
 
 const NO_TEMPLATES: ReadonlyMap<string, Template> = new Map();
 const NO_KEYS: readonly string[] = Object.freeze([]);
+const NO_PROBLEMS: readonly Problem[] = Object.freeze([]);
+const NO_VALUES: ReadonlyMap<string, string> = new Map();
+/** What a map with no key configured renders. */
+const NOTHING_RENDERED: Rendered = Object.freeze({ rendered: NO_VALUES, held: NO_KEYS, invalid: NO_PROBLEMS });
+/** The plan of a map with no key configured and none of labeller's on the object. */
+const NOTHING_PLANNED: FieldPlan = Object.freeze({
+  rendered: NO_VALUES,
+  desired: NO_VALUES,
+  contested: NO_KEYS,
+  taken: NO_KEYS,
+  stale: NO_KEYS,
+  missing: NO_KEYS,
+  held: NO_KEYS,
+  invalid: NO_KEYS,
+  unknown: NO_KEYS,
+});
+
+/** No admitted key to remove. */
+const NONE_UNOWNED: Readonly<Record<MetadataField, readonly string[]>> = Object.freeze({
+  labels: NO_KEYS,
+  annotations: NO_KEYS,
+});
+const NO_ENTRIES: Readonly<Record<string, string>> = Object.freeze({});
+
+/** `map` as an object, one shared empty one for an empty map (most applies' annotations). */
+function entries(map: ReadonlyMap<string, string>): Readonly<Record<string, string>> {
+  return map.size === 0 ? NO_ENTRIES : Object.fromEntries(map);
+}
+
+/** Whether labeller owns none of the object's keys of `field`, and was admitted none. */
+function ownsNone(object: LabelledObject, field: MetadataField): boolean {
+  return field === 'labels'
+    ? object.ownedLabels.length === 0 && object.admitted.labels.length === 0
+    : object.ownedAnnotations.length === 0 && object.admitted.annotations.length === 0;
+}
 const NO_CONTESTED: readonly Contested[] = Object.freeze([]);
 const NO_PATCH: readonly MetadataOperation[] = Object.freeze([]);
 /** No optional part of a Result: spread into one, it adds nothing. */
