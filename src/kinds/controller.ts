@@ -154,8 +154,10 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
         counts[outcome]++;
         kindEvents?.reconciled(object, result);
         if (outcome === 'conflict') labelMetrics?.conflict();
-        for (const fight of result.fights ?? []) labelMetrics?.fight(fight.field);
-        for (const retaken of result.retaken ?? []) labelMetrics?.retake(retaken.field, retaken.manager);
+        if (result.fights) { for (const fight of result.fights) labelMetrics?.fight(fight.field); }
+        if (result.retaken) {
+          for (const retaken of result.retaken) labelMetrics?.retake(retaken.field, retaken.manager);
+        }
         if (!options.dryRun && changed && labelMetrics) {
           labelMetrics.applied('labels', changed.labels.set);
           labelMetrics.removed('labels', changed.labels.removed);

@@ -19,6 +19,9 @@ export interface ControllerRef {
 }
 
 const NONE: Readonly<Record<string, string>> = Object.freeze({});
+/** No keys (owned, most often): one shared empty list. */
+const NO_KEYS: readonly string[] = Object.freeze([]);
+const NO_ENTRIES: readonly ManagedFieldsEntry[] = Object.freeze([]);
 
 /** The keys labeller's field manager owns, of labels and of annotations. */
 interface Owned {
@@ -190,7 +193,9 @@ export function projector(
       annotations = kept;
     }
     const namespace = metadata.namespace ?? '';
-    const intern = (keys: readonly string[]) => ownedLists.take(keys.join('\n'), Object.freeze(keys));
+    // No key owned (every object before labeller's first apply) is the one shared empty list, not interned.
+    const intern = (keys: readonly string[]) =>
+      keys === NO_KEYS ? NO_KEYS : ownedLists.take(keys.join('\n'), Object.freeze(keys));
     const cached: ConstructorParameters<typeof Cached> = [
       key,
       namespaces.take(namespace, namespace),
@@ -231,8 +236,8 @@ export function projector(
   };
   const release = (object: LabelledObject): void => {
     namespaces.release(object.namespace);
-    ownedLists.release(object.ownedLabels.join('\n'));
-    ownedLists.release(object.ownedAnnotations.join('\n'));
+    if (object.ownedLabels !== NO_KEYS) ownedLists.release(object.ownedLabels.join('\n'));
+    if (object.ownedAnnotations !== NO_KEYS) ownedLists.release(object.ownedAnnotations.join('\n'));
     if (object.admitted !== NOT_ADMITTED) admittedSets.release(admittedId(object.admitted));
     if (object.fields) fieldSets.release(JSON.stringify(object.fields));
     if (object.owner) {
@@ -383,12 +388,13 @@ export function ownedKeys(
   manager: string,
   field: 'labels' | 'annotations',
 ): readonly string[] {
-  const keys: string[] = [];
-  for (const entry of managedFields ?? []) {
+  let keys: string[] | undefined;
+  for (const entry of managedFields ?? NO_ENTRIES) {
     if (entry.manager !== manager || entry.operation !== 'Apply' || entry.subresource) continue;
-    keys.push(...fieldKeys(entry, field));
+    const owned = fieldKeys(entry, field);
+    if (owned.length > 0) (keys ??= []).push(...owned);
   }
-  return keys;
+  return keys ?? NO_KEYS;
 }
 
 /**

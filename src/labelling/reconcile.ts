@@ -338,12 +338,13 @@ export class Reconciler {
     // A key yielded in a fight is not the next apply's (nor pending in status and the gauges) until its backoff ends.
     const { fights, dryRun } = this.#options;
     if (!fights || dryRun) return planned;
-    const yielded = new Map<MetadataField, Set<string>>();
+    let yielded: Map<MetadataField, Set<string>> | undefined;
     for (const field of FIELDS) {
+      if (planned[field].taken.length === 0) continue;
       const keys = planned[field].taken.filter((key) => fights.yielded(object.uid, `${field}/${key}`));
-      if (keys.length > 0) yielded.set(field, new Set(keys));
+      if (keys.length > 0) (yielded ??= new Map()).set(field, new Set(keys));
     }
-    return yielded.size === 0 ? planned : without(planned, yielded);
+    return yielded === undefined ? planned : without(planned, yielded);
   }
 
   /**
@@ -968,7 +969,7 @@ const NOTHING: Readonly<Record<string, never>> = Object.freeze({});
 /** The size of the object's annotations once `desired` is applied, as far as the cache can tell. */
 function annotationBytes(object: LabelledObject, desired: ReadonlyMap<string, string>): number {
   let bytes = object.written?.otherBytes ?? 0;
-  for (const [key, value] of desired) bytes += byteLength(key) + byteLength(value);
+  desired.forEach((value, key) => void (bytes += byteLength(key) + byteLength(value)));
   return bytes;
 }
 
