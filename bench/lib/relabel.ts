@@ -72,17 +72,19 @@ export class LabelWatch {
     const signal = this.#abort.signal;
     while (!signal.aborted) {
       try {
-        for await (const event of await api.watch({ resourceVersion, timeoutSeconds: 600, idleMs: 700_000, signal })) {
-          if (event.type === 'ERROR') throw new ApiError('WATCH', api.path(), event.object.code ?? 500, event.object);
-          resourceVersion = event.object.metadata.resourceVersion;
-          if (event.type !== 'ADDED' && event.type !== 'MODIFIED') continue;
+        for await (const batch of await api.watch({ resourceVersion, timeoutSeconds: 600, idleMs: 700_000, signal })) {
           const now = performance.now();
-          const tracker = this.#trackers.get(`${kind}/${event.object.metadata.name}`);
-          if (!tracker) continue;
-          const labels = event.object.metadata.labels ?? {};
-          if (tracker.steps[tracker.times.length]?.(labels)) {
-            tracker.times.push(now);
-            if (tracker.times.length === tracker.steps.length) tracker.resolve(tracker.times);
+          for (const event of batch) {
+            if (event.type === 'ERROR') throw new ApiError('WATCH', api.path(), event.object.code ?? 500, event.object);
+            resourceVersion = event.object.metadata.resourceVersion;
+            if (event.type !== 'ADDED' && event.type !== 'MODIFIED') continue;
+            const tracker = this.#trackers.get(`${kind}/${event.object.metadata.name}`);
+            if (!tracker) continue;
+            const labels = event.object.metadata.labels ?? {};
+            if (tracker.steps[tracker.times.length]?.(labels)) {
+              tracker.times.push(now);
+              if (tracker.times.length === tracker.steps.length) tracker.resolve(tracker.times);
+            }
           }
         }
       } catch (error) {

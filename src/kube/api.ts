@@ -70,7 +70,7 @@ export interface PatchOptions {
 /** Metadata-only access to one resource (in one namespace, or all): what a cache lists and watches, and labels are applied through. */
 export interface ResourceApi {
   list(options?: ListOptions): Promise<PartialObjectMetadataList>;
-  watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>>;
+  watch(options: WatchOptions): Promise<AsyncIterable<readonly WatchEvent[]>>;
   apply(body: MetadataApplyConfiguration, options: ApplyOptions): Promise<Written>;
   /** A JSON Patch of an object (`namespace` '' when cluster-scoped); answers with its metadata. */
   patch(
@@ -163,10 +163,10 @@ export class MetadataApi implements ResourceApi {
    * ends when the server closes it or `signal` aborts. A watch that stalls (no headers, or no
    * bytes, for `idleMs`) fails with WatchIdleError, after the client's connections are replaced.
    */
-  async watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>> {
+  async watch(options: WatchOptions): Promise<AsyncIterable<readonly WatchEvent[]>> {
     const path = this.path();
     const response = await this.#open(path, options).catch((error: unknown) => this.#failed(error));
-    // The stream straight to the watcher: a generator around it would cost a promise per event.
+    // The stream straight to the watcher: a generator around it would cost a promise per chunk.
     return readWatchStream<WatchEvent>(response, {
       idleMs: options.idleMs,
       signal: options.signal,

@@ -8,7 +8,7 @@ import { readWatchStream, WatchDecodeError } from './watchstream.ts';
 async function read(chunks: readonly string[]): Promise<unknown[]> {
   const events: unknown[] = [];
   const body = Readable.from(chunks.map((chunk) => Buffer.from(chunk)), { objectMode: false });
-  for await (const event of readWatchStream(body, { idleMs: 10_000, path: '/watch' })) events.push(event);
+  for await (const batch of readWatchStream(body, { idleMs: 10_000, path: '/watch' })) events.push(...batch);
   return events;
 }
 
@@ -36,7 +36,7 @@ test('a character of several bytes cut between two chunks is read whole', async 
   for (let cut = 1; cut < bytes.length; cut++) {
     const body = Readable.from([bytes.subarray(0, cut), bytes.subarray(cut)], { objectMode: false });
     const events: unknown[] = [];
-    for await (const read of readWatchStream(body, { idleMs: 10_000, path: '/watch' })) events.push(read);
+    for await (const batch of readWatchStream(body, { idleMs: 10_000, path: '/watch' })) events.push(...batch);
     assert.deepEqual(events, [event], `cut at byte ${cut}`);
   }
 });

@@ -11,9 +11,10 @@ export class WatchDecodeError extends Error {
 }
 
 /**
- * Yields each event of a newline-delimited JSON stream. Throws WatchIdleError when nothing
- * arrives for `idleMs`, after `idle` (the client replacing its connections); ends quietly when
- * `signal` aborts or the server closes the stream.
+ * Yields the events of a newline-delimited JSON stream, those each chunk completes together (a
+ * list's chunk brings a hundred: a generator's step each would be a promise and a microtask
+ * each). Throws WatchIdleError when nothing arrives for `idleMs`, after `idle` (the client
+ * replacing its connections); ends quietly when `signal` aborts or the server closes the stream.
  */
 export async function* readWatchStream<T>(
   body: Readable,
@@ -23,7 +24,7 @@ export async function* readWatchStream<T>(
     readonly path: string;
     readonly idle?: (() => Promise<void>) | undefined;
   },
-): AsyncGenerator<T> {
+): AsyncGenerator<readonly T[]> {
   let idle = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
   /** When the last chunk arrived. One timer checks it, rather than one reset per chunk (an event each in a burst). */
@@ -49,6 +50,7 @@ export async function* readWatchStream<T>(
       for await (const chunk of body as AsyncIterable<Buffer>) {
         heard = performance.now();
         let start = 0;
+        let events: T[] | undefined;
         for (let newline = chunk.indexOf(NEWLINE); newline >= 0; newline = chunk.indexOf(NEWLINE, start)) {
           let line: string;
           if (rest.length === 0) line = chunk.toString('utf8', start, newline);
@@ -59,9 +61,19 @@ export async function* readWatchStream<T>(
           }
           start = newline + 1;
           const text = line.trim();
-          if (text) yield parse<T>(text, options.path);
+          if (!text) continue;
+          let event: T;
+          try {
+            event = parse<T>(text, options.path);
+          } catch (error) {
+            // The events before it are whole: they go first.
+            if (events) yield events;
+            throw error;
+          }
+          (events ??= []).push(event);
         }
         if (start < chunk.length) rest.push(start === 0 ? chunk : chunk.subarray(start));
+        if (events) yield events;
       }
     } catch (error) {
       if (error instanceof WatchDecodeError) throw error;

@@ -32,8 +32,8 @@ import type { Widening } from './widening.ts';
 /** What the watcher needs of a resource API (MetadataApi provides it). */
 export interface ListWatch {
   list(options: ListOptions): Promise<PartialObjectMetadataList>;
-  /** Resolves once the server has answered, with the watch's events. */
-  watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>>;
+  /** Resolves once the server has answered, with the watch's events, those that came together in a batch. */
+  watch(options: WatchOptions): Promise<AsyncIterable<readonly WatchEvent[]>>;
   /** Whether to list with a streaming list first (see above); paginated lists otherwise. */
   readonly streamingLists?: boolean | undefined;
   /** Whether the server filters by `shardSelector`; absent: it is never sent. */
@@ -152,13 +152,17 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
         timeoutSeconds,
         idleMs,
       });
-      for await (const event of events) {
-        if (event.type === 'ERROR') throw new ApiError('WATCH', '', event.object.code ?? 500, event.object);
-        if (event.type === 'ADDED' || event.type === 'MODIFIED') {
-          if (adds(event.object)) yield { type: 'initApply', object: event.object };
-        } else if (event.type === 'BOOKMARK' && event.object.metadata.annotations?.[INITIAL_EVENTS_END] === 'true') {
-          version = event.object.metadata.resourceVersion;
-          break;
+      read: for await (const batch of events) {
+        for (const event of batch) {
+          if (event.type === 'ERROR') throw new ApiError('WATCH', '', event.object.code ?? 500, event.object);
+          if (event.type === 'ADDED' || event.type === 'MODIFIED') {
+            if (adds(event.object)) yield { type: 'initApply', object: event.object };
+          } else if (
+            event.type === 'BOOKMARK' && event.object.metadata.annotations?.[INITIAL_EVENTS_END] === 'true'
+          ) {
+            version = event.object.metadata.resourceVersion;
+            break read;
+          }
         }
       }
       if (version === undefined) {
@@ -214,7 +218,7 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
         if (until === undefined) resourceVersion = undefined;
         else catchUps.push({ added: widened, until });
       }
-      let events: AsyncIterable<WatchEvent>;
+      let events: AsyncIterable<readonly WatchEvent[]>;
       // A relist brings every object at one version: no list of a widening is ahead of it.
       if (resourceVersion === undefined) catchUps = [];
       if (resourceVersion === undefined && streaming && !paginateOnce) {
@@ -303,33 +307,38 @@ export async function* watcher(api: ListWatch, options: WatcherOptions): AsyncGe
       widening?.signal.addEventListener('abort', widen, { once: true });
       if (widening?.pending) widen();
       try {
-        for await (const event of events) {
-          if (event.type === 'ERROR') {
-            throw new ApiError('WATCH', '', event.object.code ?? 500, event.object);
-          }
-          if (!healthy) {
-            healthy = true;
-            backoff.reset();
-            mayRelistAtOnce = true;
-          }
-          if (listing) {
-            // The objects' own versions, in no order: where to resume is the ending bookmark's.
-            if (event.type === 'ADDED' || event.type === 'MODIFIED') yield { type: 'initApply', object: event.object };
-            else if (event.type === 'BOOKMARK' && event.object.metadata.annotations?.[INITIAL_EVENTS_END] === 'true') {
-              resourceVersion = lastSeen = event.object.metadata.resourceVersion;
-              listing = false;
-              cutOff = 0;
-              yield { type: 'initDone' };
-              yield { type: 'watching' };
-              if (widening?.pending) break;
+        read: for await (const batch of events) {
+          for (const event of batch) {
+            if (event.type === 'ERROR') {
+              throw new ApiError('WATCH', '', event.object.code ?? 500, event.object);
             }
-            continue;
+            if (!healthy) {
+              healthy = true;
+              backoff.reset();
+              mayRelistAtOnce = true;
+            }
+            if (listing) {
+              // The objects' own versions, in no order: where to resume is the ending bookmark's.
+              if (event.type === 'ADDED' || event.type === 'MODIFIED') {
+                yield { type: 'initApply', object: event.object };
+              } else if (
+                event.type === 'BOOKMARK' && event.object.metadata.annotations?.[INITIAL_EVENTS_END] === 'true'
+              ) {
+                resourceVersion = lastSeen = event.object.metadata.resourceVersion;
+                listing = false;
+                cutOff = 0;
+                yield { type: 'initDone' };
+                yield { type: 'watching' };
+                if (widening?.pending) break read;
+              }
+              continue;
+            }
+            resourceVersion = lastSeen = event.object.metadata.resourceVersion;
+            if (replayed(event)) continue;
+            if (event.type === 'ADDED' || event.type === 'MODIFIED') yield { type: 'apply', object: event.object };
+            else if (event.type === 'DELETED') yield { type: 'delete', object: event.object };
+            if (cut.signal.aborted) break read;
           }
-          resourceVersion = lastSeen = event.object.metadata.resourceVersion;
-          if (replayed(event)) continue;
-          if (event.type === 'ADDED' || event.type === 'MODIFIED') yield { type: 'apply', object: event.object };
-          else if (event.type === 'DELETED') yield { type: 'delete', object: event.object };
-          if (cut.signal.aborted) break;
         }
       } finally {
         widening?.signal.removeEventListener('abort', widen);

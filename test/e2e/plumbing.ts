@@ -20,12 +20,14 @@ async function streamingList(api: MetadataApi): Promise<string[] | unknown> {
       idleMs: 70_000,
       signal: abort.signal,
     });
-    for await (const event of events) {
-      if (event.type === 'BOOKMARK') {
-        if (event.object.metadata.annotations?.['k8s.io/initial-events-end'] !== 'true') continue;
-        seen.push('end');
-        abort.abort();
-      } else if (event.type !== 'ERROR') seen.push(`${event.type} ${event.object.metadata.name}`);
+    for await (const batch of events) {
+      for (const event of batch) {
+        if (event.type === 'BOOKMARK') {
+          if (event.object.metadata.annotations?.['k8s.io/initial-events-end'] !== 'true') continue;
+          seen.push('end');
+          abort.abort();
+        } else if (event.type !== 'ERROR') seen.push(`${event.type} ${event.object.metadata.name}`);
+      }
     }
     return seen.sort();
   } catch (error) {
@@ -76,15 +78,15 @@ export async function plumbing(client: KubeClient, namespace: string): Promise<s
   const events: WatchEvent[] = [];
   const watching = (async () => {
     for await (
-      const event of await cms.watch({
+      const batch of await cms.watch({
         resourceVersion: list.metadata.resourceVersion,
         timeoutSeconds: 60,
         idleMs: 70_000,
         signal: abort.signal,
       })
     ) {
-      events.push(event);
-      if (event.type === 'ADDED' && event.object.metadata.name === 'second') abort.abort();
+      events.push(...batch);
+      if (batch.some((event) => event.type === 'ADDED' && event.object.metadata.name === 'second')) abort.abort();
     }
   })();
   await client.json(

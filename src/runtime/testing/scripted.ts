@@ -143,14 +143,17 @@ export class ScriptedApi implements ListWatch, ResourceApi {
     return Promise.race([step, untilAborted(options.signal)]);
   }
 
-  async watch(options: WatchOptions): Promise<AsyncIterable<WatchEvent>> {
+  /** Each event comes as a chunk of its own. */
+  async watch(options: WatchOptions): Promise<AsyncIterable<readonly WatchEvent[]>> {
     this.watches.push(options);
     const step = this.#watches.shift();
     if (step === undefined) return untilAborted(options.signal);
     if (step.refused) throw step.refused;
     return (async function* () {
-      yield* step.events ?? [];
-      if (step.until) yield* await Promise.race([step.until, untilAborted(options.signal)]);
+      for (const event of step.events ?? []) yield [event];
+      if (step.until) {
+        for (const event of await Promise.race([step.until, untilAborted(options.signal)])) yield [event];
+      }
       if (step.end) throw step.end;
     })();
   }
