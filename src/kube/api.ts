@@ -3,7 +3,7 @@
 // (unless asked for whole objects: a ConfigMap a label source reads).
 import type { Buffer } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
-import type { KubeClient } from './client.ts';
+import { type KubeClient, queryString } from './client.ts';
 import type {
   ApplyConfiguration,
   MetadataApplyConfiguration,
@@ -210,11 +210,7 @@ export class MetadataApi implements ResourceApi {
     const namespace = body.metadata.namespace ?? '';
     return this.#client.json<WriteAnswer>('PATCH', this.path(body.metadata.name, namespace), {
       headers: { accept: ACCEPT_OBJECT, 'content-type': 'application/apply-patch+yaml' },
-      query: {
-        fieldManager: options.fieldManager,
-        force: options.force || undefined,
-        dryRun: options.dryRun ? 'All' : undefined,
-      },
+      query: applyQuery(options),
       body: JSON.stringify(body),
       signal: options.signal,
       decode: readWriteAnswer,
@@ -233,7 +229,7 @@ export class MetadataApi implements ResourceApi {
   ): Promise<WriteAnswer> {
     return this.#client.json<WriteAnswer>('PATCH', this.path(name, namespace), {
       headers: { accept: ACCEPT_OBJECT, 'content-type': 'application/json-patch+json' },
-      query: { fieldManager: options.fieldManager, dryRun: options.dryRun ? 'All' : undefined },
+      query: applyQuery({ fieldManager: options.fieldManager, force: false, dryRun: options.dryRun }),
       body: JSON.stringify(operations),
       signal: options.signal,
       decode: readWriteAnswer,
@@ -279,6 +275,22 @@ export class MetadataApi implements ResourceApi {
 }
 
 /** A write's answer, its metadata parsed only when read. */
+/** Each field manager's write queries, made once: the same few go with every write. */
+const writeQueries = new Map<string, string[]>();
+
+/** The query of a write (`?fieldManager=…&force=true&dryRun=All`, as `options` has them). */
+function applyQuery(options: Pick<ApplyOptions, 'fieldManager' | 'force' | 'dryRun'>): string {
+  const { fieldManager, force, dryRun = false } = options;
+  let made = writeQueries.get(fieldManager);
+  if (made === undefined) writeQueries.set(fieldManager, made = []);
+  const which = (force ? 1 : 0) + (dryRun ? 2 : 0);
+  return made[which] ??= queryString({
+    fieldManager,
+    force: force || undefined,
+    dryRun: dryRun ? 'All' : undefined,
+  });
+}
+
 function readWriteAnswer(bytes: Buffer): WriteAnswer {
   return new WriteAnswer(bytes);
 }

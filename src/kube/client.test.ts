@@ -74,3 +74,25 @@ test("json(): aborted by its signal, with the signal's reason; an answer in time
     assert.deepEqual(await client.json('GET', '/fast', { timeoutMs: 1000 }), { ok: true });
   });
 });
+
+test('headers: each request sends the fixed ones once, and a request of its own value of one replaces it', async () => {
+  await withServer((req, res) => {
+    const names = req.rawHeaders.filter((_, i) => i % 2 === 0).map((name) => name.toLowerCase());
+    res.end(JSON.stringify({ names, agent: req.headers['user-agent'], accept: req.headers['accept'] }));
+  }, async (client) => {
+    const plain = await client.json<{ names: string[]; agent: string }>('GET', '/a', { headers: { accept: 'x/y' } });
+    assert.equal(plain.agent, 'labeller');
+    assert.deepEqual(plain.names.filter((name) => name === 'user-agent' || name === 'authorization'), [
+      'authorization',
+      'user-agent',
+    ]);
+    const own = await client.json<{ names: string[]; agent: string; accept: string }>('POST', '/b', {
+      headers: { 'user-agent': 'mine', accept: 'x/z' },
+      body: '{}',
+    });
+    assert.equal(own.agent, 'mine');
+    assert.equal(own.accept, 'x/z');
+    assert.equal(own.names.filter((name) => name === 'user-agent').length, 1);
+    assert.ok(own.names.includes('content-length'));
+  });
+});

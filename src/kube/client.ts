@@ -25,7 +25,8 @@ export interface ClientOptions {
 }
 
 export interface RequestOptions {
-  readonly query?: Readonly<Record<string, string | number | boolean | undefined>>;
+  /** The query's parameters (undefined ones left out), or the query string made already (`?a=b`). */
+  readonly query?: Readonly<Record<string, string | number | boolean | undefined>> | string;
   readonly headers?: Readonly<Record<string, string>>;
   readonly body?: string;
   readonly signal?: AbortSignal | undefined;
@@ -60,6 +61,13 @@ export class KubeClient {
   #pool: Agent;
   #resetAt = 0;
   readonly #deadlines = new Deadlines();
+  #baseHeaders:
+    | {
+      readonly credential: Credential;
+      readonly names: Readonly<Record<string, string>>;
+      readonly flat: readonly string[];
+    }
+    | undefined;
   /** Headers of every request: the user agent, and who to act as. */
   readonly #fixed: Readonly<Record<string, string>>;
   readonly #observers: RequestObserver[] = [];
@@ -263,10 +271,27 @@ export class KubeClient {
 
   /** The request's headers as node:http takes them whole, names and values in turn (it adds no Host then). */
   #headers(credential: Credential, options: RequestOptions, body: string | undefined): string[] {
+    // The headers every request with this credential sends, made once for it.
+    let base = this.#baseHeaders;
+    if (base?.credential !== credential) {
+      const names: Record<string, string> = { host: this.#target.host, ...credential.headers, ...this.#fixed };
+      const flat: string[] = [];
+      for (const name in names) flat.push(name, names[name]!);
+      base = this.#baseHeaders = { credential, names, flat };
+    }
+    const flat = base.flat.slice();
+    if (body !== undefined) flat.push('content-length', String(Buffer.byteLength(body)));
+    for (const name in options.headers) {
+      // A request's own value of a header sent with every request (none of labeller's do) replaces it.
+      if (Object.hasOwn(base.names, name)) return this.#merged(base.names, options, body);
+      flat.push(name, options.headers[name]!);
+    }
+    return flat;
+  }
+
+  #merged(names: Readonly<Record<string, string>>, options: RequestOptions, body: string | undefined): string[] {
     const headers: Record<string, string> = {
-      host: this.#target.host,
-      ...credential.headers,
-      ...this.#fixed,
+      ...names,
       ...(body === undefined ? {} : { 'content-length': String(Buffer.byteLength(body)) }),
       ...options.headers,
     };
@@ -327,8 +352,9 @@ function rethrowAsConfig(error: unknown): never {
  * space as `+`, which the API server reads the same way, but costs an object per request: one
  * for every PATCH).
  */
-function queryString(query: RequestOptions['query']): string {
+export function queryString(query: RequestOptions['query']): string {
   if (!query) return '';
+  if (typeof query === 'string') return query;
   let s = '';
   for (const key in query) {
     const value = query[key];

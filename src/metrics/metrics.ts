@@ -633,13 +633,16 @@ export class Metrics {
   }
 
   restClient(host: string): RequestObserver {
-    // A series bound per method and code, as they come: one update per request.
-    const bound = new Map<string, () => void>();
+    // A series bound per method and code, as they come: one update per request, no string made.
+    const bound = new Map<string, Map<number | 'error', () => void>>();
     return (method, status) => {
-      const code = status === 'error' ? '<error>' : String(status);
-      const key = `${method} ${code}`;
-      let inc = bound.get(key);
-      if (inc === undefined) bound.set(key, inc = this.#requests.bind({ code, method, host }));
+      let byStatus = bound.get(method);
+      if (byStatus === undefined) bound.set(method, byStatus = new Map());
+      let inc = byStatus.get(status);
+      if (inc === undefined) {
+        const code = status === 'error' ? '<error>' : String(status);
+        byStatus.set(status, inc = this.#requests.bind({ code, method, host }));
+      }
       inc();
     };
   }
