@@ -286,15 +286,14 @@ export class Controller<T> {
     return true;
   }
 
-  /** The next key, once the event loop has had a turn if the workers' slice is spent. */
-  async #next(): Promise<string | undefined> {
-    if (this.#slice.spent) await this.#slice.next();
-    return await this.#queue.get();
-  }
-
   async #work(writes: AbortSignal): Promise<void> {
     const { reconcile, requeueAfterMs, log, metrics } = this.#options;
-    for (let key = await this.#next(); key !== undefined; key = await this.#next()) {
+    for (;;) {
+      // The event loop has a turn once the workers' slice is spent; a key pending now is taken
+      // with no promise made for it.
+      if (this.#slice.spent) await this.#slice.next();
+      const key = this.#queue.take() ?? await this.#queue.get();
+      if (key === undefined) return;
       const object = this.get(key);
       // Gone from the cache: deleted while queued. Nothing to do, and nothing may recreate it.
       // Or written a moment ago, and the cache is older than the write: its echo brings it back.

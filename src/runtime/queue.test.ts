@@ -278,3 +278,19 @@ test('metrics follow client-go: adds, depth, retries, queue latency and work dur
   queue.addAfter('c', 100);
   assert.deepEqual(seen, { adds: 3, depth: [1, 2, 1, 2], retries: 1, queueLatency: [0.25], workDuration: [0.5] });
 });
+
+test('take() hands out a key pending now, held as get() holds it; nothing pending, or shut down, is undefined', () => {
+  const queue = new WorkQueue();
+  assert.equal(queue.take(), undefined);
+  queue.add('a');
+  queue.add('b');
+  assert.equal(queue.take(), 'a');
+  queue.add('a'); // held: it comes back after done()
+  assert.equal(queue.take(), 'b');
+  assert.equal(queue.take(), undefined);
+  queue.done('a');
+  assert.equal(queue.take(), 'a');
+  queue.add('c');
+  queue.shutDown();
+  assert.equal(queue.take(), undefined);
+});

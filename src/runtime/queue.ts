@@ -145,10 +145,16 @@ export class WorkQueue {
 
   /** The next pending key, which the caller holds until done(key); undefined once shut down. */
   get(): Promise<string | undefined> {
-    if (this.#shuttingDown) return Promise.resolve(undefined);
-    const pending = this.#queue.shift();
-    if (pending !== undefined) return Promise.resolve(this.#start(pending));
+    const key = this.take();
+    if (key !== undefined || this.#shuttingDown) return Promise.resolve(key);
     return new Promise((resolve) => this.#getters.push(resolve));
+  }
+
+  /** As get(), for a key pending now (no promise made); undefined when none is, or once shut down. */
+  take(): string | undefined {
+    if (this.#shuttingDown) return undefined;
+    const pending = this.#queue.shift();
+    return pending === undefined ? undefined : this.#start(pending);
   }
 
   /** Releases a key got from get(), handing it out again if it was added meanwhile. Other keys are ignored, as in client-go. */
