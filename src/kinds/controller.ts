@@ -164,7 +164,8 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
           labelMetrics.applied('annotations', changed.annotations.set);
           labelMetrics.removed('annotations', changed.annotations.removed);
         }
-        return { written: result.written, requeueAfterMs: result.requeueAfterMs };
+        // The runtime reads the version written and when to look again, both the result's own.
+        return result;
       } catch (error) {
         if (error instanceof NotClaimed) {
           // Looked at again when its bucket is taken again, or soon when the claim lapsed otherwise.

@@ -391,7 +391,7 @@ export class Reconciler {
       ? NOTHING
       : { ...(left.length > 0 ? { contested: left } : {}), ...(problems.length > 0 ? { problems } : {}) };
     const settled: Outcome = problems.length > 0 ? 'invalid' : left.length > 0 ? 'conflict' : 'unchanged';
-    for (const field of FIELDS) {
+    for (const field of left.length === 0 ? NO_FIELDS : FIELDS) {
       const theirs = left.filter((c) => c.field === field);
       if (theirs.length === 0) continue;
       log.warn(`${field === 'labels' ? 'label' : 'annotation'} set by another manager; left alone (conflicts: skip)`, {
@@ -504,8 +504,8 @@ export class Reconciler {
     else if (log.enabled('debug')) log.debug('labels applied', { ...at, patch });
     const outcome = problems.length > 0 ? 'invalid' : 'patched';
     const changed = patch && removed ? changesOf(patch) : {
-      labels: { set: applied.labels.missing.length, removed: 0 },
-      annotations: { set: applied.annotations.missing.length, removed: 0 },
+      labels: setOnly(applied.labels.missing.length),
+      annotations: setOnly(applied.annotations.missing.length),
     };
     // Most writes: the version written, nothing else to report.
     if (
@@ -868,11 +868,13 @@ export class Reconciler {
 
 /** Whether the apply of `plan` takes a key over from another manager. */
 function takes(plan: Exclude<Plan, Problem>): boolean {
+  if (plan.labels.taken.length + plan.annotations.taken.length === 0) return false;
   return FIELDS.some((field) => plan[field].taken.some((key) => plan[field].missing.includes(key)));
 }
 
 /** Whether the apply of `plan` changes a key labeller's admission policies set (a value the config changed). */
 function changesAdmitted(object: LabelledObject, plan: Exclude<Plan, Problem>): boolean {
+  if (object.admitted.labels.length + object.admitted.annotations.length === 0) return false;
   return FIELDS.some((field) => plan[field].missing.some((key) => object.admitted[field].includes(key)));
 }
 
@@ -926,6 +928,7 @@ interface Rendered {
 
 const NO_TEMPLATES: ReadonlyMap<string, Template> = new Map();
 const NO_KEYS: readonly string[] = Object.freeze([]);
+const NO_FIELDS: readonly MetadataField[] = Object.freeze([]);
 const NO_PROBLEMS: readonly Problem[] = Object.freeze([]);
 const NO_VALUES: ReadonlyMap<string, string> = new Map();
 /** What a map with no key configured renders. */
@@ -971,6 +974,13 @@ function annotationBytes(object: LabelledObject, desired: ReadonlyMap<string, st
   let bytes = object.written?.otherBytes ?? 0;
   desired.forEach((value, key) => void (bytes += byteLength(key) + byteLength(value)));
   return bytes;
+}
+
+/** Keys set and none removed, as most writes change a map: shared values for the usual few. */
+const SET_ONLY: readonly KeyChanges[] = Array.from({ length: 16 }, (_, set) => Object.freeze({ set, removed: 0 }));
+
+function setOnly(set: number): KeyChanges {
+  return SET_ONLY[set] ?? { set, removed: 0 };
 }
 
 /** How many keys of each map `patch` sets and removes. */
