@@ -106,6 +106,8 @@ export class MetadataApi implements ResourceApi {
   readonly namespace: string;
   readonly streamingLists = streamingLists();
   readonly #client: KubeClient;
+  /** The collection's path per namespace, made once. */
+  readonly #collections = new Map<string, string>();
 
   /** `whole`: lists and watches carry whole objects, not their metadata (a ConfigMap's data). */
   readonly #accept: { readonly list: string; readonly object: string };
@@ -267,14 +269,23 @@ export class MetadataApi implements ResourceApi {
 
   /** The collection path, or an object's path when `name` is given. */
   path(name?: string, namespace = this.namespace): string {
-    const r = this.resource;
-    const base = r.group ? `/apis/${r.group}/${r.version}` : `/api/${r.version}`;
-    const ns = r.namespaced && namespace ? `/namespaces/${encodeURIComponent(namespace)}` : '';
-    return `${base}${ns}/${r.resource}${name === undefined ? '' : `/${encodeURIComponent(name)}`}`;
+    let collection = this.#collections.get(namespace ?? '');
+    if (collection === undefined) {
+      const r = this.resource;
+      const base = r.group ? `/apis/${r.group}/${r.version}` : `/api/${r.version}`;
+      const ns = r.namespaced && namespace ? `/namespaces/${encodeURIComponent(namespace)}` : '';
+      collection = `${base}${ns}/${r.resource}`;
+      // Namespaces come and go; a few thousand collections are little to keep, and made again when dropped.
+      if (this.#collections.size >= MAX_COLLECTIONS) this.#collections.clear();
+      this.#collections.set(namespace ?? '', collection);
+    }
+    return name === undefined ? collection : `${collection}/${encodeURIComponent(name)}`;
   }
 }
 
-/** A write's answer, its metadata parsed only when read. */
+/** Collection paths a resource's API keeps, past which it starts over. */
+const MAX_COLLECTIONS = 4096;
+
 /** Each field manager's write queries, made once: the same few go with every write. */
 const writeQueries = new Map<string, string[]>();
 
@@ -291,6 +302,7 @@ function applyQuery(options: Pick<ApplyOptions, 'fieldManager' | 'force' | 'dryR
   });
 }
 
+/** A write's answer, its metadata parsed only when read. */
 function readWriteAnswer(bytes: Buffer): WriteAnswer {
   return new WriteAnswer(bytes);
 }

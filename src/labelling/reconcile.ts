@@ -955,7 +955,11 @@ const NO_ENTRIES: Readonly<Record<string, string>> = Object.freeze({});
 
 /** `map` as an object, one shared empty one for an empty map (most applies' annotations). */
 function entries(map: ReadonlyMap<string, string>): Readonly<Record<string, string>> {
-  return map.size === 0 ? NO_ENTRIES : Object.fromEntries(map);
+  if (map.size === 0) return NO_ENTRIES;
+  // forEach, not Object.fromEntries: no iterator, nor an entry array per key.
+  const object: Record<string, string> = {};
+  map.forEach((value, key) => void (object[key] = value));
+  return object;
 }
 
 /** Whether labeller owns none of the object's keys of `field`, and was admitted none. */
