@@ -283,7 +283,7 @@ export class KubeClient {
     if (body !== undefined) flat.push('content-length', String(Buffer.byteLength(body)));
     for (const name in options.headers) {
       // A request's own value of a header sent with every request (none of labeller's do) replaces it.
-      if (Object.hasOwn(base.names, name)) return this.#merged(base.names, options, body);
+      if (Object.hasOwn(base.names, name) || name === 'content-length') return this.#merged(base.names, options, body);
       flat.push(name, options.headers[name]!);
     }
     return flat;
