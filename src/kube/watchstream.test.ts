@@ -40,3 +40,15 @@ test('a character of several bytes cut between two chunks is read whole', async 
     assert.deepEqual(events, [event], `cut at byte ${cut}`);
   }
 });
+
+test('the events of a chunk come as one batch; those before a line that is not JSON come before the failure', async () => {
+  const body = Readable.from([Buffer.from('{"n":1}\n{"n":2}\n'), Buffer.from('{"n":3}\nnot json\n')], {
+    objectMode: false,
+  });
+  const batches: unknown[][] = [];
+  const failure = await (async () => {
+    for await (const batch of readWatchStream(body, { idleMs: 10_000, path: '/watch' })) batches.push([...batch]);
+  })().catch((error: unknown) => error);
+  assert.deepEqual(batches, [[{ n: 1 }, { n: 2 }], [{ n: 3 }]]);
+  assert.ok(failure instanceof WatchDecodeError);
+});
