@@ -417,6 +417,13 @@ kinds:
     for (const path of Object.values(objects)) {
       await eventually(async () => (await get(path))?.metadata.labels?.[TEAM] === 'payments', `${path} labelled`);
     }
+    // The API server logs a request's last stage after answering it: wait for the PATCHes that
+    // labelled both objects, so that the tests' first patches() call takes them with it.
+    const first: AuditEvent[] = [];
+    await eventually(async () => {
+      first.push(...patches());
+      return ['namespaces', 'deployments'].every((r) => first.some((e) => e.objectRef?.resource === r));
+    }, "labeller's first PATCHes of both objects in the audit log");
   } catch (error) {
     labeller.kill();
     throw error;
