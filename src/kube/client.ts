@@ -266,6 +266,7 @@ export class KubeClient {
 
   /** Drops open connections: called on the way out, after the work that mattered has drained. */
   async close(): Promise<void> {
+    retire(this.#pool);
     this.#pool.destroy();
   }
 
