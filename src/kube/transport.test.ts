@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { sleep } from '../util/sleep.ts';
 import { keepAliveTransport, retire } from './transport.ts';
 
-/** A loopback server counting the connections it was opened and the ones closed again. */
+/** A loopback server that keeps the connections opened to it, to count those still open. */
 async function server() {
   const opened: Socket[] = [];
   const http = createServer((_, res) => res.end('ok'));

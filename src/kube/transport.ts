@@ -19,7 +19,7 @@ export type TlsOptions = Pick<
  * An idle kept-alive connection is closed after 15–30 s, well before the API server's own idle
  * timeout (90 s), so that the server rarely closes one just as a request reuses it. Not by the
  * Agent's `timeout`: that re-arms a timer on the connection at every request and refreshes it at
- * every read and write, about 5 % of labeller's CPU when it writes 10,000 objects. A sweep every
+ * every read and write, about 2 % of labeller's CPU when it writes 10,000 objects. A sweep every
  * IDLE_MS looks at the idle connections instead.
  */
 const IDLE_MS = 15_000;
