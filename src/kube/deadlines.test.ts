@@ -37,3 +37,40 @@ test('deadlines started after the timer stopped (nothing pending for a tick) sti
   await sleep(80);
   assert.equal(later.expired, true);
 });
+
+test("a signal's abort ends the requests in flight under it, with its reason, and no others", () => {
+  const deadlines = new Deadlines(10);
+  const writes = new AbortController();
+  const other = new AbortController();
+  const ended: string[] = [];
+  const request = (name: string) => ({ destroy: (error?: Error) => void ended.push(`${name}: ${error?.message}`) });
+  const a = deadlines.start(60_000, writes.signal);
+  const b = deadlines.start(60_000, writes.signal);
+  const c = deadlines.start(60_000, other.signal);
+  const d = deadlines.start(60_000);
+  const done = deadlines.start(60_000, writes.signal);
+  a.request = request('a');
+  b.request = request('b');
+  c.request = request('c');
+  d.request = request('d');
+  done.request = request('done');
+  deadlines.end(done);
+  writes.abort(new Error('leadership lost'));
+  assert.deepEqual(ended, ['a: leadership lost', 'b: leadership lost']);
+  other.abort('not an Error');
+  assert.deepEqual(ended.slice(2), ['c: undefined']);
+  for (const deadline of [a, b, c, d]) deadlines.end(deadline);
+});
+
+test('one listener per signal, however many deadlines carry it', () => {
+  const deadlines = new Deadlines(10);
+  const controller = new AbortController();
+  let added = 0;
+  const add = controller.signal.addEventListener.bind(controller.signal);
+  controller.signal.addEventListener = ((...args: Parameters<typeof add>) => {
+    added++;
+    add(...args);
+  }) as typeof add;
+  for (let i = 0; i < 100; i++) deadlines.end(deadlines.start(60_000, controller.signal));
+  assert.equal(added, 1);
+});
