@@ -37,17 +37,19 @@ function get(port: number, agent: ReturnType<ReturnType<typeof keepAliveTranspor
 
 test('a connection idle from one sweep to the next is closed; one in use between sweeps is kept', async () => {
   const peer = await server();
-  const pool = keepAliveTransport(peer.url, {}, undefined, 250).pool();
+  const pool = keepAliveTransport(peer.url, {}, undefined, 500).pool();
   try {
-    // In use every 20 ms for a second (four sweeps): one connection all along.
-    for (let i = 0; i < 50; i++) {
+    // In use every 10 ms for over a second (three sweeps): one connection all along. A sweep
+    // closes only a connection idle through a whole interval, so a busy machine's stalls of up to
+    // half a second between two requests keep it too.
+    for (let i = 0; i < 120; i++) {
       await get(peer.port, pool);
-      await sleep(20);
+      await sleep(10);
     }
     assert.equal(peer.opened.length, 1, 'the connection was kept between requests');
     assert.equal(peer.open(), 1);
     // Idle: closed within two sweeps, and gone from the pool.
-    await sleep(800);
+    await sleep(1600);
     assert.equal(peer.open(), 0, 'the idle connection was closed');
     assert.deepEqual(Object.values(pool.freeSockets).flat(), []);
     // The pool goes on with a new connection.
