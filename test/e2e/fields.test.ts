@@ -60,8 +60,13 @@ kinds:
             'fast',
         'the claim labelled with its storage class',
       );
+      // The claims are labelled each in its own reconcile, in no order: the other one may come later.
+      await eventually(
+        async () =>
+          (await labelsOf(`/api/v1/namespaces/${ns}/persistentvolumeclaims/plain`))['example.com/size'] === '1Gi',
+        'the claim without a storage class labelled with its size',
+      );
       const plain = await labelsOf(`/api/v1/namespaces/${ns}/persistentvolumeclaims/plain`);
-      assert.equal(plain['example.com/size'], '1Gi');
       assert.equal(plain['example.com/storage-class'], undefined, 'no storage class: the key is not set');
       // The field changes: the label follows.
       const client = await adminClient();
