@@ -166,7 +166,7 @@ export class KubeClient {
     // Released once the answer is read. AbortSignal.timeout (and AbortSignal.any over it) would
     // keep the signal, its timer and the request's abort listener, and through them the whole
     // response, alive for the full timeout after every request.
-    const deadline = this.#deadlines.start(options.timeoutMs ?? 60_000, options.signal);
+    const deadline = this.#deadlines.start(options.timeoutMs ?? 60_000);
     try {
       const response = await this.#request(method, path, options, deadline);
       try {
@@ -213,16 +213,15 @@ export class KubeClient {
       }
       // The abort and the deadline reach the request, and through it the response's body, until
       // the exchange ends: the request's 'close' comes when the body has been read or the
-      // connection dropped. With a deadline (json()'s), the deadline carries the abort too.
-      if (deadline) {
-        deadline.request = sent;
+      // connection dropped.
+      const abort = (): void => void sent.destroy(signal?.reason instanceof Error ? signal.reason : undefined);
+      signal?.addEventListener('abort', abort, ONCE);
+      if (deadline) deadline.request = sent;
+      if (signal || deadline) {
         sent.once('close', () => {
-          if (deadline.request === sent) deadline.request = undefined;
+          signal?.removeEventListener('abort', abort);
+          if (deadline?.request === sent) deadline.request = undefined;
         });
-      } else if (signal) {
-        const abort = (): void => void sent.destroy(signal.reason instanceof Error ? signal.reason : undefined);
-        signal.addEventListener('abort', abort, ONCE);
-        sent.once('close', () => signal.removeEventListener('abort', abort));
       }
       let answered = false;
       sent.once('response', (response) => {
