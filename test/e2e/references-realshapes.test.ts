@@ -217,8 +217,10 @@ describe('references: labels from the objects a field names', { skip: fullSkip |
         30_000,
         250,
       );
-      // The pods mounting the claim go (scaled to none): so does their app.
-      await merge(deploymentPath('db'), { spec: { replicas: 0 } });
+      // The pods mounting the claim go: so does their app. The Deployment is deleted (the garbage
+      // collector takes its pods), not scaled to none: web-hpa now scales db, to its minReplicas of
+      // 6, and a sync of its that read db before a scale to 0 would write 6 after it.
+      await (await adminClient()).json('DELETE', deploymentPath('db'));
       await eventually(
         async () => (await labelsOf(claim))[APP] === undefined,
         'the claim loses the app once no pod mounts it',
