@@ -219,7 +219,7 @@ describe('references: labels from the objects a field names', { skip: fullSkip |
       );
       // The pods mounting the claim go: so does their app. The Deployment is deleted (the garbage
       // collector takes its pods), not scaled to none: web-hpa now scales db, to its minReplicas of
-      // 6, and a sync of its that read db before a scale to 0 would write 6 after it.
+      // 6, and an HPA sync that read db at 2 replicas before a scale to 0 wrote 6 after it.
       await (await adminClient()).json('DELETE', deploymentPath('db'));
       await eventually(
         async () => (await labelsOf(claim))[APP] === undefined,
