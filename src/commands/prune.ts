@@ -127,8 +127,9 @@ export async function shardGroupGone(
   const liveness = new LeaseObserver(clock);
   let told = false;
   while (!signal.aborted) {
+    const sent = clock.now();
     const leases = await api.list(namespace, `${GROUP_LABEL}=${group}`, signal);
-    const { held } = liveness.observe(leases);
+    const { held } = liveness.observe(leases, sent);
     if (held.length === 0) {
       if (!deleteLeft || leases.length === 0) {
         if (told) log.info('shard group stopped', { group });

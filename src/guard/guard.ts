@@ -23,7 +23,7 @@ import { isForbidden } from '../apimachinery/errors.ts';
 import { type Lease, LeaseApi } from '../kube/lease.ts';
 import { type MonotonicClock, monotonicClock } from '../lease/clock.ts';
 import { LeaseHolder, type LeaseStore } from '../lease/holder.ts';
-import { LeaseObserver, type Observed } from '../lease/observer.ts';
+import { deleteExpired, LeaseObserver, type Observed } from '../lease/observer.ts';
 import type { Logger } from '../util/log.ts';
 import { UsageError } from '../util/usage.ts';
 import { fieldManagerSelector } from '../config/fieldmanager.ts';
@@ -260,6 +260,7 @@ export class FieldManagerGuard {
    * Undefined when they cannot be listed: the guard is off.
    */
   async #look(claim: Claim, signal: AbortSignal): Promise<Observed | undefined> {
+    const sent = this.#clock.now();
     const holders = await this.#holders(signal);
     if (!holders) {
       // Nobody can be seen, so nobody can be waited for.
@@ -272,9 +273,9 @@ export class FieldManagerGuard {
       holders.filter((lease) =>
         !(lease.metadata.name === mine && lease.metadata.namespace === this.#options.namespace)
       ),
+      sent,
     );
-    // The resourceVersion precondition keeps a Lease renewed meanwhile.
-    for (const lease of seen.expired) await this.#api.delete(lease, signal).catch(() => {});
+    await deleteExpired(seen, (lease) => this.#api.delete(lease, signal));
     return seen;
   }
 

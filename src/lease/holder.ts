@@ -43,8 +43,12 @@ export interface HolderOptions {
   readonly content?:
     | ((current: Lease['metadata'] | undefined) => Pick<Lease['metadata'], 'labels' | 'annotations'>)
     | undefined;
-  /** Whether this process may write over a Lease another holds: leader election's rule. Default: always (a Lease only this process, or its group's leader, writes). */
-  readonly mayTake?: ((current: Lease) => boolean) | undefined;
+  /**
+   * Whether this process may write over a Lease another holds, `current` as read by a request
+   * sent at `sentAt` (the clock's): leader election's rule. Default: always (a Lease only this
+   * process, or its group's leader, writes).
+   */
+  readonly mayTake?: ((current: Lease, sentAt: number) => boolean) | undefined;
   readonly clock?: MonotonicClock | undefined;
   readonly log: Logger;
 }
@@ -204,9 +208,10 @@ export class LeaseHolder {
     const { namespace, name, identity, leaseDurationMs, content, mayTake } = this.#options;
     let current = this.#held;
     if (!current) {
+      const sent = this.#clock.now();
       current = this.#read = await this.#api.get(namespace, name, signal);
       const holder = current?.spec.holderIdentity;
-      if (current && holder && holder !== identity && mayTake && !mayTake(current)) return holder;
+      if (current && holder && holder !== identity && mayTake && !mayTake(current, sent)) return holder;
     }
     const now = microTime(performance.timeOrigin + this.#clock.now());
     const holder = current?.spec.holderIdentity ?? '';
@@ -230,10 +235,11 @@ export class LeaseHolder {
     }
     if (this.#held) return this.#held;
     // A race lost: someone else wrote. Who, is known at once; taking it over waits for the next round.
+    const sent = this.#clock.now();
     const read = await this.#api.get(namespace, name, signal);
     this.#read = read;
     const taker = read?.spec.holderIdentity;
-    return read && taker && taker !== identity && mayTake && !mayTake(read) ? taker : undefined;
+    return read && taker && taker !== identity && mayTake && !mayTake(read, sent) ? taker : undefined;
   }
 
   /** Told at once, before anything else runs (so a policy can hold writes back after a lapse before they see the claim valid). */

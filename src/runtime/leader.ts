@@ -55,7 +55,7 @@ export class LeaderElector {
       validForMs: options.renewDeadlineMs,
       renewEveryMs: options.retryPeriodMs,
       // Another holder's Lease is taken once it has not changed for its duration, by our clock.
-      mayTake: (current) => observer.observe([current]).expired.length > 0,
+      mayTake: (current, sent) => observer.observe([current], sent).expired.length > 0,
       clock,
       log: options.log,
     });

@@ -319,6 +319,66 @@ test("a member whose clock differs from the others' by more than two lease durat
   await c.stop();
 });
 
+test("a member that reads the others' Leases long after it asked (paused, starved) judges them as of the asking: one renewed meanwhile is not judged gone", async () => {
+  const clock = new FakeClock();
+  const leases = new FakeLeases(clock);
+  // b renews every 3 s, so two of a's looks in a row may find its Lease at one version.
+  const b = new Membership(leases.as('b'), {
+    group: 'g',
+    namespace: 'ns',
+    identity: 'b',
+    leaseDurationMs: 4000,
+    retryPeriodMs: 3000,
+    synced: () => true,
+    log,
+    clock,
+  });
+  const stopB = new AbortController();
+  const runningB = b.run(stopB.signal);
+  // Once told, a's next list that finds b's Lease as the one before did is answered at once but
+  // read 10 s later: as a process stopped in between reads it.
+  const store = leases.as('a');
+  const said: string[] = [];
+  let pauseNext = false;
+  let before: string | undefined;
+  const versionOfB = (answer: readonly Lease[]) =>
+    answer.find((lease) => lease.metadata.name === memberLeaseName('g', 'b'))?.metadata.resourceVersion;
+  const a = new Membership({
+    ...store,
+    list: async (namespace, selector, signal) => {
+      const answer = await store.list(namespace, selector, signal);
+      const version = versionOfB(answer);
+      if (pauseNext && version === before) {
+        pauseNext = false;
+        await clock.sleep(10_000);
+      }
+      before = version;
+      return answer;
+    },
+  }, {
+    group: 'g',
+    namespace: 'ns',
+    identity: 'a',
+    leaseDurationMs: 4000,
+    retryPeriodMs: 1000,
+    synced: () => true,
+    log: createLogger({ level: 'info', format: 'json', write: (line) => said.push(line) }),
+    clock,
+  });
+  const stopA = new AbortController();
+  const runningA = a.run(stopA.signal);
+  await run(clock, 8000, [a, b]);
+  assert.ok(a.state.writes.size > 0 && b.state.writes.size > 0, 'both write a share');
+  pauseNext = true;
+  await run(clock, 15_000, [a, b]);
+  assert.equal(pauseNext, false, 'the pause happened');
+  assert.ok(leases.lease(memberLeaseName('g', 'b')), "b's Lease is still there");
+  assert.deepEqual(said.filter((line) => line.includes('member gone')), [], 'b was never judged gone');
+  assert.equal(written([a, b]), BUCKETS);
+  for (const stop of [stopA, stopB]) stop.abort();
+  await Promise.all([runningA, runningB]);
+});
+
 test('a member on another config: within the skew allowed it writes its share; past it, the members on the newest config write every bucket, and every member says so', async () => {
   const clock = new FakeClock();
   const leases = new FakeLeases(clock);

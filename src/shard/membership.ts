@@ -33,7 +33,7 @@ import { createHash } from 'node:crypto';
 import type { Lease, LeaseApi } from '../kube/lease.ts';
 import { type MonotonicClock, monotonicClock } from '../lease/clock.ts';
 import { LeaseHolder, type LeaseStore } from '../lease/holder.ts';
-import { LeaseObserver } from '../lease/observer.ts';
+import { deleteExpired, LeaseObserver } from '../lease/observer.ts';
 import type { Logger } from '../util/log.ts';
 import { Layout } from './layout.ts';
 import { BUCKETS, bucketsOf, decodeBuckets, describeRanges, encodeBuckets, winner } from './ranges.ts';
@@ -331,11 +331,20 @@ export class Membership {
   /** The other members' Leases that are live; expired ones are deleted. */
   async #others(signal: AbortSignal): Promise<Lease[]> {
     const { namespace, group, leaseDurationMs, retryPeriodMs, log } = this.#options;
+    const sent = this.#clock.now();
     const leases = await this.#api.list(namespace, `${GROUP_LABEL}=${group}`, signal);
-    const { held, expired, nextExpiry, late } = this.#observer.observe(
+    const observed = this.#observer.observe(
       leases.filter((lease) => lease.metadata.name !== this.#name),
+      sent,
       Math.max(2.5 * retryPeriodMs, leaseDurationMs / 3),
     );
+    for (const lease of await deleteExpired(observed, (lease) => this.#api.delete(lease, signal))) {
+      log.info('shard member gone: its Lease expired', {
+        identity: lease.spec.holderIdentity,
+        lease: lease.metadata.name,
+      });
+    }
+    const { held, nextExpiry, late } = observed;
     this.#nextExpiry = nextExpiry;
     const lateIdentities = new Set(held.filter((lease) => late.has(lease.metadata.name)).map((l) => view(l).identity));
     for (const identity of lateIdentities) {
@@ -343,13 +352,6 @@ export class Membership {
       log.info('shard member late: its Lease not renewed; listing its buckets in case it is gone', { identity });
     }
     this.#late = lateIdentities;
-    for (const lease of expired) {
-      this.#options.log.info('shard member gone: its Lease expired', {
-        identity: lease.spec.holderIdentity,
-        lease: lease.metadata.name,
-      });
-      await this.#api.delete(lease, signal).catch(() => {});
-    }
     return held;
   }
 
