@@ -2,30 +2,31 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { FakeClock, FakeLeases, settle } from '../lease/testing/fakes.ts';
 import { createLogger } from '../util/log.ts';
-import { type MemberConfig, memberLeaseName, Membership } from './membership.ts';
+import { type MemberConfig, memberLeaseName, Membership, type MembershipOptions } from './membership.ts';
+import type { LeaseStore } from '../lease/holder.ts';
 import type { Lease } from '../kube/lease.ts';
 import { BUCKETS } from './ranges.ts';
 
 const log = createLogger({ level: 'error', format: 'json', write: () => {} });
 
+/** A member of group g on `leases`, over `store` (its own connection by default), as `options` say otherwise. */
 function member(
   leases: FakeLeases,
   clock: FakeClock,
   identity: string,
-  synced: () => boolean = () => true,
-  namespaces?: () => readonly string[],
+  { store = leases.as(identity), ...options }: Partial<MembershipOptions> & { readonly store?: LeaseStore } = {},
 ): { membership: Membership; stop: () => Promise<void> } {
-  const membership = new Membership(leases.as(identity), {
+  const membership = new Membership(store, {
     group: 'g',
     namespace: 'ns',
     identity,
     leaseDurationMs: 4000,
     retryPeriodMs: 1000,
-    synced,
-    namespaces: namespaces && (() => Promise.resolve(namespaces())),
+    synced: () => true,
     layoutPeriodMs: 10_000,
     log,
     clock,
+    ...options,
   });
   const abort = new AbortController();
   const running = membership.run(abort.signal);
@@ -103,7 +104,7 @@ test('a member whose caches are still listing takes nothing; the writer keeps it
   const a = member(leases, clock, 'a');
   await run(clock, 5000, [a.membership]);
   let listed = false;
-  const { membership: b, stop } = member(leases, clock, 'b', () => listed);
+  const { membership: b, stop } = member(leases, clock, 'b', { synced: () => listed });
   await run(clock, 5000, [a.membership, b]);
   assert.equal(a.membership.state.writes.size, BUCKETS, 'nothing is given to a member that cannot write it yet');
   assert.equal(b.state.writes.size, 0);
@@ -120,11 +121,11 @@ test('the oldest member lays the buckets out over the namespaces; the others fol
   const clock = new FakeClock();
   const leases = new FakeLeases(clock);
   let namespaces = tenants(600);
-  const a = member(leases, clock, 'a', undefined, () => namespaces);
+  const a = member(leases, clock, 'a', { namespaces: () => Promise.resolve(namespaces) });
   await run(clock, 5000, [a.membership], namespaces);
   assert.notEqual(a.membership.layout.id, 'uniform', 'crowded names: laid out anew before it writes');
-  const b = member(leases, clock, 'b', undefined, () => namespaces);
-  const c = member(leases, clock, 'c', undefined, () => namespaces);
+  const b = member(leases, clock, 'b', { namespaces: () => Promise.resolve(namespaces) });
+  const c = member(leases, clock, 'c', { namespaces: () => Promise.resolve(namespaces) });
   const all = [a.membership, b.membership, c.membership];
   await run(clock, 8000, all, namespaces);
   assert.deepEqual(new Set(all.map((m) => m.layout.id)), new Set([a.membership.layout.id]), "a's layout, the oldest's");
@@ -291,30 +292,20 @@ test("a member whose clock differs from the others' by more than two lease durat
     ...lease,
     spec: { ...lease.spec, renewTime: new Date(Date.parse(lease.spec.renewTime ?? '') - 9000).toISOString() },
   });
-  const b = new Membership({
-    ...store,
-    create: (lease, signal) => store.create(skewed(lease), signal),
-    update: (lease, signal) => store.update(skewed(lease), signal),
-  }, {
-    group: 'g',
-    namespace: 'ns',
-    identity: 'b',
-    leaseDurationMs: 4000,
-    retryPeriodMs: 1000,
-    synced: () => true,
-    log,
-    clock,
+  const { membership: b, stop: stopB } = member(leases, clock, 'b', {
+    store: {
+      ...store,
+      create: (lease, signal) => store.create(skewed(lease), signal),
+      update: (lease, signal) => store.update(skewed(lease), signal),
+    },
   });
-  const stopB = new AbortController();
-  const runningB = b.run(stopB.signal);
   await run(clock, 6000, [a.membership, b]);
   const c = member(leases, clock, 'c');
   await run(clock, 10_000, [a.membership, b, c.membership]);
   assert.ok(leases.lease(memberLeaseName('g', 'b')), "b's Lease is still there");
   assert.ok(b.state.writes.size > 0, 'b kept a share');
   assert.equal(written([a.membership, b, c.membership]), BUCKETS);
-  stopB.abort();
-  await runningB;
+  await stopB();
   await a.stop();
   await c.stop();
 });
@@ -323,18 +314,7 @@ test("a member that reads the others' Leases long after it asked (paused, starve
   const clock = new FakeClock();
   const leases = new FakeLeases(clock);
   // b renews every 3 s, so two of a's looks in a row may find its Lease at one version.
-  const b = new Membership(leases.as('b'), {
-    group: 'g',
-    namespace: 'ns',
-    identity: 'b',
-    leaseDurationMs: 4000,
-    retryPeriodMs: 3000,
-    synced: () => true,
-    log,
-    clock,
-  });
-  const stopB = new AbortController();
-  const runningB = b.run(stopB.signal);
+  const { membership: b, stop: stopB } = member(leases, clock, 'b', { retryPeriodMs: 3000 });
   // Once told, a's next list that finds b's Lease as the one before did is answered at once but
   // read 10 s later: as a process stopped in between reads it.
   const store = leases.as('a');
@@ -343,30 +323,22 @@ test("a member that reads the others' Leases long after it asked (paused, starve
   let before: string | undefined;
   const versionOfB = (answer: readonly Lease[]) =>
     answer.find((lease) => lease.metadata.name === memberLeaseName('g', 'b'))?.metadata.resourceVersion;
-  const a = new Membership({
-    ...store,
-    list: async (namespace, selector, signal) => {
-      const answer = await store.list(namespace, selector, signal);
-      const version = versionOfB(answer);
-      if (pauseNext && version === before) {
-        pauseNext = false;
-        await clock.sleep(10_000);
-      }
-      before = version;
-      return answer;
+  const { membership: a, stop: stopA } = member(leases, clock, 'a', {
+    store: {
+      ...store,
+      list: async (namespace, selector, signal) => {
+        const answer = await store.list(namespace, selector, signal);
+        const version = versionOfB(answer);
+        if (pauseNext && version === before) {
+          pauseNext = false;
+          await clock.sleep(10_000);
+        }
+        before = version;
+        return answer;
+      },
     },
-  }, {
-    group: 'g',
-    namespace: 'ns',
-    identity: 'a',
-    leaseDurationMs: 4000,
-    retryPeriodMs: 1000,
-    synced: () => true,
     log: createLogger({ level: 'info', format: 'json', write: (line) => said.push(line) }),
-    clock,
   });
-  const stopA = new AbortController();
-  const runningA = a.run(stopA.signal);
   await run(clock, 8000, [a, b]);
   assert.ok(a.state.writes.size > 0 && b.state.writes.size > 0, 'both write a share');
   pauseNext = true;
@@ -375,8 +347,7 @@ test("a member that reads the others' Leases long after it asked (paused, starve
   assert.ok(leases.lease(memberLeaseName('g', 'b')), "b's Lease is still there");
   assert.deepEqual(said.filter((line) => line.includes('member gone')), [], 'b was never judged gone');
   assert.equal(written([a, b]), BUCKETS);
-  for (const stop of [stopA, stopB]) stop.abort();
-  await Promise.all([runningA, runningB]);
+  await Promise.all([stopA(), stopB()]);
 });
 
 test('a member on another config: within the skew allowed it writes its share; past it, the members on the newest config write every bucket, and every member says so', async () => {
@@ -386,21 +357,11 @@ test('a member on another config: within the skew allowed it writes its share; p
   const splits: string[] = [];
   const join = (identity: string, config: MemberConfig) => {
     configs.set(identity, config);
-    const membership = new Membership(leases.as(identity), {
-      group: 'g',
-      namespace: 'ns',
-      identity,
-      leaseDurationMs: 4000,
-      retryPeriodMs: 1000,
-      synced: () => true,
+    return member(leases, clock, identity, {
       config: () => configs.get(identity) ?? config,
       configSkewMs: 10_000,
       split: (note) => splits.push(`${identity}: ${note}`),
-      log,
-      clock,
     });
-    const abort = new AbortController();
-    return { membership, running: membership.run(abort.signal), abort };
   };
   const newest = { generation: 7, fingerprint: 'sha256:new' };
   const a = join('a', newest);
@@ -425,8 +386,5 @@ test('a member on another config: within the skew allowed it writes its share; p
   assert.ok(c.membership.state.writes.size > 0);
   assert.equal(written(all), BUCKETS);
   for (const m of all) assert.deepEqual(m.notes(), []);
-  for (const { abort, running } of [a, b, c]) {
-    abort.abort();
-    await running;
-  }
+  for (const { stop } of [a, b, c]) await stop();
 });
