@@ -138,7 +138,8 @@ export function labelledKind(resolved: ResolvedKind, relations: Relations, wirin
       }
       : undefined,
     reconcile: async (object, key, writes) => {
-      // Another member's object (or not yet this one's): it is looked at again when taken over.
+      // Another member's object (or not yet this one's), or this member's claim ran out: it is
+      // looked at again when its bucket is taken (over, or again as the claim is renewed).
       const release = shard ? shard.hold(resource, key) : HELD;
       if (!release) {
         deferred.add(key);

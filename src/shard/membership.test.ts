@@ -350,6 +350,28 @@ test("a member that reads the others' Leases long after it asked (paused, starve
   await Promise.all([stopA(), stopB()]);
 });
 
+test('a write refused while the claim had run out is told its bucket taken once the claim is renewed, whether or not the lapse ran first', async () => {
+  const clock = new FakeClock();
+  const leases = new FakeLeases(clock);
+  // The clock a's holder reads runs ahead of its timers by `late`: as an event loop that, back
+  // from a SIGSTOP or a long task, reads a watch event before the timer of the claim's lapse runs.
+  let late = 0;
+  const { membership: a, stop } = member(leases, clock, 'a', {
+    clock: { now: () => clock.now() + late, sleep: (ms, signal) => clock.sleep(ms, signal) },
+  });
+  await run(clock, 5000, [a]);
+  const taken: number[][] = [];
+  a.subscribe((change) => taken.push([...change.taken]));
+  late = 10_000;
+  assert.equal(a.hold(7), undefined, 'refused: the claim ran out');
+  assert.ok(a.state.writes.has(7), 'its lapse not told yet: the bucket is still written');
+  // The renewal (in flight, or the next) is answered before the lapse's timer runs.
+  await clock.advance(1000);
+  assert.ok(a.writing(7), 'renewed, with no lapse between');
+  assert.deepEqual(taken, [[7]], 'the bucket refused is told taken');
+  await stop();
+});
+
 test('a member on another config: within the skew allowed it writes its share; past it, the members on the newest config write every bucket, and every member says so', async () => {
   const clock = new FakeClock();
   const leases = new FakeLeases(clock);

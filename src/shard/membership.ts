@@ -131,6 +131,12 @@ export class Membership {
   #cutShortAt = -Infinity;
   #keeps = new Set<number>();
   #writes = new Set<number>();
+  /**
+   * Buckets written whose holds were refused because the claim had run out before its lapse was
+   * told (the event loop, back from a pause, read an event before the lapse's timer ran): a
+   * renewal answered first cancels that lapse, so no round takes them again; they are told taken.
+   */
+  readonly #refused = new Set<number>();
   #members: MemberView[] = [];
   #ready = false;
   readonly #decided = Promise.withResolvers<void>();
@@ -231,7 +237,11 @@ export class Membership {
    * `cutShort` when the write was aborted on its way: its bytes may have left, and may land later.
    */
   hold(bucket: number): ((cutShort?: boolean) => void) | undefined {
-    if (!this.#writes.has(bucket) || !this.#lease.valid()) return undefined;
+    if (!this.#writes.has(bucket)) return undefined;
+    if (!this.#lease.valid()) {
+      this.#refused.add(bucket);
+      return undefined;
+    }
     this.#inFlight.set(bucket, (this.#inFlight.get(bucket) ?? 0) + 1);
     let released = false;
     return (cutShort = false) => {
@@ -263,7 +273,10 @@ export class Membership {
     const { log, group, namespace, identity, retryPeriodMs } = this.#options;
     log.info('joining shard group', { group, lease: `${namespace}/${this.#name}`, identity });
     const renewing = this.#lease.run(signal, {
-      renewed: () => (this.#published = this.#publishing),
+      renewed: () => {
+        this.#published = this.#publishing;
+        this.#retake();
+      },
       lapsed: () => {
         if (this.#writes.size === 0 && this.#keeps.size === 0) return;
         log.warn('shard membership Lease lapsed; giving up every bucket until it is renewed', { lease: this.#name });
@@ -526,6 +539,19 @@ export class Membership {
     this.#writes = writes;
     if (keepsGrew) this.#ready = false;
     for (const listener of this.#listeners) listener({ keepsGrew, keepsShrank, kept, taken });
+  }
+
+  /**
+   * Tells the buckets refused to writes while the claim had run out as taken, those still written
+   * now that it is renewed, so that what was left for them is looked at again. After a lapse told
+   * first they are written no more, and the next round takes them again.
+   */
+  #retake(): void {
+    if (this.#refused.size === 0) return;
+    const taken = new Set([...this.#refused].filter((bucket) => this.#writes.has(bucket)));
+    this.#refused.clear();
+    if (taken.size === 0) return;
+    for (const listener of this.#listeners) listener({ keepsGrew: false, keepsShrank: false, kept: new Set(), taken });
   }
 
   /** Whether writes of buckets no longer written are under way. */
